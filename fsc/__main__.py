@@ -1,0 +1,3 @@
+from fsc.cli.main import run
+
+run()

@@ -1,0 +1,68 @@
+"""Shared option aliases and output helpers for every command group."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+out = Console()  # human tables: stdout
+err = Console(stderr=True)  # progress and logs: stderr
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store directory (default: $FSC_STORE or ./store).", show_default=False),
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+BackendOpt = Annotated[
+    str,
+    typer.Option("--backend", help="Kernel backend: auto (Triton on CUDA), torch or triton."),
+]
+
+
+def store_dir(store: Path | None) -> Path:
+    """The store directory: --store, then $FSC_STORE, then ./store."""
+    if store is not None:
+        return store
+    env = os.environ.get("FSC_STORE")
+    return Path(env) if env else Path("store")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def print_json(doc: Any) -> None:
+    """One JSON document on stdout; non-finite numbers become null."""
+    print(json.dumps(_finite(doc), indent=2, default=str, allow_nan=False))
+
+
+def fmt_bytes(n: float | int | None) -> str:
+    """Binary units, stated explicitly (KiB, MiB, GiB)."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return str(n)

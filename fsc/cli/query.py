@@ -1,0 +1,7 @@
+"""Commands of this group (filled in by its issue)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

@@ -1,0 +1,35 @@
+"""Typed errors of the library. The CLI boundary turns each into one line and an exit code."""
+
+
+class FscError(Exception):
+    """Base of every error fsc reports to a user (never a bug)."""
+
+    exit_code = 1
+
+
+class RecipeError(FscError):
+    """A recipe file is missing, malformed or inconsistent."""
+
+    exit_code = 2
+
+
+class UsageError(FscError):
+    """Bad command-line values (a negative S, an unknown GPU name, ...)."""
+
+    exit_code = 2
+
+
+class StoreError(FscError):
+    """The DuckDB store could not be opened, migrated, read or written."""
+
+
+class CheckpointError(FscError):
+    """A checkpoint directory is incomplete, corrupt or does not match its recipe."""
+
+
+class HubError(FscError):
+    """The Hugging Face Hub refused or failed a push or pull."""
+
+
+class KernelError(FscError):
+    """A kernel was asked for on a device or dtype it does not support."""

@@ -1,0 +1,1 @@
+"""Checkpoints and the Hugging Face Hub."""

@@ -1,0 +1,1 @@
+"""DuckDB store: migrations, writes with retry, read-only queries."""

@@ -1,0 +1,1 @@
+"""Block attention against a KV cache."""

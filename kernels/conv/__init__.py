@@ -1,0 +1,1 @@
+"""Short causal depthwise convolution over a block with a cached window."""

@@ -1,0 +1,1 @@
+"""Gated linear attention (per-key-dimension forget gate), both directions inside a block."""

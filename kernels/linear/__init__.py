@@ -1,0 +1,1 @@
+"""Linear attention with a feature map and a floored normaliser."""

@@ -1,0 +1,1 @@
+"""Bidirectional Mamba-2 (per-head scalar decay) block scan."""

@@ -1,0 +1,49 @@
+import torch
+import torch.nn.functional as F
+
+
+def _scan(x, dt, a, Bm, state):
+    """h_t = a_t h_{t-1} + dt_t x_t B_tᵀ over the G tokens; returns all h (fp32)."""
+    hs = []
+    h = state
+    for t in range(x.shape[1]):
+        h = a[:, t, :, None, None] * h + torch.einsum(
+            "bh,bhp,bn->bhpn", dt[:, t], x[:, t], Bm[:, t]
+        )
+        hs.append(h)
+    return torch.stack(hs, dim=1), h  # (B, G, H, P, N)
+
+
+def mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
+    """Mamba-2 block: forward scan from the cached state, backward scan inside the block.
+
+    x:         [B, G, H, P]   conv'd inputs, P = mamba head_dim
+    dt:        [B, G, H]      raw step sizes; softplus(dt + dt_bias) is applied here
+    dt_bias:   [H]
+    A:         [H]            negative decay rates (A = -exp(A_log)); a_t = exp(dt_t A)
+    Bm, Cm:    [B, G, N]      input and output projections of the state (one group)
+    D:         [H]            skip
+    z:         [B, G, H, P]   gate, y *= silu(z); or None
+    state:     [B, H, P, N]   forward state after the cached prefix (state_dtype); not changed
+    new_state: [B, H, P, N] or None; receives the forward state after the block (the fold;
+               it may be `state` itself).
+    returns    [B, G, H, P] in x.dtype
+
+    y_t = C_t·h_t (forward, from `state`) + C_t·g_t (the same recurrence over the block
+    reversed, from zero) - C_t·(dt_t x_t B_tᵀ) (the diagonal, counted once) + D x_t.
+    With G = 1 this is the causal Mamba-2 step.
+    """
+    xf, Bf, Cf = x.float(), Bm.float(), Cm.float()
+    dtf = F.softplus(dt.float() + dt_bias.float())
+    a = torch.exp(dtf * A.float())
+    hf, h_last = _scan(xf, dtf, a, Bf, state.float())
+    zero = torch.zeros_like(state, dtype=torch.float32)
+    hb, _ = _scan(xf.flip(1), dtf.flip(1), a.flip(1), Bf.flip(1), zero)
+    hb = hb.flip(1)
+    diag = torch.einsum("bgh,bghp,bgn->bghpn", dtf, xf, Bf)
+    y = torch.einsum("bghpn,bgn->bghp", hf + hb - diag, Cf) + D.float()[:, None] * xf
+    if z is not None:
+        y = y * F.silu(z.float())
+    if new_state is not None:
+        new_state.copy_(h_last)
+    return y.to(x.dtype)
