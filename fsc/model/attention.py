@@ -1,0 +1,68 @@
+"""Attention mixer: MHA/GQA with RoPE; the block sees the cached prefix and all of itself."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from fsc import ops
+from fsc.model.cache import LayerCache
+from fsc.model.layers import block_ids, rope
+from fsc.model.mixer import Mixer
+
+
+class Attention(Mixer):
+    kind = "attention"
+    growing = True
+
+    def __init__(self, recipe, dtype, state_dtype):
+        super().__init__(recipe.d_model, dtype, state_dtype)
+        cfg = recipe.attention
+        self.n_heads = cfg.n_heads
+        self.n_kv_heads = cfg.n_kv_heads or cfg.n_heads
+        self.head_dim = cfg.head_dim or recipe.d_model // cfg.n_heads
+        self.theta = cfg.rope_theta
+        d, h, hkv, hd = recipe.d_model, self.n_heads, self.n_kv_heads, self.head_dim
+        self.wq = nn.Linear(d, h * hd, bias=False)
+        self.wk = nn.Linear(d, hkv * hd, bias=False)
+        self.wv = nn.Linear(d, hkv * hd, bias=False)
+        self.wo = nn.Linear(h * hd, d, bias=False)
+
+    def cache_shapes(self, batch, capacity):
+        shape = (batch, capacity, self.n_kv_heads, self.head_dim)
+        return {"k": (shape, self.act_dtype), "v": (shape, self.act_dtype)}
+
+    def _qkv(self, x, positions):
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.n_heads, self.head_dim)
+        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim)
+        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim)
+        return rope(q, positions, self.theta), rope(k, positions, self.theta), v
+
+    def _block(self, x, cache: LayerCache, commit: bool):
+        B, G, _ = x.shape
+        S = cache.length
+        if commit and S + G > cache.capacity:
+            raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
+        positions = torch.arange(S, S + G, device=x.device)
+        q, k, v = self._qkv(x, positions)  # (B, G, H|Hkv, D)
+        kc, vc = cache.tensors["k"], cache.tensors["v"]
+        o = ops.block_attention(q, kc, vc, k.to(kc.dtype), v.to(vc.dtype), S, 1 / math.sqrt(self.head_dim))
+        if commit:
+            kc[:, S : S + G] = k.to(kc.dtype)
+            vc[:, S : S + G] = v.to(vc.dtype)
+        return self.wo(o.reshape(B, G, -1).to(x.dtype))
+
+    def forward_blockwise(self, x, block_lengths):
+        B, T, _ = x.shape
+        q, k, v = self._qkv(x, torch.arange(T, device=x.device))
+        rep = self.n_heads // self.n_kv_heads
+        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+        ids = block_ids(block_lengths, x.device)
+        allowed = ids[None, :] <= ids[:, None]  # (T query, T key): earlier blocks and own block
+        scores = torch.einsum("bthd,bshd->bhts", q.float(), k.float()) / math.sqrt(self.head_dim)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        o = torch.einsum("bhts,bshd->bthd", torch.softmax(scores, -1), v.float())
+        return self.wo(o.reshape(B, T, -1).to(x.dtype))

@@ -1,0 +1,46 @@
+"""Caches: what a mixer keeps of the finished prefix, and the model-level cache around them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class LayerCache:
+    """One layer's cache. `tensors` are preallocated; `length` is S, the tokens folded so far.
+
+    attention: k, v        [B, capacity, Hkv, D]      (grows with S)
+    mamba:     conv [B, C, W-1], ssm [B, H, P, N]     (fixed)
+    linear:    state [B, H, r, Dv], z [B, H, r]       (fixed)
+    gla:       state [B, H, Dk, Dv]                   (fixed)
+    """
+
+    kind: str
+    tensors: dict[str, torch.Tensor]
+    length: int = 0
+    growing: bool = False
+
+    @property
+    def capacity(self) -> int | None:
+        return self.tensors["k"].shape[1] if self.growing else None
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+
+@dataclass
+class ModelCache:
+    """Per-layer caches plus S and the block size G the cache was built for."""
+
+    layers: list[LayerCache]
+    block_size: int
+    batch: int
+    length: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def nbytes(self) -> dict[str, int]:
+        kv = sum(c.nbytes() for c in self.layers if c.growing)
+        state = sum(c.nbytes() for c in self.layers if not c.growing)
+        return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}

@@ -1,0 +1,78 @@
+"""Norms, feed-forward blocks and RoPE shared by every stack."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * self.weight.float()).to(x.dtype)
+
+
+class MLP(nn.Module):
+    """GELU MLP, hidden = hidden_ratio × d_model."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.up = nn.Linear(d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class MoE(nn.Module):
+    """Top-k mixture of GELU experts; gate weights are the softmax over the chosen k."""
+
+    def __init__(self, d_model: int, hidden: int, n_experts: int, top_k: int):
+        super().__init__()
+        self.top_k = top_k
+        self.router = nn.Linear(d_model, n_experts, bias=False)
+        self.up = nn.Parameter(torch.empty(n_experts, d_model, hidden))
+        self.down = nn.Parameter(torch.empty(n_experts, hidden, d_model))
+
+    def forward(self, x):  # (B, T, d)
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        logits = self.router(flat).float()
+        top, idx = logits.topk(self.top_k, dim=-1)  # (BT, k)
+        gates = torch.softmax(top, dim=-1).to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e in range(self.up.shape[0]):
+            rows, slot = (idx == e).nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            h = F.gelu(flat[rows] @ self.up[e]) @ self.down[e]
+            out.index_add_(0, rows, h * gates[rows, slot, None])
+        return out.reshape(shape)
+
+
+def rope(x, positions, theta: float):
+    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions."""
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    ang = positions.to(torch.float32)[:, None] * inv[None, :]  # (T, D/2)
+    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)[None, :, None, :]
+    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)[None, :, None, :]
+    xf = x.float()
+    x1, x2 = xf[..., : d // 2], xf[..., d // 2 :]
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (xf * cos + rotated * sin).to(x.dtype)
+
+
+def block_ids(block_lengths: list[int], device) -> torch.Tensor:
+    """Block index of every token of a sequence cut into blocks of the given lengths."""
+    lengths = torch.tensor(block_lengths, device=device)
+    return torch.repeat_interleave(torch.arange(len(block_lengths), device=device), lengths)

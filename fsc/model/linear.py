@@ -1,0 +1,73 @@
+"""Linear-attention mixer: feature map φ on q and k, floored normaliser, no decay."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from fsc import ops
+from fsc.kernels.linear.reference import FEATURE_MAPS
+from fsc.model.cache import LayerCache
+from fsc.model.layers import block_ids
+from fsc.model.mixer import Mixer
+
+
+class LinearAttention(Mixer):
+    kind = "linear"
+
+    def __init__(self, recipe, dtype, state_dtype):
+        super().__init__(recipe.d_model, dtype, state_dtype)
+        cfg = recipe.linear
+        self.n_heads = cfg.n_heads
+        self.head_dim = recipe.d_model // cfg.n_heads  # Dv
+        self.feature_dim = cfg.feature_dim or self.head_dim  # r
+        self.feature_map = cfg.feature_map
+        self.eps = cfg.eps
+        d, h = recipe.d_model, self.n_heads
+        self.wq = nn.Linear(d, h * self.feature_dim, bias=False)
+        self.wk = nn.Linear(d, h * self.feature_dim, bias=False)
+        self.wv = nn.Linear(d, h * self.head_dim, bias=False)
+        self.wo = nn.Linear(h * self.head_dim, d, bias=False)
+
+    def cache_shapes(self, batch, capacity):
+        h, r, dv = self.n_heads, self.feature_dim, self.head_dim
+        return {
+            "state": ((batch, h, r, dv), self.state_dtype),
+            "z": ((batch, h, r), self.state_dtype),
+        }
+
+    def _qkv(self, x):
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.n_heads, self.feature_dim)
+        k = self.wk(x).view(B, T, self.n_heads, self.feature_dim)
+        v = self.wv(x).view(B, T, self.n_heads, self.head_dim)
+        return q, k, v
+
+    def _block(self, x, cache: LayerCache, commit: bool):
+        B, G, _ = x.shape
+        q, k, v = self._qkv(x)
+        st, z = cache.tensors["state"], cache.tensors["z"]
+        o = ops.linear_block(q, k, v, st, z, self.feature_map, self.eps,
+                             st if commit else None, z if commit else None)
+        return self.wo(o.reshape(B, G, -1).to(x.dtype))
+
+    def forward_blockwise(self, x, block_lengths):
+        """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token."""
+        B, T, _ = x.shape
+        q, k, v = self._qkv(x)
+        phi = FEATURE_MAPS[self.feature_map]
+        fq, fk, vf = phi(q.float()), phi(k.float()), v.float()
+        ids = block_ids(block_lengths, x.device)
+        nb = len(block_lengths)
+        kv = torch.zeros(B, nb, self.n_heads, self.feature_dim, self.head_dim, device=x.device)
+        kv.index_add_(1, ids, torch.einsum("bthr,bthd->bthrd", fk, vf))
+        ks = torch.zeros(B, nb, self.n_heads, self.feature_dim, device=x.device)
+        ks.index_add_(1, ids, fk)
+        S, Z = kv.cumsum(1)[:, ids], ks.cumsum(1)[:, ids]  # (B, T, H, r, Dv), (B, T, H, r)
+        num = torch.einsum("bthr,bthrd->bthd", fq, S)
+        den = torch.einsum("bthr,bthr->bth", fq, Z).clamp_min(self.eps)
+        return self.wo((num / den[..., None]).reshape(B, T, -1).to(x.dtype))
+
+    def _synthetic_fill(self, name, t, generator):
+        # A real prefix has z = Σ φ(k) > 0 and φ(k)vᵀ sums of matching size.
+        t.uniform_(0.5, 1.5, generator=generator) if name == "z" else t.normal_(0, 1, generator=generator)

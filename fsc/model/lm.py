@@ -1,0 +1,169 @@
+"""The language model: embedding → [norm → mixer, norm → MLP/MoE] × n_layers → norm → head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from fsc.model import MIXER_REGISTRY
+from fsc.model.cache import ModelCache
+from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm
+from fsc.recipe import Recipe
+
+
+class Layer(nn.Module):
+    def __init__(self, recipe: Recipe, kind: str, dtype, state_dtype):
+        super().__init__()
+        self.norm1 = RMSNorm(recipe.d_model, recipe.norm_eps)
+        self.mixer = MIXER_REGISTRY[kind](recipe, dtype, state_dtype)
+        self.norm2 = RMSNorm(recipe.d_model, recipe.norm_eps)
+        if recipe.moe is not None:
+            hidden = int(recipe.moe.hidden_ratio * recipe.d_model)
+            self.ffn = MoE(recipe.d_model, hidden, recipe.moe.n_experts, recipe.moe.top_k)
+        else:
+            self.ffn = MLP(recipe.d_model, int(recipe.mlp_cfg.hidden_ratio * recipe.d_model))
+
+    def _mix(self, x, mixed):
+        x = x + mixed
+        return x + self.ffn(self.norm2(x))
+
+
+class LM(nn.Module):
+    """Block-diffusion (or, with G = 1, autoregressive) language model over one recipe.
+
+    forward(tokens [B, G], cache) -> logits [B, G, vocab] (fp32); the cache is unchanged.
+    fold(tokens, cache)           -> the same logits, and the block is written into the cache.
+    forward_blockwise(tokens [B, T], block_lengths) -> logits [B, T, vocab], no cache.
+    """
+
+    def __init__(self, recipe: Recipe, dtype: torch.dtype | None = None,
+                 state_dtype: torch.dtype | None = None):
+        super().__init__()
+        self.recipe = recipe
+        self.dtype = dtype or TORCH_DTYPES[recipe.dtype]
+        self.state_dtype = state_dtype or TORCH_DTYPES[recipe.state_dtype]
+        self.embed = nn.Embedding(recipe.vocab_size, recipe.d_model)
+        self.layers = nn.ModuleList(
+            Layer(recipe, kind, self.dtype, self.state_dtype) for kind in recipe.layer_plan
+        )
+        self.norm_f = RMSNorm(recipe.d_model, recipe.norm_eps)
+        self.lm_head = nn.Linear(recipe.d_model, recipe.vocab_size, bias=False)
+
+    # -- caches -------------------------------------------------------------------------------
+    def empty_cache(self, batch: int, capacity: int, device=None, block_size: int | None = None):
+        device = device or self.embed.weight.device
+        layers = [layer.mixer.empty_cache(batch, capacity, device) for layer in self.layers]
+        return ModelCache(layers, block_size or self.recipe.block_size, batch)
+
+    def synthetic_cache(self, batch: int, S: int, device=None, seed: int = 0,
+                        capacity: int | None = None, block_size: int | None = None):
+        """A cache that looks like S finished tokens, with room for `capacity` (default S + G)."""
+        device = torch.device(device or self.embed.weight.device)
+        G = block_size or self.recipe.block_size
+        gen = torch.Generator(device=device).manual_seed(seed)
+        cap = S + G if capacity is None else capacity
+        layers = [layer.mixer.synthetic_cache(batch, S, device, gen, cap) for layer in self.layers]
+        return ModelCache(layers, G, batch, length=S)
+
+    def cache_bytes(self, batch: int, S: int) -> dict[str, int]:
+        """Exact bytes of a cache holding S tokens: growing (KV) and fixed (state) parts."""
+        kv = state = 0
+        for layer in self.layers:
+            n = layer.mixer.cache_bytes(batch, S)
+            if layer.mixer.growing:
+                kv += n
+            else:
+                state += n
+        return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}
+
+    # -- passes -------------------------------------------------------------------------------
+    def _run(self, tokens, cache: ModelCache, commit: bool):
+        G = tokens.shape[1]
+        if G > cache.block_size:
+            raise ValueError(f"block of {G} tokens exceeds the cache's block size {cache.block_size}")
+        if tokens.shape[0] != cache.batch:
+            raise ValueError(f"batch {tokens.shape[0]} does not match the cache's batch {cache.batch}")
+        x = self.embed(tokens).to(self.dtype)
+        for layer, lc in zip(self.layers, cache.layers):
+            h = layer.norm1(x)
+            mixed = layer.mixer.fold(h, lc) if commit else layer.mixer(h, lc)
+            x = layer._mix(x, mixed)
+        if commit:
+            cache.length += G
+        return self.lm_head(self.norm_f(x)).float()
+
+    def forward(self, tokens, cache: ModelCache):
+        return self._run(tokens, cache, commit=False)
+
+    def fold(self, tokens, cache: ModelCache):
+        return self._run(tokens, cache, commit=True)
+
+    def forward_blockwise(self, tokens, block_lengths: list[int] | None = None):
+        T = tokens.shape[1]
+        if block_lengths is None:
+            G = self.recipe.block_size
+            block_lengths = [G] * (T // G) + ([T % G] if T % G else [])
+        assert sum(block_lengths) == T, "block lengths must cover the sequence"
+        x = self.embed(tokens).to(self.dtype)
+        for layer in self.layers:
+            x = layer._mix(x, layer.mixer.forward_blockwise(layer.norm1(x), block_lengths))
+        return self.lm_head(self.norm_f(x)).float()
+
+
+def init_weights(model: LM, seed: int = 0) -> LM:
+    """Seeded initial weights (normal 0.02 for matrices; Mamba-2 style A, dt and D)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "weight" and p.ndim == 1:  # norms
+                vals = torch.ones(p.shape)
+            elif leaf == "A_log":
+                vals = torch.log(torch.rand(p.shape, generator=gen) * 15 + 1)
+            elif leaf == "dt_bias":
+                dt = torch.exp(torch.rand(p.shape, generator=gen) * (math.log(0.1) - math.log(1e-3))
+                               + math.log(1e-3))
+                vals = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+            elif leaf == "D":
+                vals = torch.ones(p.shape)
+            elif leaf in ("conv_weight", "conv_bias"):
+                bound = 1 / math.sqrt(p.shape[-1]) if leaf == "conv_weight" else 0.1
+                vals = (torch.rand(p.shape, generator=gen) * 2 - 1) * bound
+            elif leaf == "bias":
+                vals = torch.zeros(p.shape)
+            else:
+                vals = torch.randn(p.shape, generator=gen) * 0.02
+            p.copy_(vals.to(p.dtype))
+    return model
+
+
+def build_model(recipe: Recipe, device="cpu", seed: int = 0, dtype: torch.dtype | None = None,
+                state_dtype: torch.dtype | None = None) -> LM:
+    """Build on `device` with seeded weights; on "meta" only shapes are made (no memory)."""
+    with torch.device("meta"):
+        model = LM(recipe, dtype, state_dtype)
+    model = model.to(dtype=model.dtype)
+    if torch.device(device).type == "meta":
+        return model
+    model = model.to_empty(device="cpu")
+    init_weights(model, seed)
+    return model.to(device)
+
+
+def count_params(model: LM) -> dict[str, int]:
+    """Parameters in total and per component kind (mixer kinds, ffn, embeddings, norms)."""
+    counts: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        if ".mixer." in name:
+            key = model.layers[int(name.split(".")[1])].mixer.kind
+        elif ".ffn." in name:
+            key = "moe" if model.recipe.moe is not None else "mlp"
+        elif name.startswith(("embed", "lm_head")):
+            key = "embedding"
+        else:
+            key = "norm"
+        counts[key] = counts.get(key, 0) + p.numel()
+    counts["total"] = sum(v for k, v in counts.items())
+    return counts

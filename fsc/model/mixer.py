@@ -1,0 +1,76 @@
+"""The mixer contract every sequence mixer implements (the paper's unified interface)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from fsc.model.cache import LayerCache
+
+
+class Mixer(nn.Module):
+    """A sequence mixer over the frontier block `x` [B, G, d_model] against a prefix cache.
+
+    forward(x, cache)  -> [B, G, d_model], never mutates the cache (a denoising step).
+    fold(x, cache)     -> the same output, and writes the block into the cache.
+    forward_blockwise(x, block_lengths) -> [B, T, d_model]: the uncached block-causal forward
+        over a whole sequence (the training path and the exactness reference).
+    """
+
+    kind: str = ""
+    growing: bool = False
+
+    def __init__(self, d_model: int, dtype: torch.dtype, state_dtype: torch.dtype):
+        super().__init__()
+        self.d_model = d_model
+        self.act_dtype = dtype
+        self.state_dtype = state_dtype
+
+    def forward(self, x, cache: LayerCache):
+        return self._block(x, cache, commit=False)
+
+    def fold(self, x, cache: LayerCache):
+        out = self._block(x, cache, commit=True)
+        cache.length += x.shape[1]
+        return out
+
+    # -- per mixer ------------------------------------------------------------------------------
+    def cache_shapes(self, batch: int, capacity: int) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        raise NotImplementedError
+
+    def _block(self, x, cache: LayerCache, commit: bool):
+        raise NotImplementedError
+
+    def forward_blockwise(self, x, block_lengths: list[int]):
+        raise NotImplementedError
+
+    def _synthetic_fill(self, name: str, t: torch.Tensor, generator) -> None:
+        t.normal_(0.0, 1.0, generator=generator)
+
+    # -- shared ---------------------------------------------------------------------------------
+    def empty_cache(self, batch: int, capacity: int, device) -> LayerCache:
+        tensors = {
+            name: torch.zeros(shape, dtype=dt, device=device)
+            for name, (shape, dt) in self.cache_shapes(batch, capacity).items()
+        }
+        return LayerCache(self.kind, tensors, 0, self.growing)
+
+    def synthetic_cache(self, batch: int, S: int, device, generator=None, capacity=None) -> LayerCache:
+        """A cache that looks like S finished tokens: random values, never zeros."""
+        capacity = S if capacity is None else capacity
+        cache = self.empty_cache(batch, capacity, device)
+        for name, t in cache.tensors.items():
+            view = t[:, :S] if self.growing else t
+            self._synthetic_fill(name, view, generator)
+        cache.length = S
+        return cache
+
+    def cache_bytes(self, batch: int, S: int) -> int:
+        """Exact bytes of a cache holding S tokens (capacity S)."""
+        total = 0
+        for shape, dt in self.cache_shapes(batch, S).values():
+            n = 1
+            for s in shape:
+                n *= s
+            total += n * torch.empty((), dtype=dt).element_size()
+        return total
