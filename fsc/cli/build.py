@@ -1,7 +1,101 @@
-"""Commands of this group (filled in by its issue)."""
+"""`fsc build`: validate a recipe, build its model, report layer map, parameters and caches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from fsc.cli.common import JsonOpt, SeedOpt, err, fmt_bytes, fmt_count, out, print_json
+from fsc.errors import UsageError
+
+# Above this many weight bytes the model is built on the meta device (shapes only).
+META_ABOVE_BYTES = 256 * 2**20
+
+
+def build_report(recipe, S: int, B: int, device: str = "auto") -> dict:
+    """The facts `fsc build` prints, from a model built on CPU or (large ones) on meta."""
+    import torch
+
+    from fsc.model.lm import build_model, count_params
+
+    meta = build_model(recipe, device="meta")
+    params = count_params(meta)
+    weight_bytes = sum(p.numel() * p.element_size() for p in meta.parameters())
+    if device == "auto":
+        device = "meta" if weight_bytes > META_ABOVE_BYTES else "cpu"
+    model = meta if device == "meta" else build_model(recipe, device=device)
+    built_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert built_bytes == weight_bytes
+    cache = model.cache_bytes(B, S)
+    return {
+        "name": recipe.name,
+        "recipe_hash": recipe.recipe_hash,
+        "n_layers": recipe.n_layers,
+        "layer_plan": recipe.layer_plan,
+        "layer_map": recipe.layer_map,
+        "block_size": recipe.block_size,
+        "dtype": recipe.dtype,
+        "state_dtype": recipe.state_dtype,
+        "n_params": params["total"],
+        "params_by_kind": {k: v for k, v in params.items() if k != "total"},
+        "weight_bytes": weight_bytes,
+        "built_on": str(torch.device(device)),
+        "cache": {"S": S, "B": B, **cache},
+    }
+
+
+def build(
+    recipe: Annotated[str, typer.Argument(help="Recipe file or shipped recipe name.")],
+    S: Annotated[int, typer.Option("--S", help="Context length S for the cache sizes.")] = 8192,
+    B: Annotated[int, typer.Option("--B", help="Batch B for the cache sizes.")] = 1,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
+    ] = None,
+    seed: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
+    from fsc.recipe import load_recipe
+
+    if S < 0 or B < 1:
+        raise UsageError(f"need S >= 0 and B >= 1 (got S {S}, B {B})")
+    r = load_recipe(recipe)
+    report = build_report(r, S, B)
+    if save is not None:
+        from fsc.hub.checkpoint import save_checkpoint
+        from fsc.model.lm import build_model
+
+        err.print(f"building {r.name} with seed {seed} and writing {save} ...")
+        info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
+        report["saved"] = info
+    if as_json:
+        print_json(report)
+        return
+    _render(report)
+
+
+def _render(rep: dict) -> None:
+    from rich.table import Table
+
+    out.print(f"[bold]{rep['name']}[/]  hash {rep['recipe_hash']}  ({rep['built_on']} build)")
+    out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
+              f"{rep['state_dtype']} states")
+    t = Table(title="parameters")
+    t.add_column("component")
+    t.add_column("params", justify="right")
+    for k, v in rep["params_by_kind"].items():
+        t.add_row(k, fmt_count(v))
+    t.add_row("[bold]total", f"[bold]{fmt_count(rep['n_params'])}")
+    out.print(t)
+    c = rep["cache"]
+    out.print(f"weights {fmt_bytes(rep['weight_bytes'])}   cache at S={c['S']}, B={c['B']}: "
+              f"KV (growing) {fmt_bytes(c['kv_bytes'])}, state (fixed) {fmt_bytes(c['state_bytes'])}, "
+              f"total {fmt_bytes(c['total_bytes'])}")
+    if "saved" in rep:
+        out.print(f"checkpoint written to {rep['saved'].get('path')}")
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("build")(build)

@@ -1,7 +1,39 @@
-"""Commands of this group (filled in by its issue)."""
+"""`fsc recipes`: the shipped recipes with a one-line summary each."""
+
+from __future__ import annotations
 
 import typer
 
+from fsc.cli.common import JsonOpt, out, print_json
+
+
+def recipes(as_json: JsonOpt = False) -> None:
+    """List the shipped recipes (name, layer map, width, depth, block size)."""
+    from rich.table import Table
+
+    from fsc.recipe import load_recipe, shipped_recipes
+
+    rows = []
+    for name, path in shipped_recipes().items():
+        r = load_recipe(path)
+        kinds = sorted(set(r.layer_plan))
+        counts = ", ".join(f"{r.layer_plan.count(k)} {k}" for k in kinds)
+        ffn = f"moe {r.moe.n_experts}×top{r.moe.top_k}" if r.moe else "mlp"
+        rows.append({
+            "name": name, "path": str(path), "layer_map": r.layer_map, "d_model": r.d_model,
+            "n_layers": r.n_layers, "block_size": r.block_size, "dtype": r.dtype,
+            "summary": f"d_model {r.d_model}, {r.n_layers} layers ({counts}), {ffn}, G {r.block_size}",
+        })
+    if as_json:
+        print_json(rows)
+        return
+    t = Table(title="shipped recipes")
+    for col in ("name", "summary", "layer map"):
+        t.add_column(col)
+    for row in rows:
+        t.add_row(row["name"], row["summary"], row["layer_map"])
+    out.print(t)
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("recipes")(recipes)

@@ -1,0 +1,194 @@
+"""Decoding: block diffusion (G tokens, K denoising steps, then a fold) and the AR baseline.
+
+Block diffusion, per block: start from G mask tokens; each of the K steps is one forward pass of
+the block against the cache (the cache is not changed); after each step the most confident
+masked positions are revealed on an even schedule (plus any above `threshold`); then one fold
+writes the finished block into the cache. `use_cache=False` recomputes the whole prefix with
+the block-causal forward at every step instead (the uncached reference and speed baseline).
+
+Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
+next one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from fsc.errors import UsageError
+
+
+@dataclass
+class DecodeConfig:
+    length: int
+    G: int
+    steps: int
+    mode: str = "diffusion"  # "diffusion" | "ar"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    threshold: float | None = None
+    seed: int = 0
+    use_cache: bool = True
+
+    def check(self) -> None:
+        if self.mode not in ("diffusion", "ar"):
+            raise UsageError(f"mode {self.mode!r} is not one of diffusion, ar")
+        if self.length < 1:
+            raise UsageError(f"length {self.length} must be at least 1")
+        if self.G < 1:
+            raise UsageError(f"G {self.G} must be at least 1")
+        if self.mode == "diffusion" and not 1 <= self.steps <= self.G:
+            raise UsageError(f"steps {self.steps} must be between 1 and G = {self.G}")
+        if self.temperature < 0:
+            raise UsageError(f"temperature {self.temperature} must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
+        if self.threshold is not None and not 0 < self.threshold <= 1:
+            raise UsageError(f"threshold {self.threshold} must be in (0, 1]")
+
+
+@dataclass
+class DecodeResult:
+    token_ids: list[int]
+    stats: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def even_schedule(g: int, steps: int) -> list[int]:
+    """How many positions each of `steps` steps reveals so that all g are revealed."""
+    return [(k + 1) * g // steps - k * g // steps for k in range(steps)]
+
+
+def sample(logits, temperature: float, top_p: float, generator):
+    """Tokens and their confidences for each row of `logits` [n, V] (fp32, on CPU)."""
+    if temperature == 0:
+        probs = torch.softmax(logits, dim=-1)
+        conf, tok = probs.max(dim=-1)
+        return tok, conf
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
+        sorted_p = sorted_p * keep
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tok, probs.gather(-1, tok[:, None]).squeeze(-1)
+
+
+class _Runner:
+    """The forward passes of one decode: against the cache, or recomputing the prefix."""
+
+    def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device):
+        self.model, self.use_cache, self.device = model, use_cache, device
+        self.ids: list[int] = []
+        self.blocks: list[int] = []
+        self.passes = 0
+        self.cache = model.empty_cache(1, capacity, device, block_size=G) if use_cache else None
+        self.last_logits = None
+        for start in range(0, len(ids), G):
+            self.last_logits = self.commit(ids[start : start + G])
+
+    def _t(self, ids):
+        return torch.tensor([ids], dtype=torch.long, device=self.device)
+
+    def step(self, block: list[int]):
+        """Logits [G, V] of the frontier block; the prefix is unchanged."""
+        self.passes += 1
+        if self.use_cache:
+            return self.model(self._t(block), self.cache)[0].float().cpu()
+        logits = self.model.forward_blockwise(self._t(self.ids + block), self.blocks + [len(block)])
+        return logits[0, -len(block) :].float().cpu()
+
+    def commit(self, block: list[int]):
+        """Fold the finished block; returns its logits (used by the AR path)."""
+        if self.use_cache:
+            self.passes += 1
+            logits = self.model.fold(self._t(block), self.cache)[0].float().cpu()
+        else:
+            logits = None  # the uncached path recomputes the prefix at the next step
+        self.ids += block
+        self.blocks.append(len(block))
+        return logits
+
+    def ar_logits(self):
+        """Logits [V] predicting the next token after everything committed."""
+        if self.use_cache:
+            return self.last_logits[-1]
+        self.passes += 1
+        return self.model.forward_blockwise(self._t(self.ids), self.blocks)[0, -1].float().cpu()
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
+    """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
+    cfg.check()
+    device = device or model.embed.weight.device
+    vocab = model.recipe.vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise UsageError(
+            f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {vocab}"
+        )
+    if not prompt_ids:
+        raise UsageError("the prompt is empty after tokenisation")
+    G = 1 if cfg.mode == "ar" else cfg.G
+    gen = torch.Generator().manual_seed(cfg.seed)
+    banned = [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
+    t0 = time.perf_counter()
+    run = _Runner(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device)
+    prompt_passes = run.passes
+    out: list[int] = []
+    n_blocks = 0
+    eos = getattr(tokenizer, "eos_id", None)
+
+    def pick(logits):
+        logits = logits.clone()
+        logits[..., banned] = float("-inf")
+        return sample(logits, cfg.temperature, cfg.top_p, gen)
+
+    while len(out) < cfg.length:
+        if cfg.mode == "ar":
+            tok, _ = pick(run.ar_logits()[None])
+            block = [int(tok[0])]
+            run.last_logits = run.commit(block)
+        else:
+            g = min(G, cfg.length - len(out))
+            block = [tokenizer.mask_id] * g
+            masked = torch.ones(g, dtype=torch.bool)
+            for n_reveal in even_schedule(g, min(cfg.steps, g)):
+                tok, conf = pick(run.step(block))
+                conf = conf.masked_fill(~masked, -1.0)
+                chosen = set(conf.topk(n_reveal).indices.tolist())
+                if cfg.threshold is not None:
+                    chosen |= set((conf >= cfg.threshold).nonzero().flatten().tolist())
+                for i in chosen:
+                    block[i] = int(tok[i])
+                    masked[i] = False
+                if not masked.any():
+                    break
+            run.commit(block)
+        n_blocks += 1
+        out += block
+        if eos is not None and eos in block:
+            out = out[: out.index(eos) + 1]
+            break
+    out = out[: cfg.length]
+    seconds = time.perf_counter() - t0
+    stats = {
+        "mode": cfg.mode,
+        "G": G,
+        "K": 1 if cfg.mode == "ar" else cfg.steps,
+        "cached": cfg.use_cache,
+        "prompt_tokens": len(prompt_ids),
+        "tokens": len(out),
+        "blocks": n_blocks,
+        "forward_passes": run.passes,
+        "prompt_passes": prompt_passes,
+        "seconds": seconds,
+        "tokens_per_s": len(out) / seconds if seconds > 0 else float("inf"),
+    }
+    return DecodeResult(out, stats)

@@ -1,0 +1,72 @@
+"""Short-lived DuckDB connections with a bounded, jittered retry on the file lock.
+
+DuckDB lets one process at a time open a database file for writing, and a read-only
+connection in another process conflicts with that writer too; a second opener fails at once
+with a lock error. So nothing in fsc holds a connection: each write or query opens one, does
+its work, closes it, and an opener that finds the file locked backs off and tries again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from fsc.errors import StoreError
+
+DEFAULT_TIMEOUT_S = 60.0
+_FIRST_DELAY_S = 0.005
+_MAX_DELAY_S = 0.25
+
+
+def utcnow() -> datetime:
+    """Now in UTC, without a zone: what every TIMESTAMP column holds."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def one_line(e: BaseException) -> str:
+    """A DuckDB message on one line: drop the caret context, join the hint."""
+    lines = []
+    for line in str(e).splitlines():
+        if line.startswith("LINE "):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    return " ".join(lines) or type(e).__name__
+
+
+def _is_lock_error(e: duckdb.Error) -> bool:
+    return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
+
+
+@contextmanager
+def connect(
+    file: Path, *, read_only: bool, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open `file`, retrying while another process holds the lock, and always close it."""
+    deadline = time.monotonic() + timeout_s
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            con = duckdb.connect(str(file), read_only=read_only)
+            break
+        except duckdb.Error as e:
+            if not _is_lock_error(e):
+                raise StoreError(f"cannot open store {file}: {one_line(e)}") from e
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StoreError(
+                    f"store {file} stayed locked by another process for {timeout_s:.0f} s"
+                    f" ({one_line(e)})"
+                ) from e
+            time.sleep(min(left, delay * random.uniform(0.5, 1.5)))
+            delay = min(2 * delay, _MAX_DELAY_S)
+    try:
+        yield con
+    finally:
+        con.close()

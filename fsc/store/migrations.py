@@ -1,0 +1,190 @@
+"""The store's schema as an ordered list of small migrations, each recorded once.
+
+Append new migrations to `MIGRATIONS`; never edit or reorder one that has shipped. Version n is
+the n-th function of the list. `migrate` runs the missing ones in one transaction, so a store is
+never left half-migrated and two processes racing to migrate cannot both apply the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fsc.errors import StoreError
+from fsc.store.connect import utcnow
+
+Connection = Any  # duckdb.DuckDBPyConnection, kept out of this module's imports
+
+
+def create_runs_recipes_environments(con: Connection) -> None:
+    con.execute(
+        """
+        CREATE TABLE runs (
+            run_id VARCHAR PRIMARY KEY,
+            kind VARCHAR NOT NULL,
+            command VARCHAR,
+            status VARCHAR NOT NULL
+                CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+            started_at TIMESTAMP NOT NULL,
+            ended_at TIMESTAMP,
+            pid INTEGER,
+            host VARCHAR,
+            env_id VARCHAR,
+            config VARCHAR,
+            error VARCHAR
+        );
+        CREATE TABLE recipes (
+            recipe_hash VARCHAR PRIMARY KEY,
+            name VARCHAR NOT NULL,
+            yaml VARCHAR,
+            layer_plan VARCHAR[],
+            first_seen TIMESTAMP NOT NULL
+        );
+        CREATE TABLE environments (
+            env_id VARCHAR PRIMARY KEY,
+            fsc_version VARCHAR,
+            python_version VARCHAR,
+            torch_version VARCHAR,
+            triton_version VARCHAR,
+            cuda_version VARCHAR,
+            driver_version VARCHAR,
+            device_name VARCHAR,
+            device_memory_bytes BIGINT,
+            host VARCHAR,
+            platform VARCHAR,
+            git_commit VARCHAR,
+            git_dirty BOOLEAN,
+            first_seen TIMESTAMP NOT NULL
+        );
+        """
+    )
+
+
+def create_profile_points_samples(con: Connection) -> None:
+    con.execute(
+        """
+        CREATE SEQUENCE point_id_seq START 1;
+        CREATE TABLE profile_points (
+            point_id BIGINT PRIMARY KEY DEFAULT nextval('point_id_seq'),
+            run_id VARCHAR NOT NULL,
+            recipe VARCHAR,
+            recipe_hash VARCHAR,
+            layer_plan VARCHAR[],
+            "S" BIGINT,
+            "B" INTEGER,
+            "G" INTEGER,
+            "K" INTEGER,
+            dtype VARCHAR,
+            backend VARCHAR,
+            mixer_backends VARCHAR,
+            device VARCHAR,
+            status VARCHAR NOT NULL CHECK (status IN ('ok', 'oom', 'error')),
+            error VARCHAR,
+            step_ms DOUBLE,
+            step_ms_p10 DOUBLE,
+            step_ms_p90 DOUBLE,
+            fold_ms DOUBLE,
+            fold_ms_p10 DOUBLE,
+            fold_ms_p90 DOUBLE,
+            tokens_per_s DOUBLE,
+            peak_bytes BIGINT,
+            cache_bytes BIGINT,
+            weight_bytes BIGINT,
+            predicted_step_bytes BIGINT,
+            predicted_total_bytes BIGINT,
+            floor_ms DOUBLE,
+            bound VARCHAR,
+            achieved_gbps DOUBLE,
+            roofline_fraction DOUBLE,
+            started_at TIMESTAMP,
+            ended_at TIMESTAMP
+        );
+        -- no index: a million samples stay cheap to append and to scan
+        CREATE TABLE samples (
+            point_id BIGINT NOT NULL,
+            phase VARCHAR NOT NULL CHECK (phase IN ('step', 'fold')),
+            idx INTEGER NOT NULL,
+            ms DOUBLE NOT NULL
+        );
+        """
+    )
+
+
+def create_artifacts(con: Connection) -> None:
+    con.execute(
+        """
+        CREATE TABLE artifacts (
+            artifact_id VARCHAR PRIMARY KEY,
+            path VARCHAR,
+            recipe_hash VARCHAR,
+            files_sha256 VARCHAR,
+            repo VARCHAR,
+            revision VARCHAR,
+            commit_id VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            action VARCHAR NOT NULL CHECK (action IN ('saved', 'pushed', 'pulled'))
+        );
+        """
+    )
+
+
+def create_profile_view(con: Connection) -> None:
+    con.execute(
+        """
+        CREATE OR REPLACE VIEW profile AS
+        SELECT
+            p.point_id, p.run_id, p.recipe, p.recipe_hash, p.layer_plan,
+            p."S", p."B", p."G", p."K", p.dtype, p.backend, p.mixer_backends, p.device,
+            p.status, p.error,
+            p.step_ms, p.step_ms_p10, p.step_ms_p90, p.fold_ms, p.fold_ms_p10, p.fold_ms_p90,
+            p.tokens_per_s, p.peak_bytes, p.cache_bytes, p.weight_bytes,
+            p.predicted_step_bytes, p.predicted_total_bytes, p.floor_ms, p.bound,
+            p.achieved_gbps, p.roofline_fraction, p.started_at, p.ended_at,
+            r.status AS run_status, r.command, r.host,
+            e.device_name, e.device_memory_bytes, e.git_commit, e.git_dirty,
+            e.fsc_version, e.torch_version, e.triton_version, e.cuda_version, e.driver_version
+        FROM profile_points p
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    create_runs_recipes_environments,
+    create_profile_points_samples,
+    create_artifacts,
+    create_profile_view,
+]
+
+
+def migrate(con: Connection) -> list[str]:
+    """Apply the missing migrations in one transaction; return the names applied."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+        )
+        done = {v for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        newest = max(done, default=0)
+        if newest > len(MIGRATIONS):
+            raise StoreError(
+                f"the store's schema is version {newest} but this fsc knows {len(MIGRATIONS)};"
+                " upgrade fsc to write to it"
+            )
+        applied = []
+        for version, step in enumerate(MIGRATIONS, start=1):
+            if version in done:
+                continue
+            step(con)
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                [version, step.__name__, utcnow()],
+            )
+            applied.append(step.__name__)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return applied

@@ -1,0 +1,181 @@
+"""One-line descriptions of every table, view and column of the store.
+
+The DDL lives in `migrations.py`; this is the documentation of the schema those migrations
+produce. A test checks that the two agree name for name, and `fsc schema` / docs/store.md are
+rendered from here. All timestamps are UTC (DuckDB `TIMESTAMP` without a zone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Relation:
+    kind: str  # 'table' | 'view'
+    description: str
+    columns: dict[str, str]  # column name -> description, in table order
+
+
+_POINT_MEASURES = {
+    "step_ms": "Median wall time of one step (frontier block against the cache), ms.",
+    "step_ms_p10": "10th percentile of the step samples, ms.",
+    "step_ms_p90": "90th percentile of the step samples, ms.",
+    "fold_ms": "Median wall time of one fold (finished block written into the cache), ms.",
+    "fold_ms_p10": "10th percentile of the fold samples, ms.",
+    "fold_ms_p90": "90th percentile of the fold samples, ms.",
+    "tokens_per_s": "Throughput B*G / (K*step + fold), tokens per second.",
+    "peak_bytes": "Peak device memory allocated during the point, bytes.",
+    "cache_bytes": "Bytes of the cache at context S for batch B.",
+    "weight_bytes": "Bytes of the model weights.",
+    "predicted_step_bytes": "Cost model: bytes one step reads and writes (weights + cache + activations).",
+    "predicted_total_bytes": "Cost model: peak device bytes the point needs.",
+    "floor_ms": "Cost model: roofline floor of one step (bound resource / device peak), ms.",
+    "bound": "Cost model: which resource bounds the step ('memory' or 'compute').",
+    "achieved_gbps": "predicted_step_bytes / step time, GB/s (1e9 bytes per second).",
+    "roofline_fraction": "floor_ms / step_ms: fraction of the roofline reached (1 = at the floor).",
+}
+
+_POINT_AXES = {
+    "S": "Context length: finished tokens held in the cache.",
+    "B": "Batch: sequences decoded together.",
+    "G": "Block size: tokens generated per block (1 = autoregressive).",
+    "K": "Denoising steps per block.",
+    "dtype": "Weight and activation dtype (bf16, fp16, fp32).",
+    "backend": "Kernel backend asked for (auto, torch, triton).",
+}
+
+SCHEMA: dict[str, Relation] = {
+    "schema_migrations": Relation(
+        "table",
+        "Migrations applied to this store, one row each, in order.",
+        {
+            "version": "Migration number (1-based position in the code's ordered list).",
+            "name": "Name of the migration function.",
+            "applied_at": "When it was applied (UTC).",
+        },
+    ),
+    "runs": Relation(
+        "table",
+        "One row per fsc invocation that records measurements (a profile sweep, ...).",
+        {
+            "run_id": "Run identifier: UTC start time plus a random suffix.",
+            "kind": "What ran, e.g. 'profile'.",
+            "command": "The command line that started the run.",
+            "status": "running, finished, failed or interrupted; a killed run stays 'running'.",
+            "started_at": "When the run started (UTC).",
+            "ended_at": "When the run ended (UTC); NULL while running or after a kill.",
+            "pid": "Process id of the run on its host (fsc runs checks whether it is alive).",
+            "host": "Host name the run ran on.",
+            "env_id": "Software and hardware environment (environments.env_id).",
+            "config": "Run configuration as JSON text (sweep axes, repeats, ...).",
+            "error": "Error message of a failed or interrupted run.",
+        },
+    ),
+    "recipes": Relation(
+        "table",
+        "Every recipe measured, keyed by its content hash.",
+        {
+            "recipe_hash": "Content hash of the validated recipe.",
+            "name": "Recipe name.",
+            "yaml": "The recipe's YAML text as loaded.",
+            "layer_plan": "Mixer name of each layer, in order.",
+            "first_seen": "When the store first saw this recipe (UTC).",
+        },
+    ),
+    "environments": Relation(
+        "table",
+        "Software and hardware a run ran on, keyed by a hash of its content.",
+        {
+            "env_id": "Hash of the other columns' values (same environment, same id).",
+            "fsc_version": "fsc package version.",
+            "python_version": "Python version.",
+            "torch_version": "torch version.",
+            "triton_version": "triton version (NULL if not installed).",
+            "cuda_version": "CUDA version torch was built with (NULL on a CPU build).",
+            "driver_version": "NVIDIA driver version (NULL without a GPU).",
+            "device_name": "GPU name, or the CPU model when the run used the CPU.",
+            "device_memory_bytes": "Total memory of that device (GPU memory, or host RAM), bytes.",
+            "host": "Host name.",
+            "platform": "Operating system and machine.",
+            "git_commit": "Commit of the fsc source tree (NULL outside a git checkout).",
+            "git_dirty": "Whether tracked files differed from that commit.",
+            "first_seen": "When the store first saw this environment (UTC).",
+        },
+    ),
+    "profile_points": Relation(
+        "table",
+        "One row per sweep point of a profile run, written as soon as the point finishes.",
+        {
+            "point_id": "Point identifier (unique in the store).",
+            "run_id": "Run the point belongs to (runs.run_id).",
+            "recipe": "Recipe name.",
+            "recipe_hash": "Recipe content hash (recipes.recipe_hash).",
+            "layer_plan": "Mixer name of each layer, in order.",
+            **_POINT_AXES,
+            "mixer_backends": "JSON text: the backend each mixer kind actually ran.",
+            "device": "Device the point ran on (cuda:0, cpu).",
+            "status": "ok, oom (did not fit or ran out of memory) or error.",
+            "error": "Error text of an oom or error point.",
+            **_POINT_MEASURES,
+            "started_at": "When the point started (UTC).",
+            "ended_at": "When the point ended (UTC).",
+        },
+    ),
+    "samples": Relation(
+        "table",
+        "Raw timing samples behind each point's median and percentiles.",
+        {
+            "point_id": "Point the sample belongs to (profile_points.point_id).",
+            "phase": "'step' or 'fold'.",
+            "idx": "Repeat number, 0-based.",
+            "ms": "Wall time of that repeat, ms.",
+        },
+    ),
+    "artifacts": Relation(
+        "table",
+        "Checkpoints saved, pushed to or pulled from the Hugging Face Hub.",
+        {
+            "artifact_id": "Artifact identifier.",
+            "path": "Local checkpoint directory.",
+            "recipe_hash": "Recipe content hash of the checkpoint.",
+            "files_sha256": "JSON text: file name -> sha256 of each checkpoint file.",
+            "repo": "Hub repository id (NULL for a local save).",
+            "revision": "Hub revision asked for (branch, tag or commit).",
+            "commit_id": "Hub commit the push created or the pull resolved to.",
+            "created_at": "When the action happened (UTC).",
+            "action": "saved, pushed or pulled.",
+        },
+    ),
+    "profile": Relation(
+        "view",
+        "One row per profile point with its run and environment: the table to query.",
+        {
+            "point_id": "Point identifier.",
+            "run_id": "Run identifier.",
+            "recipe": "Recipe name.",
+            "recipe_hash": "Recipe content hash.",
+            "layer_plan": "Mixer name of each layer, in order.",
+            **_POINT_AXES,
+            "mixer_backends": "JSON text: the backend each mixer kind actually ran.",
+            "device": "Device the point ran on.",
+            "status": "Point status: ok, oom or error.",
+            "error": "Error text of an oom or error point.",
+            **_POINT_MEASURES,
+            "started_at": "When the point started (UTC).",
+            "ended_at": "When the point ended (UTC).",
+            "run_status": "Status of the run (running, finished, failed, interrupted).",
+            "command": "Command line of the run.",
+            "host": "Host name of the run.",
+            "device_name": "GPU name or CPU model.",
+            "device_memory_bytes": "Total memory of the device, bytes.",
+            "git_commit": "Commit of the fsc source tree.",
+            "git_dirty": "Whether tracked files differed from that commit.",
+            "fsc_version": "fsc version.",
+            "torch_version": "torch version.",
+            "triton_version": "triton version.",
+            "cuda_version": "CUDA version of the torch build.",
+            "driver_version": "NVIDIA driver version.",
+        },
+    ),
+}

@@ -1,0 +1,64 @@
+"""Tokenizers: a built-in byte-level one (no download) and local Hugging Face directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fsc.errors import UsageError
+
+MASK_NAMES = ("[MASK]", "<mask>", "<|mask|>", "<|mdm_mask|>")
+EOS_NAMES = ("</s>", "<|endoftext|>", "<eos>", "[SEP]", "<|eot_id|>")
+
+
+class ByteTokenizer:
+    """UTF-8 bytes 0..255, then BOS 256, EOS 257, MASK 258, PAD 259."""
+
+    vocab_size = 260
+    bos_id, eos_id, mask_id, pad_id = 256, 257, 258, 259
+    name = "bytes"
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    @property
+    def special_ids(self) -> list[int]:
+        return [self.bos_id, self.mask_id, self.pad_id]
+
+
+class HFTokenizer:
+    """A local `tokenizer.json` (a Hugging Face tokenizer directory); never downloads."""
+
+    def __init__(self, path: Path):
+        from tokenizers import Tokenizer
+
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.exists():
+            raise UsageError(f"{path}: no tokenizer.json found (expected a local tokenizer directory)")
+        try:
+            self.tok = Tokenizer.from_file(str(file))
+        except Exception as e:  # the tokenizers library raises plain Exceptions
+            raise UsageError(f"{file}: cannot load tokenizer ({e})") from None
+        vocab = self.tok.get_vocab(with_added_tokens=True)
+        self.vocab_size = max(vocab.values()) + 1
+        self.mask_id = next((vocab[n] for n in MASK_NAMES if n in vocab), None)
+        if self.mask_id is None:
+            raise UsageError(f"{file}: tokenizer has no mask token (one of {', '.join(MASK_NAMES)})")
+        self.eos_id = next((vocab[n] for n in EOS_NAMES if n in vocab), None)
+        self.name = str(path)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids)
+
+    @property
+    def special_ids(self) -> list[int]:
+        return [self.mask_id]
+
+
+def load_tokenizer(path: str | Path | None):
+    return ByteTokenizer() if path is None else HFTokenizer(Path(path))

@@ -1,0 +1,106 @@
+"""What every Triton launcher shares: device checks, buffer allocation, tile heuristics.
+
+Launchers run on CUDA tensors, or on CPU tensors under the Triton interpreter
+(`TRITON_INTERPRET=1`, set before any kernel module is imported). Kernels take a constexpr
+`UPCAST` from `upcast()`: under the interpreter every load is cast to fp32 at once (its bf16
+arithmetic is wrong); on the GPU 16-bit `tl.dot` operands stay 16-bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+
+import torch
+import triton
+
+from fsc.errors import KernelError
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Tests set this to True: every buffer a launcher allocates then starts as NaN, so an element a
+# kernel forgets to write shows up in the comparison instead of passing by luck.
+POISON = False
+
+
+def interpreting() -> bool:
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and getattr(knobs.runtime, "interpret", False):
+        return True
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def upcast() -> bool:
+    return interpreting()
+
+
+def check(op: str, tensors: dict[str, torch.Tensor | None], dtypes=DTYPES) -> torch.device:
+    """One device for all tensors, CUDA or the interpreter on CPU, floating dtypes we support."""
+    present = {k: t for k, t in tensors.items() if t is not None}
+    devices = {t.device for t in present.values()}
+    if len(devices) != 1:
+        raise KernelError(f"{op}: tensors on several devices: {sorted(map(str, devices))}")
+    device = devices.pop()
+    if device.type != "cuda" and not interpreting():
+        raise KernelError(f"{op}: the Triton kernel needs CUDA tensors (or TRITON_INTERPRET=1), "
+                          f"got {device.type}")
+    for name, t in present.items():
+        if t.dtype not in dtypes:
+            raise KernelError(f"{op}: {name} has dtype {t.dtype}; supported: "
+                              f"{', '.join(str(d) for d in dtypes)}")
+    return device
+
+
+def expect_shape(op: str, name: str, t: torch.Tensor | None, shape: tuple[int, ...]) -> None:
+    if t is not None and tuple(t.shape) != tuple(shape):
+        raise KernelError(f"{op}: {name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+
+
+def empty(shape, dtype, device) -> torch.Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    if POISON:
+        t.fill_(float("nan"))
+    return t
+
+
+def aliases(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """True when two tensors may share memory (then a kernel must not read one after writing)."""
+    if a is None or b is None or a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, a1 = a.data_ptr(), a.data_ptr() + _span(a)
+    b0, b1 = b.data_ptr(), b.data_ptr() + _span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _span(t: torch.Tensor) -> int:
+    return (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def device_guard(device: torch.device):
+    """Launch on the tensors' GPU; nothing (and no torch.cuda call) for CPU tensors."""
+    if device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors to fill; a small stand-in under the interpreter keeps grids
+    (and test times) small while still splitting work across several programs."""
+    if device.type == "cuda":
+        return _cuda_sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return 4
+
+
+def pow2(n: int, lo: int = 16) -> int:
+    """The smallest power of two >= max(n, lo): tile sizes (tl.dot wants >= 16)."""
+    return max(lo, triton.next_power_of_2(max(int(n), 1)))
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
