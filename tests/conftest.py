@@ -1,0 +1,7 @@
+"""Test-wide setup. The Triton interpreter switch is read when kernels are decorated, so it is
+set here, before anything imports fsc.kernels."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".store-unused"))

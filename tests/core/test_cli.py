@@ -1,0 +1,75 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = ["recipes", "build", "decode", "verify", "profile", "query", "runs", "schema",
+            "estimate", "push", "pull", "artifacts"]
+
+
+def test_help_does_not_import_torch():
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom fsc.cli.main import app\n"
+            "r = CliRunner().invoke(app, ['--help'])\nassert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in ('torch', 'duckdb', 'triton') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    from typer.testing import CliRunner
+
+    from fsc.cli.main import app
+
+    r = CliRunner().invoke(app, [command, "--help"])
+    assert r.exit_code == 0, r.output
+    assert "Usage" in r.output and len(r.output.splitlines()) > 4
+
+
+def test_build_json(fsc_cli):
+    res = fsc_cli("build", "hybrid_3b", "--S", "262144", "--B", "8", "--json", check=0)
+    d = json.loads(res.stdout)
+    for key in ("name", "recipe_hash", "n_layers", "layer_plan", "n_params", "weight_bytes", "cache"):
+        assert key in d
+    assert d["layer_plan"].count("attention") == 5 and d["built_on"] == "meta"
+    c = d["cache"]
+    # 5 attention layers × 2 (K, V) × S × B × 20 heads × 128 × 2 bytes (bf16)
+    assert c["kv_bytes"] == 5 * 2 * 262144 * 8 * 20 * 128 * 2
+    assert c["total_bytes"] == c["kv_bytes"] + c["state_bytes"]
+
+
+def test_decode_json_and_no_cache_agree(fsc_cli):
+    a = json.loads(fsc_cli("decode", "tiny_hybrid", "--prompt", "abc", "--length", "10", "--json",
+                           check=0).stdout)
+    b = json.loads(fsc_cli("decode", "tiny_hybrid", "--prompt", "abc", "--length", "10", "--json",
+                           "--no-cache", check=0).stdout)
+    assert set(a) >= {"text", "token_ids", "stats"}
+    assert a["token_ids"] == b["token_ids"] and len(a["token_ids"]) == 10
+    assert a["stats"]["forward_passes"] > 0 and "tokens_per_s" in a["stats"]
+
+
+def test_verify_json(fsc_cli):
+    d = json.loads(fsc_cli("verify", "tiny_hybrid", "--json", check=0).stdout)
+    assert d["exact"] is True and set(d["max_abs_err"]) == {"model", "mamba", "attention"}
+    assert all(c["exact"] for c in d["checks"])
+
+
+def test_verify_reduces_large_recipes(fsc_cli):
+    d = json.loads(fsc_cli("verify", "linear_24_8", "--G", "2", "--B", "1", "--blocks", "2", "--json",
+                           check=0).stdout)
+    assert d["reduced_width"] is True and d["exact"] is True
+    assert set(d["max_abs_err"]) == {"model", "linear", "attention"}
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["decode", "tiny_attn", "--steps", "9"], "steps 9"),
+    (["build", "tiny_attn", "--S", "-1"], "S >= 0"),
+    (["verify", "tiny_attn", "--G", "1"], "needs G > 1"),
+    (["decode", "nope_recipe"], "no such recipe"),
+    (["decode", "tiny_attn", "--backend", "cuda"], "backend 'cuda'"),
+])
+def test_bad_arguments_are_one_line(fsc_cli, args, msg):
+    res = fsc_cli(*args)
+    assert res.returncode != 0 and msg in res.stderr and "Traceback" not in res.stderr
