@@ -1,0 +1,188 @@
+"""Block attention against a KV cache, flash-decoding style (split the cached length S).
+
+Pass 1, grid (B·Hkv, m_tiles, n_splits + 1): each program holds the G·group query rows of one
+KV head (every query head of the group, so K/V are read once per group; rows padded to a
+power of two >= 16) and runs an online softmax over one contiguous chunk of the cache; the last
+split attends to the block's own G keys. Each writes a normalised partial output and its
+log-sum-exp (base 2). Pass 2, grid (B·Hkv, m_tiles): merges the partials into [B, G, H, D].
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from fsc.kernels import _common as C
+
+from fsc.errors import KernelError
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, skn, skd, svn, svd, offs_d, d_mask, start, end,
+            qk_scale, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """Online softmax of the rows `q` [M, D] over keys [start, end) of one head (base 2)."""
+    for n0 in range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        n_mask = offs_n < end
+        kv_mask = n_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_ptr + offs_n[:, None] * skn + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + offs_n[:, None] * svn + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
+        if UPCAST:
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (M, N)
+        s = tl.where(n_mask[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
+                  S, G, D, HKV, GROUP, chunk, n_splits, qk_scale,
+                  sqb, sqg, sqh, sqd,
+                  skcb, skcn, skch, skcd, svcb, svcn, svch, svcd,
+                  skbb, skbn, skbh, skbd, svbb, svbn, svbh, svbd,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
+                  BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    pid_bh = tl.program_id(0).to(tl.int64)
+    m_tile = tl.program_id(1)
+    split = tl.program_id(2)
+    n_mt = tl.num_programs(1)
+    b = pid_bh // HKV
+    kvh = pid_bh % HKV
+
+    local = tl.arange(0, BLOCK_M)
+    rows = m_tile * BLOCK_M + local  # row = token g * GROUP + head j within the group
+    row_mask = rows < G * GROUP
+    h = kvh * GROUP + rows % GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < D
+    q = tl.load(q_ptr + b * sqb + (rows // GROUP)[:, None] * sqg + h[:, None] * sqh
+                + offs_d[None, :] * sqd, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
+    if UPCAST:
+        q = q.to(tl.float32)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    if split < n_splits:
+        start = split.to(tl.int64) * chunk
+        end = tl.minimum(start + chunk, S)
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q, kc_ptr + b * skcb + kvh * skch,
+                                vc_ptr + b * svcb + kvh * svch, skcn, skcd, svcn, svcd,
+                                offs_d, d_mask, start, end, qk_scale, BLOCK_N, UPCAST, PRECISION)
+    else:
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q, kb_ptr + b * skbb + kvh * skbh,
+                                vb_ptr + b * svbb + kvh * svbh, skbn, skbd, svbn, svbd,
+                                offs_d, d_mask, 0, G, qk_scale, BLOCK_G, UPCAST, PRECISION)
+
+    # Every split sees >= 1 key, so l_i > 0 and m_i is finite (padded rows have q = 0).
+    part = (pid_bh * n_mt + m_tile) * (n_splits + 1) + split
+    tl.store(lse_part + part * BLOCK_M + local, m_i + tl.log2(l_i))
+    tl.store(o_part + (part * BLOCK_M + local[:, None]) * BLOCK_D + offs_d[None, :],
+             acc / l_i[:, None])
+
+
+@triton.jit
+def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
+                  sob, sog, soh, sod,
+                  BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    pid_bh = tl.program_id(0).to(tl.int64)
+    m_tile = tl.program_id(1)
+    b = pid_bh // HKV
+    kvh = pid_bh % HKV
+    local = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    base = (pid_bh * tl.num_programs(1) + m_tile) * n_total
+
+    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_sum = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    for s in range(n_total):
+        lse = tl.load(lse_part + (base + s) * BLOCK_M + local)
+        o = tl.load(o_part + ((base + s) * BLOCK_M + local[:, None]) * BLOCK_D + offs_d[None, :])
+        m_new = tl.maximum(m, lse)
+        a = tl.exp2(m - m_new)
+        w = tl.exp2(lse - m_new)
+        acc = acc * a[:, None] + w[:, None] * o
+        l_sum = l_sum * a + w
+        m = m_new
+
+    rows = m_tile * BLOCK_M + local
+    h = kvh * GROUP + rows % GROUP
+    mask = (rows < G * GROUP)[:, None] & (offs_d < D)[None, :]
+    ptrs = out_ptr + b * sob + (rows // GROUP)[:, None] * sog + h[:, None] * soh + offs_d[None, :] * sod
+    tl.store(ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, interpret: bool):
+    """Tiles and splits: (BLOCK_M, m_tiles, BLOCK_N, chunk, n_splits).
+
+    Enough splits of S that the first pass has about two programs per SM (a single 256k
+    sequence with 20 KV heads gets 14 splits of ~18.7k keys); at least two key tiles a split.
+    """
+    rows = G * group
+    block_d = C.pow2(D)
+    block_m = min(C.pow2(rows), 64 if block_d > 64 else 128)
+    m_tiles = C.cdiv(rows, block_m)
+    block_n = 32 if interpret or block_d > 128 else 64
+    if S == 0:
+        return block_m, m_tiles, block_n, 0, 0
+    tiles = C.cdiv(S, block_n)
+    want = C.cdiv(2 * sms, B * Hkv * m_tiles)
+    n = max(1, min(want, C.cdiv(tiles, 2)))
+    chunk = C.cdiv(tiles, n) * block_n
+    return block_m, m_tiles, block_n, chunk, C.cdiv(S, chunk)
+
+
+def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
+    """Triton twin of `block_attention_ref` (same shapes; output in q.dtype)."""
+    op = "block_attention"
+    dev = C.check(op, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k_blk": k_blk,
+                       "v_blk": v_blk})
+    B, G, H, D = q.shape
+    Ccap, Hkv = k_cache.shape[1], k_cache.shape[2]
+    C.expect_shape(op, "k_cache", k_cache, (B, Ccap, Hkv, D))
+    C.expect_shape(op, "v_cache", v_cache, (B, Ccap, Hkv, D))
+    C.expect_shape(op, "k_blk", k_blk, (B, G, Hkv, D))
+    C.expect_shape(op, "v_blk", v_blk, (B, G, Hkv, D))
+    if Hkv == 0 or H % Hkv:
+        raise KernelError(f"{op}: {H} query heads is not a multiple of {Hkv} KV heads")
+    if not 0 <= S <= Ccap:
+        raise KernelError(f"{op}: S {S} is outside 0..{Ccap} (the cache capacity)")
+    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype or k_blk.dtype != q.dtype \
+            or v_blk.dtype != q.dtype:
+        raise KernelError(f"{op}: q, caches and block keys must share one dtype")
+    group = H // Hkv
+    out = C.empty((B, G, H, D), q.dtype, dev)
+    if B == 0 or G == 0:
+        return out
+    interpret = C.interpreting()
+    block_m, m_tiles, block_n, chunk, n_splits = plan(S, B, Hkv, G, group, D, C.sm_count(dev),
+                                                      interpret)
+    block_d = C.pow2(D)
+    n_total = n_splits + 1
+    o_part = C.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
+    lse_part = C.empty((B * Hkv, m_tiles, n_total, block_m), torch.float32, dev)
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    with C.device_guard(dev):
+        _split_kernel[(B * Hkv, m_tiles, n_total)](
+            q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
+            S, G, D, Hkv, group, max(chunk, 1), n_splits, scale * LOG2E,
+            *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=C.pow2(G), BLOCK_D=block_d,
+            UPCAST=C.upcast(), PRECISION=precision, num_warps=4, num_stages=3,
+        )
+        _merge_kernel[(B * Hkv, m_tiles)](
+            o_part, lse_part, out, G, D, Hkv, group, n_total, *out.stride(),
+            BLOCK_M=block_m, BLOCK_D=block_d, num_warps=4,
+        )
+    return out
+

@@ -1,0 +1,91 @@
+"""Short causal depthwise conv of a block continuing from the cached window, then SiLU.
+
+Grid (B, channel tiles). A program holds a [G, BLOCK_C] tile of outputs and accumulates the W
+taps as shifted loads, each element taken from the block or, before it, from the window. The
+new window (the last W-1 inputs) is written after a barrier, so `new_window` may be `window`.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from fsc.kernels import _common as C
+
+from fsc.errors import KernelError
+
+
+@triton.jit
+def _inputs(x_ptr, win_ptr, b, p, p_mask, c, c_mask, sxb, sxg, sxc, swb, swc, swk,
+            W: tl.constexpr):
+    """Inputs at block positions `p` (negative: from the window) as an fp32 [len(p), C] tile."""
+    from_x = p >= 0
+    m = p_mask[:, None] & c_mask[None, :]
+    xv = tl.load(x_ptr + b * sxb + p[:, None] * sxg + c[None, :] * sxc,
+                 mask=m & from_x[:, None], other=0.0)
+    wv = tl.load(win_ptr + b * swb + c[None, :] * swc + (p + W - 1)[:, None] * swk,
+                 mask=m & ~from_x[:, None], other=0.0)
+    return tl.where(from_x[:, None], xv.to(tl.float32), wv.to(tl.float32))
+
+
+@triton.jit
+def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
+                 sxb, sxg, sxc, swb, swc, swk, swtc, swtk, sob, sog, soc, snb, snc, snk,
+                 W: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr,
+                 BLOCK_W: tl.constexpr, WRITE: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_mask = c < Cn
+    t = tl.arange(0, BLOCK_G)
+    t_mask = t < G
+
+    bias = tl.load(bias_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_C], tl.float32) + bias[None, :]
+    for j in tl.static_range(W):
+        w = tl.load(w_ptr + c * swtc + j * swtk, mask=c_mask, other=0.0).to(tl.float32)
+        acc += w[None, :] * _inputs(x_ptr, win_ptr, b, t + j - (W - 1), t_mask, c, c_mask,
+                                    sxb, sxg, sxc, swb, swc, swk, W)
+    y = acc * tl.sigmoid(acc)
+    tl.store(out_ptr + b * sob + t[:, None] * sog + c[None, :] * soc,
+             y.to(out_ptr.dtype.element_ty), mask=t_mask[:, None] & c_mask[None, :])
+
+    if WRITE:
+        i = tl.arange(0, BLOCK_W)
+        i_mask = i < W - 1
+        nw = _inputs(x_ptr, win_ptr, b, G + i - (W - 1), i_mask, c, c_mask,
+                     sxb, sxg, sxc, swb, swc, swk, W)
+        tl.debug_barrier()  # every read of the old window in this program is done
+        tl.store(nw_ptr + b * snb + c[None, :] * snc + i[:, None] * snk,
+                 nw.to(nw_ptr.dtype.element_ty), mask=i_mask[:, None] & c_mask[None, :])
+
+
+def causal_conv_block(x, window, weight, bias, new_window=None):
+    """Triton twin of `causal_conv_block_ref` (same shapes; output in x.dtype)."""
+    op = "causal_conv_block"
+    dev = C.check(op, {"x": x, "window": window, "weight": weight, "bias": bias,
+                       "new_window": new_window})
+    B, G, Cn = x.shape
+    if weight.dim() != 2 or weight.shape[0] != Cn or weight.shape[1] < 1:
+        raise KernelError(f"{op}: weight has shape {tuple(weight.shape)}, expected ({Cn}, W)")
+    W = weight.shape[1]
+    C.expect_shape(op, "window", window, (B, Cn, W - 1))
+    C.expect_shape(op, "bias", bias, (Cn,))
+    C.expect_shape(op, "new_window", new_window, (B, Cn, W - 1))
+    out = C.empty((B, G, Cn), x.dtype, dev)
+    if B == 0 or Cn == 0:
+        return out
+    if G == 0:
+        if new_window is not None:
+            new_window.copy_(window)
+        return out
+    write = new_window is not None and W > 1
+    nw = new_window if write else out  # a placeholder pointer when nothing is written
+    nw_strides = new_window.stride() if write else (0, 0, 0)
+    block_c = min(C.pow2(Cn), 64)
+    with C.device_guard(dev):
+        _conv_kernel[(B, C.cdiv(Cn, block_c))](
+            x, window, weight, bias, out, nw, G, Cn,
+            *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
+            W=W, BLOCK_G=C.pow2(G), BLOCK_C=block_c, BLOCK_W=C.pow2(W - 1, lo=2), WRITE=write,
+            num_warps=4,
+        )
+    return out

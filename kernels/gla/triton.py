@@ -1,0 +1,96 @@
+"""GLA block: per-key-dimension forget gate, forward scan from the state, backward in the block.
+
+Grid (B, H, Dv tiles). A program keeps its [Dk, Dv_tile] slice of the state in fp32 registers
+and steps through the G tokens twice: forward from the cached state (writing the new state at
+the end, element by element from the old one, so new_state may be state), then backward from
+zero, where token t sees exp(g_t) ⊙ h'_{t+1} — the diagonal q_t·k_t v_t is counted once, by
+the forward pass. The G outputs of the tile are gathered in registers and stored once.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from fsc.kernels import _common as C
+
+
+@triton.jit
+def _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
+           sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale):
+    """q_t·scale, k_t, exp(g_t) over the key tile and v_t over the value tile, in fp32."""
+    q = tl.load(q_ptr + t * sqg + kk * sqk, mask=k_mask, other=0.0).to(tl.float32) * scale
+    k = tl.load(k_ptr + t * skg + kk * skk, mask=k_mask, other=0.0).to(tl.float32)
+    a = tl.exp(tl.load(g_ptr + t * sgg + kk * sgk, mask=k_mask, other=0.0).to(tl.float32))
+    v = tl.load(v_ptr + t * svg + d * svd, mask=d_mask, other=0.0).to(tl.float32)
+    return q, k, a, v
+
+
+@triton.jit
+def _gla_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, G, DK, DV, scale,
+                sqb, sqg, sqh, sqk, skb, skg, skh, skk, svb, svg, svh, svd,
+                sgb, sgg, sgh, sgk, ssb, ssh, ssk, ssd, sob, sog, soh, sod,
+                snb, snh, snk, snd,
+                BLOCK_G: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+                WRITE: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    hd = tl.program_id(1).to(tl.int64)
+    kk = tl.arange(0, BLOCK_K)
+    d = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
+    k_mask, d_mask = kk < DK, d < DV
+    kd_mask = k_mask[:, None] & d_mask[None, :]
+    rows = tl.arange(0, BLOCK_G)
+    q_ptr += b * sqb + hd * sqh
+    k_ptr += b * skb + hd * skh
+    v_ptr += b * svb + hd * svh
+    g_ptr += b * sgb + hd * sgh
+
+    h = tl.load(st_ptr + b * ssb + hd * ssh + kk[:, None] * ssk + d[None, :] * ssd,
+                mask=kd_mask, other=0.0).to(tl.float32)
+    o = tl.zeros([BLOCK_G, BLOCK_V], tl.float32)
+    for t in range(G):
+        q, k, a, v = _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
+                            sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale)
+        h = a[:, None] * h + k[:, None] * v[None, :]
+        o = tl.where(rows[:, None] == t, tl.sum(q[:, None] * h, 0)[None, :], o)
+    if WRITE:
+        tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
+                 h.to(ns_ptr.dtype.element_ty), mask=kd_mask)
+
+    hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
+    for i in range(G):
+        t = G - 1 - i
+        q, k, a, v = _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
+                            sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale)
+        hb = a[:, None] * hb
+        o += tl.where(rows[:, None] == t, tl.sum(q[:, None] * hb, 0)[None, :], 0.0)
+        hb += k[:, None] * v[None, :]
+    tl.store(out_ptr + b * sob + rows[:, None] * sog + hd * soh + d[None, :] * sod,
+             o.to(out_ptr.dtype.element_ty), mask=(rows < G)[:, None] & d_mask[None, :])
+
+
+def gla_block(q, k, v, gk, state, scale: float, new_state=None):
+    """Triton twin of `gla_block_ref` (same shapes; output in q.dtype)."""
+    op = "gla_block"
+    dev = C.check(op, {"q": q, "k": k, "v": v, "gk": gk, "state": state,
+                       "new_state": new_state})
+    B, G, H, Dk = q.shape
+    Dv = v.shape[-1]
+    C.expect_shape(op, "k", k, (B, G, H, Dk))
+    C.expect_shape(op, "v", v, (B, G, H, Dv))
+    C.expect_shape(op, "gk", gk, (B, G, H, Dk))
+    C.expect_shape(op, "state", state, (B, H, Dk, Dv))
+    C.expect_shape(op, "new_state", new_state, (B, H, Dk, Dv))
+    out = C.empty((B, G, H, Dv), q.dtype, dev)
+    if B * H * Dk * Dv == 0:
+        return out
+    block_v = min(C.pow2(Dv), 32)
+    ns = new_state if new_state is not None else state
+    with C.device_guard(dev):
+        _gla_kernel[(B, H, C.cdiv(Dv, block_v))](
+            q, k, v, gk, state, out, ns, G, Dk, Dv, float(scale),
+            *q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
+            *out.stride(), *ns.stride(),
+            BLOCK_G=C.pow2(G), BLOCK_K=C.pow2(Dk), BLOCK_V=block_v,
+            WRITE=new_state is not None, num_warps=4,
+        )
+    return out

@@ -1,0 +1,116 @@
+"""Block linear attention: φ(q)·(S + Σ_blk φ(k)vᵀ) / max(φ(q)·(z + Σ_blk φ(k)), eps).
+
+Grid (B, H, Dv tiles). A program reads its [r, Dv_tile] slice of the state once, adds the block
+with one `tl.dot` (φ(K)ᵀ V, G padded to >= 16), and forms the outputs with another; all in fp32
+(`ieee` dots). The normaliser z is needed by every Dv tile, so only tile 0 writes the new z, and
+when new_z aliases z_state across several tiles it goes through a temporary.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from fsc.kernels import _common as C
+
+from fsc.errors import KernelError
+
+FEATURE_CODES = {"elu1": 0, "relu": 1, "identity": 2}
+MAX_G = 128  # the block is one register tile
+
+
+@triton.jit
+def _phi(t, FEATURE: tl.constexpr):
+    if FEATURE == 0:
+        return tl.where(t > 0, t + 1.0, tl.exp(t))  # elu(t) + 1
+    elif FEATURE == 1:
+        return tl.maximum(t, 0.0)
+    else:
+        return t
+
+
+@triton.jit
+def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr, G, R, DV, eps,
+                   sqb, sqg, sqh, sqr, skb, skg, skh, skr, svb, svg, svh, svd,
+                   ssb, ssh, ssr, ssd, szb, szh, szr, sob, sog, soh, sod,
+                   snb, snh, snr, snd, snzb, snzh, snzr,
+                   BLOCK_G: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
+                   FEATURE: tl.constexpr, WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    v_tile = tl.program_id(2)
+    t = tl.arange(0, BLOCK_G)
+    r = tl.arange(0, BLOCK_R)
+    d = v_tile * BLOCK_V + tl.arange(0, BLOCK_V)
+    t_mask, r_mask, d_mask = t < G, r < R, d < DV
+    tr_mask = t_mask[:, None] & r_mask[None, :]
+    rd_mask = r_mask[:, None] & d_mask[None, :]
+
+    q = tl.load(q_ptr + b * sqb + t[:, None] * sqg + h * sqh + r[None, :] * sqr,
+                mask=tr_mask, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + b * skb + t[:, None] * skg + h * skh + r[None, :] * skr,
+                mask=tr_mask, other=0.0).to(tl.float32)
+    v = tl.load(v_ptr + b * svb + t[:, None] * svg + h * svh + d[None, :] * svd,
+                mask=t_mask[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
+    fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
+    fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
+
+    s0 = tl.load(st_ptr + b * ssb + h * ssh + r[:, None] * ssr + d[None, :] * ssd,
+                 mask=rd_mask, other=0.0).to(tl.float32)
+    z0 = tl.load(zs_ptr + b * szb + h * szh + r * szr, mask=r_mask, other=0.0).to(tl.float32)
+    s1 = s0 + tl.dot(tl.trans(fk), v, input_precision="ieee")  # (r, Dv_tile)
+    z1 = z0 + tl.sum(fk, 0)
+    num = tl.dot(fq, s1, input_precision="ieee")  # (G, Dv_tile)
+    den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
+    tl.store(out_ptr + b * sob + t[:, None] * sog + h * soh + d[None, :] * sod,
+             (num / den[:, None]).to(out_ptr.dtype.element_ty),
+             mask=t_mask[:, None] & d_mask[None, :])
+    if WRITE_S:  # element-wise from s0: safe when new_state is state
+        tl.store(ns_ptr + b * snb + h * snh + r[:, None] * snr + d[None, :] * snd,
+                 s1.to(ns_ptr.dtype.element_ty), mask=rd_mask)
+    if WRITE_Z:  # by tile 0 only
+        tl.store(nz_ptr + b * snzb + h * snzh + r * snzr, z1.to(nz_ptr.dtype.element_ty),
+                 mask=r < tl.where(v_tile == 0, R, 0))
+
+
+def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
+                 new_state=None, new_z=None):
+    """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
+    op = "linear_block"
+    dev = C.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
+                       "new_state": new_state, "new_z": new_z})
+    if feature_map not in FEATURE_CODES:
+        raise KernelError(f"{op}: feature map {feature_map!r} is not one of "
+                          f"{', '.join(FEATURE_CODES)}")
+    B, G, H, R = q.shape
+    Dv = v.shape[-1]
+    C.expect_shape(op, "k", k, (B, G, H, R))
+    C.expect_shape(op, "v", v, (B, G, H, Dv))
+    C.expect_shape(op, "state", state, (B, H, R, Dv))
+    C.expect_shape(op, "z_state", z_state, (B, H, R))
+    C.expect_shape(op, "new_state", new_state, (B, H, R, Dv))
+    C.expect_shape(op, "new_z", new_z, (B, H, R))
+    if G > MAX_G:
+        raise KernelError(f"{op}: G {G} exceeds the {MAX_G} tokens a block may hold here")
+    out = C.empty((B, G, H, Dv), q.dtype, dev)
+    if B * H * R * Dv == 0:
+        return out
+    block_v = min(C.pow2(Dv), 32)
+    v_tiles = C.cdiv(Dv, block_v)
+    # Tile 0 writes z while other tiles may still read it: never in place across tiles.
+    nz = new_z
+    if new_z is not None and v_tiles > 1 and C.aliases(new_z, z_state):
+        nz = C.empty(new_z.shape, new_z.dtype, dev)
+    ns_arg = new_state if new_state is not None else state
+    nz_arg = nz if nz is not None else z_state
+    with C.device_guard(dev):
+        _linear_kernel[(B, H, v_tiles)](
+            q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
+            *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
+            *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
+            BLOCK_G=C.pow2(G), BLOCK_R=C.pow2(R), BLOCK_V=block_v,
+            FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
+            WRITE_Z=new_z is not None, num_warps=4,
+        )
+    if nz is not new_z:
+        new_z.copy_(nz)
+    return out
