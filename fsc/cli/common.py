@@ -57,7 +57,7 @@ def fmt_bytes(n: float | int | None) -> str:
         return "-"
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
+            return f"{n / size:.1f} {unit}"
     return f"{int(n)} B"
 
 

@@ -1,0 +1,251 @@
+"""The profiler: a sweep of recipes × S × B, each point timed on a synthetic cache.
+
+Per point: ask the cost model whether it fits in free memory (else an 'oom' row), build a
+synthetic cache that looks like S finished tokens, warm up, then time `step` (the frontier block
+against the cache, cache unchanged) and `fold` (the block written into the cache, rewound after
+each repeat) with CUDA events on a GPU or a monotonic clock on the CPU. Every point becomes one
+store row as soon as it finishes, so a killed sweep keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import torch
+
+from fsc import ops
+from fsc.costmodel import DeviceSpec, device_spec, predict_point
+from fsc.model.layers import TORCH_DTYPES
+from fsc.model.lm import build_model
+from fsc.recipe import Recipe
+from fsc.source import is_checkpoint, load_model, load_source_recipe
+
+CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
+CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
+CPU_DEFAULT_B = [1, 4]
+GPU_DEFAULT_RECIPES = ["attn_3b", "mamba_3b", "hybrid_3b"]
+GPU_DEFAULT_S = [1024, 4096, 16384, 65536, 262144]
+GPU_DEFAULT_B = [1, 2, 4, 8]
+
+
+@dataclass
+class SweepConfig:
+    recipes: list[str]
+    S: list[int]
+    B: list[int]
+    G: int | None = None  # default: each recipe's block size
+    K: int | None = None  # default: G
+    dtype: str | None = None  # default: each recipe's dtype
+    backend: str = "auto"
+    warmup: int = 2
+    repeats: int = 10
+    device: str = "cpu"
+    seed: int = 0
+    memory_budget: int | None = None  # bytes; default: free device memory
+    spec: DeviceSpec | None = None  # bandwidth / peak for the floor; default: from the device
+    extra: dict = field(default_factory=dict)
+
+
+def default_sweep(device: str) -> tuple[list[str], list[int], list[int]]:
+    if torch.device(device).type == "cuda":
+        return GPU_DEFAULT_RECIPES, GPU_DEFAULT_S, GPU_DEFAULT_B
+    return CPU_DEFAULT_RECIPES, CPU_DEFAULT_S, CPU_DEFAULT_B
+
+
+def free_bytes(device: torch.device) -> int:
+    """Memory a new point may use: free device memory, or MemAvailable on the CPU."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 2**63
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    i = (len(s) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (i - lo)
+
+
+class _Timer:
+    """CUDA events on a GPU (device-accurate), perf_counter elsewhere; returns ms."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __call__(self, fn) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+
+def _rewind(cache, S: int) -> None:
+    """Undo a fold's length change (the data written past S is overwritten by the next fold)."""
+    cache.length = S
+    for lc in cache.layers:
+        lc.length = S
+
+
+@torch.no_grad()
+def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: SweepConfig) -> dict:
+    """Time step and fold at one point; returns the measured columns and raw samples."""
+    device = torch.device(cfg.device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    cache = model.synthetic_cache(B, S, device, seed=cfg.seed, capacity=S + G, block_size=G)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    tokens = torch.randint(0, recipe.vocab_size, (B, G), generator=gen).to(device)
+    timer = _Timer(device)
+
+    def step():
+        model(tokens, cache)
+
+    def fold():
+        model.fold(tokens, cache)
+        _rewind(cache, S)
+
+    ops.ran.clear()
+    for _ in range(cfg.warmup):
+        step()
+        fold()
+    steps = [timer(step) for _ in range(cfg.repeats)]
+    folds = [timer(fold) for _ in range(cfg.repeats)]
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    cache_bytes = cache.nbytes()["total_bytes"]
+    if device.type == "cuda":
+        peak = int(torch.cuda.max_memory_allocated(device))
+    else:  # no allocator statistics on the CPU: the tensors this point holds
+        peak = weight_bytes + cache_bytes
+    t_step, t_fold = statistics.median(steps), statistics.median(folds)
+    return {
+        "step_ms": t_step,
+        "step_ms_p10": _percentile(steps, 0.1),
+        "step_ms_p90": _percentile(steps, 0.9),
+        "fold_ms": t_fold,
+        "fold_ms_p10": _percentile(folds, 0.1),
+        "fold_ms_p90": _percentile(folds, 0.9),
+        "tokens_per_s": B * G / ((K * t_step + t_fold) / 1e3),
+        "peak_bytes": peak,
+        "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
+        "weight_bytes": weight_bytes,
+        "mixer_backends": _mixer_backends(model),
+        "samples": {"step": steps, "fold": folds},
+    }
+
+
+_OP_OF_KIND = {"attention": ["block_attention"], "mamba": ["causal_conv_block", "mamba_block_scan"],
+               "linear": ["linear_block"], "gla": ["gla_block"]}
+
+
+def _mixer_backends(model) -> dict[str, str]:
+    kinds = dict.fromkeys(layer.mixer.kind for layer in model.layers)
+    return {k: "+".join(sorted({ops.ran.get(op, "?") for op in _OP_OF_KIND[k]})) for k in kinds}
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in str(e).lower()
+
+
+class Sweep:
+    """Runs a sweep point by point, handing each finished row to `on_point`."""
+
+    def __init__(self, cfg: SweepConfig, on_point, on_progress=None):
+        self.cfg, self.on_point, self.on_progress = cfg, on_point, on_progress or (lambda *a: None)
+        self.device = torch.device(cfg.device)
+        self.spec = cfg.spec or device_spec_for(self.device)
+
+    def points(self) -> list[tuple[str, int, int]]:
+        return [(r, S, B) for r in self.cfg.recipes for B in self.cfg.B for S in self.cfg.S]
+
+    def run(self) -> list[dict]:
+        rows = []
+        models: dict[str, tuple] = {}
+        for ref, S, B in self.points():
+            if ref not in models:
+                models.clear()  # one model resident at a time
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                models[ref] = self._load(ref)
+            recipe, model = models[ref]
+            row = self._point(recipe, model, S, B)
+            self.on_point(row)
+            rows.append(row)
+            self.on_progress(row)
+        return rows
+
+    def _load(self, ref: str):
+        dtype = TORCH_DTYPES[self.cfg.dtype] if self.cfg.dtype else None
+        if is_checkpoint(ref):
+            return load_model(ref, device=self.cfg.device, dtype=dtype)
+        recipe = load_source_recipe(ref)
+        return recipe, build_model(recipe, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype).eval()
+
+    def _point(self, recipe: Recipe, model, S: int, B: int) -> dict:
+        G = self.cfg.G or recipe.block_size
+        K = self.cfg.K or G
+        dtype = self.cfg.dtype or recipe.dtype
+        pred = predict_point(recipe_as(recipe, dtype), S, B, G, K, self.spec) if self.spec else {}
+        row = {
+            "recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
+            "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
+            "device": str(self.device), "started_at": _now(),
+            "predicted_step_bytes": pred.get("predicted_step_bytes"),
+            "predicted_total_bytes": pred.get("predicted_total_bytes"),
+            "floor_ms": pred.get("floor_ms"), "bound": pred.get("bound"),
+            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
+        }
+        # What the point allocates beyond the resident weights: its cache (capacity S + G).
+        need = model.cache_bytes(B, S + G)["total_bytes"]
+        budget = self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
+        if need > budget:
+            row.update(status="oom", error=f"needs {need} bytes of cache, {budget} bytes free")
+        else:
+            try:
+                with ops.backend(self.cfg.backend):
+                    row.update(measure_point(model, recipe, S, B, G, K, self.cfg))
+                row["status"] = "ok"
+            except Exception as e:  # one failing point must not end the sweep
+                row["status"] = "oom" if _is_oom(e) else "error"
+                row["error"] = f"{type(e).__name__}: {e}"
+                row["traceback"] = traceback.format_exc()
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        if row["status"] == "ok" and row.get("predicted_step_bytes"):
+            row["achieved_gbps"] = row["predicted_step_bytes"] / (row["step_ms"] / 1e3) / 1e9
+            if row.get("floor_ms"):
+                row["roofline_fraction"] = row["floor_ms"] / row["step_ms"]
+        row["ended_at"] = _now()
+        return row
+
+
+def recipe_as(recipe: Recipe, dtype: str) -> Recipe:
+    """The recipe with its weight/activation dtype replaced (what the point really ran)."""
+    return recipe if recipe.dtype == dtype else recipe.model_copy(update={"dtype": dtype})
+
+
+def device_spec_for(device: torch.device) -> DeviceSpec | None:
+    """The device table's figures for a CUDA device; None on the CPU (no floor known)."""
+    if device.type != "cuda":
+        return None
+    return device_spec(torch.cuda.get_device_name(device))
