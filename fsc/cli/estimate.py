@@ -1,7 +1,159 @@
-"""Commands of this group (filled in by its issue)."""
+"""`fsc estimate`: the cost model's memory, bytes moved, FLOPs and floor time for one point."""
+
+from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
+from fsc.cli.common import JsonOpt, fmt_bytes, fmt_count, out, print_json
+
+RecipeArg = Annotated[
+    str, typer.Argument(help="Recipe YAML path or shipped recipe name (see `fsc recipes`).")
+]
+SOpt = Annotated[int, typer.Option("--S", help="Context length S: tokens already in the cache.")]
+BOpt = Annotated[int, typer.Option("--B", help="Batch B: sequences decoded together.")]
+GOpt = Annotated[
+    int | None,
+    typer.Option("--G", help="Block size G (default: the recipe's block_size; 1 in ar mode).",
+                 show_default=False),
+]
+StepsOpt = Annotated[
+    int | None,
+    typer.Option("--steps", help="Denoising steps K per block (default: G). Not used in ar mode.",
+                 show_default=False),
+]
+ModeOpt = Annotated[
+    str,
+    typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "
+                 "per token, which folds it)."),
+]
+GpuOpt = Annotated[
+    str,
+    typer.Option("--gpu", help="Device: h100, h200, a100 or a CUDA device name; another name "
+                 "needs --bandwidth, --tflops and --memory."),
+]
+BandwidthOpt = Annotated[
+    float | None,
+    typer.Option("--bandwidth", help="Override the memory bandwidth, in TB/s (1e12 bytes/s).",
+                 show_default=False),
+]
+TflopsOpt = Annotated[
+    float | None,
+    typer.Option("--tflops", help="Override the dense matrix peak, in TFLOP/s.",
+                 show_default=False),
+]
+MemoryOpt = Annotated[
+    float | None,
+    typer.Option("--memory", help="Override the device memory, in GB (1e9 bytes).",
+                 show_default=False),
+]
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def _render(e) -> None:
+    from rich.table import Table
+
+    d, r, spec = e.to_dict(), e.recipe, e.device
+    out.print(
+        f"[bold]{r.name}[/bold]  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  K = {e.K}  on "
+        f"{spec.name} ({_gb(spec.memory_bytes)}, {spec.bandwidth_bytes_per_s / 1e12:g} TB/s, "
+        f"{spec.peak_flops / 1e12:g} TFLOP/s)", soft_wrap=True
+    )
+    plan = r.layer_plan
+    counts = {k: plan.count(k) for k in dict.fromkeys(plan)}
+    mem = Table(title="Memory (sizes in binary units; device memory in GB = 1e9 bytes)")
+    for col in ("", "size", "note"):
+        mem.add_column(col, justify="right" if col == "size" else "left")
+    parts = ", ".join(f"{k} {fmt_count(v)}" for k, v in d["params"].items() if k != "total")
+    mem.add_row("parameters", fmt_count(d["param_count"]), parts)
+    mem.add_row("weights", fmt_bytes(d["weight_bytes"]), f"{r.dtype}, resident")
+    n_attn = counts.get("attention", 0)
+    mem.add_row("KV cache at S", fmt_bytes(d["kv_bytes"]),
+                f"{n_attn} attention layer{'' if n_attn == 1 else 's'}, grows with S and B "
+                f"({r.dtype})")
+    fixed = ", ".join(f"{n} {k}" for k, n in counts.items() if k != "attention") or "none"
+    mem.add_row("state", fmt_bytes(d["state_bytes"]), f"{fixed}; fixed size ({r.state_dtype})")
+    mem.add_row("cache, room for S + G", fmt_bytes(d["cache_capacity_bytes"]), "what is allocated")
+    mem.add_row("activations", fmt_bytes(d["activation_bytes"]), "estimate, fused kernels")
+    share = d["total_bytes"] / spec.memory_bytes
+    mem.add_row("total", fmt_bytes(d["total_bytes"]),
+                f"{share:.0%} of the {_gb(spec.memory_bytes)} device")
+    mem.add_row("fits", "yes" if d["fits"] else "NO", "")
+    mem.add_row("max batch at this S", f"{d['max_batch']:,}", "")
+    oom = d["oom_context"]
+    mem.add_row("memory runs out at S", "never" if oom is None else f"{oom:,}",
+                "no growing cache" if oom is None else f"at B = {e.B}")
+    out.print(mem)
+
+    passes = Table(title="Per pass at the roofline floor")
+    for col in ("pass", "bytes moved", "GFLOP", "FLOP/byte", "floor ms", "bound"):
+        passes.add_column(col, justify="left" if col == "pass" else "right")
+    step_name = "step (= fold)" if e.mode == "ar" else "step"
+    for name, p in ((step_name, e.step), ("fold", e.fold)):
+        t, bound = p.floor(spec)
+        passes.add_row(name, fmt_bytes(p.bytes), f"{p.flops / 1e9:,.1f}",
+                       f"{p.flops / p.bytes:.1f}", f"{t * 1e3:.3f}", bound)
+    out.print(passes)
+    per = "token: t_fold" if e.mode == "ar" else f"block: {e.K}·t_step + t_fold"
+    out.print(f"time per {per} = {d['block_ms']:.3f} ms; tokens/s at the floor = "
+              f"B·G / that = {d['tokens_per_s']:,.1f}", soft_wrap=True)
+
+    c = d["comparison"]
+    cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")
+    for col in ("decoding", "weight sweeps per token", "tokens/s at the floor"):
+        cmp.add_column(col, justify="left" if col == "decoding" else "right")
+    cmp.add_row("ar (G = 1)", f"{c['ar_weight_sweeps_per_token']:.3f}",
+                f"{c['ar_tokens_per_s']:,.1f}")
+    cmp.add_row(f"diffusion (G = {c['diffusion_G']}, K = {c['diffusion_K']})",
+                f"{c['diffusion_weight_sweeps_per_token']:.3f}",
+                f"{c['diffusion_tokens_per_s']:,.1f}")
+    out.print(cmp)
+    out.print(f"diffusion sweeps the weights less often than ar while K < "
+              f"{c['sweep_crossover_steps']}; its floor is faster than ar's while K < "
+              f"{c['floor_crossover_steps']:.1f}", soft_wrap=True)
+
+    moe = d["moe"]
+    if moe is not None:
+        out.print(f"MoE: {moe['n_experts']} experts, top {moe['top_k']}: resident "
+                  f"{fmt_bytes(moe['resident_bytes'])}, read per step "
+                  f"{fmt_bytes(moe['read_bytes_per_step'])} ({moe['experts_read_per_layer']} "
+                  f"experts per layer at most); {fmt_count(moe['active_params_per_token'])} "
+                  "parameters active per token", soft_wrap=True)
+
+
+def estimate_cmd(
+    recipe: RecipeArg,
+    S: SOpt = 8192,
+    B: BOpt = 1,
+    G: GOpt = None,
+    steps: StepsOpt = None,
+    mode: ModeOpt = "diffusion",
+    gpu: GpuOpt = "h100",
+    bandwidth: BandwidthOpt = None,
+    tflops: TflopsOpt = None,
+    memory: MemoryOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Predict memory, bytes moved, FLOPs, floor time and tokens/s for one decoding point.
+
+    Pure arithmetic from the recipe (no model is built): weights, KV cache and fixed states,
+    whether the point fits, the largest batch and context that fit, and autoregressive versus
+    block-diffusion decoding at the roofline floor.
+    """
+    from fsc.costmodel import estimate
+    from fsc.recipe import load_recipe
+
+    e = estimate(load_recipe(recipe), S, B, G, steps, mode, gpu,
+                 bandwidth_tb_s=bandwidth, tflops=tflops, memory_gb=memory)
+    if json:
+        print_json(e.to_dict())
+    else:
+        _render(e)
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("estimate")(estimate_cmd)

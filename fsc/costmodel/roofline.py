@@ -1,0 +1,138 @@
+"""Bytes moved, FLOPs and memory of one forward pass, and the roofline floor time.
+
+A pass runs the G-token frontier block of B sequences (T = B·G tokens) against a cache of S
+tokens. A *step* reads the cache; a *fold* is the same pass that also writes the block into it.
+Weights are read once per pass (they serve all T tokens); every sequence reads its own cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fsc.costmodel.devices import DeviceSpec
+from fsc.costmodel.shapes import (
+    cache_bytes,
+    ffn_shape,
+    layer_shapes,
+    param_counts,
+    shape_tensor_bytes,
+)
+from fsc.errors import UsageError
+from fsc.recipe import DTYPE_BYTES, Recipe
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """Bytes (exact integers) and FLOPs of one forward pass."""
+
+    weight_bytes: int  # weights read: all but unchosen experts and unused embedding rows
+    kv_read_bytes: int  # the S-token prefix K/V of every attention layer
+    state_read_bytes: int  # every recurrent state and conv window
+    cache_write_bytes: int  # fold only: G new K/V positions, states rewritten in full
+    activation_bytes: int  # each projection reads its input and writes its output once
+    matmul_flops: int  # 2 per weight per token through it
+    attention_flops: int  # 4·T·(S+G)·H·D per attention layer
+    scan_flops: int  # recurrences and short convs
+
+    @property
+    def bytes(self) -> int:
+        return (self.weight_bytes + self.kv_read_bytes + self.state_read_bytes
+                + self.cache_write_bytes + self.activation_bytes)
+
+    @property
+    def flops(self) -> int:
+        return self.matmul_flops + self.attention_flops + self.scan_flops
+
+    def floor(self, spec: DeviceSpec) -> tuple[float, str]:
+        """Floor time in seconds, max(bytes / bandwidth, FLOPs / peak), and which bound applies."""
+        t_mem = self.bytes / spec.bandwidth_bytes_per_s
+        t_math = self.flops / spec.peak_flops
+        return (t_mem, "memory") if t_mem >= t_math else (t_math, "compute")
+
+
+def check_point(S: int, B: int, G: int, K: int = 1, k_min: int = 0) -> None:
+    """UsageError unless S >= 0, B >= 1, G >= 1, K >= k_min."""
+    for name, value, low in (("S", S, 0), ("B", B, 1), ("G", G, 1), ("K (--steps)", K, k_min)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise UsageError(f"{name} must be an integer >= {low} (got {value!r})")
+
+
+def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> PassCost:
+    act = DTYPE_BYTES[recipe.dtype]
+    d, V, T = recipe.d_model, recipe.vocab_size, B * G
+    shapes, ffn = layer_shapes(recipe), ffn_shape(recipe)
+    mixer_params = sum(s.params for s in shapes)
+    linear_weights = sum(i * o for s in shapes for i, o in s.linears) + d * V  # + lm_head
+    norms = (2 * recipe.n_layers + 1) * d
+    ffn_read = ffn.router_params + ffn.experts_read(T) * ffn.expert_params
+    weights = mixer_params + norms + min(T, V) * d + V * d + recipe.n_layers * ffn_read
+
+    kv_read = state_read = write = 0
+    for s in shapes:
+        if s.growing:
+            kv_read += sum(shape_tensor_bytes(recipe, s, B, S).values())
+            write += sum(shape_tensor_bytes(recipe, s, B, G).values())
+        else:
+            n = sum(shape_tensor_bytes(recipe, s, B, 0).values())
+            state_read += n
+            write += n
+
+    # Per token: each projection's input and output; the MoE token visits top_k experts.
+    ffn_io = ffn.top_k * 2 * (d + ffn.hidden) + (d + ffn.n_experts if ffn.kind == "moe" else 0)
+    io = d + sum(i + o for s in shapes for i, o in s.linears) + recipe.n_layers * ffn_io + d + V
+    ffn_macs = ffn.router_params + ffn.top_k * ffn.expert_params
+    return PassCost(
+        weight_bytes=weights * act,
+        kv_read_bytes=kv_read,
+        state_read_bytes=state_read,
+        cache_write_bytes=write if fold else 0,
+        activation_bytes=T * io * act,
+        matmul_flops=2 * T * (linear_weights + recipe.n_layers * ffn_macs),
+        attention_flops=sum(s.attn_flops_per_pair for s in shapes) * T * (S + G),
+        scan_flops=T * sum(s.scan_flops_per_token for s in shapes),
+    )
+
+
+def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
+    """Device memory of a decoding point, in bytes.
+
+    weight_bytes: every parameter in recipe.dtype. cache_capacity_bytes: the cache with room for
+    S + G tokens (the block being folded). activation_bytes: the live set of one pass with fused
+    mixer kernels: residual stream and its norm, the widest layer intermediate, and the logits in
+    recipe.dtype plus their fp32 copy. The CUDA context and allocator slack are not included.
+    """
+    act = DTYPE_BYTES[recipe.dtype]
+    d, T = recipe.d_model, B * G
+    ffn = ffn_shape(recipe)
+    widest = max([sum(o for _, o in s.linears) for s in layer_shapes(recipe)]
+                 + [ffn.top_k * ffn.hidden + (ffn.n_experts if ffn.kind == "moe" else 0)])
+    weight_bytes = param_counts(recipe)["total"] * act
+    cache = cache_bytes(recipe, B, S + G)["total_bytes"]
+    activations = T * (2 * d + widest) * act + T * recipe.vocab_size * (act + 4)
+    return {
+        "weight_bytes": weight_bytes,
+        "cache_capacity_bytes": cache,
+        "activation_bytes": activations,
+        "total_bytes": weight_bytes + cache + activations,
+    }
+
+
+def max_batch(recipe: Recipe, S: int, G: int, memory_bytes: int) -> int:
+    """The largest B whose point fits `memory_bytes` (0: not even one sequence).
+    Memory is weights plus a per-sequence part exactly linear in B."""
+    one = memory(recipe, S, 1, G)
+    free = memory_bytes - one["weight_bytes"]
+    per_seq = one["total_bytes"] - one["weight_bytes"]
+    return free // per_seq if free >= 0 else 0
+
+
+def oom_context(recipe: Recipe, B: int, G: int, memory_bytes: int) -> int | None:
+    """The smallest S that no longer fits `memory_bytes` at batch B: 0 when not even an empty
+    cache fits, None when memory never runs out (no growing cache and S = 0 fits)."""
+    at0 = memory(recipe, 0, B, G)["total_bytes"]
+    if at0 > memory_bytes:
+        return 0
+    per_token = memory(recipe, 1, B, G)["total_bytes"] - at0  # B · KV bytes per token
+    if per_token == 0:
+        return None
+    return (memory_bytes - at0) // per_token + 1

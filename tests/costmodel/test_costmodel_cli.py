@@ -1,0 +1,113 @@
+"""`fsc estimate`: JSON keys, one-line errors with exit code 2, and no torch import."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fsc.cli import estimate as estimate_cli
+
+KEYS = {"weight_bytes", "kv_bytes", "state_bytes", "total_bytes", "step_bytes", "step_flops",
+        "floor_ms", "bound", "tokens_per_s", "max_batch", "fits"}
+
+
+@pytest.fixture(scope="module")
+def app():
+    app = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)  # as fsc.cli.main
+
+    @app.callback()
+    def _root() -> None:
+        """Test root, so that estimate stays a subcommand."""
+
+    estimate_cli.register(app)
+    return app
+
+
+def test_json_output_has_the_keys(app):
+    res = CliRunner().invoke(app, ["estimate", "hybrid_3b", "--S", "262144", "--B", "8",
+                                   "--gpu", "h100", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert KEYS <= doc.keys()
+    assert (doc["S"], doc["B"], doc["G"], doc["K"], doc["mode"]) == (262144, 8, 32, 32, "diffusion")
+    for key in ("weight_bytes", "kv_bytes", "state_bytes", "total_bytes", "step_bytes"):
+        assert isinstance(doc[key], int)
+    # hybrid_3b: 5 attention layers · 2 · 262,144 · 20 · 128 · 2 B · 8 sequences = 100 GiB.
+    assert doc["kv_bytes"] == 5 * 2 * 262144 * 20 * 128 * 2 * 8 == 100 * 2**30
+    assert doc["bound"] == "memory" and doc["fits"] is False and doc["max_batch"] == 5
+
+
+def test_human_output_and_overrides(app):
+    res = CliRunner().invoke(app, ["estimate", "tiny_hybrid", "--mode", "ar", "--gpu", "a100",
+                                   "--bandwidth", "1.5", "--memory", "40"])
+    assert res.exit_code == 0, res.output
+    for text in ("A100 80GB (40.00 GB, 1.5 TB/s, 312 TFLOP/s)", "KV cache at S", "MoE: 4 experts",
+                 "step (= fold)", "tokens/s at the floor"):
+        assert text in res.stdout
+
+
+def test_help_text_on_every_option(app):
+    res = CliRunner().invoke(app, ["estimate", "--help"])
+    assert res.exit_code == 0
+    for opt in ("--S", "--B", "--G", "--steps", "--mode", "--gpu", "--bandwidth", "--tflops",
+                "--memory", "--json"):
+        line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith(opt + " "))
+        assert len(line.split()) > 2, f"{opt} has no help text"
+
+
+def _run_fsc(*args):
+    return subprocess.run([sys.executable, "-m", "fsc", "estimate", *args],
+                          check=False, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tiny_attn", "--S", "-5"], "error: S must be an integer >= 0 (got -5)"),
+    (["tiny_attn", "--gpu", "tpu"], "error: unknown GPU 'tpu'"),
+])
+def test_bad_figures_exit_2_in_one_line(args, message):
+    proc = _run_fsc(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(message)
+
+
+@pytest.mark.parametrize("args", [
+    ["--B", "0"], ["--bandwidth", "0"], ["--tflops", "-1"], ["--memory", "0"], ["--G", "0"],
+    ["--steps", "0"], ["--mode", "ar", "--G", "4"], ["--mode", "sideways"],
+])
+def test_more_bad_figures_through_the_boundary(monkeypatch, capsys, args):
+    from fsc.cli.main import run
+
+    monkeypatch.setattr(sys, "argv", ["fsc", "estimate", "tiny_attn", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ")
+    assert captured.err.count("\n") == 1
+
+
+def test_no_torch_import_and_70b_answers():
+    code = """
+import sys
+from fsc.costmodel import estimate, predict_point, fits, device_spec
+from fsc.recipe import load_recipe, parse_recipe
+big = parse_recipe({"name": "llama70b_like", "d_model": 8192, "n_layers": 80, "vocab_size": 128256,
+    "layers": {"default": "attention"},
+    "attention": {"n_heads": 64, "n_kv_heads": 8, "head_dim": 128}, "mlp": {"hidden_ratio": 5.25}})
+e = estimate(big, S=131072, B=4, gpu="NVIDIA H200")
+e.to_dict()
+predict_point(big, 131072, 4, 1, 1, device_spec("h100"))
+fits(load_recipe("hybrid_3b"), 262144, 8, 32, 80 * 10**9)
+assert "torch" not in sys.modules, "the cost model imported torch"
+print(e.params["total"])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # 80 · (q, o 8192·8192·2 + k, v 8192·1024·2 + MLP 2·8192·43008 + norms 2·8192)
+    #   + embed and head 2·128256·8192 + final norm 8192
+    assert int(proc.stdout) == 70_553_706_496
