@@ -58,7 +58,10 @@ def profile(
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16, fp16 or fp32 (default: recipe's).")] = None,
     backend: BackendOpt = "auto",
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed step+fold pairs per point.")] = 2,
-    repeats: Annotated[int, typer.Option("--repeats", help="Timed steps and folds per point.")] = 10,
+    repeats: Annotated[
+        int | None, typer.Option("--repeats", help="Timed steps and folds per point (default 10 on "
+                                 "a GPU, 5 on the CPU).")
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="auto (CUDA if present), cpu, cuda, cuda:1.")] = "auto",
     memory_budget: Annotated[
         str | None, typer.Option("--memory-budget", help="Bytes a point may allocate (default: free memory).")
@@ -88,6 +91,7 @@ def profile(
     if dtype is not None and dtype not in DTYPE_BYTES:
         raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     ops.use_backend(backend)
+    repeats = repeats or (10 if torch.device(device).type == "cuda" else 5)
     if warmup < 0 or repeats < 1:
         raise UsageError("need --warmup >= 0 and --repeats >= 1")
     for name, v in (("--G", G), ("--steps", steps)):
