@@ -1,5 +1,9 @@
 """What every Triton launcher shares: device checks, buffer allocation, tile heuristics.
 
+Kernels index with int64 (program ids and aranges cast once): offsets of a B = 8, 256k-token
+cache pass 2^31, and the interpreter skips its per-operation int32 overflow check, which costs
+more than the arithmetic itself.
+
 Launchers run on CUDA tensors, or on CPU tensors under the Triton interpreter
 (`TRITON_INTERPRET=1`, set before any kernel module is imported). Kernels take a constexpr
 `UPCAST` from `upcast()`: under the interpreter every load is cast to fp32 at once (its bf16

@@ -24,7 +24,7 @@ def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, skn, skd, svn, svd, offs_d, d_mask, 
             qk_scale, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """Online softmax of the rows `q` [M, D] over keys [start, end) of one head (base 2)."""
     for n0 in range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+        offs_n = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
         n_mask = offs_n < end
         kv_mask = n_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptr + offs_n[:, None] * skn + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
@@ -52,7 +52,7 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
                   BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     pid_bh = tl.program_id(0).to(tl.int64)
-    m_tile = tl.program_id(1)
+    m_tile = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
     n_mt = tl.num_programs(1)
     b = pid_bh // HKV
@@ -62,7 +62,7 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
     rows = m_tile * BLOCK_M + local  # row = token g * GROUP + head j within the group
     row_mask = rows < G * GROUP
     h = kvh * GROUP + rows % GROUP
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)  # int64 indices: see _common.py
     d_mask = offs_d < D
     q = tl.load(q_ptr + b * sqb + (rows // GROUP)[:, None] * sqg + h[:, None] * sqh
                 + offs_d[None, :] * sqd, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
@@ -95,11 +95,11 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
                   sob, sog, soh, sod,
                   BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     pid_bh = tl.program_id(0).to(tl.int64)
-    m_tile = tl.program_id(1)
+    m_tile = tl.program_id(1).to(tl.int64)
     b = pid_bh // HKV
     kvh = pid_bh % HKV
     local = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
     base = (pid_bh * tl.num_programs(1) + m_tile) * n_total
 
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)

@@ -32,16 +32,20 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
                  sxb, sxg, sxc, swb, swc, swk, swtc, swtk, sob, sog, soc, snb, snc, snk,
                  W: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr,
                  BLOCK_W: tl.constexpr, WRITE: tl.constexpr):
+    # int64 indices throughout: no wrap-around, and the interpreter skips its int32 overflow
+    # checks (which cost more than the kernel itself)
     b = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_mask = c < Cn
-    t = tl.arange(0, BLOCK_G)
+    t = tl.arange(0, BLOCK_G).to(tl.int64)
     t_mask = t < G
 
     bias = tl.load(bias_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_C], tl.float32) + bias[None, :]
+    w_ptrs = w_ptr + c * swtc
     for j in tl.static_range(W):
-        w = tl.load(w_ptr + c * swtc + j * swtk, mask=c_mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+        w_ptrs += swtk
         acc += w[None, :] * _inputs(x_ptr, win_ptr, b, t + j - (W - 1), t_mask, c, c_mask,
                                     sxb, sxg, sxc, swb, swc, swk, W)
     y = acc * tl.sigmoid(acc)
@@ -49,7 +53,7 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
              y.to(out_ptr.dtype.element_ty), mask=t_mask[:, None] & c_mask[None, :])
 
     if WRITE:
-        i = tl.arange(0, BLOCK_W)
+        i = tl.arange(0, BLOCK_W).to(tl.int64)
         i_mask = i < W - 1
         nw = _inputs(x_ptr, win_ptr, b, G + i - (W - 1), i_mask, c, c_mask,
                      sxb, sxg, sxc, swb, swc, swk, W)

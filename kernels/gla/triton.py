@@ -15,13 +15,12 @@ from fsc.kernels import _common as C
 
 
 @triton.jit
-def _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
-           sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale):
+def _token(q_ptrs, k_ptrs, g_ptrs, v_ptrs, k_mask, d_mask, scale):
     """q_t·scale, k_t, exp(g_t) over the key tile and v_t over the value tile, in fp32."""
-    q = tl.load(q_ptr + t * sqg + kk * sqk, mask=k_mask, other=0.0).to(tl.float32) * scale
-    k = tl.load(k_ptr + t * skg + kk * skk, mask=k_mask, other=0.0).to(tl.float32)
-    a = tl.exp(tl.load(g_ptr + t * sgg + kk * sgk, mask=k_mask, other=0.0).to(tl.float32))
-    v = tl.load(v_ptr + t * svg + d * svd, mask=d_mask, other=0.0).to(tl.float32)
+    q = tl.load(q_ptrs, mask=k_mask, other=0.0).to(tl.float32) * scale
+    k = tl.load(k_ptrs, mask=k_mask, other=0.0).to(tl.float32)
+    a = tl.exp(tl.load(g_ptrs, mask=k_mask, other=0.0).to(tl.float32))
+    v = tl.load(v_ptrs, mask=d_mask, other=0.0).to(tl.float32)
     return q, k, a, v
 
 
@@ -34,36 +33,39 @@ def _gla_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, G, DK, DV, 
                 WRITE: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     hd = tl.program_id(1).to(tl.int64)
-    kk = tl.arange(0, BLOCK_K)
-    d = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
+    kk = tl.arange(0, BLOCK_K).to(tl.int64)  # int64 indices: see _common.py
+    d = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
     k_mask, d_mask = kk < DK, d < DV
     kd_mask = k_mask[:, None] & d_mask[None, :]
     rows = tl.arange(0, BLOCK_G)
-    q_ptr += b * sqb + hd * sqh
-    k_ptr += b * skb + hd * skh
-    v_ptr += b * svb + hd * svh
-    g_ptr += b * sgb + hd * sgh
+    # Pointers at token 0, stepped by one token's stride per iteration.
+    q0 = q_ptr + b * sqb + hd * sqh + kk * sqk
+    k0 = k_ptr + b * skb + hd * skh + kk * skk
+    g0 = g_ptr + b * sgb + hd * sgh + kk * sgk
+    v0 = v_ptr + b * svb + hd * svh + d * svd
 
     h = tl.load(st_ptr + b * ssb + hd * ssh + kk[:, None] * ssk + d[None, :] * ssd,
                 mask=kd_mask, other=0.0).to(tl.float32)
     o = tl.zeros([BLOCK_G, BLOCK_V], tl.float32)
+    qp, kp, gp, vp = q0, k0, g0, v0
     for t in range(G):
-        q, k, a, v = _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
-                            sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale)
+        q, k, a, v = _token(qp, kp, gp, vp, k_mask, d_mask, scale)
         h = a[:, None] * h + k[:, None] * v[None, :]
         o = tl.where(rows[:, None] == t, tl.sum(q[:, None] * h, 0)[None, :], o)
+        qp, kp, gp, vp = qp + sqg, kp + skg, gp + sgg, vp + svg
     if WRITE:
         tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
                  h.to(ns_ptr.dtype.element_ty), mask=kd_mask)
 
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
+    last = G - 1
+    qp, kp, gp, vp = q0 + last * sqg, k0 + last * skg, g0 + last * sgg, v0 + last * svg
     for i in range(G):
-        t = G - 1 - i
-        q, k, a, v = _token(q_ptr, k_ptr, v_ptr, g_ptr, t, kk, k_mask, d, d_mask,
-                            sqg, skg, svg, sgg, sqk, skk, svd, sgk, scale)
+        q, k, a, v = _token(qp, kp, gp, vp, k_mask, d_mask, scale)
         hb = a[:, None] * hb
-        o += tl.where(rows[:, None] == t, tl.sum(q[:, None] * hb, 0)[None, :], 0.0)
+        o += tl.where(rows[:, None] == last - i, tl.sum(q[:, None] * hb, 0)[None, :], 0.0)
         hb += k[:, None] * v[None, :]
+        qp, kp, gp, vp = qp - sqg, kp - skg, gp - sgg, vp - svg
     tl.store(out_ptr + b * sob + rows[:, None] * sog + hd * soh + d[None, :] * sod,
              o.to(out_ptr.dtype.element_ty), mask=(rows < G)[:, None] & d_mask[None, :])
 

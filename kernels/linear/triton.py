@@ -37,9 +37,9 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
                    FEATURE: tl.constexpr, WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    v_tile = tl.program_id(2)
-    t = tl.arange(0, BLOCK_G)
-    r = tl.arange(0, BLOCK_R)
+    v_tile = tl.program_id(2).to(tl.int64)
+    t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
+    r = tl.arange(0, BLOCK_R).to(tl.int64)
     d = v_tile * BLOCK_V + tl.arange(0, BLOCK_V)
     t_mask, r_mask, d_mask = t < G, r < R, d < DV
     tr_mask = t_mask[:, None] & r_mask[None, :]

@@ -37,10 +37,10 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
                   PRECISION: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    p = tl.program_id(2) * BLOCK_P + tl.arange(0, BLOCK_P)
-    t = tl.arange(0, BLOCK_G)
+    p = tl.program_id(2).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
+    t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
     s = t  # the key-side token index of G×G tiles
-    n = tl.arange(0, BLOCK_N)
+    n = tl.arange(0, BLOCK_N).to(tl.int64)
     p_mask, t_mask, n_mask = p < P, t < G, n < N
 
     dt = tl.load(dt_ptr + b * sdb + t * sdg + h * sdh, mask=t_mask, other=0.0).to(tl.float32)

@@ -1,0 +1,55 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fsc.kernels.gla import triton as gla
+from fsc.kernels.gla.reference import gla_block_ref
+from kernel_checks import assert_close, dname, nan_like, randn
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+# (B, G, H, Dk, Dv, dtype, state dtype)
+CASES = [
+    (2, 1, 3, 16, 16, F32, F32),
+    (2, 5, 2, 20, 70, F32, F32),      # Dk padded, three Dv tiles
+    (1, 8, 2, 32, 16, F32, F32),
+    (2, 4, 2, 16, 32, BF16, F32),
+    (1, 3, 2, 16, 16, F16, F32),
+    (1, 4, 2, 16, 16, F32, BF16),
+]
+
+
+def _inputs(B, G, H, Dk, Dv, dtype, sdtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k = randn(B, G, H, Dk, dtype=dtype, gen=gen), randn(B, G, H, Dk, dtype=dtype, gen=gen)
+    v = randn(B, G, H, Dv, dtype=dtype, gen=gen)
+    gk = F.logsigmoid(randn(B, G, H, Dk, gen=gen, scale=2.0)) / 4  # the mixer's fp32 gates
+    state = randn(B, H, Dk, Dv, dtype=sdtype, gen=gen)
+    return q, k, v, gk, state, 1 / math.sqrt(Dk)
+
+
+def _id(c):
+    return f"B{c[0]}G{c[1]}H{c[2]}Dk{c[3]}Dv{c[4]}-{dname(c[5])}-state_{dname(c[6])}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_gla_step_leaves_state_and_matches(case):
+    args = _inputs(*case)
+    state0 = args[4].clone()
+    out = gla.gla_block(*args)
+    assert torch.equal(args[4], state0)
+    assert_close(out, gla_block_ref(*args), case[5])
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+@pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
+def test_gla_fold_writes_new_state(case, alias):
+    args = _inputs(*case)
+    state = args[4]
+    want = torch.empty_like(state)
+    ref = gla_block_ref(*args, want)
+    new = state if alias else nan_like(state)
+    out = gla.gla_block(*args, new)
+    assert_close(out, ref, case[5])
+    assert_close(new, want, case[6], "new state")

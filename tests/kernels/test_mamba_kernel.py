@@ -1,0 +1,79 @@
+import pytest
+import torch
+from fsc.kernels.mamba import triton as mamba
+from fsc.kernels.mamba.reference import mamba_block_scan_ref
+from kernel_checks import assert_close, dname, nan_like, randn
+
+from fsc.errors import KernelError
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+# (B, G, H, P, N, dtype, state dtype, with z)
+CASES = [
+    (2, 1, 3, 16, 8, F32, F32, True),     # the causal step
+    (2, 5, 3, 20, 16, F32, F32, True),    # P not a power of two, N padded
+    (1, 16, 2, 40, 32, F32, F32, False),  # two P tiles, no gate
+    (2, 4, 2, 16, 16, BF16, F32, True),
+    (1, 3, 2, 16, 16, F16, F32, True),
+    (2, 4, 2, 16, 16, F32, BF16, True),   # bf16 state
+]
+
+
+def _inputs(B, G, H, P, N, dtype, sdtype, with_z, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = randn(B, G, H, P, dtype=dtype, gen=gen)
+    dt = randn(B, G, H, dtype=dtype, gen=gen)
+    dt_bias = randn(H, gen=gen, scale=0.5)
+    A = -torch.exp(randn(H, gen=gen))
+    Bm, Cm = randn(B, G, N, dtype=dtype, gen=gen), randn(B, G, N, dtype=dtype, gen=gen)
+    D = randn(H, gen=gen)
+    z = randn(B, G, H, P, dtype=dtype, gen=gen) if with_z else None
+    state = randn(B, H, P, N, dtype=sdtype, gen=gen)
+    return x, dt, dt_bias, A, Bm, Cm, D, z, state
+
+
+def _id(c):
+    return f"B{c[0]}G{c[1]}H{c[2]}P{c[3]}N{c[4]}-{dname(c[5])}-state_{dname(c[6])}" + ("" if c[7] else "-noz")
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_mamba_step_leaves_state_and_matches(case):
+    args = _inputs(*case)
+    state0 = args[-1].clone()
+    out = mamba.mamba_block_scan(*args)
+    assert torch.equal(args[-1], state0)
+    assert_close(out, mamba_block_scan_ref(*args), case[5])
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+@pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
+def test_mamba_fold_writes_new_state(case, alias):
+    args = _inputs(*case)
+    state = args[-1]
+    want = torch.empty_like(state)
+    ref = mamba_block_scan_ref(*args, want)
+    new = state if alias else nan_like(state)
+    out = mamba.mamba_block_scan(*args, new)
+    assert_close(out, ref, case[5])
+    assert_close(new, want, case[6], "new state")
+
+
+def test_mamba_reads_strided_views():
+    """The mixer passes splits of one projection (x, z, B, C, dt are strided views)."""
+    gen = torch.Generator().manual_seed(2)
+    B, G, H, P, N = 2, 4, 2, 16, 8
+    d_inner = H * P
+    proj = randn(B, G, 2 * d_inner + 2 * N + H, gen=gen)
+    z, x, Bm, Cm, dt = proj.split([d_inner, d_inner, N, N, H], dim=-1)
+    x, z = x.reshape(B, G, H, P), z.reshape(B, G, H, P)
+    rest = (randn(H, gen=gen), -torch.exp(randn(H, gen=gen)))
+    state = randn(B, H, P, N, gen=gen)
+    args = (x, dt, *rest, Bm, Cm, randn(H, gen=gen), z, state)
+    assert_close(mamba.mamba_block_scan(*args), mamba_block_scan_ref(*args), F32)
+
+
+def test_mamba_rejects_mismatched_state():
+    args = list(_inputs(1, 2, 2, 16, 8, F32, F32, True))
+    args[-1] = args[-1][:, :, :, :4]
+    with pytest.raises(KernelError, match="state"):
+        mamba.mamba_block_scan(*args)
