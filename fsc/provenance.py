@@ -23,7 +23,7 @@ _TIMEOUT_S = 5
 
 def _run(*cmd: str) -> str | None:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_TIMEOUT_S)
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -53,19 +53,24 @@ def git_state() -> dict[str, Any]:
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status.strip())}
 
 
+def driver_version_from_proc(text: str) -> str | None:
+    """The version in /proc/driver/nvidia/version (proprietary or open kernel module)."""
+    found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d[\w.]*)", text)
+    return found.group(1) if found else None
+
+
 def _nvidia_driver() -> str | None:
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
-        found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d[\w.]*)", text)
-        if found:
-            return found.group(1)
+        version = driver_version_from_proc(Path("/proc/driver/nvidia/version").read_text())
     except OSError:
-        pass
+        version = None
+    if version:
+        return version
     out = _run("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
     return out.splitlines()[0].strip() if out and out.strip() else None
 
 
-def _cpu() -> tuple[str, int | None]:
+def host_cpu() -> tuple[str, int | None]:
     """CPU model name and host RAM in bytes."""
     name = platform.processor() or platform.machine()
     try:
@@ -110,5 +115,5 @@ def environment(device: str | None = None) -> dict[str, Any]:
         env.update(device_name=props.name, device_memory_bytes=int(props.total_memory),
                    driver_version=_nvidia_driver())
     else:
-        env["device_name"], env["device_memory_bytes"] = _cpu()
+        env["device_name"], env["device_memory_bytes"] = host_cpu()
     return env

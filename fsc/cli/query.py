@@ -22,6 +22,7 @@ from fsc.cli.common import JsonOpt, StoreOpt, err, out, print_json, store_dir
 from fsc.errors import UsageError
 
 TABLE_MAX_ROWS = 1000
+TABLE_DIGITS = 6  # significant digits of floats in tables; csv and json keep every digit
 OUT_FORMATS = (".parquet", ".csv", ".json")
 
 
@@ -31,12 +32,12 @@ class Format(str, Enum):
     json = "json"
 
 
-def _cell(value: Any) -> str:
-    """A value as text for a table or CSV cell."""
+def _cell(value: Any, digits: int | None = None) -> str:
+    """A value as text for a CSV cell (every digit) or a table cell (`digits` significant)."""
     if value is None:
         return ""
     if isinstance(value, float):
-        return repr(value)
+        return repr(value) if digits is None else f"{value:.{digits}g}"
     if isinstance(value, datetime):
         return value.isoformat(sep=" ")
     if isinstance(value, (list, dict)):
@@ -53,7 +54,9 @@ def _print_table(cols: list[str], rows: list[tuple], title: str | None = None) -
     for c in cols:
         table.add_column(c, overflow="fold")
     for row in rows:
-        table.add_row(*(Text(_cell(v)) if v is not None else Text("NULL", "dim") for v in row))
+        table.add_row(
+            *(Text("NULL", "dim") if v is None else Text(_cell(v, TABLE_DIGITS)) for v in row)
+        )
     out.print(table)
 
 
@@ -115,7 +118,7 @@ def query(
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
-    minutes, s = divmod(int(round(seconds)), 60)
+    minutes, s = divmod(round(seconds), 60)
     h, m = divmod(minutes, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{seconds:.1f}s"
 
@@ -137,16 +140,14 @@ def runs(
         print_json(found)
         return
     table = Table(title="runs (newest first; times UTC)")
-    for c in ("run_id", "kind", "status", "process", "started", "duration"):
-        table.add_column(c, no_wrap=True)
-    for c in ("ok/oom/error", "host", "command"):
+    table.add_column("run_id", no_wrap=True)
+    for c in ("kind", "status", "process", "started", "duration", "ok/oom/error", "command"):
         table.add_column(c, overflow="fold")
     for r in found:
         table.add_row(
             r["run_id"], r["kind"], r["status"], r["process"] or "-",
             r["started_at"].isoformat(sep=" ", timespec="seconds"), _duration(r["duration_s"]),
-            f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}", r["host"] or "-",
-            Text(r["command"] or ""),
+            f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}", Text(r["command"] or ""),
         )
     out.print(table)
 
@@ -173,7 +174,9 @@ def schema(
         print(to_markdown(doc), end="")
         return
     where = doc["store"] or "a new store"
-    out.print(f"schema of {where}: version {doc['schema_version']} (fsc knows {doc['code_version']})")
+    out.print(
+        f"schema of {where}: version {doc['schema_version']} (fsc knows {doc['code_version']})"
+    )
     for rel in doc["relations"]:
         table = Table(title=f"{rel['name']} ({rel['kind']}): {rel['description'] or ''}",
                       title_justify="left")

@@ -21,7 +21,7 @@ from fsc.errors import StoreError
 
 DEFAULT_TIMEOUT_S = 60.0
 _FIRST_DELAY_S = 0.005
-_MAX_DELAY_S = 0.25
+_MAX_DELAY_S = 0.1
 
 
 def utcnow() -> datetime:

@@ -28,7 +28,9 @@ _POINT_MEASURES = {
     "peak_bytes": "Peak device memory allocated during the point, bytes.",
     "cache_bytes": "Bytes of the cache at context S for batch B.",
     "weight_bytes": "Bytes of the model weights.",
-    "predicted_step_bytes": "Cost model: bytes one step reads and writes (weights + cache + activations).",
+    "predicted_step_bytes": (
+        "Cost model: bytes one step reads and writes (weights + cache + activations)."
+    ),
     "predicted_total_bytes": "Cost model: peak device bytes the point needs.",
     "floor_ms": "Cost model: roofline floor of one step (bound resource / device peak), ms.",
     "bound": "Cost model: which resource bounds the step ('memory' or 'compute').",

@@ -7,6 +7,7 @@ killed process loses at most the point it was writing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -93,12 +94,33 @@ class Store:
 
     # ---- connections ---------------------------------------------------------------------
 
+    def _create(self) -> list[str]:
+        """Create and migrate the store file atomically.
+
+        DuckDB writes a new file's header only after opening it, so a second process opening
+        the file in between reads "not a valid DuckDB database file". Build it under a
+        private name and hard-link it into place; if another process won, use theirs.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".{DB_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            with connect(tmp, read_only=False, timeout_s=self.timeout_s) as con:
+                applied = migrate(con)
+            try:
+                os.link(tmp, self.file)
+            except FileExistsError:
+                return []
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        return applied
+
     @contextmanager
     def _open(self, *, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        if write:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        elif not self.exists():
-            raise StoreError(f"no store at {self.dir} yet (it is created by the first run)")
+        if not self.exists():
+            if not write:
+                raise StoreError(f"no store at {self.dir} yet (it is created by the first run)")
+            self._create()
         with connect(self.file, read_only=not write, timeout_s=self.timeout_s) as con:
             if write and not self._migrated:
                 migrate(con)
@@ -114,16 +136,17 @@ class Store:
                 yield con
                 con.execute("COMMIT")
             except BaseException as e:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):  # a failed COMMIT already rolled back
+                    con.execute("ROLLBACK")
                 if isinstance(e, duckdb.Error):
                     raise StoreError(f"write to {self.file} failed: {one_line(e)}") from e
                 raise
 
     def migrate(self) -> list[str]:
         """Create the store if needed and apply missing migrations; return their names."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        applied = [] if self.exists() else self._create()
         with connect(self.file, read_only=False, timeout_s=self.timeout_s) as con:
-            applied = migrate(con)
+            applied += migrate(con)
         self._migrated = True
         return applied
 

@@ -1,0 +1,80 @@
+"""The migrated schema is exactly the documented one; migrations are recorded and idempotent."""
+
+from pathlib import Path
+
+import duckdb
+
+from fsc.store import SCHEMA, Store
+from fsc.store.catalog import describe, to_markdown
+from fsc.store.migrations import MIGRATIONS, migrate
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "store.md"
+REQUIRED_PROFILE_COLUMNS = [
+    "run_id", "recipe", "recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device",
+    "status", "step_ms", "step_ms_p10", "step_ms_p90", "fold_ms", "tokens_per_s", "peak_bytes",
+    "cache_bytes", "weight_bytes", "git_commit", "torch_version", "started_at",
+    "predicted_step_bytes", "predicted_total_bytes", "floor_ms", "bound", "achieved_gbps",
+    "roofline_fraction",
+]
+
+
+def _catalog(con) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for table, column in con.execute(
+        "select table_name, column_name from information_schema.columns"
+        " where table_schema = 'main' order by table_name, ordinal_position"
+    ).fetchall():
+        out.setdefault(table, []).append(column)
+    return out
+
+
+def test_fresh_store_has_exactly_the_documented_schema(store_path):
+    st = Store(store_path)
+    assert st.migrate() == [m.__name__ for m in MIGRATIONS]
+    with duckdb.connect(str(st.file), read_only=True) as con:
+        catalog = _catalog(con)
+        views = {n for (n,) in con.execute(
+            "select table_name from information_schema.tables where table_type = 'VIEW'"
+            " and table_schema = 'main'").fetchall()}
+    assert catalog == {name: list(rel.columns) for name, rel in SCHEMA.items()}
+    assert views == {name for name, rel in SCHEMA.items() if rel.kind == "view"}
+    for rel in SCHEMA.values():
+        assert rel.description and all(d.strip() for d in rel.columns.values())
+
+
+def test_profile_view_has_the_promised_columns():
+    assert set(REQUIRED_PROFILE_COLUMNS) <= set(SCHEMA["profile"].columns)
+    assert list(SCHEMA["profile"].columns)[5:9] == ["S", "B", "G", "K"]  # verbatim case
+
+
+def test_migrations_twice_are_harmless(store_path):
+    st = Store(store_path)
+    st.migrate()
+    run_id = st.start_run("profile", "cmd", None, {})
+    assert st.migrate() == []
+    assert Store(store_path).migrate() == []
+    _, rows = st.query("select version, name from schema_migrations order by version")
+    assert rows == [(i, m.__name__) for i, m in enumerate(MIGRATIONS, start=1)]
+    _, [(kept,)] = st.query("select run_id from runs")
+    assert kept == run_id
+
+
+def test_migrate_in_one_connection_twice():
+    with duckdb.connect(":memory:") as con:
+        assert len(migrate(con)) == len(MIGRATIONS)
+        assert migrate(con) == []
+
+
+def test_describe_without_a_store_does_not_create_it(store_path):
+    doc = describe(Store(store_path))
+    assert not store_path.exists()
+    assert doc["store"] is None and doc["schema_version"] == len(MIGRATIONS)
+    assert [r["name"] for r in doc["relations"]] == list(SCHEMA)
+    Store(store_path).migrate()
+    existing = describe(Store(store_path))
+    assert existing["relations"] == doc["relations"]
+
+
+def test_docs_show_the_current_schema(store_path):
+    """docs/store.md embeds `fsc schema --markdown`; regenerate it when the schema changes."""
+    assert to_markdown(describe(Store(store_path))) in DOCS.read_text()
