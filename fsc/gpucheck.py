@@ -1,0 +1,425 @@
+"""GPU check of the Triton kernels: accuracy, speed against the torch path and the HBM floor.
+
+    python -m fsc.gpucheck             # on one GPU (make gpu-check); under 8 minutes on an H200
+    python -m fsc.gpucheck --dry-run   # tiny shapes on the CPU under the Triton interpreter
+
+For every kernel at the 3B shapes (hard-coded below: this runs on the GPU image, which lacks
+pydantic and duckdb, so no recipe is loaded) and B in {1, 8} — block attention also at S in
+{4096, 65536, 262144} — it measures the bf16 kernel's error against the fp32 reference on the
+same inputs, its median time (`triton.testing.do_bench`) against the pure-torch reference (and
+`scaled_dot_product_attention` for attention), and the bytes the op must move: achieved GB/s and
+the fraction of the device's HBM bandwidth. A point that does not fit in memory, or fails, is a
+row with its status and the check goes on. Then, if `fsc.profile` is importable, a short
+`fsc profile` sweep. One table is printed; everything goes to $OUT/gpucheck.json (or
+./gpucheck.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+
+# The 3B backbones (recipes/attn_3b.yaml, mamba_3b.yaml): d_model 2560, 20 heads × 128, Mamba
+# d_inner 5120 = 80 heads × 64, N 128, conv width 4, G 32. Linear and GLA use 20 heads × 128.
+SHAPES_3B = {"G": 32, "heads": 20, "kv_heads": 20, "head_dim": 128, "m_heads": 80,
+             "m_head_dim": 64, "d_state": 128, "d_conv": 4, "conv_dim": 5120 + 2 * 128}
+SHAPES_DRY = {"G": 4, "heads": 4, "kv_heads": 2, "head_dim": 16, "m_heads": 2, "m_head_dim": 16,
+              "d_state": 16, "d_conv": 4, "conv_dim": 48}
+POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
+POINTS_DRY = {"S": (0, 40), "B": (1, 2)}
+HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}
+BUDGET_S = 7.5 * 60  # the whole check, profile included
+PROFILE_ARGS = ["--recipe", "attn_3b", "--recipe", "mamba_3b", "--recipe", "hybrid_3b",
+                "--S", "262144", "--B", "1,8"]
+
+
+@dataclass
+class Point:
+    """One op at one shape: how to run the kernel and its competitors, and what it must move."""
+
+    op: str
+    mode: str  # "step" (state read only) or "fold" (new state written)
+    B: int
+    S: int | None
+    bytes: int
+    triton: object
+    torch: object
+    sdpa: object = None
+    accuracy: object = None  # () -> {"rel_err": .., "state_rel_err": ..}
+
+
+# -- inputs and byte counts ------------------------------------------------------------------
+def _rel(out, ref) -> float:
+    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30)).item()
+
+
+def _upcast(args):
+    import torch
+
+    return [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+
+def _accuracy(kernel, ref, args, call=None, states=()):
+    """bf16 kernel vs the fp32 reference on the same (upcast) inputs; with `states` (indices
+    into args) as a fold, comparing the new states too."""
+    import torch
+
+    call = call or (lambda f, a, new: f(*a, *new))
+    got_new = [torch.empty_like(args[i]) for i in states]
+    want_new = [torch.empty_like(args[i], dtype=torch.float32) for i in states]
+    got, want = call(kernel, args, got_new), call(ref, _upcast(args), want_new)
+    errs = {"rel_err": _rel(got, want)}
+    if states:
+        errs["state_rel_err"] = max(_rel(g, w) for g, w in zip(got_new, want_new))
+    return errs
+
+
+def attention_points(B, S, sh, dtype, device, gen):
+    import torch
+    import torch.nn.functional as F
+
+    from fsc.kernels.attention.reference import block_attention_ref
+    from fsc.kernels.attention.triton import block_attention
+
+    G, H, Hkv, D = sh["G"], sh["heads"], sh["kv_heads"], sh["head_dim"]
+    e = torch.empty((), dtype=dtype).element_size()
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, device=device, dtype=dtype)
+
+    q, kc, vc = rnd(B, G, H, D), rnd(B, S + G, Hkv, D), rnd(B, S + G, Hkv, D)
+    kb, vb = rnd(B, G, Hkv, D), rnd(B, G, Hkv, D)
+    args = (q, kc, vc, kb, vb, S, 1 / math.sqrt(D))
+    k_all = torch.cat([kc[:, :S], kb], 1).transpose(1, 2)  # (B, Hkv, S+G, D), built once
+    v_all = torch.cat([vc[:, :S], vb], 1).transpose(1, 2)
+    qt = q.transpose(1, 2)
+    gqa = {"enable_gqa": True} if H != Hkv else {}
+
+    def accuracy():  # one sequence at a time: the fp32 reference of B = 8 at 256k is large
+        errs = [_accuracy(block_attention, block_attention_ref,
+                          (q[b:b + 1], kc[b:b + 1], vc[b:b + 1], kb[b:b + 1], vb[b:b + 1], S,
+                           args[-1]))["rel_err"] for b in range(B)]
+        return {"rel_err": max(errs)}
+
+    return [Point("block_attention", "step", B, S,
+                  bytes=B * e * (2 * (S + G) * Hkv * D + 2 * G * H * D),
+                  triton=lambda: block_attention(*args), torch=lambda: block_attention_ref(*args),
+                  sdpa=lambda: F.scaled_dot_product_attention(qt, k_all, v_all, scale=args[-1], **gqa),
+                  accuracy=accuracy)]
+
+
+def state_points(B, sh, dtype, device, gen):
+    """Conv, Mamba, linear and GLA at one batch size, each as a step and as a fold."""
+    import torch
+    import torch.nn.functional as F
+
+    from fsc.kernels.conv.reference import causal_conv_block_ref
+    from fsc.kernels.conv.triton import causal_conv_block
+    from fsc.kernels.gla.reference import gla_block_ref
+    from fsc.kernels.gla.triton import gla_block
+    from fsc.kernels.linear.reference import linear_block_ref
+    from fsc.kernels.linear.triton import linear_block
+    from fsc.kernels.mamba.reference import mamba_block_scan_ref
+    from fsc.kernels.mamba.triton import mamba_block_scan
+
+    f32 = torch.float32
+    e = torch.empty((), dtype=dtype).element_size()
+    G, H, D = sh["G"], sh["heads"], sh["head_dim"]
+    Hm, P, N, W, Cc = sh["m_heads"], sh["m_head_dim"], sh["d_state"], sh["d_conv"], sh["conv_dim"]
+
+    def rnd(*shape, dt=dtype, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device=device, dtype=f32) * scale).to(dt)
+
+    def plain(f, a, new):
+        return f(*a, *new)
+
+    specs = {
+        # name: (kernel, reference, inputs, how to call, indices of the states a fold rewrites)
+        "causal_conv_block": (
+            causal_conv_block, causal_conv_block_ref,
+            (rnd(B, G, Cc), rnd(B, Cc, W - 1, dt=f32), rnd(Cc, W, scale=0.5), rnd(Cc, scale=0.1)),
+            plain, (1,)),
+        "mamba_block_scan": (
+            mamba_block_scan, mamba_block_scan_ref,
+            (rnd(B, G, Hm, P), rnd(B, G, Hm), rnd(Hm, dt=f32, scale=0.5) - 4.0,
+             -torch.exp(rnd(Hm, dt=f32)), rnd(B, G, N), rnd(B, G, N), rnd(Hm, dt=f32),
+             rnd(B, G, Hm, P), rnd(B, Hm, P, N, dt=f32, scale=0.5)),
+            plain, (8,)),
+        "linear_block": (
+            linear_block, linear_block_ref,
+            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, H, D, D, dt=f32),
+             torch.rand(B, H, D, generator=gen, device=device) * 100 + 1),
+            lambda f, a, new: f(*a, "elu1", 1e-6, *new), (3, 4)),
+        "gla_block": (
+            gla_block, gla_block_ref,
+            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D),
+             F.logsigmoid(rnd(B, G, H, D, dt=f32)) / 16, rnd(B, H, D, D, dt=f32, scale=0.5)),
+            lambda f, a, new: f(*a, 1 / math.sqrt(D), *new), (4,)),
+    }
+    points = []
+    for name, (kernel, ref, args, call, states) in specs.items():
+        read = sum(_nbytes(a) for a in args)  # every input once (states included)
+        out = B * G * (Cc if name == "causal_conv_block" else
+                       Hm * P if name == "mamba_block_scan" else H * D) * e
+        written = sum(_nbytes(args[i]) for i in states)
+        new = [torch.empty_like(args[i]) for i in states]
+        for mode, outs, extra in (("step", [], 0), ("fold", new, written)):
+            points.append(Point(
+                name, mode, B, None, read + out + extra,
+                triton=lambda k=kernel, a=args, c=call, o=outs: c(k, a, o),
+                torch=lambda r=ref, a=args, c=call, o=outs: c(r, a, o),
+                accuracy=None if mode == "step" else
+                (lambda k=kernel, r=ref, a=args, c=call, st=states: _accuracy(k, r, a, c, st))))
+    return points
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+# -- measuring -------------------------------------------------------------------------------
+def bench_us(fn, device) -> float:
+    """Median time of `fn` in µs: do_bench on a GPU (it flushes L2), a wall clock on the CPU."""
+    if device.type == "cuda":
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def hbm_bandwidth(name: str) -> float | None:
+    for key, bw in HBM_BYTES_PER_S.items():
+        if key in name:
+            return bw
+    return None
+
+
+def _is_oom(e: BaseException) -> bool:
+    return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
+
+
+def measure(point: Point, device, bandwidth: float | None) -> dict:
+    row = {"op": point.op, "mode": point.mode, "B": point.B, "S": point.S, "bytes": point.bytes,
+           "status": "ok"}
+    try:
+        if point.accuracy is not None:
+            row.update(point.accuracy())
+        row["triton_us"] = bench_us(point.triton, device)
+    except Exception as e:  # noqa: BLE001 - a kernel that fails to compile is a row, not the end
+        row["status"] = "oom" if _is_oom(e) else f"error: {type(e).__name__}: {e}"[:300]
+        row["traceback"] = traceback.format_exc(limit=6)
+        return row
+    for key, fn in (("torch_us", point.torch), ("sdpa_us", point.sdpa)):
+        if fn is None:
+            continue
+        try:
+            row[key] = bench_us(fn, device)
+        except Exception as e:  # noqa: BLE001 - the comparison may not fit; the kernel did
+            row[key] = None
+            row[key.replace("_us", "_status")] = "oom" if _is_oom(e) else repr(e)[:200]
+        _free(device)
+    seconds = row["triton_us"] * 1e-6
+    row["gb_per_s"] = point.bytes / seconds / 1e9
+    if bandwidth:
+        row["floor_us"] = point.bytes / bandwidth * 1e6
+        row["frac_hbm"] = point.bytes / seconds / bandwidth
+    if row.get("torch_us"):
+        row["speedup_vs_torch"] = row["torch_us"] / row["triton_us"]
+    return row
+
+
+def _free(device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _fits(nbytes: int, device) -> bool:
+    if device.type != "cuda":
+        return True
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes < 0.9 * free
+
+
+def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    plan = [("state", B, None) for B in points["B"]]
+    plan += [("attention", B, S) for B in points["B"] for S in points["S"]]
+    for kind, B, S in plan:
+        if time.monotonic() > deadline:
+            rows.append({"op": kind, "B": B, "S": S, "status": "skipped: time budget spent"})
+            continue
+        if kind == "attention":
+            e = torch.empty((), dtype=dtype).element_size()
+            kv = 4 * B * (S + shapes["G"]) * shapes["kv_heads"] * shapes["head_dim"] * e
+            if not _fits(kv, device):  # the cache plus the concatenated copy SDPA reads
+                rows.append({"op": "block_attention", "mode": "step", "B": B, "S": S,
+                             "status": "oom", "bytes": kv // 2})
+                continue
+        try:
+            made = (attention_points(B, S, shapes, dtype, device, gen) if kind == "attention"
+                    else state_points(B, shapes, dtype, device, gen))
+        except Exception as e:  # noqa: BLE001
+            rows.append({"op": kind, "B": B, "S": S,
+                         "status": "oom" if _is_oom(e) else f"error: {e!r}"[:300]})
+            _free(device)
+            continue
+        for p in made:
+            row = measure(p, device, None if device.type != "cuda" else hbm_bandwidth(
+                torch.cuda.get_device_name(device)))
+            log(f"{row['op']:<18} {row['mode']:<4} B={B} S={S}: {row['status']}"
+                + (f", {row['triton_us']:.1f} µs" if "triton_us" in row else ""))
+            rows.append(row)
+        del made
+        _free(device)
+    return rows
+
+
+# -- the profile sweep -----------------------------------------------------------------------
+def run_profile(deadline, dry_run: bool) -> dict:
+    """`fsc profile` over the 3B recipes at 256k, if the lead's profiler is there to call."""
+    if dry_run:
+        return {"status": "skipped: dry run"}
+    try:
+        mod = importlib.import_module("fsc.profile")
+    except Exception as e:  # noqa: BLE001 - absent, or its dependencies are (pydantic, duckdb)
+        return {"status": f"unavailable: {e!r}"[:300]}
+    if not any(callable(getattr(mod, n, None)) for n in ("Sweep", "measure_point", "run", "profile")):
+        return {"status": "unavailable: fsc.profile exposes nothing to call"}
+    remaining = deadline - time.monotonic()
+    if remaining < 30:
+        return {"status": "skipped: time budget spent"}
+    with tempfile.TemporaryDirectory() as store:
+        cmd = [sys.executable, "-m", "fsc", "profile", *PROFILE_ARGS, "--store", store, "--json"]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=remaining, check=False)
+        except subprocess.TimeoutExpired:
+            return {"status": f"timeout after {remaining:.0f} s", "cmd": cmd}
+    out = {"status": "ok" if res.returncode == 0 else f"exit {res.returncode}", "cmd": cmd,
+           "stderr_tail": res.stderr[-2000:]}
+    try:
+        out["result"] = json.loads(res.stdout)
+    except ValueError:
+        out["stdout_tail"] = res.stdout[-2000:]
+    return out
+
+
+# -- output ----------------------------------------------------------------------------------
+SHORT = {"block_attention": "attention", "causal_conv_block": "conv", "mamba_block_scan": "mamba",
+         "linear_block": "linear", "gla_block": "gla"}
+COLUMNS = [("op", "op", "{}"), ("mode", "mode", "{}"), ("B", "B", "{}"), ("S", "S", "{}"),
+           ("rel_err", "err", "{:.1e}"), ("state_rel_err", "state err", "{:.1e}"),
+           ("triton_us", "triton µs", "{:.1f}"), ("torch_us", "torch µs", "{:.1f}"),
+           ("sdpa_us", "sdpa µs", "{:.1f}"), ("floor_us", "floor µs", "{:.1f}"),
+           ("gb_per_s", "GB/s", "{:.0f}"), ("frac_hbm", "of HBM", "{:.0%}"),
+           ("speedup_vs_torch", "× torch", "{:.1f}"), ("status", "status", "{}")]
+
+
+def _cell(row, key, fmt) -> str:
+    v = row.get(key)
+    if key == "op":
+        v = SHORT.get(v, v)
+    return "-" if v is None else fmt.format(v)
+
+
+def print_table(rows, title) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(title)
+        print(" | ".join(h for _, h, _ in COLUMNS))
+        for r in rows:
+            print(" | ".join(_cell(r, k, f) for k, _, f in COLUMNS))
+        return
+    table = Table(title=title)
+    for _, head, _ in COLUMNS:
+        table.add_column(head, justify="left" if head in ("op", "mode", "status") else "right")
+    for r in rows:
+        table.add_row(*(_cell(r, k, f) for k, _, f in COLUMNS))
+    Console(width=max(150, Console().width)).print(table)
+
+
+def _json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fsc.gpucheck", description=__doc__.split("\n")[0])
+    parser.add_argument("--dry-run", action="store_true",
+                        help="tiny shapes on the CPU under the Triton interpreter")
+    args = parser.parse_args(argv)
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
+    start = time.monotonic()
+    deadline = start + BUDGET_S
+
+    import torch
+    import triton
+
+    def log(msg):
+        print(f"[{time.monotonic() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    if args.dry_run:
+        device, shapes, points = torch.device("cpu"), SHAPES_DRY, POINTS_DRY
+    elif torch.cuda.is_available():
+        device, shapes, points = torch.device("cuda"), SHAPES_3B, POINTS
+    else:
+        print("no CUDA device: run with --dry-run for the CPU interpreter check", file=sys.stderr)
+        return 2
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (interpreter)"
+    bandwidth = hbm_bandwidth(name)
+    log(f"{name}; torch {torch.__version__}, triton {triton.__version__}")
+    with torch.no_grad():
+        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 120, log)
+    log("profile sweep")
+    profile = run_profile(deadline, args.dry_run)
+    result = {
+        "device": name, "hbm_bytes_per_s": bandwidth, "torch": torch.__version__,
+        "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
+        "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
+        "rows": rows, "profile": profile,
+    }
+    print_table(rows, f"fsc gpucheck — {name}" + (f", HBM {bandwidth / 1e12:.2f} TB/s" if bandwidth else ""))
+    print(f"profile: {profile['status']}")
+    out_dir = os.environ.get("OUT") or os.getcwd()
+    path = os.path.join(out_dir, "gpucheck.json")
+    with open(path, "w") as f:
+        json.dump(_json_safe(result), f, indent=1, default=str)
+    log(f"wrote {path}")
+    failed = [r for r in rows if r["status"].startswith("error")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

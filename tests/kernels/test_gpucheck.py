@@ -1,0 +1,29 @@
+"""`python -m fsc.gpucheck --dry-run` runs the whole GPU check at tiny shapes on the CPU."""
+
+import json
+import os
+import subprocess
+import sys
+
+OPS = {"block_attention", "causal_conv_block", "mamba_block_scan", "linear_block", "gla_block"}
+
+
+def test_gpucheck_dry_run_end_to_end(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "fsc.gpucheck", "--dry-run"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((tmp_path / "gpucheck.json").read_text())
+    rows = result["rows"]
+    assert {r["op"] for r in rows} == OPS
+    assert all(r["status"] == "ok" for r in rows), [r for r in rows if r["status"] != "ok"]
+    for r in rows:
+        assert r["triton_us"] > 0 and r["torch_us"] > 0 and r["bytes"] > 0
+        if r["mode"] == "fold" or r["op"] == "block_attention":
+            assert r["rel_err"] < 2e-2, r  # bf16 outputs against the fp32 reference
+        if r["mode"] == "fold":
+            assert r["state_rel_err"] < 1e-4, r  # fp32 states
+    assert any(r["op"] == "block_attention" and r["S"] == 0 for r in rows)
+    assert all(r["sdpa_us"] > 0 for r in rows if r["op"] == "block_attention")
+    assert result["profile"]["status"].startswith("skipped")
+    assert "gpucheck" in res.stdout  # the table
