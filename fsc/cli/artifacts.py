@@ -1,7 +1,101 @@
-"""Commands of this group (filled in by its issue)."""
+"""`fsc push`, `fsc pull`, `fsc artifacts`: checkpoints on the Hugging Face Hub and in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from fsc.cli.common import JsonOpt, StoreOpt, out, print_json, store_dir
+
+
+def push(
+    path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull).")],
+    repo: Annotated[str, typer.Option("--repo", help="Hub repository OWNER/NAME.")],
+    revision: Annotated[
+        str, typer.Option("--revision", help="Branch to commit to (made from main if new).")
+    ] = "main",
+    private: Annotated[
+        bool, typer.Option("--private", help="Create the repository private (an existing one "
+                                             "keeps its visibility).")
+    ] = False,
+    message: Annotated[str | None, typer.Option("--message", help="Commit message.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify a checkpoint and commit it to a Hub repository (token: HF_TOKEN or saved login)."""
+    from fsc.hub.hub import push_checkpoint
+    from fsc.hub.registry import register_checkpoint
+
+    rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
+    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pushed", repo=rep["repo"],
+                                             revision=rep["revision"], commit_id=rep["commit_id"])
+    if as_json:
+        print_json(rep)
+        return
+    out.print(f"pushed {rep['name']} ({len(rep['files'])} files, recipe {rep['recipe_hash']}) to "
+              f"{rep['repo']}@{rep['revision']}, commit {rep['commit_id'][:12]}",
+              highlight=False, markup=False, soft_wrap=True)
+    out.print(rep["commit_url"], highlight=False, markup=False, soft_wrap=True)
+
+
+def pull(
+    ref: Annotated[str, typer.Argument(help="OWNER/NAME or OWNER/NAME@REVISION (branch, tag, "
+                                            "commit).")],
+    dest: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Destination (default: checkpoints/OWNER__NAME[@REVISION]).",
+                     show_default=False),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing checkpoint at the destination "
+                                           "(only once the new one is verified).")
+    ] = False,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Download a checkpoint, verify every checksum, then move it into place."""
+    from fsc.hub.hub import parse_repo_ref, pull_checkpoint
+    from fsc.hub.registry import register_checkpoint
+
+    repo, revision = parse_repo_ref(ref)
+    rep = pull_checkpoint(repo, revision, dest=dest, force=force)
+    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pulled", repo=rep["repo"],
+                                             revision=rep["revision"], commit_id=rep["commit_id"])
+    if as_json:
+        print_json(rep)
+        return
+    out.print(f"pulled {rep['repo']}@{rep['revision']} (commit {rep['commit_id'][:12]}, "
+              f"{rep['name']}, {len(rep['files'])} files verified) into {rep['path']}",
+              highlight=False, markup=False, soft_wrap=True)
+
+
+def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """Checkpoints the store knows: where they live, where they were pushed or pulled."""
+    from fsc.hub.registry import list_artifacts
+
+    rows = list_artifacts(store_dir(store))
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print(f"no checkpoints recorded in {store_dir(store)} yet")
+        return
+    from rich.table import Table
+
+    t = Table(title=f"checkpoints in {store_dir(store)}")
+    for col in ("when (UTC)", "action", "path", "recipe", "hub", "commit"):
+        t.add_column(col)
+    for r in rows:
+        hub = f"{r['repo']}@{r['revision']}" if r.get("repo") else "-"
+        path = r["path"] if r["present"] else f"{r['path']} (gone)"
+        t.add_row(f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path, r["recipe_hash"],
+                  hub, (r.get("commit_id") or "-")[:12])
+    out.print(t)
+
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("push")(push)
+    app.command("pull")(pull)
+    app.command("artifacts")(artifacts)

@@ -1,1 +1,5 @@
-"""Checkpoints and the Hugging Face Hub."""
+"""Checkpoints and the Hugging Face Hub.
+
+layout (files, checksums, atomic placement; no torch) · card (config.json, README.md) ·
+checkpoint (save / verify / load) · hub (push / pull) · registry (the store's artifacts rows).
+"""

@@ -1,0 +1,113 @@
+"""What a checkpoint says about itself: `config.json` and the `README.md` model card.
+
+Both are derived from the recipe plus facts measured on the model (parameter counts, exact cache
+bytes); neither is read back by fsc (`fsc_recipe.yaml` is the source of truth). Neither holds a
+timestamp, so saving the same weights twice gives identical files.
+"""
+
+from __future__ import annotations
+
+import json
+
+import fsc
+from fsc.recipe import Recipe
+
+FORMAT_VERSION = 1
+CARD_CONTEXTS = (4096, 32768, 262144)  # S values of the model card's cache table
+
+_MIXER_TAGS = {"attention": "attention", "mamba": "mamba", "linear": "linear-attention",
+               "gla": "gated-linear-attention"}
+
+
+def config_dict(recipe: Recipe, facts: dict) -> dict:
+    """config.json: the recipe's fields, then what fsc derived from them.
+
+    `facts` holds n_params, params_by_kind, weight_bytes, weight_files,
+    kv_bytes_per_token, state_bytes_per_sequence and seed (None for trained weights).
+    """
+    return {
+        **recipe.model_dump(mode="json", exclude_none=True),
+        "library_name": "fsc",
+        "fsc_version": fsc.__version__,
+        "format_version": FORMAT_VERSION,
+        "recipe_hash": recipe.recipe_hash,
+        "layer_plan": recipe.layer_plan,
+        "layer_map": recipe.layer_map,
+        "G": recipe.block_size,
+        **facts,
+    }
+
+
+def config_json(recipe: Recipe, facts: dict) -> str:
+    return json.dumps(config_dict(recipe, facts), indent=2) + "\n"
+
+
+def _tags(recipe: Recipe) -> list[str]:
+    kinds = sorted(set(recipe.layer_plan))
+    tags = ["fsc", "block-diffusion" if recipe.block_size > 1 else "autoregressive"]
+    if len(kinds) > 1:
+        tags.append("hybrid")
+    tags += [_MIXER_TAGS[k] for k in kinds]
+    if recipe.moe is not None:
+        tags.append("mixture-of-experts")
+    return tags
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3f} GiB"
+
+
+def model_card(recipe: Recipe, facts: dict) -> str:
+    """README.md with Hub front matter (library_name, tags, a `license: other` placeholder)."""
+    kv, state = facts["kv_bytes_per_token"], facts["state_bytes_per_sequence"]
+    license_line = "license: other  # placeholder: set the real license before publishing"
+    front = ["---", "library_name: fsc", license_line, "tags:",
+             *[f"- {t}" for t in _tags(recipe)], "---", ""]
+    plan = ", ".join(f"{k} {v:,}" for k, v in facts["params_by_kind"].items())
+    if facts.get("seed") is not None:
+        origin = f"Weights: seeded initialisation (seed {facts['seed']}), **not trained**."
+    else:
+        origin = "Weights: as saved by their owner (describe the training here)."
+    rows = "\n".join(
+        f"| {S:,} | {S * kv:,} ({_gib(S * kv)}) | {state:,} | "
+        f"{S * kv + state:,} ({_gib(S * kv + state)}) |"
+        for S in CARD_CONTEXTS
+    )
+    body = f"""# {recipe.name}
+
+An fsc checkpoint: a {recipe.n_layers}-layer stack, d_model {recipe.d_model},
+vocabulary {recipe.vocab_size}, block size G = {recipe.block_size}, {recipe.dtype} weights,
+{recipe.state_dtype} recurrent states. {origin}
+
+| fact | value |
+| --- | --- |
+| recipe hash | `{recipe.recipe_hash}` |
+| layer plan (1 = first layer) | `{recipe.layer_map}` |
+| parameters | {facts['n_params']:,} ({plan}) |
+| weight bytes | {facts['weight_bytes']:,} |
+| KV cache per token (grows with S; attention layers) | {kv:,} bytes |
+| fixed state per sequence (mamba, linear, gla layers) | {state:,} bytes |
+
+A cache built for block size G = {recipe.block_size} is valid only for that G.
+
+Cache per sequence (B = 1), bytes:
+
+| S (tokens) | KV (growing) | state (fixed) | total |
+| --- | --- | --- | --- |
+{rows}
+
+## Use
+
+```
+fsc pull OWNER/NAME --dir my_ckpt
+fsc decode my_ckpt --prompt "hello" --length 64
+```
+
+## Files
+
+- `fsc_recipe.yaml`: the recipe the weights belong to (the source of truth).
+- `{', '.join(facts['weight_files'])}`: weights (safetensors).
+- `config.json`: the recipe's fields plus the layer plan, parameter and cache facts above.
+- `checksums.sha256`: sha256 of every other file; `sha256sum -c checksums.sha256` checks them.
+"""
+    return "\n".join(front) + body

@@ -1,0 +1,250 @@
+"""Push checkpoint directories to the Hugging Face Hub and pull them back, verified.
+
+huggingface_hub reads HF_ENDPOINT, HF_HOME, HF_TOKEN, HF_HUB_OFFLINE and HF_HUB_DISABLE_XET
+as usual. The token is looked up once (HF_TOKEN, then the saved login) and handed to the client;
+fsc never prints, logs or records it. Every failure of the client becomes one `HubError` line.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fsc.errors import CheckpointError, FscError, HubError, RecipeError, UsageError
+from fsc.hub.layout import (
+    CHECKSUMS_FILE,
+    INDEX_FILE,
+    RECIPE_FILE,
+    move_into_place,
+    read_checksums,
+    refuse_existing,
+    temp_dir_beside,
+    verify_checksums,
+)
+
+DEFAULT_REVISION = "main"
+PULL_ROOT = Path("checkpoints")
+# On push, weight files of the repo that the new checkpoint does not list are deleted in the
+# same commit, so one revision never mixes shards of two checkpoints.
+STALE_WEIGHTS = ["*.safetensors", INDEX_FILE]
+
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_REPO_ID = re.compile(rf"{_PART}/{_PART}")
+_TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
+
+
+def parse_repo_ref(ref: str) -> tuple[str, str | None]:
+    """``OWNER/NAME[@REVISION]`` -> (repo id, revision or None)."""
+    repo, _, revision = ref.partition("@")
+    check_repo_id(repo)
+    if "@" in ref and not revision:
+        raise UsageError(f"{ref!r}: empty revision after '@'")
+    return repo, revision or None
+
+
+def check_repo_id(repo: str) -> str:
+    if not _REPO_ID.fullmatch(repo) or ".." in repo:
+        raise UsageError(f"{repo!r} is not a Hub repository id; expected OWNER/NAME")
+    return repo
+
+
+def default_pull_dir(repo: str, revision: str | None) -> Path:
+    """``checkpoints/OWNER__NAME`` or ``checkpoints/OWNER__NAME@REV`` ('/' in REV becomes '_')."""
+    name = repo.replace("/", "__")
+    if revision:
+        name += "@" + revision.replace("/", "_")
+    return PULL_ROOT / name
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _is_transport_error(e: BaseException) -> bool:
+    return any(c.__module__.split(".")[0] in _TRANSPORT_MODULES for c in type(e).__mro__)
+
+
+def _first_line(text: object) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> HubError | None:
+    """One line for a failure of the Hub client, or None when `e` is not one (a bug: re-raise)."""
+    from huggingface_hub import errors as hf
+
+    where = f"{repo}@{revision}" if revision else repo
+    if isinstance(e, hf.GatedRepoError):
+        return HubError(f"{what}: {repo} is gated; request access to it on the Hub first")
+    if isinstance(e, hf.RepositoryNotFoundError):
+        return HubError(f"{what}: repository {repo} not found at {_endpoint()} (check the name; "
+                        "a private repository also needs a token that can read it)")
+    if isinstance(e, hf.RevisionNotFoundError):
+        return HubError(f"{what}: revision {revision!r} not found in {repo}")
+    if isinstance(e, hf.RemoteEntryNotFoundError):
+        detail = _first_line(e.server_message or e)
+        return HubError(f"{what}: a file is missing in {where}: {detail}")
+    if isinstance(e, hf.HfHubHTTPError) and e.response is not None:
+        status = e.response.status_code
+        if status == 401:
+            return HubError(f"{what}: the Hub refused the token (HTTP 401); check HF_TOKEN or "
+                            "`hf auth login`")
+        if status == 403:
+            return HubError(f"{what}: the token has no access to {repo} (HTTP 403)")
+        detail = _first_line(e.server_message) or e.response.reason_phrase
+        return HubError(f"{what}: the Hub answered HTTP {status} for {where}: {detail}")
+    if isinstance(e, hf.OfflineModeIsEnabled):
+        return HubError(f"{what}: HF_HUB_OFFLINE is set; unset it to reach the Hub")
+    if isinstance(e, hf.LocalEntryNotFoundError) and e.__cause__ is not None:
+        return hub_error(e.__cause__, what, repo, revision)
+    if _is_transport_error(e) or isinstance(e, (ConnectionError, TimeoutError)):
+        detail = _first_line(e) or type(e).__name__
+        return HubError(f"{what}: cannot reach the Hub at {_endpoint()}: {detail}")
+    if isinstance(e, (OSError, ValueError, RuntimeError)):
+        cause = e.__cause__
+        detail = _first_line(e) + (f" ({_first_line(cause)})" if cause is not None else "")
+        return HubError(f"{what}: {where}: {detail or type(e).__name__}")
+    return None
+
+
+@contextmanager
+def _hub_calls(what: str, repo: str, revision: str | None) -> Iterator[None]:
+    try:
+        yield
+    except FscError:
+        raise
+    except Exception as e:
+        mapped = hub_error(e, what, repo, revision)
+        if mapped is None:
+            raise
+        raise mapped from e
+
+
+def _quiet_unless_terminal() -> None:
+    """huggingface_hub's progress bars only on an interactive stderr (logs stay one line)."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    if not sys.stderr.isatty():
+        disable_progress_bars()
+
+
+def get_token() -> str:
+    """The Hub token (HF_TOKEN, then the saved login); without one a HubError, raised before
+    any network call."""
+    from huggingface_hub import get_token as hf_get_token
+
+    token = hf_get_token()
+    if not token:
+        raise HubError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
+                       "(a token with write access)")
+    return token
+
+
+def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,
+                    private: bool = False, message: str | None = None) -> dict:
+    """Verify the checkpoint at `path`, then commit it to branch `revision` of `repo`.
+
+    Creates the repository (private if asked; an existing one keeps its visibility) and the
+    branch (from main) when missing. Returns the checkpoint's verify info plus repo, revision,
+    commit_id and commit_url.
+    """
+    from fsc.hub.checkpoint import verify_checkpoint
+
+    check_repo_id(repo)
+    token = get_token()
+    info = verify_checkpoint(path)
+    from huggingface_hub import HfApi
+
+    _quiet_unless_terminal()
+    api = HfApi(token=token, library_name="fsc")
+    what = f"push to {repo}"
+    with _hub_calls(what, repo, revision):
+        api.create_repo(repo, private=True if private else None, exist_ok=True)
+        if revision != DEFAULT_REVISION:
+            api.create_branch(repo, branch=revision, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo,
+            folder_path=str(path),
+            revision=revision,
+            commit_message=message or f"fsc push {info['name']} (recipe {info['recipe_hash']})",
+            allow_patterns=[*info["files"], CHECKSUMS_FILE],
+            delete_patterns=STALE_WEIGHTS,
+        )
+    return {**info, "repo": repo, "revision": revision, "commit_id": commit.oid,
+            "commit_url": commit.commit_url}
+
+
+def _download_checksums(repo: str, asked: str, commit: str, download: Path) -> None:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    try:
+        hf_hub_download(repo, CHECKSUMS_FILE, revision=commit, local_dir=download)
+    except RemoteEntryNotFoundError as e:
+        raise HubError(f"pull {repo}: {repo}@{asked} is not an fsc checkpoint "
+                       f"(it has no {CHECKSUMS_FILE})") from e
+
+
+@contextmanager
+def _unverified(repo: str, asked: str, tmp: Path) -> Iterator[None]:
+    """Checksum or recipe failures of a download, named by file (not by temporary path)."""
+    try:
+        yield
+    except (CheckpointError, RecipeError) as e:
+        detail = re.sub(rf"{re.escape(str(tmp))}/(download|checkpoint)/", "", str(e))
+        raise HubError(f"pull {repo}: {repo}@{asked} failed verification, nothing was "
+                       f"written: {detail}") from e
+
+
+def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | None = None,
+                    force: bool = False) -> dict:
+    """Download `repo` at `revision` (default main), verify every checksum, move it into `dest`.
+
+    The download goes to a temporary directory beside `dest`; `dest` changes only once the
+    checkpoint is complete and verified (with `force`, an existing checkpoint there is replaced
+    then, and only then). Returns path, name, recipe_hash, files, repo, revision, commit_id.
+    """
+    from fsc.recipe import load_recipe
+
+    check_repo_id(repo)
+    dest = Path(dest) if dest is not None else default_pull_dir(repo, revision)
+    if not force:
+        refuse_existing(dest, "; pass --force to replace it or --dir to pull elsewhere")
+    from huggingface_hub import HfApi, snapshot_download
+
+    _quiet_unless_terminal()
+    asked = revision or DEFAULT_REVISION
+    made_parent = not dest.parent.exists()
+    tmp = temp_dir_beside(dest, "pull")
+    download, ckpt = tmp / "download", tmp / "checkpoint"
+    done = False
+    try:
+        with _hub_calls(f"pull {repo}", repo, revision):
+            commit = HfApi().model_info(repo, revision=asked).sha
+            _download_checksums(repo, asked, commit, download)
+            with _unverified(repo, asked, tmp):
+                names = [*read_checksums(download), CHECKSUMS_FILE]
+            snapshot_download(repo, revision=commit, local_dir=download, allow_patterns=names)
+        ckpt.mkdir()
+        for name in names:
+            if not (download / name).is_file():
+                raise HubError(f"pull {repo}: {repo}@{asked} lacks {name}, "
+                               f"which its {CHECKSUMS_FILE} lists")
+            (download / name).rename(ckpt / name)
+        with _unverified(repo, asked, tmp):
+            files = verify_checksums(ckpt)
+            recipe = load_recipe(ckpt / RECIPE_FILE)
+        move_into_place(ckpt, dest, replace=force)
+        done = True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if made_parent and not done and not any(dest.parent.iterdir()):
+            dest.parent.rmdir()
+    return {"path": str(dest.resolve()), "name": recipe.name, "recipe_hash": recipe.recipe_hash,
+            "files": files, "repo": repo, "revision": asked, "commit_id": commit}

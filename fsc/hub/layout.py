@@ -1,0 +1,156 @@
+"""A checkpoint directory on disk: file names, checksums and atomic placement (no torch here).
+
+A checkpoint is a flat directory. `checksums.sha256` lists the sha256 of every other file in
+`sha256sum` format, so `sha256sum -c checksums.sha256` checks it without fsc. A directory is
+never written in place: it is built in a temporary directory beside its destination and renamed
+into place, so a reader sees either no checkpoint or a complete one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from fsc.errors import CheckpointError
+from fsc.source import CHECKPOINT_RECIPE
+
+RECIPE_FILE = CHECKPOINT_RECIPE
+CONFIG_FILE = "config.json"
+CARD_FILE = "README.md"
+CHECKSUMS_FILE = "checksums.sha256"
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+REQUIRED_FILES = (RECIPE_FILE, CONFIG_FILE)
+
+_CHUNK = 1 << 20
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_CHECKSUM_LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)")
+
+
+def shard_name(i: int, n: int) -> str:
+    """File name of shard i (1-based) of n: ``model-00001-of-00003.safetensors``."""
+    return f"model-{i:05d}-of-{n:05d}.safetensors"
+
+
+def check_name(name: str, source: str) -> str:
+    """A plain file name (no directories, no leading dot): names come from untrusted files."""
+    if not _SAFE_NAME.fullmatch(name) or name == CHECKSUMS_FILE:
+        raise CheckpointError(f"{source}: {name!r} is not an allowed checkpoint file name")
+    return name
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_checksums(directory: Path, names: list[str]) -> dict[str, str]:
+    """Hash `names` in `directory` and write `checksums.sha256`; return {name: sha256}."""
+    files = {name: sha256_file(directory / name) for name in sorted(names)}
+    text = "".join(f"{sha}  {name}\n" for name, sha in files.items())
+    (directory / CHECKSUMS_FILE).write_text(text)
+    return files
+
+
+def read_checksums(directory: Path) -> dict[str, str]:
+    """{name: sha256} from `checksums.sha256`, every line and name validated."""
+    path = directory / CHECKSUMS_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing; every checkpoint lists its files' sha256 there")
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: cannot read ({e})") from None
+    files: dict[str, str] = {}
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        m = _CHECKSUM_LINE.fullmatch(line)
+        if m is None:
+            raise CheckpointError(f"{path}: line {n} is not '<sha256>  <file name>'")
+        sha, name = m.groups()
+        if check_name(name, f"{path}: line {n}") in files:
+            raise CheckpointError(f"{path}: {name} is listed twice")
+        files[name] = sha
+    for name in REQUIRED_FILES:
+        if name not in files:
+            raise CheckpointError(f"{path}: does not list {name}; not an fsc checkpoint")
+    return files
+
+
+def verify_checksums(directory: Path) -> dict[str, str]:
+    """Check every file listed in `checksums.sha256` before anything reads it; return the list.
+
+    Files in the directory that the list does not name are ignored (never read).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such checkpoint directory")
+    files = read_checksums(directory)
+    for name, expected in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(f"{path}: missing (listed in {CHECKSUMS_FILE})")
+        got = sha256_file(path)
+        if got != expected:
+            raise CheckpointError(
+                f"{path}: sha256 {got[:12]}… does not match {expected[:12]}… "
+                f"in {CHECKSUMS_FILE};"
+                " the file is corrupt or was modified"
+            )
+    return files
+
+
+def refuse_existing(dest: Path, hint: str = "") -> None:
+    """Raise unless `dest` is absent or an empty directory."""
+    if dest.is_dir() and not any(dest.iterdir()):
+        return
+    if dest.exists() or dest.is_symlink():
+        raise CheckpointError(f"{dest}: already exists and is not an empty directory; "
+                              f"not overwriting it{hint}")
+
+
+def temp_dir_beside(dest: Path, purpose: str) -> Path:
+    """A fresh hidden directory in dest's parent (same file system: the final rename is atomic)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.{purpose}-", dir=dest.parent))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def move_into_place(src: Path, dest: Path, replace: bool = False) -> None:
+    """Rename the finished directory `src` to `dest`, with the permissions a plain mkdir gives.
+
+    With `replace`, an existing `dest` is first renamed aside (into dest's parent) and removed
+    only after the new directory is in place.
+    """
+    mask = _umask()
+    for f in src.iterdir():
+        f.chmod(0o666 & ~mask)
+    src.chmod(0o777 & ~mask)  # mkdtemp made it private
+    old = None
+    if replace and dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent)) / "old"
+        os.rename(dest, old)
+    else:
+        refuse_existing(dest)
+    try:
+        os.rename(src, dest)  # POSIX: replaces an empty directory, fails on a non-empty one
+    except OSError as e:
+        if old is not None:
+            os.rename(old, dest)
+            old.parent.rmdir()
+        raise CheckpointError(f"{dest}: cannot move the new checkpoint into place ({e})") from None
+    if old is not None:
+        shutil.rmtree(old.parent, ignore_errors=True)

@@ -1,0 +1,36 @@
+"""Checkpoint actions recorded in the store: saved, pushed and pulled (never a token)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def register_checkpoint(store_dir: str | Path, info: dict, action: str, *, repo: str | None = None,
+                        revision: str | None = None, commit_id: str | None = None) -> str:
+    """Record one checkpoint action; `info` is what save/verify/push/pull return (path,
+    recipe_hash, files). Returns the artifact id."""
+    from fsc.store import Store
+
+    return Store(store_dir).register_artifact(
+        path=str(Path(info["path"]).resolve()),
+        recipe_hash=info["recipe_hash"],
+        files_sha256=info["files"],
+        repo=repo,
+        revision=revision,
+        commit_id=commit_id,
+        action=action,
+    )
+
+
+def list_artifacts(store_dir: str | Path) -> list[dict]:
+    """Every recorded action, oldest first, with `files_sha256` parsed and whether `path`
+    still holds a checkpoint directory on this machine."""
+    from fsc.store import Store
+
+    rows = Store(store_dir).artifacts()
+    for row in rows:
+        if isinstance(row.get("files_sha256"), str):
+            row["files_sha256"] = json.loads(row["files_sha256"])
+        row["present"] = bool(row.get("path")) and Path(row["path"]).is_dir()
+    return rows

@@ -1,0 +1,67 @@
+"""Fixtures of the hub tests: a fake Hub per test, the environment the real client reads,
+`fsc` run as a subprocess (huggingface_hub reads its settings at import), a saved checkpoint."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakehub import FakeHub
+
+RUN_TIMEOUT_S = 120
+
+
+@pytest.fixture
+def token() -> str:
+    return "hf_fsctest_" + secrets.token_hex(16)
+
+
+@pytest.fixture
+def hub(token):
+    with FakeHub(token) as h:
+        yield h
+
+
+@pytest.fixture
+def hf_env(hub, token, tmp_path) -> dict[str, str]:
+    """The environment of one `fsc` subprocess: the fake Hub, the token, a private HF_HOME."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.upper().startswith(("HF_", "HUGGINGFACE_", "FSC_", "HTTP_PROXY", "HTTPS_PROXY",
+                                        "ALL_PROXY"))}
+    env.update(HF_ENDPOINT=hub.url, HF_HUB_DISABLE_XET="1", HF_TOKEN=token,
+               HF_HOME=str(tmp_path / "hf_home"), HF_HUB_DISABLE_TELEMETRY="1",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+               FSC_STORE=str(tmp_path / "store"))
+    return env
+
+
+@pytest.fixture
+def fsc(hf_env, tmp_path):
+    """fsc(*args, env=None, cwd=None) -> CompletedProcess of `python -m fsc ARGS`."""
+
+    def run(*args, env: dict | None = None, cwd: Path | None = None):
+        return subprocess.run([sys.executable, "-m", "fsc", *map(str, args)],
+                              env=hf_env if env is None else env, cwd=cwd or tmp_path,
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+
+    return run
+
+
+@pytest.fixture
+def save_tiny(tmp_path):
+    """save_tiny(name, **save_checkpoint kwargs) -> directory of a seeded tiny_hybrid checkpoint."""
+    from fsc.hub.checkpoint import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    def save(name: str = "ckpt", seed: int = 1, **kwargs) -> Path:
+        path = tmp_path / name
+        model = build_model(load_recipe("tiny_hybrid"), seed=seed)
+        save_checkpoint(model, path, seed=seed, **kwargs)
+        return path
+
+    return save
