@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import torch
 
 from fsc import ops
-from fsc.costmodel import DeviceSpec, device_spec, predict_point
+from fsc.costmodel import DeviceSpec, device_spec, memory, predict_point
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
@@ -215,11 +215,14 @@ class Sweep:
             "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
             "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
         }
-        # What the point allocates beyond the resident weights: its cache (capacity S + G).
-        need = model.cache_bytes(B, S + G)["total_bytes"]
+        # Weights are already resident: the point needs the cost model's cache (capacity S + G)
+        # and activations on top of them.
+        mem = memory(recipe_as(recipe, dtype), S, B, G)
+        need = mem["total_bytes"] - mem["weight_bytes"]
         budget = self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
         if need > budget:
-            row.update(status="oom", error=f"needs {need} bytes of cache, {budget} bytes free")
+            row.update(status="oom", error=f"needs {need} bytes (cache and activations), "
+                                           f"{budget} bytes free")
         else:
             try:
                 with ops.backend(self.cfg.backend):

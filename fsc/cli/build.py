@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import JsonOpt, SeedOpt, err, fmt_bytes, fmt_count, out, print_json
+from fsc.cli.common import (
+    JsonOpt,
+    SeedOpt,
+    StoreOpt,
+    err,
+    fmt_bytes,
+    fmt_count,
+    out,
+    print_json,
+    store_dir,
+)
 from fsc.errors import UsageError
 
 # Above this many weight bytes the model is built on the meta device (shapes only).
@@ -54,6 +64,7 @@ def build(
         Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
     ] = None,
     seed: SeedOpt = 0,
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
@@ -68,7 +79,10 @@ def build(
         from fsc.model.lm import build_model
 
         err.print(f"building {r.name} with seed {seed} and writing {save} ...")
+        from fsc.hub.registry import register_checkpoint
+
         info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
+        info["artifact_id"] = register_checkpoint(store_dir(store), info, "saved")
         report["saved"] = info
     if as_json:
         print_json(report)

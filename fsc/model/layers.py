@@ -55,7 +55,7 @@ class MoE(nn.Module):
             if rows.numel() == 0:
                 continue
             h = F.gelu(flat[rows] @ self.up[e]) @ self.down[e]
-            out.index_add_(0, rows, h * gates[rows, slot, None])
+            out[rows] += h * gates[rows, slot, None]  # rows are distinct within one expert
         return out.reshape(shape)
 
 

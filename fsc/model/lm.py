@@ -44,7 +44,10 @@ class LM(nn.Module):
         self.recipe = recipe
         self.dtype = dtype or TORCH_DTYPES[recipe.dtype]
         self.state_dtype = state_dtype or TORCH_DTYPES[recipe.state_dtype]
-        self.embed = nn.Embedding(recipe.vocab_size, recipe.d_model)
+        # Given storage skips nn.Embedding's own init (init_weights sets every weight; on the
+        # meta device that init would import torch's decomposition machinery, ~1 s).
+        self.embed = nn.Embedding(recipe.vocab_size, recipe.d_model,
+                                  _weight=torch.empty(recipe.vocab_size, recipe.d_model))
         self.layers = nn.ModuleList(
             Layer(recipe, kind, self.dtype, self.state_dtype) for kind in recipe.layer_plan
         )
