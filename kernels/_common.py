@@ -106,5 +106,21 @@ def pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(max(int(n), 1)))
 
 
+def dot_precision(activations: torch.dtype) -> str:
+    """input_precision of the fp32 `tl.dot`s of a kernel whose activations are `activations`.
+
+    fp32 models get 3×TF32 (about fp32 accuracy on tensor cores; an exact "ieee" dot runs on
+    FMA units and spills registers at K = 128). 16-bit models get one TF32 pass: its 2^-11
+    relative rounding is below the 2^-8 of their bf16 outputs. 16-bit operands ignore it.
+    The interpreter computes every dot exactly in fp32.
+    """
+    return "tf32x3" if activations == torch.float32 else "tf32"
+
+
+def warps(tile_elements: int) -> int:
+    """4 warps; 8 once the largest fp32 register tile reaches 4096 elements (32 a thread)."""
+    return 8 if tile_elements >= 4096 else 4
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -1,9 +1,10 @@
 """Block attention against a KV cache, flash-decoding style (split the cached length S).
 
-Pass 1, grid (B·Hkv, m_tiles, n_splits + 1): each program holds the G·group query rows of one
-KV head (every query head of the group, so K/V are read once per group; rows padded to a
-power of two >= 16) and runs an online softmax over one contiguous chunk of the cache; the last
-split attends to the block's own G keys. Each writes a normalised partial output and its
+Pass 1, grid (B·Hkv, m_tiles, n_splits): each program holds the G·group query rows of one KV
+head (every query head of the group, so K/V are read once per group; rows padded to a power of
+two >= 16) and runs an online softmax over one contiguous chunk of the cache (a software-
+pipelined loop on the GPU); the last split also attends to the block's own G keys (with S = 0
+there is one split and it has only those). Each writes a normalised partial output and its
 log-sum-exp (base 2). Pass 2, grid (B·Hkv, m_tiles): merges the partials into [B, G, H, D].
 """
 
@@ -20,15 +21,21 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, skn, skd, svn, svd, offs_d, d_mask, start, end,
+def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, n_keys, skn, skd, svn, svd, offs_d, d_mask,
             qk_scale, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """Online softmax of the rows `q` [M, D] over keys [start, end) of one head (base 2)."""
-    for n0 in range(start, end, BLOCK_N):
-        offs_n = (n0 + tl.arange(0, BLOCK_N)).to(tl.int64)
-        n_mask = offs_n < end
+    """Online softmax (base 2) of the rows `q` [M, D] over `n_keys` keys from k_ptr / v_ptr.
+
+    Offsets inside the chunk are int32 (a chunk is far below 2^31 elements); the int64 part
+    is already in the base pointers.
+    """
+    offs_n = tl.arange(0, BLOCK_N)
+    for n0 in range(0, n_keys, BLOCK_N):
+        n_mask = n0 + offs_n < n_keys
         kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(k_ptr + offs_n[:, None] * skn + offs_d[None, :] * skd, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + offs_n[:, None] * svn + offs_d[None, :] * svd, mask=kv_mask, other=0.0)
+        k = tl.load(k_ptr + (n0 + offs_n)[:, None] * skn + offs_d[None, :] * skd, mask=kv_mask,
+                    other=0.0)
+        v = tl.load(v_ptr + (n0 + offs_n)[:, None] * svn + offs_d[None, :] * svd, mask=kv_mask,
+                    other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
@@ -45,14 +52,14 @@ def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, skn, skd, svn, svd, offs_d, d_mask, 
 
 @triton.jit
 def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
-                  S, G, D, HKV, GROUP, chunk, n_splits, qk_scale,
+                  S, G, D, HKV, GROUP, chunk, n_total, qk_scale,
                   sqb, sqg, sqh, sqd,
                   skcb, skcn, skch, skcd, svcb, svcn, svch, svcd,
                   skbb, skbn, skbh, skbd, svbb, svbn, svbh, svbd,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
                   BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     pid_bh = tl.program_id(0).to(tl.int64)
-    m_tile = tl.program_id(1).to(tl.int64)
+    m_tile = tl.program_id(1)
     split = tl.program_id(2)
     n_mt = tl.num_programs(1)
     b = pid_bh // HKV
@@ -62,7 +69,7 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
     rows = m_tile * BLOCK_M + local  # row = token g * GROUP + head j within the group
     row_mask = rows < G * GROUP
     h = kvh * GROUP + rows % GROUP
-    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)  # int64 indices: see _common.py
+    offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < D
     q = tl.load(q_ptr + b * sqb + (rows // GROUP)[:, None] * sqg + h[:, None] * sqh
                 + offs_d[None, :] * sqd, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
@@ -72,19 +79,20 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    if split < n_splits:
-        start = split.to(tl.int64) * chunk
-        end = tl.minimum(start + chunk, S)
-        acc, m_i, l_i = _attend(acc, m_i, l_i, q, kc_ptr + b * skcb + kvh * skch,
-                                vc_ptr + b * svcb + kvh * svch, skcn, skcd, svcn, svcd,
-                                offs_d, d_mask, start, end, qk_scale, BLOCK_N, UPCAST, PRECISION)
-    else:
+    # This split's chunk of the cache (none when S = 0): the main, pipelined loop.
+    start = split.to(tl.int64) * chunk
+    n_keys = tl.minimum(S - start, chunk).to(tl.int32)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q, kc_ptr + b * skcb + kvh * skch + start * skcn,
+                            vc_ptr + b * svcb + kvh * svch + start * svcn, n_keys,
+                            skcn, skcd, svcn, svcd, offs_d, d_mask, qk_scale,
+                            BLOCK_N, UPCAST, PRECISION)
+    if split == n_total - 1:  # the last split also attends to the block's own G keys
         acc, m_i, l_i = _attend(acc, m_i, l_i, q, kb_ptr + b * skbb + kvh * skbh,
-                                vb_ptr + b * svbb + kvh * svbh, skbn, skbd, svbn, svbd,
-                                offs_d, d_mask, 0, G, qk_scale, BLOCK_G, UPCAST, PRECISION)
+                                vb_ptr + b * svbb + kvh * svbh, G, skbn, skbd, svbn, svbd,
+                                offs_d, d_mask, qk_scale, BLOCK_G, UPCAST, PRECISION)
 
     # Every split sees >= 1 key, so l_i > 0 and m_i is finite (padded rows have q = 0).
-    part = (pid_bh * n_mt + m_tile) * (n_splits + 1) + split
+    part = (pid_bh * n_mt + m_tile) * n_total + split
     tl.store(lse_part + part * BLOCK_M + local, m_i + tl.log2(l_i))
     tl.store(o_part + (part * BLOCK_M + local[:, None]) * BLOCK_D + offs_d[None, :],
              acc / l_i[:, None])
@@ -122,7 +130,7 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
     tl.store(ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, interpret: bool):
+def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n: int):
     """Tiles and splits: (BLOCK_M, m_tiles, BLOCK_N, chunk, n_splits).
 
     Enough splits of S that the first pass has about two programs per SM (a single 256k
@@ -132,7 +140,6 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, interpr
     block_d = C.pow2(D)
     block_m = min(C.pow2(rows), 64 if block_d > 64 else 128)
     m_tiles = C.cdiv(rows, block_m)
-    block_n = 32 if interpret or block_d > 128 else 64
     if S == 0:
         return block_m, m_tiles, block_n, 0, 0
     tiles = C.cdiv(S, block_n)
@@ -164,21 +171,24 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     out = C.empty((B, G, H, D), q.dtype, dev)
     if B == 0 or G == 0:
         return out
-    interpret = C.interpreting()
+    # 64-key tiles for 16-bit K/V on the GPU; 32 for fp32 (registers) and the interpreter
+    # (so that small test caches still span several tiles and splits)
+    wide = q.dtype != torch.float32 and D <= 128 and not C.interpreting()
     block_m, m_tiles, block_n, chunk, n_splits = plan(S, B, Hkv, G, group, D, C.sm_count(dev),
-                                                      interpret)
+                                                      64 if wide else 32)
     block_d = C.pow2(D)
-    n_total = n_splits + 1
+    n_total = max(n_splits, 1)  # S = 0: one program per row tile, for the block keys alone
     o_part = C.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
     lse_part = C.empty((B * Hkv, m_tiles, n_total, block_m), torch.float32, dev)
-    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    precision = C.dot_precision(q.dtype)
     with C.device_guard(dev):
         _split_kernel[(B * Hkv, m_tiles, n_total)](
             q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
-            S, G, D, Hkv, group, max(chunk, 1), n_splits, scale * LOG2E,
+            S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
             *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=C.pow2(G), BLOCK_D=block_d,
-            UPCAST=C.upcast(), PRECISION=precision, num_warps=4, num_stages=3,
+            UPCAST=C.upcast(), PRECISION=precision, num_warps=4,
+            num_stages=2 if q.dtype == torch.float32 else 3,
         )
         _merge_kernel[(B * Hkv, m_tiles)](
             o_part, lse_part, out, G, D, Hkv, group, n_total, *out.stride(),

@@ -90,6 +90,6 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
             x, window, weight, bias, out, nw, G, Cn,
             *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
             W=W, BLOCK_G=C.pow2(G), BLOCK_C=block_c, BLOCK_W=C.pow2(W - 1, lo=2), WRITE=write,
-            num_warps=4,
+            num_warps=C.warps(C.pow2(G) * block_c),
         )
     return out

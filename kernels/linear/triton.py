@@ -2,7 +2,7 @@
 
 Grid (B, H, Dv tiles). A program reads its [r, Dv_tile] slice of the state once, adds the block
 with one `tl.dot` (φ(K)ᵀ V, G padded to >= 16), and forms the outputs with another; all in fp32
-(`ieee` dots). The normaliser z is needed by every Dv tile, so only tile 0 writes the new z, and
+(fp32 dots, see `_common.dot_precision`). The normaliser z is needed by every Dv tile, so only tile 0 writes the new z, and
 when new_z aliases z_state across several tiles it goes through a temporary.
 """
 
@@ -34,7 +34,8 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
                    ssb, ssh, ssr, ssd, szb, szh, szr, sob, sog, soh, sod,
                    snb, snh, snr, snd, snzb, snzh, snzr,
                    BLOCK_G: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
-                   FEATURE: tl.constexpr, WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr):
+                   FEATURE: tl.constexpr, WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr,
+                   PRECISION: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     v_tile = tl.program_id(2).to(tl.int64)
@@ -57,9 +58,9 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
     s0 = tl.load(st_ptr + b * ssb + h * ssh + r[:, None] * ssr + d[None, :] * ssd,
                  mask=rd_mask, other=0.0).to(tl.float32)
     z0 = tl.load(zs_ptr + b * szb + h * szh + r * szr, mask=r_mask, other=0.0).to(tl.float32)
-    s1 = s0 + tl.dot(tl.trans(fk), v, input_precision="ieee")  # (r, Dv_tile)
+    s1 = s0 + tl.dot(tl.trans(fk), v, input_precision=PRECISION)  # (r, Dv_tile)
     z1 = z0 + tl.sum(fk, 0)
-    num = tl.dot(fq, s1, input_precision="ieee")  # (G, Dv_tile)
+    num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
     den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
     tl.store(out_ptr + b * sob + t[:, None] * sog + h * soh + d[None, :] * sod,
              (num / den[:, None]).to(out_ptr.dtype.element_ty),
@@ -108,8 +109,9 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
             *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
             *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
             BLOCK_G=C.pow2(G), BLOCK_R=C.pow2(R), BLOCK_V=block_v,
+            num_warps=C.warps(C.pow2(G) * C.pow2(R)),
             FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
-            WRITE_Z=new_z is not None, num_warps=4,
+            WRITE_Z=new_z is not None, PRECISION=C.dot_precision(q.dtype),
         )
     if nz is not new_z:
         new_z.copy_(nz)

@@ -1,22 +1,23 @@
 """Bidirectional Mamba-2 block scan (per-head scalar decay, one B/C group).
 
-Grid (B, H, head_dim tiles). A program reads its [P_tile, N] slice of the state once (fp32 in
-registers) and writes the new state once. Inside the block it uses the exact matrix form of the
-two scans instead of stepping token by token: with la_t = dt_t·A (log decay, <= 0) and
-c_t = la_1 + … + la_t,
+Grid (B, H, head_dim tiles). A program reads its [P_tile, N] slice of the state once, in
+chunks of N (fp32 in registers), and writes each chunk of the new state once. Inside the block
+it uses the exact matrix form of the two scans instead of stepping token by token: with
+la_t = dt_t·A (log decay, <= 0) and c_t = la_1 + … + la_t,
 
     y_t = exp(c_t) C_t·h0 + Σ_s L[t, s] (C_t·B_s) dt_s x_s + D x_t,      then × silu(z_t)
     L[t, s] = exp(c_t − c_s)                       for s <= t  (forward scan, diagonal once)
             = exp((c_s − la_s) − (c_t − la_t))     for s >  t  (backward scan from zero)
     h_G = exp(c_G) h0 + Σ_s exp(c_G − c_s) dt_s x_s B_sᵀ
 
-Every exponent is a sum of log decays (<= 0), so nothing overflows; the G×G and G×N products
-are `tl.dot`s with G padded to >= 16, and no step waits on the one before it.
+Every exponent is a sum of log decays (<= 0), so nothing overflows; the products are `tl.dot`s
+with G padded to >= 16 (16-bit C·Bᵀ natively, fp32 ones as `_common.dot_precision` says), and
+no step
+waits on the one before it.
 """
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -40,8 +41,9 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
     p = tl.program_id(2).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
     t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
     s = t  # the key-side token index of G×G tiles
-    n = tl.arange(0, BLOCK_N).to(tl.int64)
-    p_mask, t_mask, n_mask = p < P, t < G, n < N
+    nn = tl.arange(0, BLOCK_N).to(tl.int64)
+    p_mask, t_mask = p < P, t < G
+    tp_mask = t_mask[:, None] & p_mask[None, :]
 
     dt = tl.load(dt_ptr + b * sdb + t * sdg + h * sdh, mask=t_mask, other=0.0).to(tl.float32)
     dt = dt + tl.load(dtb_ptr + h).to(tl.float32)
@@ -49,29 +51,42 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
     dt = tl.where(t_mask, dt, 0.0)
     la = dt * tl.load(a_ptr + h).to(tl.float32)  # (G,) log decays, 0 on padding
     cum = tl.cumsum(la, 0)
-
-    tn_mask = t_mask[:, None] & n_mask[None, :]
-    Bm = tl.load(b_ptr + b * sbb + t[:, None] * sbg + n[None, :] * sbn, mask=tn_mask, other=0.0)
-    Cm = tl.load(c_ptr + b * scb + t[:, None] * scg + n[None, :] * scn, mask=tn_mask, other=0.0)
-    tp_mask = t_mask[:, None] & p_mask[None, :]
+    total = tl.sum(la, 0)
     x = tl.load(x_ptr + b * sxb + t[:, None] * sxg + h * sxh + p[None, :] * sxp,
                 mask=tp_mask, other=0.0).to(tl.float32)
-    if UPCAST:
-        Bm = Bm.to(tl.float32)
-        Cm = Cm.to(tl.float32)
-    h0 = tl.load(st_ptr + b * ssb + h * ssh + p[:, None] * ssp + n[None, :] * ssn,
-                 mask=p_mask[:, None] & n_mask[None, :], other=0.0).to(tl.float32)
+    xw = x * (tl.exp(total - cum) * dt)[:, None]  # token s's weight in the final state
 
-    # Inside the block: (G, G) mixing weights, then one product with x.
-    cb = tl.dot(Cm, tl.trans(Bm), input_precision=PRECISION)  # (t, s): C_t·B_s
+    # Over N in chunks (registers stay small): C·Bᵀ, C·h0ᵀ and the new state.
+    cb = tl.zeros([BLOCK_G, BLOCK_G], tl.float32)
+    ch = tl.zeros([BLOCK_G, BLOCK_P], tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        n = n0 + nn
+        n_mask = n < N
+        tn_mask = t_mask[:, None] & n_mask[None, :]
+        pn_mask = p_mask[:, None] & n_mask[None, :]
+        Bm = tl.load(b_ptr + b * sbb + t[:, None] * sbg + n[None, :] * sbn, mask=tn_mask, other=0.0)
+        Cm = tl.load(c_ptr + b * scb + t[:, None] * scg + n[None, :] * scn, mask=tn_mask, other=0.0)
+        if UPCAST:
+            Bm = Bm.to(tl.float32)
+            Cm = Cm.to(tl.float32)
+        h0 = tl.load(st_ptr + b * ssb + h * ssh + p[:, None] * ssp + n[None, :] * ssn,
+                     mask=pn_mask, other=0.0).to(tl.float32)
+        cb += tl.dot(Cm, tl.trans(Bm), input_precision=PRECISION)  # (t, s): C_t·B_s
+        ch += tl.dot(Cm.to(tl.float32), tl.trans(h0), input_precision=PRECISION)  # (t, p)
+        if WRITE:
+            hn = h0 * tl.exp(total) + tl.dot(tl.trans(xw), Bm.to(tl.float32),
+                                             input_precision=PRECISION)  # (P, N chunk)
+            # Element (p, n) of the new state depends on the same element of the old one, so
+            # it is stored only after that element was read: new_state may alias state.
+            tl.store(ns_ptr + b * snb + h * snh + p[:, None] * snp + n[None, :] * snn,
+                     hn.to(ns_ptr.dtype.element_ty), mask=pn_mask)
+
+    # Inside the block: (G, G) mixing weights, then one product with x; plus the prefix.
     lower = s[None, :] <= t[:, None]
     expo = tl.where(lower, cum[:, None] - cum[None, :],
                     (cum[None, :] - la[None, :]) - (cum[:, None] - la[:, None]))
     w = tl.exp(expo) * cb * dt[None, :]
-    y = tl.dot(w, x, input_precision="ieee")  # (G, P)
-    # The cached prefix, decayed to each token.
-    Cf = Cm.to(tl.float32)
-    y += tl.exp(cum)[:, None] * tl.dot(Cf, tl.trans(h0), input_precision="ieee")
+    y = tl.dot(w, x, input_precision=PRECISION) + tl.exp(cum)[:, None] * ch  # (G, P)
     y += tl.load(d_ptr + h).to(tl.float32) * x
     if HAS_Z:
         zv = tl.load(z_ptr + b * szb + t[:, None] * szg + h * szh + p[None, :] * szp,
@@ -79,16 +94,6 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
         y = y * (zv * tl.sigmoid(zv))
     tl.store(out_ptr + b * sob + t[:, None] * sog + h * soh + p[None, :] * sop,
              y.to(out_ptr.dtype.element_ty), mask=tp_mask)
-
-    if WRITE:
-        total = tl.sum(la, 0)
-        tail = tl.exp(total - cum) * dt  # (G,): weight of token s in the final state
-        hn = h0 * tl.exp(total) + tl.dot(tl.trans(x * tail[:, None]), Bm.to(tl.float32),
-                                         input_precision="ieee")  # (P, N)
-        # Element (p, n) of the new state depends on the same element of the old one, so it is
-        # stored only after that element was read: new_state may alias state.
-        tl.store(ns_ptr + b * snb + h * snh + p[:, None] * snp + n[None, :] * snn,
-                 hn.to(ns_ptr.dtype.element_ty), mask=p_mask[:, None] & n_mask[None, :])
 
 
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
@@ -117,16 +122,17 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
         if new_state is not None:
             new_state.copy_(state)
         return out
-    block_p = min(C.pow2(P), 32)
+    block_p, block_g, block_n = min(C.pow2(P), 32), C.pow2(G), min(C.pow2(N), 32)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
-    precision = "ieee" if Bm.dtype == torch.float32 else "tf32"
+    precision = C.dot_precision(x.dtype)
     with C.device_guard(dev):
         _mamba_kernel[(B, H, C.cdiv(P, block_p))](
             x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
             *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
             *state.stride(), *out.stride(), *ns.stride(),
-            BLOCK_G=C.pow2(G), BLOCK_P=block_p, BLOCK_N=C.pow2(N), HAS_Z=z is not None,
-            WRITE=new_state is not None, UPCAST=C.upcast(), PRECISION=precision, num_warps=4,
+            BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
+            WRITE=new_state is not None, UPCAST=C.upcast(), PRECISION=precision,
+            num_warps=8 if block_g >= 64 else 4,
         )
     return out

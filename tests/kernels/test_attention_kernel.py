@@ -62,11 +62,11 @@ def test_strided_views_are_read_in_place():
 
 def test_plan_fills_the_gpu_at_256k():
     """One sequence at 256k with the 3B shapes (20 KV heads, G = 32) uses >= 132 programs."""
-    block_m, m_tiles, block_n, chunk, n_splits = attn.plan(262144, 1, 20, 32, 1, 128, 132, False)
+    block_m, m_tiles, block_n, chunk, n_splits = attn.plan(262144, 1, 20, 32, 1, 128, 132, 64)
     assert 20 * m_tiles * n_splits >= 132
     assert chunk % block_n == 0 and chunk * n_splits >= 262144 > chunk * (n_splits - 1)
     assert block_m >= 32 and block_m & (block_m - 1) == 0
-    assert attn.plan(0, 1, 20, 32, 1, 128, 132, False)[-1] == 0
+    assert attn.plan(0, 1, 20, 32, 1, 128, 132, 64)[-1] == 0
 
 
 def test_rejects_bad_arguments(monkeypatch):
