@@ -150,11 +150,27 @@ def create_profile_view(con: Connection) -> None:
     )
 
 
+def create_bench_results(con: Connection) -> None:
+    con.execute(
+        """
+        CREATE TABLE bench_results (
+            run_id VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            params VARCHAR,
+            value DOUBLE,
+            unit VARCHAR,
+            recorded_at TIMESTAMP NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
     create_artifacts,
     create_profile_view,
+    create_bench_results,
 ]
 
 

@@ -134,6 +134,18 @@ SCHEMA: dict[str, Relation] = {
             "ms": "Wall time of that repeat, ms.",
         },
     ),
+    "bench_results": Relation(
+        "table",
+        "Figures from `make bench` (python -m fsc.bench): one row per measured number.",
+        {
+            "run_id": "Run that measured it (runs.run_id, kind 'bench').",
+            "name": "What was measured, e.g. 'decode.tokens_per_s'.",
+            "params": "JSON text: the settings of the measurement (recipe, length, cached, ...).",
+            "value": "The number.",
+            "unit": "Its unit (ms, tok/s, x, ...).",
+            "recorded_at": "When it was recorded (UTC).",
+        },
+    ),
     "artifacts": Relation(
         "table",
         "Checkpoints saved, pushed to or pulled from the Hugging Face Hub.",

@@ -221,6 +221,14 @@ class Store:
             if not done:
                 raise ValueError(f"no run {run_id!r} in {self.file}")
 
+    def add_bench(self, run_id: str, name: str, value: float, unit: str,
+                  params: dict[str, Any] | None = None) -> None:
+        """Record one benchmark figure (e.g. 'decode.tokens_per_s', 412.0, 'tok/s')."""
+        row = {"run_id": run_id, "name": name, "params": json.dumps(params or {}, sort_keys=True),
+               "value": float(value), "unit": unit, "recorded_at": utcnow()}
+        with self._transaction() as con:
+            _insert(con, "bench_results", row)
+
     # ---- checkpoints ---------------------------------------------------------------------
 
     def register_artifact(self, **fields: Any) -> str:
