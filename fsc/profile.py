@@ -13,7 +13,7 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import torch
 
@@ -69,7 +69,7 @@ def free_bytes(device: torch.device) -> int:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -228,7 +228,7 @@ class Sweep:
                 with ops.backend(self.cfg.backend):
                     row.update(measure_point(model, recipe, S, B, G, K, self.cfg))
                 row["status"] = "ok"
-            except Exception as e:  # one failing point must not end the sweep
+            except Exception as e:  # noqa: BLE001 - one failing point must not end the sweep
                 row["status"] = "oom" if _is_oom(e) else "error"
                 row["error"] = f"{type(e).__name__}: {e}"
                 row["traceback"] = traceback.format_exc()

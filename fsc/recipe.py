@@ -263,7 +263,7 @@ class Recipe(_Strict):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
-    def with_width(self, d_model: int, vocab_size: int | None = None) -> "Recipe":
+    def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
         """The same layer plan at another width (heads scaled to keep head sizes valid)."""
         data = self.model_dump(mode="json", exclude_none=True)
         scale = d_model / self.d_model

@@ -39,7 +39,7 @@ class HFTokenizer:
             raise UsageError(f"{path}: no tokenizer.json found (expected a local tokenizer directory)")
         try:
             self.tok = Tokenizer.from_file(str(file))
-        except Exception as e:  # the tokenizers library raises plain Exceptions
+        except Exception as e:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
             raise UsageError(f"{file}: cannot load tokenizer ({e})") from None
         vocab = self.tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1

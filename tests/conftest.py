@@ -5,3 +5,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".store-unused"))
+
+import torch
+
+torch.set_num_threads(1)  # see fsc.cli.common.torch_threads

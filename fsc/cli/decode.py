@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import BackendOpt, JsonOpt, SeedOpt, out, print_json
+from fsc.cli.common import BackendOpt, JsonOpt, SeedOpt, out, print_json, torch_threads
 
 
 def decode(
@@ -46,6 +46,7 @@ def decode(
     from fsc.tokenizer import load_tokenizer
 
     ops.use_backend(backend)
+    torch_threads()
     tok = load_tokenizer(tokenizer)
     recipe, model = load_model(source, device=device, seed=seed)
     mode = mode or ("ar" if recipe.block_size == 1 else "diffusion")

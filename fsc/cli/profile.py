@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import BackendOpt, JsonOpt, StoreOpt, err, fmt_bytes, out, print_json, store_dir
+from fsc.cli.common import (
+    BackendOpt,
+    JsonOpt,
+    StoreOpt,
+    err,
+    fmt_bytes,
+    out,
+    print_json,
+    store_dir,
+    torch_threads,
+)
 from fsc.errors import UsageError
 
 _SUFFIX = {"k": 2**10, "m": 2**20}
@@ -91,6 +101,7 @@ def profile(
     if dtype is not None and dtype not in DTYPE_BYTES:
         raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     ops.use_backend(backend)
+    torch_threads()
     repeats = repeats or (10 if torch.device(device).type == "cuda" else 5)
     if warmup < 0 or repeats < 1:
         raise UsageError("need --warmup >= 0 and --repeats >= 1")
@@ -218,9 +229,9 @@ def _render(rows: list[dict], run_id: str, store_file: str) -> None:
         for col in ("S", "B", "recipe", "latency ×", "memory ×", "throughput ×"):
             c.add_column(col, justify="left" if col == "recipe" else "right")
         for x in comp:
-            fmt = (lambda v: f"{v:.2f}×" if v is not None else f"baseline {x['baseline_status']}")
-            c.add_row(str(x["S"]), str(x["B"]), x["recipe"], fmt(x["latency_x"]), fmt(x["memory_x"]),
-                      fmt(x["throughput_x"]))
+            cells = [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
+                     for k in ("latency_x", "memory_x", "throughput_x")]
+            c.add_row(str(x["S"]), str(x["B"]), x["recipe"], *cells)
         out.print(c)
     failed = [r for r in rows if r["status"] == "error"]
     for r in failed:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import BackendOpt, JsonOpt, out, print_json
+from fsc.cli.common import BackendOpt, JsonOpt, out, print_json, torch_threads
 
 
 def verify(
@@ -30,6 +30,7 @@ def verify(
     if B < 1 or blocks < 2:
         raise UsageError("need --B >= 1 and --blocks >= 2")
     ops.use_backend(backend)
+    torch_threads()
     report = run_verify(load_source_recipe(source), G=G, B=B, n_blocks=blocks, seed=seed, device=device)
     report["backends"] = dict(ops.ran)
     if backend == "triton":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from fsc import ops
 from fsc.model.cache import LayerCache

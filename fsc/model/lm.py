@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from fsc.model import MIXER_REGISTRY
 from fsc.model.cache import ModelCache

@@ -7,8 +7,8 @@ cache. Backward direction: the same recurrence over the current block reversed, 
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 from fsc import ops
 from fsc.model.cache import LayerCache

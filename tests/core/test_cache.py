@@ -1,7 +1,6 @@
 """cache_bytes is exact: it equals the bytes really allocated, for every mixer."""
 
 import pytest
-import torch
 
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, shipped_recipes

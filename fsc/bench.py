@@ -1,0 +1,119 @@
+"""Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
+the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
+
+    python -m fsc.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps]
+
+1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
+2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
+3. step time against S for every tiny backbone (a profile sweep recorded in the same store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from fsc.cli.common import store_dir
+
+FSC = [sys.executable, "-m", "fsc"]
+TINY = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_hybrid"]
+STEP_S = [1024, 4096, 16384, 65536]
+out = Console()
+
+
+def startup(record) -> None:
+    for args in (["--help"], ["--version"]):
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            subprocess.run([*FSC, *args], capture_output=True, check=True)
+            times.append((time.perf_counter() - t0) * 1e3)
+        record(f"startup.fsc {' '.join(args)}", statistics.median(times), "ms", {"runs": 7})
+        out.print(f"fsc {' '.join(args)}: median {statistics.median(times):.0f} ms over 7 runs")
+
+
+def decode(record, lengths: list[int]) -> None:
+    t = Table(title="tiny_hybrid block diffusion (G 4, K 4, greedy): cached vs --no-cache")
+    for col in ("tokens", "cached tok/s", "no-cache tok/s", "speed-up", "same tokens"):
+        t.add_column(col, justify="right")
+    for n in lengths:
+        res = {}
+        for cached in (True, False):
+            args = [*FSC, "decode", "tiny_hybrid", "--prompt", "The", "--length", str(n), "--json"]
+            doc = json.loads(subprocess.run(args + ([] if cached else ["--no-cache"]),
+                                            capture_output=True, text=True, check=True).stdout)
+            res[cached] = doc
+            record("decode.tokens_per_s", doc["stats"]["tokens_per_s"], "tok/s",
+                   {"recipe": "tiny_hybrid", "length": n, "cached": cached,
+                    "forward_passes": doc["stats"]["forward_passes"]})
+        speedup = res[True]["stats"]["tokens_per_s"] / res[False]["stats"]["tokens_per_s"]
+        same = res[True]["token_ids"] == res[False]["token_ids"]
+        record("decode.cache_speedup", speedup, "x", {"recipe": "tiny_hybrid", "length": n})
+        t.add_row(str(n), f"{res[True]['stats']['tokens_per_s']:.1f}",
+                  f"{res[False]['stats']['tokens_per_s']:.1f}", f"{speedup:.1f}×", str(same))
+        out.print(f"decode {n} tokens: {speedup:.1f}× faster with the cache")
+    out.print(t)
+
+
+def steps(record, store: Path) -> None:
+    args = [*FSC, "profile", *[a for r in TINY for a in ("-r", r)], "--S", ",".join(map(str, STEP_S)),
+            "--B", "1", "--store", str(store), "--json"]
+    doc = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    by = {(p["recipe"], p["S"]): p for p in doc["points"] if p["status"] == "ok"}
+    t = Table(title=f"step ms against S (B 1, CPU, torch reference), profile run {doc['run_id']}")
+    t.add_column("recipe")
+    for S in STEP_S:
+        t.add_column(f"S={S}", justify="right")
+    t.add_column(f"step({STEP_S[-1]}) / step({STEP_S[0]})", justify="right")
+    for r in TINY:
+        row = [by.get((r, S)) for S in STEP_S]
+        ratio = row[-1]["step_ms"] / row[0]["step_ms"] if row[0] and row[-1] else float("nan")
+        record("steps.growth", ratio, "x", {"recipe": r, "S_from": STEP_S[0], "S_to": STEP_S[-1],
+                                          "profile_run": doc["run_id"]})
+        t.add_row(r, *(f"{p['step_ms']:.2f}" if p else "-" for p in row), f"{ratio:.2f}×")
+    out.print(t)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
+    ap.add_argument("--store", type=Path, default=None)
+    ap.add_argument("--skip", default="", help="comma list of: startup, decode, steps")
+    a = ap.parse_args(argv)
+    from fsc.provenance import environment
+    from fsc.store import Store
+
+    st = Store(store_dir(a.store))
+    run_id = st.start_run("bench", " ".join(["python -m fsc.bench", *sys.argv[1:]]),
+                          st.register_environment(environment("cpu")), vars(a) | {"store": str(st.dir)})
+    figures = []
+
+    def record(name, value, unit, params):
+        st.add_bench(run_id, name, value, unit, params)
+        figures.append({"name": name, "value": value, "unit": unit, **params})
+
+    skip = set(filter(None, a.skip.split(",")))
+    try:
+        if "startup" not in skip:
+            startup(record)
+        if "decode" not in skip:
+            decode(record, [int(x) for x in a.lengths.split(",")])
+        if "steps" not in skip:
+            steps(record, st.dir)
+    except BaseException as e:
+        st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
+        raise
+    st.finish_run(run_id, "finished")
+    print(json.dumps({"run_id": run_id, "figures": figures}))
+
+
+if __name__ == "__main__":
+    main()
