@@ -1,8 +1,8 @@
 """What every Triton launcher shares: device checks, buffer allocation, tile heuristics.
 
-Kernels index with int64 (program ids and aranges cast once): offsets of a B = 8, 256k-token
-cache pass 2^31, and the interpreter skips its per-operation int32 overflow check, which costs
-more than the arithmetic itself.
+Kernels index with int64 (program ids, and aranges outside hot loops, cast once): offsets of a
+B = 8, 256k-token cache pass 2^31, and the interpreter then skips its per-operation int32
+overflow check, which costs more than the arithmetic itself.
 
 Launchers run on CUDA tensors, or on CPU tensors under the Triton interpreter
 (`TRITON_INTERPRET=1`, set before any kernel module is imported). Kernels take a constexpr
@@ -22,6 +22,7 @@ import triton
 from fsc.errors import KernelError
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_G = 128  # kernels that hold the whole block in one register tile accept up to this G
 
 # Tests set this to True: every buffer a launcher allocates then starts as NaN, so an element a
 # kernel forgets to write shows up in the comparison instead of passing by luck.
@@ -54,6 +55,11 @@ def check(op: str, tensors: dict[str, torch.Tensor | None], dtypes=DTYPES) -> to
             raise KernelError(f"{op}: {name} has dtype {t.dtype}; supported: "
                               f"{', '.join(str(d) for d in dtypes)}")
     return device
+
+
+def check_block(op: str, G: int) -> None:
+    if G > MAX_G:
+        raise KernelError(f"{op}: a block of G = {G} tokens exceeds the {MAX_G} this kernel holds")
 
 
 def expect_shape(op: str, name: str, t: torch.Tensor | None, shape: tuple[int, ...]) -> None:

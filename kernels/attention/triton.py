@@ -186,7 +186,7 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
             q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
             S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
             *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=C.pow2(G), BLOCK_D=block_d,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=min(C.pow2(G), 64), BLOCK_D=block_d,
             UPCAST=C.upcast(), PRECISION=precision, num_warps=4,
             num_stages=2 if q.dtype == torch.float32 else 3,
         )

@@ -15,7 +15,6 @@ from fsc.kernels import _common as C
 from fsc.errors import KernelError
 
 FEATURE_CODES = {"elu1": 0, "relu": 1, "identity": 2}
-MAX_G = 128  # the block is one register tile
 
 
 @triton.jit
@@ -90,8 +89,7 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
     C.expect_shape(op, "z_state", z_state, (B, H, R))
     C.expect_shape(op, "new_state", new_state, (B, H, R, Dv))
     C.expect_shape(op, "new_z", new_z, (B, H, R))
-    if G > MAX_G:
-        raise KernelError(f"{op}: G {G} exceeds the {MAX_G} tokens a block may hold here")
+    C.check_block(op, G)
     out = C.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * R * Dv == 0:
         return out

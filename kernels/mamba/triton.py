@@ -24,8 +24,6 @@ from fsc.kernels import _common as C
 
 from fsc.errors import KernelError
 
-MAX_G = 128  # the G×G mixing tile lives in registers
-
 
 @triton.jit
 def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_ptr, out_ptr,
@@ -113,8 +111,7 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     C.expect_shape(op, "new_state", new_state, (B, H, P, N))
     if Bm.dtype != Cm.dtype:
         raise KernelError(f"{op}: Bm ({Bm.dtype}) and Cm ({Cm.dtype}) must share one dtype")
-    if G > MAX_G:
-        raise KernelError(f"{op}: G {G} exceeds the {MAX_G} tokens a block may hold here")
+    C.check_block(op, G)
     out = C.empty((B, G, H, P), x.dtype, dev)
     if B == 0 or H == 0 or P == 0:
         return out

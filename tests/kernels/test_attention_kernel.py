@@ -19,6 +19,7 @@ CASES = [
     (1, 1, 4, 1, 16, 45, 64, F32),      # G = 1 with group 4
     (1, 2, 2, 1, 24, 33, 40, F32),      # head dim not a power of two
     (1, 17, 4, 1, 128, 20, 24, F32),    # 68 rows: two row tiles
+    (1, 70, 2, 2, 16, 10, 16, F32),     # block keys span two 64-key tiles
     (2, 4, 4, 2, 16, 50, 64, F16),
     (2, 4, 4, 2, 16, 50, 64, BF16),
     (1, 2, 4, 4, 32, 0, 4, BF16),       # S = 0 in bf16

@@ -77,3 +77,9 @@ def test_mamba_rejects_mismatched_state():
     args[-1] = args[-1][:, :, :, :4]
     with pytest.raises(KernelError, match="state"):
         mamba.mamba_block_scan(*args)
+
+
+def test_mamba_rejects_oversized_block():
+    args = list(_inputs(1, 129, 1, 16, 8, F32, F32, False))
+    with pytest.raises(KernelError, match="G = 129"):
+        mamba.mamba_block_scan(*args)
