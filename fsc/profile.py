@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import torch
 
 from fsc import ops
-from fsc.costmodel import DeviceSpec, device_spec, memory, predict_point
+from fsc.costmodel import DeviceSpec, device_spec, memory, pass_cost, predict_point
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
@@ -204,7 +204,12 @@ class Sweep:
         G = self.cfg.G or recipe.block_size
         K = self.cfg.K or G
         dtype = self.cfg.dtype or recipe.dtype
-        pred = predict_point(recipe_as(recipe, dtype), S, B, G, K, self.spec) if self.spec else {}
+        ran_as = recipe_as(recipe, dtype)
+        if self.spec:
+            pred = predict_point(ran_as, S, B, G, K, self.spec)
+        else:  # no device figures (the CPU): bytes are still known, the floor is not
+            pred = {"predicted_step_bytes": pass_cost(ran_as, S, B, G).bytes,
+                    "predicted_total_bytes": memory(ran_as, S, B, G)["total_bytes"]}
         row = {
             "recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
             "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
@@ -217,7 +222,7 @@ class Sweep:
         }
         # Weights are already resident: the point needs the cost model's cache (capacity S + G)
         # and activations on top of them.
-        mem = memory(recipe_as(recipe, dtype), S, B, G)
+        mem = memory(ran_as, S, B, G)
         need = mem["total_bytes"] - mem["weight_bytes"]
         budget = self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
         if need > budget:

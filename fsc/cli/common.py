@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-out = Console()  # human tables: stdout
+# Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
+# tables at 80 columns, so give them room.
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)  # progress and logs: stderr
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]

@@ -206,17 +206,20 @@ def _render(rows: list[dict], run_id: str, store_file: str) -> None:
 
     gk = sorted({(r["G"], r["K"], r["dtype"], r["device"]) for r in rows})
     t = Table(title=f"profile {run_id}: " + "; ".join(f"G {g}, K {k}, {d} on {dev}" for g, k, d, dev in gk))
-    for col in ("recipe", "S", "B", "step ms", "p10–p90", "fold ms", "tok/s", "peak", "cache", "roofline"):
+    for col in ("recipe", "S", "B", "step ms", "p10–p90", "fold ms", "tok/s", "peak", "cache", "GB/s",
+                "floor ms", "roofline"):
         t.add_column(col, justify="left" if col == "recipe" else "right")
     for r in rows:
         if r["status"] != "ok":
             t.add_row(r["recipe"], str(r["S"]), str(r["B"]), f"[red]{r['status']}", "", "", "", "",
-                      fmt_bytes(r["cache_bytes"]), "")
+                      fmt_bytes(r["cache_bytes"]), "", "", "")
             continue
         t.add_row(
             r["recipe"], str(r["S"]), str(r["B"]), f"{r['step_ms']:.3f}",
             f"{r['step_ms_p10']:.2f}–{r['step_ms_p90']:.2f}", f"{r['fold_ms']:.3f}",
             f"{r['tokens_per_s']:.0f}", fmt_bytes(r.get("peak_bytes")), fmt_bytes(r["cache_bytes"]),
+            f"{r['achieved_gbps']:.1f}" if r.get("achieved_gbps") else "-",
+            f"{r['floor_ms']:.3f}" if r.get("floor_ms") else "-",
             f"{100 * r['roofline_fraction']:.0f}%" if r.get("roofline_fraction") else "-",
         )
     out.print(t)
