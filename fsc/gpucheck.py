@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # The 3B backbones (recipes/attn_3b.yaml, mamba_3b.yaml): d_model 2560, 20 heads × 128, Mamba
@@ -52,10 +53,10 @@ class Point:
     B: int
     S: int | None
     bytes: int
-    triton: object
-    torch: object
-    sdpa: object = None
-    accuracy: object = None  # () -> {"rel_err": .., "state_rel_err": ..}
+    triton: Callable[[], object]
+    torch: Callable[[], object]
+    sdpa: Callable[[], object] | None = None
+    accuracy: Callable[[], dict] | None = None  # -> {"rel_err": .., "state_rel_err": ..}
 
 
 # -- inputs and byte counts ------------------------------------------------------------------
@@ -144,33 +145,33 @@ def state_points(B, sh, dtype, device, gen):
         return f(*a, *new)
 
     specs = {
-        # name: (kernel, reference, inputs, how to call, indices of the states a fold rewrites)
+        # name: (kernel, reference, inputs, how to call, indices of the states a fold rewrites,
+        #        output elements)
         "causal_conv_block": (
             causal_conv_block, causal_conv_block_ref,
             (rnd(B, G, Cc), rnd(B, Cc, W - 1, dt=f32), rnd(Cc, W, scale=0.5), rnd(Cc, scale=0.1)),
-            plain, (1,)),
+            plain, (1,), B * G * Cc),
         "mamba_block_scan": (
             mamba_block_scan, mamba_block_scan_ref,
             (rnd(B, G, Hm, P), rnd(B, G, Hm), rnd(Hm, dt=f32, scale=0.5) - 4.0,
              -torch.exp(rnd(Hm, dt=f32)), rnd(B, G, N), rnd(B, G, N), rnd(Hm, dt=f32),
              rnd(B, G, Hm, P), rnd(B, Hm, P, N, dt=f32, scale=0.5)),
-            plain, (8,)),
+            plain, (8,), B * G * Hm * P),
         "linear_block": (
             linear_block, linear_block_ref,
             (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, H, D, D, dt=f32),
              torch.rand(B, H, D, generator=gen, device=device) * 100 + 1),
-            lambda f, a, new: f(*a, "elu1", 1e-6, *new), (3, 4)),
+            lambda f, a, new: f(*a, "elu1", 1e-6, *new), (3, 4), B * G * H * D),
         "gla_block": (
             gla_block, gla_block_ref,
             (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D),
              F.logsigmoid(rnd(B, G, H, D, dt=f32)) / 16, rnd(B, H, D, D, dt=f32, scale=0.5)),
-            lambda f, a, new: f(*a, 1 / math.sqrt(D), *new), (4,)),
+            lambda f, a, new: f(*a, 1 / math.sqrt(D), *new), (4,), B * G * H * D),
     }
     points = []
-    for name, (kernel, ref, args, call, states) in specs.items():
+    for name, (kernel, ref, args, call, states, out_elems) in specs.items():
         read = sum(_nbytes(a) for a in args)  # every input once (states included)
-        out = B * G * (Cc if name == "causal_conv_block" else
-                       Hm * P if name == "mamba_block_scan" else H * D) * e
+        out = out_elems * e
         written = sum(_nbytes(args[i]) for i in states)
         new = [torch.empty_like(args[i]) for i in states]
         for mode, outs, extra in (("step", [], 0), ("fold", new, written)):
