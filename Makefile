@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test lint run gpu-check bench clean
+.PHONY: install test lint run gpu-check gpu-wheels bench clean
 
 install: $(STAMP)
 
@@ -25,8 +25,21 @@ lint: install
 run: install
 	$(BIN)/fsc profile
 
-gpu-check: install
-	$(BIN)/python -m fsc.gpucheck
+# On the GPU machine, with its own python3, torch and triton (no venv, no network): wheels it
+# lacks come from .whl/ (made here by `make gpu-wheels`); fsc is installed editable, no deps.
+GPU_SITE := /tmp/fsc-site
+gpu-check:
+	@if ls .whl/*.whl >/dev/null 2>&1; then \
+	  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(GPU_SITE) python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
+	PYTHONPATH=$(GPU_SITE) python3 -m fsc.gpucheck
+
+# Here, before a device run: the cp312 wheels the GPU image lacks (pydantic, duckdb).
+GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 duckdb==2.0.1
+gpu-wheels:
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 bench: install
 	$(BIN)/python -m fsc.bench

@@ -11,7 +11,7 @@ def block_attention_ref(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float)
     v_blk:    [B, G, Hkv, D]
     returns   [B, G, H, D] in q.dtype; softmax and accumulation in fp32.
     """
-    B, G, H, D = q.shape
+    H = q.shape[2]
     hkv = k_blk.shape[2]
     k = torch.cat([k_cache[:, :S], k_blk], dim=1).float()  # (B, S+G, Hkv, D)
     v = torch.cat([v_cache[:, :S], v_blk], dim=1).float()

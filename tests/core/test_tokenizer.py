@@ -24,7 +24,7 @@ def test_local_hugging_face_tokenizer_dir(tmp_path):
 
 
 def test_tokenizer_without_mask_or_file_is_refused(tmp_path):
-    with pytest.raises(UsageError, match="no tokenizer.json"):
+    with pytest.raises(UsageError, match=r"no tokenizer\.json"):
         load_tokenizer(tmp_path)
     from tokenizers import Tokenizer, models
 

@@ -44,3 +44,18 @@ def test_triton_backend_matches_torch(recipe):
             err = ((lg.tensors[name] - lw.tensors[name]).abs().max()
                    / lw.tensors[name].abs().max()).item()
             assert err < 1e-4, f"{lg.kind} cache {name!r}: {err:.3g}"
+
+
+def test_verify_with_the_triton_backend_checks_every_kernel():
+    import json
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "fsc", "verify", "tiny_hybrid", "--backend", "triton",
+                          "--blocks", "2", "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["exact"] is True and doc["backends"]["block_attention"] == "triton"
+    ops = {k["op"].split(" ")[0] for k in doc["kernels"]}
+    assert ops == {"block_attention", "causal_conv_block", "mamba_block_scan", "linear_block", "gla_block"}
+    assert all(k["ok"] and k["max_err"] < 1e-4 for k in doc["kernels"])
