@@ -116,29 +116,31 @@ class LM(nn.Module):
 
 
 def init_weights(model: LM, seed: int = 0) -> LM:
-    """Seeded initial weights (normal 0.02 for matrices; Mamba-2 style A, dt and D)."""
-    gen = torch.Generator().manual_seed(seed)
+    """Seeded initial weights, drawn in place on the model's device (normal 0.02 for matrices;
+    Mamba-2 style A in [1, 16], dt in [1e-3, 0.1], D = 1). Reproducible for a given seed and
+    device type."""
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "weight" and p.ndim == 1:  # norms
-                vals = torch.ones(p.shape)
-            elif leaf == "A_log":
-                vals = torch.log(torch.rand(p.shape, generator=gen) * 15 + 1)
-            elif leaf == "dt_bias":
-                dt = torch.exp(torch.rand(p.shape, generator=gen) * (math.log(0.1) - math.log(1e-3))
-                               + math.log(1e-3))
-                vals = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
-            elif leaf == "D":
-                vals = torch.ones(p.shape)
-            elif leaf in ("conv_weight", "conv_bias"):
-                bound = 1 / math.sqrt(p.shape[-1]) if leaf == "conv_weight" else 0.1
-                vals = (torch.rand(p.shape, generator=gen) * 2 - 1) * bound
+            if (leaf == "weight" and p.ndim == 1) or leaf == "D":  # norms, skip
+                p.fill_(1.0)
             elif leaf == "bias":
-                vals = torch.zeros(p.shape)
+                p.zero_()
+            elif leaf == "A_log":
+                p.copy_(torch.empty(p.shape, device=device).uniform_(1, 16, generator=gen).log_())
+            elif leaf == "dt_bias":
+                lo, hi = math.log(1e-3), math.log(0.1)
+                dt = torch.empty(p.shape, device=device).uniform_(lo, hi, generator=gen).exp_()
+                p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+            elif leaf == "conv_weight":
+                bound = 1 / math.sqrt(p.shape[-1])
+                p.uniform_(-bound, bound, generator=gen)
+            elif leaf == "conv_bias":
+                p.uniform_(-0.1, 0.1, generator=gen)
             else:
-                vals = torch.randn(p.shape, generator=gen) * 0.02
-            p.copy_(vals.to(p.dtype))
+                p.normal_(0.0, 0.02, generator=gen)
     return model
 
 
@@ -150,9 +152,7 @@ def build_model(recipe: Recipe, device="cpu", seed: int = 0, dtype: torch.dtype 
     model = model.to(dtype=model.dtype)
     if torch.device(device).type == "meta":
         return model
-    model = model.to_empty(device="cpu")
-    init_weights(model, seed)
-    return model.to(device)
+    return init_weights(model.to_empty(device=device), seed)
 
 
 def count_params(model: LM) -> dict[str, int]:
