@@ -30,11 +30,20 @@ def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
 
 @torch.no_grad()
 def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int = 3,
-           seed: int = 0, device="cpu") -> dict:
+           seed: int = 0, device="cpu", checkpoint=None) -> dict:
+    """The exactness report. With `checkpoint` (a directory) its verified weights are used,
+    upcast to fp32, unless the recipe has to be checked at a reduced width."""
     G = G or (recipe.block_size if recipe.block_size > 1 else 4)
     checked, reduced = _reduce(recipe)
     fp32 = TORCH_DTYPES["fp32"]
     model = build_model(checked, device=device, seed=seed, dtype=fp32, state_dtype=fp32).eval()
+    weights = "seeded"
+    if checkpoint is not None and not reduced:
+        from fsc.hub.checkpoint import load_checkpoint
+
+        _, trained = load_checkpoint(checkpoint, device=device, dtype=fp32)
+        model.load_state_dict(trained.state_dict())
+        weights = f"checkpoint {checkpoint}"
     gen = torch.Generator().manual_seed(seed)
     T = G * n_blocks
     checks = []
@@ -73,6 +82,7 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int = 3,
         "recipe": recipe.name,
         "checked": checked.name,
         "reduced_width": reduced,
+        "weights": weights,
         "d_model": checked.d_model,
         "G": G, "B": B, "blocks": n_blocks, "dtype": "fp32",
         "exact": all(c["exact"] for c in checks),

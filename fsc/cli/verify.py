@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +23,7 @@ def verify(
     """Check exactness on this machine; exits 1 when the cached path is not exact."""
     from fsc import ops
     from fsc.errors import UsageError
-    from fsc.source import load_source_recipe
+    from fsc.source import is_checkpoint, load_source_recipe
     from fsc.verify import verify as run_verify
 
     if G is not None and G < 2:
@@ -31,7 +32,8 @@ def verify(
         raise UsageError("need --B >= 1 and --blocks >= 2")
     ops.use_backend(backend)
     torch_threads()
-    report = run_verify(load_source_recipe(source), G=G, B=B, n_blocks=blocks, seed=seed, device=device)
+    report = run_verify(load_source_recipe(source), G=G, B=B, n_blocks=blocks, seed=seed, device=device,
+                        checkpoint=Path(source) if is_checkpoint(source) else None)
     report["backends"] = dict(ops.ran)
     if backend == "triton":
         from fsc.kernels.selfcheck import check_kernels

@@ -73,3 +73,17 @@ def test_verify_reduces_large_recipes(fsc_cli):
 def test_bad_arguments_are_one_line(fsc_cli, args, msg):
     res = fsc_cli(*args)
     assert res.returncode != 0 and msg in res.stderr and "Traceback" not in res.stderr
+
+
+def test_checkpoint_directory_wherever_a_recipe_goes(fsc_cli, tmp_path):
+    ck = tmp_path / "ck"
+    fsc_cli("build", "tiny_mamba", "--save", ck, "--seed", "4", "--store", tmp_path / "st", check=0)
+    d = json.loads(fsc_cli("verify", ck, "--json", check=0).stdout)
+    assert d["exact"] is True and d["weights"] == f"checkpoint {ck}"
+    a = json.loads(fsc_cli("decode", ck, "--prompt", "x", "--length", "6", "--json", check=0).stdout)
+    b = json.loads(fsc_cli("decode", "tiny_mamba", "--seed", "4", "--prompt", "x", "--length", "6",
+                           "--json", check=0).stdout)
+    assert a["token_ids"] == b["token_ids"]  # the saved weights are the seeded ones
+    p = json.loads(fsc_cli("profile", "-r", ck, "--S", "16", "--B", "1", "--warmup", "0", "--repeats",
+                           "1", "--store", tmp_path / "st", "--json", check=0).stdout)
+    assert [x["status"] for x in p["points"]] == ["ok"] and p["points"][0]["recipe"] == "tiny_mamba"
