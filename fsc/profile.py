@@ -37,8 +37,9 @@ class SweepConfig:
     recipes: list[str]
     S: list[int]
     B: list[int]
-    G: int | None = None  # default: each recipe's block size
-    K: int | None = None  # default: G
+    G: list[int] | None = None  # default: each recipe's block size
+    K: list[int] | None = None  # default: K = G
+    mode: str | None = None  # "diffusion" | "ar"; default: ar for recipes with block size 1
     dtype: str | None = None  # default: each recipe's dtype
     backend: str = "auto"
     warmup: int = 2
@@ -177,6 +178,24 @@ class Sweep:
     def points(self) -> list[tuple[str, int, int]]:
         return [(r, S, B) for r in self.cfg.recipes for B in self.cfg.B for S in self.cfg.S]
 
+    def block_settings(self, recipe: Recipe) -> list[tuple[int, int]]:
+        """(G, K) pairs of a recipe: the --G and --steps lists, else its block size with K = G.
+
+        Autoregressive points are (1, 0): one fold per token both commits it and predicts the
+        next, so tokens/s = B / t_fold (the step is still timed)."""
+        if self.mode(recipe) == "ar":
+            return [(1, 0)]
+        return [(G, K or G) for G in (self.cfg.G or [recipe.block_size]) for K in (self.cfg.K or [None])]
+
+    def mode(self, recipe: Recipe) -> str:
+        if self.cfg.mode is not None:
+            return self.cfg.mode
+        return "ar" if recipe.block_size == 1 and self.cfg.G is None else "diffusion"
+
+    def size(self, recipes: dict[str, Recipe]) -> int:
+        """Number of points (rows) the sweep will record."""
+        return sum(len(self.block_settings(recipes[ref])) for ref, _, _ in self.points())
+
     def run(self) -> list[dict]:
         rows = []
         models: dict[str, tuple] = {}
@@ -187,10 +206,11 @@ class Sweep:
                     torch.cuda.empty_cache()
                 models[ref] = self._load(ref)
             recipe, model = models[ref]
-            row = self._point(recipe, model, S, B)
-            self.on_point(row)
-            rows.append(row)
-            self.on_progress(row)
+            for G, K in self.block_settings(recipe):
+                row = self._point(recipe, model, S, B, G, K)
+                self.on_point(row)
+                rows.append(row)
+                self.on_progress(row)
         return rows
 
     def _load(self, ref: str):
@@ -200,9 +220,7 @@ class Sweep:
         recipe = load_source_recipe(ref)
         return recipe, build_model(recipe, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype).eval()
 
-    def _point(self, recipe: Recipe, model, S: int, B: int) -> dict:
-        G = self.cfg.G or recipe.block_size
-        K = self.cfg.K or G
+    def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> dict:
         dtype = self.cfg.dtype or recipe.dtype
         ran_as = recipe_as(recipe, dtype)
         if self.spec:

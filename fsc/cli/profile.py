@@ -63,8 +63,12 @@ def profile(
     ] = None,
     S: Annotated[str | None, typer.Option("--S", help="Context lengths, e.g. 1024,4096 or 4k,256k.")] = None,
     B: Annotated[str | None, typer.Option("--B", help="Batch sizes, e.g. 1,4.")] = None,
-    G: Annotated[int | None, typer.Option("--G", help="Block size G (default: each recipe's).")] = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="Denoising steps K per block (default G).")] = None,
+    G: Annotated[str | None, typer.Option("--G", help="Block sizes G, e.g. 1,8,32 (default: each recipe's).")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", help="Denoising steps K per block, e.g. 1,4 (default: G).")] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="diffusion or ar (G 1, K 0: tokens/s = B / fold). "
+                                 "Default: ar for recipes whose block size is 1.")
+    ] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16, fp16 or fp32 (default: recipe's).")] = None,
     backend: BackendOpt = "auto",
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed step+fold pairs per point.")] = 2,
@@ -98,6 +102,10 @@ def profile(
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {device}: no CUDA device is available")
+    if mode is not None and mode not in ("diffusion", "ar"):
+        raise UsageError(f"--mode {mode!r} is not one of diffusion, ar")
+    if mode == "ar" and (G or steps):
+        raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop --G and --steps")
     if dtype is not None and dtype not in DTYPE_BYTES:
         raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     ops.use_backend(backend)
@@ -105,9 +113,6 @@ def profile(
     repeats = repeats or (10 if torch.device(device).type == "cuda" else 5)
     if warmup < 0 or repeats < 1:
         raise UsageError("need --warmup >= 0 and --repeats >= 1")
-    for name, v in (("--G", G), ("--steps", steps)):
-        if v is not None and v < 1:
-            raise UsageError(f"{name} {v} must be at least 1")
     d_recipes, d_S, d_B = default_sweep(device)
     recipes = recipe or d_recipes
     loaded = {r: load_source_recipe(r) for r in recipes}  # validate every recipe before starting
@@ -120,7 +125,8 @@ def profile(
                           peak_flops=spec.peak_flops if spec else float("inf"))
     cfg = SweepConfig(
         recipes=recipes, S=parse_sizes(S, "--S", 0) if S else d_S,
-        B=parse_sizes(B, "--B", 1) if B else d_B, G=G, K=steps, dtype=dtype, backend=backend,
+        B=parse_sizes(B, "--B", 1) if B else d_B, G=parse_sizes(G, "--G", 1) if G else None,
+        K=parse_sizes(steps, "--steps", 1) if steps else None, mode=mode, dtype=dtype, backend=backend,
         warmup=warmup, repeats=repeats, device=device, seed=seed,
         memory_budget=parse_bytes(memory_budget) if memory_budget else None, spec=spec,
     )
@@ -136,7 +142,8 @@ def profile(
         point["mixer_backends"] = json.dumps(point.get("mixer_backends")) if point.get("mixer_backends") else None
         st.add_point(run_id, point, row.get("samples"))
 
-    rows = _run_with_progress(Sweep(cfg, record), len(recipes) * len(cfg.S) * len(cfg.B), run_id, st)
+    sweep = Sweep(cfg, record)
+    rows = _run_with_progress(sweep, sweep.size(loaded), run_id, st)
     if as_json:
         print_json({"run_id": run_id, "store": str(st.file),
                     "points": [{k: v for k, v in r.items() if k not in ("samples", "traceback")}
@@ -180,42 +187,48 @@ def _baseline(rows: list[dict]) -> str:
 
 
 def compare(rows: list[dict]) -> list[dict]:
-    """At each (S, B): latency ×, memory × and throughput × of every recipe versus the baseline."""
+    """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
+    baseline (× > 1: better than the baseline)."""
     if not rows:
         return []
     base_name = _baseline(rows)
-    ok = {(r["recipe"], r["S"], r["B"]): r for r in rows if r["status"] == "ok"}
+
+    def key(r):
+        return r["S"], r["B"], r["G"], r["K"]
+
+    by = {(r["recipe"], *key(r)): r for r in rows}
     result = []
-    for (name, S, B), r in ok.items():
-        if name == base_name:
+    for r in rows:
+        if r["recipe"] == base_name or r["status"] != "ok":
             continue
-        base = ok.get((base_name, S, B))
+        base = by.get((base_name, *key(r)))
+        ok = base is not None and base["status"] == "ok"
         result.append({
-            "S": S, "B": B, "recipe": name, "baseline": base_name,
-            "latency_x": base["step_ms"] / r["step_ms"] if base else None,
-            "memory_x": base["peak_bytes"] / r["peak_bytes"] if base else None,
-            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if base else None,
-            "baseline_status": "ok" if base else next(
-                (x["status"] for x in rows if (x["recipe"], x["S"], x["B"]) == (base_name, S, B)), "-"),
+            "S": r["S"], "B": r["B"], "G": r["G"], "K": r["K"], "recipe": r["recipe"],
+            "baseline": base_name,
+            "latency_x": base["step_ms"] / r["step_ms"] if ok else None,
+            "memory_x": base["peak_bytes"] / r["peak_bytes"] if ok else None,
+            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if ok else None,
+            "baseline_status": base["status"] if base else "-",
         })
-    return sorted(result, key=lambda c: (c["B"], c["S"], c["recipe"]))
+    return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))
 
 
 def _render(rows: list[dict], run_id: str, store_file: str) -> None:
     from rich.table import Table
 
-    gk = sorted({(r["G"], r["K"], r["dtype"], r["device"]) for r in rows})
-    t = Table(title=f"profile {run_id}: " + "; ".join(f"G {g}, K {k}, {d} on {dev}" for g, k, d, dev in gk))
-    for col in ("recipe", "S", "B", "step ms", "p10–p90", "fold ms", "tok/s", "peak", "cache", "GB/s",
-                "floor ms", "roofline"):
+    t = Table(title=f"profile {run_id}: " + ", ".join(sorted({f"{r['dtype']} on {r['device']}" for r in rows})))
+    cols = ["recipe", "S", "B", "G", "K", "step ms", "p10–p90", "fold ms", "tok/s", "peak", "cache",
+            "GB/s", "floor ms", "roofline"]
+    for col in cols:
         t.add_column(col, justify="left" if col == "recipe" else "right")
     for r in rows:
+        head = [r["recipe"], str(r["S"]), str(r["B"]), str(r["G"]), str(r["K"])]
         if r["status"] != "ok":
-            t.add_row(r["recipe"], str(r["S"]), str(r["B"]), f"[red]{r['status']}", "", "", "", "",
-                      fmt_bytes(r["cache_bytes"]), "", "", "")
+            t.add_row(*head, f"[red]{r['status']}", "", "", "", "", fmt_bytes(r["cache_bytes"]), "", "", "")
             continue
         t.add_row(
-            r["recipe"], str(r["S"]), str(r["B"]), f"{r['step_ms']:.3f}",
+            *head, f"{r['step_ms']:.3f}",
             f"{r['step_ms_p10']:.2f}–{r['step_ms_p90']:.2f}", f"{r['fold_ms']:.3f}",
             f"{r['tokens_per_s']:.0f}", fmt_bytes(r.get("peak_bytes")), fmt_bytes(r["cache_bytes"]),
             f"{r['achieved_gbps']:.1f}" if r.get("achieved_gbps") else "-",
@@ -229,12 +242,12 @@ def _render(rows: list[dict], run_id: str, store_file: str) -> None:
     comp = compare(rows)
     if comp:
         c = Table(title=f"versus {comp[0]['baseline']} (× > 1: better than the baseline)")
-        for col in ("S", "B", "recipe", "latency ×", "memory ×", "throughput ×"):
+        for col in ("S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"):
             c.add_column(col, justify="left" if col == "recipe" else "right")
         for x in comp:
             cells = [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
                      for k in ("latency_x", "memory_x", "throughput_x")]
-            c.add_row(str(x["S"]), str(x["B"]), x["recipe"], *cells)
+            c.add_row(str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"], *cells)
         out.print(c)
     failed = [r for r in rows if r["status"] == "error"]
     for r in failed:

@@ -42,7 +42,7 @@ _POINT_AXES = {
     "S": "Context length: finished tokens held in the cache.",
     "B": "Batch: sequences decoded together.",
     "G": "Block size: tokens generated per block (1 = autoregressive).",
-    "K": "Denoising steps per block.",
+    "K": "Denoising steps per block (0: autoregressive, where one fold per token predicts the next).",
     "dtype": "Weight and activation dtype (bf16, fp16, fp32).",
     "backend": "Kernel backend asked for (auto, torch, triton).",
 }

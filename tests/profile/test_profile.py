@@ -102,3 +102,24 @@ def test_sigkill_keeps_finished_points(tmp_path):
     assert rows[0]["n"] >= n
     runs = json.loads(_fsc("runs", "--json", store=tmp_path).stdout)
     assert runs[0]["status"] != "finished"
+
+
+def test_sweep_over_block_sizes_and_steps(tmp_path):
+    res = _fsc("profile", "-r", "tiny_attn", "-r", "tiny_linear", "--S", "32", "--B", "1", "--G", "1,4",
+               "--steps", "1,2", "--warmup", "0", "--repeats", "1", "--json", store=tmp_path)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert sorted((p["recipe"], p["G"], p["K"]) for p in doc["points"]) == sorted(
+        (r, g, k) for r in ("tiny_attn", "tiny_linear") for g in (1, 4) for k in (1, 2))
+    assert {(c["G"], c["K"]) for c in doc["comparison"]} == {(1, 1), (1, 2), (4, 1), (4, 2)}
+
+
+def test_autoregressive_points(tmp_path):
+    res = _fsc("profile", "-r", "tiny_attn", "--mode", "ar", "--S", "32", "--B", "2", "--warmup", "0",
+               "--repeats", "2", "--json", store=tmp_path)
+    assert res.returncode == 0, res.stderr
+    [p] = json.loads(res.stdout)["points"]
+    assert (p["G"], p["K"]) == (1, 0)
+    assert p["tokens_per_s"] == pytest.approx(2 / (p["fold_ms"] / 1e3))
+    res = _fsc("profile", "-r", "tiny_attn", "--mode", "ar", "--G", "4", store=tmp_path)
+    assert res.returncode == 2 and "drop --G" in res.stderr
