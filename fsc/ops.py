@@ -44,10 +44,6 @@ def use_backend(name: str) -> None:
     _backend = name
 
 
-def current_backend() -> str:
-    return _backend
-
-
 @contextmanager
 def backend(name: str):
     old = _backend

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -38,7 +38,6 @@ class ModelCache:
     block_size: int
     batch: int
     length: int = 0
-    meta: dict = field(default_factory=dict)
 
     def nbytes(self) -> dict[str, int]:
         kv = sum(c.nbytes() for c in self.layers if c.growing)
