@@ -90,3 +90,25 @@ def torch_threads() -> int:
         raise UsageError(f"FSC_THREADS={raw!r} must be a positive integer")
     torch.set_num_threads(n)
     return n
+
+
+def torch_device(text: str) -> str:
+    """Validate --device: 'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:N'."""
+    import torch
+
+    from fsc.errors import UsageError
+
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise UsageError(f"--device {text!r} is not a device (auto, cpu, cuda or cuda:N)") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {text!r}: fsc runs on cpu or cuda")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {text}: no CUDA device is available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
+    return str(dev)

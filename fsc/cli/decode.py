@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import BackendOpt, JsonOpt, SeedOpt, out, print_json, torch_threads
+from fsc.cli.common import (
+    BackendOpt,
+    JsonOpt,
+    SeedOpt,
+    out,
+    print_json,
+    torch_device,
+    torch_threads,
+)
 
 
 def decode(
@@ -36,7 +44,7 @@ def decode(
         Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory.")
     ] = None,
     backend: BackendOpt = "auto",
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     as_json: JsonOpt = False,
 ) -> None:
     """Generate text; prints it with tokens, blocks, forward passes and tokens/s."""
@@ -47,11 +55,12 @@ def decode(
 
     ops.use_backend(backend)
     torch_threads()
+    device = torch_device(device)
     tok = load_tokenizer(tokenizer)
     recipe, model = load_model(source, device=device, seed=seed)
     mode = mode or ("ar" if recipe.block_size == 1 else "diffusion")
-    g = G or recipe.block_size
-    cfg = DecodeConfig(length=length, G=g, steps=steps or g, mode=mode, temperature=temperature,
+    g = recipe.block_size if G is None else G
+    cfg = DecodeConfig(length=length, G=g, steps=g if steps is None else steps, mode=mode, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
     bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
     res = generate(model, tok, bos + tok.encode(prompt), cfg, device=device)

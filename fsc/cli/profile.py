@@ -17,6 +17,7 @@ from fsc.cli.common import (
     out,
     print_json,
     store_dir,
+    torch_device,
     torch_threads,
 )
 from fsc.errors import UsageError
@@ -98,10 +99,7 @@ def profile(
     from fsc.source import load_source_recipe
     from fsc.store import Store
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {device}: no CUDA device is available")
+    device = torch_device(device)
     if mode is not None and mode not in ("diffusion", "ar"):
         raise UsageError(f"--mode {mode!r} is not one of diffusion, ar")
     if mode == "ar" and (G or steps):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import BackendOpt, JsonOpt, out, print_json, torch_threads
+from fsc.cli.common import BackendOpt, JsonOpt, out, print_json, torch_device, torch_threads
 
 
 def verify(
@@ -17,7 +17,7 @@ def verify(
     blocks: Annotated[int, typer.Option("--blocks", help="Blocks decoded.")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of weights and inputs.")] = 0,
     backend: BackendOpt = "auto",
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, ...")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     as_json: JsonOpt = False,
 ) -> None:
     """Check exactness on this machine; exits 1 when the cached path is not exact."""
@@ -32,6 +32,7 @@ def verify(
         raise UsageError("need --B >= 1 and --blocks >= 2")
     ops.use_backend(backend)
     torch_threads()
+    device = torch_device(device)
     report = run_verify(load_source_recipe(source), G=G, B=B, n_blocks=blocks, seed=seed, device=device,
                         checkpoint=Path(source) if is_checkpoint(source) else None)
     report["backends"] = dict(ops.ran)

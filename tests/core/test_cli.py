@@ -69,6 +69,10 @@ def test_verify_reduces_large_recipes(fsc_cli):
     (["verify", "tiny_attn", "--G", "1"], "needs G > 1"),
     (["decode", "nope_recipe"], "no such recipe"),
     (["decode", "tiny_attn", "--backend", "cuda"], "backend 'cuda'"),
+    (["decode", "tiny_attn", "--device", "banana"], "is not a device"),
+    (["verify", "tiny_attn", "--device", "cuda:7"], "--device cuda:7"),
+    (["decode", "tiny_attn", "--G", "0"], "G 0 must be at least 1"),
+    (["decode", "tiny_attn", "--steps", "0"], "steps 0"),
 ])
 def test_bad_arguments_are_one_line(fsc_cli, args, msg):
     res = fsc_cli(*args)
