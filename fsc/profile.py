@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import torch
 
 from fsc import ops
-from fsc.costmodel import DeviceSpec, device_spec, memory, pass_cost, predict_point
+from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
@@ -205,20 +205,42 @@ class Sweep:
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 models[ref] = self._load(ref)
-            recipe, model = models[ref]
+            recipe, model, reason = models[ref]
             for G, K in self.block_settings(recipe):
-                row = self._point(recipe, model, S, B, G, K)
+                if model is None:
+                    row = self._skipped(recipe, S, B, G, K, reason)
+                else:
+                    row = self._point(recipe, model, S, B, G, K)
                 self.on_point(row)
                 rows.append(row)
                 self.on_progress(row)
         return rows
 
+    def _budget(self) -> int:
+        return self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
+
+    def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> dict:
+        """The row of a point whose model could not be built (its weights do not fit)."""
+        dtype = self.cfg.dtype or recipe.dtype
+        mem = memory(recipe_as(recipe, dtype), S, B, G)
+        return {"recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
+                "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
+                "device": str(self.device), "status": "oom", "error": reason,
+                "weight_bytes": mem["weight_bytes"], "cache_bytes": cache_bytes(recipe, B, S)["total_bytes"],
+                "predicted_total_bytes": mem["total_bytes"], "started_at": _now(), "ended_at": _now()}
+
     def _load(self, ref: str):
+        """(recipe, model, None), or (recipe, None, reason) when the weights would not fit."""
+        recipe = load_source_recipe(ref)
+        weights = memory(recipe_as(recipe, self.cfg.dtype or recipe.dtype), 0, 1, 1)["weight_bytes"]
+        budget = self._budget()
+        if weights > budget:
+            return recipe, None, f"weights need {weights} bytes, {budget} bytes free"
         dtype = TORCH_DTYPES[self.cfg.dtype] if self.cfg.dtype else None
         if is_checkpoint(ref):
-            return load_model(ref, device=self.cfg.device, dtype=dtype)
-        recipe = load_source_recipe(ref)
-        return recipe, build_model(recipe, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype).eval()
+            return (*load_model(ref, device=self.cfg.device, dtype=dtype), None)
+        model = build_model(recipe, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype).eval()
+        return recipe, model, None
 
     def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> dict:
         dtype = self.cfg.dtype or recipe.dtype
@@ -242,7 +264,7 @@ class Sweep:
         # and activations on top of them.
         mem = memory(ran_as, S, B, G)
         need = mem["total_bytes"] - mem["weight_bytes"]
-        budget = self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
+        budget = self._budget()
         if need > budget:
             row.update(status="oom", error=f"needs {need} bytes (cache and activations), "
                                            f"{budget} bytes free")

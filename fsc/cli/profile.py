@@ -247,9 +247,10 @@ def _render(rows: list[dict], run_id: str, store_file: str) -> None:
                      for k in ("latency_x", "memory_x", "throughput_x")]
             c.add_row(str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"], *cells)
         out.print(c)
-    failed = [r for r in rows if r["status"] == "error"]
-    for r in failed:
-        err.print(f"[red]error[/] {r['recipe']} S={r['S']} B={r['B']}: {r['error']}")
+    for r in rows:
+        if r["status"] != "ok":
+            err.print(f"[red]{r['status']}[/] {r['recipe']} S={r['S']} B={r['B']} G={r['G']} K={r['K']}: "
+                      f"{r['error']}", markup=True, highlight=False)
     out.print(f"[dim]{len(rows)} points recorded in {store_file} (run {run_id}); "
               f"query them with: fsc query \"select * from profile where run_id = '{run_id}'\"[/]")
 

@@ -123,3 +123,12 @@ def test_autoregressive_points(tmp_path):
     assert p["tokens_per_s"] == pytest.approx(2 / (p["fold_ms"] / 1e3))
     res = _fsc("profile", "-r", "tiny_attn", "--mode", "ar", "--G", "4", store=tmp_path)
     assert res.returncode == 2 and "drop --G" in res.stderr
+
+
+def test_weights_that_do_not_fit_are_never_built(tmp_path):
+    res = _fsc("profile", "-r", "attn_7b", "-r", "tiny_attn", "--S", "64", "--B", "1", "--warmup", "0",
+               "--repeats", "1", "--memory-budget", "1GiB", "--json", store=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stderr
+    status = {p["recipe"]: (p["status"], p.get("error") or "") for p in json.loads(res.stdout)["points"]}
+    assert status["tiny_attn"][0] == "ok"
+    assert status["attn_7b"][0] == "oom" and "weights need" in status["attn_7b"][1]
