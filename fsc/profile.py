@@ -22,7 +22,7 @@ from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cos
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
-from fsc.source import is_checkpoint, load_model, load_source_recipe
+from fsc.source import free_bytes, is_checkpoint, load_model, load_source_recipe
 
 CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
 CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
@@ -55,18 +55,6 @@ def default_sweep(device: str) -> tuple[list[str], list[int], list[int]]:
     if torch.device(device).type == "cuda":
         return GPU_DEFAULT_RECIPES, GPU_DEFAULT_S, GPU_DEFAULT_B
     return CPU_DEFAULT_RECIPES, CPU_DEFAULT_S, CPU_DEFAULT_B
-
-
-def free_bytes(device: torch.device) -> int:
-    """Memory a new point may use: free device memory, or MemAvailable on the CPU."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 2**63
 
 
 def _now() -> datetime:

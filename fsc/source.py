@@ -19,8 +19,40 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     return load_recipe(Path(ref) / CHECKPOINT_RECIPE if is_checkpoint(ref) else ref)
 
 
+def free_bytes(device) -> int:
+    """Memory new tensors may take: free device memory, or MemAvailable on the CPU."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2**63
+
+
+def check_weights_fit(recipe: Recipe, device, dtype=None) -> None:
+    """UsageError, before anything is allocated, when the weights cannot fit on `device`."""
+    from fsc.costmodel import memory
+    from fsc.errors import UsageError
+
+    name = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype))
+    as_run = recipe if name in (None, recipe.dtype) else recipe.model_copy(update={"dtype": name})
+    need, free = memory(as_run, 0, 1, 1)["weight_bytes"], free_bytes(device)
+    if need > free:
+        raise UsageError(f"{recipe.name}: its weights need {need / 2**30:.1f} GiB but {device} has "
+                         f"{free / 2**30:.1f} GiB free; try `fsc build` or `fsc estimate` instead")
+
+
 def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None):
     """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe."""
+    check_weights_fit(load_source_recipe(ref), device, dtype)
     if is_checkpoint(ref):
         from fsc.hub.checkpoint import load_checkpoint
 

@@ -91,3 +91,11 @@ def test_checkpoint_directory_wherever_a_recipe_goes(fsc_cli, tmp_path):
     p = json.loads(fsc_cli("profile", "-r", ck, "--S", "16", "--B", "1", "--warmup", "0", "--repeats",
                            "1", "--store", tmp_path / "st", "--json", check=0).stdout)
     assert [x["status"] for x in p["points"]] == ["ok"] and p["points"][0]["recipe"] == "tiny_mamba"
+
+
+def test_decode_refuses_weights_that_cannot_fit(fsc_cli, tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\nd_model: 16384\nn_layers: 200\nvocab_size: 256000\n"
+                   "layers: {default: attention}\nattention: {n_heads: 128}\n")
+    res = fsc_cli("decode", big, "--prompt", "hi")
+    assert res.returncode == 2 and "weights need" in res.stderr and "Traceback" not in res.stderr
