@@ -1,6 +1,6 @@
 """Each Triton kernel against its reference on fresh random inputs (`fsc verify --backend triton`).
 
-Small shapes (the dry-run shapes of fsc.gpucheck): on a GPU in bf16 against the fp32
+Small shapes (`SHAPES_DRY`, as `python -m fsc.gpucheck --dry-run` uses): on a GPU in bf16 against the fp32
 reference, on the CPU under the Triton interpreter in fp32. A new seed every call.
 """
 
@@ -9,14 +9,13 @@ from __future__ import annotations
 import secrets
 
 import torch
+from fsc.kernels.points import SHAPES_DRY, attention_points, state_points
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
 def check_kernels(device="cpu") -> list[dict]:
     """One row per kernel (and mode): op, mode, dtype, max relative error, ok."""
-    from fsc.gpucheck import SHAPES_DRY, attention_points, state_points
-
     device = torch.device(device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     seed = secrets.randbits(31)

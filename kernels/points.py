@@ -1,0 +1,161 @@
+"""Kernel inputs and byte counts shared by the GPU check and `fsc verify --backend triton`.
+
+Each `Point` is one op at one shape: how to run the Triton kernel and the torch reference on the
+same random inputs, the bytes the op must move, and (for attention and folds) an accuracy check
+of the kernel against the fp32 reference. No pydantic, duckdb or yaml: the GPU image lacks them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The 3B backbones (recipes/attn_3b.yaml, mamba_3b.yaml): d_model 2560, 20 heads × 128, Mamba
+# d_inner 5120 = 80 heads × 64, N 128, conv width 4, G 32. Linear and GLA use 20 heads × 128.
+SHAPES_3B = {"G": 32, "heads": 20, "kv_heads": 20, "head_dim": 128, "m_heads": 80,
+             "m_head_dim": 64, "d_state": 128, "d_conv": 4, "conv_dim": 5120 + 2 * 128}
+SHAPES_DRY = {"G": 4, "heads": 4, "kv_heads": 2, "head_dim": 16, "m_heads": 2, "m_head_dim": 16,
+              "d_state": 16, "d_conv": 4, "conv_dim": 48}
+
+
+@dataclass
+class Point:
+    """One op at one shape: how to run the kernel and its competitors, and what it must move."""
+
+    op: str
+    mode: str  # "step" (state read only) or "fold" (new state written)
+    B: int
+    S: int | None
+    bytes: int
+    triton: Callable[[], object]
+    torch: Callable[[], object]
+    sdpa: Callable[[], object] | None = None
+    accuracy: Callable[[], dict] | None = None  # -> {"rel_err": .., "state_rel_err": ..}
+
+
+# -- inputs and byte counts ------------------------------------------------------------------
+def _rel(out, ref) -> float:
+    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30)).item()
+
+
+def _upcast(args):
+    import torch
+
+    return [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+
+def _accuracy(kernel, ref, args, call=None, states=()):
+    """bf16 kernel vs the fp32 reference on the same (upcast) inputs; with `states` (indices
+    into args) as a fold, comparing the new states too."""
+    import torch
+
+    call = call or (lambda f, a, new: f(*a, *new))
+    got_new = [torch.empty_like(args[i]) for i in states]
+    want_new = [torch.empty_like(args[i], dtype=torch.float32) for i in states]
+    got, want = call(kernel, args, got_new), call(ref, _upcast(args), want_new)
+    errs = {"rel_err": _rel(got, want)}
+    if states:
+        errs["state_rel_err"] = max(_rel(g, w) for g, w in zip(got_new, want_new))
+    return errs
+
+
+def attention_points(B, S, sh, dtype, device, gen):
+    import torch
+    import torch.nn.functional as F
+    from fsc.kernels.attention.reference import block_attention_ref
+    from fsc.kernels.attention.triton import block_attention
+
+    G, H, Hkv, D = sh["G"], sh["heads"], sh["kv_heads"], sh["head_dim"]
+    e = torch.empty((), dtype=dtype).element_size()
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, device=device, dtype=dtype)
+
+    q, kc, vc = rnd(B, G, H, D), rnd(B, S + G, Hkv, D), rnd(B, S + G, Hkv, D)
+    kb, vb = rnd(B, G, Hkv, D), rnd(B, G, Hkv, D)
+    args = (q, kc, vc, kb, vb, S, 1 / math.sqrt(D))
+    k_all = torch.cat([kc[:, :S], kb], 1).transpose(1, 2)  # (B, Hkv, S+G, D), built once
+    v_all = torch.cat([vc[:, :S], vb], 1).transpose(1, 2)
+    qt = q.transpose(1, 2)
+    gqa = {"enable_gqa": True} if H != Hkv else {}
+
+    def accuracy():  # one sequence at a time: the fp32 reference of B = 8 at 256k is large
+        errs = [_accuracy(block_attention, block_attention_ref,
+                          (q[b:b + 1], kc[b:b + 1], vc[b:b + 1], kb[b:b + 1], vb[b:b + 1], S,
+                           args[-1]))["rel_err"] for b in range(B)]
+        return {"rel_err": max(errs)}
+
+    return [Point("block_attention", "step", B, S,
+                  bytes=B * e * (2 * (S + G) * Hkv * D + 2 * G * H * D),
+                  triton=lambda: block_attention(*args), torch=lambda: block_attention_ref(*args),
+                  sdpa=lambda: F.scaled_dot_product_attention(qt, k_all, v_all, scale=args[-1], **gqa),
+                  accuracy=accuracy)]
+
+
+def state_points(B, sh, dtype, device, gen):
+    """Conv, Mamba, linear and GLA at one batch size, each as a step and as a fold."""
+    import torch
+    import torch.nn.functional as F
+    from fsc.kernels.conv.reference import causal_conv_block_ref
+    from fsc.kernels.conv.triton import causal_conv_block
+    from fsc.kernels.gla.reference import gla_block_ref
+    from fsc.kernels.gla.triton import gla_block
+    from fsc.kernels.linear.reference import linear_block_ref
+    from fsc.kernels.linear.triton import linear_block
+    from fsc.kernels.mamba.reference import mamba_block_scan_ref
+    from fsc.kernels.mamba.triton import mamba_block_scan
+
+    f32 = torch.float32
+    e = torch.empty((), dtype=dtype).element_size()
+    G, H, D = sh["G"], sh["heads"], sh["head_dim"]
+    Hm, P, N, W, Cc = sh["m_heads"], sh["m_head_dim"], sh["d_state"], sh["d_conv"], sh["conv_dim"]
+
+    def rnd(*shape, dt=dtype, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device=device, dtype=f32) * scale).to(dt)
+
+    def plain(f, a, new):
+        return f(*a, *new)
+
+    specs = {
+        # name: (kernel, reference, inputs, how to call, indices of the states a fold rewrites,
+        #        output elements)
+        "causal_conv_block": (
+            causal_conv_block, causal_conv_block_ref,
+            (rnd(B, G, Cc), rnd(B, Cc, W - 1, dt=f32), rnd(Cc, W, scale=0.5), rnd(Cc, scale=0.1)),
+            plain, (1,), B * G * Cc),
+        "mamba_block_scan": (
+            mamba_block_scan, mamba_block_scan_ref,
+            (rnd(B, G, Hm, P), rnd(B, G, Hm), rnd(Hm, dt=f32, scale=0.5) - 4.0,
+             -torch.exp(rnd(Hm, dt=f32)), rnd(B, G, N), rnd(B, G, N), rnd(Hm, dt=f32),
+             rnd(B, G, Hm, P), rnd(B, Hm, P, N, dt=f32, scale=0.5)),
+            plain, (8,), B * G * Hm * P),
+        "linear_block": (
+            linear_block, linear_block_ref,
+            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, H, D, D, dt=f32),
+             torch.rand(B, H, D, generator=gen, device=device) * 100 + 1),
+            lambda f, a, new: f(*a, "elu1", 1e-6, *new), (3, 4), B * G * H * D),
+        "gla_block": (
+            gla_block, gla_block_ref,
+            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D),
+             F.logsigmoid(rnd(B, G, H, D, dt=f32)) / 16, rnd(B, H, D, D, dt=f32, scale=0.5)),
+            lambda f, a, new: f(*a, 1 / math.sqrt(D), *new), (4,), B * G * H * D),
+    }
+    points = []
+    for name, (kernel, ref, args, call, states, out_elems) in specs.items():
+        read = sum(_nbytes(a) for a in args)  # every input once (states included)
+        out = out_elems * e
+        written = sum(_nbytes(args[i]) for i in states)
+        new = [torch.empty_like(args[i]) for i in states]
+        for mode, outs, extra in (("step", [], 0), ("fold", new, written)):
+            points.append(Point(
+                name, mode, B, None, read + out + extra,
+                triton=lambda k=kernel, a=args, c=call, o=outs: c(k, a, o),
+                torch=lambda r=ref, a=args, c=call, o=outs: c(r, a, o),
+                accuracy=None if mode == "step" else
+                (lambda k=kernel, r=ref, a=args, c=call, st=states: _accuracy(k, r, a, c, st))))
+    return points
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
