@@ -31,7 +31,10 @@ gpu-check:
 	@if ls .whl/*.whl >/dev/null 2>&1; then \
 	  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE) python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
-	PYTHONPATH=$(GPU_SITE) python3 -m fsc.gpucheck
+	export PYTHONPATH=$(GPU_SITE) TRITON_INTERPRET=0; \
+	  python3 -m fsc.gpucheck; check=$$?; \
+	  python3 -m pytest -q -m gpu -o addopts="" tests/gpu; tests=$$?; \
+	  exit $$((check || tests))
 
 # Here, before a device run: the cp312 wheels the GPU image lacks (pydantic, duckdb).
 GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 duckdb==2.0.1

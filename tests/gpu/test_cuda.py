@@ -1,0 +1,58 @@
+"""Checks that need a CUDA device: run by `make gpu-check` (pytest -m gpu), skipped elsewhere."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                       reason="run with TRITON_INTERPRET=0 to compile for the GPU"),
+]
+
+
+def test_every_kernel_matches_its_reference_in_bf16():
+    from fsc.kernels.selfcheck import check_kernels
+
+    rows = check_kernels("cuda")
+    assert {r["op"].split(" ")[0] for r in rows} == {
+        "block_attention", "causal_conv_block", "mamba_block_scan", "linear_block", "gla_block"}
+    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_linear", "tiny_gla"])
+@torch.no_grad()
+def test_triton_backend_decodes_like_the_reference(name):
+    from fsc import ops
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe(name), device="cuda", seed=1).eval()
+    tokens = torch.randint(0, 256, (2, 12), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    logits = {}
+    for backend in ("torch", "triton"):
+        with ops.backend(backend):
+            cache = model.synthetic_cache(2, 300, "cuda", seed=3, block_size=4)
+            out = []
+            for b in range(3):
+                blk = tokens[:, 4 * b : 4 * b + 4]
+                out.append(model(blk, cache))
+                model.fold(blk, cache)
+            logits[backend] = torch.cat(out, 1)
+    torch.testing.assert_close(logits["triton"], logits["torch"], rtol=1e-3, atol=1e-3)
+
+
+def test_profile_on_cuda_records_triton_backends(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "fsc", "profile", "-r", "tiny_hybrid", "--S", "4096",
+                          "--B", "2", "--device", "cuda", "--store", str(tmp_path), "--json"],
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    [point] = json.loads(res.stdout)["points"]
+    assert point["status"] == "ok"
+    assert point["mixer_backends"] == {"mamba": "triton", "attention": "triton"}
+    assert point["peak_bytes"] >= point["cache_bytes"]
