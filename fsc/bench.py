@@ -1,11 +1,12 @@
 """Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
 the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
 
-    python -m fsc.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps]
+    python -m fsc.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads]
 
 1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
 2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
-3. step time against S for every tiny backbone (a profile sweep recorded in the same store).
+3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
+4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine.
 """
 
 from __future__ import annotations
@@ -82,11 +83,52 @@ def steps(record, store: Path) -> None:
     out.print(t)
 
 
+def threads(record) -> None:
+    """A tiny_hybrid forward (68 tokens) with 1 and 2 torch threads, idle and beside two
+    busy processes (what a shared 2-core machine looks like): why FSC_THREADS defaults to 1."""
+    import torch
+
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe("tiny_hybrid")).eval()
+    tokens = torch.randint(0, 256, (1, 68), generator=torch.Generator().manual_seed(0))
+
+    def median_ms(n: int) -> float:
+        torch.set_num_threads(n)
+        times = []
+        with torch.no_grad():
+            for _ in range(15):
+                t0 = time.perf_counter()
+                model.forward_blockwise(tokens)
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times[3:])
+
+    t = Table(title="tiny_hybrid forward_blockwise, 68 tokens (median ms)")
+    for col in ("torch threads", "idle", "2 busy processes"):
+        t.add_column(col, justify="right")
+    results = {n: [median_ms(n)] for n in (1, 2)}
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        for n in (1, 2):
+            results[n].append(median_ms(n))
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    for n, (idle, loaded) in results.items():
+        record("threads.forward_ms", idle, "ms", {"threads": n, "busy_processes": 0})
+        record("threads.forward_ms", loaded, "ms", {"threads": n, "busy_processes": 2})
+        t.add_row(str(n), f"{idle:.1f}", f"{loaded:.1f}")
+    out.print(t)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
     ap.add_argument("--store", type=Path, default=None)
-    ap.add_argument("--skip", default="", help="comma list of: startup, decode, steps")
+    ap.add_argument("--skip", default="", help="comma list of: startup, decode, steps, threads")
     a = ap.parse_args(argv)
     from fsc.provenance import environment
     from fsc.store import Store
@@ -108,6 +150,8 @@ def main(argv=None) -> None:
             decode(record, [int(x) for x in a.lengths.split(",")])
         if "steps" not in skip:
             steps(record, st.dir)
+        if "threads" not in skip:
+            threads(record)
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise
