@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import typing
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -296,13 +297,27 @@ class Recipe(_Strict):
         return Recipe.model_validate(data)
 
 
+def _allowed_keys(loc: tuple) -> list[str]:
+    """Field names of the schema section at `loc` (e.g. ('mamba',) -> MambaCfg's fields)."""
+    model: type[BaseModel] | None = Recipe
+    for part in loc:
+        field = model.model_fields.get(part) if model is not None and isinstance(part, str) else None
+        if field is None:
+            return []
+        model = next((a for a in typing.get_args(field.annotation) or (field.annotation,)
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return list(model.model_fields) if model is not None else []
+
+
 def _format_error(source: str, err: ValidationError) -> str:
     e = err.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in e["loc"])
     msg = e["msg"].removeprefix("Value error, ")
     where = f"{source}: {loc}: " if loc else f"{source}: "
     if e["type"] == "extra_forbidden":
-        return f"{where}unknown key (value {e['input']!r}); check the spelling against DESIGN of recipes"
+        allowed = _allowed_keys(e["loc"][:-1])
+        hint = f"; allowed here: {', '.join(allowed)}" if allowed else ""
+        return f"{where}unknown key{hint}"
     if e["type"] == "missing":
         return f"{where}required field is missing"
     if e["type"].startswith(("literal_error", "enum")):

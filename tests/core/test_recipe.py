@@ -70,7 +70,8 @@ def test_hash_ignores_comments_and_key_order(tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     (BASE + "layers: {default: mamba}\nbogus: 1\n", "bogus: unknown key"),
-    (BASE + "layers: {default: mamba}\nmamba: {d_stat: 4}\n", "mamba.d_stat: unknown key"),
+    (BASE + "layers: {default: mamba}\nmamba: {d_stat: 4}\n",
+     "mamba.d_stat: unknown key; allowed here: d_state, expand, d_conv, head_dim"),
     (BASE + "layers: [default: mamba\n", "YAML syntax error at line"),
     (BASE.replace("d_model: 64", "d_model: sixty") + "layers: {default: mamba}\n", "d_model"),
     (BASE + "layers: {default: mamba, attention: {positions: [2, 5]}}\nattention: {n_heads: 4}\n",
