@@ -181,7 +181,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     stats = {
         "mode": cfg.mode,
         "G": G,
-        "K": 1 if cfg.mode == "ar" else cfg.steps,
+        "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
         "cached": cfg.use_cache,
         "prompt_tokens": len(prompt_ids),
         "tokens": len(out),

@@ -73,9 +73,10 @@ def decode(
     out.print(prompt, end="", markup=False, highlight=False)
     out.print(text, style="bold", markup=False, highlight=False)
     s = res.stats
+    steps_part = f", K {s['K']}" if s["K"] else ""
     out.print(
         f"[dim]{s['tokens']} tokens, {s['blocks']} blocks, {s['forward_passes']} forward passes, "
-        f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}, K {s['K']}, "
+        f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
         f"{'cached' if s['cached'] else 'no cache'})[/]"
     )
 
