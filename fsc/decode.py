@@ -89,9 +89,9 @@ class _Runner:
         self.blocks: list[int] = []
         self.passes = 0
         self.cache = model.empty_cache(1, capacity, device, block_size=G) if use_cache else None
-        self.last_logits = None
+        self.last_logits = None  # of the last fold: in AR mode they predict the next token
         for start in range(0, len(ids), G):
-            self.last_logits = self.commit(ids[start : start + G])
+            self.commit(ids[start : start + G])
 
     def _t(self, ids):
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -104,16 +104,13 @@ class _Runner:
         logits = self.model.forward_blockwise(self._t(self.ids + block), self.blocks + [len(block)])
         return logits[0, -len(block) :].float().cpu()
 
-    def commit(self, block: list[int]):
-        """Fold the finished block; returns its logits (used by the AR path)."""
+    def commit(self, block: list[int]) -> None:
+        """Fold the finished block (the uncached path recomputes the prefix at the next step)."""
         if self.use_cache:
             self.passes += 1
-            logits = self.model.fold(self._t(block), self.cache)[0].float().cpu()
-        else:
-            logits = None  # the uncached path recomputes the prefix at the next step
+            self.last_logits = self.model.fold(self._t(block), self.cache)[0].float().cpu()
         self.ids += block
         self.blocks.append(len(block))
-        return logits
 
     def ar_logits(self):
         """Logits [V] predicting the next token after everything committed."""
@@ -154,7 +151,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         if cfg.mode == "ar":
             tok, _ = pick(run.ar_logits()[None])
             block = [int(tok[0])]
-            run.last_logits = run.commit(block)
+            run.commit(block)
         else:
             g = min(G, cfg.length - len(out))
             block = [tokenizer.mask_id] * g

@@ -19,6 +19,10 @@ class UsageError(FscError):
     exit_code = 2
 
 
+class WeightsDoNotFit(UsageError):
+    """A model's weights would not fit in the memory left on its device."""
+
+
 class StoreError(FscError):
     """The DuckDB store could not be opened, migrated, read or written."""
 

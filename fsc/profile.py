@@ -19,10 +19,10 @@ import torch
 
 from fsc import ops
 from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
+from fsc.errors import WeightsDoNotFit
 from fsc.model.layers import TORCH_DTYPES
-from fsc.model.lm import build_model
 from fsc.recipe import Recipe
-from fsc.source import free_bytes, is_checkpoint, load_model, load_source_recipe
+from fsc.source import free_bytes, load_model, load_source_recipe
 
 CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
 CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
@@ -119,12 +119,10 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         fold()
     steps = [timer(step) for _ in range(cfg.repeats)]
     folds = [timer(fold) for _ in range(cfg.repeats)]
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    cache_bytes = cache.nbytes()["total_bytes"]
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device))
     else:  # no allocator statistics on the CPU: the tensors this point holds
-        peak = weight_bytes + cache_bytes
+        peak = sum(p.numel() * p.element_size() for p in model.parameters()) + cache.nbytes()["total_bytes"]
     t_step, t_fold = statistics.median(steps), statistics.median(folds)
     return {
         "step_ms": t_step,
@@ -135,8 +133,6 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         "fold_ms_p90": _percentile(folds, 0.9),
         "tokens_per_s": B * G / ((K * t_step + t_fold) / 1e3),
         "peak_bytes": peak,
-        "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
-        "weight_bytes": weight_bytes,
         "mixer_backends": _mixer_backends(model),
         "samples": {"step": steps, "fold": folds},
     }
@@ -210,7 +206,7 @@ class Sweep:
     def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> dict:
         """The row of a point whose model could not be built (its weights do not fit)."""
         dtype = self.cfg.dtype or recipe.dtype
-        mem = memory(recipe_as(recipe, dtype), S, B, G)
+        mem = memory(recipe.with_dtype(dtype), S, B, G)
         return {"recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
                 "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
                 "device": str(self.device), "status": "oom", "error": reason,
@@ -219,20 +215,17 @@ class Sweep:
 
     def _load(self, ref: str):
         """(recipe, model, None), or (recipe, None, reason) when the weights would not fit."""
-        recipe = load_source_recipe(ref)
-        weights = memory(recipe_as(recipe, self.cfg.dtype or recipe.dtype), 0, 1, 1)["weight_bytes"]
-        budget = self._budget()
-        if weights > budget:
-            return recipe, None, f"weights need {weights} bytes, {budget} bytes free"
         dtype = TORCH_DTYPES[self.cfg.dtype] if self.cfg.dtype else None
-        if is_checkpoint(ref):
-            return (*load_model(ref, device=self.cfg.device, dtype=dtype), None)
-        model = build_model(recipe, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype).eval()
+        try:
+            recipe, model = load_model(ref, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype,
+                                       budget=self._budget())
+        except WeightsDoNotFit as e:
+            return load_source_recipe(ref), None, str(e)
         return recipe, model, None
 
     def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> dict:
         dtype = self.cfg.dtype or recipe.dtype
-        ran_as = recipe_as(recipe, dtype)
+        ran_as = recipe.with_dtype(dtype)
         if self.spec:
             pred = predict_point(ran_as, S, B, G, K, self.spec)
         else:  # no device figures (the CPU): bytes are still known, the floor is not
@@ -273,11 +266,6 @@ class Sweep:
                 row["roofline_fraction"] = row["floor_ms"] / row["step_ms"]
         row["ended_at"] = _now()
         return row
-
-
-def recipe_as(recipe: Recipe, dtype: str) -> Recipe:
-    """The recipe with its weight/activation dtype replaced (what the point really ran)."""
-    return recipe if recipe.dtype == dtype else recipe.model_copy(update={"dtype": dtype})
 
 
 def device_spec_for(device: torch.device) -> DeviceSpec | None:

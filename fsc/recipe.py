@@ -264,6 +264,10 @@ class Recipe(_Strict):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
+    def with_dtype(self, dtype: str) -> Recipe:
+        """The same recipe with weights and activations in `dtype` (bf16, fp16, fp32)."""
+        return self if dtype == self.dtype else self.model_copy(update={"dtype": dtype})
+
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
         """The same layer plan at another width (heads scaled to keep head sizes valid)."""
         data = self.model_dump(mode="json", exclude_none=True)

@@ -37,22 +37,23 @@ def free_bytes(device) -> int:
     return 2**63
 
 
-def check_weights_fit(recipe: Recipe, device, dtype=None) -> None:
-    """UsageError, before anything is allocated, when the weights cannot fit on `device`."""
+def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None):
+    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe.
+
+    Before anything is allocated, WeightsDoNotFit when the weights (in `dtype`, default the
+    recipe's) exceed `budget` bytes (default: the device's free memory).
+    """
     from fsc.costmodel import memory
-    from fsc.errors import UsageError
+    from fsc.errors import WeightsDoNotFit
+    from fsc.model.layers import DTYPE_NAMES
 
-    name = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(str(dtype))
-    as_run = recipe if name in (None, recipe.dtype) else recipe.model_copy(update={"dtype": name})
-    need, free = memory(as_run, 0, 1, 1)["weight_bytes"], free_bytes(device)
-    if need > free:
-        raise UsageError(f"{recipe.name}: its weights need {need / 2**30:.1f} GiB but {device} has "
-                         f"{free / 2**30:.1f} GiB free; try `fsc build` or `fsc estimate` instead")
-
-
-def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None):
-    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe."""
-    check_weights_fit(load_source_recipe(ref), device, dtype)
+    recipe = load_source_recipe(ref)
+    need = memory(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, 0, 1, 1)["weight_bytes"]
+    budget = free_bytes(device) if budget is None else budget
+    if need > budget:
+        raise WeightsDoNotFit(f"{recipe.name}: its weights need {need} bytes ({need / 2**30:.1f} GiB) "
+                              f"but {device} has {budget} bytes ({budget / 2**30:.1f} GiB) free; "
+                              "try `fsc build` or `fsc estimate` instead")
     if is_checkpoint(ref):
         from fsc.hub.checkpoint import load_checkpoint
 
@@ -60,5 +61,4 @@ def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None):
         return recipe, model
     from fsc.model.lm import build_model
 
-    recipe = load_recipe(ref)
     return recipe, build_model(recipe, device=device, seed=seed, dtype=dtype).eval()

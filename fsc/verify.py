@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from fsc.costmodel import param_counts
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
@@ -20,12 +21,9 @@ REDUCED_WIDTH = 256
 
 
 def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
-    meta = build_model(recipe, device="meta", dtype=torch.float32)
-    if sum(p.numel() * 4 for p in meta.parameters()) <= MAX_FP32_WEIGHT_BYTES:
+    if param_counts(recipe)["total"] * 4 <= MAX_FP32_WEIGHT_BYTES:
         return recipe, False
     return recipe.with_width(REDUCED_WIDTH, vocab_size=min(recipe.vocab_size, 1024)), True
-
-
 
 
 @torch.no_grad()

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
 class RMSNorm(nn.Module):
