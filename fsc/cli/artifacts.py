@@ -29,8 +29,7 @@ def push(
     from fsc.hub.registry import register_checkpoint
 
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
-    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pushed", repo=rep["repo"],
-                                             revision=rep["revision"], commit_id=rep["commit_id"])
+    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pushed")
     if as_json:
         print_json(rep)
         return
@@ -61,8 +60,7 @@ def pull(
 
     repo, revision = parse_repo_ref(ref)
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)
-    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pulled", repo=rep["repo"],
-                                             revision=rep["revision"], commit_id=rep["commit_id"])
+    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pulled")
     if as_json:
         print_json(rep)
         return

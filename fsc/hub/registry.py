@@ -6,19 +6,18 @@ import json
 from pathlib import Path
 
 
-def register_checkpoint(store_dir: str | Path, info: dict, action: str, *, repo: str | None = None,
-                        revision: str | None = None, commit_id: str | None = None) -> str:
-    """Record one checkpoint action; `info` is what save/verify/push/pull return (path,
-    recipe_hash, files). Returns the artifact id."""
+def register_checkpoint(store_dir: str | Path, info: dict, action: str) -> str:
+    """Record one checkpoint action; `info` is what save/push/pull return (path, recipe_hash,
+    files; repo, revision and commit_id after a push or pull). Returns the artifact id."""
     from fsc.store import Store
 
     return Store(store_dir).register_artifact(
         path=str(Path(info["path"]).resolve()),
         recipe_hash=info["recipe_hash"],
         files_sha256=info["files"],
-        repo=repo,
-        revision=revision,
-        commit_id=commit_id,
+        repo=info.get("repo"),
+        revision=info.get("revision"),
+        commit_id=info.get("commit_id"),
         action=action,
     )
 
