@@ -37,3 +37,10 @@ class HubError(FscError):
 
 class KernelError(FscError):
     """A kernel was asked for on a device or dtype it does not support."""
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """A CUDA or host allocation failure (torch.OutOfMemoryError, MemoryError), told apart
+    from other failures without importing torch."""
+    return (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
+            or "out of memory" in str(e).lower())

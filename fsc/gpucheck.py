@@ -28,6 +28,7 @@ import tempfile
 import time
 import traceback
 
+from fsc.errors import is_out_of_memory
 from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, state_points
 
 POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
@@ -60,9 +61,6 @@ def hbm_bandwidth(name: str) -> float | None:
     return None
 
 
-def _is_oom(e: BaseException) -> bool:
-    return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
-
 
 def measure(point: Point, device, bandwidth: float | None) -> dict:
     row = {"op": point.op, "mode": point.mode, "B": point.B, "S": point.S, "bytes": point.bytes,
@@ -72,7 +70,7 @@ def measure(point: Point, device, bandwidth: float | None) -> dict:
             row.update(point.accuracy())
         row["triton_us"] = bench_us(point.triton, device)
     except Exception as e:  # noqa: BLE001 - a kernel that fails to compile is a row, not the end
-        row["status"] = "oom" if _is_oom(e) else f"error: {type(e).__name__}: {e}"[:300]
+        row["status"] = "oom" if is_out_of_memory(e) else f"error: {type(e).__name__}: {e}"[:300]
         row["traceback"] = traceback.format_exc(limit=6)
         return row
     for key, fn in (("torch_us", point.torch), ("sdpa_us", point.sdpa)):
@@ -82,7 +80,7 @@ def measure(point: Point, device, bandwidth: float | None) -> dict:
             row[key] = bench_us(fn, device)
         except Exception as e:  # noqa: BLE001 - the comparison may not fit; the kernel did
             row[key] = None
-            row[key.replace("_us", "_status")] = "oom" if _is_oom(e) else repr(e)[:200]
+            row[key.replace("_us", "_status")] = "oom" if is_out_of_memory(e) else repr(e)[:200]
         _free(device)
     seconds = row["triton_us"] * 1e-6
     row["gb_per_s"] = point.bytes / seconds / 1e9
@@ -136,7 +134,7 @@ def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
                     else state_points(B, shapes, dtype, device, gen))
         except Exception as e:  # noqa: BLE001
             rows.append({"op": kind, "B": B, "S": S,
-                         "status": "oom" if _is_oom(e) else f"error: {e!r}"[:300]})
+                         "status": "oom" if is_out_of_memory(e) else f"error: {e!r}"[:300]})
             _free(device)
             continue
         for p in made:

@@ -19,7 +19,7 @@ import torch
 
 from fsc import ops
 from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
-from fsc.errors import WeightsDoNotFit
+from fsc.errors import WeightsDoNotFit, is_out_of_memory
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
 from fsc.source import free_bytes, load_model, load_source_recipe
@@ -147,9 +147,6 @@ def _mixer_backends(model) -> dict[str, str]:
     return {k: "+".join(sorted({ops.ran.get(op, "?") for op in _OP_OF_KIND[k]})) for k in kinds}
 
 
-def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in str(e).lower()
-
 
 class Sweep:
     """Runs a sweep point by point, handing each finished row to `on_point`."""
@@ -226,11 +223,12 @@ class Sweep:
     def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> dict:
         dtype = self.cfg.dtype or recipe.dtype
         ran_as = recipe.with_dtype(dtype)
+        mem = memory(ran_as, S, B, G)
         if self.spec:
             pred = predict_point(ran_as, S, B, G, K, self.spec)
         else:  # no device figures (the CPU): bytes are still known, the floor is not
             pred = {"predicted_step_bytes": pass_cost(ran_as, S, B, G).bytes,
-                    "predicted_total_bytes": memory(ran_as, S, B, G)["total_bytes"]}
+                    "predicted_total_bytes": mem["total_bytes"]}
         row = {
             "recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
             "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
@@ -243,7 +241,6 @@ class Sweep:
         }
         # Weights are already resident: the point needs the cost model's cache (capacity S + G)
         # and activations on top of them.
-        mem = memory(ran_as, S, B, G)
         need = mem["total_bytes"] - mem["weight_bytes"]
         budget = self._budget()
         if need > budget:
@@ -255,7 +252,7 @@ class Sweep:
                     row.update(measure_point(model, recipe, S, B, G, K, self.cfg))
                 row["status"] = "ok"
             except Exception as e:  # noqa: BLE001 - one failing point must not end the sweep
-                row["status"] = "oom" if _is_oom(e) else "error"
+                row["status"] = "oom" if is_out_of_memory(e) else "error"
                 row["error"] = f"{type(e).__name__}: {e}"
                 row["traceback"] = traceback.format_exc()
                 if self.device.type == "cuda":
