@@ -9,7 +9,9 @@ pydantic and duckdb, so no recipe is loaded) and B in {1, 8} — block attention
 same inputs, its median time (`triton.testing.do_bench`) against the pure-torch reference (and
 `scaled_dot_product_attention` for attention), and the bytes the op must move: achieved GB/s and
 the fraction of the device's HBM bandwidth. A point that does not fit in memory, or fails, is a
-row with its status and the check goes on. Then, if `fsc.profile` is importable, a short
+row with its status and the check goes on. Then block attention at S in {65536, 262144} under
+other launch choices (tile, pipeline depth, warps, split rule: `attention.triton.Tuning`),
+reporting the default against the fastest. Then, if `fsc.profile` is importable, a short
 `fsc profile` sweep. One table is printed; everything goes to $OUT/gpucheck.json (or
 ./gpucheck.json).
 """
@@ -148,6 +150,79 @@ def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
     return rows
 
 
+# -- tuning block attention ---------------------------------------------------------------
+TUNE_POINTS = ((1, 65536), (1, 262144), (8, 65536), (8, 262144))
+TUNE_POINTS_DRY = ((1, 40), (2, 40))
+TUNE_BUDGET_S = 80
+
+
+def tune_trials(dry_run: bool) -> list[dict]:
+    """Launch choices to try (`Tuning` fields changed from the defaults): first the kernel's
+    tile, pipeline depth and warps at the default split rule, then the split rule."""
+    if dry_run:
+        return [{}, {"splits": 1}, {"programs_per_sm": 1}]
+    kernel = [{"block_n": n, "num_stages": st, "num_warps": w}
+              for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
+    splits = [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}]
+    return [{}, *kernel, *splits]
+
+
+def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict]:
+    """Time block attention under each of `tune_trials` at long S; one row per shape with the
+    default and the fastest choice, every trial kept."""
+    import torch
+
+    from fsc.kernels.attention import triton as attn
+
+    gen = torch.Generator(device=device).manual_seed(1)
+    bandwidth = hbm_bandwidth(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    rows = []
+    for B, S in TUNE_POINTS_DRY if dry_run else TUNE_POINTS:
+        if time.monotonic() > deadline:
+            rows.append({"B": B, "S": S, "status": "skipped: time budget spent"})
+            continue
+        try:
+            (point,) = attention_points(B, S, shapes, dtype, device, gen)
+        except Exception as e:  # noqa: BLE001 - a shape that does not fit is a row
+            rows.append({"B": B, "S": S, "status": "oom" if is_out_of_memory(e) else repr(e)[:300]})
+            _free(device)
+            continue
+        trials = []
+        for change in tune_trials(dry_run):
+            if time.monotonic() > deadline:
+                break
+            trial = {"change": change}
+            try:
+                with attn.tuned(**change):
+                    trial["us"] = bench_us(point.triton, device)
+            except Exception as e:  # noqa: BLE001 - a choice that does not compile is a trial
+                trial["error"] = f"{type(e).__name__}: {e}"[:200]
+            trials.append(trial)
+        timed = [t for t in trials if "us" in t]
+        row = {"B": B, "S": S, "bytes": point.bytes, "trials": trials,
+               "status": "ok" if timed and "us" in trials[0] else "error"}
+        if row["status"] == "ok":
+            best = min(timed, key=lambda t: t["us"])
+            row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],
+                       gain=trials[0]["us"] / best["us"])
+            if bandwidth:
+                row["best_frac_hbm"] = point.bytes / (best["us"] * 1e-6) / bandwidth
+                row["default_frac_hbm"] = point.bytes / (trials[0]["us"] * 1e-6) / bandwidth
+        log(f"tuning attention B={B} S={S}: {row['status']}"
+            + (f", default {row['default_us']:.1f} µs, best {row['best_us']:.1f} µs {row['best']}"
+               if row["status"] == "ok" else ""))
+        rows.append(row)
+        del point
+        _free(device)
+    return rows
+
+
+TUNE_COLUMNS = [("B", "B", "{}"), ("S", "S", "{}"), ("default_us", "default µs", "{:.1f}"),
+                ("default_frac_hbm", "of HBM", "{:.0%}"), ("best_us", "best µs", "{:.1f}"),
+                ("best_frac_hbm", "of HBM", "{:.0%}"), ("gain", "gain", "{:.2f}×"),
+                ("best", "best choice", "{}"), ("status", "status", "{}")]
+
+
 # -- the profile sweep -----------------------------------------------------------------------
 def run_profile(deadline, dry_run: bool) -> dict:
     """`fsc profile` over the 3B recipes at 256k, when its dependencies (pydantic, duckdb: carried
@@ -192,24 +267,27 @@ def _cell(row, key, fmt) -> str:
     v = row.get(key)
     if key == "op":
         v = SHORT.get(v, v)
+    if isinstance(v, dict):  # a tuning change
+        v = ", ".join(f"{k} {x}" for k, x in v.items()) or "the default"
     return "-" if v is None else fmt.format(v)
 
 
-def print_table(rows, title) -> None:
+def print_table(rows, title, columns=COLUMNS) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
         print(title)
-        print(" | ".join(h for _, h, _ in COLUMNS))
+        print(" | ".join(h for _, h, _ in columns))
         for r in rows:
-            print(" | ".join(_cell(r, k, f) for k, _, f in COLUMNS))
+            print(" | ".join(_cell(r, k, f) for k, _, f in columns))
         return
     table = Table(title=title)
-    for _, head, _ in COLUMNS:
-        table.add_column(head, justify="left" if head in ("op", "mode", "status") else "right")
+    for _, head, _ in columns:
+        left = head in ("op", "mode", "status", "best choice")
+        table.add_column(head, justify="left" if left else "right")
     for r in rows:
-        table.add_row(*(_cell(r, k, f) for k, _, f in COLUMNS))
+        table.add_row(*(_cell(r, k, f) for k, _, f in columns))
     Console(width=max(150, Console().width)).print(table)
 
 
@@ -250,16 +328,21 @@ def main(argv: list[str] | None = None) -> int:
     bandwidth = hbm_bandwidth(name)
     log(f"{name}; torch {torch.__version__}, triton {triton.__version__}")
     with torch.no_grad():
-        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 120, log)
+        # the budget: the points first, then at most TUNE_BUDGET_S of tuning, >= 2 min of profile
+        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 200, log)
+        log("tuning block attention")
+        tuning = run_tuning(device, torch.bfloat16, shapes,
+                            min(time.monotonic() + TUNE_BUDGET_S, deadline - 120), args.dry_run, log)
     log("profile sweep")
     profile = run_profile(deadline, args.dry_run)
     result = {
         "device": name, "hbm_bytes_per_s": bandwidth, "torch": torch.__version__,
         "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
         "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
-        "rows": rows, "profile": profile,
+        "rows": rows, "tuning": tuning, "profile": profile,
     }
     print_table(rows, f"fsc gpucheck — {name}" + (f", HBM {bandwidth / 1e12:.2f} TB/s" if bandwidth else ""))
+    print_table(tuning, "block attention: default launch against the fastest tried", TUNE_COLUMNS)
     print(f"profile: {profile['status']}")
     out_dir = os.environ.get("OUT") or os.getcwd()
     path = os.path.join(out_dir, "gpucheck.json")

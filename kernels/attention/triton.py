@@ -10,6 +10,10 @@ log-sum-exp (base 2). Pass 2, grid (B·Hkv, m_tiles): merges the partials into [
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from dataclasses import dataclass, replace
+
 import torch
 import triton
 import triton.language as tl
@@ -130,11 +134,65 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
     tl.store(ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n: int):
+@dataclass(frozen=True)
+class Tuning:
+    """Launch choices of `block_attention` on the GPU. `fsc.gpucheck` sweeps them around these
+    defaults and reports the fastest; `tuned()` swaps them for a block of code."""
+
+    block_n: int = 64  # keys a tile for 16-bit K/V (fp32 and the interpreter take 32)
+    num_warps: int = 4
+    num_stages: int = 3  # for 16-bit K/V (fp32 takes 2)
+    programs_per_sm: int = 2  # split programs an SM holds at once: registers and shared memory
+    # allow 2 at the 3B shapes (tests/kernels/compile_sm90.py checks it)
+    splits: int | None = None  # force this many splits; None lets `choose_splits` decide
+
+
+TUNING = Tuning()
+MIN_TILES = 2  # key tiles a split holds at least
+OVERHEAD_TILES = 2  # a program's fixed cost (pipeline fill, its partial write and merge read),
+# in key tiles
+MAX_WAVES = 8  # splits are searched up to this many waves of programs
+TOLERANCE = 0.02  # fewer splits win unless more save over 2 % of the modelled time
+
+
+@contextlib.contextmanager
+def tuned(**changes):
+    """Run the enclosed launches with some `Tuning` fields changed."""
+    global TUNING
+    before = TUNING
+    TUNING = replace(TUNING, **changes)
+    try:
+        yield TUNING
+    finally:
+        TUNING = before
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_splits(units: int, tiles: int, slots: int) -> int:
+    """How many splits of `tiles` key tiles each of `units` (batch × KV head × row tile) gets.
+
+    The programs run in waves of `slots` (SMs × programs an SM holds); a wave lasts as long as
+    its longest program, so the time is about ceil(programs / slots) × (tiles a split + a fixed
+    overhead). This picks the fewest splits within 2 % of its minimum: one 256k sequence with 20 KV heads
+    on 132 SMs gets 13 splits (260 programs in 264 slots, one wave), where rounding the other
+    way (14 splits, 280 programs) would leave 16 programs to run alone in a second wave.
+    """
+    limit = max(1, min(tiles // MIN_TILES, C.cdiv(MAX_WAVES * slots, units)))
+    costs = {}  # splits -> modelled time, in key tiles
+    for n in range(1, limit + 1):
+        per = C.cdiv(tiles, n)
+        n = C.cdiv(tiles, per)
+        costs.setdefault(n, C.cdiv(units * n, slots) * (per + OVERHEAD_TILES))
+    least = min(costs.values())
+    return min(n for n, cost in costs.items() if cost <= least * (1 + TOLERANCE))
+
+
+def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n: int,
+         programs_per_sm: int = 2, splits: int | None = None):
     """Tiles and splits: (BLOCK_M, m_tiles, BLOCK_N, chunk, n_splits).
 
-    Enough splits of S that the first pass has about two programs per SM (a single 256k
-    sequence with 20 KV heads gets 14 splits of ~18.7k keys); at least two key tiles a split.
+    Each split is `chunk` keys (a multiple of the tile); the last may be shorter. `splits`
+    forces the count (capped at one tile a split); otherwise `choose_splits` sizes the waves.
     """
     rows = G * group
     block_d = C.pow2(D)
@@ -143,8 +201,8 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n
     if S == 0:
         return block_m, m_tiles, block_n, 0, 0
     tiles = C.cdiv(S, block_n)
-    want = C.cdiv(2 * sms, B * Hkv * m_tiles)
-    n = max(1, min(want, C.cdiv(tiles, 2)))
+    n = (min(max(splits, 1), tiles) if splits
+         else choose_splits(B * Hkv * m_tiles, tiles, sms * programs_per_sm))
     chunk = C.cdiv(tiles, n) * block_n
     return block_m, m_tiles, block_n, chunk, C.cdiv(S, chunk)
 
@@ -171,11 +229,13 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     out = C.empty((B, G, H, D), q.dtype, dev)
     if B == 0 or G == 0:
         return out
-    # 64-key tiles for 16-bit K/V on the GPU; 32 for fp32 (registers) and the interpreter
+    # Wide key tiles for 16-bit K/V on the GPU; 32 for fp32 (registers) and the interpreter
     # (so that small test caches still span several tiles and splits)
+    tune = TUNING
     wide = q.dtype != torch.float32 and D <= 128 and not C.interpreting()
-    block_m, m_tiles, block_n, chunk, n_splits = plan(S, B, Hkv, G, group, D, C.sm_count(dev),
-                                                      64 if wide else 32)
+    block_m, m_tiles, block_n, chunk, n_splits = plan(
+        S, B, Hkv, G, group, D, C.sm_count(dev), tune.block_n if wide else 32,
+        tune.programs_per_sm, tune.splits)
     block_d = C.pow2(D)
     n_total = max(n_splits, 1)  # S = 0: one program per row tile, for the block keys alone
     o_part = C.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
@@ -187,8 +247,8 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
             S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
             *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
             BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=min(C.pow2(G), 64), BLOCK_D=block_d,
-            UPCAST=C.upcast(), PRECISION=precision, num_warps=4,
-            num_stages=2 if q.dtype == torch.float32 else 3,
+            UPCAST=C.upcast(), PRECISION=precision, num_warps=tune.num_warps,
+            num_stages=2 if q.dtype == torch.float32 else tune.num_stages,
         )
         _merge_kernel[(B * Hkv, m_tiles)](
             o_part, lse_part, out, G, D, Hkv, group, n_total, *out.stride(),

@@ -3,11 +3,14 @@
 Run as a script in a process without TRITON_INTERPRET. The launchers run on CPU tensors with
 their kernels swapped for recorders; each recorded launch is compiled by `triton.compile` down
 to a cubin with the arguments the JIT would specialise on (ints equal to 1, 16-divisible ints
-and pointers), and its register use is read with cuobjdump. Prints one JSON line per launch.
+and pointers), and its register use is read with cuobjdump. Prints one JSON line per launch: registers, stack
+(spills), shared memory, warps, the programs an SM can hold, and the 16-byte global loads in the
+PTX (asynchronous copies into shared memory, which software pipelining uses, and plain ones).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -82,9 +85,23 @@ def compile_launches(label, module, names, call):
                                        text=True, check=True).stdout
             line = next(x for x in usage.splitlines() if "REG:" in x)
             fields = dict(kv.split(":") for kv in line.split())
-            print(json.dumps({"case": label, "kernel": n, "regs": int(fields["REG"]),
-                              "stack": int(fields["STACK"]), "shared": binary.metadata.shared}),
-                  flush=True)
+            regs, shared = int(fields["REG"]), binary.metadata.shared
+            warps = binary.metadata.num_warps
+            ptx = binary.asm["ptx"]
+            print(json.dumps({
+                "case": label, "kernel": n, "regs": regs, "stack": int(fields["STACK"]),
+                "shared": shared, "warps": warps, "per_sm": per_sm(regs, shared, warps),
+                "cp_async_16B": len(re.findall(r"cp\.async\.cg\.shared\.global \[[^]]*\], "
+                                               r"\[[^]]*\], 0x10", ptx)),
+                "ld_16B": ptx.count("ld.global.v4.b32") + ptx.count("ld.global.nc.v4.b32"),
+            }), flush=True)
+
+
+def per_sm(regs: int, shared: int, warps: int) -> int:
+    """Programs an H100/H200 SM holds at once: 64k registers (allocated per warp in units of
+    256), 228 kB of shared memory (1 kB reserved a program), 64 warps, 32 programs."""
+    regs_a_warp = -(-regs * 32 // 256) * 256
+    return min(65536 // (regs_a_warp * warps), (228 * 1024) // (shared + 1024), 64 // warps, 32)
 
 
 def rnd(*shape, dtype=torch.bfloat16):

@@ -62,12 +62,44 @@ def test_strided_views_are_read_in_place():
 
 
 def test_plan_fills_the_gpu_at_256k():
-    """One sequence at 256k with the 3B shapes (20 KV heads, G = 32) uses >= 132 programs."""
+    """One sequence at 256k with the 3B shapes (20 KV heads, G = 32) on 132 SMs: 13 splits make
+    260 programs, one wave of the 264 slots (14 would spill 16 programs into a second wave)."""
     block_m, m_tiles, block_n, chunk, n_splits = attn.plan(262144, 1, 20, 32, 1, 128, 132, 64)
-    assert 20 * m_tiles * n_splits >= 132
+    assert (m_tiles, n_splits) == (1, 13)
     assert chunk % block_n == 0 and chunk * n_splits >= 262144 > chunk * (n_splits - 1)
     assert block_m >= 32 and block_m & (block_m - 1) == 0
     assert attn.plan(0, 1, 20, 32, 1, 128, 132, 64)[-1] == 0
+
+
+@pytest.mark.parametrize("B", [1, 2, 3, 4, 8, 16])
+@pytest.mark.parametrize("Hkv", [4, 8, 20, 32])
+@pytest.mark.parametrize("S", [4096, 65536, 262144])
+def test_splits_fill_whole_waves(B, Hkv, S):
+    """Over the shapes users profile, the programs fill >= 90 % of the waves they occupy (the
+    last wave is not left mostly idle) unless the cache is too short to split further, and
+    every split has >= 2 key tiles."""
+    sms, per_sm, block_n = 132, 2, 64
+    _, m_tiles, _, chunk, n = attn.plan(S, B, Hkv, 32, 1, 128, sms, block_n, per_sm)
+    programs, slots = B * Hkv * m_tiles * n, sms * per_sm
+    waves = -(-programs // slots)
+    if programs < 0.9 * slots:
+        assert n == S // block_n // attn.MIN_TILES, (programs, n)
+    else:
+        assert programs / (waves * slots) >= 0.9, (programs, waves)
+    assert chunk >= attn.MIN_TILES * block_n and chunk * n >= S > chunk * (n - 1)
+
+
+def test_forced_splits_and_tuning_restore():
+    """`tuned()` overrides the launch choices inside its block only; any split count is exact."""
+    case = (2, 4, 4, 2, 16, 100, 112, F32)
+    q, kc, vc, kb, vb = _inputs(*case)
+    want = block_attention_ref(q, kc, vc, kb, vb, 100, 0.25)
+    for splits in (1, 2, 7, 1000):
+        with attn.tuned(splits=splits) as t:
+            assert t.splits == splits and attn.TUNING.splits == splits
+            assert_close(attn.block_attention(q, kc, vc, kb, vb, 100, 0.25), want, F32)
+    assert attn.TUNING == attn.Tuning()
+    assert attn.plan(100, 2, 2, 4, 2, 16, 4, 32, splits=1000)[-1] == 4  # one tile a split
 
 
 def test_rejects_bad_arguments(monkeypatch):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import triton
+from fsc.kernels.attention import triton as attn
 
 SCRIPT = Path(__file__).with_name("compile_sm90.py")
 NVIDIA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -30,3 +31,9 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     spills = [r for r in launches if r["stack"] > 0]
     assert not spills, spills
     assert all(r["shared"] <= 228 * 1024 for r in launches), launches
+    # The split count is sized for waves of `programs_per_sm` programs an SM: the compiled
+    # attention pass must fit that many, and stream K/V through 16-byte asynchronous copies
+    # (the software-pipelined loop), not scalar loads.
+    splits = [r for r in launches if r["kernel"] == "_split_kernel"]
+    assert all(r["per_sm"] >= attn.Tuning().programs_per_sm for r in splits), splits
+    assert all(r["cp_async_16B"] > 0 for r in splits), splits

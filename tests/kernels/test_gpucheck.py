@@ -25,5 +25,12 @@ def test_gpucheck_dry_run_end_to_end(tmp_path):
             assert r["state_rel_err"] < 1e-4, r  # fp32 states
     assert any(r["op"] == "block_attention" and r["S"] == 0 for r in rows)
     assert all(r["sdpa_us"] > 0 for r in rows if r["op"] == "block_attention")
+    tuning = result["tuning"]
+    assert [(r["B"], r["S"]) for r in tuning] == [(1, 40), (2, 40)]
+    for r in tuning:
+        assert r["status"] == "ok", r
+        assert [t["change"] for t in r["trials"]] == [{}, {"splits": 1}, {"programs_per_sm": 1}]
+        assert all(t["us"] > 0 for t in r["trials"])
+        assert r["best_us"] == min(t["us"] for t in r["trials"]) and r["default_us"] > 0
     assert result["profile"]["status"].startswith("skipped")
-    assert "gpucheck" in res.stdout  # the table
+    assert "gpucheck" in res.stdout and "fastest tried" in res.stdout  # the tables
