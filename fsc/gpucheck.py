@@ -9,9 +9,10 @@ pydantic and duckdb, so no recipe is loaded) and B in {1, 8} — block attention
 same inputs, its median time (`triton.testing.do_bench`) against the pure-torch reference (and
 `scaled_dot_product_attention` for attention), and the bytes the op must move: achieved GB/s and
 the fraction of the device's HBM bandwidth. A point that does not fit in memory, or fails, is a
-row with its status and the check goes on. Then block attention at S in {65536, 262144} under
-other launch choices (tile, pipeline depth, warps, split rule: `attention.triton.Tuning`),
-reporting the default against the fastest. Then, if `fsc.profile` is importable, a short
+row with its status and the check goes on. Then each kernel under other launch choices (the
+`Tuning` of its module: tiles, warps, and for attention pipeline depth and split rule; block
+attention at S in {65536, 262144}, the state kernels' steps at B = 8), reporting the defaults
+against the fastest. Then, if `fsc.profile` is importable, a short
 `fsc profile` sweep. One table is printed; everything goes to $OUT/gpucheck.json (or
 ./gpucheck.json).
 """
@@ -150,74 +151,98 @@ def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
     return rows
 
 
-# -- tuning block attention ---------------------------------------------------------------
-TUNE_POINTS = ((1, 65536), (1, 262144), (8, 65536), (8, 262144))
-TUNE_POINTS_DRY = ((1, 40), (2, 40))
-TUNE_BUDGET_S = 80
+# -- tuning the launch choices ------------------------------------------------------------
+TUNE_ATTENTION = ((1, 65536), (1, 262144), (8, 65536), (8, 262144))  # (B, S)
+TUNE_ATTENTION_DRY = ((1, 40), (2, 40))
+TUNE_STATE_B = 8
+TUNE_BUDGET_S = 120
+MODULES = {"block_attention": "attention", "causal_conv_block": "conv",
+           "mamba_block_scan": "mamba", "linear_block": "linear", "gla_block": "gla"}
 
 
-def tune_trials(dry_run: bool) -> list[dict]:
-    """Launch choices to try (`Tuning` fields changed from the defaults): first the kernel's
-    tile, pipeline depth and warps at the default split rule, then the split rule."""
-    if dry_run:
-        return [{}, {"splits": 1}, {"programs_per_sm": 1}]
-    kernel = [{"block_n": n, "num_stages": st, "num_warps": w}
-              for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
-    splits = [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}]
-    return [{}, *kernel, *splits]
+def tune_trials(op: str, dry_run: bool) -> list[dict]:
+    """Launch choices to try for `op`: changes to the `Tuning` fields of its kernel module, the
+    defaults ({}) first. For attention, the kernel's tile, pipeline depth and warps at the
+    default split rule, then the split rule."""
+    grid = {
+        "block_attention": [{"block_n": n, "num_stages": st, "num_warps": w}
+                            for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
+        + [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}],
+        "mamba_block_scan": [{"block_p": p, "block_n": n, "num_warps": w}
+                             for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)],
+        "linear_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
+        "gla_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
+        "causal_conv_block": [{"block_c": c, "num_warps": w} for c in (32, 64, 128)
+                              for w in (4, 8)],
+    }[op]
+    if dry_run:  # the defaults and the first two alternatives, at tiny shapes
+        return [{}, *grid[:1], *grid[-1:]]
+    return [{}, *grid]
 
 
 def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict]:
-    """Time block attention under each of `tune_trials` at long S; one row per shape with the
-    default and the fastest choice, every trial kept."""
+    """Time each kernel under each of its `tune_trials`: block attention at long S, the state
+    kernels' steps at B = 8. One row per op and shape, with the default and the fastest choice
+    and every trial kept."""
     import torch
 
-    from fsc.kernels.attention import triton as attn
+    from fsc.kernels import _common
 
     gen = torch.Generator(device=device).manual_seed(1)
     bandwidth = hbm_bandwidth(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    attention, state_b = (TUNE_ATTENTION_DRY, 2) if dry_run else (TUNE_ATTENTION, TUNE_STATE_B)
+    targets = [(lambda B=B, S=S: attention_points(B, S, shapes, dtype, device, gen), B, S)
+               for B, S in attention]
+    targets.append((lambda: state_points(state_b, shapes, dtype, device, gen), state_b, None))
     rows = []
-    for B, S in TUNE_POINTS_DRY if dry_run else TUNE_POINTS:
+    for build, B, S in targets:
         if time.monotonic() > deadline:
             rows.append({"B": B, "S": S, "status": "skipped: time budget spent"})
             continue
         try:
-            (point,) = attention_points(B, S, shapes, dtype, device, gen)
+            points = [p for p in build() if p.mode == "step"]
         except Exception as e:  # noqa: BLE001 - a shape that does not fit is a row
             rows.append({"B": B, "S": S, "status": "oom" if is_out_of_memory(e) else repr(e)[:300]})
             _free(device)
             continue
-        trials = []
-        for change in tune_trials(dry_run):
-            if time.monotonic() > deadline:
-                break
-            trial = {"change": change}
-            try:
-                with attn.tuned(**change):
-                    trial["us"] = bench_us(point.triton, device)
-            except Exception as e:  # noqa: BLE001 - a choice that does not compile is a trial
-                trial["error"] = f"{type(e).__name__}: {e}"[:200]
-            trials.append(trial)
-        timed = [t for t in trials if "us" in t]
-        row = {"B": B, "S": S, "bytes": point.bytes, "trials": trials,
-               "status": "ok" if timed and "us" in trials[0] else "error"}
-        if row["status"] == "ok":
-            best = min(timed, key=lambda t: t["us"])
-            row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],
-                       gain=trials[0]["us"] / best["us"])
-            if bandwidth:
-                row["best_frac_hbm"] = point.bytes / (best["us"] * 1e-6) / bandwidth
-                row["default_frac_hbm"] = point.bytes / (trials[0]["us"] * 1e-6) / bandwidth
-        log(f"tuning attention B={B} S={S}: {row['status']}"
-            + (f", default {row['default_us']:.1f} µs, best {row['best_us']:.1f} µs {row['best']}"
-               if row["status"] == "ok" else ""))
-        rows.append(row)
-        del point
+        for point in points:
+            module = importlib.import_module(f"fsc.kernels.{MODULES[point.op]}.triton")
+            trials = []
+            for change in tune_trials(point.op, dry_run):
+                if time.monotonic() > deadline:
+                    break
+                trial = {"change": change}
+                try:
+                    with _common.tuned(module, **change):
+                        trial["us"] = bench_us(point.triton, device)
+                except Exception as e:  # noqa: BLE001 - a choice that does not compile is a trial
+                    trial["error"] = f"{type(e).__name__}: {e}"[:200]
+                trials.append(trial)
+            rows.append(_tuning_row(point, trials, bandwidth))
+            row = rows[-1]
+            log(f"tuning {row['op']} B={B} S={S}: {row['status']}"
+                + (f", default {row['default_us']:.1f} µs, best {row['best_us']:.1f} µs "
+                   f"{row['best']}" if row["status"] == "ok" else ""))
+        del points
         _free(device)
     return rows
 
 
-TUNE_COLUMNS = [("B", "B", "{}"), ("S", "S", "{}"), ("default_us", "default µs", "{:.1f}"),
+def _tuning_row(point: Point, trials: list[dict], bandwidth: float | None) -> dict:
+    timed = [t for t in trials if "us" in t]
+    row = {"op": point.op, "mode": point.mode, "B": point.B, "S": point.S, "bytes": point.bytes,
+           "trials": trials, "status": "ok" if trials and "us" in trials[0] else "error"}
+    if row["status"] == "ok":
+        best = min(timed, key=lambda t: t["us"])
+        row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],
+                   gain=trials[0]["us"] / best["us"])
+        if bandwidth:
+            row["default_frac_hbm"] = point.bytes / (trials[0]["us"] * 1e-6) / bandwidth
+            row["best_frac_hbm"] = point.bytes / (best["us"] * 1e-6) / bandwidth
+    return row
+
+
+TUNE_COLUMNS = [("op", "op", "{}"), ("B", "B", "{}"), ("S", "S", "{}"), ("default_us", "default µs", "{:.1f}"),
                 ("default_frac_hbm", "of HBM", "{:.0%}"), ("best_us", "best µs", "{:.1f}"),
                 ("best_frac_hbm", "of HBM", "{:.0%}"), ("gain", "gain", "{:.2f}×"),
                 ("best", "best choice", "{}"), ("status", "status", "{}")]
@@ -330,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         # the budget: the points first, then at most TUNE_BUDGET_S of tuning, >= 2 min of profile
         rows = run_points(device, torch.bfloat16, shapes, points, deadline - 200, log)
-        log("tuning block attention")
+        log("tuning the launch choices")
         tuning = run_tuning(device, torch.bfloat16, shapes,
                             min(time.monotonic() + TUNE_BUDGET_S, deadline - 120), args.dry_run, log)
     log("profile sweep")
@@ -342,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows, "tuning": tuning, "profile": profile,
     }
     print_table(rows, f"fsc gpucheck — {name}" + (f", HBM {bandwidth / 1e12:.2f} TB/s" if bandwidth else ""))
-    print_table(tuning, "block attention: default launch against the fastest tried", TUNE_COLUMNS)
+    print_table(tuning, "launch choices: the defaults against the fastest tried", TUNE_COLUMNS)
     print(f"profile: {profile['status']}")
     out_dir = os.environ.get("OUT") or os.getcwd()
     path = os.path.join(out_dir, "gpucheck.json")

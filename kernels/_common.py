@@ -13,6 +13,7 @@ arithmetic is wrong); on the GPU 16-bit `tl.dot` operands stay 16-bit.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 
@@ -126,6 +127,18 @@ def dot_precision(activations: torch.dtype) -> str:
 def warps(tile_elements: int) -> int:
     """4 warps; 8 once the largest fp32 register tile reaches 4096 elements (32 a thread)."""
     return 8 if tile_elements >= 4096 else 4
+
+
+@contextlib.contextmanager
+def tuned(module, **changes):
+    """Run the enclosed launches of `module` (a kernel's triton.py) with some fields of its
+    `TUNING` (launch choices: tile sizes, warps) changed, as `fsc.gpucheck` does to try them."""
+    before = module.TUNING
+    module.TUNING = dataclasses.replace(before, **changes)
+    try:
+        yield module.TUNING
+    finally:
+        module.TUNING = before
 
 
 def cdiv(a: int, b: int) -> int:

@@ -10,9 +10,9 @@ log-sum-exp (base 2). Pass 2, grid (B·Hkv, m_tiles): merges the partials into [
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -155,16 +155,9 @@ MAX_WAVES = 8  # splits are searched up to this many waves of programs
 TOLERANCE = 0.02  # fewer splits win unless more save over 2 % of the modelled time
 
 
-@contextlib.contextmanager
 def tuned(**changes):
-    """Run the enclosed launches with some `Tuning` fields changed."""
-    global TUNING
-    before = TUNING
-    TUNING = replace(TUNING, **changes)
-    try:
-        yield TUNING
-    finally:
-        TUNING = before
+    """Run the enclosed launches with some `Tuning` fields changed (a context manager)."""
+    return C.tuned(sys.modules[__name__], **changes)
 
 
 @functools.lru_cache(maxsize=4096)

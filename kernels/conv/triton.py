@@ -7,6 +7,8 @@ new window (the last W-1 inputs) is written after a barrier, so `new_window` may
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -62,6 +64,17 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
                  nw.to(nw_ptr.dtype.element_ty), mask=i_mask[:, None] & c_mask[None, :])
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+
+    block_c: int = 64  # channels a program (a power of two >= 16)
+    num_warps: int | None = None  # None: 4, or 8 for a G × channel tile of >= 4096 elements
+
+
+TUNING = Tuning()
+
+
 def causal_conv_block(x, window, weight, bias, new_window=None):
     """Triton twin of `causal_conv_block_ref` (same shapes; output in x.dtype)."""
     op = "causal_conv_block"
@@ -84,12 +97,13 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
     write = new_window is not None and W > 1
     nw = new_window if write else out  # a placeholder pointer when nothing is written
     nw_strides = new_window.stride() if write else (0, 0, 0)
-    block_c = min(C.pow2(Cn), 64)
+    tune = TUNING
+    block_c = min(C.pow2(Cn), tune.block_c)
     with C.device_guard(dev):
         _conv_kernel[(B, C.cdiv(Cn, block_c))](
             x, window, weight, bias, out, nw, G, Cn,
             *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
             W=W, BLOCK_G=C.pow2(G), BLOCK_C=block_c, BLOCK_W=C.pow2(W - 1, lo=2), WRITE=write,
-            num_warps=C.warps(C.pow2(G) * block_c),
+            num_warps=tune.num_warps or C.warps(C.pow2(G) * block_c),
         )
     return out

@@ -9,6 +9,8 @@ the forward pass. The G outputs of the tile are gathered in registers and stored
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -70,6 +72,17 @@ def _gla_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, G, DK, DV, 
              o.to(out_ptr.dtype.element_ty), mask=(rows < G)[:, None] & d_mask[None, :])
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+
+    block_v: int = 32  # value columns a program (a power of two >= 16)
+    num_warps: int = 4
+
+
+TUNING = Tuning()
+
+
 def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     """Triton twin of `gla_block_ref` (same shapes; output in q.dtype)."""
     op = "gla_block"
@@ -85,7 +98,7 @@ def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     out = C.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * Dk * Dv == 0:
         return out
-    block_v = min(C.pow2(Dv), 32)
+    block_v = min(C.pow2(Dv), TUNING.block_v)
     ns = new_state if new_state is not None else state
     with C.device_guard(dev):
         _gla_kernel[(B, H, C.cdiv(Dv, block_v))](
@@ -93,6 +106,6 @@ def gla_block(q, k, v, gk, state, scale: float, new_state=None):
             *q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
             *out.stride(), *ns.stride(),
             BLOCK_G=C.pow2(G), BLOCK_K=C.pow2(Dk), BLOCK_V=block_v,
-            WRITE=new_state is not None, num_warps=4,
+            WRITE=new_state is not None, num_warps=TUNING.num_warps,
         )
     return out

@@ -8,6 +8,8 @@ when new_z aliases z_state across several tiles it goes through a temporary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -72,6 +74,17 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
                  mask=r < tl.where(v_tile == 0, R, 0))
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+
+    block_v: int = 32  # value columns a program (a power of two >= 16)
+    num_warps: int | None = None  # None: 4, or 8 for a G × r tile of >= 4096 elements
+
+
+TUNING = Tuning()
+
+
 def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
                  new_state=None, new_z=None):
     """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
@@ -93,7 +106,8 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
     out = C.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * R * Dv == 0:
         return out
-    block_v = min(C.pow2(Dv), 32)
+    tune = TUNING
+    block_v = min(C.pow2(Dv), tune.block_v)
     v_tiles = C.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
@@ -107,7 +121,7 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
             *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
             *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
             BLOCK_G=C.pow2(G), BLOCK_R=C.pow2(R), BLOCK_V=block_v,
-            num_warps=C.warps(C.pow2(G) * C.pow2(R)),
+            num_warps=tune.num_warps or C.warps(C.pow2(G) * C.pow2(R)),
             FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
             WRITE_Z=new_z is not None, PRECISION=C.dot_precision(q.dtype),
         )

@@ -18,6 +18,8 @@ waits on the one before it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -94,6 +96,18 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
              y.to(out_ptr.dtype.element_ty), mask=tp_mask)
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+
+    block_p: int = 32  # head-dim rows a program (a power of two >= 16)
+    block_n: int = 32  # state columns a step of its loop (a power of two >= 16)
+    num_warps: int | None = None  # None: 8 for blocks of G >= 64 tokens, else 4
+
+
+TUNING = Tuning()
+
+
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
     op = "mamba_block_scan"
@@ -119,7 +133,8 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
         if new_state is not None:
             new_state.copy_(state)
         return out
-    block_p, block_g, block_n = min(C.pow2(P), 32), C.pow2(G), min(C.pow2(N), 32)
+    tune = TUNING
+    block_p, block_g, block_n = min(C.pow2(P), tune.block_p), C.pow2(G), min(C.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
     precision = C.dot_precision(x.dtype)
@@ -130,6 +145,6 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             *state.stride(), *out.stride(), *ns.stride(),
             BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
             WRITE=new_state is not None, UPCAST=C.upcast(), PRECISION=precision,
-            num_warps=8 if block_g >= 64 else 4,
+            num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out

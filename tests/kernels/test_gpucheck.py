@@ -26,11 +26,15 @@ def test_gpucheck_dry_run_end_to_end(tmp_path):
     assert any(r["op"] == "block_attention" and r["S"] == 0 for r in rows)
     assert all(r["sdpa_us"] > 0 for r in rows if r["op"] == "block_attention")
     tuning = result["tuning"]
-    assert [(r["B"], r["S"]) for r in tuning] == [(1, 40), (2, 40)]
+    assert [(r["op"], r["B"], r["S"]) for r in tuning] == [
+        ("block_attention", 1, 40), ("block_attention", 2, 40), ("causal_conv_block", 2, None),
+        ("mamba_block_scan", 2, None), ("linear_block", 2, None), ("gla_block", 2, None)]
     for r in tuning:
         assert r["status"] == "ok", r
-        assert [t["change"] for t in r["trials"]] == [{}, {"splits": 1}, {"programs_per_sm": 1}]
-        assert all(t["us"] > 0 for t in r["trials"])
+        changes = [t["change"] for t in r["trials"]]
+        assert len(changes) == 3 and changes[0] == {} and all(changes[1:]), changes
+        assert all(t["us"] > 0 for t in r["trials"]), r
         assert r["best_us"] == min(t["us"] for t in r["trials"]) and r["default_us"] > 0
+    assert [t["change"] for t in tuning[0]["trials"]][-1] == {"splits": 1}
     assert result["profile"]["status"].startswith("skipped")
     assert "gpucheck" in res.stdout and "fastest tried" in res.stdout  # the tables

@@ -1,0 +1,46 @@
+"""Every launch choice `fsc.gpucheck` may try gives the same results: the kernels are exact
+under other tiles and warps too (here with several tiles along the split axis)."""
+
+import importlib
+
+import pytest
+import torch
+from fsc.kernels import _common
+from fsc.kernels.points import attention_points, state_points
+
+# Dimensions of 32 and 48 so that 16-wide tiles make several programs along each split axis.
+SHAPES = {"G": 5, "heads": 2, "kv_heads": 1, "head_dim": 32, "m_heads": 2, "m_head_dim": 32,
+          "d_state": 32, "d_conv": 4, "conv_dim": 48}
+CHOICES = [
+    ("attention", "block_attention", {"splits": 1}),
+    ("attention", "block_attention", {"splits": 5, "num_warps": 8}),
+    ("attention", "block_attention", {"programs_per_sm": 1}),
+    ("conv", "causal_conv_block", {"block_c": 16, "num_warps": 8}),
+    ("mamba", "mamba_block_scan", {"block_p": 16, "block_n": 16}),
+    ("mamba", "mamba_block_scan", {"block_p": 64, "block_n": 64, "num_warps": 8}),
+    ("linear", "linear_block", {"block_v": 16}),
+    ("linear", "linear_block", {"block_v": 64, "num_warps": 8}),
+    ("gla", "gla_block", {"block_v": 16, "num_warps": 8}),
+]
+
+
+@pytest.mark.parametrize(("module", "op", "change"), CHOICES, ids=lambda c: str(c))
+def test_other_launch_choices_match_the_reference(module, op, change):
+    mod = importlib.import_module(f"fsc.kernels.{module}.triton")
+    gen = torch.Generator().manual_seed(2)
+    points = (attention_points(2, 70, SHAPES, torch.float32, "cpu", gen) if module == "attention"
+              else state_points(2, SHAPES, torch.float32, "cpu", gen))
+    point = next(p for p in points if p.op == op and p.accuracy is not None)
+    with _common.tuned(mod, **change) as tuning:
+        assert all(getattr(tuning, k) == v for k, v in change.items())
+        errors = point.accuracy()
+    assert mod.TUNING == mod.Tuning()  # restored
+    assert errors["rel_err"] < 1e-5, errors
+    assert errors.get("state_rel_err", 0.0) < 1e-5, errors
+
+
+def test_unknown_choice_is_refused_and_nothing_changes():
+    mod = importlib.import_module("fsc.kernels.gla.triton")
+    with pytest.raises(TypeError), _common.tuned(mod, block_q=16):
+        pass
+    assert mod.TUNING == mod.Tuning()
