@@ -43,12 +43,12 @@ PROFILE_ARGS = ["--recipe", "attn_3b", "--recipe", "mamba_3b", "--recipe", "hybr
 
 
 # -- measuring -------------------------------------------------------------------------------
-def bench_us(fn, device) -> float:
+def bench_us(fn, device, rep_ms: int = 100) -> float:
     """Median time of `fn` in µs: do_bench on a GPU (it flushes L2), a wall clock on the CPU."""
     if device.type == "cuda":
         from triton.testing import do_bench
 
-        return do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+        return do_bench(fn, warmup=rep_ms // 4, rep=rep_ms, return_mode="median") * 1e3
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -63,6 +63,23 @@ def hbm_bandwidth(name: str) -> float | None:
             return bw
     return None
 
+
+
+def copy_bandwidth(device, nbytes: int = 2 << 30) -> float | None:
+    """Bytes a second a device-to-device copy of `nbytes` moves (read plus written): the
+    bandwidth a kernel can practically reach, beside the nominal figure."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    try:
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        return 2 * nbytes / (bench_us(lambda: dst.copy_(src), device) * 1e-6)
+    except Exception:  # noqa: BLE001 - a reference figure; the check goes on without it
+        return None
+    finally:
+        _free(device)
 
 
 def measure(point: Point, device, bandwidth: float | None) -> dict:
@@ -214,7 +231,7 @@ def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict
                 trial = {"change": change}
                 try:
                     with _common.tuned(module, **change):
-                        trial["us"] = bench_us(point.triton, device)
+                        trial["us"] = bench_us(point.triton, device, rep_ms=50)
                 except Exception as e:  # noqa: BLE001 - a choice that does not compile is a trial
                     trial["error"] = f"{type(e).__name__}: {e}"[:200]
                 trials.append(trial)
@@ -352,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (interpreter)"
     bandwidth = hbm_bandwidth(name)
     log(f"{name}; torch {torch.__version__}, triton {triton.__version__}")
+    copy = copy_bandwidth(device)
+    if copy:
+        log(f"device-to-device copy: {copy / 1e12:.2f} TB/s (read + written)")
     with torch.no_grad():
         # the budget: the points first, then at most TUNE_BUDGET_S of tuning, >= 2 min of profile
         rows = run_points(device, torch.bfloat16, shapes, points, deadline - 200, log)
@@ -361,12 +381,18 @@ def main(argv: list[str] | None = None) -> int:
     log("profile sweep")
     profile = run_profile(deadline, args.dry_run)
     result = {
-        "device": name, "hbm_bytes_per_s": bandwidth, "torch": torch.__version__,
+        "device": name, "hbm_bytes_per_s": bandwidth, "copy_bytes_per_s": copy,
+        "torch": torch.__version__,
         "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
         "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
         "rows": rows, "tuning": tuning, "profile": profile,
     }
-    print_table(rows, f"fsc gpucheck — {name}" + (f", HBM {bandwidth / 1e12:.2f} TB/s" if bandwidth else ""))
+    title = f"fsc gpucheck — {name}"
+    if bandwidth:
+        title += f", HBM {bandwidth / 1e12:.2f} TB/s"
+    if copy:
+        title += f" (a device copy reaches {copy / 1e12:.2f} TB/s)"
+    print_table(rows, title)
     print_table(tuning, "launch choices: the defaults against the fastest tried", TUNE_COLUMNS)
     print(f"profile: {profile['status']}")
     out_dir = os.environ.get("OUT") or os.getcwd()
