@@ -11,7 +11,7 @@ same inputs, its median time (`triton.testing.do_bench`) against the pure-torch 
 the fraction of the device's HBM bandwidth. A point that does not fit in memory, or fails, is a
 row with its status and the check goes on. Then each kernel under other launch choices (the
 `Tuning` of its module: tiles, warps, and for attention pipeline depth and split rule; block
-attention at S in {65536, 262144}, the state kernels' steps at B = 8), reporting the defaults
+attention at S in {65536, 262144}, the state kernels' steps at B = 1 and 8), reporting the defaults
 against the fastest. Then, if `fsc.profile` is importable, a short
 `fsc profile` sweep. One table is printed; everything goes to $OUT/gpucheck.json (or
 ./gpucheck.json).
@@ -37,7 +37,7 @@ from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, s
 POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
 POINTS_DRY = {"S": (0, 40), "B": (1, 2)}
 HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}
-BUDGET_S = 6.5 * 60  # the whole check, profile included; `make gpu-check` then runs tests/gpu
+BUDGET_S = 7 * 60  # the whole check, profile included; `make gpu-check` then runs tests/gpu
 PROFILE_ARGS = ["--recipe", "attn_3b", "--recipe", "mamba_3b", "--recipe", "hybrid_3b",
                 "--S", "262144", "--B", "1,8"]
 
@@ -171,8 +171,8 @@ def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
 # -- tuning the launch choices ------------------------------------------------------------
 TUNE_ATTENTION = ((1, 65536), (1, 262144), (8, 65536), (8, 262144))  # (B, S)
 TUNE_ATTENTION_DRY = ((1, 40), (2, 40))
-TUNE_STATE_B = 8
-TUNE_BUDGET_S = 120
+TUNE_STATE_B = (1, 8)
+TUNE_BUDGET_S = 150
 MODULES = {"block_attention": "attention", "causal_conv_block": "conv",
            "mamba_block_scan": "mamba", "linear_block": "linear", "gla_block": "gla"}
 
@@ -188,7 +188,8 @@ def tune_trials(op: str, dry_run: bool) -> list[dict]:
         "mamba_block_scan": [{"block_p": p, "block_n": n, "num_warps": w}
                              for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)],
         "linear_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
-        "gla_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
+        "gla_block": [{"block_v": v, "num_warps": w} for v in (8, 16, 32, 64)
+                      for w in (1, 2, 4, 8)],
         "causal_conv_block": [{"block_c": c, "num_warps": w} for c in (32, 64, 128)
                               for w in (4, 8)],
     }[op]
@@ -199,7 +200,7 @@ def tune_trials(op: str, dry_run: bool) -> list[dict]:
 
 def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict]:
     """Time each kernel under each of its `tune_trials`: block attention at long S, the state
-    kernels' steps at B = 8. One row per op and shape, with the default and the fastest choice
+    kernels' steps at B = 1 and 8. One row per op and shape, with the default and the fastest choice
     and every trial kept."""
     import torch
 
@@ -207,10 +208,11 @@ def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict
 
     gen = torch.Generator(device=device).manual_seed(1)
     bandwidth = hbm_bandwidth(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    attention, state_b = (TUNE_ATTENTION_DRY, 2) if dry_run else (TUNE_ATTENTION, TUNE_STATE_B)
+    attention, state_b = (TUNE_ATTENTION_DRY, (2,)) if dry_run else (TUNE_ATTENTION, TUNE_STATE_B)
     targets = [(lambda B=B, S=S: attention_points(B, S, shapes, dtype, device, gen), B, S)
                for B, S in attention]
-    targets.append((lambda: state_points(state_b, shapes, dtype, device, gen), state_b, None))
+    targets += [(lambda B=B: state_points(B, shapes, dtype, device, gen), B, None)
+                for B in state_b]
     rows = []
     for build, B, S in targets:
         if time.monotonic() > deadline:
@@ -374,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"device-to-device copy: {copy / 1e12:.2f} TB/s (read + written)")
     with torch.no_grad():
         # the budget: the points first, then at most TUNE_BUDGET_S of tuning, >= 2 min of profile
-        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 200, log)
+        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 270, log)
         log("tuning the launch choices")
         tuning = run_tuning(device, torch.bfloat16, shapes,
                             min(time.monotonic() + TUNE_BUDGET_S, deadline - 120), args.dry_run, log)

@@ -21,6 +21,8 @@ CHOICES = [
     ("linear", "linear_block", {"block_v": 16}),
     ("linear", "linear_block", {"block_v": 64, "num_warps": 8}),
     ("gla", "gla_block", {"block_v": 16, "num_warps": 8}),
+    ("gla", "gla_block", {"block_v": 8, "num_warps": 1}),
+    ("gla", "gla_block", {"block_v": 64, "num_warps": 2}),
 ]
 
 
@@ -44,3 +46,14 @@ def test_unknown_choice_is_refused_and_nothing_changes():
     with pytest.raises(TypeError), _common.tuned(mod, block_q=16):
         pass
     assert mod.TUNING == mod.Tuning()
+
+
+def test_gla_narrows_its_tiles_to_fill_the_gpu():
+    from fsc.kernels.gla import triton as gla
+
+    assert gla.block_v(1, 20, 128, 132) == 8  # 320 programs rather than 80
+    assert gla.block_v(2, 20, 128, 132) == 16
+    assert gla.block_v(4, 20, 128, 132) == 32  # 320 programs already
+    assert gla.block_v(1, 2, 4, 132) == 4  # never wider than the (power-of-two) value dim
+    with _common.tuned(gla, block_v=64):
+        assert gla.block_v(1, 20, 128, 132) == 64
