@@ -141,5 +141,13 @@ def tuned(module, **changes):
         module.TUNING = before
 
 
+def narrow(width: int, floor: int, programs, sms: int) -> int:
+    """Halve a tile `width` (down to `floor`) while `programs(width)`, the grid it gives, has
+    fewer than two programs an SM: at small batch, more and narrower programs fill the GPU."""
+    while width > floor and programs(width) < 2 * sms:
+        width //= 2
+    return width
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -90,10 +90,7 @@ def block_v(B: int, H: int, Dv: int, sms: int) -> int:
     columns, 320 programs on 132 SMs, rather than 80."""
     if TUNING.block_v is not None:
         return min(C.pow2(Dv, lo=1), TUNING.block_v)
-    bv = min(C.pow2(Dv, lo=1), 32)
-    while bv > 8 and B * H * C.cdiv(Dv, bv) < 2 * sms:
-        bv //= 2
-    return bv
+    return C.narrow(min(C.pow2(Dv, lo=1), 32), 8, lambda bv: B * H * C.cdiv(Dv, bv), sms)
 
 
 def gla_block(q, k, v, gk, state, scale: float, new_state=None):

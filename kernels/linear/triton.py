@@ -78,7 +78,8 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
 class Tuning:
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
-    block_v: int = 32  # value columns a program (a power of two >= 16)
+    block_v: int | None = None  # value columns a program (a power of two >= 16); None: 32,
+    # halved down to 16 while the grid would have fewer than two programs an SM
     num_warps: int | None = None  # None: 4, or 8 for a G × r tile of >= 4096 elements
 
 
@@ -107,7 +108,8 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
     if B * H * R * Dv == 0:
         return out
     tune = TUNING
-    block_v = min(C.pow2(Dv), tune.block_v)
+    block_v = (min(C.pow2(Dv), tune.block_v) if tune.block_v is not None else
+               C.narrow(min(C.pow2(Dv), 32), 16, lambda bv: B * H * C.cdiv(Dv, bv), C.sm_count(dev)))
     v_tiles = C.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
