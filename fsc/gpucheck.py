@@ -188,8 +188,10 @@ def tune_trials(op: str, dry_run: bool) -> list[dict]:
         "mamba_block_scan": [{"block_p": p, "block_n": n, "num_warps": w}
                              for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)],
         "linear_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
-        "gla_block": [{"block_v": v, "num_warps": w} for v in (8, 16, 32, 64)
-                      for w in (1, 2, 4, 8)],
+        "gla_block": [{"form": "scan", "block_v": v, "num_warps": w} for v in (8, 16, 32)
+                      for w in (1, 2, 4)]
+        + [{"form": "chunk", "block_v": v, "num_warps": w, "num_stages": st}
+           for v in (16, 32, 64, 128) for w in (4, 8) for st in (1, 3)],
         "causal_conv_block": [{"block_c": c, "num_warps": w} for c in (32, 64, 128)
                               for w in (4, 8)],
     }[op]

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 # d_inner 5120 = 80 heads × 64, N 128, conv width 4, G 32. Linear and GLA use 20 heads × 128.
 SHAPES_3B = {"G": 32, "heads": 20, "kv_heads": 20, "head_dim": 128, "m_heads": 80,
              "m_head_dim": 64, "d_state": 128, "d_conv": 4, "conv_dim": 5120 + 2 * 128}
-SHAPES_DRY = {"G": 4, "heads": 4, "kv_heads": 2, "head_dim": 16, "m_heads": 2, "m_head_dim": 16,
+# Tiny shapes for the interpreter and the GPU self-check; G 20 spans two of GLA's 16-row
+# sub-chunks (and one partial).
+SHAPES_DRY = {"G": 20, "heads": 4, "kv_heads": 2, "head_dim": 16, "m_heads": 2, "m_head_dim": 16,
               "d_state": 16, "d_conv": 4, "conv_dim": 48}
 
 

@@ -1,16 +1,26 @@
 """GLA block: per-key-dimension forget gate, forward scan from the state, backward in the block.
 
-Grid (B, H, Dv tiles). A program keeps its [Dk, Dv_tile] slice of the state in fp32 registers
-and steps through the G tokens twice: forward from the cached state (writing the new state at
-the end, element by element from the old one, so new_state may be state), then backward from
-zero, where token t sees exp(g_t) ⊙ h'_{t+1} — the diagonal q_t·k_t v_t is counted once, by
-the forward pass. The G outputs of the tile are gathered in registers and stored once.
+Two forms, both grid (B, H, Dv tiles), both reading a program's [Dk, Dv_tile] slice of the state
+once and writing it once (element by element from the old one, so new_state may be state):
+
+- **chunk** (G <= 64): the block in matrix form on tensor cores, in sub-chunks of 16 rows. With
+  b_t the running sum of the log gates (per key dimension) and c_t = b_t - g_t, the output is
+  o_t = (q_t ⊙ e^{b_t})·h0 + Σ_s A[t, s] v_s, where A[t, s] = Σ_d q_t,d k_s,d e^{E_d[t, s]},
+  E = b_t - b_s for s <= t (forward) and c_s - c_t for s > t (backward, from zero inside the
+  block; the diagonal counted once). A per-dimension gate has no G×G factorisation that is safe
+  in floating point (e^{b_t}·e^{-b_s} overflows once the gates sum past -88), so every
+  exponential is split at a point between t and s where both factors are <= 1: for the
+  sub-chunks before row sub-chunk I at b just before I, for those after at c just after I, and
+  inside I exactly, per element. The new state is e^{b_G} ⊙ h0 + Σ_s (k_s ⊙ e^{b_G - b_s}) v_sᵀ.
+- **scan** (any G): steps through the G tokens twice in fp32 registers, forward from the cached
+  state, then backward from zero, where token t sees exp(g_t) ⊙ h'_{t+1}.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 import triton
 import triton.language as tl
 from fsc.kernels import _common as C
@@ -72,25 +82,131 @@ def _gla_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, G, DK, DV, 
              o.to(out_ptr.dtype.element_ty), mask=(rows < G)[:, None] & d_mask[None, :])
 
 
+@triton.jit
+def _sub_chunk(q0, k0, g0, v0, t, t_mask, kk, k_mask, d, d_mask, sqg, sqk, skg, skk, sgg, sgk,
+               svg, svd, scale):
+    """One sub-chunk's q·scale, k, gates and v in fp32, with the gates' running sum inside it."""
+    tk_mask = t_mask[:, None] & k_mask[None, :]
+    qi = tl.load(q0 + t[:, None] * sqg + kk[None, :] * sqk, mask=tk_mask, other=0.0)
+    ki = tl.load(k0 + t[:, None] * skg + kk[None, :] * skk, mask=tk_mask, other=0.0)
+    gi = tl.load(g0 + t[:, None] * sgg + kk[None, :] * sgk, mask=tk_mask, other=0.0)
+    vi = tl.load(v0 + t[:, None] * svg + d[None, :] * svd, mask=t_mask[:, None] & d_mask[None, :],
+                 other=0.0)
+    gi = gi.to(tl.float32)
+    return qi.to(tl.float32) * scale, ki.to(tl.float32), gi, tl.cumsum(gi, 0), vi.to(tl.float32)
+
+
+@triton.jit
+def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_ptr, G, DK, DV,
+                      scale, sqb, sqg, sqh, sqk, skb, skg, skh, skk, svb, svg, svh, svd,
+                      sgb, sgg, sgh, sgk, ssb, ssh, ssk, ssd, sob, sog, soh, sod,
+                      snb, snh, snk, snd,
+                      BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, SUB: tl.constexpr,
+                      KC: tl.constexpr, WRITE: tl.constexpr, PRECISION: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    hd = tl.program_id(1).to(tl.int64)
+    kk = tl.arange(0, BLOCK_K).to(tl.int64)
+    d = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+    sub = tl.arange(0, SUB)
+    kc = tl.arange(0, KC).to(tl.int64)
+    k_mask, d_mask = kk < DK, d < DV
+    q0 = q_ptr + b * sqb + hd * sqh
+    k0 = k_ptr + b * skb + hd * skh
+    g0 = g_ptr + b * sgb + hd * sgh
+    v0 = v_ptr + b * svb + hd * svh
+    ob0 = ob_ptr + b * sob + hd * soh  # fp32 scratch shaped and strided like the output
+    n_sub = tl.cdiv(G, SUB)
+
+    # Pass 1, last sub-chunk first: the backward scan from zero. hb holds the later sub-chunks
+    # as seen from just after this one; tot is this sub-chunk's gate sum.
+    hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
+    for j in range(0, n_sub):
+        t = (n_sub - 1 - j) * SUB + sub
+        t_mask = t < G
+        qi, ki, gi, li, vi = _sub_chunk(q0, k0, g0, v0, t, t_mask, kk, k_mask, d, d_mask,
+                                        sqg, sqk, skg, skk, sgg, sgk, svg, svd, scale)
+        tot = tl.sum(gi, 0)
+        ob = tl.dot(qi * tl.exp(tl.minimum(tot[None, :] - li + gi, 0.0)), hb,
+                    input_precision=PRECISION)
+        tl.store(ob0 + t[:, None] * sog + d[None, :] * sod, ob,
+                 mask=t_mask[:, None] & d_mask[None, :])
+        kb = ki * tl.exp(tl.minimum(li - gi, 0.0))
+        hb = tl.exp(tot)[:, None] * hb + tl.dot(tl.trans(kb), vi, input_precision=PRECISION)
+    tl.debug_barrier()  # pass 2 reads what other threads of this program stored
+
+    # Pass 2, first sub-chunk first: the forward scan from the cached state, the exact
+    # in-sub-chunk part of both directions, and pass 1's output.
+    h = tl.load(st_ptr + b * ssb + hd * ssh + kk[:, None] * ssk + d[None, :] * ssd,
+                mask=k_mask[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
+    lower = (sub[None, :] <= sub[:, None])[:, :, None]  # s <= t
+    for i0 in range(0, G, SUB):
+        t = i0 + sub
+        t_mask = t < G
+        td_mask = t_mask[:, None] & d_mask[None, :]
+        qi, ki, gi, li, vi = _sub_chunk(q0, k0, g0, v0, t, t_mask, kk, k_mask, d, d_mask,
+                                        sqg, sqk, skg, skk, sgg, sgk, svg, svd, scale)
+        tot = tl.sum(gi, 0)
+        o = tl.dot(qi * tl.exp(li), h, input_precision=PRECISION)
+        o += tl.load(ob0 + t[:, None] * sog + d[None, :] * sod, mask=td_mask, other=0.0)
+        a_in = tl.zeros([SUB, SUB], tl.float32)
+        for c0 in range(0, DK, KC):  # (SUB, SUB, KC) exponents, a key chunk at a time
+            ck = c0 + kc
+            m = t_mask[:, None] & (ck < DK)[None, :]
+            qc = tl.load(q0 + t[:, None] * sqg + ck[None, :] * sqk, mask=m,
+                         other=0.0).to(tl.float32) * scale
+            kcv = tl.load(k0 + t[:, None] * skg + ck[None, :] * skk, mask=m,
+                          other=0.0).to(tl.float32)
+            gc = tl.load(g0 + t[:, None] * sgg + ck[None, :] * sgk, mask=m,
+                         other=0.0).to(tl.float32)
+            lc = tl.cumsum(gc, 0)
+            xc = lc - gc
+            e = tl.where(lower, lc[:, None, :] - lc[None, :, :], xc[None, :, :] - xc[:, None, :])
+            a_in += tl.sum(qc[:, None, :] * kcv[None, :, :] * tl.exp(tl.minimum(e, 0.0)), 2)
+        o += tl.dot(a_in, vi, input_precision=PRECISION)
+        tl.store(out_ptr + b * sob + t[:, None] * sog + hd * soh + d[None, :] * sod,
+                 o.to(out_ptr.dtype.element_ty), mask=td_mask)
+        kf = ki * tl.exp(tl.minimum(tot[None, :] - li, 0.0))
+        h = tl.exp(tot)[:, None] * h + tl.dot(tl.trans(kf), vi, input_precision=PRECISION)
+    if WRITE:
+        tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
+                 h.to(ns_ptr.dtype.element_ty), mask=k_mask[:, None] & d_mask[None, :])
+
+
 @dataclass(frozen=True)
 class Tuning:
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
+    form: str = "auto"  # "chunk", "scan", or "auto": see form()
     block_v: int | None = None  # value columns a program (a power of two); None: see block_v()
-    num_warps: int = 4
+    num_warps: int | None = None  # None: 4 for the scan; 4 or 8 for the chunk form
+    num_stages: int | None = None  # software pipelining of the chunk form; None: Triton's
 
 
 TUNING = Tuning()
+SUB = 16  # rows of a sub-chunk in the chunk form (tl.dot wants >= 16)
+KC = 16  # key columns a step of its exact in-sub-chunk part
 
 
-def block_v(B: int, H: int, Dv: int, sms: int) -> int:
-    """Value columns a program: 32, halved (down to 8) while the grid would give fewer than two
-    programs an SM. A program steps through the block token by token, so at small B the GPU is
-    filled by more, narrower programs: one sequence of the 3B shapes (20 heads, Dv 128) gets 8
-    columns, 320 programs on 132 SMs, rather than 80."""
+def form(G: int, Dk: int) -> str:
+    """Which kernel runs: the `Tuning` choice, or for "auto" the chunk form once a block has
+    4 tokens (shorter ones are a few sequential steps) and Dk <= 256 (its [Dk, block_v] state
+    tile and [16, Dk] sub-chunk tiles stay in registers)."""
+    if TUNING.form == "scan" or C.pow2(Dk) > 256:
+        return "scan"
+    return "chunk" if TUNING.form == "chunk" or G >= 4 else "scan"
+
+
+def block_v(B: int, H: int, Dv: int, sms: int, kind: str = "scan") -> int:
+    """Value columns a program. The scan: 32, halved (down to 8) while the grid would give
+    fewer than two programs an SM; a program steps through the block token by token, so at
+    small B the GPU is filled by more, narrower programs (one sequence of the 3B shapes, 20
+    heads and Dv 128, gets 8 columns: 320 programs on 132 SMs rather than 80). The chunk form:
+    64, halved down to 16 (tl.dot's least) the same way."""
+    widest, least = (64, 16) if kind == "chunk" else (32, 8)
     if TUNING.block_v is not None:
-        return min(C.pow2(Dv, lo=1), TUNING.block_v)
-    return C.narrow(min(C.pow2(Dv, lo=1), 32), 8, lambda bv: B * H * C.cdiv(Dv, bv), sms)
+        return max(min(C.pow2(Dv, lo=1), TUNING.block_v), least if kind == "chunk" else 1)
+    return C.narrow(min(C.pow2(Dv, lo=least if kind == "chunk" else 1), widest), least,
+                    lambda bv: B * H * C.cdiv(Dv, bv), sms)
 
 
 def gla_block(q, k, v, gk, state, scale: float, new_state=None):
@@ -108,14 +224,27 @@ def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     out = C.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * Dk * Dv == 0:
         return out
-    bv = block_v(B, H, Dv, C.sm_count(dev))
+    kind = form(G, Dk)
+    bv = block_v(B, H, Dv, C.sm_count(dev), kind)
     ns = new_state if new_state is not None else state
+    strides = (*q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
+               *out.stride(), *ns.stride())
+    grid = (B, H, C.cdiv(Dv, bv))
+    block_k = C.pow2(Dk)
     with C.device_guard(dev):
-        _gla_kernel[(B, H, C.cdiv(Dv, bv))](
-            q, k, v, gk, state, out, ns, G, Dk, Dv, float(scale),
-            *q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
-            *out.stride(), *ns.stride(),
-            BLOCK_G=C.pow2(G), BLOCK_K=C.pow2(Dk), BLOCK_V=bv,
-            WRITE=new_state is not None, num_warps=TUNING.num_warps,
-        )
+        if kind == "chunk":
+            ob = C.empty(out.shape, torch.float32, dev)  # pass 1's backward part, same strides
+            _gla_chunk_kernel[grid](
+                q, k, v, gk, state, out, ns, ob, G, Dk, Dv, float(scale), *strides,
+                BLOCK_K=block_k, BLOCK_V=bv, SUB=SUB, KC=min(KC, block_k),
+                WRITE=new_state is not None, PRECISION=C.dot_precision(q.dtype),
+                num_warps=TUNING.num_warps or C.warps(block_k * bv),
+                **({"num_stages": TUNING.num_stages} if TUNING.num_stages else {}),
+            )
+        else:
+            _gla_kernel[grid](
+                q, k, v, gk, state, out, ns, G, Dk, Dv, float(scale), *strides,
+                BLOCK_G=C.pow2(G), BLOCK_K=block_k, BLOCK_V=bv,
+                WRITE=new_state is not None, num_warps=TUNING.num_warps or 4,
+            )
     return out

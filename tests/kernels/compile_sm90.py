@@ -134,7 +134,13 @@ def main():
     compile_launches("linear fold", lin, ["_linear_kernel"],
                      lambda: lin.linear_block(*q, st, z, "elu1", 1e-6, st, torch.empty_like(z)))
     gk = rnd(1, 32, 20, 128, dtype=f32)
-    compile_launches("gla fold", gla, ["_gla_kernel"], lambda: gla.gla_block(*q, gk, st, 0.1, st))
+    names = ["_gla_kernel", "_gla_chunk_kernel"]
+    compile_launches("gla fold chunk B=1", gla, names, lambda: gla.gla_block(*q, gk, st, 0.1, st))
+    q8 = [t.expand(8, -1, -1, -1) for t in (*q, gk)]
+    st8 = st.expand(8, -1, -1, -1)
+    compile_launches("gla fold chunk B=8", gla, names, lambda: gla.gla_block(*q8, st8, 0.1, st8))
+    with _common.tuned(gla, form="scan"):
+        compile_launches("gla fold scan", gla, names, lambda: gla.gla_block(*q, gk, st, 0.1, st))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from fsc.kernels import _common
 from fsc.kernels.gla import triton as gla
 from fsc.kernels.gla.reference import gla_block_ref
 from kernel_checks import assert_close, dname, nan_like, randn
@@ -17,6 +18,10 @@ CASES = [
     (2, 4, 2, 16, 32, BF16, F32),
     (1, 3, 2, 16, 16, F16, F32),
     (1, 4, 2, 16, 16, F32, BF16),
+    (1, 40, 2, 16, 16, F32, F32),     # chunk form: three sub-chunks, the last partial
+    (1, 64, 1, 32, 32, F32, F32),     # the longest block the chunk form takes
+    (2, 33, 2, 20, 24, BF16, F32),    # chunk form, padded dims, bf16
+    (1, 80, 1, 16, 16, F32, F32),     # five sub-chunks
 ]
 
 
@@ -53,3 +58,33 @@ def test_gla_fold_writes_new_state(case, alias):
     out = gla.gla_block(*args, new)
     assert_close(out, ref, case[5])
     assert_close(new, want, case[6], "new state")
+
+
+@pytest.mark.parametrize("kind", ["chunk", "scan"])
+def test_both_forms_on_long_blocks(kind):
+    """Either form, forced, over several sub-chunks, as a fold."""
+    args = _inputs(2, 37, 2, 32, 32, F32, F32, seed=3)
+    want = torch.empty_like(args[4])
+    ref = gla_block_ref(*args, want)
+    new = nan_like(args[4])
+    with _common.tuned(gla, form=kind):
+        assert gla.form(37, 32) == kind
+        out = gla.gla_block(*args, new)
+    assert_close(out, ref, F32)
+    assert_close(new, want, F32, "new state")
+
+
+def test_chunk_form_survives_gates_that_overflow_a_factorisation():
+    """Gates summing to about -2000 over a block: e^{-b_s} alone would overflow fp32. Every
+    exponential in the chunk form is split where both factors are <= 1, so it stays exact."""
+    q, k, v, gk, state, scale = _inputs(1, 48, 2, 16, 16, F32, F32, seed=4)
+    gk = -40.0 * torch.rand(gk.shape, generator=torch.Generator().manual_seed(5))
+    gk[..., ::3] = -1e-3  # some dimensions hardly decay
+    want = torch.empty_like(state)
+    ref = gla_block_ref(q, k, v, gk, state, scale, want)
+    new = nan_like(state)
+    assert gla.form(48, 16) == "chunk"
+    out = gla.gla_block(q, k, v, gk, state, scale, new)
+    assert torch.isfinite(out).all() and torch.isfinite(new).all()
+    assert_close(out, ref, F32)
+    assert_close(new, want, F32, "new state")

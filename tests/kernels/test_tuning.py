@@ -8,8 +8,9 @@ import torch
 from fsc.kernels import _common
 from fsc.kernels.points import attention_points, state_points
 
-# Dimensions of 32 and 48 so that 16-wide tiles make several programs along each split axis.
-SHAPES = {"G": 5, "heads": 2, "kv_heads": 1, "head_dim": 32, "m_heads": 2, "m_head_dim": 32,
+# Dimensions of 32 and 48 so that 16-wide tiles make several programs along each split axis;
+# G 20: two sub-chunks in GLA's chunk form.
+SHAPES = {"G": 20, "heads": 2, "kv_heads": 1, "head_dim": 32, "m_heads": 2, "m_head_dim": 32,
           "d_state": 32, "d_conv": 4, "conv_dim": 48}
 CHOICES = [
     ("attention", "block_attention", {"splits": 1}),
@@ -20,9 +21,11 @@ CHOICES = [
     ("mamba", "mamba_block_scan", {"block_p": 64, "block_n": 64, "num_warps": 8}),
     ("linear", "linear_block", {"block_v": 16}),
     ("linear", "linear_block", {"block_v": 64, "num_warps": 8}),
-    ("gla", "gla_block", {"block_v": 16, "num_warps": 8}),
-    ("gla", "gla_block", {"block_v": 8, "num_warps": 1}),
-    ("gla", "gla_block", {"block_v": 64, "num_warps": 2}),
+    ("gla", "gla_block", {"form": "scan", "block_v": 16, "num_warps": 8}),
+    ("gla", "gla_block", {"form": "scan", "block_v": 8, "num_warps": 1}),
+    ("gla", "gla_block", {"form": "scan", "block_v": 64, "num_warps": 2}),
+    ("gla", "gla_block", {"form": "chunk", "block_v": 16, "num_warps": 8, "num_stages": 1}),
+    ("gla", "gla_block", {"form": "chunk", "block_v": 128, "num_warps": 4, "num_stages": 3}),
 ]
 
 
@@ -55,5 +58,8 @@ def test_gla_narrows_its_tiles_to_fill_the_gpu():
     assert gla.block_v(2, 20, 128, 132) == 16
     assert gla.block_v(4, 20, 128, 132) == 32  # 320 programs already
     assert gla.block_v(1, 2, 4, 132) == 4  # never wider than the (power-of-two) value dim
+    assert gla.block_v(1, 20, 128, 132, "chunk") == 16  # the chunk form: 64 down to 16
+    assert gla.block_v(8, 20, 128, 132, "chunk") == 64
+    assert gla.block_v(1, 2, 4, 132, "chunk") == 16  # tl.dot's least
     with _common.tuned(gla, block_v=64):
         assert gla.block_v(1, 20, 128, 132) == 64
