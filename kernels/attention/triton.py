@@ -181,11 +181,12 @@ def choose_splits(units: int, tiles: int, slots: int) -> int:
 
 
 def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n: int,
-         programs_per_sm: int = 2, splits: int | None = None):
+         programs_per_sm: int = 2, splits: int | None = None, max_keys: int | None = None):
     """Tiles and splits: (BLOCK_M, m_tiles, BLOCK_N, chunk, n_splits).
 
     Each split is `chunk` keys (a multiple of the tile); the last may be shorter. `splits`
     forces the count (capped at one tile a split); otherwise `choose_splits` sizes the waves.
+    Either way a chunk holds at most `max_keys` keys (offsets inside a chunk are int32).
     """
     rows = G * group
     block_d = C.pow2(D)
@@ -196,6 +197,8 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n
     tiles = C.cdiv(S, block_n)
     n = (min(max(splits, 1), tiles) if splits
          else choose_splits(B * Hkv * m_tiles, tiles, sms * programs_per_sm))
+    if max_keys is not None:
+        n = max(n, C.cdiv(tiles, max(max_keys // block_n, 1)))
     chunk = C.cdiv(tiles, n) * block_n
     return block_m, m_tiles, block_n, chunk, C.cdiv(S, chunk)
 
@@ -226,9 +229,15 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     # (so that small test caches still span several tiles and splits)
     tune = TUNING
     wide = q.dtype != torch.float32 and D <= 128 and not C.interpreting()
+    block_n = tune.block_n if wide else 32
+    # Keys a chunk may hold with int32 offsets inside it (the int64 part is in its base
+    # pointer): a 256k-key chunk of 64 KV heads × 128 would pass 2^31 elements.
+    per_key = max(k_cache.stride(1), v_cache.stride(1), 1)
+    reach = max(abs(k_cache.stride(3)), abs(v_cache.stride(3))) * D
+    max_keys = max((2**31 - 1 - reach) // per_key - block_n, block_n)
     block_m, m_tiles, block_n, chunk, n_splits = plan(
-        S, B, Hkv, G, group, D, C.sm_count(dev), tune.block_n if wide else 32,
-        tune.programs_per_sm, tune.splits)
+        S, B, Hkv, G, group, D, C.sm_count(dev), block_n, tune.programs_per_sm, tune.splits,
+        max_keys)
     block_d = C.pow2(D)
     n_total = max(n_splits, 1)  # S = 0: one program per row tile, for the block keys alone
     o_part = C.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)

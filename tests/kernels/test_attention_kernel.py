@@ -89,6 +89,18 @@ def test_splits_fill_whole_waves(B, Hkv, S):
     assert chunk >= attn.MIN_TILES * block_n and chunk * n >= S > chunk * (n - 1)
 
 
+def test_chunks_stay_within_int32_offsets():
+    """A chunk's offsets are int32: with 64 KV heads × 128 (8192 elements a key), a 256k cache
+    at B = 8 would fit one chunk a head by the wave model, but 2^31 / 8192 keys is the most a
+    chunk may hold, so it takes more splits; a forced split count is raised the same way."""
+    max_keys = (2**31 - 1 - 128) // 8192 - 64
+    for splits in (None, 1):
+        _, _, _, chunk, n = attn.plan(262144, 8, 64, 32, 1, 128, 132, 64, splits=splits,
+                                      max_keys=max_keys)
+        assert n >= 2 and (chunk + 64) * 8192 + 128 < 2**31, (chunk, n)
+    assert attn.plan(262144, 8, 64, 32, 1, 128, 132, 64)[-1] == 1  # the wave model alone
+
+
 def test_forced_splits_and_tuning_restore():
     """`tuned()` overrides the launch choices inside its block only; any split count is exact."""
     case = (2, 4, 4, 2, 16, 100, 112, F32)
