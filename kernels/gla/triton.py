@@ -3,15 +3,18 @@
 Two forms, both grid (B, H, Dv tiles), both reading a program's [Dk, Dv_tile] slice of the state
 once and writing it once (element by element from the old one, so new_state may be state):
 
-- **chunk** (G <= 64): the block in matrix form on tensor cores, in sub-chunks of 16 rows. With
-  b_t the running sum of the log gates (per key dimension) and c_t = b_t - g_t, the output is
-  o_t = (q_t ⊙ e^{b_t})·h0 + Σ_s A[t, s] v_s, where A[t, s] = Σ_d q_t,d k_s,d e^{E_d[t, s]},
-  E = b_t - b_s for s <= t (forward) and c_s - c_t for s > t (backward, from zero inside the
-  block; the diagonal counted once). A per-dimension gate has no G×G factorisation that is safe
-  in floating point (e^{b_t}·e^{-b_s} overflows once the gates sum past -88), so every
-  exponential is split at a point between t and s where both factors are <= 1: for the
-  sub-chunks before row sub-chunk I at b just before I, for those after at c just after I, and
-  inside I exactly, per element. The new state is e^{b_G} ⊙ h0 + Σ_s (k_s ⊙ e^{b_G - b_s}) v_sᵀ.
+- **chunk** (the default from G = 4): the block in matrix form on tensor cores, in sub-chunks
+  of 16 rows. With b_t the running sum of the log gates (per key dimension) and
+  c_t = b_t - g_t, o_t = (q_t ⊙ e^{b_t})·h0 + Σ_s A[t, s] v_s, where
+  A[t, s] = Σ_d q_t,d k_s,d e^{E_d[t, s]}, E = b_t - b_s for s <= t (forward) and c_s - c_t for
+  s > t (backward, from zero inside the block; the diagonal counted once). A per-dimension
+  gate has no G×G factorisation that is safe in floating point (e^{b_t}·e^{-b_s} overflows
+  once the gates sum past -88), so every exponential is split where both factors are <= 1.
+  Pass 1 walks the sub-chunks backwards carrying the backward state of the later ones (as seen
+  from just after the current one) and leaves each row's share in an fp32 scratch; pass 2
+  walks forwards carrying the forward state from the cache (as seen from just before the
+  current sub-chunk), adds the exact in-sub-chunk part (one exponential per element) and
+  pass 1's share, and ends with the new state.
 - **scan** (any G): steps through the G tokens twice in fp32 registers, forward from the cached
   state, then backward from zero, where token t sees exp(g_t) ⊙ h'_{t+1}.
 """
