@@ -56,3 +56,29 @@ def test_profile_on_cuda_records_triton_backends(tmp_path):
     assert point["status"] == "ok"
     assert point["mixer_backends"] == {"mamba": "triton", "attention": "triton"}
     assert point["peak_bytes"] >= point["cache_bytes"]
+
+
+@pytest.mark.parametrize("form", ["chunk", "scan"])
+@torch.no_grad()
+def test_gla_forms_match_the_reference_at_3b_shapes(form):
+    """Both GLA forms at the 3B shapes (20 heads × 128, G 32: two sub-chunks, so the chunk
+    form's pass 2 reads what pass 1 stored through its barrier), bf16 in, fp32 state."""
+    import math
+
+    import torch.nn.functional as F
+    from fsc.kernels import _common
+    from fsc.kernels.gla import triton as gla
+    from fsc.kernels.gla.reference import gla_block_ref
+
+    gen = torch.Generator("cuda").manual_seed(0)
+    B, G, H, D = 2, 32, 20, 128
+    q, k, v = (torch.randn(B, G, H, D, device="cuda", generator=gen).bfloat16() for _ in range(3))
+    gk = F.logsigmoid(torch.randn(B, G, H, D, device="cuda", generator=gen)) / 16
+    state = torch.randn(B, H, D, D, device="cuda", generator=gen)
+    want = torch.empty_like(state)
+    ref = gla_block_ref(q.float(), k.float(), v.float(), gk, state, 1 / math.sqrt(D), want)
+    new = torch.full_like(state, float("nan"))
+    with _common.tuned(gla, form=form):
+        out = gla.gla_block(q, k, v, gk, state, 1 / math.sqrt(D), new)
+    assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 2e-2
+    assert ((new - want).abs().max() / want.abs().max()).item() < 1e-2
