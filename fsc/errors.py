@@ -19,6 +19,10 @@ class UsageError(FscError):
     exit_code = 2
 
 
+class TuningError(UsageError):
+    """$FSC_KERNEL_TUNING (or a tuned() change) names an unknown kernel, choice or value."""
+
+
 class WeightsDoNotFit(UsageError):
     """A model's weights would not fit in the memory left on its device."""
 

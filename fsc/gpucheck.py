@@ -256,7 +256,9 @@ def _tuning_row(point: Point, trials: list[dict], bandwidth: float | None) -> di
     if row["status"] == "ok":
         best = min(timed, key=lambda t: t["us"])
         row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],
-                   gain=trials[0]["us"] / best["us"])
+                   gain=trials[0]["us"] / best["us"],
+                   best_env=",".join(f"{MODULES[point.op]}.{k}={'none' if v is None else v}"
+                                     for k, v in best["change"].items()))
         if bandwidth:
             row["default_frac_hbm"] = point.bytes / (trials[0]["us"] * 1e-6) / bandwidth
             row["best_frac_hbm"] = point.bytes / (best["us"] * 1e-6) / bandwidth
@@ -386,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = run_profile(deadline, args.dry_run)
     result = {
         "device": name, "hbm_bytes_per_s": bandwidth, "copy_bytes_per_s": copy,
+        "kernel_tuning": os.environ.get("FSC_KERNEL_TUNING") or None,
         "torch": torch.__version__,
         "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
         "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
@@ -398,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
         title += f" (a device copy reaches {copy / 1e12:.2f} TB/s)"
     print_table(rows, title)
     print_table(tuning, "launch choices: the defaults against the fastest tried", TUNE_COLUMNS)
+    better = [r for r in tuning if r.get("gain", 1) >= 1.05 and r.get("best_env")]
+    if better:
+        print("to launch with a faster choice, set FSC_KERNEL_TUNING (comma-separated) to:")
+        for r in better:
+            print(f"  {r['best_env']}    # {SHORT.get(r['op'], r['op'])} B={r['B']} "
+                  f"S={r['S']}: {r['gain']:.2f}×")
     print(f"profile: {profile['status']}")
     out_dir = os.environ.get("OUT") or os.getcwd()
     path = os.path.join(out_dir, "gpucheck.json")

@@ -20,7 +20,7 @@ import os
 import torch
 import triton
 
-from fsc.errors import KernelError
+from fsc.errors import KernelError, TuningError
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_G = 128  # kernels that hold the whole block in one register tile accept up to this G
@@ -129,12 +129,78 @@ def warps(tile_elements: int) -> int:
     return 8 if tile_elements >= 4096 else 4
 
 
+# -- launch choices ---------------------------------------------------------------------------
+TUNING_ENV = "FSC_KERNEL_TUNING"  # e.g. "attention.block_n=128,gla.form=scan"
+KERNELS = ("attention", "conv", "mamba", "linear", "gla")
+FORMS = ("auto", "chunk", "scan")
+
+
+def check_tuning(t) -> None:
+    """Refuse a `Tuning` value its kernel cannot launch with (each Tuning's __post_init__):
+    tiles powers of two from the class's LEAST_BLOCK to 1024, 1-16 warps, 1-8 stages."""
+    name = type(t).__module__.rsplit(".", 2)[-2]
+    for f in dataclasses.fields(t):
+        v = getattr(t, f.name)
+        if v is None and "None" in str(f.type):
+            continue
+        if f.name == "form":
+            ok, want = v in FORMS, " or ".join(FORMS)
+        elif not isinstance(v, int) or isinstance(v, bool):
+            ok, want = False, "an integer"
+        elif f.name.startswith("block_"):
+            least = getattr(t, "LEAST_BLOCK", 16)
+            ok, want = least <= v <= 1024 and v & (v - 1) == 0, f"a power of two {least}..1024"
+        elif f.name == "num_warps":
+            ok, want = v in (1, 2, 4, 8, 16), "1, 2, 4, 8 or 16"
+        elif f.name == "num_stages":
+            ok, want = 1 <= v <= 8, "1..8"
+        else:
+            ok, want = v >= 1, "a positive integer"
+        if not ok:
+            raise TuningError(f"{name}.{f.name}={v!r} is not valid: want {want}")
+
+
+def from_env(name: str, defaults):
+    """`defaults` with the choices $FSC_KERNEL_TUNING gives kernel `name`.
+
+    The variable is a comma-separated list of `kernel.choice=value` (value `none` for the
+    heuristic where a choice has one), as `fsc.gpucheck` prints for the fastest choices it found.
+    """
+    raw = os.environ.get(TUNING_ENV, "")
+    changes = {}
+    for item in filter(None, (x.strip() for x in raw.split(","))):
+        key, eq, value = item.partition("=")
+        kernel, dot, field = key.strip().partition(".")
+        if not eq or not dot or not value.strip():
+            raise TuningError(f"{TUNING_ENV}: {item!r} is not kernel.choice=value "
+                              "(e.g. attention.block_n=128)")
+        if kernel not in KERNELS:
+            raise TuningError(f"{TUNING_ENV}: unknown kernel {kernel!r}; kernels: {', '.join(KERNELS)}")
+        if kernel == name:
+            value = value.strip()
+            changes[field] = (None if value.lower() == "none" else
+                              int(value) if value.lstrip("-").isdigit() else value)
+    return _replace(defaults, changes, f"{TUNING_ENV}: ")
+
+
+def _replace(t, changes: dict, where: str = ""):
+    known = [f.name for f in dataclasses.fields(t)]
+    for field in changes:
+        if field not in known:
+            name = type(t).__module__.rsplit(".", 2)[-2]
+            raise TuningError(f"{where}{name} has no choice {field!r}; choices: {', '.join(known)}")
+    try:
+        return dataclasses.replace(t, **changes)
+    except TuningError as e:
+        raise TuningError(f"{where}{e}") from None
+
+
 @contextlib.contextmanager
 def tuned(module, **changes):
     """Run the enclosed launches of `module` (a kernel's triton.py) with some fields of its
     `TUNING` (launch choices: tile sizes, warps) changed, as `fsc.gpucheck` does to try them."""
     before = module.TUNING
-    module.TUNING = dataclasses.replace(before, **changes)
+    module.TUNING = _replace(before, changes)
     try:
         yield module.TUNING
     finally:

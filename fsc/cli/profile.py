@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -133,6 +134,7 @@ def profile(
         st.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
     env_id = st.register_environment(environment(device))
     config = {k: v for k, v in vars(cfg).items() if k not in ("spec", "extra")}
+    config["kernel_tuning"] = os.environ.get("FSC_KERNEL_TUNING") or None  # launch choices
     run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
 
     def record(row: dict) -> None:

@@ -146,8 +146,11 @@ class Tuning:
     # allow 2 at the 3B shapes (tests/kernels/compile_sm90.py checks it)
     splits: int | None = None  # force this many splits; None lets `choose_splits` decide
 
+    def __post_init__(self):
+        C.check_tuning(self)
 
-TUNING = Tuning()
+
+TUNING = C.from_env("attention", Tuning())
 MIN_TILES = 2  # key tiles a split holds at least
 OVERHEAD_TILES = 2  # a program's fixed cost (pipeline fill, its partial write and merge read),
 # in key tiles

@@ -71,8 +71,11 @@ class Tuning:
     block_c: int = 64  # channels a program (a power of two >= 16)
     num_warps: int | None = None  # None: 4, or 8 for a G × channel tile of >= 4096 elements
 
+    def __post_init__(self):
+        C.check_tuning(self)
 
-TUNING = Tuning()
+
+TUNING = C.from_env("conv", Tuning())
 
 
 def causal_conv_block(x, window, weight, bias, new_window=None):

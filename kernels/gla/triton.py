@@ -22,6 +22,7 @@ once and writing it once (element by element from the old one, so new_state may 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import triton
@@ -179,13 +180,17 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
 class Tuning:
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
+    LEAST_BLOCK: ClassVar[int] = 1  # the scan takes any width (the chunk form raises it to 16)
     form: str = "auto"  # "chunk", "scan", or "auto": see form()
     block_v: int | None = None  # value columns a program (a power of two); None: see block_v()
     num_warps: int | None = None  # None: 4 for the scan; 4 or 8 for the chunk form
     num_stages: int | None = None  # software pipelining of the chunk form; None: Triton's
 
+    def __post_init__(self):
+        C.check_tuning(self)
 
-TUNING = Tuning()
+
+TUNING = C.from_env("gla", Tuning())
 SUB = 16  # rows of a sub-chunk in the chunk form (tl.dot wants >= 16)
 KC = 16  # key columns a step of its exact in-sub-chunk part
 

@@ -82,8 +82,11 @@ class Tuning:
     # halved down to 16 while the grid would have fewer than two programs an SM
     num_warps: int | None = None  # None: 4, or 8 for a G × r tile of >= 4096 elements
 
+    def __post_init__(self):
+        C.check_tuning(self)
 
-TUNING = Tuning()
+
+TUNING = C.from_env("linear", Tuning())
 
 
 def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,

@@ -104,8 +104,11 @@ class Tuning:
     block_n: int = 32  # state columns a step of its loop (a power of two >= 16)
     num_warps: int | None = None  # None: 8 for blocks of G >= 64 tokens, else 4
 
+    def __post_init__(self):
+        C.check_tuning(self)
 
-TUNING = Tuning()
+
+TUNING = C.from_env("mamba", Tuning())
 
 
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):

@@ -1,14 +1,19 @@
 """`python -m fsc.gpucheck --dry-run` runs the whole GPU check at tiny shapes on the CPU."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 
+from fsc.kernels import _common
+
+from fsc.gpucheck import MODULES
+
 OPS = {"block_attention", "causal_conv_block", "mamba_block_scan", "linear_block", "gla_block"}
 
 
-def test_gpucheck_dry_run_end_to_end(tmp_path):
+def test_gpucheck_dry_run_end_to_end(tmp_path, monkeypatch):
     env = {**os.environ, "OUT": str(tmp_path)}
     res = subprocess.run([sys.executable, "-m", "fsc.gpucheck", "--dry-run"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -36,5 +41,9 @@ def test_gpucheck_dry_run_end_to_end(tmp_path):
         assert all(t["us"] > 0 for t in r["trials"]), r
         assert r["best_us"] == min(t["us"] for t in r["trials"]) and r["default_us"] > 0
     assert [t["change"] for t in tuning[0]["trials"]][-1] == {"splits": 1}
+    for r in tuning:  # the FSC_KERNEL_TUNING it prints gives exactly the fastest choice
+        module = importlib.import_module(f"fsc.kernels.{MODULES[r['op']]}.triton")
+        monkeypatch.setenv(_common.TUNING_ENV, r["best_env"])
+        assert _common.from_env(MODULES[r["op"]], module.Tuning()) == module.Tuning(**r["best"])
     assert result["profile"]["status"].startswith("skipped")
     assert "gpucheck" in res.stdout and "fastest tried" in res.stdout  # the tables

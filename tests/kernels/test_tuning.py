@@ -8,6 +8,8 @@ import torch
 from fsc.kernels import _common
 from fsc.kernels.points import attention_points, state_points
 
+from fsc.errors import TuningError
+
 # Dimensions of 32 and 48 so that 16-wide tiles make several programs along each split axis;
 # G 20: two sub-chunks in GLA's chunk form.
 SHAPES = {"G": 20, "heads": 2, "kv_heads": 1, "head_dim": 32, "m_heads": 2, "m_head_dim": 32,
@@ -46,9 +48,48 @@ def test_other_launch_choices_match_the_reference(module, op, change):
 
 def test_unknown_choice_is_refused_and_nothing_changes():
     mod = importlib.import_module("fsc.kernels.gla.triton")
-    with pytest.raises(TypeError), _common.tuned(mod, block_q=16):
+    with pytest.raises(TuningError, match="gla has no choice 'block_q'"), \
+            _common.tuned(mod, block_q=16):
+        pass
+    with pytest.raises(TuningError, match=r"gla.num_warps=3 is not valid"), \
+            _common.tuned(mod, num_warps=3):
         pass
     assert mod.TUNING == mod.Tuning()
+
+
+def test_environment_sets_the_defaults(monkeypatch):
+    """$FSC_KERNEL_TUNING, in the form gpucheck prints, sets a kernel's defaults at import."""
+    from fsc.kernels.attention import triton as attn
+    from fsc.kernels.gla import triton as gla
+
+    monkeypatch.setenv(_common.TUNING_ENV, " attention.block_n=128, gla.form=scan,"
+                                           "gla.block_v=none,attention.splits=3 ")
+    assert _common.from_env("attention", attn.Tuning()) == attn.Tuning(block_n=128, splits=3)
+    assert _common.from_env("gla", gla.Tuning()) == gla.Tuning(form="scan")
+    assert _common.from_env("conv", importlib.import_module(
+        "fsc.kernels.conv.triton").Tuning()).block_c == 64  # untouched
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("attention.block_n", "is not kernel.choice=value"),
+    ("block_n=64", "is not kernel.choice=value"),
+    ("flash.block_n=64", "unknown kernel 'flash'"),
+    ("attention.block_q=64", "attention has no choice 'block_q'"),
+    ("attention.block_n=48", "attention.block_n=48 is not valid: want a power of two 16..1024"),
+    ("attention.num_stages=0", "want 1..8"),
+    ("gla.form=sideways", "want auto or chunk or scan"),
+    ("mamba.block_p=big", "want an integer"),
+])
+def test_bad_environment_is_one_clear_error(monkeypatch, raw, message):
+    from fsc.kernels.attention import triton as attn
+    from fsc.kernels.gla import triton as gla
+    from fsc.kernels.mamba import triton as mamba
+
+    monkeypatch.setenv(_common.TUNING_ENV, raw)
+    with pytest.raises(TuningError, match=message) as e:
+        for name, mod in (("attention", attn), ("gla", gla), ("mamba", mamba)):
+            _common.from_env(name, mod.Tuning())
+    assert str(e.value).startswith("FSC_KERNEL_TUNING: ") and "\n" not in str(e.value)
 
 
 def test_gla_narrows_its_tiles_to_fill_the_gpu():
@@ -63,3 +104,29 @@ def test_gla_narrows_its_tiles_to_fill_the_gpu():
     assert gla.block_v(1, 2, 4, 132, "chunk") == 16  # tl.dot's least
     with _common.tuned(gla, block_v=64):
         assert gla.block_v(1, 20, 128, 132) == 64
+
+
+def test_cli_refuses_bad_tuning_and_records_good_tuning(tmp_path):
+    """A bad $FSC_KERNEL_TUNING is one line and exit 2; a good one is kept with the run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "FSC_KERNEL_TUNING": "gla.form=sideways"}
+    res = subprocess.run([sys.executable, "-m", "fsc", "verify", "tiny_gla", "--backend", "triton"],
+                         env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "error: FSC_KERNEL_TUNING: gla.form='sideways' is not valid: want auto or chunk or scan"]
+    env["FSC_KERNEL_TUNING"] = "gla.form=scan"
+    store = tmp_path / "store"
+    res = subprocess.run([sys.executable, "-m", "fsc", "profile", "-r", "tiny_gla", "--S", "64",
+                          "--B", "1", "--backend", "triton", "--store", str(store), "--json"],
+                         env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["points"][0]["mixer_backends"] == {"gla": "triton"}
+    res = subprocess.run([sys.executable, "-m", "fsc", "query", "--store", str(store), "--format",
+                          "json", "select config->>'kernel_tuning' as t from runs"],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert json.loads(res.stdout) == [{"t": "gla.form=scan"}], res.stdout + res.stderr
