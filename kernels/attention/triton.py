@@ -1,6 +1,6 @@
 """Block attention against a KV cache, flash-decoding style (split the cached length S).
 
-Pass 1, grid (B·Hkv, m_tiles, n_splits): each program holds the G·group query rows of one KV
+Pass 1, grid (m_tiles, B·Hkv, n_splits): each program holds the G·group query rows of one KV
 head (every query head of the group, so K/V are read once per group; rows padded to a power of
 two >= 16) and runs an online softmax over one contiguous chunk of the cache (a software-
 pipelined loop on the GPU); the last split also attends to the block's own G keys (with S = 0
@@ -62,10 +62,12 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
                   skbb, skbn, skbh, skbd, svbb, svbn, svbh, svbd,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
                   BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    pid_bh = tl.program_id(0).to(tl.int64)
-    m_tile = tl.program_id(1)
+    # Row tiles are the fastest grid axis: the programs that read the same K/V chunk for
+    # different query rows start together, so all but the first read it from L2.
+    m_tile = tl.program_id(0)
+    pid_bh = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
-    n_mt = tl.num_programs(1)
+    n_mt = tl.num_programs(0)
     b = pid_bh // HKV
     kvh = pid_bh % HKV
 
@@ -247,7 +249,7 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     lse_part = C.empty((B * Hkv, m_tiles, n_total, block_m), torch.float32, dev)
     precision = C.dot_precision(q.dtype)
     with C.device_guard(dev):
-        _split_kernel[(B * Hkv, m_tiles, n_total)](
+        _split_kernel[(m_tiles, B * Hkv, n_total)](
             q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
             S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
             *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
