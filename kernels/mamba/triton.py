@@ -100,7 +100,8 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
 class Tuning:
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
-    block_p: int = 32  # head-dim rows a program (a power of two >= 16)
+    block_p: int | None = None  # head-dim rows a program (a power of two >= 16); None: 32, or
+    # 16 when that is needed for two programs an SM
     block_n: int = 32  # state columns a step of its loop (a power of two >= 16)
     num_warps: int | None = None  # None: 8 for blocks of G >= 64 tokens, else 4
 
@@ -137,7 +138,9 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             new_state.copy_(state)
         return out
     tune = TUNING
-    block_p, block_g, block_n = min(C.pow2(P), tune.block_p), C.pow2(G), min(C.pow2(N), tune.block_n)
+    block_p = (min(C.pow2(P), tune.block_p) if tune.block_p is not None else
+               C.narrow(min(C.pow2(P), 32), 16, lambda bp: B * H * C.cdiv(P, bp), C.sm_count(dev)))
+    block_g, block_n = C.pow2(G), min(C.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
     precision = C.dot_precision(x.dtype)
