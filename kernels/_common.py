@@ -135,10 +135,24 @@ KERNELS = ("attention", "conv", "mamba", "linear", "gla")
 FORMS = ("auto", "chunk", "scan")
 
 
+def _kernel(t) -> str:
+    """The kernel a Tuning belongs to: "gla" for fsc.kernels.gla.triton.Tuning."""
+    return type(t).__module__.rsplit(".", 2)[-2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Choices:
+    """Base of each kernel module's `Tuning`: checked on creation, so neither
+    $FSC_KERNEL_TUNING nor `tuned()` can ask for a launch the kernel cannot make."""
+
+    def __post_init__(self):
+        check_tuning(self)
+
+
 def check_tuning(t) -> None:
-    """Refuse a `Tuning` value its kernel cannot launch with (each Tuning's __post_init__):
-    tiles powers of two from the class's LEAST_BLOCK to 1024, 1-16 warps, 1-8 stages."""
-    name = type(t).__module__.rsplit(".", 2)[-2]
+    """Refuse a `Tuning` value its kernel cannot launch with: tiles powers of two from the
+    class's LEAST_BLOCK to 1024, 1-16 warps, 1-8 stages, positive counts."""
+    name = _kernel(t)
     for f in dataclasses.fields(t):
         v = getattr(t, f.name)
         if v is None and "None" in str(f.type):
@@ -187,8 +201,8 @@ def _replace(t, changes: dict, where: str = ""):
     known = [f.name for f in dataclasses.fields(t)]
     for field in changes:
         if field not in known:
-            name = type(t).__module__.rsplit(".", 2)[-2]
-            raise TuningError(f"{where}{name} has no choice {field!r}; choices: {', '.join(known)}")
+            raise TuningError(f"{where}{_kernel(t)} has no choice {field!r}; "
+                              f"choices: {', '.join(known)}")
     try:
         return dataclasses.replace(t, **changes)
     except TuningError as e:

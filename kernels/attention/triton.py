@@ -137,19 +137,17 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
 
 
 @dataclass(frozen=True)
-class Tuning:
+class Tuning(C.Choices):
     """Launch choices of `block_attention` on the GPU. `fsc.gpucheck` sweeps them around these
     defaults and reports the fastest; `tuned()` swaps them for a block of code."""
 
     block_n: int = 64  # keys a tile for 16-bit K/V (fp32 and the interpreter take 32)
     num_warps: int = 4
     num_stages: int = 3  # for 16-bit K/V (fp32 takes 2)
-    programs_per_sm: int = 2  # split programs an SM holds at once: registers and shared memory
-    # allow 2 at the 3B shapes (tests/kernels/compile_sm90.py checks it)
+    # Split programs an SM holds at once; registers and shared memory allow 2 at the 3B shapes
+    # (test_compile_sm90.py checks it).
+    programs_per_sm: int = 2
     splits: int | None = None  # force this many splits; None lets `choose_splits` decide
-
-    def __post_init__(self):
-        C.check_tuning(self)
 
 
 TUNING = C.from_env("attention", Tuning())
@@ -171,9 +169,10 @@ def choose_splits(units: int, tiles: int, slots: int) -> int:
 
     The programs run in waves of `slots` (SMs × programs an SM holds); a wave lasts as long as
     its longest program, so the time is about ceil(programs / slots) × (tiles a split + a fixed
-    overhead). This picks the fewest splits within 2 % of its minimum: one 256k sequence with 20 KV heads
-    on 132 SMs gets 13 splits (260 programs in 264 slots, one wave), where rounding the other
-    way (14 splits, 280 programs) would leave 16 programs to run alone in a second wave.
+    overhead). This picks the fewest splits within 2 % of its minimum: one 256k sequence with
+    20 KV heads on 132 SMs gets 13 splits (260 programs in 264 slots, one wave), where rounding
+    the other way (14 splits, 280 programs) would leave 16 programs to run alone in a second
+    wave.
     """
     limit = max(1, min(tiles // MIN_TILES, C.cdiv(MAX_WAVES * slots, units)))
     costs = {}  # splits -> modelled time, in key tiles

@@ -65,14 +65,11 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
 
 
 @dataclass(frozen=True)
-class Tuning:
+class Tuning(C.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_c: int = 64  # channels a program (a power of two >= 16)
     num_warps: int | None = None  # None: 4, or 8 for a G × channel tile of >= 4096 elements
-
-    def __post_init__(self):
-        C.check_tuning(self)
 
 
 TUNING = C.from_env("conv", Tuning())

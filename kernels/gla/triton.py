@@ -177,7 +177,7 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
 
 
 @dataclass(frozen=True)
-class Tuning:
+class Tuning(C.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     LEAST_BLOCK: ClassVar[int] = 1  # the scan takes any width (the chunk form raises it to 16)
@@ -185,9 +185,6 @@ class Tuning:
     block_v: int | None = None  # value columns a program (a power of two); None: see block_v()
     num_warps: int | None = None  # None: 4 for the scan; 4 or 8 for the chunk form
     num_stages: int | None = None  # software pipelining of the chunk form; None: Triton's
-
-    def __post_init__(self):
-        C.check_tuning(self)
 
 
 TUNING = C.from_env("gla", Tuning())

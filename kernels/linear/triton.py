@@ -75,15 +75,12 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
 
 
 @dataclass(frozen=True)
-class Tuning:
+class Tuning(C.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_v: int | None = None  # value columns a program (a power of two >= 16); None: 32,
     # halved down to 16 while the grid would have fewer than two programs an SM
     num_warps: int | None = None  # None: 4, or 8 for a G × r tile of >= 4096 elements
-
-    def __post_init__(self):
-        C.check_tuning(self)
 
 
 TUNING = C.from_env("linear", Tuning())

@@ -97,16 +97,13 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
 
 
 @dataclass(frozen=True)
-class Tuning:
+class Tuning(C.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_p: int | None = None  # head-dim rows a program (a power of two >= 16); None: 32, or
     # 16 when that is needed for two programs an SM
     block_n: int = 32  # state columns a step of its loop (a power of two >= 16)
     num_warps: int | None = None  # None: 8 for blocks of G >= 64 tokens, else 4
-
-    def __post_init__(self):
-        C.check_tuning(self)
 
 
 TUNING = C.from_env("mamba", Tuning())
