@@ -131,7 +131,7 @@ def _fits(nbytes: int, device) -> bool:
     return nbytes < 0.9 * free
 
 
-def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
+def run_points(device, dtype, shapes, points, bandwidth, deadline, log) -> list[dict]:
     import torch
 
     gen = torch.Generator(device=device).manual_seed(0)
@@ -158,8 +158,7 @@ def run_points(device, dtype, shapes, points, deadline, log) -> list[dict]:
             _free(device)
             continue
         for p in made:
-            row = measure(p, device, None if device.type != "cuda" else hbm_bandwidth(
-                torch.cuda.get_device_name(device)))
+            row = measure(p, device, bandwidth)
             log(f"{row['op']:<18} {row['mode']:<4} B={B} S={S}: {row['status']}"
                 + (f", {row['triton_us']:.1f} µs" if "triton_us" in row else ""))
             rows.append(row)
@@ -200,7 +199,7 @@ def tune_trials(op: str, dry_run: bool) -> list[dict]:
     return [{}, *grid]
 
 
-def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict]:
+def run_tuning(device, dtype, shapes, bandwidth, deadline, dry_run: bool, log) -> list[dict]:
     """Time each kernel under each of its `tune_trials`: block attention at long S, the state
     kernels' steps at B = 1 and 8. One row per op and shape, with the default and the fastest
     choice and every trial kept."""
@@ -209,7 +208,6 @@ def run_tuning(device, dtype, shapes, deadline, dry_run: bool, log) -> list[dict
     from fsc.kernels import _common
 
     gen = torch.Generator(device=device).manual_seed(1)
-    bandwidth = hbm_bandwidth(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     attention, state_b = (TUNE_ATTENTION_DRY, (2,)) if dry_run else (TUNE_ATTENTION, TUNE_STATE_B)
     targets = [(lambda B=B, S=S: attention_points(B, S, shapes, dtype, device, gen), B, S)
                for B, S in attention]
@@ -362,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
+    from fsc.kernels._common import TUNING_ENV
+
     def log(msg):
         print(f"[{time.monotonic() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
@@ -381,15 +381,15 @@ def main(argv: list[str] | None = None) -> int:
     with torch.no_grad():
         # the budget: the points first (>= 2.5 min), then at most TUNE_BUDGET_S of tuning,
         # then >= 100 s of profile
-        rows = run_points(device, torch.bfloat16, shapes, points, deadline - 240, log)
+        rows = run_points(device, torch.bfloat16, shapes, points, bandwidth, deadline - 240, log)
         log("tuning the launch choices")
-        tuning = run_tuning(device, torch.bfloat16, shapes,
+        tuning = run_tuning(device, torch.bfloat16, shapes, bandwidth,
                             min(time.monotonic() + TUNE_BUDGET_S, deadline - 100), args.dry_run, log)
     log("profile sweep")
     profile = run_profile(deadline, args.dry_run)
     result = {
         "device": name, "hbm_bytes_per_s": bandwidth, "copy_bytes_per_s": copy,
-        "kernel_tuning": os.environ.get("FSC_KERNEL_TUNING") or None,
+        "kernel_tuning": os.environ.get(TUNING_ENV) or None,
         "torch": torch.__version__,
         "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
         "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(tuning, "launch choices: the defaults against the fastest tried", TUNE_COLUMNS)
     better = [r for r in tuning if r.get("gain", 1) >= 1.05 and r.get("best_env")]
     if better:
-        print("to launch with a faster choice, set FSC_KERNEL_TUNING (comma-separated) to:")
+        print(f"to launch with a faster choice, set {TUNING_ENV} (comma-separated) to:")
         for r in better:
             print(f"  {r['best_env']}    # {SHORT.get(r['op'], r['op'])} B={r['B']} "
                   f"S={r['S']}: {r['gain']:.2f}×")
