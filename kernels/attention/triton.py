@@ -11,7 +11,6 @@ log-sum-exp (base 2). Pass 2, grid (B·Hkv, m_tiles): merges the partials into [
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -139,7 +138,7 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
 @dataclass(frozen=True)
 class Tuning(C.Choices):
     """Launch choices of `block_attention` on the GPU. `fsc.gpucheck` sweeps them around these
-    defaults and reports the fastest; `tuned()` swaps them for a block of code."""
+    defaults and reports the fastest; `_common.tuned()` swaps them for a block of code."""
 
     block_n: int = 64  # keys a tile for 16-bit K/V (fp32 and the interpreter take 32)
     num_warps: int = 4
@@ -156,11 +155,6 @@ OVERHEAD_TILES = 2  # a program's fixed cost (pipeline fill, its partial write a
 # in key tiles
 MAX_WAVES = 8  # splits are searched up to this many waves of programs
 TOLERANCE = 0.02  # fewer splits win unless more save over 2 % of the modelled time
-
-
-def tuned(**changes):
-    """Run the enclosed launches with some `Tuning` fields changed (a context manager)."""
-    return C.tuned(sys.modules[__name__], **changes)
 
 
 @functools.lru_cache(maxsize=4096)

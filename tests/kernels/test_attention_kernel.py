@@ -102,12 +102,13 @@ def test_chunks_stay_within_int32_offsets():
 
 
 def test_forced_splits_and_tuning_restore():
-    """`tuned()` overrides the launch choices inside its block only; any split count is exact."""
+    """`_common.tuned()` overrides the launch choices inside its block only; any split count
+    is exact."""
     case = (2, 4, 4, 2, 16, 100, 112, F32)
     q, kc, vc, kb, vb = _inputs(*case)
     want = block_attention_ref(q, kc, vc, kb, vb, 100, 0.25)
     for splits in (1, 2, 7, 1000):
-        with attn.tuned(splits=splits) as t:
+        with _common.tuned(attn, splits=splits) as t:
             assert t.splits == splits and attn.TUNING.splits == splits
             assert_close(attn.block_attention(q, kc, vc, kb, vb, 100, 0.25), want, F32)
     assert attn.TUNING == attn.Tuning()
