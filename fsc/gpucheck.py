@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from fsc.kernels._common import TUNING_ENV
+    from fsc.kernels import TUNING_ENV
 
     def log(msg):
         print(f"[{time.monotonic() - start:6.1f} s] {msg}", file=sys.stderr, flush=True)

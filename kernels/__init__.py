@@ -4,3 +4,7 @@ Every op folder has `reference.py` (the spec, runs anywhere) and, where written,
 (the fast path, CUDA or the Triton interpreter) with the same signature. `fsc.ops` dispatches.
 Layout everywhere: `[B, T, H, D]` (batch, tokens, heads, head dim).
 """
+
+# Launch choices of the Triton kernels, e.g. "attention.block_n=128,gla.form=scan" (read by
+# _common.from_env; here so that recording it imports neither torch nor triton).
+TUNING_ENV = "FSC_KERNEL_TUNING"

@@ -19,6 +19,7 @@ import os
 
 import torch
 import triton
+from fsc.kernels import TUNING_ENV
 
 from fsc.errors import KernelError, TuningError
 
@@ -130,7 +131,6 @@ def warps(tile_elements: int) -> int:
 
 
 # -- launch choices ---------------------------------------------------------------------------
-TUNING_ENV = "FSC_KERNEL_TUNING"  # e.g. "attention.block_n=128,gla.form=scan"
 KERNELS = ("attention", "conv", "mamba", "linear", "gla")
 FORMS = ("auto", "chunk", "scan")
 

@@ -94,6 +94,7 @@ def profile(
 
     from fsc import ops
     from fsc.costmodel import DeviceSpec
+    from fsc.kernels import TUNING_ENV
     from fsc.profile import Sweep, SweepConfig, default_sweep, device_spec_for
     from fsc.provenance import environment
     from fsc.recipe import DTYPE_BYTES
@@ -134,7 +135,7 @@ def profile(
         st.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
     env_id = st.register_environment(environment(device))
     config = {k: v for k, v in vars(cfg).items() if k not in ("spec", "extra")}
-    config["kernel_tuning"] = os.environ.get("FSC_KERNEL_TUNING") or None  # launch choices
+    config["kernel_tuning"] = os.environ.get(TUNING_ENV) or None  # the kernels' launch choices
     run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
 
     def record(row: dict) -> None:
