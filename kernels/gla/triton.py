@@ -207,11 +207,12 @@ def block_v(B: int, H: int, Dv: int, sms: int, kind: str = "scan") -> int:
     small B the GPU is filled by more, narrower programs (one sequence of the 3B shapes, 20
     heads and Dv 128, gets 8 columns: 320 programs on 132 SMs rather than 80). The chunk form:
     64, halved down to 16 (tl.dot's least) the same way."""
-    widest, least = (64, 16) if kind == "chunk" else (32, 8)
+    lo = 16 if kind == "chunk" else 1  # the chunk form's tl.dot takes >= 16 columns
+    width = C.pow2(Dv, lo=lo)
     if TUNING.block_v is not None:
-        return max(min(C.pow2(Dv, lo=1), TUNING.block_v), least if kind == "chunk" else 1)
-    return C.narrow(min(C.pow2(Dv, lo=least if kind == "chunk" else 1), widest), least,
-                    lambda bv: B * H * C.cdiv(Dv, bv), sms)
+        return max(min(width, TUNING.block_v), lo)
+    widest, least = (64, 16) if kind == "chunk" else (32, 8)
+    return C.narrow(min(width, widest), least, lambda bv: B * H * C.cdiv(Dv, bv), sms)
 
 
 def gla_block(q, k, v, gk, state, scale: float, new_state=None):
