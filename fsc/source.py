@@ -37,23 +37,42 @@ def free_bytes(device) -> int:
     return 2**63
 
 
-def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None):
-    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe.
-
-    Before anything is allocated, WeightsDoNotFit when the weights (in `dtype`, default the
-    recipe's) exceed `budget` bytes (default: the device's free memory).
-    """
+def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
+               budget: int | None = None) -> None:
+    """WeightsDoNotFit, before anything is allocated, when the cost model's weights + cache (room
+    for S + G tokens at batch B) + activations of one pass exceed `budget` bytes (default: the
+    device's free memory). The message says what is needed and what is available."""
     from fsc.costmodel import memory
     from fsc.errors import WeightsDoNotFit
+
+    mem = memory(recipe, S, B, G)
+    budget = free_bytes(device) if budget is None else budget
+    need, weights = mem["total_bytes"], mem["weight_bytes"]
+    if need <= budget:
+        return
+    have = f"{device} has {budget} bytes ({budget / 2**30:.1f} GiB) free"
+    if weights > budget:
+        raise WeightsDoNotFit(f"{recipe.name}: its weights need {weights} bytes "
+                              f"({weights / 2**30:.1f} GiB) but {have}; "
+                              "try `fsc build` or `fsc estimate` instead")
+    raise WeightsDoNotFit(
+        f"{recipe.name}: needs {need / 2**30:.2f} GiB at S {S}, B {B}, G {G} (weights "
+        f"{weights / 2**30:.2f}, cache {mem['cache_capacity_bytes'] / 2**30:.2f}, activations "
+        f"{mem['activation_bytes'] / 2**30:.2f} GiB) but {have}"
+    )
+
+
+def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
+               S: int = 0, B: int = 1, G: int = 1):
+    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe.
+
+    Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
+    recipe's) against `budget` bytes (default: the device's free memory).
+    """
     from fsc.model.layers import DTYPE_NAMES
 
     recipe = load_source_recipe(ref)
-    need = memory(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, 0, 1, 1)["weight_bytes"]
-    budget = free_bytes(device) if budget is None else budget
-    if need > budget:
-        raise WeightsDoNotFit(f"{recipe.name}: its weights need {need} bytes ({need / 2**30:.1f} GiB) "
-                              f"but {device} has {budget} bytes ({budget / 2**30:.1f} GiB) free; "
-                              "try `fsc build` or `fsc estimate` instead")
+    check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
     if is_checkpoint(ref):
         from fsc.hub.checkpoint import load_checkpoint
 
