@@ -6,6 +6,8 @@ import json
 import math
 import os
 import sys
+import unicodedata
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,11 +24,83 @@ StoreOpt = Annotated[
     Path | None,
     typer.Option("--store", help="Store directory (default: $FSC_STORE or ./store).", show_default=False),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed.")]
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Random seed.")]
+
+
+class Choice(str, Enum):
+    """A fixed set of option values; typer lists them in --help and in the error for a bad one.
+    str() and f-strings give the plain value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Backend(Choice):
+    auto = "auto"
+    torch = "torch"
+    triton = "triton"
+
+
+class Mode(Choice):
+    diffusion = "diffusion"
+    ar = "ar"
+
+
+class DType(Choice):
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp32 = "fp32"
+
+
 BackendOpt = Annotated[
-    str,
+    Backend,
     typer.Option("--backend", help="Kernel backend: auto (Triton on CUDA), torch or triton."),
 ]
+
+
+def finite(low: float | None = None, high: float | None = None, *, low_open: bool = False):
+    """A typer callback: the option's float must be finite and within [low, high]
+    ((low, high] with `low_open`). nan and inf parse as floats; they are never meant."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"{value} is not a finite number")
+        if low is not None and (value <= low if low_open else value < low):
+            raise typer.BadParameter(f"{value} must be {'>' if low_open else '>='} {low:g}")
+        if high is not None and value > high:
+            raise typer.BadParameter(f"{value} must be <= {high:g}")
+        return value
+
+    return check
+
+
+def printable(text: object, limit: int = 200) -> str:
+    """User or stored text made safe for a terminal: control characters (ANSI escapes,
+    newlines) shown as escapes, and at most `limit` characters. Escape rich markup separately
+    (rich.markup.escape) or print it as a rich.text.Text."""
+    s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") else c
+                for c in str(text)[: limit + 1])
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def output_path(path: Path, option: str, *, force: bool = True) -> Path:
+    """A file fsc is about to write: its folder must exist and be writable; an existing file is
+    refused unless `force`. Checked before any work, so a bad path costs nothing."""
+    from fsc.errors import UsageError
+
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path}: folder {parent} is not writable")
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory")
+    if path.exists() and not force:
+        raise UsageError(f"{option} {path}: exists; pass --force to replace it")
+    return path
 
 
 def store_dir(store: Path | None) -> Path:

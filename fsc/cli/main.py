@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from fsc import __version__
 from fsc.cli import artifacts, build, decode, estimate, profile, query, recipes, verify
+from fsc.cli.common import printable
 from fsc.errors import FscError
 
 app = typer.Typer(
@@ -40,27 +40,75 @@ def _root(
     """fsc: a decode-time architecture workstation."""
 
 
-def run() -> None:
-    """Console script: map library errors to one line and an exit code."""
+# The click that typer runs on: newer typers carry their own copy (typer._click), older ones use
+# the click package. Take the classes from typer's own exceptions, so the boundary matches
+# whichever is installed (typer.Exit and typer.Abort are click's own classes in older typers).
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_NoArgsIsHelp = getattr(sys.modules[_ClickException.__module__], "NoArgsIsHelpError", ())
+
+MAX_ERROR_CHARS = 400
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {printable(message, MAX_ERROR_CHARS)}", file=sys.stderr)
+    return code
+
+
+def _usage(e) -> str:
+    """A click usage error as one line: the problem, then where to read more."""
+    ctx = getattr(e, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return " ".join(e.format_message().replace("Value error, ", "").split()) + where
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run fsc on `argv` (default: the command line) in this process; return the exit code.
+
+    The one boundary: library errors (FscError) and usage errors print one line on stderr and
+    exit with their code (2 for bad input); anything else is a bug, reported in one line with
+    exit 1. FSC_DEBUG=1 re-raises instead, to show the traceback.
+    """
+    debug = os.environ.get("FSC_DEBUG") == "1"
     try:
-        rv = app(standalone_mode=False)
-    except FscError as e:
-        if os.environ.get("FSC_DEBUG") == "1":
-            raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+        rv = app(args=argv, prog_name="fsc", standalone_mode=False)
+    except _NoArgsIsHelp as e:  # bare `fsc` or a bare group: the help is the answer
+        print(e.format_message())
+        return 0
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
         print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
+        return 130
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        return 130
+    except _ClickException as e:
+        if debug:
+            raise
+        return _fail(_usage(e), e.exit_code)
+    except FscError as e:
+        if debug:
+            raise
+        return _fail(str(e), e.exit_code)
+    except BrokenPipeError:  # `fsc query ... | head`: the reader left; nothing to report
+        sys.stderr.close()
+        return 0
+    except OSError as e:  # a path the user gave that cannot be read or written
+        if debug:
+            raise
+        what = f"{e.strerror or type(e).__name__}: {e.filename}" if e.filename else str(e)
+        return _fail(what, 2)
+    except (Exception, RecursionError, MemoryError) as e:  # noqa: BLE001 - the boundary
+        if debug:
+            raise
+        return _fail(f"internal error ({type(e).__name__}: {e}); rerun with FSC_DEBUG=1 for the "
+                     "traceback and please report it", 1)
+    return rv if isinstance(rv, int) else 0
+
+
+def run() -> None:
+    """Console script."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

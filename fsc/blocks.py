@@ -1,0 +1,45 @@
+"""The block settings every command shares: mode, block size G and denoising steps K.
+
+One rule, one place: `fsc decode`, `fsc profile` and `fsc estimate` resolve and check (mode, G,
+K) here, so a setting one command refuses no other accepts. Pure Python (no torch), so the CLI
+checks it before importing anything heavy.
+"""
+
+from __future__ import annotations
+
+from fsc.errors import UsageError
+
+MODES = ("diffusion", "ar")
+MAX_G = 4096  # the recipe schema's bound on block_size
+
+
+def block_setting(mode: str | None, G: int | None, K: int | None,
+                  recipe_G: int | None = None) -> tuple[str, int, int]:
+    """(mode, G, K) from what a user gave, with the defaults filled in.
+
+    Autoregressive decoding is G 1 and K 0 (one forward per token that folds it and predicts
+    the next): giving --G or --steps with ar mode is an error, not silently ignored. Diffusion
+    takes G from the recipe unless given, and K = G unless given; 1 <= K <= G, since every
+    step reveals at least one masked position.
+    """
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"--mode {mode!r} is not one of {', '.join(MODES)}")
+    mode = mode or ("ar" if recipe_G == 1 and G is None else "diffusion")
+    if mode == "ar":
+        if G not in (None, 1) or K is not None:
+            raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop --G and --steps")
+        return "ar", 1, 0
+    g = G if G is not None else recipe_G
+    if g is None:
+        raise UsageError("diffusion needs a block size: give --G")
+    check_block(g, g if K is None else K)
+    return "diffusion", g, g if K is None else K
+
+
+def check_block(G: int, K: int) -> None:
+    """UsageError unless 1 <= G <= MAX_G and 1 <= K <= G."""
+    if not 1 <= G <= MAX_G:
+        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
+    if not 1 <= K <= G:
+        raise UsageError(f"--steps {K} must be between 1 and G = {G} (each step reveals at "
+                         "least one of the block's G positions)")
