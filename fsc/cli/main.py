@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         what = f"{e.strerror or type(e).__name__}: {e.filename}" if e.filename else str(e)
         return _fail(what, 2)
-    except (Exception, RecursionError, MemoryError) as e:  # noqa: BLE001 - the boundary
+    except (Exception, RecursionError, MemoryError) as e:  # the boundary: a bug, in one line
         if debug:
             raise
         return _fail(f"internal error ({type(e).__name__}: {e}); rerun with FSC_DEBUG=1 for the "

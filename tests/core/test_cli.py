@@ -68,7 +68,7 @@ def test_verify_reduces_large_recipes(fsc_cli):
     (["build", "tiny_attn", "--S", "-1"], "S >= 0"),
     (["verify", "tiny_attn", "--G", "1"], "needs G > 1"),
     (["decode", "nope_recipe"], "no such recipe"),
-    (["decode", "tiny_attn", "--backend", "cuda"], "backend 'cuda'"),
+    (["decode", "tiny_attn", "--backend", "cuda"], "'--backend': 'cuda' is not one of"),
     (["decode", "tiny_attn", "--device", "banana"], "is not a device"),
     (["verify", "tiny_attn", "--device", "cuda:7"], "--device cuda:7"),
     (["decode", "tiny_attn", "--G", "0"], "G 0 must be at least 1"),
