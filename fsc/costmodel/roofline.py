@@ -13,7 +13,7 @@ from fsc.costmodel.devices import DeviceSpec
 from fsc.costmodel.shapes import (
     cache_bytes,
     ffn_shape,
-    layer_shapes,
+    kind_shapes,
     param_counts,
     shape_tensor_bytes,
 )
@@ -60,26 +60,26 @@ def check_point(S: int, B: int, G: int, K: int = 1, k_min: int = 0) -> None:
 def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> PassCost:
     act = DTYPE_BYTES[recipe.dtype]
     d, V, T = recipe.d_model, recipe.vocab_size, B * G
-    shapes, ffn = layer_shapes(recipe), ffn_shape(recipe)
-    mixer_params = sum(s.params for s in shapes)
-    linear_weights = sum(i * o for s in shapes for i, o in s.linears) + d * V  # + lm_head
+    shapes, ffn = kind_shapes(recipe), ffn_shape(recipe)
+    mixer_params = sum(n * s.params for s, n in shapes)
+    linear_weights = sum(n * i * o for s, n in shapes for i, o in s.linears) + d * V  # + lm_head
     norms = (2 * recipe.n_layers + 1) * d
     ffn_read = ffn.router_params + ffn.experts_read(T) * ffn.expert_params
     weights = mixer_params + norms + min(T, V) * d + V * d + recipe.n_layers * ffn_read
 
     kv_read = state_read = write = 0
-    for s in shapes:
+    for s, n in shapes:
         if s.growing:
-            kv_read += sum(shape_tensor_bytes(recipe, s, B, S).values())
-            write += sum(shape_tensor_bytes(recipe, s, B, G).values())
+            kv_read += n * sum(shape_tensor_bytes(recipe, s, B, S).values())
+            write += n * sum(shape_tensor_bytes(recipe, s, B, G).values())
         else:
-            n = sum(shape_tensor_bytes(recipe, s, B, 0).values())
-            state_read += n
-            write += n
+            state = n * sum(shape_tensor_bytes(recipe, s, B, 0).values())
+            state_read += state
+            write += state
 
     # Per token: each projection's input and output; the MoE token visits top_k experts.
     ffn_io = ffn.top_k * 2 * (d + ffn.hidden) + (d + ffn.n_experts if ffn.kind == "moe" else 0)
-    io = d + sum(i + o for s in shapes for i, o in s.linears) + recipe.n_layers * ffn_io + d + V
+    io = d + sum(n * (i + o) for s, n in shapes for i, o in s.linears) + recipe.n_layers * ffn_io + d + V
     ffn_macs = ffn.router_params + ffn.top_k * ffn.expert_params
     return PassCost(
         weight_bytes=weights * act,
@@ -88,8 +88,8 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
         cache_write_bytes=write if fold else 0,
         activation_bytes=T * io * act,
         matmul_flops=2 * T * (linear_weights + recipe.n_layers * ffn_macs),
-        attention_flops=sum(s.attn_flops_per_pair for s in shapes) * T * (S + G),
-        scan_flops=T * sum(s.scan_flops_per_token for s in shapes),
+        attention_flops=sum(n * s.attn_flops_per_pair for s, n in shapes) * T * (S + G),
+        scan_flops=T * sum(n * s.scan_flops_per_token for s, n in shapes),
     )
 
 
@@ -104,7 +104,7 @@ def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
     act = DTYPE_BYTES[recipe.dtype]
     d, T = recipe.d_model, B * G
     ffn = ffn_shape(recipe)
-    widest = max([sum(o for _, o in s.linears) for s in layer_shapes(recipe)]
+    widest = max([sum(o for _, o in s.linears) for s, _ in kind_shapes(recipe)]
                  + [ffn.top_k * ffn.hidden + (ffn.n_experts if ffn.kind == "moe" else 0)])
     weight_bytes = param_counts(recipe)["total"] * act
     cache = cache_bytes(recipe, B, S + G)["total_bytes"]

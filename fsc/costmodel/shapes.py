@@ -123,10 +123,10 @@ def ffn_shape(recipe: Recipe) -> FfnShape:
     return FfnShape("mlp", d, int(recipe.mlp_cfg.hidden_ratio * d))
 
 
-def layer_shapes(recipe: Recipe) -> list[MixerShape]:
-    """The mixer shape of every layer, layer 1 first."""
-    by_kind = {kind: mixer_shape(recipe, kind) for kind in set(recipe.layer_plan)}
-    return [by_kind[kind] for kind in recipe.layer_plan]
+def kind_shapes(recipe: Recipe) -> list[tuple[MixerShape, int]]:
+    """Each mixer kind's shape with its number of layers, kinds in order of first appearance.
+    Every sum over layers is a sum over these (count × per-kind figure), never a loop per layer."""
+    return [(mixer_shape(recipe, kind), n) for kind, n in recipe.layer_counts.items()]
 
 
 def param_counts(recipe: Recipe) -> dict[str, int]:
@@ -134,8 +134,8 @@ def param_counts(recipe: Recipe) -> dict[str, int]:
     `fsc.model.lm.count_params(build_model(recipe))`."""
     d = recipe.d_model
     counts: dict[str, int] = {"embedding": 2 * recipe.vocab_size * d}  # untied embed + lm_head
-    for shape in layer_shapes(recipe):
-        counts[shape.kind] = counts.get(shape.kind, 0) + shape.params
+    for shape, n in kind_shapes(recipe):
+        counts[shape.kind] = n * shape.params
     ffn = ffn_shape(recipe)
     counts[ffn.kind] = recipe.n_layers * ffn.params
     counts["norm"] = (2 * recipe.n_layers + 1) * d  # norm1, norm2 per layer, norm_f
@@ -159,10 +159,10 @@ def tensor_bytes(recipe: Recipe, kind: str, batch: int, capacity: int) -> dict[s
 def cache_bytes(recipe: Recipe, batch: int, S: int) -> dict[str, int]:
     """Exact bytes of a cache holding S tokens (capacity S); equals `LM.cache_bytes(batch, S)`."""
     kv = state = 0
-    for shape in layer_shapes(recipe):
-        n = sum(shape_tensor_bytes(recipe, shape, batch, S).values())
+    for shape, n in kind_shapes(recipe):
+        layer = sum(shape_tensor_bytes(recipe, shape, batch, S).values())
         if shape.growing:
-            kv += n
+            kv += n * layer
         else:
-            state += n
+            state += n * layer
     return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}

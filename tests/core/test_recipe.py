@@ -71,7 +71,7 @@ def test_hash_ignores_comments_and_key_order(tmp_path):
 @pytest.mark.parametrize("text, expected", [
     (BASE + "layers: {default: mamba}\nbogus: 1\n", "bogus: unknown key"),
     (BASE + "layers: {default: mamba}\nmamba: {d_stat: 4}\n",
-     "mamba.d_stat: unknown key; allowed here: d_state, expand, d_conv, head_dim"),
+     "mamba.d_stat: unknown key (did you mean d_state?); allowed: d_state, expand, d_conv, head_dim"),
     (BASE + "layers: [default: mamba\n", "YAML syntax error at line"),
     (BASE.replace("d_model: 64", "d_model: sixty") + "layers: {default: mamba}\n", "d_model"),
     (BASE + "layers: {default: mamba, attention: {positions: [2, 5]}}\nattention: {n_heads: 4}\n",
@@ -79,15 +79,16 @@ def test_hash_ignores_comments_and_key_order(tmp_path):
     (BASE + "layers: {default: mamba, attention: {positions: [1, 2], count: 3}}\nattention: {n_heads: 4}\n",
      "positions has 2 entries but count is 3"),
     (BASE + "layers: {default: attention}\nattention: {n_heads: 8, n_kv_heads: 3, head_dim: 8}\n",
-     "n_heads 8 is not a multiple of n_kv_heads 3"),
+     "attention.n_heads: not a multiple of n_kv_heads 3 (got 8)"),
     (BASE + "layers: {pattern: MMXA}\n", "unknown letter 'X'"),
     (BASE.replace("d_model: 64", "d_model: -64") + "layers: {default: mamba}\n", "d_model"),
     (BASE + "layers: {default: mamba}\nmamba: {d_state: 0}\n", "mamba.d_state"),
     (BASE + "layers: {default: attention}\n", "no attention section"),
-    (BASE + "layers: {default: transformer}\n", "'transformer' is not allowed"),
+    (BASE + "layers: {default: transformer}\n",
+     "layers.default: not an allowed value (got 'transformer'); allowed: attention, mamba, linear, gla"),
     (BASE + "layers: {pattern: MMA}\n", "pattern length 3 does not divide n_layers 4"),
     (BASE + "layers: {default: mamba}\nmlp: {hidden_ratio: 4}\nmoe: {n_experts: 4}\n", "mlp or moe"),
-    (BASE + "layers: {default: mamba}\nmoe: {n_experts: 2, top_k: 3}\n", "top_k 3 exceeds n_experts 2"),
+    (BASE + "layers: {default: mamba}\nmoe: {n_experts: 2, top_k: 3}\n", "moe.top_k: exceeds n_experts 2 (got 3); allowed: 1..2"),
     ("", "file is empty"),
     ("- 1\n- 2\n", "expected a mapping"),
     (BASE, "layers: required field is missing"),
@@ -107,3 +108,79 @@ def test_cli_prints_recipe_errors_without_traceback(tmp_path, fsc_cli):
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "bogus: unknown key" in res.stderr
     assert len(res.stderr.strip().splitlines()) <= 2
+
+
+def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
+    msg = _err(tmp_path, BASE + "layers: {default: mamba}\nd_model: 32\n")
+    assert "r.yaml: d_model: duplicate key at lines 2 and 6" in msg
+    msg = _err(tmp_path, BASE + "layers: {default: attention}\nattention:\n  n_heads: 4\n  n_heads: 8\n")
+    assert "attention.n_heads: duplicate key at lines 7 and 8" in msg
+    assert "twice" in _err(tmp_path, BASE + "layers: {default: mamba, default: gla}\n")
+
+
+def test_misspelt_key_is_named_before_the_field_it_leaves_missing(tmp_path):
+    msg = _err(tmp_path, BASE.replace("d_model", "d_modle") + "layers: {default: mamba}\n")
+    assert "d_modle: unknown key (did you mean d_model?)" in msg and "missing" not in msg
+    assert "rope_theta: unknown key (it belongs in attention)" in _err(
+        tmp_path, BASE + "rope_theta: 5\nlayers: {default: mamba}\n")
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("d_model: true", "d_model: expected an integer (got true); allowed: an integer from 1 to 65536"),
+    ("d_model: 64.0", "d_model: expected an integer (got 64.0)"),
+    ("d_model: '64'", "d_model: expected an integer (got '64')"),
+    ("n_layers: 1e7", "n_layers: expected an integer (got 10000000.0)"),
+    ("n_layers: 10000000", "n_layers: too large (got 10000000); allowed: an integer from 1 to 1024"),
+    ("norm_eps: .inf", "norm_eps: expected a finite number (got .inf)"),
+    ("norm_eps: true", "norm_eps: expected a number (got true)"),
+    ("name: [a]", "name: expected text (got ['a'])"),
+    ('name: "a\\nb\\e[31m"', r"name: has a control character (newline, tab, escape, ...) (got 'a\nb\x1b[31m')"),
+])
+def test_strict_types_and_bounds(tmp_path, line, expected):
+    fields = dict(row.split(": ", 1) for row in BASE.splitlines())
+    key, value = line.split(": ", 1)
+    fields[key] = value
+    text = "".join(f"{k}: {v}\n" for k, v in fields.items()) + "layers: {default: mamba}\n"
+    assert expected in _err(tmp_path, text)
+
+
+def test_numbers_and_dates_read_as_yaml_1_2(tmp_path):
+    r = load_recipe(_write(tmp_path, BASE.replace("name: t", "name: 2024-05-01")
+                           + "norm_eps: 1e-6\nlayers: {default: mamba}\n"))
+    assert (r.name, r.norm_eps) == ("2024-05-01", 1e-6)
+
+
+def test_only_mamba_has_a_default_section(tmp_path):
+    r = load_recipe(_write(tmp_path, BASE + "layers: {default: mamba}\n"))
+    assert r.mamba.d_state == 16 and r.gla is None and r.linear is None
+    for kind in ("attention", "linear", "gla"):
+        msg = _err(tmp_path, BASE + f"layers: {{default: {kind}}}\n")
+        assert f"{kind}: layers use {kind} but the recipe has no {kind} section" in msg
+        assert "at least n_heads" in msg
+
+
+def test_every_section_places_or_configures_something(tmp_path):
+    att = "attention: {n_heads: 4}\n"
+    assert "layers.attention.every: places no layer in a stack of 4 (got 100)" in _err(
+        tmp_path, BASE + "layers: {default: mamba, attention: {every: 100}}\n" + att)
+    assert "layers.attention.positions: is empty" in _err(
+        tmp_path, BASE + "layers: {default: mamba, attention: {positions: []}}\n" + att)
+    assert "gla: section given but no layer uses gla" in _err(
+        tmp_path, BASE + "layers: {default: mamba}\ngla: {n_heads: 4}\n")
+
+
+def test_identity_feature_map_is_refused(tmp_path):
+    msg = _err(tmp_path, BASE + "layers: {default: linear}\nlinear: {n_heads: 4, feature_map: identity}\n")
+    assert "linear.feature_map: identity can make the normaliser" in msg
+    assert "allowed: elu1, relu" in msg
+
+
+def test_rope_needs_an_even_head_dim(tmp_path):
+    assert "attention.head_dim: makes head_dim 7 odd" in _err(
+        tmp_path, BASE + "layers: {default: attention}\nattention: {n_heads: 4, head_dim: 7}\n")
+
+
+def test_with_width_keeps_long_names_valid():
+    r = parse_recipe({"name": "n" * 128, "d_model": 64, "n_layers": 2, "vocab_size": 300,
+                      "layers": {"default": "mamba"}, "mamba": {"head_dim": 16}})
+    assert r.with_width(256).name == "n" * 123 + "@d256"

@@ -202,3 +202,30 @@ def test_bad_figures_are_usage_errors(kwargs, message):
     args = {"S": 1024, "B": 1} | kwargs
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         estimate(load_recipe("tiny_attn"), **args)
+
+
+def _stack(n_layers, **sizes):
+    return parse_recipe({"name": "stack", "n_layers": n_layers, "vocab_size": 1000,
+                         "layers": {"pattern": "MA"}, "attention": {"n_heads": 8},
+                         "mamba": {"head_dim": 64}} | {"d_model": 512} | sizes)
+
+
+def test_sums_over_layers_are_count_times_one_kind():
+    # 2 layers (one of each kind) against 1024 (512 of each): every per-layer figure scales by 512.
+    two, many = _stack(2), _stack(1024)
+    p2, pn = param_counts(two), param_counts(many)
+    assert (pn["attention"], pn["mamba"]) == (512 * p2["attention"], 512 * p2["mamba"])
+    assert cache_bytes(many, 3, 100) == {k: 512 * v for k, v in cache_bytes(two, 3, 100).items()}
+    s2, sn = pass_cost(two, 100, 3, 4), pass_cost(many, 100, 3, 4)
+    assert (sn.kv_read_bytes, sn.state_read_bytes) == (512 * s2.kv_read_bytes, 512 * s2.state_read_bytes)
+    assert (sn.attention_flops, sn.scan_flops) == (512 * s2.attention_flops, 512 * s2.scan_flops)
+
+
+def test_the_largest_recipe_the_schema_allows_is_estimated_at_once():
+    # Every bound at its maximum: Python integers do not overflow and the floats stay finite.
+    big = _stack(1024, d_model=65536, vocab_size=2**22, block_size=4096,
+                 attention={"n_heads": 1024, "head_dim": 1024},
+                 mamba={"d_state": 1024, "expand": 16, "d_conv": 64, "head_dim": 1024},
+                 mlp={"hidden_ratio": 64})
+    d = estimate(big, S=10**6, B=1024).to_dict()
+    assert d["param_count"] > 8 * 10**14 and d["tokens_per_s"] > 0 and d["floor_ms"] < float("inf")

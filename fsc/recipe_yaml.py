@@ -1,0 +1,206 @@
+"""Reading a recipe file: a regular UTF-8 file of bounded size, parsed as YAML that a careless
+or hostile file cannot turn into a hang, a huge allocation or a misleading value.
+
+- only regular files, at most MAX_BYTES (a FIFO or /dev/zero would block or never end);
+- duplicate keys are refused (YAML silently keeps the last one);
+- nesting is bounded, so neither the parser nor the validator can exhaust the stack;
+- the document, with aliases expanded, holds at most MAX_VALUES values (a "billion laughs" file of
+  a few hundred bytes otherwise stands for 10⁹ values);
+- every message is one line of printable text, capped in length (`one_line`, `show`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import reprlib
+import stat
+from pathlib import Path
+
+import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+from fsc.errors import RecipeError
+
+MAX_BYTES = 256 * 1024  # the largest shipped recipe is under 1 KiB
+MAX_DEPTH = 16  # a recipe nests 4 levels (layers.attention.positions.0)
+MAX_VALUES = 4096  # a 1024-layer recipe with every layer listed in positions needs ~1,100
+MAX_SHOWN = 80  # characters of a value quoted in an error
+MAX_MESSAGE = 480  # characters of a whole error
+
+_MERGE = "tag:yaml.org,2002:merge"
+_repr = reprlib.Repr()  # bounded: a huge value costs no more to show than a small one
+_repr.maxlevel, _repr.maxdict, _repr.maxlist = 2, 4, 6
+_repr.maxstring = _repr.maxother = MAX_SHOWN
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` with every non-printable character escaped (newlines, ANSI escapes, bidi
+    overrides), cut to `limit` characters with an ellipsis."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def show(value: object) -> str:
+    """A value as the user wrote it in YAML (true, null, .inf, 'text'), bounded in length."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value != value:
+        return ".nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    return one_line(_repr.repr(value), MAX_SHOWN)
+
+
+class _Refused(Exception):
+    """Well-formed YAML that is not an acceptable recipe document."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"{where}: {problem}")
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader (the pure-Python composer, which can be bounded) that stops composing
+    past MAX_DEPTH levels or MAX_VALUES nodes, and reads plain scalars as YAML 1.2 does: 1e-6 is
+    a number (YAML 1.1 reads it as text) and 2024-05-01 is text (YAML 1.1: a date)."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.depth = self.nodes = 0
+
+    def compose_node(self, parent, index):
+        self.nodes += 1
+        line = self.peek_event().start_mark.line + 1
+        if self.depth >= MAX_DEPTH:
+            raise _Refused(f"line {line}", f"nested deeper than {MAX_DEPTH} levels; allowed: "
+                           f"at most {MAX_DEPTH}")
+        if self.nodes > MAX_VALUES:
+            raise _Refused(f"line {line}", f"more than {MAX_VALUES} values; allowed: at most "
+                           f"{MAX_VALUES}")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError):  # 10^5000 as an int, an explicit !!timestamp 2001-13-45
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise _Refused(f"line {node.start_mark.line + 1}",
+                           f"cannot be read as {kind} (got {show(node.value)})") from None
+
+
+_Loader.add_implicit_resolver(  # copies SafeLoader's resolvers first: SafeLoader is unchanged
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+for _resolvers in _Loader.yaml_implicit_resolvers.values():
+    _resolvers[:] = [r for r in _resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
+
+
+def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
+    """(values, height) of the document under `node` with aliases expanded, memoised per node
+    (an alias is the same node object, so a bomb costs one visit per distinct node). Refuses
+    duplicate keys, cycles, documents deeper than MAX_DEPTH or larger than MAX_VALUES."""
+    where = ".".join(path) or "document"
+    if id(node) in seen:
+        if seen[id(node)] is None:
+            raise _Refused(where, "an alias refers to a section that contains it; allowed: "
+                           "aliases to finished sections")
+        size, height = seen[id(node)]
+    else:
+        if depth > MAX_DEPTH:
+            raise _Refused(where, f"nested deeper than {MAX_DEPTH} levels (through aliases); "
+                           f"allowed: at most {MAX_DEPTH}")
+        seen[id(node)] = None
+        children = []
+        if isinstance(node, SequenceNode):
+            children = [(v, (*path, str(i))) for i, v in enumerate(node.value)]
+        elif isinstance(node, MappingNode):
+            lines: dict[tuple, int] = {}
+            for k, v in node.value:
+                name = one_line(str(k.value), MAX_SHOWN) if isinstance(k, ScalarNode) else "?"
+                if isinstance(k, ScalarNode) and k.tag != _MERGE:
+                    line = k.start_mark.line + 1
+                    if (k.tag, k.value) in lines:
+                        first = lines[k.tag, k.value]
+                        at = f"lines {first} and {line}" if first != line else f"line {line}, twice"
+                        raise _Refused(".".join((*path, name)),
+                                       f"duplicate key at {at}; allowed: each key once")
+                    lines[k.tag, k.value] = line
+                children += [(k, (*path, name)), (v, (*path, name))]
+        size, height = 1, 0
+        for child, child_path in children:
+            s, h = _check(child, child_path, depth + 1, seen)
+            size, height = size + s, max(height, h + 1)
+            if size > MAX_VALUES:
+                break
+        seen[id(node)] = (size, height)
+    if depth + height > MAX_DEPTH:
+        raise _Refused(where, f"nested deeper than {MAX_DEPTH} levels (through aliases); "
+                       f"allowed: at most {MAX_DEPTH}")
+    if size > MAX_VALUES:
+        raise _Refused(where, f"expands to more than {MAX_VALUES} values (through aliases); "
+                       f"allowed: at most {MAX_VALUES}")
+    return size, height
+
+
+def parse_yaml(text: str, source: str) -> object:
+    """The document in `text`, or RecipeError naming `source`, the place and the problem."""
+    loader = None
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check(node, (), 0, {})
+        return loader.construct_document(node)
+    except _Refused as e:
+        raise RecipeError(one_line(f"{source}: {e}")) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = e.problem or e.context or "malformed"
+        raise RecipeError(one_line(f"{source}: YAML syntax error{at}: {problem}")) from None
+    except yaml.YAMLError as e:  # ReaderError: a character YAML does not allow (NUL, ...)
+        raise RecipeError(one_line(f"{source}: not YAML text: {str(e).splitlines()[0]}")) from None
+    except RecursionError:
+        raise RecipeError(f"{one_line(source)}: nested too deeply to read") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def read_text(path: Path) -> str:
+    """The text of the regular file at `path`: at most MAX_BYTES of UTF-8. The file type is
+    checked before opening, and the open does not block, so a FIFO or a device is refused at
+    once rather than waited on or read forever."""
+    where = one_line(str(path))
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise RecipeError(f"{where}: is a directory; allowed: a recipe file")
+        if not stat.S_ISREG(st.st_mode):
+            raise RecipeError(f"{where}: is not a regular file (a FIFO, device or socket); "
+                              "allowed: a recipe file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())  # the file opened, not the one stat()ed a moment ago
+            data = f.read(MAX_BYTES + 1) if stat.S_ISREG(st.st_mode) else None
+    except (OSError, ValueError) as e:
+        raise RecipeError(one_line(f"{where}: cannot read ({getattr(e, 'strerror', None) or e})")) \
+            from None
+    if data is None:
+        raise RecipeError(f"{where}: is not a regular file; allowed: a recipe file")
+    if len(data) > MAX_BYTES:
+        raise RecipeError(f"{where}: is larger than {MAX_BYTES // 1024} KiB; allowed: a recipe "
+                          f"file of at most {MAX_BYTES // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{where}: is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                          f"{e.start})") from None
