@@ -82,19 +82,23 @@ class Mamba(Mixer):
             start += g
             xb, Bb, Cb, dtb, lab = xs[:, sl], Bm[:, sl], Cm[:, sl], dtf[:, sl], la[:, sl]
             cum = lab.cumsum(1)  # (B, g, H)
-            diff = cum[:, :, None] - cum[:, None, :]  # (B, t, s, H): sum of log a over (s, t]
             idx = torch.arange(g, device=x.device)
-            lower = (idx[None, :] <= idx[:, None])[None, :, :, None]
-            upper = (idx[None, :] > idx[:, None])[None, :, :, None]
-            # forward: prod a over (s, t] for s <= t; backward: prod a over [t, s) for s > t
-            fwd = torch.exp(diff.masked_fill(~lower, float("-inf")))
-            bwd = torch.exp((-diff + lab[:, :, None] - lab[:, None, :]).masked_fill(~upper, float("-inf")))
+            u, si = idx[:, None], idx[None, :]
+            lower = (si <= u)[None, :, :, None]
+            # forward: sum of log a over (s, t] for s <= t; backward: over [t, s) for s > t.
+            # Each segment summed on its own (a scan over the summed token u on dim 1), not as a
+            # difference of cum, which cancels to an ulp of cum (see kernels/mamba/triton.py).
+            la_u = lab[:, :, None, :]
+            seg_f = torch.where((u > si)[None, :, :, None], la_u, 0.0).cumsum(1)  # (B, t, s, H)
+            seg_b = torch.where((u < si)[None, :, :, None], la_u, 0.0).flip(1).cumsum(1).flip(1)
+            fwd = torch.exp(seg_f.masked_fill(~lower, float("-inf")))
+            bwd = torch.exp(seg_b.masked_fill(lower, float("-inf")))
             cb = torch.einsum("btn,bsn->bts", Cb, Bb)[..., None]  # (B, t, s, 1)
             mix = (fwd + bwd) * cb * dtb[:, None, :, :]  # (B, t, s, H)
             y = torch.einsum("btsh,bshp->bthp", mix, xb)
             y = y + torch.einsum("bhpn,btn->bthp", h, Cb) * torch.exp(cum)[..., None]
             ys.append(y)
-            tail = torch.exp(cum[:, -1:] - cum)  # (B, g, H): decay from s to the block end
+            tail = torch.exp(seg_f[:, -1])  # (B, g, H): decay from s to the block end
             h = h * torch.exp(cum[:, -1])[..., None, None] + torch.einsum(
                 "bsh,bshp,bsn->bhpn", tail * dtb, xb, Bb
             )

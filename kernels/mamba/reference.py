@@ -31,19 +31,21 @@ def mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None)
 
     y_t = C_t·h_t (forward, from `state`) + C_t·g_t (the same recurrence over the block
     reversed, from zero) - C_t·(dt_t x_t B_tᵀ) (the diagonal, counted once) + D x_t.
-    With G = 1 this is the causal Mamba-2 step.
+    With G = 1 this is the causal Mamba-2 step. Computed in fp32, or in fp64 when x is fp64
+    (the tests' high-precision reference).
     """
-    xf, Bf, Cf = x.float(), Bm.float(), Cm.float()
-    dtf = F.softplus(dt.float() + dt_bias.float())
-    a = torch.exp(dtf * A.float())
-    hf, h_last = _scan(xf, dtf, a, Bf, state.float())
-    zero = torch.zeros_like(state, dtype=torch.float32)
+    wide = torch.promote_types(x.dtype, torch.float32)
+    xf, Bf, Cf = x.to(wide), Bm.to(wide), Cm.to(wide)
+    dtf = F.softplus(dt.to(wide) + dt_bias.to(wide))
+    a = torch.exp(dtf * A.to(wide))
+    hf, h_last = _scan(xf, dtf, a, Bf, state.to(wide))
+    zero = torch.zeros_like(state, dtype=wide)
     hb, _ = _scan(xf.flip(1), dtf.flip(1), a.flip(1), Bf.flip(1), zero)
     hb = hb.flip(1)
     diag = torch.einsum("bgh,bghp,bgn->bghpn", dtf, xf, Bf)
-    y = torch.einsum("bghpn,bgn->bghp", hf + hb - diag, Cf) + D.float()[:, None] * xf
+    y = torch.einsum("bghpn,bgn->bghp", hf + hb - diag, Cf) + D.to(wide)[:, None] * xf
     if z is not None:
-        y = y * F.silu(z.float())
+        y = y * F.silu(z.to(wide))
     if new_state is not None:
         new_state.copy_(h_last)
     return y.to(x.dtype)

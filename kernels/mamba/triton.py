@@ -6,14 +6,15 @@ it uses the exact matrix form of the two scans instead of stepping token by toke
 la_t = dt_t·A (log decay, <= 0) and c_t = la_1 + … + la_t,
 
     y_t = exp(c_t) C_t·h0 + Σ_s L[t, s] (C_t·B_s) dt_s x_s + D x_t,      then × silu(z_t)
-    L[t, s] = exp(c_t − c_s)                       for s <= t  (forward scan, diagonal once)
-            = exp((c_s − la_s) − (c_t − la_t))     for s >  t  (backward scan from zero)
-    h_G = exp(c_G) h0 + Σ_s exp(c_G − c_s) dt_s x_s B_sᵀ
+    L[t, s] = exp(la_{s+1} + … + la_t)             for s <= t  (forward scan, diagonal once)
+            = exp(la_t + … + la_{s−1})             for s >  t  (backward scan from zero)
+    h_G = exp(c_G) h0 + Σ_s exp(la_{s+1} + … + la_G) dt_s x_s B_sᵀ
 
-Every exponent is a sum of log decays (<= 0), so nothing overflows; the products are `tl.dot`s
-with G padded to >= 16 (16-bit C·Bᵀ natively, fp32 ones as `_common.dot_precision` says), and
-no step
-waits on the one before it.
+Every exponent is a sum of log decays (<= 0), so nothing overflows, and each is summed on its
+own (scans of the log decays), never as a difference such as c_t − c_s: that cancels to an ulp
+of the running sum, which under strong decay (block log-decays in the thousands) is the whole
+answer. The products are `tl.dot`s with G padded to >= 16 (16-bit C·Bᵀ natively, fp32 ones as
+`_common.dot_precision` says), and no step waits on the one before it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,31 @@ import triton.language as tl
 from fsc.kernels import _common as C
 
 from fsc.errors import KernelError
+
+
+@triton.jit
+def _softplus(v):
+    """log(1 + e^v) to a few ulps. There is no log1p, and log(1 + u) alone loses the low digits
+    of a small u: Mamba's step sizes are typically 1e-3 to 0.1, where it would be off by up to
+    1e-4 relative. (w − 1) − u is the rounding error of w = 1 + u, and corrects log(w)."""
+    u = tl.exp(tl.minimum(v, 20.0))
+    w = 1.0 + u
+    return tl.where(v > 20.0, v, tl.log(w) - ((w - 1.0) - u) / w)
+
+
+@triton.jit
+def _log_decays(dt_ptr, t, G, sdg, dt_bias, A):
+    """For each token t: dt_t = softplus(dt + dt_bias), la_t = dt_t·A and la_{t+1}, all 0 past
+    the block. Both tokens come from one [G, 2] tile: one softplus, and fewer registers than two
+    [G] vectors take (see tests/kernels/compile_sm90.py)."""
+    j = tl.arange(0, 2)
+    tj = t[:, None] + j[None, :]
+    raw = tl.load(dt_ptr + tj * sdg, mask=tj < G, other=0.0).to(tl.float32) + dt_bias
+    dt = tl.where(tj < G, _softplus(raw), 0.0)
+    la = dt * A
+    this = j[None, :] == 0
+    return (tl.sum(tl.where(this, dt, 0.0), 1), tl.sum(tl.where(this, la, 0.0), 1),
+            tl.sum(tl.where(this, 0.0, la), 1))
 
 
 @triton.jit
@@ -45,16 +71,15 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
     p_mask, t_mask = p < P, t < G
     tp_mask = t_mask[:, None] & p_mask[None, :]
 
-    dt = tl.load(dt_ptr + b * sdb + t * sdg + h * sdh, mask=t_mask, other=0.0).to(tl.float32)
-    dt = dt + tl.load(dtb_ptr + h).to(tl.float32)
-    dt = tl.where(dt <= 20.0, tl.log(1.0 + tl.exp(dt)), dt)  # softplus
-    dt = tl.where(t_mask, dt, 0.0)
-    la = dt * tl.load(a_ptr + h).to(tl.float32)  # (G,) log decays, 0 on padding
+    dt, la, la_next = _log_decays(dt_ptr + b * sdb + h * sdh, t, G, sdg,
+                                  tl.load(dtb_ptr + h).to(tl.float32),
+                                  tl.load(a_ptr + h).to(tl.float32))
     cum = tl.cumsum(la, 0)
-    total = tl.sum(la, 0)
+    total = tl.sum(tl.where(t == BLOCK_G - 1, cum, 0.0), 0)  # c_G (padding adds zeros)
+    tail = tl.cumsum(la_next, 0, reverse=True)  # la_{s+1} + … + la_G: exactly 0 for the last
     x = tl.load(x_ptr + b * sxb + t[:, None] * sxg + h * sxh + p[None, :] * sxp,
                 mask=tp_mask, other=0.0).to(tl.float32)
-    xw = x * (tl.exp(total - cum) * dt)[:, None]  # token s's weight in the final state
+    xw = x * (tl.exp(tail) * dt)[:, None]  # token s's weight in the final state
 
     # Over N in chunks (registers stay small): C·Bᵀ, C·h0ᵀ and the new state.
     cb = tl.zeros([BLOCK_G, BLOCK_G], tl.float32)
@@ -82,9 +107,11 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
                      hn.to(ns_ptr.dtype.element_ty), mask=pn_mask)
 
     # Inside the block: (G, G) mixing weights, then one product with x; plus the prefix.
-    lower = s[None, :] <= t[:, None]
-    expo = tl.where(lower, cum[:, None] - cum[None, :],
-                    (cum[None, :] - la[None, :]) - (cum[:, None] - la[:, None]))
+    # L's exponents as columnwise scans over the summed token u (the rows): forward, la over
+    # (s, t] for s <= t; backward, la over [t, s) for s > t. Each is 0 off its own side.
+    la_u = la[:, None]
+    expo = (tl.cumsum(tl.where(t[:, None] > s[None, :], la_u, 0.0), 0) +
+            tl.cumsum(tl.where(t[:, None] < s[None, :], la_u, 0.0), 0, reverse=True))
     w = tl.exp(expo) * cb * dt[None, :]
     y = tl.dot(w, x, input_precision=PRECISION) + tl.exp(cum)[:, None] * ch  # (G, P)
     y += tl.load(d_ptr + h).to(tl.float32) * x
