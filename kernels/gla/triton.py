@@ -149,7 +149,7 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
         td_mask = t_mask[:, None] & d_mask[None, :]
         qi, ki, gi, li, vi = _sub_chunk(q0, k0, g0, v0, t, t_mask, kk, k_mask, d, d_mask,
                                         sqg, sqk, skg, skk, sgg, sgk, svg, svd, scale)
-        tot = tl.sum(gi, 0)
+        tot = tl.sum(tl.where((sub == SUB - 1)[:, None], li, 0.0), 0)  # li's last row
         o = tl.dot(qi * tl.exp(li), h, input_precision=PRECISION)
         o += tl.load(ob0 + t[:, None] * sog + d[None, :] * sod, mask=td_mask, other=0.0)
         a_in = tl.zeros([SUB, SUB], tl.float32)
@@ -169,7 +169,11 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
         o += tl.dot(a_in, vi, input_precision=PRECISION)
         tl.store(out_ptr + b * sob + t[:, None] * sog + hd * soh + d[None, :] * sod,
                  o.to(out_ptr.dtype.element_ty), mask=td_mask)
-        kf = ki * tl.exp(tl.minimum(tot[None, :] - li, 0.0))
+        # Token s's weight in the new state: the gates after it in the sub-chunk, summed on
+        # their own (tot - li[s] would cancel to an ulp of tot); the last token's is exp(0).
+        gn = tl.load(g0 + (t[:, None] + 1) * sgg + kk[None, :] * sgk,
+                     mask=((sub < SUB - 1) & (t + 1 < G))[:, None] & k_mask[None, :], other=0.0)
+        kf = ki * tl.exp(tl.cumsum(gn.to(tl.float32), 0, reverse=True))
         h = tl.exp(tot)[:, None] * h + tl.dot(tl.trans(kf), vi, input_precision=PRECISION)
     if WRITE:
         tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
