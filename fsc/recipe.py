@@ -14,6 +14,7 @@ import json
 import math
 import types
 import typing
+from collections import Counter
 from pathlib import Path
 from typing import Literal
 
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from fsc.errors import RecipeError
-from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show
+from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show, source_name
 
 MIXERS = ("attention", "mamba", "linear", "gla")
 PATTERN_LETTERS = {"A": "attention", "M": "mamba", "L": "linear", "G": "gla"}
@@ -86,7 +87,7 @@ class Placement(_Section):
             if not self.positions:
                 raise _Bad(("positions",), "is empty: it places no layer", self.positions,
                            "at least one layer number")
-            twice = next((p for i, p in enumerate(self.positions) if p in self.positions[:i]), None)
+            twice = next((p for p, n in Counter(self.positions).items() if n > 1), None)
             if twice is not None:
                 raise _Bad(("positions",), f"layer {twice} is listed twice", self.positions)
             if self.count is not None and self.count != len(self.positions):
@@ -478,7 +479,7 @@ def _format_error(source: str, err: ValidationError) -> str:
 
 def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:
     """Validate already-parsed YAML/JSON data."""
-    source = one_line(source)
+    source = source_name(source)
     if data is None:
         raise RecipeError(f"{source}: file is empty; a recipe needs name, d_model, n_layers, ...")
     if not isinstance(data, dict):
@@ -507,8 +508,8 @@ def resolve_path(ref: str | Path) -> Path:
             return shipped
     except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
         pass
-    raise RecipeError(one_line(f"{ref}: no such recipe file (and no shipped recipe of that name; "
-                               "see `fsc recipes`)"))
+    raise RecipeError(f"{source_name(ref)}: no such recipe file (and no shipped recipe of that "
+                      "name; see `fsc recipes`)")
 
 
 def load_recipe(ref: str | Path) -> Recipe:

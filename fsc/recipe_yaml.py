@@ -26,7 +26,8 @@ MAX_BYTES = 256 * 1024  # the largest shipped recipe is under 1 KiB
 MAX_DEPTH = 16  # a recipe nests 4 levels (layers.attention.positions.0)
 MAX_VALUES = 4096  # a 1024-layer recipe with every layer listed in positions needs ~1,100
 MAX_SHOWN = 80  # characters of a value quoted in an error
-MAX_MESSAGE = 480  # characters of a whole error
+MAX_SOURCE = 160  # characters of a file name in an error (its end: the file, not the folders)
+MAX_MESSAGE = 400  # characters of a whole error (the CLI prints at most as many)
 
 _MERGE = "tag:yaml.org,2002:merge"
 _repr = reprlib.Repr()  # bounded: a huge value costs no more to show than a small one
@@ -40,6 +41,12 @@ def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     if not text.isprintable():
         text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def source_name(path: object) -> str:
+    """A file name for an error: escaped, and its last MAX_SOURCE characters when longer."""
+    text = one_line(str(path), 10 * MAX_SOURCE)
+    return text if len(text) <= MAX_SOURCE else "…" + text[1 - MAX_SOURCE:]
 
 
 def show(value: object) -> str:
@@ -151,6 +158,7 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
 
 def parse_yaml(text: str, source: str) -> object:
     """The document in `text`, or RecipeError naming `source`, the place and the problem."""
+    source = source_name(source)
     loader = None
     try:
         loader = _Loader(text)
@@ -164,12 +172,12 @@ def parse_yaml(text: str, source: str) -> object:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = e.problem or e.context or "malformed"
+        problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed"
         raise RecipeError(one_line(f"{source}: YAML syntax error{at}: {problem}")) from None
     except yaml.YAMLError as e:  # ReaderError: a character YAML does not allow (NUL, ...)
         raise RecipeError(one_line(f"{source}: not YAML text: {str(e).splitlines()[0]}")) from None
     except RecursionError:
-        raise RecipeError(f"{one_line(source)}: nested too deeply to read") from None
+        raise RecipeError(f"{source}: nested too deeply to read") from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -179,7 +187,7 @@ def read_text(path: Path) -> str:
     """The text of the regular file at `path`: at most MAX_BYTES of UTF-8. The file type is
     checked before opening, and the open does not block, so a FIFO or a device is refused at
     once rather than waited on or read forever."""
-    where = one_line(str(path))
+    where = source_name(path)
     try:
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
