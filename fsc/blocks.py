@@ -11,6 +11,10 @@ from fsc.errors import UsageError
 
 MODES = ("diffusion", "ar")
 MAX_G = 4096  # the recipe schema's bound on block_size
+# Bounds of a decoding point that no real run reaches (16M tokens of context, 4096 sequences):
+# they turn typos like `--B 1000000000` into a one-line error instead of a long computation.
+MAX_S = 2**24
+MAX_B = 4096
 
 
 def block_setting(mode: str | None, G: int | None, K: int | None,
@@ -38,8 +42,10 @@ def block_setting(mode: str | None, G: int | None, K: int | None,
 
 def check_block(G: int, K: int) -> None:
     """UsageError unless 1 <= G <= MAX_G and 1 <= K <= G."""
-    if not 1 <= G <= MAX_G:
-        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
+    if G < 1:
+        raise UsageError(f"--G {G} must be at least 1")
+    if G > MAX_G:
+        raise UsageError(f"--G {G} must be at most {MAX_G}")
     if not 1 <= K <= G:
         raise UsageError(f"--steps {K} must be between 1 and G = {G} (each step reveals at "
                          "least one of the block's G positions)")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from fsc.blocks import check_block
 from fsc.errors import UsageError
 
 
@@ -37,10 +38,8 @@ class DecodeConfig:
             raise UsageError(f"mode {self.mode!r} is not one of diffusion, ar")
         if self.length < 1:
             raise UsageError(f"length {self.length} must be at least 1")
-        if self.G < 1:
-            raise UsageError(f"G {self.G} must be at least 1")
-        if self.mode == "diffusion" and not 1 <= self.steps <= self.G:
-            raise UsageError(f"steps {self.steps} must be between 1 and G = {self.G}")
+        if self.mode == "diffusion":
+            check_block(self.G, self.steps)
         if self.temperature < 0:
             raise UsageError(f"temperature {self.temperature} must be >= 0")
         if not 0 < self.top_p <= 1:

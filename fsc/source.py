@@ -19,6 +19,23 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     return load_recipe(Path(ref) / CHECKPOINT_RECIPE if is_checkpoint(ref) else ref)
 
 
+def weights_origin(ref: str | Path, seed: int) -> str:
+    """Where a model's weights come from, said plainly: seeded random weights are untrained."""
+    if not is_checkpoint(ref):
+        return f"seeded random weights (seed {seed}, untrained)"
+    import json
+
+    from fsc.hub.layout import CONFIG_FILE
+
+    try:
+        saved_seed = json.loads((Path(ref) / CONFIG_FILE).read_text()).get("seed")
+    except (OSError, ValueError, AttributeError):
+        saved_seed = None
+    if saved_seed is not None:
+        return f"checkpoint {ref}: seeded random weights (seed {saved_seed}, untrained)"
+    return f"checkpoint {ref}"
+
+
 def free_bytes(device) -> int:
     """Memory new tensors may take: free device memory, or MemAvailable on the CPU."""
     import torch

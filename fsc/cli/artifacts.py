@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import JsonOpt, StoreOpt, out, print_json, store_dir
+from fsc.cli.common import JsonOpt, StoreOpt, out, print_json, printable, store_dir
 
 
 def push(
@@ -78,18 +78,20 @@ def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
         print_json(rows)
         return
     if not rows:
-        out.print(f"no checkpoints recorded in {store_dir(store)} yet")
+        out.print(f"no checkpoints recorded in {store_dir(store)} yet", markup=False)
         return
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=f"checkpoints in {store_dir(store)}")
+    t = Table(title=Text(f"checkpoints in {store_dir(store)}"))
     for col in ("when (UTC)", "action", "path", "recipe", "hub", "commit"):
         t.add_column(col)
     for r in rows:
         hub = f"{r['repo']}@{r['revision']}" if r.get("repo") else "-"
         path = r["path"] if r["present"] else f"{r['path']} (gone)"
-        t.add_row(f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path, r["recipe_hash"],
-                  hub, (r.get("commit_id") or "-")[:12])
+        cells = (f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path, r["recipe_hash"],
+                 hub, (r.get("commit_id") or "-")[:12])
+        t.add_row(*(Text(printable(c)) for c in cells))  # stored text, never markup
     out.print(t)
 
 

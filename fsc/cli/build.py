@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.blocks import MAX_B, MAX_S
 from fsc.cli.common import (
     JsonOpt,
     SeedOpt,
@@ -15,10 +16,10 @@ from fsc.cli.common import (
     fmt_bytes,
     fmt_count,
     out,
+    output_dir,
     print_json,
     store_dir,
 )
-from fsc.errors import UsageError
 
 # Above this many weight bytes the model is built on the meta device (shapes only).
 META_ABOVE_BYTES = 256 * 2**20
@@ -58,8 +59,10 @@ def build_report(recipe, S: int, B: int, device: str = "auto") -> dict:
 
 def build(
     recipe: Annotated[str, typer.Argument(help="Recipe file or shipped recipe name.")],
-    S: Annotated[int, typer.Option("--S", help="Context length S for the cache sizes.")] = 8192,
-    B: Annotated[int, typer.Option("--B", help="Batch B for the cache sizes.")] = 1,
+    S: Annotated[
+        int, typer.Option("--S", min=0, max=MAX_S, help="Context length S for the cache sizes.")
+    ] = 8192,
+    B: Annotated[int, typer.Option("--B", min=1, max=MAX_B, help="Batch B for the cache sizes.")] = 1,
     save: Annotated[
         Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
     ] = None,
@@ -69,10 +72,12 @@ def build(
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
     from fsc.recipe import load_recipe
+    from fsc.source import check_fits
 
-    if S < 0 or B < 1:
-        raise UsageError(f"need S >= 0 and B >= 1 (got S {S}, B {B})")
     r = load_recipe(recipe)
+    if save is not None:
+        output_dir(save, "--save")
+        check_fits(r, "cpu")  # the saved weights are built for real, on the CPU
     report = build_report(r, S, B)
     if save is not None:
         from fsc.hub.checkpoint import save_checkpoint
@@ -91,9 +96,10 @@ def build(
 
 
 def _render(rep: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    out.print(f"[bold]{rep['name']}[/]  hash {rep['recipe_hash']}  ({rep['built_on']} build)")
+    out.print(f"[bold]{escape(rep['name'])}[/]  hash {rep['recipe_hash']}  ({rep['built_on']} build)")
     out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
               f"{rep['state_dtype']} states")
     t = Table(title="parameters")
@@ -108,7 +114,7 @@ def _render(rep: dict) -> None:
               f"KV (growing) {fmt_bytes(c['kv_bytes'])}, state (fixed) {fmt_bytes(c['state_bytes'])}, "
               f"total {fmt_bytes(c['total_bytes'])}")
     if "saved" in rep:
-        out.print(f"checkpoint written to {rep['saved'].get('path')}")
+        out.print(f"checkpoint written to {rep['saved'].get('path')}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

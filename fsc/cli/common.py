@@ -77,29 +77,59 @@ def finite(low: float | None = None, high: float | None = None, *, low_open: boo
     return check
 
 
-def printable(text: object, limit: int = 200) -> str:
+def printable(text: object, limit: int | None = 200, keep: str = "") -> str:
     """User or stored text made safe for a terminal: control characters (ANSI escapes,
-    newlines) shown as escapes, and at most `limit` characters. Escape rich markup separately
-    (rich.markup.escape) or print it as a rich.text.Text."""
-    s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") else c
-                for c in str(text)[: limit + 1])
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    newlines unless in `keep`) shown as escapes, and at most `limit` characters. Escape rich
+    markup separately (rich.markup.escape) or print with markup=False."""
+    text = str(text) if limit is None else str(text)[: limit + 1]
+    s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") and c not in keep else c
+                for c in text)
+    return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _probe(folder: Path, what: str) -> None:
+    """UsageError unless a file can really be created in `folder` (os.access says yes to root
+    on read-only mounts and /proc)."""
+    import tempfile
+
+    from fsc.errors import UsageError
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e})") from None
 
 
 def output_path(path: Path, option: str, *, force: bool = True) -> Path:
-    """A file fsc is about to write: its folder must exist and be writable; an existing file is
-    refused unless `force`. Checked before any work, so a bad path costs nothing."""
+    """A file fsc is about to write: its folder must exist and take new files; an existing
+    file is refused unless `force`. Checked before any work, so a bad path costs nothing."""
     from fsc.errors import UsageError
 
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
     if not parent.is_dir():
         raise UsageError(f"{option} {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{option} {path}: folder {parent} is not writable")
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory")
     if path.exists() and not force:
         raise UsageError(f"{option} {path}: exists; pass --force to replace it")
+    _probe(parent, f"{option} {path}")
+    return path
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """A directory fsc is about to create (missing parents too): it must be absent or empty,
+    and its nearest existing ancestor must be a folder that takes new files."""
+    from fsc.errors import UsageError
+
+    if path.exists() and not (path.is_dir() and not any(path.iterdir())):
+        raise UsageError(f"{option} {path}: already exists and is not an empty directory")
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{option} {path}: {ancestor} is not a folder")
+    _probe(ancestor, f"{option} {path}")
     return path
 
 

@@ -8,33 +8,47 @@ from typing import Annotated
 import typer
 
 from fsc.cli.common import (
+    Backend,
     BackendOpt,
     JsonOpt,
+    Mode,
     SeedOpt,
+    finite,
     out,
     print_json,
+    printable,
     torch_device,
     torch_threads,
 )
+
+MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
 
 
 def decode(
     source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name or checkpoint dir.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt text.")] = "",
-    length: Annotated[int, typer.Option("--length", help="Tokens to generate (at most).")] = 64,
+    length: Annotated[
+        int, typer.Option("--length", min=1, max=MAX_LENGTH, help="Tokens to generate (at most).")
+    ] = 64,
     G: Annotated[int | None, typer.Option("--G", help="Block size G (default: the recipe's).")] = None,
     steps: Annotated[
-        int | None, typer.Option("--steps", help="Denoising steps K per block (default: G).")
+        int | None, typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G).")
     ] = None,
     mode: Annotated[
-        str | None,
+        Mode | None,
         typer.Option("--mode", help="diffusion or ar (default: ar when the recipe's G is 1)."),
     ] = None,
-    temperature: Annotated[float, typer.Option("--temperature", help="0 is greedy.")] = 0.0,
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")] = 1.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", callback=finite(0), help="0 is greedy.")
+    ] = 0.0,
+    top_p: Annotated[
+        float, typer.Option("--top-p", callback=finite(0, 1, low_open=True),
+                            help="Nucleus sampling mass, in (0, 1].")
+    ] = 1.0,
     threshold: Annotated[
         float | None,
-        typer.Option("--threshold", help="Also reveal masked positions at least this confident."),
+        typer.Option("--threshold", callback=finite(0, 1, low_open=True),
+                     help="Also reveal masked positions at least this confident, in (0, 1]."),
     ] = None,
     seed: SeedOpt = 0,
     no_cache: Annotated[
@@ -43,35 +57,46 @@ def decode(
     tokenizer: Annotated[
         Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory.")
     ] = None,
-    backend: BackendOpt = "auto",
+    backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     as_json: JsonOpt = False,
 ) -> None:
-    """Generate text; prints it with tokens, blocks, forward passes and tokens/s."""
+    """Generate text; prints it with tokens, blocks, forward passes and tokens/s.
+
+    Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
+    """
+    from fsc.blocks import block_setting
+    from fsc.source import load_source_recipe, weights_origin
+    from fsc.tokenizer import load_tokenizer
+
+    # Everything a user can get wrong is checked before torch is imported.
+    mode_, g, k = block_setting(mode and str(mode), G, steps, load_source_recipe(source).block_size)
+    tok = load_tokenizer(tokenizer)
+    bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
+    prompt_ids = bos + tok.encode(prompt)
+
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
     from fsc.source import load_model
-    from fsc.tokenizer import load_tokenizer
 
-    ops.use_backend(backend)
+    ops.use_backend(str(backend))
     torch_threads()
     device = torch_device(device)
-    tok = load_tokenizer(tokenizer)
-    recipe, model = load_model(source, device=device, seed=seed)
-    mode = mode or ("ar" if recipe.block_size == 1 else "diffusion")
-    g = recipe.block_size if G is None else G
-    cfg = DecodeConfig(length=length, G=g, steps=g if steps is None else steps, mode=mode, temperature=temperature,
+    # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
+    recipe, model = load_model(source, device=device, seed=seed, S=len(prompt_ids) + length, B=1, G=g)
+    cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
-    bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
-    res = generate(model, tok, bos + tok.encode(prompt), cfg, device=device)
+    res = generate(model, tok, prompt_ids, cfg, device=device)
     res.stats["backends"] = dict(ops.ran)
+    res.stats["weights"] = weights_origin(source, seed)
     text = tok.decode(res.token_ids)
     if as_json:
         print_json({"recipe": recipe.name, "prompt": prompt, "text": text,
                     "token_ids": res.token_ids, "stats": res.stats})
         return
-    out.print(prompt, end="", markup=False, highlight=False)
-    out.print(text, style="bold", markup=False, highlight=False)
+    # Generated text may hold any byte: control characters (ANSI escapes) are shown escaped.
+    out.print(printable(prompt, None, keep="\n\t"), end="", markup=False, highlight=False)
+    out.print(printable(text, None, keep="\n\t"), style="bold", markup=False, highlight=False)
     s = res.stats
     steps_part = f", K {s['K']}" if s["K"] else ""
     out.print(
@@ -79,6 +104,7 @@ def decode(
         f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
         f"{'cached' if s['cached'] else 'no cache'})[/]"
     )
+    out.print(f"weights: {printable(s['weights'])}", style="dim", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -54,11 +54,26 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _usage(e) -> str:
-    """A click usage error as one line: the problem, then where to read more."""
+def _given(argv: list[str], opts: list[str]) -> str | None:
+    """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there."""
+    for i, arg in enumerate(argv):
+        for opt in opts:
+            if arg == opt and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(opt + "="):
+                return arg[len(opt) + 1 :]
+    return None
+
+
+def _usage(e, argv: list[str]) -> str:
+    """A click usage error as one line: the problem, the value given, where to read more."""
+    msg = " ".join(e.format_message().replace("Value error, ", "").split())
+    param = getattr(e, "param", None)
+    value = _given(argv, list(getattr(param, "opts", []))) if param is not None else None
+    if value is not None and repr(value) not in msg and f" {value} " not in f" {msg} ":
+        msg = f"{msg} (got {value!r})"
     ctx = getattr(e, "ctx", None)
-    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    return " ".join(e.format_message().replace("Value error, ", "").split()) + where
+    return msg + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     exit 1. FSC_DEBUG=1 re-raises instead, to show the traceback.
     """
     debug = os.environ.get("FSC_DEBUG") == "1"
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     try:
         rv = app(args=argv, prog_name="fsc", standalone_mode=False)
     except _NoArgsIsHelp as e:  # bare `fsc` or a bare group: the help is the answer
@@ -85,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except _ClickException as e:
         if debug:
             raise
-        return _fail(_usage(e), e.exit_code)
+        return _fail(_usage(e, argv), e.exit_code)
     except FscError as e:
         if debug:
             raise

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from fsc.cli.common import JsonOpt, out, print_json
+from fsc.cli.common import JsonOpt, fmt_count, out, print_json
 
 
 def recipes(as_json: JsonOpt = False) -> None:
-    """List the shipped recipes (name, layer map, width, depth, block size)."""
+    """List the shipped recipes (name, parameters, layer map, width, depth, block size)."""
     from rich.table import Table
+    from rich.text import Text
 
+    from fsc.costmodel import param_counts
     from fsc.recipe import load_recipe, shipped_recipes
 
     rows = []
@@ -22,16 +24,17 @@ def recipes(as_json: JsonOpt = False) -> None:
         rows.append({
             "name": name, "path": str(path), "layer_map": r.layer_map, "d_model": r.d_model,
             "n_layers": r.n_layers, "block_size": r.block_size, "dtype": r.dtype,
+            "n_params": param_counts(r)["total"],
             "summary": f"d_model {r.d_model}, {r.n_layers} layers ({counts}), {ffn}, G {r.block_size}",
         })
     if as_json:
         print_json(rows)
         return
     t = Table(title="shipped recipes")
-    for col in ("name", "summary", "layer map"):
-        t.add_column(col)
+    for col in ("name", "params", "summary", "layer map"):
+        t.add_column(col, justify="right" if col == "params" else "left")
     for row in rows:
-        t.add_row(row["name"], row["summary"], row["layer_map"])
+        t.add_row(Text(row["name"]), fmt_count(row["n_params"]), row["summary"], row["layer_map"])
     out.print(t)
 
 
