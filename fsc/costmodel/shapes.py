@@ -3,7 +3,8 @@
 Every figure mirrors a module definition in fsc/model (no torch here): `nn.Linear` without bias
 except GLA's gate `wg`; RMSNorm weights; Mamba-2's conv weight and bias, A_log, dt_bias, D; the MoE
 router plus stacked experts; untied embedding and lm_head; FFN hidden = int(hidden_ratio × d_model).
-Parameters are stored in recipe.dtype, KV caches in recipe.dtype, recurrent states in state_dtype.
+Parameters are stored in recipe.dtype, KV caches in recipe.dtype, recurrent states in state_dtype,
+except linear attention's un-decayed sums: fp32 always.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class MixerShape:
         the recurrent mixers' are fixed.
     scan_flops_per_token: FLOPs of the recurrence (and conv) per token, both directions.
     attn_flops_per_pair: FLOPs per (query token, key position) pair: QKᵀ and PV, 2 each per MAC.
+    cache_dtype: the dtype of its cache when the mixer fixes it, whatever the recipe says.
     """
 
     kind: str
@@ -32,6 +34,7 @@ class MixerShape:
     cache: dict[str, tuple[int, int]]
     scan_flops_per_token: int = 0
     attn_flops_per_pair: int = 0
+    cache_dtype: str | None = None
 
     @property
     def params(self) -> int:
@@ -72,10 +75,11 @@ def mixer_shape(recipe: Recipe, kind: str) -> MixerShape:
         dv = d // h
         r = c.feature_dim or dv
         linears = ((d, h * r), (d, h * r), (d, h * dv), (h * dv, d))
-        # state [B, H, r, Dv], z [B, H, r]
+        # state [B, H, r, Dv], z [B, H, r]; fp32 (sums without decay drift in 16 bits)
         cache = {"state": (0, h * r * dv), "z": (0, h * r)}
         # per head: φ(k)vᵀ add (2·r·Dv), z add (r), q·S readout (2·r·Dv), q·z (2·r)
-        return MixerShape(kind, linears, 0, cache, scan_flops_per_token=h * (4 * r * dv + 3 * r))
+        return MixerShape(kind, linears, 0, cache, scan_flops_per_token=h * (4 * r * dv + 3 * r),
+                          cache_dtype="fp32")
     if kind == "gla":
         g = recipe.gla
         h = g.n_heads
@@ -146,7 +150,7 @@ def param_counts(recipe: Recipe) -> dict[str, int]:
 def shape_tensor_bytes(recipe: Recipe, shape: MixerShape, batch: int,
                        capacity: int) -> dict[str, int]:
     """Bytes of each cache tensor of one layer (the names of Mixer.cache_shapes)."""
-    size = DTYPE_BYTES[recipe.dtype if shape.growing else recipe.state_dtype]
+    size = DTYPE_BYTES[shape.cache_dtype or (recipe.dtype if shape.growing else recipe.state_dtype)]
     return {name: batch * (per_token * capacity + fixed) * size
             for name, (per_token, fixed) in shape.cache.items()}
 

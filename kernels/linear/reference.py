@@ -14,11 +14,13 @@ def linear_block_ref(q, k, v, state, z_state, feature_map: str, eps: float,
 
     q, k:      [B, G, H, r]     before the feature map φ
     v:         [B, G, H, Dv]
-    state:     [B, H, r, Dv]    Σ φ(k) vᵀ over the prefix (state_dtype); not changed
+    state:     [B, H, r, Dv]    Σ φ(k) vᵀ over the prefix (fp32 in the model: nothing decays
+                                these sums, so 16 bits would drift); not changed
     z_state:   [B, H, r]        Σ φ(k) over the prefix
     new_state, new_z: or None; receive the sums including the block (the fold; may alias).
     returns    [B, G, H, Dv] in q.dtype:
                φ(q)·(S + Σ_blk φ(k)vᵀ) / max(φ(q)·(z + Σ_blk φ(k)), eps)
+    Sums and products in fp32 whatever the input dtypes.
     """
     phi = FEATURE_MAPS[feature_map]
     fq, fk, vf = phi(q.float()), phi(k.float()), v.float()

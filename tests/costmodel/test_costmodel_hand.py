@@ -43,17 +43,18 @@ def test_mission_unit_example():
 
 
 def test_linear_attention_state():
-    # linear_24_8: 32 heads, Dv = 4096 / 32 = 128, r = 128, bf16 states.
-    # state 32 · 128 · 128 · 2 B = 1,048,576 B (1 MiB); z 32 · 128 · 2 B = 8,192 B;
-    # no growth with S.
+    # linear_24_8: 32 heads, Dv = 4096 / 32 = 128, r = 128, bf16 state_dtype, but linear
+    # attention's sums are fp32 always: state 32 · 128 · 128 · 4 B = 2 MiB; z 32 · 128 · 4 B
+    # = 16,384 B; no growth with S.
     r = load_recipe("linear_24_8")
-    assert tensor_bytes(r, "linear", 1, 0) == {"state": MiB, "z": 8 * KiB}
-    assert tensor_bytes(r, "linear", 3, 100_000) == {"state": 3 * MiB, "z": 24 * KiB}
+    assert r.state_dtype == "bf16"
+    assert tensor_bytes(r, "linear", 1, 0) == {"state": 2 * MiB, "z": 16 * KiB}
+    assert tensor_bytes(r, "linear", 3, 100_000) == {"state": 6 * MiB, "z": 48 * KiB}
     # 24 linear layers hold the fixed state; 8 attention layers hold 2 · 32 · 128 · 2 B per token.
     assert cache_bytes(r, 1, 10) == {
         "kv_bytes": 8 * 10 * 16 * KiB,
-        "state_bytes": 24 * (MiB + 8 * KiB),
-        "total_bytes": 8 * 10 * 16 * KiB + 24 * (MiB + 8 * KiB),
+        "state_bytes": 24 * (2 * MiB + 16 * KiB),
+        "total_bytes": 8 * 10 * 16 * KiB + 24 * (2 * MiB + 16 * KiB),
     }
 
 
