@@ -31,6 +31,20 @@ class StoreError(FscError):
     """The DuckDB store could not be opened, migrated, read or written."""
 
 
+class QueryError(StoreError):
+    """SQL given to `fsc query` / `fsc export` is empty, malformed, refused by the sandbox or
+    fails. The user's input, so exit 2."""
+
+    exit_code = 2
+
+
+class StorePathError(StoreError):
+    """--store / $FSC_STORE names something that cannot hold a store (a file, a folder fsc
+    cannot write, a file that is not a DuckDB database)."""
+
+    exit_code = 2
+
+
 class CheckpointError(FscError):
     """A checkpoint directory is incomplete, corrupt or does not match its recipe."""
 

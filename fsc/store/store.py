@@ -21,16 +21,20 @@ from typing import Any
 
 import duckdb
 
-from fsc.errors import StoreError
+from fsc.errors import QueryError, StoreError, StorePathError, UsageError
+from fsc.store import export as exporting
+from fsc.store import sandbox
 from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, one_line, utcnow
 from fsc.store.migrations import migrate
 from fsc.store.process import process_state
+from fsc.store.sandbox import READ_ONLY_MESSAGE
 from fsc.store.schema import SCHEMA
 
 DB_NAME = "fsc.duckdb"
-READ_ONLY_MESSAGE = "query is read-only; pass --write to modify the store"
 
 RUN_END_STATUSES = ("finished", "failed", "interrupted")
+# What `fsc runs` shows: a run still marked running whose process is gone is "dead".
+RUN_LIST_STATUSES = ("running", "dead", *RUN_END_STATUSES)
 POINT_STATUSES = ("ok", "oom", "error")
 SAMPLE_PHASES = ("step", "fold")
 ARTIFACT_ACTIONS = ("saved", "pushed", "pulled")
@@ -92,6 +96,34 @@ class Store:
     def exists(self) -> bool:
         return self.file.exists()
 
+    def check(self, write: bool = False) -> None:
+        """Raise StorePathError (one line, exit 2) unless a store can be read here and, with
+        `write`, created or written: the path is (or can become) a directory, and fsc.duckdb,
+        when there, is a DuckDB database file fsc may read (and write). Cheap: commands call
+        it before any work. A missing store passes (reads then say there is none)."""
+        try:
+            where = self.dir
+            while not where.exists() and where != where.parent:  # nearest existing folder
+                where = where.parent
+            if not where.is_dir():
+                what = "is" if where == self.dir else f"cannot be created: {where} is"
+                raise StorePathError(f"store {self.dir} {what} not a directory (--store and "
+                                     f"$FSC_STORE name the folder that holds {DB_NAME})")
+            if self.file.exists():
+                if not self.file.is_file():
+                    raise StorePathError(f"store {self.file} is not a file")
+                with self.file.open("rb") as f:
+                    head = f.read(12)
+                if head[8:12] != b"DUCK":
+                    raise StorePathError(f"store {self.file} is not a DuckDB database file")
+            writable = self.file if self.file.exists() else where
+            if write and not os.access(writable, os.W_OK):
+                raise StorePathError(f"store {self.dir}: {writable} is not writable")
+            if write and not os.access(where, os.W_OK | os.X_OK):  # DuckDB writes a WAL beside
+                raise StorePathError(f"store {self.dir}: folder {where} is not writable")
+        except OSError as e:
+            raise StorePathError(f"store {self.dir}: {e.strerror or e}") from e
+
     # ---- connections ---------------------------------------------------------------------
 
     def _create(self) -> list[str]:
@@ -116,12 +148,15 @@ class Store:
         return applied
 
     @contextmanager
-    def _open(self, *, write: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _open(
+        self, *, write: bool, sandbox: bool = False, allowed_dir: Path | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         if not self.exists():
             if not write:
                 raise StoreError(f"no store at {self.dir} yet (it is created by the first run)")
             self._create()
-        with connect(self.file, read_only=not write, timeout_s=self.timeout_s) as con:
+        with connect(self.file, read_only=not write, timeout_s=self.timeout_s,
+                     sandbox=sandbox, allowed_dir=allowed_dir) as con:
             if write and not self._migrated:
                 migrate(con)
                 self._migrated = True
@@ -252,46 +287,76 @@ class Store:
     def query(
         self, sql: str, write: bool = False, max_rows: int | None = None
     ) -> tuple[list[str], list[tuple]]:
-        """Run SQL; return (column names, rows). Read-only unless `write`.
+        """Run a user's SQL; return (column names, rows) of its last statement, at most
+        `max_rows` rows; ([], []) when that statement has no result.
 
-        With `max_rows`, fetch at most that many rows. Statements without a result give
-        ([], []). Errors raise StoreError with a one-line message.
+        The connection reaches nothing outside the store, and statements are checked by kind
+        first (sandbox.py): without `write`, one reading statement; with it, all statements in
+        one transaction that commits only if the store stays whole. Bad or refused SQL raises
+        QueryError (one line); a store that cannot be opened, StoreError.
         """
-        with self._open(write=write) as con:
+        with self._open(write=write, sandbox=True) as con:
             try:
-                cur = con.execute(sql)
-                if cur.description is None:
-                    return [], []
-                cols = [d[0] for d in cur.description]
-                rows = cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
+                return sandbox.execute(con, sql, write=write, max_rows=max_rows)
             except duckdb.Error as e:
                 raise self._query_error(e) from e
-        return cols, rows
 
-    def export(self, sql: str, out: Path, fmt: str, write: bool = False) -> None:
-        """Write the result of SQL to `out` with DuckDB's writer: fmt 'csv' or 'parquet'."""
-        with self._open(write=write) as con:
-            try:
-                rel = con.sql(sql)
-                if rel is None:
-                    raise StoreError("the statement returns no rows to write")
-                if fmt == "parquet":
-                    rel.write_parquet(str(out))
-                else:
-                    rel.write_csv(str(out), header=True)
-            except duckdb.Error as e:
-                raise self._query_error(e) from e
+    def export(self, sql: str, out: Path, force: bool = False) -> int:
+        """Write the result of one read-only query to `out`, in the format its extension names
+        (export.FORMATS); an existing `out` only with `force`. Returns the bytes written.
+        Only `out` is written: DuckDB, sandboxed, may write into a private folder beside it."""
+        fmt = exporting.target(out, force)
+        with exporting.private_folder(out) as folder:
+            tmp = folder / f"result{out.suffix}"
+            with self._open(write=False, sandbox=True, allowed_dir=folder) as con:
+                try:
+                    exporting.write(con, sql, tmp, fmt)
+                except duckdb.Error as e:
+                    raise self._query_error(e) from e
+            exporting.place(tmp, out, force)
+        return out.stat().st_size
 
     @staticmethod
     def _query_error(e: duckdb.Error) -> StoreError:
+        """A DuckDB error from a user's SQL: QueryError (exit 2), unless the store itself
+        failed (I/O, internal errors): StoreError."""
         if "read-only" in str(e):
-            return StoreError(READ_ONLY_MESSAGE)
-        return StoreError(one_line(e))
+            return QueryError(READ_ONLY_MESSAGE)
+        if isinstance(e, duckdb.PermissionException):
+            return QueryError(f"{one_line(e)} (fsc query reaches only the store; to write a "
+                              "result to a file, use --out FILE or `fsc export`)")
+        if isinstance(e, (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)):
+            return StoreError(one_line(e))
+        return QueryError(one_line(e))
 
-    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Most recent runs first, with point counts, liveness and duration."""
-        cols, rows = self.query(
-            f"""
+    def runs(
+        self, limit: int = 20, *, kind: str | None = None, status: str | None = None,
+        recipe: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Most recent runs first, with point counts, liveness and duration.
+
+        Filters: `kind` ('profile', 'bench', ...); `status`, one of RUN_LIST_STATUSES, where
+        'dead' is a run still marked running whose process is gone and 'running' one whose
+        process is alive or on another host; `recipe`, a recipe name the run has points of or
+        was asked to measure.
+        """
+        _check_choice("run status", status, (None, *RUN_LIST_STATUSES))
+        where, params = [], []
+        if kind is not None:
+            where.append("r.kind = ?")
+            params.append(kind)
+        if status is not None:
+            where.append("r.status = ?")
+            params.append("running" if status == "dead" else status)
+        if recipe is not None:
+            where.append(
+                "(r.run_id IN (SELECT run_id FROM profile_points WHERE recipe = ?) OR CASE"
+                " WHEN json_valid(r.config) THEN list_contains("
+                " json_extract_string(r.config, '$.recipes[*]'), ?) ELSE false END)"
+            )
+            params += [recipe, recipe]
+        live = status in ("running", "dead")  # told apart below, after the query
+        sql = f"""
             SELECT r.run_id, r.kind, r.status, r.started_at, r.ended_at, r.pid, r.host,
                    r.command, r.error,
                    count(p.point_id) FILTER (WHERE p.status = 'ok') AS points_ok,
@@ -299,9 +364,16 @@ class Store:
                    count(p.point_id) FILTER (WHERE p.status = 'error') AS points_error,
                    max(p.ended_at) AS last_point_at
             FROM runs r LEFT JOIN profile_points p USING (run_id)
-            GROUP BY ALL ORDER BY r.started_at DESC, r.run_id DESC LIMIT {int(limit)}
+            {"WHERE " + " AND ".join(where) if where else ""}
+            GROUP BY ALL ORDER BY r.started_at DESC, r.run_id DESC
+            {"" if live else f"LIMIT {int(limit)}"}
             """
-        )
+        with self._open(write=False, sandbox=True) as con:
+            try:
+                cur = con.execute(sql, params)
+                cols, rows = [d[0] for d in cur.description], cur.fetchall()
+            except duckdb.Error as e:
+                raise StoreError(f"reading runs from {self.file} failed: {one_line(e)}") from e
         out = []
         for values in rows:
             run = dict(zip(cols, values, strict=True))
@@ -316,5 +388,65 @@ class Store:
             else:
                 end = run["last_point_at"]
             run["duration_s"] = (end - run["started_at"]).total_seconds() if end else None
-            out.append(run)
-        return out
+            if not live or (run["process"] == "dead") == (status == "dead"):
+                out.append(run)
+        return out[:limit]
+
+    # ---- removing and closing runs (`fsc runs rm`, `fsc runs close`) ---------------------
+
+    def remove_run(self, run_id: str, force: bool = False) -> dict[str, int]:
+        """Delete run `run_id` with its points, their samples and its benchmark figures in one
+        transaction; return how many rows of each went. Refused for a run whose process is
+        alive, and without `force` for one marked running on another host."""
+        with self._transaction_on_existing(run_id) as con:
+            self._quiet_run_status(con, run_id, force)
+            points = "SELECT point_id FROM profile_points WHERE run_id = $run"
+            steps = (  # samples before their points
+                ("samples", f"DELETE FROM samples WHERE point_id IN ({points})"),
+                ("points", "DELETE FROM profile_points WHERE run_id = $run"),
+                ("bench_results", "DELETE FROM bench_results WHERE run_id = $run"),
+            )
+            removed = {what: con.execute(sql, {"run": run_id}).fetchone()[0]
+                       for what, sql in steps}
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        return removed
+
+    def close_run(self, run_id: str, force: bool = False) -> None:
+        """Mark run `run_id`, still 'running' though its process is gone, 'interrupted', ending
+        at its last point (or its start). Refused when the process is alive, and without
+        `force` when the run is marked running on another host (fsc cannot tell there)."""
+        with self._transaction_on_existing(run_id) as con:
+            status = self._quiet_run_status(con, run_id, force)
+            if status != "running":
+                raise UsageError(f"run {run_id} is {status}; only a running run can be closed")
+            con.execute(
+                "UPDATE runs SET status = 'interrupted', error = $error, ended_at = coalesce("
+                " (SELECT max(ended_at) FROM profile_points WHERE run_id = $run), started_at)"
+                " WHERE run_id = $run",
+                {"run": run_id,
+                 "error": "its process ended without closing the run (closed by fsc runs close)"},
+            )
+
+    @contextmanager
+    def _transaction_on_existing(self, run_id: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not self.exists():  # never create a store just to say a run is not in it
+            raise UsageError(f"no run {run_id!r}: no store at {self.dir} yet")
+        with self._transaction() as con:
+            yield con
+
+    def _quiet_run_status(self, con: duckdb.DuckDBPyConnection, run_id: str, force: bool) -> str:
+        """The stored status of `run_id` once it is sure no process still writes to it:
+        UsageError for an unknown run, for a running one whose process is alive, and without
+        `force` for one marked running on another host."""
+        row = con.execute("SELECT status, pid, host, started_at FROM runs WHERE run_id = ?",
+                          [run_id]).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id!r} in {self.file} (`fsc runs` lists them)")
+        status, pid, host, started_at = row
+        process = process_state(pid, host, started_at) if status == "running" else None
+        if process == "alive":
+            raise UsageError(f"run {run_id} is still running (pid {pid}); stop it first")
+        if process == "unknown" and not force:
+            raise UsageError(f"run {run_id} is marked running on host {host}, where fsc cannot "
+                             "tell whether it is alive; pass --force if it is not")
+        return status

@@ -1,7 +1,11 @@
-"""Fixtures for the store tests: a temp store, the real `fsc` entry point, the writer script."""
+"""Fixtures for the store tests: a temp store, the real `fsc` entry point (in a subprocess or in
+this process), the writer script, a filled store."""
 
+import hashlib
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -48,3 +52,67 @@ def writer():
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `fsc ARGS` in this process through the real error boundary (fsc.cli.main.main);
+    returns Result(code, out, err)."""
+    from fsc.cli.main import main
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def snapshot():
+    """snapshot(dir): sha256 of every file in a directory, to show a command changed nothing."""
+
+    def take(folder: Path) -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(folder.iterdir())}
+
+    return take
+
+
+@pytest.fixture(scope="session")
+def _two_runs_template(tmp_path_factory):
+    from fsc.store import Store
+
+    st = Store(tmp_path_factory.mktemp("template") / "store")
+    a = st.start_run("profile", "fsc profile -r tiny", None, {"recipes": ["tiny"]})
+    for s in (1024, 2048, 4096):
+        st.add_point(a, {"recipe": "tiny", "S": s, "B": 2, "step_ms": s / 1000,
+                         "layer_plan": ["attention", "mamba"]}, {"step": [1.0, 2.0], "fold": [3.0]})
+    st.finish_run(a)
+    b = st.start_run("profile", "fsc profile -r other", None, {"recipes": ["recipes/other.yaml"]})
+    st.add_point(b, {"recipe": "other", "S": 64, "B": 1, "step_ms": 0.5}, {"step": [0.5]})
+    st.finish_run(b, "failed", "boom")
+    c = st.start_run("bench", "python -m fsc.bench", None, {})
+    st.add_bench(c, "decode.tokens_per_s", 412.0, "tok/s")
+    st.finish_run(c)
+    return st.dir, [a, b, c]
+
+
+@pytest.fixture
+def two_runs(store_path, _two_runs_template):
+    """A store with two profile runs (finished: 3 points, each with 2 step samples and 1 fold
+    sample; failed: 1 point with 1 sample) and a finished bench run with one figure;
+    returns (Store, [run ids]). Built once, copied for each test."""
+    from fsc.store import Store
+
+    template, run_ids = _two_runs_template
+    shutil.copytree(template, store_path)
+    return Store(store_path), list(run_ids)

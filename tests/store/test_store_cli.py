@@ -42,7 +42,7 @@ def test_query_is_read_only_by_default(filled, fsc, sql):
 
 
 def test_query_write_modifies_the_store(filled, fsc):
-    done = fsc("query", "--write", "delete from profile_points where \"S\" = 1024")
+    done = fsc("query", "--write", "--yes", "delete from profile_points where \"S\" = 1024")
     assert done.returncode == 0, done.stderr
     assert filled.query("select count(*) from profile_points")[1] == [(2,)]
 

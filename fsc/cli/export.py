@@ -1,0 +1,43 @@
+"""`fsc export`: the result of a read-only query written to a Parquet, CSV, JSON or JSON Lines
+file, and to no other place (see fsc/store/export.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from fsc.cli.common import StoreOpt, err, fmt_bytes, printable, store_dir
+
+OutOpt = Annotated[
+    Path,
+    typer.Option("--out", help="File to write: .parquet, .csv, .json (one array) or .jsonl "
+                               "(one object per line)."),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")]
+
+
+def save(st, sql: str, out_file: Path, force: bool) -> None:
+    """Write the result of `sql` on Store `st` to `out_file` and say so on stderr."""
+    size = st.export(sql, out_file, force=force)
+    err.print(Text(f"wrote {printable(out_file)} ({fmt_bytes(size)})"))
+
+
+def export(
+    sql: Annotated[str, typer.Argument(help="One read-only query, e.g. \"select * from profile\".")],
+    out_file: OutOpt,
+    force: ForceOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Write the result of a read-only query to FILE (.parquet, .csv, .json or .jsonl).
+
+    The query runs in the same sandbox as `fsc query`; only FILE is written (an existing one
+    only with --force). JSON files encode values as `--json` does: non-finite numbers are null.
+    """
+    from fsc.store import Store
+
+    st = Store(store_dir(store))
+    st.check(write=False)
+    save(st, sql, out_file, force)

@@ -1,0 +1,88 @@
+"""A query's result for a person (a table that fits the terminal, or one record per row when
+it does not) or for a program (csv, json)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from rich.console import Console
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from fsc.cli.common import printable
+
+TABLE_MAX_ROWS = 1000
+TABLE_DIGITS = 6  # significant digits of floats in tables; csv and json keep every digit
+CELL_MAX_CHARS = 500  # a longer value ends in "…" on screen; csv, json and --out keep it whole
+FOLD_AT = 40  # a wider text column may fold to this width before the table counts as too wide
+
+
+def cell(value: Any, digits: int | None = None) -> str:
+    """A value as text for a CSV cell (every digit) or a table cell (`digits` significant)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if digits is None else f"{value:.{digits}g}"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
+    return [dict(zip(cols, row, strict=True)) for row in rows]
+
+
+def print_csv(cols: list[str], rows: list[tuple]) -> None:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(cols)
+    writer.writerows([cell(v) for v in row] for row in rows)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> Text:
+    """A value as plain text: rich markup in it is shown, not obeyed; control characters
+    (ANSI escapes, newlines) appear as escapes."""
+    if value is None:
+        return Text("NULL", style="dim")
+    return Text(printable(cell(value, TABLE_DIGITS), CELL_MAX_CHARS))
+
+
+def show(console: Console, cols: list[str], rows: list[tuple]) -> None:
+    """Rows as a table when its columns fit the console's width (numbers right-aligned),
+    otherwise one block per row of `column  value` lines; "0 rows" when there are none."""
+    if not rows:
+        console.print("0 rows")
+        return
+    heads = [Text(printable(c, 100)) for c in cols]
+    body = [[_text(v) for v in row] for row in rows]
+    widths = [max(h.cell_len, min(FOLD_AT, max(r[i].cell_len for r in body)))
+              for i, h in enumerate(heads)]
+    if sum(widths) + 3 * len(cols) + 1 <= console.width:  # "│ " + cell + " " per column, "│"
+        table = Table()
+        for i, head in enumerate(heads):
+            values = [row[i] for row in rows if row[i] is not None]
+            numeric = bool(values) and all(_is_number(v) for v in values)
+            table.add_column(head, justify="right" if numeric else "left", overflow="fold")
+        for texts in body:
+            table.add_row(*texts)
+        console.print(table)
+        return
+    for n, texts in enumerate(body, start=1):
+        console.print(Rule(Text(f"row {n}"), align="left"))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for head, text in zip(heads, texts, strict=True):
+            grid.add_row(head, text)
+        console.print(grid)

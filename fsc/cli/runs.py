@@ -1,0 +1,130 @@
+"""`fsc runs`: list recent runs; `fsc runs rm` and `fsc runs close` act on one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
+from fsc.cli.confirm import confirm
+
+app = typer.Typer(
+    name="runs", help="Recent runs; remove one (rm) or close a dead one (close).",
+    add_completion=False, rich_markup_mode=None,
+)
+
+RunIdArg = Annotated[str, typer.Argument(help="Run id, as `fsc runs` lists it.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Go on for a run marked running on another host (fsc cannot tell there "
+                    "whether it is alive).")]
+
+
+class RunStatus(Choice):
+    running = "running"
+    dead = "dead"
+    finished = "finished"
+    failed = "failed"
+    interrupted = "interrupted"
+
+
+def _store(store: Path | None, ctx: typer.Context):
+    """The Store of --store given to the subcommand, or to `fsc runs` before it."""
+    from fsc.store import Store
+
+    return Store(store_dir(store or ctx.obj))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, s = divmod(round(seconds), 60)
+    h, m = divmod(minutes, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{seconds:.1f}s"
+
+
+def _status(run: dict) -> Text:
+    if run["process"] == "dead":
+        return Text("dead", "red")
+    if run["process"] == "unknown":
+        return Text(f"running on {printable(run['host'], 40)}")
+    return Text(run["status"])
+
+
+@app.callback(invoke_without_command=True)
+def runs(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many recent runs.")] = 20,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only runs of this kind "
+                                             "(profile, bench, ...).")] = None,
+    status: Annotated[RunStatus | None, typer.Option(
+        "--status", help="Only runs in this status; dead: marked running, process gone.")] = None,
+    recipe: Annotated[str | None, typer.Option(
+        "--recipe", help="Only runs that measured (or were asked to measure) this recipe.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recent runs, newest first: status, point counts, duration.
+
+    A run whose process was killed (SIGKILL, power loss) stays marked running in the store;
+    it is listed as dead (its pid is gone on this host) until `fsc runs close RUN_ID` marks
+    it interrupted. In --json such a run has status running and process dead.
+    """
+    ctx.obj = store
+    if ctx.invoked_subcommand is not None:
+        return
+    st = _store(store, ctx)
+    st.check()
+    found = st.runs(limit, kind=kind, status=status and status.value, recipe=recipe)
+    if as_json:
+        print_json(found)
+        return
+    if not found:
+        out.print("no runs" + (" match" if kind or status or recipe else ""))
+        return
+    table = Table(title="runs (newest first; times UTC)")
+    table.add_column("run_id", no_wrap=True)
+    for c in ("kind", "status", "started", "duration", "ok/oom/error", "command"):
+        table.add_column(c, overflow="fold", justify="right" if c == "ok/oom/error" else "left")
+    for r in found:
+        table.add_row(
+            Text(printable(r["run_id"])), Text(printable(r["kind"])), _status(r),
+            r["started_at"].isoformat(sep=" ", timespec="seconds"), _duration(r["duration_s"]),
+            f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}",
+            Text(printable(r["command"] or "")),
+        )
+    out.print(table)
+
+
+@app.command("rm")
+def rm(
+    ctx: typer.Context,
+    run_id: RunIdArg,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    force: ForceOpt = False,
+    store: StoreOpt = None,
+) -> None:
+    """Remove a run with its points, their samples and its benchmark figures, in one
+    transaction. Asks first at a terminal; elsewhere needs --yes. A run whose process is
+    alive is refused."""
+    st = _store(store, ctx)
+    st.check(write=True)
+    confirm(f"remove run {run_id} with all its points, samples and benchmark figures", yes)
+    n = st.remove_run(run_id, force=force)
+    err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
+                   f"samples, {n['bench_results']} benchmark figures"))
+
+
+@app.command("close")
+def close(
+    ctx: typer.Context, run_id: RunIdArg, force: ForceOpt = False, store: StoreOpt = None,
+) -> None:
+    """Mark a run that is still 'running' but whose process is gone as 'interrupted' (it keeps
+    every point). Refused while the process is alive."""
+    st = _store(store, ctx)
+    st.check(write=True)
+    st.close_run(run_id, force=force)
+    err.print(Text(f"closed run {printable(run_id)}: interrupted"))

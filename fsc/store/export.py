@@ -1,0 +1,118 @@
+"""A query's result written to the one file a user names (`fsc export`, `fsc query --out`).
+
+The query runs on a sandboxed read-only connection (sandbox.py) that may write into one
+folder only: a private temporary folder fsc creates beside the target. DuckDB writes Parquet
+and CSV there with its own writers; JSON and JSON Lines are written by fsc from the fetched
+rows, with the encoding of `--json` (non-finite numbers become null; DuckDB would write NaN,
+which is not JSON). The finished file is then moved to the named path: linked, so that an
+existing file is never replaced unless `force`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from fsc.errors import QueryError, UsageError
+from fsc.store import sandbox
+
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
+_BATCH_ROWS = 10_000
+
+
+def target(out: Path, force: bool) -> str:
+    """Check the file to write before any work; return its format. UsageError for an unknown
+    extension, a missing folder, a directory, or an existing file without `force`."""
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"cannot write {out}: unknown extension {out.suffix or '(none)'!r};"
+                         f" use one of {', '.join(FORMATS)}")
+    parent = out.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {out}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {out}: folder {parent} is not writable")
+    if out.is_dir():
+        raise UsageError(f"cannot write {out}: it is a directory")
+    if out.exists() and not force:
+        raise UsageError(f"{out} exists; pass --force to replace it")
+    return fmt
+
+
+@contextmanager
+def private_folder(out: Path) -> Iterator[Path]:
+    """A new empty folder beside `out`, removed with whatever is left in it."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield folder.resolve()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> None:
+    """Run one read-only statement of `sql` on `con` and write its rows to `path` as `fmt`."""
+    statements = sandbox.parse(sql, con)
+    sandbox.check(statements, write=False)
+    text = statements[0].text
+    if fmt in ("json", "jsonl"):
+        cur = con.execute(text)
+        if cur.description is None:
+            raise QueryError("the statement returns no rows to write")
+        _write_json(cur, path, lines=fmt == "jsonl")
+        return
+    rel = con.sql(text)
+    if rel is None:
+        raise QueryError("the statement returns no rows to write")
+    if fmt == "parquet":
+        rel.write_parquet(str(path))
+    else:
+        rel.write_csv(str(path), header=True)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _write_json(cur: duckdb.DuckDBPyConnection, path: Path, lines: bool) -> None:
+    """The rows of `cur`'s result as one JSON object each: a JSON array, or one object per
+    line (JSON Lines); fetched in batches, so a large result never sits in memory whole."""
+    cols = [d[0] for d in cur.description]
+    with path.open("w", encoding="utf-8") as f:
+        if not lines:
+            f.write("[")
+        n = 0
+        while batch := cur.fetchmany(_BATCH_ROWS):
+            for row in batch:
+                text = json.dumps({c: _plain(v) for c, v in zip(cols, row, strict=True)},
+                                  default=str, allow_nan=False)
+                f.write(text + "\n" if lines else ("," if n else "") + "\n" + text)
+                n += 1
+        if not lines:
+            f.write("\n]\n")
+
+
+def place(tmp: Path, out: Path, force: bool) -> None:
+    """Move the finished `tmp` to `out`. Without `force` a hard link, which fails rather than
+    replace a file that appeared meanwhile."""
+    if force:
+        os.replace(tmp, out)
+        return
+    try:
+        os.link(tmp, out)
+    except FileExistsError:
+        raise UsageError(f"{out} exists; pass --force to replace it") from None

@@ -1,0 +1,183 @@
+"""What `fsc query` runs of a user's SQL, and how.
+
+Two guards, each enough on its own for what it covers. The connection is DuckDB's sandbox
+(connect.SANDBOX: no file outside the store, no extension, locked settings), so SQL cannot
+reach the machine whatever it says. And each statement is parsed by DuckDB and judged by its
+kind before anything runs: read-only mode runs one reading statement; COPY, EXPORT, ATTACH,
+INSTALL/LOAD and SET are never run, with a message that says what to do instead.
+
+With --write, all statements run in one transaction, which commits only if the store is still
+whole afterwards: fsc's own tables and views keep their columns, no point or benchmark figure
+is left without its run, and samples of removed points go with them (DuckDB's foreign keys
+cannot express this: a run and its points could not be deleted in one transaction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import duckdb
+
+from fsc.errors import QueryError
+from fsc.store.connect import one_line
+from fsc.store.schema import SCHEMA
+
+READ_ONLY_MESSAGE = "query is read-only; pass --write to modify the store"
+
+# Statement kinds (DuckDB's StatementType names) a read-only query may run. SHOW, DESCRIBE,
+# SUMMARIZE, VALUES and FROM-first queries parse as SELECT; PIVOT parses as MULTI.
+READ_KINDS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "MULTI"})
+# Kinds that remove data or change a table: --write asks for --yes before these (TRUNCATE
+# parses as DELETE; MERGE may delete).
+DESTRUCTIVE_KINDS = frozenset({"DELETE", "DROP", "ALTER", "MERGE_INTO"})
+_OUTSIDE = {
+    "COPY": "COPY",
+    "EXPORT": "EXPORT DATABASE",
+    "COPY_DATABASE": "COPY FROM DATABASE",
+    "ATTACH": "ATTACH",
+    "DETACH": "DETACH",
+    "LOAD": "INSTALL and LOAD",
+    "EXTENSION": "extension statements",
+}
+_NEVER = {
+    "SET": "SET, RESET and USE are not run: fsc query's settings are fixed",
+    "TRANSACTION": "BEGIN, COMMIT and ROLLBACK are not needed: with --write, fsc query runs "
+                   "all its statements in one transaction",
+}
+
+
+@dataclass(frozen=True)
+class Statement:
+    kind: str  # DuckDB's StatementType name, or "UNKNOWN" for one this duckdb cannot name
+    text: str
+
+
+def parse(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> list[Statement]:
+    """The statements of `sql`, parsed by DuckDB (on `con`, or an in-memory database).
+    QueryError when there is none or the SQL does not parse."""
+    if sql.strip():
+        try:
+            if con is None:
+                with duckdb.connect(":memory:") as mem:
+                    found = mem.extract_statements(sql)
+            else:
+                found = con.extract_statements(sql)
+        except duckdb.Error as e:
+            raise QueryError(one_line(e)) from e
+    else:
+        found = []
+    if not found:
+        raise QueryError('no SQL statement given (only blanks, ";" or comments); '
+                         'e.g. fsc query "select * from profile limit 5"')
+    return [Statement(_kind(s), s.query) for s in found]
+
+
+def _kind(statement) -> str:
+    try:
+        return statement.type.name
+    except ValueError:  # a kind newer than the Python binding's enum (e.g. UPDATE EXTENSIONS)
+        return "UNKNOWN"
+
+
+def check(statements: list[Statement], write: bool) -> None:
+    """Refuse what `fsc query` never runs, and, without `write`, anything but one reading
+    statement. Raises QueryError naming the statement and what to do instead."""
+    for st in statements:
+        if st.kind in _OUTSIDE:
+            raise QueryError(
+                f"{_OUTSIDE[st.kind]} is not run: fsc query reaches only the store (to write a "
+                "result to a file, use --out FILE or `fsc export`)"
+            )
+        if st.kind in _NEVER:
+            raise QueryError(_NEVER[st.kind])
+        if st.kind == "UNKNOWN":
+            raise QueryError(f"fsc query does not run this kind of statement: {_short(st.text)}")
+    if write:
+        return
+    if len(statements) > 1:
+        raise QueryError(
+            f"{len(statements)} statements given; a read-only query runs one (with --write, "
+            "all run in one transaction and the last one's result is shown)"
+        )
+    if statements[0].kind not in READ_KINDS:
+        raise QueryError(READ_ONLY_MESSAGE)
+
+
+def destructive(sql: str) -> list[str]:
+    """The kinds of the statements in `sql` that remove data or change a table, in order."""
+    return [st.kind for st in parse(sql) if st.kind in DESTRUCTIVE_KINDS]
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def execute(
+    con: duckdb.DuckDBPyConnection, sql: str, *, write: bool, max_rows: int | None = None
+) -> tuple[list[str], list[tuple]]:
+    """Check and run `sql` on `con` (a sandboxed connection, read-only unless `write`); return
+    (column names, rows) of the last statement, at most `max_rows` rows."""
+    statements = parse(sql, con)
+    check(statements, write)
+    if not write:
+        return _fetch(con.execute(statements[0].text), max_rows)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        before = _orphans(con)
+        for st in statements:
+            cur = con.execute(st.text)
+        result = _fetch(cur, max_rows)
+        _settle(con, before)
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed statement may have ended it already
+            con.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _fetch(cur: duckdb.DuckDBPyConnection, max_rows: int | None) -> tuple[list[str], list]:
+    if cur.description is None:
+        return [], []
+    cols = [d[0] for d in cur.description]
+    return cols, cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
+
+
+def _orphans(con: duckdb.DuckDBPyConnection) -> int:
+    """Points and benchmark figures whose run is not in `runs`."""
+    return con.execute(
+        "SELECT (SELECT count(*) FROM profile_points p"
+        "        WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = p.run_id))"
+        "     + (SELECT count(*) FROM bench_results b"
+        "        WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = b.run_id))"
+    ).fetchone()[0]
+
+
+def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
+    """After --write statements, inside their transaction: refuse (QueryError, so the caller
+    rolls back) if fsc's tables or views lost one or a column, or if points or benchmark
+    figures lost their run; then remove the samples of removed points."""
+    have: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = 'main' AND table_catalog = current_database()"
+    ).fetchall():
+        have.setdefault(table, set()).add(column)
+    for name, rel in SCHEMA.items():
+        missing = [c for c in rel.columns if c not in have.get(name, ())]
+        if name not in have or missing:
+            what = f"{rel.kind} {name}" + (f" (columns {', '.join(missing)})"
+                                           if name in have else "")
+            raise QueryError(f"nothing changed: the statements would remove {what}, which fsc "
+                             "needs; to remove a run, use `fsc runs rm RUN_ID`")
+    orphans = _orphans(con) - orphans_before
+    if orphans > 0:
+        raise QueryError(
+            f"nothing changed: the statements would leave {orphans} points or benchmark figures "
+            "without their run; to remove a run with everything it measured, use "
+            "`fsc runs rm RUN_ID`"
+        )
+    con.execute("DELETE FROM samples s"
+                " WHERE NOT EXISTS (SELECT 1 FROM profile_points p WHERE p.point_id = s.point_id)")
