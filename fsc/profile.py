@@ -1,6 +1,7 @@
 """The profiler: a sweep of recipes × S × B, each point timed on a synthetic cache.
 
-Per point: ask the cost model whether it fits in free memory (else an 'oom' row), build a
+The points come from fsc.sweep (torch-free). Per point: ask the cost model whether weights,
+cache and activations fit (`check_fits`, the rule every command uses; else an 'oom' row), build a
 synthetic cache that looks like S finished tokens, warm up, then time `step` (the frontier block
 against the cache, cache unchanged) and `fold` (the block written into the cache, rewound after
 each repeat) with CUDA events on a GPU or a monotonic clock on the CPU. Every point becomes one
@@ -12,7 +13,6 @@ from __future__ import annotations
 import statistics
 import time
 import traceback
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import torch
@@ -22,39 +22,8 @@ from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cos
 from fsc.errors import WeightsDoNotFit, is_out_of_memory
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
-from fsc.source import free_bytes, load_model, load_source_recipe
-
-CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
-CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
-CPU_DEFAULT_B = [1, 4]
-GPU_DEFAULT_RECIPES = ["attn_3b", "mamba_3b", "hybrid_3b"]
-GPU_DEFAULT_S = [1024, 4096, 16384, 65536, 262144]
-GPU_DEFAULT_B = [1, 2, 4, 8]
-
-
-@dataclass
-class SweepConfig:
-    recipes: list[str]
-    S: list[int]
-    B: list[int]
-    G: list[int] | None = None  # default: each recipe's block size
-    K: list[int] | None = None  # default: K = G
-    mode: str | None = None  # "diffusion" | "ar"; default: ar for recipes with block size 1
-    dtype: str | None = None  # default: each recipe's dtype
-    backend: str = "auto"
-    warmup: int = 2
-    repeats: int = 10
-    device: str = "cpu"
-    seed: int = 0
-    memory_budget: int | None = None  # bytes; default: free device memory
-    spec: DeviceSpec | None = None  # bandwidth / peak for the floor; default: from the device
-    extra: dict = field(default_factory=dict)
-
-
-def default_sweep(device: str) -> tuple[list[str], list[int], list[int]]:
-    if torch.device(device).type == "cuda":
-        return GPU_DEFAULT_RECIPES, GPU_DEFAULT_S, GPU_DEFAULT_B
-    return CPU_DEFAULT_RECIPES, CPU_DEFAULT_S, CPU_DEFAULT_B
+from fsc.source import check_fits, free_bytes, load_model, load_source_recipe
+from fsc.sweep import Point, SweepConfig
 
 
 def _now() -> datetime:
@@ -149,56 +118,46 @@ def _mixer_backends(model) -> dict[str, str]:
 
 
 class Sweep:
-    """Runs a sweep point by point, handing each finished row to `on_point`."""
+    """Runs the points of a sweep (fsc.sweep.plan) in order, handing each finished row to
+    `on_point` and then to `on_progress`."""
 
-    def __init__(self, cfg: SweepConfig, on_point, on_progress=None):
-        self.cfg, self.on_point, self.on_progress = cfg, on_point, on_progress or (lambda *a: None)
+    def __init__(self, cfg: SweepConfig, points: list[Point], on_point, on_progress=None):
+        self.cfg, self.points, self.on_point = cfg, points, on_point
+        self.on_progress = on_progress or (lambda *a: None)
         self.device = torch.device(cfg.device)
         self.spec = cfg.spec or device_spec_for(self.device)
-
-    def points(self) -> list[tuple[str, int, int]]:
-        return [(r, S, B) for r in self.cfg.recipes for B in self.cfg.B for S in self.cfg.S]
-
-    def block_settings(self, recipe: Recipe) -> list[tuple[int, int]]:
-        """(G, K) pairs of a recipe: the --G and --steps lists, else its block size with K = G.
-
-        Autoregressive points are (1, 0): one fold per token both commits it and predicts the
-        next, so tokens/s = B / t_fold (the step is still timed)."""
-        if self.mode(recipe) == "ar":
-            return [(1, 0)]
-        return [(G, K or G) for G in (self.cfg.G or [recipe.block_size]) for K in (self.cfg.K or [None])]
-
-    def mode(self, recipe: Recipe) -> str:
-        if self.cfg.mode is not None:
-            return self.cfg.mode
-        return "ar" if recipe.block_size == 1 and self.cfg.G is None else "diffusion"
-
-    def size(self, recipes: dict[str, Recipe]) -> int:
-        """Number of points (rows) the sweep will record."""
-        return sum(len(self.block_settings(recipes[ref])) for ref, _, _ in self.points())
 
     def run(self) -> list[dict]:
         rows = []
         models: dict[str, tuple] = {}
-        for ref, S, B in self.points():
-            if ref not in models:
+        for p in self.points:
+            if p.ref not in models:
                 models.clear()  # one model resident at a time
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
-                models[ref] = self._load(ref)
-            recipe, model, reason = models[ref]
-            for G, K in self.block_settings(recipe):
-                if model is None:
-                    row = self._skipped(recipe, S, B, G, K, reason)
-                else:
-                    row = self._point(recipe, model, S, B, G, K)
-                self.on_point(row)
-                rows.append(row)
-                self.on_progress(row)
+                models[p.ref] = self._load(p.ref)
+            recipe, model, reason = models[p.ref]
+            if model is None:
+                row = self._skipped(recipe, p.S, p.B, p.G, p.K, reason)
+            else:
+                row = self._point(recipe, model, p.S, p.B, p.G, p.K)
+            self.on_point(row)
+            rows.append(row)
+            self.on_progress(row)
         return rows
 
-    def _budget(self) -> int:
-        return self.cfg.memory_budget if self.cfg.memory_budget is not None else free_bytes(self.device)
+    def _does_not_fit(self, recipe: Recipe, S: int, B: int, G: int, weight_bytes: int) -> str | None:
+        """Why a point does not fit (check_fits' message), or None. A --memory-budget bounds
+        everything the point holds; without one, the free memory now plus the weights already
+        resident."""
+        budget = self.cfg.memory_budget
+        if budget is None:
+            budget = free_bytes(self.device) + weight_bytes
+        try:
+            check_fits(recipe, self.device, S, B, G, budget)
+        except WeightsDoNotFit as e:
+            return str(e)
+        return None
 
     def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> dict:
         """The row of a point whose model could not be built (its weights do not fit)."""
@@ -215,7 +174,7 @@ class Sweep:
         dtype = TORCH_DTYPES[self.cfg.dtype] if self.cfg.dtype else None
         try:
             recipe, model = load_model(ref, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype,
-                                       budget=self._budget())
+                                       budget=self.cfg.memory_budget)
         except WeightsDoNotFit as e:
             return load_source_recipe(ref), None, str(e)
         return recipe, model, None
@@ -229,6 +188,7 @@ class Sweep:
         else:  # no device figures (the CPU): bytes are still known, the floor is not
             pred = {"predicted_step_bytes": pass_cost(ran_as, S, B, G).bytes,
                     "predicted_total_bytes": mem["total_bytes"]}
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         row = {
             "recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
             "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
@@ -236,16 +196,12 @@ class Sweep:
             "predicted_step_bytes": pred.get("predicted_step_bytes"),
             "predicted_total_bytes": pred.get("predicted_total_bytes"),
             "floor_ms": pred.get("floor_ms"), "bound": pred.get("bound"),
-            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "weight_bytes": weight_bytes,
             "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
         }
-        # Weights are already resident: the point needs the cost model's cache (capacity S + G)
-        # and activations on top of them.
-        need = mem["total_bytes"] - mem["weight_bytes"]
-        budget = self._budget()
-        if need > budget:
-            row.update(status="oom", error=f"needs {need} bytes (cache and activations), "
-                                           f"{budget} bytes free")
+        reason = self._does_not_fit(ran_as, S, B, G, weight_bytes)
+        if reason is not None:
+            row.update(status="oom", error=reason)
         else:
             try:
                 with ops.backend(self.cfg.backend):

@@ -1,22 +1,42 @@
-"""`fsc profile`: the main job: sweep recipes × S × B, record every point in the store."""
+"""`fsc profile`: the main job: sweep recipes × S × B, record every point in the store.
+
+The order of work makes mistakes cheap: every option is checked before torch is imported; the
+store is created (or opened) before the first point is measured; Ctrl-C marks the run
+interrupted and says how to continue it, and `--resume RUN_ID` measures only the points the run
+still lacks, under the same run id.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import shlex
+import signal
 import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import fields
 from typing import Annotated
 
 import typer
 
+from fsc.blocks import MAX_G, block_setting
+from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between
 from fsc.cli.common import (
+    Backend,
     BackendOpt,
+    DType,
     JsonOpt,
+    Mode,
+    SeedOpt,
     StoreOpt,
     err,
-    fmt_bytes,
+    finite,
     out,
     print_json,
+    printable,
     store_dir,
     torch_device,
     torch_threads,
@@ -24,238 +44,358 @@ from fsc.cli.common import (
 from fsc.errors import UsageError
 
 _SUFFIX = {"k": 2**10, "m": 2**20}
+_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+MIN_BUDGET = 2**20  # a --memory-budget below 1 MiB holds no model
+MAX_BUDGET = 2**60
+MAX_WARMUP = 1000
+MAX_REPEATS = 10_000
+_DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+CPU_NOTICE_S = 60  # on a CPU, say how long a sweep will take when it is longer than this
+
+# The options that shape a sweep: a resumed run takes all of them from its stored config.
+SWEEP_OPTIONS = ("recipe", "S", "B", "G", "steps", "mode", "dtype", "backend", "warmup",
+                 "repeats", "device", "memory_budget", "bandwidth", "seed")
 
 
-def parse_sizes(text: str, what: str, minimum: int) -> list[int]:
-    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024)."""
+def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
+    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high]."""
+    if not text.strip():
+        raise UsageError(f"{option} is empty; give sizes such as 1024,4096 or 4k")
     values = []
     for part in text.split(","):
         p = part.strip().lower()
         mult = _SUFFIX.get(p[-1:], 1)
-        try:
-            v = int(p[:-1] if mult > 1 else p) * mult
-        except ValueError:
-            raise UsageError(f"{what}: {part.strip()!r} is not an integer (e.g. 1024,4096 or 4k)") from None
-        if v < minimum:
-            raise UsageError(f"{what}: {v} is below {minimum}")
+        digits = p[:-1] if mult > 1 else p
+        if not re.fullmatch(r"[0-9]{1,12}", digits):
+            raise UsageError(f"{option}: {part.strip()[:40]!r} is not an integer "
+                             "(e.g. 1024,4096 or 4k)")
+        v = int(digits) * mult
+        if v < low:
+            raise UsageError(f"{option}: {v} is below {low}")
+        if v > high:
+            raise UsageError(f"{option}: {v} is above {high}, the largest fsc takes")
         values.append(v)
     return values
 
 
-def parse_bytes(text: str) -> int:
-    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+def parse_bytes(text: str, option: str = "--memory-budget") -> int:
+    """'2GiB', '512MiB', '1.5GB' or '1000000' (bytes) -> bytes, between 1 MiB and 1 EiB."""
     t = text.strip().lower()
-    for u, m in units.items():
-        if t.endswith(u):
-            num, mult = t[: -len(u)], m
-            break
-    else:
-        num, mult = t, 1
+    unit = next((u for u in _UNITS if t.endswith(u)), "")
     try:
-        return int(float(num) * mult)
+        value = float(t[: len(t) - len(unit)]) * _UNITS.get(unit, 1)
     except ValueError:
-        raise UsageError(f"--memory-budget: {text!r} is not a size (e.g. 2GiB, 512MiB, 1000000)") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise UsageError(f"{option}: {text[:40]!r} is not a size (e.g. 2GiB, 512MiB or 1000000 "
+                         "bytes)")
+    if not MIN_BUDGET <= value <= MAX_BUDGET:
+        raise UsageError(f"{option}: {text[:40]!r} must be between 1MiB and 1EiB (a budget holds "
+                         "a model's weights, cache and activations)")
+    return int(value)
+
+
+def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` set on the command line (not left at their defaults)."""
+    return [p.opts[0] for p in ctx.command.params
+            if p.name in names and ctx.get_parameter_source(p.name).name != "DEFAULT"]
+
+
+def _resume_command(run_id: str, store) -> str:
+    where = f" --store {shlex.quote(str(store))}" if store is not None else ""
+    return f"fsc profile --resume {run_id}{where}"
 
 
 def profile(
-    recipe: Annotated[
-        list[str] | None,
-        typer.Option("--recipe", "-r", help="Recipe, shipped name or checkpoint dir; repeatable. "
-                     "Default: tiny attention/mamba/hybrid on CPU, the paper's 3B trio on a GPU."),
-    ] = None,
-    S: Annotated[str | None, typer.Option("--S", help="Context lengths, e.g. 1024,4096 or 4k,256k.")] = None,
-    B: Annotated[str | None, typer.Option("--B", help="Batch sizes, e.g. 1,4.")] = None,
-    G: Annotated[str | None, typer.Option("--G", help="Block sizes G, e.g. 1,8,32 (default: each recipe's).")] = None,
-    steps: Annotated[str | None, typer.Option("--steps", help="Denoising steps K per block, e.g. 1,4 (default: G).")] = None,
-    mode: Annotated[
-        str | None, typer.Option("--mode", help="diffusion or ar (G 1, K 0: tokens/s = B / fold). "
-                                 "Default: ar for recipes whose block size is 1.")
-    ] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16, fp16 or fp32 (default: recipe's).")] = None,
-    backend: BackendOpt = "auto",
-    warmup: Annotated[int, typer.Option("--warmup", help="Untimed step+fold pairs per point.")] = 2,
-    repeats: Annotated[
-        int | None, typer.Option("--repeats", help="Timed steps and folds per point (default 10 on "
-                                 "a GPU, 5 on the CPU).")
-    ] = None,
-    device: Annotated[str, typer.Option("--device", help="auto (CUDA if present), cpu, cuda, cuda:1.")] = "auto",
-    memory_budget: Annotated[
-        str | None, typer.Option("--memory-budget", help="Bytes a point may allocate (default: free memory).")
-    ] = None,
-    bandwidth: Annotated[
-        float | None, typer.Option("--bandwidth", help="Device bandwidth in TB/s for the floor (CPU has none).")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of weights, caches and tokens.")] = 0,
+    ctx: typer.Context,
+    recipe: Annotated[list[str] | None, typer.Option(
+        "--recipe", "-r", help="Recipe, shipped name or checkpoint dir; repeatable. Default: tiny "
+        "attention/mamba/hybrid on CPU, the paper's 3B trio on a GPU.")] = None,
+    S: Annotated[str | None, typer.Option(
+        "--S", help=f"Context lengths, e.g. 1024,4096 or 4k,256k (k = 1024; at most {MAX_S}).",
+        show_default=False)] = None,
+    B: Annotated[str | None, typer.Option(
+        "--B", help=f"Batch sizes, e.g. 1,4 (1 to {MAX_B}).", show_default=False)] = None,
+    G: Annotated[str | None, typer.Option(
+        "--G", help=f"Block sizes G, e.g. 1,8,32 (1 to {MAX_G}; default: each recipe's).",
+        show_default=False)] = None,
+    steps: Annotated[str | None, typer.Option(
+        "--steps", help="Denoising steps K per block, e.g. 1,4 (1..G; default: G). Crossed with "
+        "--G, pairs with K > G are left out.", show_default=False)] = None,
+    mode: Annotated[Mode | None, typer.Option(
+        "--mode", help="diffusion or ar (G 1, K 0: tokens/s = B / fold). Default: ar for recipes "
+        "whose block size is 1.", show_default=False)] = None,
+    dtype: Annotated[DType | None, typer.Option(
+        "--dtype", help="Default: each recipe's.", show_default=False)] = None,
+    backend: BackendOpt = Backend.auto,
+    warmup: Annotated[int, typer.Option(
+        "--warmup", callback=between(0, MAX_WARMUP),
+        help=f"Untimed step+fold pairs per point (0 to {MAX_WARMUP}).")] = 2,
+    repeats: Annotated[int | None, typer.Option(
+        "--repeats", callback=between(1, MAX_REPEATS), show_default=False,
+        help=f"Timed steps and folds per point, 1 to {MAX_REPEATS} (default 10 on a GPU, 5 on "
+        "the CPU).")] = None,
+    device: Annotated[str, typer.Option(
+        "--device", help="auto (CUDA if present), cpu, cuda, cuda:1.")] = "auto",
+    memory_budget: Annotated[str | None, typer.Option(
+        "--memory-budget", help="Bytes a point may hold in all (weights, cache, activations), "
+        "e.g. 2GiB or 512MiB, at least 1MiB; default: the device's free memory.",
+        show_default=False)] = None,
+    bandwidth: Annotated[float | None, typer.Option(
+        "--bandwidth", callback=finite(*TB_S), show_default=False,
+        help=f"Device bandwidth in TB/s for the floor ({TB_S[0]:g} to {TB_S[1]:g}; CPU has "
+        "none).")] = None,
+    seed: SeedOpt = 0,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", metavar="RUN_ID", show_default=False,
+        help="Continue an interrupted or killed run: its own sweep, measuring only the points it "
+        "lacks, under the same run id.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List the points with predicted memory; measure and record nothing.")
+    ] = False,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Time step and fold over S and B for each recipe; record every point in the store."""
+    """Time step and fold over S and B for each recipe; record every point in the store.
+
+    Ctrl-C stops a sweep and keeps every finished point; `--resume RUN_ID` measures the rest.
+    """
+    # Everything a user can get wrong is checked before torch is imported: the options first,
+    # before anything is imported at all.
+    if resume is not None:
+        given = _given(ctx, SWEEP_OPTIONS)
+        if given:
+            raise UsageError(f"--resume {resume} continues the run's own sweep; drop "
+                             f"{', '.join(given)}")
+    else:
+        if not _DEVICE.fullmatch(device):
+            raise UsageError(f"--device {device[:40]!r} is not auto, cpu, cuda or cuda:N")
+        options = dict(
+            recipes=recipe or [], S=parse_sizes(S, "--S", 0, MAX_S) if S is not None else [],
+            B=parse_sizes(B, "--B", 1, MAX_B) if B is not None else [],
+            G=parse_sizes(G, "--G", 1, MAX_G) if G is not None else None,
+            K=parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None,
+            mode=mode and str(mode), dtype=dtype and str(dtype), backend=str(backend),
+            warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
+            memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None)
+
+    from fsc.source import load_source_recipe
+    from fsc.store import Store
+    from fsc.sweep import SweepConfig, default_sweep, plan
+
+    st = Store(store_dir(store))
+    st.check(write=not dry_run)  # a path that cannot hold a store fails before any work
+    if resume is not None:
+        config = st.run_config(resume)
+        options = {f.name: config[f.name] for f in fields(SweepConfig) if f.name in config}
+        bandwidth = config.get("bandwidth")
+    cfg = SweepConfig(**options)
+    loaded = {r: load_source_recipe(r) for r in cfg.recipes}  # every recipe, before starting
+    if resume is not None:
+        _check_unchanged(resume, config, loaded)
+    if loaded:  # a bad (mode, G, K) fails here, not after torch is imported
+        plan(cfg, loaded)
+    elif cfg.mode == "ar":  # the default recipes wait for the device; ar's rule needs none
+        block_setting("ar", (cfg.G or [None])[0], (cfg.K or [None])[0])
+
+    import torch
+
+    cfg.device = torch_device(cfg.device)
+    cuda = torch.device(cfg.device).type == "cuda"
+    d_recipes, d_S, d_B = default_sweep(cfg.device)
+    cfg.recipes, cfg.S, cfg.B = cfg.recipes or d_recipes, cfg.S or d_S, cfg.B or d_B
+    cfg.repeats = cfg.repeats or (10 if cuda else 5)
+    loaded |= {r: load_source_recipe(r) for r in cfg.recipes if r not in loaded}
+    points, left_out = plan(cfg, loaded)
+    for name, pairs in left_out.items():
+        err.print(f"{printable(name)}: (G, K) = {', '.join(map(str, pairs))} left out: K must "
+                  "be at most G", markup=False, highlight=False)
+    todo = points
+    if resume is not None:
+        from fsc.sweep import unmeasured
+
+        todo = unmeasured(points, st.point_keys(resume), cfg)
+    if dry_run:
+        _dry_run(todo, cfg, len(points), as_json)
+        return
+    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json)
+
+
+def _check_unchanged(run_id: str, config: dict, loaded: dict) -> None:
+    """A resumed run measures what it measured before: the same recipes and kernel settings."""
+    from fsc.kernels import TUNING_ENV
+
+    for ref, recipe_hash in (config.get("recipe_hashes") or {}).items():
+        now = loaded[ref].recipe_hash
+        if now != recipe_hash:
+            raise UsageError(f"--resume {run_id}: recipe {printable(ref, 80)} changed since the "
+                             f"run began (hash {recipe_hash[:12]}, now {now[:12]})")
+    tuning = os.environ.get(TUNING_ENV) or None
+    if tuning != config.get("kernel_tuning"):
+        raise UsageError(f"--resume {run_id}: the run measured with {TUNING_ENV}="
+                         f"{printable(config.get('kernel_tuning') or '', 80)!r}; set it the same")
+
+
+def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
+    """List the points the sweep would measure, with the cost model's memory against the budget
+    and, on a CPU, a rough time; nothing is measured or recorded."""
+    from fsc.cli.profile_render import duration, render_plan
+    from fsc.source import free_bytes
+    from fsc.sweep import predict, rough_cpu_seconds
+
+    budget = cfg.memory_budget or free_bytes(cfg.device)
+    listed = [{"recipe": p.recipe.name, "S": p.S, "B": p.B, "G": p.G, "K": p.K, "dtype": p.dtype,
+               **predict(p, budget)} for p in todo]
+    if cfg.device == "cpu":
+        for row, s in zip(listed, rough_cpu_seconds(todo, cfg), strict=True):
+            row["rough_s"] = s
+    total_s = sum(r.get("rough_s", 0) for r in listed) if cfg.device == "cpu" else None
+    if as_json:
+        print_json({"dry_run": True, "device": cfg.device, "budget_bytes": budget,
+                    "points": listed, "rough_s": total_s})
+        return
+    skipped = f", {n_points - len(todo)} already stored" if n_points > len(todo) else ""
+    about = f", roughly {duration(total_s)} on this CPU" if total_s is not None else ""
+    render_plan(listed, f"dry run: {len(listed)} points on {cfg.device}{skipped}{about}; nothing "
+                        "is measured or recorded", out)
+
+
+def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -> None:
+    """Register, run and close the sweep; print its results."""
     import torch
 
     from fsc import ops
+    from fsc.cli.profile_render import compare, duration, render_rows
     from fsc.costmodel import DeviceSpec
     from fsc.kernels import TUNING_ENV
-    from fsc.profile import Sweep, SweepConfig, default_sweep, device_spec_for
+    from fsc.profile import Sweep, device_spec_for
     from fsc.provenance import environment
-    from fsc.recipe import DTYPE_BYTES
-    from fsc.source import load_source_recipe
-    from fsc.store import Store
+    from fsc.sweep import rough_cpu_seconds
 
-    device = torch_device(device)
-    if mode is not None and mode not in ("diffusion", "ar"):
-        raise UsageError(f"--mode {mode!r} is not one of diffusion, ar")
-    if mode == "ar" and (G or steps):
-        raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop --G and --steps")
-    if dtype is not None and dtype not in DTYPE_BYTES:
-        raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
-    ops.use_backend(backend)
+    ops.use_backend(cfg.backend)
     torch_threads()
-    repeats = repeats or (10 if torch.device(device).type == "cuda" else 5)
-    if warmup < 0 or repeats < 1:
-        raise UsageError("need --warmup >= 0 and --repeats >= 1")
-    d_recipes, d_S, d_B = default_sweep(device)
-    recipes = recipe or d_recipes
-    loaded = {r: load_source_recipe(r) for r in recipes}  # validate every recipe before starting
-    spec = device_spec_for(torch.device(device))
+    spec = device_spec_for(torch.device(cfg.device))
     if bandwidth is not None:
-        if bandwidth <= 0:
-            raise UsageError(f"--bandwidth {bandwidth} must be positive (TB/s)")
-        spec = DeviceSpec(name=device, memory_bytes=spec.memory_bytes if spec else 0,
+        spec = DeviceSpec(name=cfg.device, memory_bytes=spec.memory_bytes if spec else 0,
                           bandwidth_bytes_per_s=bandwidth * 1e12,
                           peak_flops=spec.peak_flops if spec else float("inf"))
-    cfg = SweepConfig(
-        recipes=recipes, S=parse_sizes(S, "--S", 0) if S else d_S,
-        B=parse_sizes(B, "--B", 1) if B else d_B, G=parse_sizes(G, "--G", 1) if G else None,
-        K=parse_sizes(steps, "--steps", 1) if steps else None, mode=mode, dtype=dtype, backend=backend,
-        warmup=warmup, repeats=repeats, device=device, seed=seed,
-        memory_budget=parse_bytes(memory_budget) if memory_budget else None, spec=spec,
-    )
-    st = Store(store_dir(store))
+    cfg.spec = spec
     for r in loaded.values():
         st.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
-    env_id = st.register_environment(environment(device))
-    config = {k: v for k, v in vars(cfg).items() if k not in ("spec", "extra")}
-    config["kernel_tuning"] = os.environ.get(TUNING_ENV) or None  # the kernels' launch choices
-    run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
-
-    def record(row: dict) -> None:
-        point = {k: v for k, v in row.items() if k not in ("samples", "traceback")}
-        point["mixer_backends"] = json.dumps(point.get("mixer_backends")) if point.get("mixer_backends") else None
-        st.add_point(run_id, point, row.get("samples"))
-
-    sweep = Sweep(cfg, record)
-    rows = _run_with_progress(sweep, sweep.size(loaded), run_id, st)
+    env_id = st.register_environment(environment(cfg.device))
+    if resume is None:
+        config = cfg.stored() | {
+            "bandwidth": bandwidth,
+            "kernel_tuning": os.environ.get(TUNING_ENV) or None,  # the kernels' launch choices
+            "recipe_hashes": {ref: loaded[ref].recipe_hash for ref in cfg.recipes},
+        }
+        run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
+    else:
+        st.resume_run(resume, env_id)
+        run_id = resume
+    if cfg.device == "cpu":
+        rough = sum(rough_cpu_seconds(todo, cfg))
+        if rough > CPU_NOTICE_S:
+            err.print(f"{len(todo)} points, roughly {duration(rough)} on this CPU (large recipes "
+                      "are slow here); --dry-run lists them, Ctrl-C stops and --resume continues",
+                      markup=False, highlight=False)
+    rows = _run(Sweep(cfg, todo, on_point=None), st, run_id, len(points), len(points) - len(todo),
+                _resume_command(run_id, store))
     if as_json:
         print_json({"run_id": run_id, "store": str(st.file),
+                    "points_stored_before": len(points) - len(todo),
                     "points": [{k: v for k, v in r.items() if k not in ("samples", "traceback")}
                                for r in rows],
                     "comparison": compare(rows)})
         return
-    _render(rows, run_id, str(st.file))
+    follow_up = f"fsc query \"select * from profile where run_id = '{run_id}'\""
+    if store is not None:
+        follow_up += f" --store {shlex.quote(str(store))}"
+    render_rows(rows, run_id, str(st.file), follow_up, out, err)
 
 
-def _run_with_progress(sweep, total: int, run_id: str, st) -> list[dict]:
+class _Interrupts:
+    """Ctrl-C during a sweep raises KeyboardInterrupt at once, except inside `held()` (a store
+    write): there it waits until the write has committed, so a point is stored whole or not at
+    all and DuckDB never sees the signal."""
+
+    def __init__(self):
+        self.holding = self.pending = False
+        self.previous = None
+
+    def _handler(self, signum, frame) -> None:
+        if self.holding:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    @contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command: str) -> list[dict]:
+    """Run the sweep with a progress bar on stderr, writing each point as it finishes; close
+    the run as finished, failed or interrupted. On Ctrl-C, say how many points are kept and
+    how to continue, and exit 130."""
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=False) as bar:
-        task = bar.add_task(f"profile {run_id}", total=total)
+    kept = stored_before
 
-        def advance(row):
-            status = row["status"] if row["status"] != "ok" else f"{row['step_ms']:.2f} ms/step"
-            bar.update(task, advance=1,
-                       description=f"{row['recipe']} S={row['S']} B={row['B']}: {status}")
+    with _Interrupts() as interrupts:
 
-        sweep.on_progress = advance
+        def record(row: dict) -> None:
+            nonlocal kept
+            point = {k: v for k, v in row.items() if k not in ("samples", "traceback")}
+            if point.get("mixer_backends"):
+                point["mixer_backends"] = json.dumps(point["mixer_backends"])
+            with interrupts.held():
+                st.add_point(run_id, point, row.get("samples"))
+                kept += 1
+
+        sweep.on_point = record
         try:
-            rows = sweep.run()
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, transient=False) as bar:
+                task = bar.add_task(f"profile {run_id}", total=total, completed=stored_before)
+
+                def advance(row: dict) -> None:
+                    ok = row["status"] == "ok"
+                    status = f"{row['step_ms']:.2f} ms/step" if ok else row["status"]
+                    bar.update(task, advance=1, description=escape(
+                        f"{printable(row['recipe'], 60)} S={row['S']} B={row['B']}: {status}"))
+
+                sweep.on_progress = advance
+                rows = sweep.run()
         except KeyboardInterrupt:
-            st.finish_run(run_id, "interrupted")
-            raise
+            with interrupts.held():
+                st.finish_run(run_id, "interrupted", f"interrupted after {kept} of {total} points")
+            print(f"interrupted: {kept} of {total} points of run {run_id} are stored; "
+                  "continue with:", file=sys.stderr)
+            print(f"  {resume_command}", file=sys.stderr)
+            raise typer.Exit(130) from None
         except BaseException as e:
             st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
             raise
     st.finish_run(run_id, "finished")
     return rows
-
-
-def _baseline(rows: list[dict]) -> str:
-    """The recipe others are compared with: the all-attention one if any, else the first."""
-    for r in rows:
-        if set(r["layer_plan"]) == {"attention"}:
-            return r["recipe"]
-    return rows[0]["recipe"]
-
-
-def compare(rows: list[dict]) -> list[dict]:
-    """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
-    baseline (× > 1: better than the baseline)."""
-    if not rows:
-        return []
-    base_name = _baseline(rows)
-
-    def key(r):
-        return r["S"], r["B"], r["G"], r["K"]
-
-    by = {(r["recipe"], *key(r)): r for r in rows}
-    result = []
-    for r in rows:
-        if r["recipe"] == base_name or r["status"] != "ok":
-            continue
-        base = by.get((base_name, *key(r)))
-        ok = base is not None and base["status"] == "ok"
-        result.append({
-            "S": r["S"], "B": r["B"], "G": r["G"], "K": r["K"], "recipe": r["recipe"],
-            "baseline": base_name,
-            "latency_x": base["step_ms"] / r["step_ms"] if ok else None,
-            "memory_x": base["peak_bytes"] / r["peak_bytes"] if ok else None,
-            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if ok else None,
-            "baseline_status": base["status"] if base else "-",
-        })
-    return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))
-
-
-def _render(rows: list[dict], run_id: str, store_file: str) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"profile {run_id}: " + ", ".join(sorted({f"{r['dtype']} on {r['device']}" for r in rows})))
-    cols = ["recipe", "S", "B", "G", "K", "step ms", "p10–p90", "fold ms", "tok/s", "peak", "cache",
-            "GB/s", "floor ms", "roofline"]
-    for col in cols:
-        t.add_column(col, justify="left" if col == "recipe" else "right")
-    for r in rows:
-        head = [r["recipe"], str(r["S"]), str(r["B"]), str(r["G"]), str(r["K"])]
-        if r["status"] != "ok":
-            t.add_row(*head, f"[red]{r['status']}", "", "", "", "", fmt_bytes(r["cache_bytes"]), "", "", "")
-            continue
-        t.add_row(
-            *head, f"{r['step_ms']:.3f}",
-            f"{r['step_ms_p10']:.2f}–{r['step_ms_p90']:.2f}", f"{r['fold_ms']:.3f}",
-            f"{r['tokens_per_s']:.0f}", fmt_bytes(r.get("peak_bytes")), fmt_bytes(r["cache_bytes"]),
-            f"{r['achieved_gbps']:.1f}" if r.get("achieved_gbps") else "-",
-            f"{r['floor_ms']:.3f}" if r.get("floor_ms") else "-",
-            f"{100 * r['roofline_fraction']:.0f}%" if r.get("roofline_fraction") else "-",
-        )
-    out.print(t)
-    backends = sorted({f"{k}:{v}" for r in rows for k, v in (r.get("mixer_backends") or {}).items()})
-    if backends:
-        out.print(f"[dim]kernels ran: {', '.join(backends)}[/]")
-    comp = compare(rows)
-    if comp:
-        c = Table(title=f"versus {comp[0]['baseline']} (× > 1: better than the baseline)")
-        for col in ("S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"):
-            c.add_column(col, justify="left" if col == "recipe" else "right")
-        for x in comp:
-            cells = [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
-                     for k in ("latency_x", "memory_x", "throughput_x")]
-            c.add_row(str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"], *cells)
-        out.print(c)
-    for r in rows:
-        if r["status"] != "ok":
-            err.print(f"[red]{r['status']}[/] {r['recipe']} S={r['S']} B={r['B']} G={r['G']} K={r['K']}: "
-                      f"{r['error']}", markup=True, highlight=False)
-    out.print(f"[dim]{len(rows)} points recorded in {store_file} (run {run_id}); "
-              f"query them with: fsc query \"select * from profile where run_id = '{run_id}'\"[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -264,6 +264,55 @@ class Store:
         with self._transaction() as con:
             _insert(con, "bench_results", row)
 
+    # ---- resuming a profile run (`fsc profile --resume`) ---------------------------------
+
+    def run_config(self, run_id: str) -> dict[str, Any]:
+        """The stored config of profile run `run_id` if it may be resumed (see resume_run)."""
+        if not self.exists():  # never create a store just to say a run is not in it
+            raise UsageError(f"no run {run_id!r}: no store at {self.dir} yet")
+        with self._open(write=False) as con:
+            return self._resumable(con, run_id)
+
+    def resume_run(self, run_id: str, env_id: str | None) -> dict[str, Any]:
+        """Claim profile run `run_id` for this process and return its config: status back to
+        'running' with this pid and host, and started_at now (the liveness check compares it
+        with the process's own start). Check and claim are one transaction, so of two
+        processes resuming one run only one wins. UsageError when the run is unknown, not a
+        profile run, finished, still running, or recorded in another environment."""
+        with self._transaction_on_existing(run_id) as con:
+            config = self._resumable(con, run_id)
+            (was,) = con.execute("SELECT env_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            if was is not None and was != env_id:
+                get = f"SELECT {', '.join(ENV_FIELDS)} FROM environments WHERE env_id = ?"
+                old, new = (con.execute(get, [e]).fetchone() for e in (was, env_id))
+                diff = "; ".join(f"{c} {a} -> {b}" for c, a, b in zip(ENV_FIELDS, old, new,
+                                                                       strict=True) if a != b)
+                raise UsageError(f"run {run_id} was measured in another environment ({diff}); "
+                                 "start a new run instead")
+            con.execute("UPDATE runs SET status = 'running', pid = ?, host = ?, started_at = ?,"
+                        " ended_at = NULL, error = NULL WHERE run_id = ?",
+                        [os.getpid(), socket.gethostname(), utcnow(), run_id])
+        return config
+
+    def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+        status = self._quiet_run_status(con, run_id, force=False)
+        kind, config = con.execute("SELECT kind, config FROM runs WHERE run_id = ?",
+                                   [run_id]).fetchone()
+        if kind != "profile":
+            raise UsageError(f"run {run_id} is a {kind} run; only profile runs resume")
+        if status == "finished":
+            raise UsageError(f"run {run_id} finished; every point of it is stored")
+        return json.loads(config or "{}")
+
+    def point_keys(self, run_id: str) -> dict[tuple, int]:
+        """How many points run `run_id` holds at each (recipe_hash, S, B, G, K, dtype, backend,
+        device): what a resumed sweep skips."""
+        with self._open(write=False) as con:
+            rows = con.execute("SELECT recipe_hash, S, B, G, K, dtype, backend, device, count(*)"
+                               " FROM profile_points WHERE run_id = ? GROUP BY ALL",
+                               [run_id]).fetchall()
+        return {tuple(r[:-1]): r[-1] for r in rows}
+
     # ---- checkpoints ---------------------------------------------------------------------
 
     def register_artifact(self, **fields: Any) -> str:

@@ -109,9 +109,12 @@ def test_sweep_over_block_sizes_and_steps(tmp_path):
                "--steps", "1,2", "--warmup", "0", "--repeats", "1", "--json", store=tmp_path)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
+    # Crossed, (G 1, K 2) is no decoding setting (a step reveals at least one position): left
+    # out, and said so.
     assert sorted((p["recipe"], p["G"], p["K"]) for p in doc["points"]) == sorted(
-        (r, g, k) for r in ("tiny_attn", "tiny_linear") for g in (1, 4) for k in (1, 2))
-    assert {(c["G"], c["K"]) for c in doc["comparison"]} == {(1, 1), (1, 2), (4, 1), (4, 2)}
+        (r, g, k) for r in ("tiny_attn", "tiny_linear") for g in (1, 4) for k in (1, 2) if k <= g)
+    assert {(c["G"], c["K"]) for c in doc["comparison"]} == {(1, 1), (4, 1), (4, 2)}
+    assert "tiny_attn: (G, K) = (1, 2) left out" in res.stderr
 
 
 def test_autoregressive_points(tmp_path):

@@ -1,0 +1,153 @@
+"""What `fsc profile` prints: the results fitted to the terminal, each recipe against a baseline,
+and the points of a dry run. Recipe names and error text go to rich as plain Text (never as
+markup) after `printable`, so a name like "[/bold]" or an ANSI escape prints as itself."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from fsc.cli.common import fmt_bytes, printable
+
+# Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
+# until the table fits: recipe names stay whole, and every figure stays in the store and --json.
+RESULT_COLUMNS = ("recipe", "S", "B", "G", "K", "step ms", "p10–p90", "fold ms", "tok/s", "peak",
+                  "cache", "GB/s", "floor ms", "roofline")
+DROP_FIRST = ("p10–p90", "floor ms", "GB/s", "cache", "roofline", "fold ms", "peak")
+
+
+def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], console: Console,
+           drop: tuple[str, ...] = ()) -> Table:
+    """A table of `records` (column -> cell) with as many of `columns` as fit the console,
+    leaving out `drop` columns in order. Only the recipe column may wrap, and it folds rather
+    than cutting a name off with an ellipsis."""
+    shown = list(columns)
+    for gone in (None, *drop):
+        if gone is not None:
+            shown.remove(gone)
+        table = Table(title=title)
+        for col in shown:
+            recipe = col == "recipe"
+            table.add_column(col, justify="left" if recipe else "right", no_wrap=not recipe,
+                             overflow="fold")
+        for rec in records:
+            table.add_row(*(rec.get(col, "") for col in shown))
+        natural = console.measure(table, options=console.options.update_width(10**4)).maximum
+        if natural <= console.width:
+            break
+    return table
+
+
+def _cells(r: dict) -> dict:
+    cells = {"recipe": Text(printable(r["recipe"])), "S": str(r["S"]), "B": str(r["B"]),
+             "G": str(r["G"]), "K": str(r["K"]), "cache": fmt_bytes(r.get("cache_bytes"))}
+    if r["status"] != "ok":
+        cells["step ms"] = Text(r["status"], "red")
+        return cells
+    return cells | {
+        "step ms": f"{r['step_ms']:.3f}",
+        "p10–p90": f"{r['step_ms_p10']:.2f}–{r['step_ms_p90']:.2f}",
+        "fold ms": f"{r['fold_ms']:.3f}",
+        "tok/s": f"{r['tokens_per_s']:.0f}",
+        "peak": fmt_bytes(r.get("peak_bytes")),
+        "GB/s": f"{r['achieved_gbps']:.1f}" if r.get("achieved_gbps") else "-",
+        "floor ms": f"{r['floor_ms']:.3f}" if r.get("floor_ms") else "-",
+        "roofline": f"{100 * r['roofline_fraction']:.0f}%" if r.get("roofline_fraction") else "-",
+    }
+
+
+def _baseline(rows: list[dict]) -> str:
+    """The recipe others are compared with: the all-attention one if any, else the first."""
+    for r in rows:
+        if set(r["layer_plan"]) == {"attention"}:
+            return r["recipe"]
+    return rows[0]["recipe"]
+
+
+def compare(rows: list[dict]) -> list[dict]:
+    """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
+    baseline (× > 1: better than the baseline)."""
+    if not rows:
+        return []
+    base_name = _baseline(rows)
+
+    def key(r):
+        return r["S"], r["B"], r["G"], r["K"]
+
+    by = {(r["recipe"], *key(r)): r for r in rows}
+    result = []
+    for r in rows:
+        if r["recipe"] == base_name or r["status"] != "ok":
+            continue
+        base = by.get((base_name, *key(r)))
+        ok = base is not None and base["status"] == "ok"
+        result.append({
+            "S": r["S"], "B": r["B"], "G": r["G"], "K": r["K"], "recipe": r["recipe"],
+            "baseline": base_name,
+            "latency_x": base["step_ms"] / r["step_ms"] if ok else None,
+            "memory_x": base["peak_bytes"] / r["peak_bytes"] if ok else None,
+            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if ok else None,
+            "baseline_status": base["status"] if base else "-",
+        })
+    return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))
+
+
+def render_rows(rows: list[dict], run_id: str, where: str, follow_up: str, console: Console,
+                errors: Console) -> None:
+    """The results of a sweep, each recipe against the baseline, failed points on `errors`,
+    and the query that shows the run (on a line of its own, never wrapped, to copy)."""
+    setting = ", ".join(sorted({f"{r['dtype']} on {r['device']}" for r in rows}))
+    console.print(fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, [_cells(r) for r in rows],
+                         console, DROP_FIRST))
+    ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.get("mixer_backends") or {}).items()})
+    if ran:
+        console.print(f"kernels ran: {', '.join(ran)}", style="dim", markup=False, highlight=False)
+    comp = compare(rows)
+    if comp:
+        records = []
+        for x in comp:
+            rec = {"S": str(x["S"]), "B": str(x["B"]), "G": str(x["G"]), "K": str(x["K"]),
+                   "recipe": Text(printable(x["recipe"]))}
+            for col, k in (("latency ×", "latency_x"), ("memory ×", "memory_x"),
+                           ("throughput ×", "throughput_x")):
+                rec[col] = (f"{x[k]:.2f}×" if x[k] is not None
+                            else f"baseline {x['baseline_status']}")
+            records.append(rec)
+        title = f"versus {printable(comp[0]['baseline'])} (× > 1: better than the baseline)"
+        console.print(fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
+                                     "throughput ×"), records, console))
+    for r in rows:
+        if r["status"] != "ok":
+            errors.print(Text.assemble(
+                (r["status"], "red"), f" {printable(r['recipe'])} S={r['S']} B={r['B']} G={r['G']} "
+                f"K={r['K']}: {printable(r.get('error'))}"), highlight=False)
+    console.print(f"{len(rows)} points recorded in {printable(where)} (run {run_id}); see them "
+                  "with:", style="dim", markup=False, highlight=False)
+    console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
+
+
+def render_plan(plan: list[dict], summary: str, console: Console) -> None:
+    """The points of a dry run (predicted memory, whether it fits, and on a CPU a rough time),
+    then `summary` below them."""
+    columns = ("recipe", "S", "B", "G", "K", "dtype", "memory", "fits")
+    if any("rough_s" in p for p in plan):
+        columns += ("≈ time",)
+    records = [{"recipe": Text(printable(p["recipe"])), "S": str(p["S"]), "B": str(p["B"]),
+                "G": str(p["G"]), "K": str(p["K"]), "dtype": p["dtype"],
+                "memory": fmt_bytes(p["predicted_total_bytes"]),
+                "fits": "yes" if p["fits"] else Text("oom", "red"),
+                "≈ time": duration(p["rough_s"]) if "rough_s" in p else ""} for p in plan]
+    console.print(fitted(None, columns, records, console))
+    console.print(summary, markup=False, highlight=False)
+
+
+def duration(seconds: float) -> str:
+    """A rough duration in the largest sensible unit: '40 s', '12 min', '3.5 h'."""
+    if seconds < 1:
+        return "< 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,179 @@
+"""`fsc profile` in-process: bad options, store paths, dry runs, the CPU notice and tables that
+fit the terminal."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from fsc.cli import profile as profile_cli
+from fsc.cli.main import main
+from fsc.cli.profile_render import RESULT_COLUMNS, render_rows
+
+TINY = ["-r", "tiny_attn", "--S", "16", "--B", "1", "--warmup", "0", "--repeats", "1"]
+
+BAD = [  # (options, what the one line must name)
+    (["--S", ""], ["--S", "empty"]),
+    (["--S", "abc"], ["--S", "'abc'"]),
+    (["--S", "16,,32"], ["--S", "''"]),
+    (["--S", "99999999"], ["--S", "99999999"]),
+    (["--B", "1e9"], ["--B", "'1e9'"]),
+    (["--B", "5000"], ["--B", "5000"]),
+    (["--B", "0"], ["--B", "0"]),
+    (["--G", "0"], ["--G", "0"]),
+    (["--G", "5000"], ["--G", "5000"]),
+    (["--steps", "0"], ["--steps", "0"]),
+    (["-r", "tiny_attn", "--steps", "99"], ["--steps 99", "G = 4"]),
+    (["--mode", "ar", "--G", "4"], ["--mode ar", "--G"]),
+    (["-r", "tiny_attn", "--mode", "ar", "--steps", "2"], ["--mode ar", "--steps"]),
+    (["--repeats", "0"], ["--repeats", "0"]),
+    (["--warmup", "-1"], ["--warmup", "-1"]),
+    (["--memory-budget", "0"], ["--memory-budget", "'0'"]),
+    (["--memory-budget", "-1"], ["--memory-budget", "'-1'"]),
+    (["--memory-budget", "nan"], ["--memory-budget", "'nan'"]),
+    (["--memory-budget", "inf"], ["--memory-budget", "'inf'"]),
+    (["--memory-budget", "garbage"], ["--memory-budget", "'garbage'"]),
+    (["--memory-budget", "1e400GiB"], ["--memory-budget", "'1e400GiB'"]),
+    (["--bandwidth", "nan"], ["--bandwidth", "nan"]),
+    (["--bandwidth", "inf"], ["--bandwidth", "inf"]),
+    (["--bandwidth", "0"], ["--bandwidth", "0"]),
+    (["--bandwidth", "-1"], ["--bandwidth", "-1"]),
+    (["--bandwidth", "1e9"], ["--bandwidth", "1000000000"]),
+    (["--dtype", "int8"], ["--dtype", "'int8'"]),
+    (["--mode", "sideways"], ["--mode", "'sideways'"]),
+    (["--backend", "foo"], ["--backend", "'foo'"]),
+    (["--device", "tpu"], ["--device", "'tpu'"]),
+    (["--resume", "nope"], ["nope"]),
+    (["--resume", "nope", "--S", "16", "-r", "tiny_attn"], ["--resume", "--S", "--recipe"]),
+]
+
+
+@pytest.mark.parametrize("args, names", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_option_is_one_line_exit_2(tmp_path, capsys, args, names):
+    assert main(["profile", *args, "--store", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert all(n in captured.err for n in names), captured.err
+    assert not (tmp_path / "fsc.duckdb").exists()  # nothing recorded, nothing measured
+
+
+def test_bad_options_are_refused_before_torch_is_imported():
+    code = f"""
+import sys
+from fsc.cli.main import main
+for args in {[a for a, _ in BAD if "--resume" not in a]!r}:
+    assert main(["profile", *args]) == 2, args
+assert "torch" not in sys.modules, "a bad option imported torch"
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("error: ") == len([a for a, _ in BAD if "--resume" not in a])
+
+
+@pytest.mark.parametrize("kind", ["file", "missing"])
+def test_a_store_path_that_holds_no_store_fails_before_measuring(tmp_path, capsys, monkeypatch, kind):
+    path = tmp_path / "plain-file"
+    if kind == "file":
+        path.write_text("not a store")
+    else:
+        path = path / "below-a-file"
+        (tmp_path / "plain-file").write_text("")
+
+    def measured(*a, **k):
+        raise AssertionError("a point was measured")
+
+    monkeypatch.setattr("fsc.profile.measure_point", measured)
+    monkeypatch.setenv("FSC_STORE", str(path))
+    assert main(["profile", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: store ") and err.count("\n") == 1 and "not a directory" in err
+
+
+def test_dry_run_lists_points_and_records_nothing(tmp_path, capsys):
+    rc = main(["profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16,100000", "--B", "1,2",
+               "--memory-budget", "1MiB", "--dry-run", "--json", "--store", str(tmp_path)])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["dry_run"] is True and doc["budget_bytes"] == 2**20
+    got = {(p["recipe"], p["S"], p["B"], p["G"], p["K"]): p for p in doc["points"]}
+    assert set(got) == {(r, S, B, 4, 4) for r in ("tiny_attn", "tiny_mamba")
+                        for S in (16, 100000) for B in (1, 2)}
+    # The cost model decides: attention's cache grows with S past the budget, Mamba's does not.
+    assert got[("tiny_attn", 16, 1, 4, 4)]["fits"] and not got[("tiny_attn", 100000, 1, 4, 4)]["fits"]
+    assert got[("tiny_mamba", 100000, 2, 4, 4)]["fits"]
+    assert all(p["predicted_total_bytes"] > 0 and p["rough_s"] > 0 for p in doc["points"])
+    assert doc["rough_s"] == pytest.approx(sum(p["rough_s"] for p in doc["points"]))
+    assert not (tmp_path / "fsc.duckdb").exists()
+
+    assert main(["profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--dry-run",
+                 "--store", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "dry run: 1 points on cpu" in text and "tiny_attn" in text and "nothing is measured" in text
+    assert not (tmp_path / "fsc.duckdb").exists()
+
+
+def test_a_3b_sweep_on_the_cpu_says_how_long_before_it_starts(tmp_path, capsys):
+    assert main(["profile", "-r", "attn_3b", "--S", "1024,4096", "--B", "1", "--dry-run", "--json",
+                 "--store", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # Three billion parameters: minutes per point on one core, not milliseconds.
+    assert len(doc["points"]) == 2 and doc["rough_s"] > 60
+
+
+def test_cpu_notice_before_a_long_sweep(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(profile_cli, "CPU_NOTICE_S", 0)
+    assert main(["profile", *TINY, "--device", "cpu", "--store", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "1 points, roughly" in err and "--resume continues" in err
+
+
+def test_crossed_steps_leave_out_pairs_with_k_above_g(tmp_path, capsys):
+    assert main(["profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--G", "2,4",
+                 "--steps", "1,3", "--dry-run", "--json", "--store", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert [(p["G"], p["K"]) for p in json.loads(captured.out)["points"]] == [(2, 1), (4, 1), (4, 3)]
+    assert "tiny_attn: (G, K) = (2, 3) left out: K must be at most G" in captured.err
+
+
+def _row(name, S=1024, status="ok"):
+    row = {"recipe": name, "layer_plan": ["attention"] if name == "attn" else ["mamba"], "S": S,
+           "B": 1, "G": 4, "K": 4, "dtype": "fp32", "device": "cpu", "status": status,
+           "cache_bytes": 123456, "mixer_backends": {"attention": "torch"}}
+    if status != "ok":
+        return row | {"error": "needs 9 GiB [bold]but[/] \x1b[31m 1 GiB free"}
+    return row | {"step_ms": 12.345, "step_ms_p10": 11.2, "step_ms_p90": 13.9, "fold_ms": 14.5,
+                  "tokens_per_s": 123.0, "peak_bytes": 7654321, "achieved_gbps": 1.5,
+                  "floor_ms": 0.123, "roofline_fraction": 0.01}
+
+
+NAMES = ["attn", "hybrid_24_8_long_context_variant", "[/bold]odd[red]name"]
+FOLLOW_UP = "fsc query \"select * from profile where run_id = '20250101T000000-abcdef'\""
+
+
+def _render(width):
+    rows = [_row(n, S) for n in NAMES for S in (1024, 262144)] + [_row(NAMES[1], 10**6, "oom")]
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    errors = Console(width=width, file=io.StringIO(), color_system=None)
+    render_rows(rows, "20250101T000000-abcdef", "/a/store/fsc.duckdb", FOLLOW_UP, console, errors)
+    return console.file.getvalue(), errors.file.getvalue()
+
+
+def test_narrow_terminal_table_fits_and_keeps_names_whole():
+    text, errors = _render(80)
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines if line != FOLLOW_UP), text
+    assert FOLLOW_UP in lines  # the query to copy is one line, never wrapped
+    for name in NAMES:  # markup in a name prints as itself, never cut with an ellipsis
+        assert any(name in line for line in lines), name
+    assert "…" not in text and "step ms" in text and "tok/s" in text
+    assert "p10–p90" not in text  # dropped first to make room
+    assert "[bold]but[/]" in errors and "\\x1b[31m" in errors and "\x1b" not in errors
+
+
+def test_wide_terminal_table_keeps_every_column():
+    text, _ = _render(200)
+    assert all(col in text for col in RESULT_COLUMNS)

@@ -1,0 +1,100 @@
+"""Sweeps that survive interruption: SIGKILL then `--resume`, and Ctrl-C's message."""
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+from fsc.cli.main import main
+from fsc.store import Store
+
+FSC = [sys.executable, "-m", "fsc"]
+# 8 points, slow enough (hundreds of timed passes each) to stop one mid-way.
+SWEEP = ["profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16,32", "--B", "1,2",
+         "--warmup", "0", "--repeats", "300", "--device", "cpu"]
+POINT = "recipe, S, B, G, K, dtype, backend, device"
+
+
+def _start(store):
+    return subprocess.Popen([*FSC, *SWEEP, "--store", str(store)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _stored(store) -> int:
+    if not (store / "fsc.duckdb").exists():
+        return 0
+    return Store(store).query("select count(*) from profile_points")[1][0][0]
+
+
+def _wait_for_points(proc, store, n=1, timeout=60) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        stored = _stored(store)
+        if stored >= n:
+            return stored
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} point(s) stored while the sweep ran: {proc.poll()}")
+
+
+def _points(store) -> list[tuple]:
+    return sorted(Store(store).query(f"select {POINT} from profile_points")[1])
+
+
+def _run_id(store) -> str:
+    [(run_id,)] = Store(store).query("select run_id from runs")[1]
+    return run_id
+
+
+def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    proc, reference = _start(killed), _start(whole)
+    _wait_for_points(proc, killed)
+    run_id = _run_id(killed)
+    assert main(["profile", "--resume", run_id, "--store", str(killed)]) == 2  # alive: refused
+    assert "still running" in capsys.readouterr().err
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = _stored(killed)
+    assert 1 <= before < 8, "the kill came too late to test resuming"
+
+    res = subprocess.run([*FSC, "profile", "--resume", run_id, "--store", str(killed), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["run_id"] == run_id and doc["points_stored_before"] == before
+    assert len(doc["points"]) == 8 - before
+    assert reference.wait(timeout=120) == 0, reference.stderr.read()
+
+    union = _points(killed)
+    assert union == _points(whole) and len(union) == len(set(union)) == 8  # no duplicates
+    st = Store(killed)
+    assert st.query("select run_id, status from runs")[1] == [(run_id, "finished")]
+    # Every point has its own samples: none lost, none left over from the killed write.
+    assert st.query("select count(*) from samples")[1][0][0] == 8 * 2 * 300
+    assert main(["profile", "--resume", run_id, "--store", str(killed)]) == 2
+    assert "finished" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path):
+    proc = _start(tmp_path)
+    _wait_for_points(proc, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    run_id = _run_id(tmp_path)
+    kept = _stored(tmp_path)
+    assert 1 <= kept < 8 and "Traceback" not in err
+    assert f"interrupted: {kept} of 8 points of run {run_id} are stored" in err
+    command = f"fsc profile --resume {run_id} --store {shlex.quote(str(tmp_path))}"
+    assert command in err.splitlines()[-1]
+    [(status, error)] = Store(tmp_path).query("select status, error from runs")[1]
+    assert status == "interrupted" and f"{kept} of 8" in error
+
+    # The command it printed continues the run.
+    res = subprocess.run([*FSC, *shlex.split(command)[1:]], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert len(set(_points(tmp_path))) == 8
