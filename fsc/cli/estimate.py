@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from fsc.cli.common import JsonOpt, fmt_bytes, fmt_count, out, print_json
+from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, between
+from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
     str, typer.Argument(help="Recipe YAML path or shipped recipe name (see `fsc recipes`).")
 ]
-SOpt = Annotated[int, typer.Option("--S", help="Context length S: tokens already in the cache.")]
-BOpt = Annotated[int, typer.Option("--B", help="Batch B: sequences decoded together.")]
+SOpt = Annotated[int, typer.Option("--S", help=f"Context length S: tokens already in the cache "
+                                   f"(at most {MAX_S}).")]
+BOpt = Annotated[int, typer.Option("--B", callback=between(1, MAX_B),
+                                   help=f"Batch B: sequences decoded together (1 to {MAX_B}).")]
 GOpt = Annotated[
     int | None,
     typer.Option("--G", help="Block size G (default: the recipe's block_size; 1 in ar mode).",
@@ -20,11 +24,11 @@ GOpt = Annotated[
 ]
 StepsOpt = Annotated[
     int | None,
-    typer.Option("--steps", help="Denoising steps K per block (default: G). Not used in ar mode.",
-                 show_default=False),
+    typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G). Not used in "
+                 "ar mode.", show_default=False),
 ]
 ModeOpt = Annotated[
-    str,
+    Mode,
     typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "
                  "per token, which folds it)."),
 ]
@@ -35,18 +39,20 @@ GpuOpt = Annotated[
 ]
 BandwidthOpt = Annotated[
     float | None,
-    typer.Option("--bandwidth", help="Override the memory bandwidth, in TB/s (1e12 bytes/s).",
-                 show_default=False),
+    typer.Option("--bandwidth", callback=finite(*TB_S), show_default=False,
+                 help=f"Override the memory bandwidth, in TB/s (1e12 bytes/s; {TB_S[0]:g} to "
+                 f"{TB_S[1]:g})."),
 ]
 TflopsOpt = Annotated[
     float | None,
-    typer.Option("--tflops", help="Override the dense matrix peak, in TFLOP/s.",
-                 show_default=False),
+    typer.Option("--tflops", callback=finite(*TFLOPS), show_default=False,
+                 help=f"Override the dense matrix peak, in TFLOP/s ({TFLOPS[0]:g} to "
+                 f"{TFLOPS[1]:g})."),
 ]
 MemoryOpt = Annotated[
     float | None,
-    typer.Option("--memory", help="Override the device memory, in GB (1e9 bytes).",
-                 show_default=False),
+    typer.Option("--memory", callback=finite(*GB), show_default=False,
+                 help=f"Override the device memory, in GB (1e9 bytes; {GB[0]:g} to {GB[1]:g})."),
 ]
 
 
@@ -59,9 +65,10 @@ def _render(e) -> None:
 
     d, r, spec = e.to_dict(), e.recipe, e.device
     out.print(
-        f"[bold]{r.name}[/bold]  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  K = {e.K}  on "
-        f"{spec.name} ({_gb(spec.memory_bytes)}, {spec.bandwidth_bytes_per_s / 1e12:g} TB/s, "
-        f"{spec.peak_flops / 1e12:g} TFLOP/s)", soft_wrap=True
+        f"[bold]{escape(printable(r.name))}[/bold]  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
+        f"K = {e.K}  on {escape(printable(spec.name))} ({_gb(spec.memory_bytes)}, "
+        f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)",
+        soft_wrap=True,
     )
     plan = r.layer_plan
     counts = {k: plan.count(k) for k in dict.fromkeys(plan)}
@@ -131,7 +138,7 @@ def estimate_cmd(
     B: BOpt = 1,
     G: GOpt = None,
     steps: StepsOpt = None,
-    mode: ModeOpt = "diffusion",
+    mode: ModeOpt = Mode.diffusion,
     gpu: GpuOpt = "h100",
     bandwidth: BandwidthOpt = None,
     tflops: TflopsOpt = None,
@@ -144,10 +151,16 @@ def estimate_cmd(
     whether the point fits, the largest batch and context that fit, and autoregressive versus
     block-diffusion decoding at the roofline floor.
     """
+    from fsc.blocks import block_setting
     from fsc.costmodel import estimate
+    from fsc.errors import UsageError
     from fsc.recipe import load_recipe
 
-    e = estimate(load_recipe(recipe), S, B, G, steps, mode, gpu,
+    if S > MAX_S:  # (a negative S is the cost model's to refuse)
+        raise UsageError(f"--S {S} must be at most {MAX_S}")
+    r = load_recipe(recipe)
+    block_setting(str(mode), G, steps, r.block_size)  # the rule decode and profile apply
+    e = estimate(r, S, B, G, steps, str(mode), gpu,
                  bandwidth_tb_s=bandwidth, tflops=tflops, memory_gb=memory)
     if json:
         print_json(e.to_dict())

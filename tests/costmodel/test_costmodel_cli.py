@@ -111,3 +111,45 @@ print(e.params["total"])
     # 80 · (q, o 8192·8192·2 + k, v 8192·1024·2 + MLP 2·8192·43008 + norms 2·8192)
     #   + embed and head 2·128256·8192 + final norm 8192
     assert int(proc.stdout) == 70_553_706_496
+
+
+ESTIMATE_BAD = [  # (options, what the one line must name)
+    (["--memory", "1e-30"], ["--memory", "1e-30"]),
+    (["--memory", "nan"], ["--memory", "nan"]),
+    (["--bandwidth", "nan"], ["--bandwidth", "nan"]),
+    (["--bandwidth", "inf"], ["--bandwidth", "inf"]),
+    (["--bandwidth", "1e-30"], ["--bandwidth", "1e-30"]),
+    (["--tflops", "inf"], ["--tflops", "inf"]),
+    (["--tflops", "0"], ["--tflops", "0"]),
+    (["--B", "1e9"], ["--B", "1e9"]),
+    (["--B", "5000"], ["--B", "5000"]),
+    (["--S", "99999999"], ["--S", "99999999"]),
+    (["--steps", "99"], ["--steps 99", "G = 4"]),
+    (["--G", "8", "--steps", "9"], ["--steps 9", "G = 8"]),
+    (["--G", "5000"], ["--G 5000"]),
+    (["--mode", "ar", "--G", "4"], ["--mode ar", "--G"]),
+    (["--mode", "ar", "--steps", "2"], ["--mode ar", "--steps"]),
+]
+
+
+@pytest.mark.parametrize("args, names", ESTIMATE_BAD, ids=[" ".join(a) for a, _ in ESTIMATE_BAD])
+def test_bad_values_name_option_and_value(capsys, args, names):
+    from fsc.cli.main import main
+
+    assert main(["estimate", "tiny_attn", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ")
+    assert captured.err.count("\n") == 1 and all(n in captured.err for n in names), captured.err
+
+
+def test_names_with_markup_print_as_themselves(tmp_path, capsys):
+    from fsc.cli.main import main
+    from fsc.recipe import load_recipe
+
+    recipe = load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: '[/bold]x[red]'")
+    path = tmp_path / "odd.yaml"
+    path.write_text(recipe)
+    assert main(["estimate", str(path), "--gpu", "[/]gpu\x1b[31m", "--bandwidth", "1",
+                 "--tflops", "10", "--memory", "8"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("[/bold]x[red]") and "[/]gpu\\x1b[31m" in first
