@@ -22,7 +22,7 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Replace FILE if it exis
 def save(st, sql: str, out_file: Path, force: bool) -> None:
     """Write the result of `sql` on Store `st` to `out_file` and say so on stderr."""
     size = st.export(sql, out_file, force=force)
-    err.print(Text(f"wrote {printable(out_file)} ({fmt_bytes(size)})"))
+    err.print(Text(f"wrote {printable(out_file)} ({fmt_bytes(size)})"), soft_wrap=True)
 
 
 def export(

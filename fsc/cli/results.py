@@ -78,11 +78,9 @@ def show(console: Console, cols: list[str], rows: list[tuple]) -> None:
             table.add_row(*texts)
         console.print(table)
         return
+    pad = max(h.cell_len for h in heads) + 2
     for n, texts in enumerate(body, start=1):
         console.print(Rule(Text(f"row {n}"), align="left"))
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold", no_wrap=True)
-        grid.add_column(overflow="fold")
         for head, text in zip(heads, texts, strict=True):
-            grid.add_row(head, text)
-        console.print(grid)
+            name = head.plain + " " * (pad - head.cell_len)
+            console.print(Text.assemble((name, "bold"), text))

@@ -115,7 +115,7 @@ def rm(
     confirm(f"remove run {run_id} with all its points, samples and benchmark figures", yes)
     n = st.remove_run(run_id, force=force)
     err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
-                   f"samples, {n['bench_results']} benchmark figures"))
+                   f"samples, {n['bench_results']} benchmark figures"), soft_wrap=True)
 
 
 @app.command("close")
@@ -127,4 +127,4 @@ def close(
     st = _store(store, ctx)
     st.check(write=True)
     st.close_run(run_id, force=force)
-    err.print(Text(f"closed run {printable(run_id)}: interrupted"))
+    err.print(Text(f"closed run {printable(run_id)}: interrupted"), soft_wrap=True)

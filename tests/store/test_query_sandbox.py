@@ -193,7 +193,7 @@ def test_write_asks_for_yes_before_delete_drop_truncate_alter(two_runs, cli, sna
 
 
 def test_deleting_points_takes_their_samples(two_runs, cli):
-    st, [a, b, _] = two_runs
+    st, _ = two_runs
     result = cli("query", "--write", "--yes", "delete from profile_points where \"S\" >= 2048")
     assert result.code == 0, result.err
     assert _count(st, "select count(*) from profile_points") == 2

@@ -1,0 +1,163 @@
+"""`fsc runs` (list, filters, dead runs), `fsc runs rm`, `fsc runs close`."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def _running(st, pid: int) -> str:
+    """A profile run marked running by process `pid`, with one point."""
+    run_id = st.start_run("profile", "fsc profile -r tiny", None, {"recipes": ["tiny"]})
+    st.add_point(run_id, {"recipe": "tiny", "S": 16, "B": 1, "ended_at": 1_000_000_000.0},
+                 {"step": [1.0]})
+    st.query(f"update runs set pid = {pid} where run_id = '{run_id}'", write=True)
+    return run_id
+
+
+def _runs(cli, *args) -> list[dict]:
+    result = cli("runs", "--json", *args)
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def _count(st, sql) -> int:
+    return st.query(sql)[1][0][0]
+
+
+def test_rm_removes_a_run_with_everything_it_measured(two_runs, cli):
+    st, [a, b, c] = two_runs
+    result = cli("runs", "rm", a, "--yes")
+    assert result.code == 0, result.err
+    assert "3 points, 9 samples, 0 benchmark figures" in result.err
+    assert [r["run_id"] for r in _runs(cli)] == [c, b]
+    assert _count(st, "select count(*) from profile_points") == 1  # run b's point
+    assert _count(st, "select count(*) from samples") == 1
+    assert cli("runs", "rm", c, "--yes").code == 0
+    assert _count(st, "select count(*) from bench_results") == 0
+    assert [r["run_id"] for r in _runs(cli)] == [b]
+
+
+def test_rm_of_an_unknown_run(two_runs, cli, snapshot):
+    st, _ = two_runs
+    before = snapshot(st.dir)
+    result = cli("runs", "rm", "nope", "--yes")
+    assert result.code == 2 and result.err.startswith("error: no run 'nope' in ")
+    assert snapshot(st.dir) == before
+
+
+def test_rm_without_a_store_creates_none(store_path, cli):
+    result = cli("runs", "rm", "nope", "--yes")
+    assert result.code == 2 and "no store" in result.err
+    assert not store_path.exists()
+
+
+def test_rm_needs_yes_without_a_terminal(two_runs, cli, snapshot):
+    st, [a, *_] = two_runs
+    before = snapshot(st.dir)
+    result = cli("runs", "rm", a)
+    assert result.code == 2 and "pass --yes to confirm" in result.err
+    assert snapshot(st.dir) == before
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("answer", "code", "left"), [("y\n", 0, 2), ("n\n", 1, 3)])
+def test_rm_asks_at_a_terminal(two_runs, cli, monkeypatch, answer, code, left):
+    st, [a, *_] = two_runs
+    monkeypatch.setattr(sys, "stdin", _Terminal(answer))
+    result = cli("runs", "rm", a)
+    assert result.code == code
+    assert f"remove run {a}" in result.err
+    assert _count(st, "select count(*) from runs") == left
+
+
+def test_rm_and_close_refuse_a_live_run(two_runs, cli):
+    st, _ = two_runs
+    live = _running(st, os.getpid())
+    for args in (["rm", live, "--yes", "--force"], ["close", live, "--force"]):
+        result = cli("runs", *args)
+        assert result.code == 2 and "is still running" in result.err
+    assert _runs(cli, "--status", "running")[0]["run_id"] == live
+
+
+def test_a_dead_run_is_listed_dead_and_closes(two_runs, cli):
+    st, [a, *_] = two_runs
+    dead = _running(st, _dead_pid())
+    table = cli("runs")
+    assert table.code == 0
+    line = next(x for x in table.out.splitlines() if dead in x)
+    assert " dead " in line
+    assert [r["run_id"] for r in _runs(cli, "--status", "dead")] == [dead]
+    assert dead not in [r["run_id"] for r in _runs(cli, "--status", "running")]
+
+    result = cli("runs", "close", dead)
+    assert result.code == 0, result.err
+    [run] = _runs(cli, "--status", "interrupted")
+    assert (run["run_id"], run["process"]) == (dead, None)
+    assert run["ended_at"] == "2001-09-09 01:46:40"  # its last point's end
+    assert "ended without closing" in run["error"]
+    assert _runs(cli, "--status", "dead") == []
+    again = cli("runs", "close", dead)
+    assert again.code == 2 and "is interrupted; only a running run" in again.err
+    assert cli("runs", "close", a).code == 2  # finished
+
+
+def test_a_run_on_another_host_needs_force(two_runs, cli):
+    st, _ = two_runs
+    elsewhere = _running(st, os.getpid())
+    st.query(f"update runs set host = 'elsewhere' where run_id = '{elsewhere}'", write=True)
+    assert "running on elsewhere" in cli("runs").out
+    result = cli("runs", "close", elsewhere)
+    assert result.code == 2 and "pass --force" in result.err
+    assert cli("runs", "close", elsewhere, "--force").code == 0
+    assert _runs(cli, "--status", "interrupted")[0]["run_id"] == elsewhere
+
+
+def test_filters(two_runs, cli):
+    _, [a, b, c] = two_runs
+    assert [r["run_id"] for r in _runs(cli, "--kind", "bench")] == [c]
+    assert [r["run_id"] for r in _runs(cli, "--kind", "profile")] == [b, a]
+    assert [r["run_id"] for r in _runs(cli, "--status", "failed")] == [b]
+    assert [r["run_id"] for r in _runs(cli, "--status", "finished")] == [c, a]
+    assert [r["run_id"] for r in _runs(cli, "--recipe", "tiny")] == [a]  # by its points
+    assert [r["run_id"] for r in _runs(cli, "--recipe", "recipes/other.yaml")] == [b]  # config
+    assert [r["run_id"] for r in _runs(cli, "--limit", "1")] == [c]
+    assert _runs(cli, "--recipe", "none", "--kind", "profile") == []
+    assert cli("runs", "--recipe", "none").out == "no runs match\n"
+
+
+@pytest.mark.parametrize("args", [["--limit", "0"], ["--limit", "x"], ["--status", "done"]])
+def test_bad_options_exit_2(two_runs, cli, args):
+    result = cli("runs", *args)
+    assert result.code == 2 and result.err.startswith("error: ")
+    assert result.err.count("\n") == 1
+
+
+def test_the_store_may_be_given_before_the_subcommand(two_runs, cli, monkeypatch):
+    st, [a, *_] = two_runs
+    monkeypatch.delenv("FSC_STORE")
+    assert cli("runs", "--store", st.dir, "rm", a, "--yes").code == 0
+    assert cli("runs", "rm", a, "--yes", "--store", st.dir).code == 2  # gone
+
+
+def test_markup_in_stored_text_is_shown_not_obeyed(two_runs, cli):
+    st, [a, *_] = two_runs
+    st.query(f"update runs set command = 'fsc [/bold] \x1b[31mred' where run_id = '{a}'",
+             write=True)
+    result = cli("runs")
+    assert result.code == 0, result.err
+    assert "[/bold]" in result.out and "\\x1b[31mred" in result.out
+    assert "\x1b" not in result.out
