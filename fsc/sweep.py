@@ -21,13 +21,17 @@ GPU_DEFAULT_RECIPES = ["attn_3b", "mamba_3b", "hybrid_3b"]
 GPU_DEFAULT_S = [1024, 4096, 16384, 65536, 262144]
 GPU_DEFAULT_B = [1, 2, 4, 8]
 
-# A CPU's speed, roughly, for saying how long a sweep will take before it starts: one core's
-# matmul rate (34 GFLOP/s fp32, 79 bf16 measured with torch on the development machine),
-# eager torch's cost per layer and pass at tiny shapes, and the rate at which random weights and
-# synthetic caches are filled (0.13 GB/s). Good to a factor of a few, which is all it claims.
+# One CPU core's speed, roughly, for saying how long a sweep will take before it starts (figures
+# measured with torch on one core: 34 GFLOP/s fp32 and 79 bf16 in a (32, 4096) x (4096, 4096)
+# matmul; random weights and caches filled at 0.13 GB/s; the reference attention reads a long
+# cache at about 0.3 GB/s; eager torch costs about a millisecond per layer and pass at tiny
+# shapes; a point's store write and cache set-up some tens of ms). Checked against the default
+# CPU sweep (predicted 21 s, measured 21 s); good to a factor of a few, all it claims.
 CPU_FLOPS = 3e10
-CPU_LAYER_OVERHEAD_S = 1e-3
+CPU_KV_BYTES_PER_S = 3e8
 CPU_FILL_BYTES_PER_S = 1.3e8
+CPU_LAYER_OVERHEAD_S = 1e-3
+CPU_POINT_OVERHEAD_S = 0.05
 
 
 @dataclass
@@ -134,18 +138,22 @@ def predict(p: Point, budget: int) -> dict:
     return {"predicted_total_bytes": need, "fits": need <= budget}
 
 
-def rough_cpu_seconds(points: list[Point], cfg: SweepConfig) -> list[float]:
+def rough_cpu_seconds(points: list[Point], cfg: SweepConfig, budget: int) -> list[float]:
     """Roughly how long each point takes on one CPU core (see the CPU_* figures): a synthetic
     cache, then warm-up and timed steps and folds; the first point of each recipe also builds
-    its model."""
+    its model. A point that does not fit in `budget` bytes is only recorded as such."""
     passes = 2 * (cfg.warmup + cfg.repeats)
     seconds, built = [], set()
     for p in points:
         ran_as = p.recipe.with_dtype(p.dtype)
         mem = memory(ran_as, p.S, p.B, p.G)
-        per_pass = (p.recipe.n_layers * CPU_LAYER_OVERHEAD_S
-                    + pass_cost(ran_as, p.S, p.B, p.G).flops / CPU_FLOPS)
+        if mem["total_bytes"] > budget:
+            seconds.append(CPU_POINT_OVERHEAD_S)
+            continue
+        cost = pass_cost(ran_as, p.S, p.B, p.G)
+        per_pass = (p.recipe.n_layers * CPU_LAYER_OVERHEAD_S + cost.flops / CPU_FLOPS
+                    + cost.kv_read_bytes / CPU_KV_BYTES_PER_S)
         fill = mem["cache_capacity_bytes"] + (0 if p.ref in built else mem["weight_bytes"])
         built.add(p.ref)
-        seconds.append(passes * per_pass + fill / CPU_FILL_BYTES_PER_S)
+        seconds.append(passes * per_pass + fill / CPU_FILL_BYTES_PER_S + CPU_POINT_OVERHEAD_S)
     return seconds

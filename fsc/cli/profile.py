@@ -247,7 +247,7 @@ def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
     listed = [{"recipe": p.recipe.name, "S": p.S, "B": p.B, "G": p.G, "K": p.K, "dtype": p.dtype,
                **predict(p, budget)} for p in todo]
     if cfg.device == "cpu":
-        for row, s in zip(listed, rough_cpu_seconds(todo, cfg), strict=True):
+        for row, s in zip(listed, rough_cpu_seconds(todo, cfg, budget), strict=True):
             row["rough_s"] = s
     total_s = sum(r.get("rough_s", 0) for r in listed) if cfg.device == "cpu" else None
     if as_json:
@@ -270,6 +270,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     from fsc.kernels import TUNING_ENV
     from fsc.profile import Sweep, device_spec_for
     from fsc.provenance import environment
+    from fsc.source import free_bytes
     from fsc.sweep import rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
@@ -294,7 +295,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
         st.resume_run(resume, env_id)
         run_id = resume
     if cfg.device == "cpu":
-        rough = sum(rough_cpu_seconds(todo, cfg))
+        rough = sum(rough_cpu_seconds(todo, cfg, cfg.memory_budget or free_bytes(cfg.device)))
         if rough > CPU_NOTICE_S:
             err.print(f"{len(todo)} points, roughly {duration(rough)} on this CPU (large recipes "
                       "are slow here); --dry-run lists them, Ctrl-C stops and --resume continues",
