@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test lint run gpu-check gpu-wheels bench clean
+.PHONY: install test test-typer-oldest lint run gpu-check gpu-wheels bench clean
 
 install: $(STAMP)
 
@@ -17,6 +17,15 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The CLI boundary again under the oldest typer pyproject.toml allows: it runs on the click
+# package (newer typers carry their own copy), with the newest click pip would pair it with.
+TYPER_OLDEST := 0.18.0
+TYPER_OLD_DIR := $(VENV)/typer-$(TYPER_OLDEST)
+test-typer-oldest: install
+	$(BIN)/pip install -q --no-deps --upgrade --target $(TYPER_OLD_DIR) "typer==$(TYPER_OLDEST)" click
+	PYTHONPATH=$(TYPER_OLD_DIR) FSC_EXPECT_TYPER=$(TYPER_OLDEST) $(BIN)/python -m pytest -q \
+	  tests/core/test_cli_fuzz.py tests/core/test_cli.py tests/store/test_runs_cli.py
 
 lint: install
 	$(BIN)/ruff check fsc kernels tests

@@ -3,67 +3,184 @@
 For the whole model (logits) and for one mixer of each kind (outputs on random inputs), over
 several blocks, B > 1, G > 1, in fp32. A recipe too large for this machine is checked with the
 same layer plan at a reduced width.
+
+In bf16 or fp16 the cached path runs as the recipe would decode: weights and activations in that
+dtype, states in the recipe's state_dtype, over a long run of blocks (1024 tokens by default, G
+the recipe's own, 1 included). Every block is compared with the fp32 uncached forward over the
+same rounded weights; the last block's relative error is the drift, which must stay within a
+few roundings of the dtype however long the run.
+
+Light at import (the CLI reads the bounds for `fsc --help`; torch comes with `verify`), and
+`plan` checks options before torch is imported.
 """
 
 from __future__ import annotations
 
-import torch
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from fsc.costmodel import param_counts
-from fsc.model.layers import TORCH_DTYPES
-from fsc.model.lm import build_model
-from fsc.recipe import Recipe
+from fsc.blocks import MAX_G
+from fsc.errors import UsageError
 
+if TYPE_CHECKING:
+    from fsc.recipe import Recipe
+
+DTYPES = ("fp32", "bf16", "fp16")
 LOGIT_TOL = 1e-5  # absolute, on fp32 logits
 MIXER_TOL = 1e-5  # relative to the largest output magnitude, on random inputs
+# bf16/fp16: max |error| / max |fp32 reference| of a block, for one mixer's outputs: a few
+# roundings of the dtype (2^-8 bf16, 2^-11 fp16). Logits pass through every layer: twice that.
+# (Measured on the shipped recipes over 1024 tokens: mixers at most 8e-3 in bf16, 32-layer
+# logits 2.8e-2; a linear-attention sum kept in bf16 was 100% off, its logits 52%.)
+DRIFT_TOL = {"bf16": 3e-2, "fp16": 5e-3}
+LOGIT_DRIFT_FACTOR = 2
+DRIFT_TOKENS = 1024  # default run in bf16/fp16
+EXACT_BLOCKS = 3  # default run in fp32
+MAX_TOKENS = 2**20  # G × blocks; the memory check bounds it further
+MAX_BATCH = 1024
 MAX_FP32_WEIGHT_BYTES = 512 * 2**20
 REDUCED_WIDTH = 256
 
 
+def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int | None = None,
+         length: int | None = None) -> tuple[int, int]:
+    """(G, blocks) of a check, from what a user gave (`length` in tokens instead of blocks)."""
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if blocks is not None and length is not None:
+        raise UsageError("give --blocks or --length, not both")
+    exact = dtype == "fp32"
+    if G is None:
+        G = recipe.block_size if recipe.block_size > 1 or not exact else 4
+    if exact and G < 2:
+        raise UsageError(f"--G {G}: the exactness check needs G > 1 (in bf16 or fp16 any G >= 1)")
+    if not 1 <= G <= MAX_G:
+        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
+    if length is not None:
+        if length < 1:
+            raise UsageError(f"--length {length} must be at least 1")
+        blocks = -(-length // G)
+    elif blocks is None:
+        blocks = EXACT_BLOCKS if exact else -(-DRIFT_TOKENS // G)
+    if blocks < 2:
+        raise UsageError(f"{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at least "
+                         "2 (the second reads the cache the first wrote)")
+    if G * blocks > MAX_TOKENS:
+        raise UsageError(f"{blocks} blocks of G {G} are {G * blocks} tokens; at most {MAX_TOKENS}")
+    return G, blocks
+
+
 def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
+    from fsc.costmodel import param_counts
+
     if param_counts(recipe)["total"] * 4 <= MAX_FP32_WEIGHT_BYTES:
         return recipe, False
     return recipe.with_width(REDUCED_WIDTH, vocab_size=min(recipe.vocab_size, 1024)), True
 
 
-@torch.no_grad()
-def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int = 3,
-           seed: int = 0, device="cpu", checkpoint=None) -> dict:
-    """The exactness report. With `checkpoint` (a directory) its verified weights are used,
-    upcast to fp32, unless the recipe has to be checked at a reduced width."""
-    G = G or (recipe.block_size if recipe.block_size > 1 else 4)
-    checked, reduced = _reduce(recipe)
-    fp32 = TORCH_DTYPES["fp32"]
-    model = build_model(checked, device=device, seed=seed, dtype=fp32, state_dtype=fp32).eval()
-    weights = "seeded"
-    if checkpoint is not None and not reduced:
-        from fsc.hub.checkpoint import load_checkpoint
+def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, device,
+                 checkpoint: bool = False) -> None:
+    """WeightsDoNotFit before anything is allocated. The largest pass is the uncached forward
+    over all T = G·blocks tokens (fp32, its logits kept), beside a cache for T tokens. On top:
+    in bf16/fp16 the model's own copy of the weights, and a checkpoint's fp32 weights while
+    they are copied in."""
+    from fsc.costmodel import param_counts
+    from fsc.errors import WeightsDoNotFit
+    from fsc.recipe import DTYPE_BYTES
+    from fsc.source import check_fits, free_bytes
 
-        _, trained = load_checkpoint(checkpoint, device=device, dtype=fp32)
-        model.load_state_dict(trained.state_dict())
-        weights = f"checkpoint {checkpoint}"
-    gen = torch.Generator().manual_seed(seed)
+    T = G * n_blocks
+    copies = (0 if dtype == "fp32" else DTYPE_BYTES[dtype]) + (4 if checkpoint else 0)
+    try:
+        check_fits(checked.with_dtype("fp32"), device, S=0, B=B, G=T,
+                   budget=free_bytes(device) - copies * param_counts(checked)["total"])
+    except WeightsDoNotFit as e:
+        raise WeightsDoNotFit(f"verify over {T} tokens ({n_blocks} blocks of G {G}, one "
+                              f"uncached pass over all of them): {e}") from None
+
+
+def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | None = None,
+           seed: int = 0, device="cpu", checkpoint=None, dtype: str = "fp32") -> dict:
+    """The report. With `checkpoint` (a directory) its verified weights are used, unless the
+    recipe has to be checked at a reduced width."""
+    G, n_blocks = plan(recipe, dtype, G, n_blocks)
+    checked, reduced = _reduce(recipe)
+    check_memory(checked, dtype, G, B, n_blocks, device, checkpoint is not None and not reduced)
+
+    import torch
+
+    from fsc.model.layers import TORCH_DTYPES
+    from fsc.model.lm import build_model
+
+    fp32 = TORCH_DTYPES["fp32"]
+    low = dtype != "fp32"
+    state_dtype = TORCH_DTYPES[checked.state_dtype] if low else fp32
+    with torch.no_grad():
+        model = build_model(checked, device=device, seed=seed, dtype=TORCH_DTYPES[dtype],
+                            state_dtype=state_dtype).eval()
+        weights = "seeded"
+        if checkpoint is not None and not reduced:
+            from fsc.hub.checkpoint import load_checkpoint
+
+            _, trained = load_checkpoint(checkpoint, device=device, dtype=fp32)
+            model.load_state_dict(trained.state_dict())  # rounded to `dtype` on the way in
+            del trained
+            weights = f"checkpoint {checkpoint}"
+        ref = model
+        if low:  # the same rounded weights in fp32, states too
+            ref = build_model(checked, device=device, dtype=fp32, state_dtype=fp32).eval()
+            ref.load_state_dict(model.state_dict())
+        gen = torch.Generator().manual_seed(seed)
+        run = _drift if low else _exact
+        checks = run(model, ref, checked, G, B, n_blocks, gen, device, dtype)
+
+    report = {
+        "recipe": recipe.name,
+        "checked": checked.name,
+        "reduced_width": reduced,
+        "weights": weights,
+        "d_model": checked.d_model,
+        "G": G, "B": B, "blocks": n_blocks, "tokens": G * n_blocks, "dtype": dtype,
+        "state_dtype": checked.state_dtype if low else "fp32",
+        "exact": all(c["exact"] for c in checks),
+        "max_abs_err": {c["kind"]: c["max_abs_err"] for c in checks},
+        "checks": checks,
+    }
+    if low:
+        report["drift"] = {c["kind"]: c["last_rel_err"] for c in checks}
+    return report
+
+
+def _mixers(checked):
+    """(kind, index of its first layer) for each mixer kind of the plan."""
+    return [(kind, checked.layer_plan.index(kind)) for kind in dict.fromkeys(checked.layer_plan)]
+
+
+def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
+    """fp32: cached forward, fold (and a second forward: the first must not touch the cache)
+    against the uncached forward, block by block."""
+    import torch
+
     T = G * n_blocks
     checks = []
-
     tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
-    ref = model.forward_blockwise(tokens, [G] * n_blocks)
+    want = model.forward_blockwise(tokens, [G] * n_blocks)
     cache = model.empty_cache(B, T, device, block_size=G)
     err = fold_err = 0.0
     for b in range(n_blocks):
         blk = tokens[:, b * G : (b + 1) * G]
         step = model(blk, cache)
         fold = model.fold(blk, cache)
-        err = max(err, (step - ref[:, b * G : (b + 1) * G]).abs().max().item())
+        err = max(err, (step - want[:, b * G : (b + 1) * G]).abs().max().item())
         fold_err = max(fold_err, (fold - step).abs().max().item())
     checks.append({"what": "model logits", "kind": "model", "max_abs_err": max(err, fold_err),
-                   "scale": ref.abs().max().item(), "tol": LOGIT_TOL,
+                   "scale": want.abs().max().item(), "tol": LOGIT_TOL,
                    "exact": max(err, fold_err) <= LOGIT_TOL})
 
-    for kind in dict.fromkeys(checked.layer_plan):
-        mixer = next(layer.mixer for layer in model.layers if layer.mixer.kind == kind)
+    for kind, i in _mixers(checked):
+        mixer = model.layers[i].mixer
         x = torch.randn(B, T, checked.d_model, generator=gen).to(device)
-        ref = mixer.forward_blockwise(x, [G] * n_blocks)
+        want = mixer.forward_blockwise(x, [G] * n_blocks)
         cache = mixer.empty_cache(B, T, device)
         worst = 0.0
         for b in range(n_blocks):
@@ -71,19 +188,81 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int = 3,
             step = mixer(x[:, sl], cache)
             again = mixer(x[:, sl], cache)  # forward must not have touched the cache
             fold = mixer.fold(x[:, sl], cache)
-            worst = max(worst, *((o - ref[:, sl]).abs().max().item() for o in (step, again, fold)))
-        scale = max(ref.abs().max().item(), 1e-30)
+            worst = max(worst, *((o - want[:, sl]).abs().max().item() for o in (step, again, fold)))
+        scale = max(want.abs().max().item(), 1e-30)
         checks.append({"what": f"{kind} mixer", "kind": kind, "max_abs_err": worst, "scale": scale,
                        "tol": MIXER_TOL * scale, "exact": worst <= MIXER_TOL * scale})
+    return checks
 
-    return {
-        "recipe": recipe.name,
-        "checked": checked.name,
-        "reduced_width": reduced,
-        "weights": weights,
-        "d_model": checked.d_model,
-        "G": G, "B": B, "blocks": n_blocks, "dtype": "fp32",
-        "exact": all(c["exact"] for c in checks),
-        "max_abs_err": {c["kind"]: c["max_abs_err"] for c in checks},
-        "checks": checks,
-    }
+
+def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
+    """bf16/fp16: the cached path folding block after block in `dtype` against the fp32
+    uncached forward of `ref` over the same rounded weights."""
+    import torch
+
+    T, lengths = G * n_blocks, [G] * n_blocks
+    blocks = [slice(b * G, (b + 1) * G) for b in range(n_blocks)]
+    # The coarser of the activations and the states sets the tolerance (fp16 with bf16 states:
+    # bf16's).
+    tol = DRIFT_TOL["bf16" if "bf16" in (dtype, checked.state_dtype) else dtype]
+    tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
+    cache = model.empty_cache(B, T, device, block_size=G)
+    with _routing(model, B) as picks:
+        got = torch.cat([model.fold(tokens[:, sl], cache) for sl in blocks], 1)
+    with _routing(ref, B, follow=picks):
+        want = ref.forward_blockwise(tokens, lengths)
+    checks = [_errors("model logits", "model", LOGIT_DRIFT_FACTOR * tol, blocks, got, want)]
+    for kind, i in _mixers(checked):
+        mixer = model.layers[i].mixer
+        x = torch.randn(B, T, checked.d_model, generator=gen).to(device).to(model.dtype)
+        cache = mixer.empty_cache(B, T, device)
+        got = torch.cat([mixer.fold(x[:, sl], cache) for sl in blocks], 1)
+        want = ref.layers[i].mixer.forward_blockwise(x.float(), lengths)
+        checks.append(_errors(f"{kind} mixer", kind, tol, blocks, got, want))
+    return checks
+
+
+@contextmanager
+def _routing(model, B: int, follow: dict | None = None):
+    """Record the experts each MoE router picks for every token, or (`follow`) make it pick
+    the recorded ones, with its own gate values. A near-tie that 16 bits break the other way
+    switches an expert: a jump in the output, not drift, so the reference takes the cached
+    run's choices."""
+    import torch
+
+    from fsc.model.layers import MoE
+
+    picks, hooks = {}, []
+
+    def hook(i, k):
+        def run(module, args, out):
+            if follow is None:
+                picks.setdefault(i, []).append(out.float().topk(k, dim=-1).indices.view(B, -1, k))
+                return None
+            chosen = torch.cat(follow[i], 1).reshape(out.shape[0], k)
+            keep = torch.zeros_like(out, dtype=torch.bool).scatter(-1, chosen, True)
+            return out.masked_fill(~keep, float("-inf"))
+        return run
+
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer.ffn, MoE):
+            hooks.append(layer.ffn.router.register_forward_hook(hook(i, layer.ffn.top_k)))
+    try:
+        yield picks
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def _errors(what, kind, tol, blocks, got, want) -> dict:
+    """The first, worst and last block's error, each relative to the largest value of that
+    block's reference (outputs may shrink or grow along the sequence)."""
+    errs, worst_abs = [], 0.0
+    for sl in blocks:
+        diff = (got[:, sl].float() - want[:, sl]).abs().max().item()
+        worst_abs = max(worst_abs, diff)
+        errs.append(diff / max(want[:, sl].abs().max().item(), 1e-30))
+    worst = max(errs)
+    return {"what": what, "kind": kind, "max_abs_err": worst_abs,
+            "scale": want.abs().max().item(), "tol": tol, "first_rel_err": errs[0],
+            "last_rel_err": errs[-1], "max_rel_err": worst, "exact": worst <= tol}

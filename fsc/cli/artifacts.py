@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import JsonOpt, StoreOpt, out, print_json, printable, store_dir
+from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, printable, store_dir
 
 
 def push(
@@ -25,9 +25,11 @@ def push(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a checkpoint and commit it to a Hub repository (token: HF_TOKEN or saved login)."""
-    from fsc.hub.hub import push_checkpoint
+    from fsc.hub.hub import check_repo_id, check_revision, push_checkpoint
     from fsc.hub.registry import register_checkpoint
 
+    check_repo_id(repo, "--repo")
+    check_revision(revision, "--revision")
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pushed")
     if as_json:
@@ -55,10 +57,12 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Download a checkpoint, verify every checksum, then move it into place."""
-    from fsc.hub.hub import parse_repo_ref, pull_checkpoint
+    from fsc.hub.hub import default_pull_dir, parse_repo_ref, pull_checkpoint
     from fsc.hub.registry import register_checkpoint
 
     repo, revision = parse_repo_ref(ref)
+    output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
+               replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)
     rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pulled")
     if as_json:

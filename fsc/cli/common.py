@@ -87,50 +87,18 @@ def printable(text: object, limit: int | None = 200, keep: str = "") -> str:
     return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _probe(folder: Path, what: str) -> None:
-    """UsageError unless a file can really be created in `folder` (os.access says yes to root
-    on read-only mounts and /proc)."""
-    import tempfile
-
-    from fsc.errors import UsageError
-
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as e:
-        raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e})") from None
-
-
 def output_path(path: Path, option: str, *, force: bool = True) -> Path:
-    """A file fsc is about to write: its folder must exist and take new files; an existing
-    file is refused unless `force`. Checked before any work, so a bad path costs nothing."""
-    from fsc.errors import UsageError
+    """A file the command is about to write, given by `option` (see fsc.paths.output_file)."""
+    from fsc.paths import output_file
 
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: folder {parent} does not exist")
-    if path.is_dir():
-        raise UsageError(f"{option} {path}: is a directory")
-    if path.exists() and not force:
-        raise UsageError(f"{option} {path}: exists; pass --force to replace it")
-    _probe(parent, f"{option} {path}")
-    return path
+    return output_file(path, f"{option} {path}", force=force)
 
 
-def output_dir(path: Path, option: str) -> Path:
-    """A directory fsc is about to create (missing parents too): it must be absent or empty,
-    and its nearest existing ancestor must be a folder that takes new files."""
-    from fsc.errors import UsageError
+def output_dir(path: Path, option: str, **how) -> Path:
+    """A directory the command is about to create, given by `option` (fsc.paths.output_dir)."""
+    from fsc import paths
 
-    if path.exists() and not (path.is_dir() and not any(path.iterdir())):
-        raise UsageError(f"{option} {path}: already exists and is not an empty directory")
-    ancestor = path.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise UsageError(f"{option} {path}: {ancestor} is not a folder")
-    _probe(ancestor, f"{option} {path}")
-    return path
+    return paths.output_dir(path, f"{option} {path}", **how)
 
 
 def store_dir(store: Path | None) -> Path:

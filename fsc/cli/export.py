@@ -19,9 +19,24 @@ OutOpt = Annotated[
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")]
 
 
+def check(sql: str, out_file: Path | None, force: bool, write: bool = False) -> None:
+    """Before the store is opened: the SQL parses into statements the sandbox runs, and
+    --out names a file that can be written."""
+    from fsc.store import export as exporting
+    from fsc.store import sandbox
+
+    sandbox.check(sandbox.parse(sql), write)
+    if out_file is not None:
+        exporting.target(out_file, force, _what(out_file))
+
+
+def _what(out_file: Path) -> str:
+    return f"--out {out_file}"
+
+
 def save(st, sql: str, out_file: Path, force: bool) -> None:
     """Write the result of `sql` on Store `st` to `out_file` and say so on stderr."""
-    size = st.export(sql, out_file, force=force)
+    size = st.export(sql, out_file, force=force, what=_what(out_file))
     err.print(Text(f"wrote {printable(out_file)} ({fmt_bytes(size)})"), soft_wrap=True)
 
 
@@ -38,6 +53,7 @@ def export(
     """
     from fsc.store import Store
 
+    check(sql, out_file, force)
     st = Store(store_dir(store))
     st.check(write=False)
     save(st, sql, out_file, force)

@@ -66,6 +66,7 @@ def query(
     from fsc.store import Store
     from fsc.store.sandbox import destructive
 
+    export_cmd.check(sql, out_file, force, write)
     st = Store(store_dir(store))
     st.check(write=write)
     if out_file is not None:

@@ -23,6 +23,16 @@ ForceOpt = Annotated[bool, typer.Option(
                     "whether it is alive).")]
 
 
+class RunKind(Choice):
+    """What started a run (Store.start_run's `kind`)."""
+
+    profile = "profile"
+    bench = "bench"
+
+
+MAX_LIMIT = 10**6
+
+
 class RunStatus(Choice):
     running = "running"
     dead = "dead"
@@ -57,9 +67,9 @@ def _status(run: dict) -> Text:
 @app.callback(invoke_without_command=True)
 def runs(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many recent runs.")] = 20,
-    kind: Annotated[str | None, typer.Option("--kind", help="Only runs of this kind "
-                                             "(profile, bench, ...).")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_LIMIT,
+                                       help="How many recent runs.")] = 20,
+    kind: Annotated[RunKind | None, typer.Option("--kind", help="Only runs of this kind.")] = None,
     status: Annotated[RunStatus | None, typer.Option(
         "--status", help="Only runs in this status; dead: marked running, process gone.")] = None,
     recipe: Annotated[str | None, typer.Option(
@@ -78,7 +88,8 @@ def runs(
         return
     st = _store(store, ctx)
     st.check()
-    found = st.runs(limit, kind=kind, status=status and status.value, recipe=recipe)
+    found = st.runs(limit, kind=kind and kind.value, status=status and status.value,
+                    recipe=recipe)
     if as_json:
         print_json(found)
         return

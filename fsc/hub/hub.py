@@ -37,19 +37,33 @@ _REPO_ID = re.compile(rf"{_PART}/{_PART}")
 _TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
 
 
+# What git refuses in a branch or tag name (git check-ref-format), so the Hub would too.
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[/.-]|[/.]$|\.lock$|^@$")
+
+
 def parse_repo_ref(ref: str) -> tuple[str, str | None]:
     """``OWNER/NAME[@REVISION]`` -> (repo id, revision or None)."""
     repo, _, revision = ref.partition("@")
     check_repo_id(repo)
     if "@" in ref and not revision:
         raise UsageError(f"{ref!r}: empty revision after '@'")
-    return repo, revision or None
+    return repo, check_revision(revision, f"{ref!r}:") if revision else None
 
 
-def check_repo_id(repo: str) -> str:
+def check_repo_id(repo: str, what: str = "") -> str:
+    """UsageError unless `repo` is OWNER/NAME (`what`, e.g. "--repo", leads the message)."""
     if not _REPO_ID.fullmatch(repo) or ".." in repo:
-        raise UsageError(f"{repo!r} is not a Hub repository id; expected OWNER/NAME")
+        raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME"
+                         .lstrip())
     return repo
+
+
+def check_revision(revision: str, what: str = "revision") -> str:
+    """UsageError unless `revision` can name a branch, tag or commit."""
+    if not revision or len(revision) > 255 or _BAD_REF.search(revision):
+        raise UsageError(f"{what} {revision!r} cannot name a branch, tag or commit (no blanks, "
+                         "control characters, '..', '~^:?*[\\', or a leading '-', '.' or '/')")
+    return revision
 
 
 def default_pull_dir(repo: str, revision: str | None) -> Path:
@@ -157,6 +171,7 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
     from fsc.hub.checkpoint import verify_checkpoint
 
     check_repo_id(repo)
+    check_revision(revision)
     token = get_token()
     info = verify_checkpoint(path)
     from huggingface_hub import HfApi

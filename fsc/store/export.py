@@ -23,28 +23,23 @@ from typing import Any
 import duckdb
 
 from fsc.errors import QueryError, UsageError
+from fsc.paths import output_file
 from fsc.store import sandbox
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
 _BATCH_ROWS = 10_000
 
 
-def target(out: Path, force: bool) -> str:
-    """Check the file to write before any work; return its format. UsageError for an unknown
-    extension, a missing folder, a directory, or an existing file without `force`."""
+def target(out: Path, force: bool, what: str | None = None) -> str:
+    """Check the file to write before any work (`what` names it in errors); return its
+    format. UsageError for an unknown extension, a folder that is missing or takes no new
+    files, a directory, or an existing file without `force`."""
+    what = what or f"cannot write {out}"
     fmt = FORMATS.get(out.suffix.lower())
     if fmt is None:
-        raise UsageError(f"cannot write {out}: unknown extension {out.suffix or '(none)'!r};"
-                         f" use one of {', '.join(FORMATS)}")
-    parent = out.parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write {out}: folder {parent} is not writable")
-    if out.is_dir():
-        raise UsageError(f"cannot write {out}: it is a directory")
-    if out.exists() and not force:
-        raise UsageError(f"{out} exists; pass --force to replace it")
+        raise UsageError(f"{what}: unknown extension {out.suffix or '(none)'!r}; use one of "
+                         f"{', '.join(FORMATS)}")
+    output_file(out, what, force=force)
     return fmt
 
 
@@ -62,14 +57,13 @@ def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> Non
     """Run one read-only statement of `sql` on `con` and write its rows to `path` as `fmt`."""
     statements = sandbox.parse(sql, con)
     sandbox.check(statements, write=False)
-    text = statements[0].text
     if fmt in ("json", "jsonl"):
-        cur = con.execute(text)
+        cur = con.execute(sql)  # the one statement, as written
         if cur.description is None:
             raise QueryError("the statement returns no rows to write")
         _write_json(cur, path, lines=fmt == "jsonl")
         return
-    rel = con.sql(text)
+    rel = con.sql(sql)
     if rel is None:
         raise QueryError("the statement returns no rows to write")
     if fmt == "parquet":

@@ -53,6 +53,23 @@ class Statement:
     text: str
 
 
+def _group(found: list) -> list[Statement]:
+    """DuckDB's statements as the user wrote them. DuckDB before 2.0 expands a PIVOT into
+    CREATE TYPE statements and a SELECT, all with empty text: those become one MULTI, as
+    DuckDB 2 reports it."""
+    out, expanded = [], []
+    for s in found:
+        if s.query:
+            out.append(Statement(_kind(s), s.query))
+            continue
+        expanded.append(s)
+        if _kind(s) != "CREATE":  # the SELECT that ends the expansion
+            out.append(Statement("MULTI", ""))
+            expanded = []
+    out.extend(Statement(_kind(s), "") for s in expanded)
+    return out
+
+
 def parse(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> list[Statement]:
     """The statements of `sql`, parsed by DuckDB (on `con`, or an in-memory database).
     QueryError when there is none or the SQL does not parse."""
@@ -65,12 +82,15 @@ def parse(sql: str, con: duckdb.DuckDBPyConnection | None = None) -> list[Statem
                 found = con.extract_statements(sql)
         except duckdb.Error as e:
             raise QueryError(one_line(e)) from e
+        except IndexError as e:  # duckdb 1.x's binding, on a PIVOT after another statement
+            raise QueryError(f"DuckDB could not split the SQL into statements ({e}); "
+                             "run them one at a time") from e
     else:
         found = []
     if not found:
         raise QueryError('no SQL statement given (only blanks, ";" or comments); '
                          'e.g. fsc query "select * from profile limit 5"')
-    return [Statement(_kind(s), s.query) for s in found]
+    return _group(found)
 
 
 def _kind(statement) -> str:
@@ -122,13 +142,13 @@ def execute(
     statements = parse(sql, con)
     check(statements, write)
     if not write:
-        return _fetch(con.execute(statements[0].text), max_rows)
+        return _fetch(con.execute(sql), max_rows)
     con.execute("BEGIN TRANSACTION")
     try:
         before = _orphans(con)
-        for st in statements:
-            cur = con.execute(st.text)
-        result = _fetch(cur, max_rows)
+        # DuckDB runs every statement of the text, in this transaction, and returns the last
+        # one's result (running parsed statements one by one fails on expanded ones in 1.x)
+        result = _fetch(con.execute(sql), max_rows)
         _settle(con, before)
         con.execute("COMMIT")
     except BaseException:

@@ -350,11 +350,12 @@ class Store:
             except duckdb.Error as e:
                 raise self._query_error(e) from e
 
-    def export(self, sql: str, out: Path, force: bool = False) -> int:
+    def export(self, sql: str, out: Path, force: bool = False, what: str | None = None) -> int:
         """Write the result of one read-only query to `out`, in the format its extension names
-        (export.FORMATS); an existing `out` only with `force`. Returns the bytes written.
-        Only `out` is written: DuckDB, sandboxed, may write into a private folder beside it."""
-        fmt = exporting.target(out, force)
+        (export.FORMATS); an existing `out` only with `force` (`what` names `out` in errors).
+        Returns the bytes written. Only `out` is written: DuckDB, sandboxed, may write into a
+        private folder beside it."""
+        fmt = exporting.target(out, force, what)
         with exporting.private_folder(out) as folder:
             tmp = folder / f"result{out.suffix}"
             with self._open(write=False, sandbox=True, allowed_dir=folder) as con:

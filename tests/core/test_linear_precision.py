@@ -25,3 +25,39 @@ def test_bf16_linear_attention_does_not_drift_over_1024_tokens():
     err = ((out[:, -1].float() - want).abs().max() / want.abs().max()).item()
     assert err <= 2e-2, f"last output {err:.3g} relative off"
     assert {t.dtype for t in cache.tensors.values()} == {torch.float32}
+
+
+def test_verify_in_bf16_reports_drift_within_tolerance(capsys):
+    from fsc.cli.main import main
+
+    assert main(["verify", "tiny_hybrid", "--dtype", "bf16", "--length", "256", "--json"]) == 0
+    import json
+
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["dtype"] == "bf16" and rep["tokens"] == 256 and rep["exact"] is True
+    assert set(rep["drift"]) == {"model", "mamba", "attention"}
+    assert all(0 < c["last_rel_err"] <= c["tol"] for c in rep["checks"])  # bf16 is not exact
+
+
+def test_verify_in_bf16_catches_a_sum_kept_in_bf16(monkeypatch, capsys):
+    """The check can fail: linear attention's sums in 16 bits drift past the tolerance."""
+    from fsc.cli.main import main
+    from fsc.model.linear import LinearAttention
+
+    shapes = LinearAttention.cache_shapes
+
+    def bf16_sums(self, batch, capacity):
+        return {k: (shape, torch.bfloat16) for k, (shape, _) in shapes(self, batch, capacity).items()}
+
+    monkeypatch.setattr(LinearAttention, "cache_shapes", bf16_sums)
+    assert main(["verify", "tiny_linear", "--dtype", "bf16", "--G", "1", "--length", "1024"]) == 1
+    assert "drifts past tolerance" in capsys.readouterr().out
+
+
+def test_verify_options_are_checked_before_torch_runs(capsys):
+    from fsc.cli.main import main
+
+    assert main(["verify", "tiny_attn", "--blocks", "3", "--length", "12"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["verify", "tiny_attn", "--G", "1"]) == 2  # fp32 exactness needs G > 1
+    assert main(["verify", "tiny_attn", "--G", "1", "--dtype", "bf16", "--length", "8"]) == 0

@@ -71,7 +71,7 @@ def test_an_existing_file_needs_force(two_runs, cli, out_dir):
     out.write_text("keep me\n")
     for command in ("export", "query"):
         result = cli(command, SQL, "--out", out)
-        assert result.code == 2 and result.err == f"error: {out} exists; pass --force to replace it\n"
+        assert result.code == 2 and result.err == f"error: --out {out}: exists; pass --force to replace it\n"
         assert out.read_text() == "keep me\n"
     result = cli("export", SQL, "--out", out, "--force")
     assert result.code == 0, result.err

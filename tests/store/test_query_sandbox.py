@@ -1,6 +1,8 @@
 """`fsc query` reaches the store and nothing else: every way out is refused in one line, exit 2,
 with the store's bytes unchanged; --write keeps the store whole."""
 
+import json
+
 import duckdb
 import pytest
 
@@ -234,4 +236,9 @@ def test_write_runs_all_statements_in_one_transaction(two_runs, cli):
     assert _count(st, "select count(*) from notes") == 2  # the first insert was rolled back
     for sql in ("begin", "commit", "set threads = 1"):
         assert cli("query", "--write", sql).code == 2
+    # before DuckDB 2, a PIVOT parses as several statements; it is still one
+    pivot = cli("query", "--write", "pivot (select recipe from profile) on recipe using count(*)",
+                "--json")
+    assert pivot.code == 0, pivot.err
+    assert json.loads(pivot.out) == [{"other": 1, "tiny": 3}]
 

@@ -1,0 +1,49 @@
+"""Paths fsc is about to write: checked before any work, so a bad path costs nothing and is
+refused in one line naming what gave it (an option, or the file itself)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from fsc.errors import UsageError
+
+
+def _probe(folder: Path, what: str) -> None:
+    """UsageError unless a file can really be created in `folder` (os.access says yes to root
+    on read-only mounts and /proc)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e})") from None
+
+
+def output_file(path: Path, what: str, *, force: bool = True) -> Path:
+    """A file about to be written (`what` names it in errors, e.g. "--out x.csv"): its folder
+    must exist and take new files; an existing file is refused unless `force`."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{what}: folder {parent} does not exist")
+    if path.is_dir():
+        raise UsageError(f"{what}: is a directory")
+    if path.exists() and not force:
+        raise UsageError(f"{what}: exists; pass --force to replace it")
+    _probe(parent, what)
+    return path
+
+
+def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "") -> Path:
+    """A directory about to be created (missing parents too): it must be absent or empty (or,
+    with `replace`, a directory to be replaced), and its nearest existing ancestor must be a
+    folder that takes new files. `hint` ends the message for an existing one."""
+    if path.exists() and not (path.is_dir() and (replace or not any(path.iterdir()))):
+        raise UsageError(f"{what}: already exists and is not {'a' if replace else 'an empty'} "
+                         f"directory{hint}")
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"{what}: {ancestor} is not a folder")
+    _probe(ancestor, what)
+    return path

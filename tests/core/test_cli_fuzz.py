@@ -1,0 +1,181 @@
+"""Every bad command-line value gets one line on stderr and exit 2: never a traceback, never a
+hang. Cases are generated from a table of each command's options and the kinds of value they
+take; a test checks the table covers every option fsc has, so a new option cannot skip it."""
+
+import contextlib
+import signal
+
+import pytest
+import typer.main
+
+from fsc.cli.main import app, main
+
+# Kinds of value and the bad values each is fed.
+BAD = {
+    "int": ["abc", "1.5", "1e9", "", "0x10", "99999999999999999999999999"],
+    "int_pos": ["0", "-1", "abc", "", "1e9", "99999999999999999999999999"],
+    "int_nonneg": ["-1", "abc", "", "99999999999999999999999999"],
+    "float_pos": ["nan", "inf", "-inf", "0", "-1", "abc", ""],
+    "float_nonneg": ["nan", "inf", "-1", "abc"],
+    "unit": ["nan", "inf", "0", "-0.5", "1.5", "abc"],  # (0, 1]
+    "choice": ["foo", "", "AUTO!"],
+    "sizes": ["", ",", "abc", "1k,x", "-4", "1e9", "4096k,99999999999"],
+    "device": ["banana", "tpu", "cuda:99", "cuda:x", ""],
+    "out_file": ["/nonexistent-dir/x.json", "/proc/fsc-x.json"],
+    "out_dir": ["/proc/fsc-x", "/etc/passwd"],
+    "recipe": ["nope_recipe", "/etc/passwd", "/dev/null", "/nonexistent/r.yaml", ""],
+    "seed": ["-1", "1e23", "99999999999999999999999", "abc"],
+    "repo": ["", "a/b/c", "noslash", "../x", "a b/c", "-x/y"],
+    "revision": ["", "a..b", "x\ny", "-x", "a b", "x:y"],
+}
+
+CKPT = "{checkpoint}"  # stands for a checkpoint directory the tests make
+# command -> (arguments that make the rest valid, {option: kind}); options not listed here are
+# flags, free text, or checked elsewhere (see NOT_FUZZED).
+COMMANDS = {
+    "build": (["tiny_attn"], {"--S": "int_nonneg", "--B": "int_pos", "--save": "out_dir",
+                              "--seed": "seed"}),
+    "decode": (["tiny_attn"], {
+        "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
+        "--temperature": "float_nonneg", "--top-p": "unit", "--threshold": "unit",
+        "--seed": "seed", "--backend": "choice", "--device": "device"}),
+    "verify": (["tiny_attn"], {"--G": "int_pos", "--B": "int_pos", "--blocks": "int_pos",
+                               "--length": "int_pos",
+                               "--seed": "seed", "--backend": "choice", "--device": "device",
+                               "--dtype": "choice"}),
+    "profile": (["-r", "tiny_attn", "--S", "16", "--B", "1"], {
+        "--recipe": "recipe", "--S": "sizes", "--B": "sizes", "--G": "sizes", "--steps": "sizes",
+        "--mode": "choice", "--dtype": "choice", "--backend": "choice", "--warmup": "int_nonneg",
+        "--repeats": "int_pos", "--device": "device", "--memory-budget": "float_pos",
+        "--bandwidth": "float_pos", "--seed": "seed", "--resume": "choice"}),
+    "estimate": (["tiny_attn"], {
+        "--S": "int_nonneg", "--B": "int_pos", "--G": "int_pos", "--steps": "int_pos",
+        "--mode": "choice", "--gpu": "choice", "--bandwidth": "float_pos", "--tflops": "float_pos",
+        "--memory": "float_pos"}),
+    "query": (["select 1"], {"--format": "choice", "--out": "out_file"}),
+    "export": (["select 1"], {"--out": "out_file"}),
+    "runs": ([], {"--limit": "int_pos", "--status": "choice", "--kind": "choice"}),
+    "push": ([CKPT, "--repo", "alice/tiny"], {"--repo": "repo", "--revision": "revision"}),
+    "pull": (["alice/tiny"], {"--dir": "out_dir"}),
+}
+# Options whose every value is valid, or that only switch behaviour.
+NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
+              "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
+              "--message"}
+
+
+def _cases():
+    for command, (base, options) in COMMANDS.items():
+        for option, kind in options.items():
+            for value in BAD[kind]:
+                # the positional argument itself, when fuzzed, replaces the base one
+                args = [command, *base, option, value]
+                if option == "--recipe" and command != "profile":
+                    continue
+                yield pytest.param(args, option, id=f"{command} {option} {value!r}")
+    for command, (base, _) in COMMANDS.items():
+        yield pytest.param([command, *base, "--no-such-option"], "--no-such-option",
+                           id=f"{command} unknown option")
+    for ref in BAD["recipe"]:
+        for command in ("build", "decode", "verify", "estimate"):
+            yield pytest.param([command, ref], None, id=f"{command} recipe {ref!r}")
+    for args in (["nonsense"], ["build"], ["decode"], ["query"], ["build", "a", "b"],
+                 ["decode", "tiny_attn", "--mode", "ar", "--G", "4"],
+                 ["decode", "tiny_hybrid", "--steps", "5"],
+                 ["profile", "-r", "tiny_hybrid", "--S", "16", "--G", "4", "--steps", "99"],
+                 ["estimate", "tiny_hybrid", "--G", "4", "--steps", "99"],
+                 ["profile", "-r", "tiny_attn", "--mode", "ar", "--G", "4"],
+                 ["query", ""], ["query", ";"], ["query", "select from where"],
+                 ["runs", "rm", "no-such-run", "--yes"]):
+        yield pytest.param(args, None, id=" ".join(args) or "(empty)")
+
+
+class _Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int):
+    def fire(*_):
+        raise _Hang(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FSC_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv("FSC_DEBUG", raising=False)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fuzz") / "ckpt"
+    assert main(["build", "tiny_attn", "--save", str(path),
+                 "--store", str(path.parent / "store")]) == 0
+    return str(path)
+
+
+@pytest.mark.parametrize("args, option", list(_cases()))
+def test_bad_input_is_one_line_and_exit_2(args, option, capsys, in_tmp, request):
+    if CKPT in args:
+        args = [request.getfixturevalue("checkpoint") if a == CKPT else a for a in args]
+        capsys.readouterr()
+    with _deadline(20):
+        code = main(args)
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2, (code, captured.err[-2000:], captured.out[-500:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err[-2000:]
+    assert "Traceback" not in captured.err and len(lines[0]) <= 500
+    if option is not None:
+        assert option.lstrip("-").lower() in lines[0].lower(), lines[0]
+
+
+def test_every_option_is_fuzzed_or_named_harmless():
+    """A new option must say which kind of value it takes (or that every value is valid)."""
+    root = typer.main.get_command(app)
+    missing = []
+    for name, cmd in root.commands.items():
+        subs = getattr(cmd, "commands", None) or {None: cmd}
+        for sub in subs.values():
+            fuzzed = set(COMMANDS.get(name, ([], {}))[1])
+            for p in sub.params:
+                for opt in p.opts:
+                    if opt.startswith("-") and opt not in fuzzed | NOT_FUZZED and len(opt) > 2:
+                        missing.append(f"{name} {opt}")
+    assert not missing, f"options with no fuzz kind: {missing}"
+
+
+def test_bare_fsc_prints_help_and_exits_0(capsys):
+    assert main([]) == 0
+    assert "Usage" in capsys.readouterr().out
+
+
+def test_debug_shows_the_traceback(monkeypatch):
+    monkeypatch.setenv("FSC_DEBUG", "1")
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the library raises
+        main(["build", "nope_recipe"])
+
+
+def test_the_oldest_typer_run_is_the_one_pyproject_allows():
+    """`make test-typer-oldest` runs this file under the lowest typer of the pinned range."""
+    import os
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    low = re.search(r'"typer>=([\d.]+),', (root / "pyproject.toml").read_text()).group(1)
+    assert re.search(rf"^TYPER_OLDEST := {re.escape(low)}(\.0)?$",
+                     (root / "Makefile").read_text(), re.M), low
+    expected = os.environ.get("FSC_EXPECT_TYPER")
+    if expected is None:
+        pytest.skip("not the oldest-typer run")
+    assert typer.__version__ == expected
