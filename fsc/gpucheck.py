@@ -32,6 +32,7 @@ import time
 import traceback
 
 from fsc.errors import is_out_of_memory
+from fsc.kernels import op_folders
 from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, state_points
 
 POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
@@ -172,8 +173,7 @@ TUNE_ATTENTION = ((1, 65536), (1, 262144), (8, 65536), (8, 262144))  # (B, S)
 TUNE_ATTENTION_DRY = ((1, 40), (2, 40))
 TUNE_STATE_B = (1, 8)
 TUNE_BUDGET_S = 120
-MODULES = {"block_attention": "attention", "causal_conv_block": "conv",
-           "mamba_block_scan": "mamba", "linear_block": "linear", "gla_block": "gla"}
+FOLDERS = op_folders()  # op -> its kernel folder, the kernel's name in $FSC_KERNEL_TUNING
 
 
 def tune_trials(op: str, dry_run: bool) -> list[dict]:
@@ -225,7 +225,7 @@ def run_tuning(device, dtype, shapes, bandwidth, deadline, dry_run: bool, log) -
             _free(device)
             continue
         for point in points:
-            module = importlib.import_module(f"fsc.kernels.{MODULES[point.op]}.triton")
+            module = importlib.import_module(f"fsc.kernels.{FOLDERS[point.op]}.triton")
             trials = []
             for change in tune_trials(point.op, dry_run):
                 if time.monotonic() > deadline:
@@ -255,7 +255,7 @@ def _tuning_row(point: Point, trials: list[dict], bandwidth: float | None) -> di
         best = min(timed, key=lambda t: t["us"])
         row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],
                    gain=trials[0]["us"] / best["us"],
-                   best_env=",".join(f"{MODULES[point.op]}.{k}={'none' if v is None else v}"
+                   best_env=",".join(f"{FOLDERS[point.op]}.{k}={'none' if v is None else v}"
                                      for k, v in best["change"].items()))
         if bandwidth:
             row["default_frac_hbm"] = point.bytes / (trials[0]["us"] * 1e-6) / bandwidth
@@ -299,8 +299,6 @@ def run_profile(deadline, dry_run: bool) -> dict:
 
 
 # -- output ----------------------------------------------------------------------------------
-SHORT = {"block_attention": "attention", "causal_conv_block": "conv", "mamba_block_scan": "mamba",
-         "linear_block": "linear", "gla_block": "gla"}
 COLUMNS = [("op", "op", "{}"), ("mode", "mode", "{}"), ("B", "B", "{}"), ("S", "S", "{}"),
            ("rel_err", "err", "{:.1e}"), ("state_rel_err", "state err", "{:.1e}"),
            ("triton_us", "triton µs", "{:.1f}"), ("torch_us", "torch µs", "{:.1f}"),
@@ -312,7 +310,7 @@ COLUMNS = [("op", "op", "{}"), ("mode", "mode", "{}"), ("B", "B", "{}"), ("S", "
 def _cell(row, key, fmt) -> str:
     v = row.get(key)
     if key == "op":
-        v = SHORT.get(v, v)
+        v = FOLDERS.get(v, v)
     if isinstance(v, dict):  # a tuning change
         v = ", ".join(f"{k} {x}" for k, x in v.items()) or "the default"
     return "-" if v is None else fmt.format(v)
@@ -406,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     if better:
         print(f"to launch with a faster choice, set {TUNING_ENV} (comma-separated) to:")
         for r in better:
-            print(f"  {r['best_env']}    # {SHORT.get(r['op'], r['op'])} B={r['B']} "
+            print(f"  {r['best_env']}    # {FOLDERS.get(r['op'], r['op'])} B={r['B']} "
                   f"S={r['S']}: {r['gain']:.2f}×")
     print(f"profile: {profile['status']}")
     out_dir = os.environ.get("OUT") or os.getcwd()

@@ -1,8 +1,10 @@
 """Op dispatch: the Triton kernel on CUDA tensors, the pure-torch reference elsewhere.
 
-`use_backend("auto" | "torch" | "triton")` picks the policy; `ran` records which backend each op
-actually ran last, so profile rows can say what they timed. "triton" on CPU tensors needs the
-Triton interpreter (TRITON_INTERPRET=1 set before fsc.kernels are imported).
+The ops are the folders of fsc.kernels (`op_folders`): `call(op, *args)` runs `op` with the
+reference's signature. `use_backend("auto" | "torch" | "triton")` picks the policy; `ran`
+records which backend each op actually ran last, so profile rows can say what they timed.
+"triton" on CPU tensors needs the Triton interpreter (TRITON_INTERPRET=1 set before fsc.kernels
+are imported).
 """
 
 from __future__ import annotations
@@ -11,23 +13,16 @@ import importlib
 import os
 from contextlib import contextmanager
 
+import torch
+
 from fsc.errors import KernelError
-from fsc.kernels.attention.reference import block_attention_ref
-from fsc.kernels.conv.reference import causal_conv_block_ref
-from fsc.kernels.gla.reference import gla_block_ref
-from fsc.kernels.linear.reference import linear_block_ref
-from fsc.kernels.mamba.reference import mamba_block_scan_ref
+from fsc.kernels import op_folders
 
 BACKENDS = ("auto", "torch", "triton")
-
-# op name -> (reference, module and function of the Triton launcher)
-_OPS = {
-    "block_attention": (block_attention_ref, "fsc.kernels.attention.triton", "block_attention"),
-    "causal_conv_block": (causal_conv_block_ref, "fsc.kernels.conv.triton", "causal_conv_block"),
-    "mamba_block_scan": (mamba_block_scan_ref, "fsc.kernels.mamba.triton", "mamba_block_scan"),
-    "linear_block": (linear_block_ref, "fsc.kernels.linear.triton", "linear_block"),
-    "gla_block": (gla_block_ref, "fsc.kernels.gla.triton", "gla_block"),
-}
+FOLDERS = op_folders()  # op name -> folder under fsc.kernels
+# op name -> its reference (the spec; runs anywhere)
+REFERENCES = {op: getattr(importlib.import_module(f"fsc.kernels.{folder}.reference"), f"{op}_ref")
+              for op, folder in FOLDERS.items()}
 
 _backend = "auto"
 ran: dict[str, str] = {}
@@ -56,17 +51,21 @@ def backend(name: str):
 
 def triton_impl(op: str):
     """The Triton launcher of `op`, or None when none is written yet."""
-    _, module, fn = _OPS[op]
+    module = f"fsc.kernels.{FOLDERS[op]}.triton"
     try:
-        return getattr(importlib.import_module(module), fn)
+        return getattr(importlib.import_module(module), op)
     except ModuleNotFoundError as e:
         if e.name == module:
             return None
         raise
 
 
-def _call(op: str, device_type: str, *args, **kwargs):
-    ref = _OPS[op][0]
+def call(op: str, *args, **kwargs):
+    """Run `op` on `args` (the reference's signature) with the backend the policy picks for
+    the device of its first tensor."""
+    if op not in REFERENCES:
+        raise KernelError(f"no op {op!r}; ops: {', '.join(REFERENCES)}")
+    device_type = next(a for a in args if isinstance(a, torch.Tensor)).device.type
     want = _backend
     if want == "auto":
         want = "triton" if device_type == "cuda" and triton_impl(op) is not None else "torch"
@@ -81,26 +80,4 @@ def _call(op: str, device_type: str, *args, **kwargs):
         ran[op] = "triton"
         return fn(*args, **kwargs)
     ran[op] = "torch"
-    return ref(*args, **kwargs)
-
-
-def block_attention(q, k_cache, v_cache, k_blk, v_blk, S, scale):
-    return _call("block_attention", q.device.type, q, k_cache, v_cache, k_blk, v_blk, S, scale)
-
-
-def causal_conv_block(x, window, weight, bias, new_window=None):
-    return _call("causal_conv_block", x.device.type, x, window, weight, bias, new_window)
-
-
-def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
-    return _call("mamba_block_scan", x.device.type, x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state)
-
-
-def linear_block(q, k, v, state, z_state, feature_map, eps, new_state=None, new_z=None):
-    return _call(
-        "linear_block", q.device.type, q, k, v, state, z_state, feature_map, eps, new_state, new_z
-    )
-
-
-def gla_block(q, k, v, gk, state, scale, new_state=None):
-    return _call("gla_block", q.device.type, q, k, v, gk, state, scale, new_state)
+    return REFERENCES[op](*args, **kwargs)

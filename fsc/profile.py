@@ -20,6 +20,7 @@ import torch
 from fsc import ops
 from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
 from fsc.errors import WeightsDoNotFit, is_out_of_memory
+from fsc.mixers import MIXERS
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
 from fsc.source import check_fits, free_bytes, load_model, load_source_recipe
@@ -107,13 +108,9 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
     }
 
 
-_OP_OF_KIND = {"attention": ["block_attention"], "mamba": ["causal_conv_block", "mamba_block_scan"],
-               "linear": ["linear_block"], "gla": ["gla_block"]}
-
-
 def _mixer_backends(model) -> dict[str, str]:
     kinds = dict.fromkeys(layer.mixer.kind for layer in model.layers)
-    return {k: "+".join(sorted({ops.ran.get(op, "?") for op in _OP_OF_KIND[k]})) for k in kinds}
+    return {k: "+".join(sorted({ops.ran.get(op, "?") for op in MIXERS[k].ops})) for k in kinds}
 
 
 

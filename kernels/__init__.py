@@ -8,3 +8,17 @@ Layout everywhere: `[B, T, H, D]` (batch, tokens, heads, head dim).
 # Launch choices of the Triton kernels, e.g. "attention.block_n=128,gla.form=scan" (read by
 # _common.from_env; here so that recording it imports neither torch nor triton).
 TUNING_ENV = "FSC_KERNEL_TUNING"
+
+
+def op_folders() -> dict[str, str]:
+    """{op name: folder} of every op folder here: each declares `OP` in its __init__.py, with
+    `reference.<OP>_ref` beside it and, where written, `triton.<OP>`. Imports neither torch
+    nor triton."""
+    import importlib
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg:
+            found[importlib.import_module(f"{__name__}.{info.name}").OP] = info.name
+    return found

@@ -19,7 +19,7 @@ import os
 
 import torch
 import triton
-from fsc.kernels import TUNING_ENV
+from fsc.kernels import TUNING_ENV, op_folders
 
 from fsc.errors import KernelError, TuningError
 
@@ -131,7 +131,7 @@ def warps(tile_elements: int) -> int:
 
 
 # -- launch choices ---------------------------------------------------------------------------
-KERNELS = ("attention", "conv", "mamba", "linear", "gla")
+KERNELS = tuple(op_folders().values())  # the kernels $FSC_KERNEL_TUNING may name
 FORMS = ("auto", "chunk", "scan")
 
 

@@ -1,8 +1,9 @@
 """What the model holds, from the Recipe alone: parameter counts and cache sizes per layer.
 
-Every figure mirrors a module definition in fsc/model (no torch here): `nn.Linear` without bias
-except GLA's gate `wg`; RMSNorm weights; Mamba-2's conv weight and bias, A_log, dt_bias, D; the MoE
-router plus stacked experts; untied embedding and lm_head; FFN hidden = int(hidden_ratio × d_model).
+Every figure mirrors a module definition in fsc/model (no torch here). Each mixer kind's layer
+is its registry entry's `MixerShape` (fsc/mixers/<kind>.py); the rest is here: RMSNorm weights,
+the MoE router plus stacked experts, untied embedding and lm_head, FFN hidden =
+int(hidden_ratio × d_model).
 Parameters are stored in recipe.dtype, KV caches in recipe.dtype, recurrent states in state_dtype,
 except linear attention's un-decayed sums: fp32 always.
 """
@@ -11,84 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsc.mixers import MIXERS, MixerShape
 from fsc.recipe import DTYPE_BYTES, Recipe
 
 
-@dataclass(frozen=True)
-class MixerShape:
-    """One mixer kind of a recipe.
-
-    linears: (in_features, out_features) of each projection (2 FLOPs per weight per token).
-    extra_params: parameters outside the projections (biases, conv, A_log, dt_bias, D).
-    cache: element count per sequence of each cache tensor, as (per_token, fixed): a tensor of
-        per_token · capacity + fixed elements per sequence. Attention's are per token (growing);
-        the recurrent mixers' are fixed.
-    scan_flops_per_token: FLOPs of the recurrence (and conv) per token, both directions.
-    attn_flops_per_pair: FLOPs per (query token, key position) pair: QKᵀ and PV, 2 each per MAC.
-    cache_dtype: the dtype of its cache when the mixer fixes it, whatever the recipe says.
-    """
-
-    kind: str
-    linears: tuple[tuple[int, int], ...]
-    extra_params: int
-    cache: dict[str, tuple[int, int]]
-    scan_flops_per_token: int = 0
-    attn_flops_per_pair: int = 0
-    cache_dtype: str | None = None
-
-    @property
-    def params(self) -> int:
-        return sum(i * o for i, o in self.linears) + self.extra_params
-
-    @property
-    def growing(self) -> bool:
-        return any(per_token for per_token, _ in self.cache.values())
-
-
 def mixer_shape(recipe: Recipe, kind: str) -> MixerShape:
-    d = recipe.d_model
-    if kind == "attention":
-        a = recipe.attention
-        h, hkv = a.n_heads, a.n_kv_heads or a.n_heads
-        hd = a.head_dim or d // h
-        # k, v: [B, capacity, Hkv, D]
-        kv = (hkv * hd, 0)
-        return MixerShape(kind, ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d)), 0,
-                          {"k": kv, "v": kv}, attn_flops_per_pair=4 * h * hd)
-    if kind == "mamba":
-        m = recipe.mamba
-        d_inner = m.expand * d
-        n_heads = d_inner // m.head_dim
-        conv_dim = d_inner + 2 * m.d_state  # x, B, C go through the conv
-        # in_proj -> z | x, B, C | dt; conv weight [C, W] + bias [C]; A_log, dt_bias, D [H]
-        linears = ((d, d_inner + conv_dim + n_heads), (d_inner, d))
-        extra = conv_dim * m.d_conv + conv_dim + 3 * n_heads
-        # conv window [B, C, W-1]; ssm [B, H, P, N] with H·P = d_inner
-        cache = {"conv": (0, conv_dim * (m.d_conv - 1)), "ssm": (0, d_inner * m.d_state)}
-        # per direction per state element: decay multiply and dt·x·B outer-product add (3),
-        # C readout (2)
-        scan = 2 * 5 * d_inner * m.d_state + 2 * conv_dim * m.d_conv
-        return MixerShape(kind, linears, extra, cache, scan_flops_per_token=scan)
-    if kind == "linear":
-        c = recipe.linear
-        h = c.n_heads
-        dv = d // h
-        r = c.feature_dim or dv
-        linears = ((d, h * r), (d, h * r), (d, h * dv), (h * dv, d))
-        # state [B, H, r, Dv], z [B, H, r]; fp32 (sums without decay drift in 16 bits)
-        cache = {"state": (0, h * r * dv), "z": (0, h * r)}
-        # per head: φ(k)vᵀ add (2·r·Dv), z add (r), q·S readout (2·r·Dv), q·z (2·r)
-        return MixerShape(kind, linears, 0, cache, scan_flops_per_token=h * (4 * r * dv + 3 * r),
-                          cache_dtype="fp32")
-    if kind == "gla":
-        g = recipe.gla
-        h = g.n_heads
-        hd = g.head_dim or d // h
-        linears = ((d, h * hd),) * 4 + ((h * hd, d),)  # wq, wk, wv, wg, wo
-        # state [B, H, Dk, Dv]; per direction per element: gate, k vᵀ add (3), q readout (2)
-        return MixerShape(kind, linears, h * hd, {"state": (0, h * hd * hd)},
-                          scan_flops_per_token=h * 2 * 5 * hd * hd)
-    raise ValueError(f"unknown mixer kind {kind!r}")
+    """What one `kind` layer of `recipe` holds and does (its registry entry's shape)."""
+    return MIXERS[kind].shape(recipe)
 
 
 @dataclass(frozen=True)

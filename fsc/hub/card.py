@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 import fsc
+from fsc.costmodel.shapes import kind_shapes
+from fsc.mixers import MIXERS
 from fsc.recipe import Recipe
 
 FORMAT_VERSION = 1
 CARD_CONTEXTS = (4096, 32768, 262144)  # S values of the model card's cache table
 
-_MIXER_TAGS = {"attention": "attention", "mamba": "mamba", "linear": "linear-attention",
-               "gla": "gated-linear-attention"}
 
 
 def config_dict(recipe: Recipe, facts: dict) -> dict:
@@ -47,7 +47,7 @@ def _tags(recipe: Recipe) -> list[str]:
     tags = ["fsc", "block-diffusion" if recipe.block_size > 1 else "autoregressive"]
     if len(kinds) > 1:
         tags.append("hybrid")
-    tags += [_MIXER_TAGS[k] for k in kinds]
+    tags += [MIXERS[k].tag for k in kinds]
     if recipe.moe is not None:
         tags.append("mixture-of-experts")
     return tags
@@ -60,6 +60,9 @@ def _gib(n: int) -> str:
 def model_card(recipe: Recipe, facts: dict) -> str:
     """README.md with Hub front matter (library_name, tags, a `license: other` placeholder)."""
     kv, state = facts["kv_bytes_per_token"], facts["state_bytes_per_sequence"]
+    growing = {shape.kind: shape.growing for shape, _ in kind_shapes(recipe)}
+    kv_kinds = ", ".join(k for k, g in growing.items() if g) or "no"
+    state_kinds = ", ".join(k for k, g in growing.items() if not g) or "no"
     license_line = "license: other  # placeholder: set the real license before publishing"
     front = ["---", "library_name: fsc", license_line, "tags:",
              *[f"- {t}" for t in _tags(recipe)], "---", ""]
@@ -85,8 +88,8 @@ vocabulary {recipe.vocab_size}, block size G = {recipe.block_size}, {recipe.dtyp
 | layer plan (1 = first layer) | `{recipe.layer_map}` |
 | parameters | {facts['n_params']:,} ({plan}) |
 | weight bytes | {facts['weight_bytes']:,} |
-| KV cache per token (grows with S; attention layers) | {kv:,} bytes |
-| fixed state per sequence (mamba, linear, gla layers) | {state:,} bytes |
+| KV cache per token (grows with S; {kv_kinds} layers) | {kv:,} bytes |
+| fixed state per sequence ({state_kinds} layers) | {state:,} bytes |
 
 A cache built for block size G = {recipe.block_size} is valid only for that G.
 

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from fsc import ops
+from fsc.mixers import attention as spec
 from fsc.model.cache import LayerCache
 from fsc.model.layers import block_ids, rope
 from fsc.model.mixer import Mixer
@@ -20,9 +21,7 @@ class Attention(Mixer):
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
         cfg = recipe.attention
-        self.n_heads = cfg.n_heads
-        self.n_kv_heads = cfg.n_kv_heads or cfg.n_heads
-        self.head_dim = cfg.head_dim or recipe.d_model // cfg.n_heads
+        self.n_heads, self.n_kv_heads, self.head_dim = spec.dims(cfg, recipe.d_model)
         self.theta = cfg.rope_theta
         d, h, hkv, hd = recipe.d_model, self.n_heads, self.n_kv_heads, self.head_dim
         self.wq = nn.Linear(d, h * hd, bias=False)
@@ -49,7 +48,7 @@ class Attention(Mixer):
         positions = torch.arange(S, S + G, device=x.device)
         q, k, v = self._qkv(x, positions)  # (B, G, H|Hkv, D)
         kc, vc = cache.tensors["k"], cache.tensors["v"]
-        o = ops.block_attention(q, kc, vc, k.to(kc.dtype), v.to(vc.dtype), S, 1 / math.sqrt(self.head_dim))
+        o = ops.call("block_attention", q, kc, vc, k.to(kc.dtype), v.to(vc.dtype), S, 1 / math.sqrt(self.head_dim))
         if commit:
             kc[:, S : S + G] = k.to(kc.dtype)
             vc[:, S : S + G] = v.to(vc.dtype)
@@ -66,3 +65,6 @@ class Attention(Mixer):
         scores = scores.masked_fill(~allowed, float("-inf"))
         o = torch.einsum("bhts,bshd->bthd", torch.softmax(scores, -1), v.float())
         return self.wo(o.reshape(B, T, -1).to(x.dtype))
+
+
+MIXER = Attention

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fsc import ops
+from fsc.mixers import gla as spec
 from fsc.model.cache import LayerCache
 from fsc.model.mixer import Mixer
 
@@ -19,8 +20,7 @@ class GLA(Mixer):
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
         cfg = recipe.gla
-        self.n_heads = cfg.n_heads
-        self.head_dim = cfg.head_dim or recipe.d_model // cfg.n_heads
+        self.n_heads, self.head_dim = spec.dims(cfg, recipe.d_model)
         self.normalizer = cfg.gate_logit_normalizer
         d, hd = recipe.d_model, self.n_heads * self.head_dim
         self.wq = nn.Linear(d, hd, bias=False)
@@ -43,7 +43,7 @@ class GLA(Mixer):
         B, G, _ = x.shape
         q, k, v, gk = self._proj(x)
         st = cache.tensors["state"]
-        o = ops.gla_block(q, k, v, gk, st, 1 / math.sqrt(self.head_dim), st if commit else None)
+        o = ops.call("gla_block", q, k, v, gk, st, 1 / math.sqrt(self.head_dim), st if commit else None)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
@@ -75,3 +75,6 @@ class GLA(Mixer):
 
     def _synthetic_fill(self, name, t, generator):
         t.normal_(0.0, 0.5, generator=generator)
+
+
+MIXER = GLA

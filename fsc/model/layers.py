@@ -10,6 +10,18 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
+def init_parameter(leaf: str, p: torch.Tensor, gen: torch.Generator) -> None:
+    """Seeded initial value of a parameter named `leaf`: norms' weights (1-D) and D are 1,
+    biases 0, matrices normal(0, 0.02). Mixers with parameters of their own override
+    `Mixer.init_parameter` and fall back on this."""
+    if (leaf == "weight" and p.ndim == 1) or leaf == "D":
+        p.fill_(1.0)
+    elif leaf == "bias":
+        p.zero_()
+    else:
+        p.normal_(0.0, 0.02, generator=gen)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()

@@ -7,6 +7,7 @@ from torch import nn
 
 from fsc import ops
 from fsc.kernels.linear.reference import FEATURE_MAPS
+from fsc.mixers import linear as spec
 from fsc.model.cache import LayerCache
 from fsc.model.layers import block_ids
 from fsc.model.mixer import Mixer
@@ -18,9 +19,7 @@ class LinearAttention(Mixer):
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
         cfg = recipe.linear
-        self.n_heads = cfg.n_heads
-        self.head_dim = recipe.d_model // cfg.n_heads  # Dv
-        self.feature_dim = cfg.feature_dim or self.head_dim  # r
+        self.n_heads, self.head_dim, self.feature_dim = spec.dims(cfg, recipe.d_model)  # H, Dv, r
         self.feature_map = cfg.feature_map
         self.eps = cfg.eps
         d, h = recipe.d_model, self.n_heads
@@ -50,8 +49,8 @@ class LinearAttention(Mixer):
         B, G, _ = x.shape
         q, k, v = self._qkv(x)
         st, z = cache.tensors["state"], cache.tensors["z"]
-        o = ops.linear_block(q, k, v, st, z, self.feature_map, self.eps,
-                             st if commit else None, z if commit else None)
+        o = ops.call("linear_block", q, k, v, st, z, self.feature_map, self.eps,
+                   st if commit else None, z if commit else None)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
@@ -74,3 +73,6 @@ class LinearAttention(Mixer):
     def _synthetic_fill(self, name, t, generator):
         # A real prefix has z = Σ φ(k) > 0 and φ(k)vᵀ sums of matching size.
         t.uniform_(0.5, 1.5, generator=generator) if name == "z" else t.normal_(0, 1, generator=generator)
+
+
+MIXER = LinearAttention

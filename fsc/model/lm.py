@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from fsc.model import MIXER_REGISTRY
 from fsc.model.cache import ModelCache
-from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm
+from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm, init_parameter
 from fsc.recipe import Recipe
 
 
@@ -116,31 +114,19 @@ class LM(nn.Module):
 
 
 def init_weights(model: LM, seed: int = 0) -> LM:
-    """Seeded initial weights, drawn in place on the model's device (normal 0.02 for matrices;
-    Mamba-2 style A in [1, 16], dt in [1e-3, 0.1], D = 1). Reproducible for a given seed and
-    device type."""
+    """Seeded initial weights, drawn in place on the model's device, parameter by parameter in
+    the model's order from one generator: a mixer's own through `Mixer.init_parameter` (Mamba-2
+    style A, dt and conv, for instance), every other one by `init_parameter`. Reproducible for a
+    given seed and device type."""
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            leaf = name.rsplit(".", 1)[-1]
-            if (leaf == "weight" and p.ndim == 1) or leaf == "D":  # norms, skip
-                p.fill_(1.0)
-            elif leaf == "bias":
-                p.zero_()
-            elif leaf == "A_log":
-                p.copy_(torch.empty(p.shape, device=device).uniform_(1, 16, generator=gen).log_())
-            elif leaf == "dt_bias":
-                lo, hi = math.log(1e-3), math.log(0.1)
-                dt = torch.empty(p.shape, device=device).uniform_(lo, hi, generator=gen).exp_()
-                p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
-            elif leaf == "conv_weight":
-                bound = 1 / math.sqrt(p.shape[-1])
-                p.uniform_(-bound, bound, generator=gen)
-            elif leaf == "conv_bias":
-                p.uniform_(-0.1, 0.1, generator=gen)
-            else:
-                p.normal_(0.0, 0.02, generator=gen)
+            parts = name.split(".")  # layers.<i>.mixer.<...>.<leaf> for a mixer's own
+            init = init_parameter
+            if parts[0] == "layers" and parts[2] == "mixer":
+                init = model.layers[int(parts[1])].mixer.init_parameter
+            init(parts[-1], p, gen)
     return model
 
 

@@ -6,11 +6,14 @@ cache. Backward direction: the same recurrence over the current block reversed, 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from fsc import ops
+from fsc.mixers import mamba as spec
 from fsc.model.cache import LayerCache
 from fsc.model.mixer import Mixer
 
@@ -21,12 +24,8 @@ class Mamba(Mixer):
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
         cfg = recipe.mamba
-        self.d_inner = cfg.expand * recipe.d_model
-        self.head_dim = cfg.head_dim
-        self.n_heads = self.d_inner // cfg.head_dim
-        self.d_state = cfg.d_state
-        self.d_conv = cfg.d_conv
-        self.conv_dim = self.d_inner + 2 * cfg.d_state
+        (self.d_inner, self.n_heads, self.head_dim, self.d_state, self.d_conv,
+         self.conv_dim) = spec.dims(cfg, recipe.d_model)
         # in_proj -> z (d_inner) | x, B, C (conv_dim) | dt (n_heads)
         self.in_proj = nn.Linear(recipe.d_model, self.d_inner + self.conv_dim + self.n_heads, bias=False)
         self.conv_weight = nn.Parameter(torch.empty(self.conv_dim, cfg.d_conv))
@@ -35,6 +34,23 @@ class Mamba(Mixer):
         self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
         self.D = nn.Parameter(torch.empty(self.n_heads))
         self.out_proj = nn.Linear(self.d_inner, recipe.d_model, bias=False)
+
+    def init_parameter(self, leaf, p, gen):
+        """Mamba-2 style: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus), the
+        conv uniform within 1/sqrt(width), its bias within 0.1."""
+        if leaf == "A_log":
+            p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
+        elif leaf == "dt_bias":
+            lo, hi = math.log(1e-3), math.log(0.1)
+            dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
+            p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+        elif leaf == "conv_weight":
+            bound = 1 / math.sqrt(p.shape[-1])
+            p.uniform_(-bound, bound, generator=gen)
+        elif leaf == "conv_bias":
+            p.uniform_(-0.1, 0.1, generator=gen)
+        else:
+            super().init_parameter(leaf, p, gen)
 
     def cache_shapes(self, batch, capacity):
         return {
@@ -54,10 +70,11 @@ class Mamba(Mixer):
         B, G, _ = x.shape
         z, xbc, dt = self._split(x)
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
-        xbc = ops.causal_conv_block(xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
+        xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
         A = -torch.exp(self.A_log.float())
-        y = ops.mamba_block_scan(
+        y = ops.call(
+            "mamba_block_scan",
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
             ssm, ssm if commit else None,
         )
@@ -108,3 +125,6 @@ class Mamba(Mixer):
 
     def _synthetic_fill(self, name, t, generator):
         t.normal_(0.0, 0.5 if name == "ssm" else 1.0, generator=generator)
+
+
+MIXER = Mamba

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from fsc.model.cache import LayerCache
+from fsc.model.layers import init_parameter
 
 
 class Mixer(nn.Module):
@@ -43,6 +44,10 @@ class Mixer(nn.Module):
 
     def forward_blockwise(self, x, block_lengths: list[int]):
         raise NotImplementedError
+
+    def init_parameter(self, leaf: str, p: torch.Tensor, gen: torch.Generator) -> None:
+        """Seeded initial value of this mixer's parameter `leaf` (see fsc.model.lm.init_weights)."""
+        init_parameter(leaf, p, gen)
 
     def _synthetic_fill(self, name: str, t: torch.Tensor, generator) -> None:
         t.normal_(0.0, 1.0, generator=generator)

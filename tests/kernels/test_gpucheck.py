@@ -8,7 +8,7 @@ import sys
 
 from fsc.kernels import _common
 
-from fsc.gpucheck import MODULES
+from fsc.gpucheck import FOLDERS as MODULES
 
 OPS = {"block_attention", "causal_conv_block", "mamba_block_scan", "linear_block", "gla_block"}
 

@@ -1,0 +1,66 @@
+"""Bidirectional Mamba-2 (per-head scalar decay, one B/C group, a short causal conv)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pydantic import Field
+
+from fsc.mixers.spec import MixerShape, MixerSpec
+from fsc.sections import MAX_CONV, MAX_EXPAND, MAX_HEAD_DIM, MAX_STATE, Bad, Section
+
+
+class MambaCfg(Section):
+    d_state: int = Field(16, ge=1, le=MAX_STATE)
+    expand: int = Field(2, ge=1, le=MAX_EXPAND)
+    d_conv: int = Field(4, ge=1, le=MAX_CONV)
+    head_dim: int = Field(64, ge=1, le=MAX_HEAD_DIM)
+
+
+class Dims(NamedTuple):
+    d_inner: int
+    n_heads: int
+    head_dim: int
+    d_state: int
+    d_conv: int
+    conv_dim: int  # x, B and C go through the conv
+
+
+def dims(cfg: MambaCfg, d_model: int) -> Dims:
+    d_inner = cfg.expand * d_model
+    return Dims(d_inner, d_inner // cfg.head_dim, cfg.head_dim, cfg.d_state, cfg.d_conv,
+                d_inner + 2 * cfg.d_state)
+
+
+def _check(m: MambaCfg, d: int) -> None:
+    if (m.expand * d) % m.head_dim:
+        raise Bad(("mamba", "head_dim"), f"does not divide d_inner {m.expand * d} "
+                  "(expand × d_model)", m.head_dim, "a divisor of expand × d_model")
+
+
+def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
+    d_inner = cfg.get("expand", 2) * d_model
+    hd = cfg.get("head_dim", 64)
+    while d_inner % hd:
+        hd //= 2
+    cfg["head_dim"] = max(hd, 1)
+    return cfg
+
+
+def _shape(recipe) -> MixerShape:
+    d = recipe.d_model
+    m = dims(recipe.mamba, d)
+    # in_proj -> z | x, B, C | dt; conv weight [C, W] + bias [C]; A_log, dt_bias, D [H]
+    linears = ((d, m.d_inner + m.conv_dim + m.n_heads), (m.d_inner, d))
+    extra = m.conv_dim * m.d_conv + m.conv_dim + 3 * m.n_heads
+    # conv window [B, C, W-1]; ssm [B, H, P, N] with H·P = d_inner
+    cache = {"conv": (0, m.conv_dim * (m.d_conv - 1)), "ssm": (0, m.d_inner * m.d_state)}
+    # per direction per state element: decay multiply and dt·x·B outer-product add (3),
+    # C readout (2)
+    scan = 2 * 5 * m.d_inner * m.d_state + 2 * m.conv_dim * m.d_conv
+    return MixerShape("mamba", linears, extra, cache, scan_flops_per_token=scan)
+
+
+SPEC = MixerSpec(kind="mamba", letter="M", order=1, section=MambaCfg, shape=_shape,
+                 ops=("causal_conv_block", "mamba_block_scan"), tag="mamba",
+                 section_optional=True, check=_check, at_width=_at_width)

@@ -1,0 +1,155 @@
+"""Gated DeltaNet block: the delta rule with a scalar per-head decay, forward scan from the
+cached state, backward scan from zero inside the block (the scan form of the GLA op).
+
+Grid (B, H, Dv tiles). Each value column of the delta rule is independent (u_t for columns d
+needs only h[:, d] and k_t), so a program keeps its [Dk, Dv_tile] slice of the state in fp32
+registers and steps through the G tokens:
+    h ← exp(g_t) h;  u_t = beta_t (v_t - kᵀ_t h);  h ← h + k_t u_tᵀ;  o_t = (scale q_t)ᵀ h,
+forwards from the state (read once, element by element before the one write of the new state,
+so new_state may be state), then backwards from zero. The forward outputs wait in an fp32
+scratch shaped like the output, one [Dv_tile] row a token, rather than in a [G, Dv_tile]
+register tile: any G takes the same registers and O(G) work. The backward pass adds its own
+part, read after the decay and before token t's write (the later tokens' state, decayed: the
+own write counts once, in the forward part), and writes each output element once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import triton
+import triton.language as tl
+from fsc.kernels import _common
+
+
+@triton.jit
+def _token(q_ptrs, k_ptrs, v_ptrs, g_ptr, b_ptr, k_mask, d_mask, scale):
+    """q_t·scale and k_t over the key tile, v_t over the value tile, exp(g_t) and beta_t; fp32."""
+    q = tl.load(q_ptrs, mask=k_mask, other=0.0).to(tl.float32) * scale
+    k = tl.load(k_ptrs, mask=k_mask, other=0.0).to(tl.float32)
+    v = tl.load(v_ptrs, mask=d_mask, other=0.0).to(tl.float32)
+    a = tl.exp(tl.load(g_ptr).to(tl.float32))
+    beta = tl.load(b_ptr).to(tl.float32)
+    return q, k, v, a, beta
+
+
+@triton.jit
+def _delta_write(h, k, v, beta):
+    """Write beta·(v - what h recalls for k) at key k: the delta rule (h already decayed)."""
+    u = beta * (v - tl.sum(k[:, None] * h, 0))
+    return h + k[:, None] * u[None, :]
+
+
+@triton.jit
+def _gated_delta_kernel(q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, st_ptr, out_ptr, ns_ptr, of_ptr,
+                        G, DK, DV, scale,
+                        sqb, sqg, sqh, sqk, skb, skg, skh, skk, svb, svg, svh, svd,
+                        sgb, sgg, sgh, sbb, sbg, sbh, ssb, ssh, ssk, ssd, sob, sog, soh, sod,
+                        snb, snh, snk, snd,
+                        BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, WRITE: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    hd = tl.program_id(1).to(tl.int64)
+    kk = tl.arange(0, BLOCK_K).to(tl.int64)  # int64 indices: see _common.py
+    d = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+    k_mask, d_mask = kk < DK, d < DV
+    kd_mask = k_mask[:, None] & d_mask[None, :]
+    # Pointers at token 0, stepped by one token's stride per iteration. of_ptr (the fp32
+    # scratch of the forward outputs) is shaped and strided like the output.
+    q0 = q_ptr + b * sqb + hd * sqh + kk * sqk
+    k0 = k_ptr + b * skb + hd * skh + kk * skk
+    v0 = v_ptr + b * svb + hd * svh + d * svd
+    g0 = g_ptr + b * sgb + hd * sgh
+    b0 = b_ptr + b * sbb + hd * sbh
+    o0 = out_ptr + b * sob + hd * soh + d * sod
+    f0 = of_ptr + b * sob + hd * soh + d * sod
+
+    h = tl.load(st_ptr + b * ssb + hd * ssh + kk[:, None] * ssk + d[None, :] * ssd,
+                mask=kd_mask, other=0.0).to(tl.float32)
+    qp, kp, vp, gp, bp, fp = q0, k0, v0, g0, b0, f0
+    for _t in range(G):
+        q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
+        h = _delta_write(a * h, k, v, beta)
+        tl.store(fp, tl.sum(q[:, None] * h, 0), mask=d_mask)
+        qp, kp, vp, gp, bp, fp = qp + sqg, kp + skg, vp + svg, gp + sgg, bp + sbg, fp + sog
+    if WRITE:
+        tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
+                 h.to(ns_ptr.dtype.element_ty), mask=kd_mask)
+    tl.debug_barrier()  # the backward pass reads forward outputs other threads stored
+
+    hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
+    last = G - 1
+    qp, kp, vp = q0 + last * sqg, k0 + last * skg, v0 + last * svg
+    gp, bp, fp, op = g0 + last * sgg, b0 + last * sbg, f0 + last * sog, o0 + last * sog
+    for _i in range(G):
+        q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
+        hb = a * hb
+        o = tl.load(fp, mask=d_mask, other=0.0) + tl.sum(q[:, None] * hb, 0)
+        tl.store(op, o.to(out_ptr.dtype.element_ty), mask=d_mask)
+        hb = _delta_write(hb, k, v, beta)
+        qp, kp, vp, gp, bp = qp - sqg, kp - skg, vp - svg, gp - sgg, bp - sbg
+        fp, op = fp - sog, op - sog
+
+
+@dataclass(frozen=True)
+class Tuning(_common.Choices):
+    """Launch choices (`_common.tuned` swaps them)."""
+
+    LEAST_BLOCK: ClassVar[int] = 1  # no tl.dot: any power-of-two width
+    block_v: int | None = None  # value columns a program (a power of two); None: see block_v()
+    num_warps: int | None = None  # None: 4
+
+
+TUNING = _common.from_env("gated_delta", Tuning())
+WIDEST_TILE = 8192  # fp32 state elements a program holds at most (64 a thread at 4 warps)
+
+
+def block_v(B: int, H: int, Dv: int, sms: int, Dk: int = 128) -> int:
+    """Value columns a program: 32 (fewer when Dk > 256, to keep the [Dk, width] fp32 state tile
+    within WIDEST_TILE), halved down to 8 while the grid would give fewer than two programs an
+    SM. A program steps through the block token by token, so at small B the GPU is filled by
+    more, narrower programs (one sequence of 20 heads and Dv 128 gets 8 columns: 320 programs
+    on 132 SMs rather than 80)."""
+    width = _common.pow2(Dv, lo=1)
+    if TUNING.block_v is not None:
+        return min(width, TUNING.block_v)
+    widest = max(1, min(32, WIDEST_TILE // _common.pow2(Dk)))
+    return _common.narrow(min(width, widest), min(8, widest),
+                          lambda bv: B * H * _common.cdiv(Dv, bv), sms)
+
+
+def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
+    """Triton twin of `gated_delta_block_ref` (same shapes; output in q.dtype)."""
+    op = "gated_delta_block"
+    dev = _common.check(op, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state,
+                             "new_state": new_state})
+    B, G, H, Dk = q.shape
+    Dv = v.shape[-1]
+    _common.expect_shape(op, "k", k, (B, G, H, Dk))
+    _common.expect_shape(op, "v", v, (B, G, H, Dv))
+    _common.expect_shape(op, "g", g, (B, G, H))
+    _common.expect_shape(op, "beta", beta, (B, G, H))
+    _common.expect_shape(op, "state", state, (B, H, Dk, Dv))
+    _common.expect_shape(op, "new_state", new_state, (B, H, Dk, Dv))
+    out = _common.empty((B, G, H, Dv), q.dtype, dev)
+    if B * H * Dv == 0:
+        return out
+    if G == 0:  # no tokens: the state passes through
+        if new_state is not None:
+            new_state.copy_(state)
+        return out
+    if Dk == 0:  # no keys: nothing is stored, nothing recalled
+        return out.zero_()
+    bv = block_v(B, H, Dv, _common.sm_count(dev), Dk)
+    fwd = _common.empty(out.shape, torch.float32, dev)  # forward outputs, strided like out
+    ns = new_state if new_state is not None else state
+    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
+               *state.stride(), *out.stride(), *ns.stride())
+    with _common.device_guard(dev):
+        _gated_delta_kernel[(B, H, _common.cdiv(Dv, bv))](
+            q, k, v, g, beta, state, out, ns, fwd, G, Dk, Dv, float(scale), *strides,
+            BLOCK_K=_common.pow2(Dk), BLOCK_V=bv, WRITE=new_state is not None,
+            num_warps=TUNING.num_warps or 4,
+        )
+    return out
