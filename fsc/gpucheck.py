@@ -177,23 +177,9 @@ FOLDERS = op_folders()  # op -> its kernel folder, the kernel's name in $FSC_KER
 
 
 def tune_trials(op: str, dry_run: bool) -> list[dict]:
-    """Launch choices to try for `op`: changes to the `Tuning` fields of its kernel module, the
-    defaults ({}) first. For attention, the kernel's tile, pipeline depth and warps at the
-    default split rule, then the split rule."""
-    grid = {
-        "block_attention": [{"block_n": n, "num_stages": st, "num_warps": w}
-                            for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
-        + [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}],
-        "mamba_block_scan": [{"block_p": p, "block_n": n, "num_warps": w}
-                             for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)],
-        "linear_block": [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)],
-        "gla_block": [{"form": "scan", "block_v": v, "num_warps": w} for v in (8, 16, 32)
-                      for w in (1, 2, 4)]
-        + [{"form": "chunk", "block_v": v, "num_warps": w, "num_stages": st}
-           for v in (16, 32, 64, 128) for w in (4, 8) for st in (1, 3)],
-        "causal_conv_block": [{"block_c": c, "num_warps": w} for c in (32, 64, 128)
-                              for w in (4, 8)],
-    }[op]
+    """Launch choices to try for `op`: changes to the `Tuning` fields of its kernel module (its
+    `TRIALS`), the defaults ({}) first."""
+    grid = importlib.import_module(f"fsc.kernels.{FOLDERS[op]}.triton").TRIALS
     if dry_run:  # the defaults, the first alternative and the last, at tiny shapes
         return [{}, *grid[:1], *grid[-1:]]
     return [{}, *grid]

@@ -96,62 +96,40 @@ def attention_points(B, S, sh, dtype, device, gen):
 
 
 def state_points(B, sh, dtype, device, gen):
-    """Conv, Mamba, linear and GLA at one batch size, each as a step and as a fold."""
+    """Every op but attention at one batch size, each as a step and as a fold; each op folder's
+    `inputs.py` makes its inputs."""
+    import importlib
+
     import torch
-    import torch.nn.functional as F
-    from fsc.kernels.conv.reference import causal_conv_block_ref
-    from fsc.kernels.conv.triton import causal_conv_block
-    from fsc.kernels.gla.reference import gla_block_ref
-    from fsc.kernels.gla.triton import gla_block
-    from fsc.kernels.linear.reference import linear_block_ref
-    from fsc.kernels.linear.triton import linear_block
-    from fsc.kernels.mamba.reference import mamba_block_scan_ref
-    from fsc.kernels.mamba.triton import mamba_block_scan
+    from fsc.kernels import op_folders
 
     f32 = torch.float32
     e = torch.empty((), dtype=dtype).element_size()
-    G, H, D = sh["G"], sh["heads"], sh["head_dim"]
-    Hm, P, N, W, Cc = sh["m_heads"], sh["m_head_dim"], sh["d_state"], sh["d_conv"], sh["conv_dim"]
 
-    def rnd(*shape, dt=dtype, scale=1.0):
-        return (torch.randn(*shape, generator=gen, device=device, dtype=f32) * scale).to(dt)
+    def rnd(*shape, dt=None, scale=1.0):
+        """Random normal values in the point's dtype, or fp32 (dt="fp32"); never zeros."""
+        x = torch.randn(*shape, generator=gen, device=device, dtype=f32) * scale
+        return x.to(f32 if dt == "fp32" else dtype)
 
     def plain(f, a, new):
         return f(*a, *new)
 
-    specs = {
-        # name: (kernel, reference, inputs, how to call, indices of the states a fold rewrites,
-        #        output elements)
-        "causal_conv_block": (
-            causal_conv_block, causal_conv_block_ref,
-            (rnd(B, G, Cc), rnd(B, Cc, W - 1, dt=f32), rnd(Cc, W, scale=0.5), rnd(Cc, scale=0.1)),
-            plain, (1,), B * G * Cc),
-        "mamba_block_scan": (
-            mamba_block_scan, mamba_block_scan_ref,
-            (rnd(B, G, Hm, P), rnd(B, G, Hm), rnd(Hm, dt=f32, scale=0.5) - 4.0,
-             -torch.exp(rnd(Hm, dt=f32)), rnd(B, G, N), rnd(B, G, N), rnd(Hm, dt=f32),
-             rnd(B, G, Hm, P), rnd(B, Hm, P, N, dt=f32, scale=0.5)),
-            plain, (8,), B * G * Hm * P),
-        "linear_block": (
-            linear_block, linear_block_ref,
-            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, H, D, D, dt=f32),
-             torch.rand(B, H, D, generator=gen, device=device) * 100 + 1),
-            lambda f, a, new: f(*a, "elu1", 1e-6, *new), (3, 4), B * G * H * D),
-        "gla_block": (
-            gla_block, gla_block_ref,
-            (rnd(B, G, H, D), rnd(B, G, H, D), rnd(B, G, H, D),
-             F.logsigmoid(rnd(B, G, H, D, dt=f32)) / 16, rnd(B, H, D, D, dt=f32, scale=0.5)),
-            lambda f, a, new: f(*a, 1 / math.sqrt(D), *new), (4,), B * G * H * D),
-    }
     points = []
-    for name, (kernel, ref, args, call, states, out_elems) in specs.items():
+    for op, folder in op_folders().items():
+        if op == "block_attention":  # S-dependent: attention_points
+            continue
+        kernel = getattr(importlib.import_module(f"fsc.kernels.{folder}.triton"), op)
+        ref = getattr(importlib.import_module(f"fsc.kernels.{folder}.reference"), f"{op}_ref")
+        args, call, states, out_elems = importlib.import_module(
+            f"fsc.kernels.{folder}.inputs").inputs(B, sh, rnd)
+        call = call or plain
         read = sum(_nbytes(a) for a in args)  # every input once (states included)
         out = out_elems * e
         written = sum(_nbytes(args[i]) for i in states)
         new = [torch.empty_like(args[i]) for i in states]
         for mode, outs, extra in (("step", [], 0), ("fold", new, written)):
             points.append(Point(
-                name, mode, B, None, read + out + extra,
+                op, mode, B, None, read + out + extra,
                 triton=lambda k=kernel, a=args, c=call, o=outs: c(k, a, o),
                 torch=lambda r=ref, a=args, c=call, o=outs: c(r, a, o),
                 accuracy=None if mode == "step" else

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from fsc.kernels import _common as C
+from fsc.kernels import _common
 
 from fsc.errors import KernelError
 
@@ -136,7 +136,7 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
 
 
 @dataclass(frozen=True)
-class Tuning(C.Choices):
+class Tuning(_common.Choices):
     """Launch choices of `block_attention` on the GPU. `fsc.gpucheck` sweeps them around these
     defaults and reports the fastest; `_common.tuned()` swaps them for a block of code."""
 
@@ -149,7 +149,12 @@ class Tuning(C.Choices):
     splits: int | None = None  # force this many splits; None lets `choose_splits` decide
 
 
-TUNING = C.from_env("attention", Tuning())
+TUNING = _common.from_env("attention", Tuning())
+# Alternatives `fsc.gpucheck` times (changes to TUNING): tile, pipeline depth and warps at the
+# default split rule, then the split rule.
+TRIALS = ([{"block_n": n, "num_stages": st, "num_warps": w}
+           for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
+          + [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}])
 MIN_TILES = 2  # key tiles a split holds at least
 OVERHEAD_TILES = 2  # a program's fixed cost (pipeline fill, its partial write and merge read),
 # in key tiles
@@ -168,12 +173,12 @@ def choose_splits(units: int, tiles: int, slots: int) -> int:
     the other way (14 splits, 280 programs) would leave 16 programs to run alone in a second
     wave.
     """
-    limit = max(1, min(tiles // MIN_TILES, C.cdiv(MAX_WAVES * slots, units)))
+    limit = max(1, min(tiles // MIN_TILES, _common.cdiv(MAX_WAVES * slots, units)))
     costs = {}  # splits -> modelled time, in key tiles
     for n in range(1, limit + 1):
-        per = C.cdiv(tiles, n)
-        n = C.cdiv(tiles, per)
-        costs.setdefault(n, C.cdiv(units * n, slots) * (per + OVERHEAD_TILES))
+        per = _common.cdiv(tiles, n)
+        n = _common.cdiv(tiles, per)
+        costs.setdefault(n, _common.cdiv(units * n, slots) * (per + OVERHEAD_TILES))
     least = min(costs.values())
     return min(n for n, cost in costs.items() if cost <= least * (1 + TOLERANCE))
 
@@ -187,31 +192,31 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n
     Either way a chunk holds at most `max_keys` keys (offsets inside a chunk are int32).
     """
     rows = G * group
-    block_d = C.pow2(D)
-    block_m = min(C.pow2(rows), 64 if block_d > 64 else 128)
-    m_tiles = C.cdiv(rows, block_m)
+    block_d = _common.pow2(D)
+    block_m = min(_common.pow2(rows), 64 if block_d > 64 else 128)
+    m_tiles = _common.cdiv(rows, block_m)
     if S == 0:
         return block_m, m_tiles, block_n, 0, 0
-    tiles = C.cdiv(S, block_n)
+    tiles = _common.cdiv(S, block_n)
     n = (min(max(splits, 1), tiles) if splits
          else choose_splits(B * Hkv * m_tiles, tiles, sms * programs_per_sm))
     if max_keys is not None:
-        n = max(n, C.cdiv(tiles, max(max_keys // block_n, 1)))
-    chunk = C.cdiv(tiles, n) * block_n
-    return block_m, m_tiles, block_n, chunk, C.cdiv(S, chunk)
+        n = max(n, _common.cdiv(tiles, max(max_keys // block_n, 1)))
+    chunk = _common.cdiv(tiles, n) * block_n
+    return block_m, m_tiles, block_n, chunk, _common.cdiv(S, chunk)
 
 
 def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     """Triton twin of `block_attention_ref` (same shapes; output in q.dtype)."""
     op = "block_attention"
-    dev = C.check(op, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k_blk": k_blk,
+    dev = _common.check(op, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k_blk": k_blk,
                        "v_blk": v_blk})
     B, G, H, D = q.shape
     Ccap, Hkv = k_cache.shape[1], k_cache.shape[2]
-    C.expect_shape(op, "k_cache", k_cache, (B, Ccap, Hkv, D))
-    C.expect_shape(op, "v_cache", v_cache, (B, Ccap, Hkv, D))
-    C.expect_shape(op, "k_blk", k_blk, (B, G, Hkv, D))
-    C.expect_shape(op, "v_blk", v_blk, (B, G, Hkv, D))
+    _common.expect_shape(op, "k_cache", k_cache, (B, Ccap, Hkv, D))
+    _common.expect_shape(op, "v_cache", v_cache, (B, Ccap, Hkv, D))
+    _common.expect_shape(op, "k_blk", k_blk, (B, G, Hkv, D))
+    _common.expect_shape(op, "v_blk", v_blk, (B, G, Hkv, D))
     if Hkv == 0 or H % Hkv:
         raise KernelError(f"{op}: {H} query heads is not a multiple of {Hkv} KV heads")
     if not 0 <= S <= Ccap:
@@ -220,13 +225,13 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
             or v_blk.dtype != q.dtype:
         raise KernelError(f"{op}: q, caches and block keys must share one dtype")
     group = H // Hkv
-    out = C.empty((B, G, H, D), q.dtype, dev)
+    out = _common.empty((B, G, H, D), q.dtype, dev)
     if B == 0 or G == 0:
         return out
     # Wide key tiles for 16-bit K/V on the GPU; 32 for fp32 (registers) and the interpreter
     # (so that small test caches still span several tiles and splits)
     tune = TUNING
-    wide = q.dtype != torch.float32 and D <= 128 and not C.interpreting()
+    wide = q.dtype != torch.float32 and D <= 128 and not _common.interpreting()
     block_n = tune.block_n if wide else 32
     # Keys a chunk may hold with int32 offsets inside it (the int64 part is in its base
     # pointer): a 256k-key chunk of 64 KV heads × 128 would pass 2^31 elements.
@@ -234,20 +239,20 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     reach = max(abs(k_cache.stride(3)), abs(v_cache.stride(3))) * D
     max_keys = max((2**31 - 1 - reach) // per_key - block_n, block_n)
     block_m, m_tiles, block_n, chunk, n_splits = plan(
-        S, B, Hkv, G, group, D, C.sm_count(dev), block_n, tune.programs_per_sm, tune.splits,
+        S, B, Hkv, G, group, D, _common.sm_count(dev), block_n, tune.programs_per_sm, tune.splits,
         max_keys)
-    block_d = C.pow2(D)
+    block_d = _common.pow2(D)
     n_total = max(n_splits, 1)  # S = 0: one program per row tile, for the block keys alone
-    o_part = C.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
-    lse_part = C.empty((B * Hkv, m_tiles, n_total, block_m), torch.float32, dev)
-    precision = C.dot_precision(q.dtype)
-    with C.device_guard(dev):
+    o_part = _common.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
+    lse_part = _common.empty((B * Hkv, m_tiles, n_total, block_m), torch.float32, dev)
+    precision = _common.dot_precision(q.dtype)
+    with _common.device_guard(dev):
         _split_kernel[(m_tiles, B * Hkv, n_total)](
             q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
             S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
             *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=min(C.pow2(G), 64), BLOCK_D=block_d,
-            UPCAST=C.upcast(), PRECISION=precision, num_warps=tune.num_warps,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=min(_common.pow2(G), 64), BLOCK_D=block_d,
+            UPCAST=_common.upcast(), PRECISION=precision, num_warps=tune.num_warps,
             num_stages=2 if q.dtype == torch.float32 else tune.num_stages,
         )
         _merge_kernel[(B * Hkv, m_tiles)](

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import triton
 import triton.language as tl
-from fsc.kernels import _common as C
+from fsc.kernels import _common
 
 from fsc.errors import KernelError
 
@@ -65,29 +65,31 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
 
 
 @dataclass(frozen=True)
-class Tuning(C.Choices):
+class Tuning(_common.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_c: int = 64  # channels a program (a power of two >= 16)
     num_warps: int | None = None  # None: 4, or 8 for a G × channel tile of >= 4096 elements
 
 
-TUNING = C.from_env("conv", Tuning())
+TUNING = _common.from_env("conv", Tuning())
+# Alternatives `fsc.gpucheck` times (changes to TUNING).
+TRIALS = [{"block_c": c, "num_warps": w} for c in (32, 64, 128) for w in (4, 8)]
 
 
 def causal_conv_block(x, window, weight, bias, new_window=None):
     """Triton twin of `causal_conv_block_ref` (same shapes; output in x.dtype)."""
     op = "causal_conv_block"
-    dev = C.check(op, {"x": x, "window": window, "weight": weight, "bias": bias,
+    dev = _common.check(op, {"x": x, "window": window, "weight": weight, "bias": bias,
                        "new_window": new_window})
     B, G, Cn = x.shape
     if weight.dim() != 2 or weight.shape[0] != Cn or weight.shape[1] < 1:
         raise KernelError(f"{op}: weight has shape {tuple(weight.shape)}, expected ({Cn}, W)")
     W = weight.shape[1]
-    C.expect_shape(op, "window", window, (B, Cn, W - 1))
-    C.expect_shape(op, "bias", bias, (Cn,))
-    C.expect_shape(op, "new_window", new_window, (B, Cn, W - 1))
-    out = C.empty((B, G, Cn), x.dtype, dev)
+    _common.expect_shape(op, "window", window, (B, Cn, W - 1))
+    _common.expect_shape(op, "bias", bias, (Cn,))
+    _common.expect_shape(op, "new_window", new_window, (B, Cn, W - 1))
+    out = _common.empty((B, G, Cn), x.dtype, dev)
     if B == 0 or Cn == 0:
         return out
     if G == 0:
@@ -98,12 +100,12 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
     nw = new_window if write else out  # a placeholder pointer when nothing is written
     nw_strides = new_window.stride() if write else (0, 0, 0)
     tune = TUNING
-    block_c = min(C.pow2(Cn), tune.block_c)
-    with C.device_guard(dev):
-        _conv_kernel[(B, C.cdiv(Cn, block_c))](
+    block_c = min(_common.pow2(Cn), tune.block_c)
+    with _common.device_guard(dev):
+        _conv_kernel[(B, _common.cdiv(Cn, block_c))](
             x, window, weight, bias, out, nw, G, Cn,
             *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
-            W=W, BLOCK_G=C.pow2(G), BLOCK_C=block_c, BLOCK_W=C.pow2(W - 1, lo=2), WRITE=write,
-            num_warps=tune.num_warps or C.warps(C.pow2(G) * block_c),
+            W=W, BLOCK_G=_common.pow2(G), BLOCK_C=block_c, BLOCK_W=_common.pow2(W - 1, lo=2), WRITE=write,
+            num_warps=tune.num_warps or _common.warps(_common.pow2(G) * block_c),
         )
     return out

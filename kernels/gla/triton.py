@@ -27,7 +27,7 @@ from typing import ClassVar
 import torch
 import triton
 import triton.language as tl
-from fsc.kernels import _common as C
+from fsc.kernels import _common
 
 
 @triton.jit
@@ -181,7 +181,7 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
 
 
 @dataclass(frozen=True)
-class Tuning(C.Choices):
+class Tuning(_common.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     LEAST_BLOCK: ClassVar[int] = 1  # the scan takes any width (the chunk form raises it to 16)
@@ -191,7 +191,11 @@ class Tuning(C.Choices):
     num_stages: int | None = None  # software pipelining of the chunk form; None: Triton's
 
 
-TUNING = C.from_env("gla", Tuning())
+TUNING = _common.from_env("gla", Tuning())
+# Alternatives `fsc.gpucheck` times (changes to TUNING): both forms.
+TRIALS = ([{"form": "scan", "block_v": v, "num_warps": w} for v in (8, 16, 32) for w in (1, 2, 4)]
+          + [{"form": "chunk", "block_v": v, "num_warps": w, "num_stages": st}
+             for v in (16, 32, 64, 128) for w in (4, 8) for st in (1, 3)])
 SUB = 16  # rows of a sub-chunk in the chunk form (tl.dot wants >= 16)
 KC = 16  # key columns a step of its exact in-sub-chunk part
 
@@ -200,7 +204,7 @@ def form(G: int, Dk: int) -> str:
     """Which kernel runs: the `Tuning` choice, or for "auto" the chunk form once a block has
     4 tokens (shorter ones are a few sequential steps) and Dk <= 256 (its [Dk, block_v] state
     tile and [16, Dk] sub-chunk tiles stay in registers)."""
-    if TUNING.form == "scan" or C.pow2(Dk) > 256:
+    if TUNING.form == "scan" or _common.pow2(Dk) > 256:
         return "scan"
     return "chunk" if TUNING.form == "chunk" or G >= 4 else "scan"
 
@@ -212,49 +216,49 @@ def block_v(B: int, H: int, Dv: int, sms: int, kind: str = "scan") -> int:
     heads and Dv 128, gets 8 columns: 320 programs on 132 SMs rather than 80). The chunk form:
     64, halved down to 16 (tl.dot's least) the same way."""
     lo = 16 if kind == "chunk" else 1  # the chunk form's tl.dot takes >= 16 columns
-    width = C.pow2(Dv, lo=lo)
+    width = _common.pow2(Dv, lo=lo)
     if TUNING.block_v is not None:
         return max(min(width, TUNING.block_v), lo)
     widest, least = (64, 16) if kind == "chunk" else (32, 8)
-    return C.narrow(min(width, widest), least, lambda bv: B * H * C.cdiv(Dv, bv), sms)
+    return _common.narrow(min(width, widest), least, lambda bv: B * H * _common.cdiv(Dv, bv), sms)
 
 
 def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     """Triton twin of `gla_block_ref` (same shapes; output in q.dtype)."""
     op = "gla_block"
-    dev = C.check(op, {"q": q, "k": k, "v": v, "gk": gk, "state": state,
+    dev = _common.check(op, {"q": q, "k": k, "v": v, "gk": gk, "state": state,
                        "new_state": new_state})
     B, G, H, Dk = q.shape
     Dv = v.shape[-1]
-    C.expect_shape(op, "k", k, (B, G, H, Dk))
-    C.expect_shape(op, "v", v, (B, G, H, Dv))
-    C.expect_shape(op, "gk", gk, (B, G, H, Dk))
-    C.expect_shape(op, "state", state, (B, H, Dk, Dv))
-    C.expect_shape(op, "new_state", new_state, (B, H, Dk, Dv))
-    out = C.empty((B, G, H, Dv), q.dtype, dev)
+    _common.expect_shape(op, "k", k, (B, G, H, Dk))
+    _common.expect_shape(op, "v", v, (B, G, H, Dv))
+    _common.expect_shape(op, "gk", gk, (B, G, H, Dk))
+    _common.expect_shape(op, "state", state, (B, H, Dk, Dv))
+    _common.expect_shape(op, "new_state", new_state, (B, H, Dk, Dv))
+    out = _common.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * Dk * Dv == 0:
         return out
     kind = form(G, Dk)
-    bv = block_v(B, H, Dv, C.sm_count(dev), kind)
+    bv = block_v(B, H, Dv, _common.sm_count(dev), kind)
     ns = new_state if new_state is not None else state
     strides = (*q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
                *out.stride(), *ns.stride())
-    grid = (B, H, C.cdiv(Dv, bv))
-    block_k = C.pow2(Dk)
-    with C.device_guard(dev):
+    grid = (B, H, _common.cdiv(Dv, bv))
+    block_k = _common.pow2(Dk)
+    with _common.device_guard(dev):
         if kind == "chunk":
-            ob = C.empty(out.shape, torch.float32, dev)  # pass 1's backward part, same strides
+            ob = _common.empty(out.shape, torch.float32, dev)  # pass 1's backward part, same strides
             _gla_chunk_kernel[grid](
                 q, k, v, gk, state, out, ns, ob, G, Dk, Dv, float(scale), *strides,
                 BLOCK_K=block_k, BLOCK_V=bv, SUB=SUB, KC=min(KC, block_k),
-                WRITE=new_state is not None, PRECISION=C.dot_precision(q.dtype),
-                num_warps=TUNING.num_warps or C.warps(block_k * bv),
+                WRITE=new_state is not None, PRECISION=_common.dot_precision(q.dtype),
+                num_warps=TUNING.num_warps or _common.warps(block_k * bv),
                 **({"num_stages": TUNING.num_stages} if TUNING.num_stages else {}),
             )
         else:
             _gla_kernel[grid](
                 q, k, v, gk, state, out, ns, G, Dk, Dv, float(scale), *strides,
-                BLOCK_G=C.pow2(G), BLOCK_K=block_k, BLOCK_V=bv,
+                BLOCK_G=_common.pow2(G), BLOCK_K=block_k, BLOCK_V=bv,
                 WRITE=new_state is not None, num_warps=TUNING.num_warps or 4,
             )
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import triton
 import triton.language as tl
-from fsc.kernels import _common as C
+from fsc.kernels import _common
 
 from fsc.errors import KernelError
 
@@ -75,7 +75,7 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
 
 
 @dataclass(frozen=True)
-class Tuning(C.Choices):
+class Tuning(_common.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_v: int | None = None  # value columns a program (a power of two >= 16); None: 32,
@@ -83,49 +83,51 @@ class Tuning(C.Choices):
     num_warps: int | None = None  # None: 4, or 8 for a G × r tile of >= 4096 elements
 
 
-TUNING = C.from_env("linear", Tuning())
+TUNING = _common.from_env("linear", Tuning())
+# Alternatives `fsc.gpucheck` times (changes to TUNING).
+TRIALS = [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)]
 
 
 def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
                  new_state=None, new_z=None):
     """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
     op = "linear_block"
-    dev = C.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
+    dev = _common.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
                        "new_state": new_state, "new_z": new_z})
     if feature_map not in FEATURE_CODES:
         raise KernelError(f"{op}: feature map {feature_map!r} is not one of "
                           f"{', '.join(FEATURE_CODES)}")
     B, G, H, R = q.shape
     Dv = v.shape[-1]
-    C.expect_shape(op, "k", k, (B, G, H, R))
-    C.expect_shape(op, "v", v, (B, G, H, Dv))
-    C.expect_shape(op, "state", state, (B, H, R, Dv))
-    C.expect_shape(op, "z_state", z_state, (B, H, R))
-    C.expect_shape(op, "new_state", new_state, (B, H, R, Dv))
-    C.expect_shape(op, "new_z", new_z, (B, H, R))
-    C.check_block(op, G)
-    out = C.empty((B, G, H, Dv), q.dtype, dev)
+    _common.expect_shape(op, "k", k, (B, G, H, R))
+    _common.expect_shape(op, "v", v, (B, G, H, Dv))
+    _common.expect_shape(op, "state", state, (B, H, R, Dv))
+    _common.expect_shape(op, "z_state", z_state, (B, H, R))
+    _common.expect_shape(op, "new_state", new_state, (B, H, R, Dv))
+    _common.expect_shape(op, "new_z", new_z, (B, H, R))
+    _common.check_block(op, G)
+    out = _common.empty((B, G, H, Dv), q.dtype, dev)
     if B * H * R * Dv == 0:
         return out
     tune = TUNING
-    block_v = (min(C.pow2(Dv), tune.block_v) if tune.block_v is not None else
-               C.narrow(min(C.pow2(Dv), 32), 16, lambda bv: B * H * C.cdiv(Dv, bv), C.sm_count(dev)))
-    v_tiles = C.cdiv(Dv, block_v)
+    block_v = (min(_common.pow2(Dv), tune.block_v) if tune.block_v is not None else
+               _common.narrow(min(_common.pow2(Dv), 32), 16, lambda bv: B * H * _common.cdiv(Dv, bv), _common.sm_count(dev)))
+    v_tiles = _common.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
-    if new_z is not None and v_tiles > 1 and C.aliases(new_z, z_state):
-        nz = C.empty(new_z.shape, new_z.dtype, dev)
+    if new_z is not None and v_tiles > 1 and _common.aliases(new_z, z_state):
+        nz = _common.empty(new_z.shape, new_z.dtype, dev)
     ns_arg = new_state if new_state is not None else state
     nz_arg = nz if nz is not None else z_state
-    with C.device_guard(dev):
+    with _common.device_guard(dev):
         _linear_kernel[(B, H, v_tiles)](
             q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
             *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
             *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
-            BLOCK_G=C.pow2(G), BLOCK_R=C.pow2(R), BLOCK_V=block_v,
-            num_warps=tune.num_warps or C.warps(C.pow2(G) * C.pow2(R)),
+            BLOCK_G=_common.pow2(G), BLOCK_R=_common.pow2(R), BLOCK_V=block_v,
+            num_warps=tune.num_warps or _common.warps(_common.pow2(G) * _common.pow2(R)),
             FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
-            WRITE_Z=new_z is not None, PRECISION=C.dot_precision(q.dtype),
+            WRITE_Z=new_z is not None, PRECISION=_common.dot_precision(q.dtype),
         )
     if nz is not new_z:
         new_z.copy_(nz)

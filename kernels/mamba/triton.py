@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import triton
 import triton.language as tl
-from fsc.kernels import _common as C
+from fsc.kernels import _common
 
 from fsc.errors import KernelError
 
@@ -124,7 +124,7 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
 
 
 @dataclass(frozen=True)
-class Tuning(C.Choices):
+class Tuning(_common.Choices):
     """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_p: int | None = None  # head-dim rows a program (a power of two >= 16); None: 32, or
@@ -133,28 +133,31 @@ class Tuning(C.Choices):
     num_warps: int | None = None  # None: 8 for blocks of G >= 64 tokens, else 4
 
 
-TUNING = C.from_env("mamba", Tuning())
+TUNING = _common.from_env("mamba", Tuning())
+# Alternatives `fsc.gpucheck` times (changes to TUNING).
+TRIALS = [{"block_p": p, "block_n": n, "num_warps": w}
+          for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)]
 
 
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
     op = "mamba_block_scan"
-    dev = C.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
+    dev = _common.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
                        "D": D, "z": z, "state": state, "new_state": new_state})
     B, G, H, P = x.shape
     N = Bm.shape[-1]
-    C.expect_shape(op, "dt", dt, (B, G, H))
+    _common.expect_shape(op, "dt", dt, (B, G, H))
     for name, t in (("dt_bias", dt_bias), ("A", A), ("D", D)):
-        C.expect_shape(op, name, t, (H,))
-    C.expect_shape(op, "Bm", Bm, (B, G, N))
-    C.expect_shape(op, "Cm", Cm, (B, G, N))
-    C.expect_shape(op, "z", z, (B, G, H, P))
-    C.expect_shape(op, "state", state, (B, H, P, N))
-    C.expect_shape(op, "new_state", new_state, (B, H, P, N))
+        _common.expect_shape(op, name, t, (H,))
+    _common.expect_shape(op, "Bm", Bm, (B, G, N))
+    _common.expect_shape(op, "Cm", Cm, (B, G, N))
+    _common.expect_shape(op, "z", z, (B, G, H, P))
+    _common.expect_shape(op, "state", state, (B, H, P, N))
+    _common.expect_shape(op, "new_state", new_state, (B, H, P, N))
     if Bm.dtype != Cm.dtype:
         raise KernelError(f"{op}: Bm ({Bm.dtype}) and Cm ({Cm.dtype}) must share one dtype")
-    C.check_block(op, G)
-    out = C.empty((B, G, H, P), x.dtype, dev)
+    _common.check_block(op, G)
+    out = _common.empty((B, G, H, P), x.dtype, dev)
     if B == 0 or H == 0 or P == 0:
         return out
     if G == 0:
@@ -162,19 +165,19 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             new_state.copy_(state)
         return out
     tune = TUNING
-    block_p = (min(C.pow2(P), tune.block_p) if tune.block_p is not None else
-               C.narrow(min(C.pow2(P), 32), 16, lambda bp: B * H * C.cdiv(P, bp), C.sm_count(dev)))
-    block_g, block_n = C.pow2(G), min(C.pow2(N), tune.block_n)
+    block_p = (min(_common.pow2(P), tune.block_p) if tune.block_p is not None else
+               _common.narrow(min(_common.pow2(P), 32), 16, lambda bp: B * H * _common.cdiv(P, bp), _common.sm_count(dev)))
+    block_g, block_n = _common.pow2(G), min(_common.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
-    precision = C.dot_precision(x.dtype)
-    with C.device_guard(dev):
-        _mamba_kernel[(B, H, C.cdiv(P, block_p))](
+    precision = _common.dot_precision(x.dtype)
+    with _common.device_guard(dev):
+        _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
             x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
             *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
             *state.stride(), *out.stride(), *ns.stride(),
             BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
-            WRITE=new_state is not None, UPCAST=C.upcast(), PRECISION=precision,
+            WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out

@@ -20,6 +20,7 @@ import triton
 from fsc.kernels import _common
 from fsc.kernels.attention import triton as attn
 from fsc.kernels.conv import triton as conv
+from fsc.kernels.gated_delta import triton as gated_delta
 from fsc.kernels.gla import triton as gla
 from fsc.kernels.linear import triton as lin
 from fsc.kernels.mamba import triton as mamba
@@ -141,6 +142,11 @@ def main():
     compile_launches("gla fold chunk B=8", gla, names, lambda: gla.gla_block(*q8, st8, 0.1, st8))
     with _common.tuned(gla, form="scan"):
         compile_launches("gla fold scan", gla, names, lambda: gla.gla_block(*q, gk, st, 0.1, st))
+    g, beta = rnd(1, 32, 20, dtype=f32), rnd(1, 32, 20, dtype=f32)
+    for B in (1, 8):
+        gd_args = [t.expand(B, *t.shape[1:]) for t in (*q, g, beta, st)]
+        compile_launches(f"gated_delta fold B={B}", gated_delta, ["_gated_delta_kernel"],
+                         lambda a=gd_args: gated_delta.gated_delta_block(*a, 0.1, a[-1]))
 
 
 if __name__ == "__main__":

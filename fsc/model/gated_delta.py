@@ -1,0 +1,104 @@
+"""Gated DeltaNet mixer: the delta rule with a scalar per-head decay; forward scan from the
+cached state, backward scan inside the block from zero (see fsc/mixers/gated_delta.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fsc import ops
+from fsc.mixers import gated_delta as spec
+from fsc.model.cache import LayerCache
+from fsc.model.mixer import Mixer
+
+
+class GatedDelta(Mixer):
+    kind = "gated_delta"
+
+    def __init__(self, recipe, dtype, state_dtype):
+        super().__init__(recipe.d_model, dtype, state_dtype)
+        self.n_heads, self.head_dim = spec.dims(recipe.gated_delta, recipe.d_model)
+        d, h, hd = recipe.d_model, self.n_heads, self.head_dim
+        self.wq = nn.Linear(d, h * hd, bias=False)
+        self.wk = nn.Linear(d, h * hd, bias=False)
+        self.wv = nn.Linear(d, h * hd, bias=False)
+        self.wa = nn.Linear(d, h, bias=False)  # decay input, per head
+        self.wb = nn.Linear(d, h, bias=False)  # write strength, per head
+        self.A_log = nn.Parameter(torch.empty(h))
+        self.dt_bias = nn.Parameter(torch.empty(h))
+        self.wo = nn.Linear(h * hd, d, bias=False)
+
+    def init_parameter(self, leaf, p, gen):
+        """Mamba-2's decay: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus)."""
+        if leaf == "A_log":
+            p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
+        elif leaf == "dt_bias":
+            lo, hi = math.log(1e-3), math.log(0.1)
+            dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
+            p.copy_(dt + torch.log(-torch.expm1(-dt)))
+        else:
+            super().init_parameter(leaf, p, gen)
+
+    def cache_shapes(self, batch, capacity):
+        return {"state": ((batch, self.n_heads, self.head_dim, self.head_dim), self.state_dtype)}
+
+    def _proj(self, x):
+        """q, k (L2-normalised), v [B, T, H, D]; log decay g and write strength beta [B, T, H],
+        fp32."""
+        B, T, _ = x.shape
+        shape = (B, T, self.n_heads, self.head_dim)
+        q = F.normalize(self.wq(x).float().view(shape), dim=-1).to(x.dtype)
+        k = F.normalize(self.wk(x).float().view(shape), dim=-1).to(x.dtype)
+        v = self.wv(x).view(shape)
+        g = -torch.exp(self.A_log.float()) * F.softplus(self.wa(x).float() + self.dt_bias.float())
+        beta = torch.sigmoid(self.wb(x).float())
+        return q, k, v, g, beta
+
+    def _block(self, x, cache: LayerCache, commit: bool):
+        B, G, _ = x.shape
+        q, k, v, g, beta = self._proj(x)
+        st = cache.tensors["state"]
+        o = ops.call("gated_delta_block", q, k, v, g, beta, st, 1 / math.sqrt(self.head_dim),
+                     st if commit else None)
+        return self.wo(o.reshape(B, G, -1).to(x.dtype))
+
+    def forward_blockwise(self, x, block_lengths):
+        """The delta rule in its matrix form h ← (I − beta k kᵀ) exp(g) h + beta k vᵀ, token by
+        token: forward over the whole sequence, backward from zero inside each block, where a
+        token reads the later tokens' state before its own write."""
+        B, T, _ = x.shape
+        q, k, v, g, beta = self._proj(x)
+        q = q.float() / math.sqrt(self.head_dim)
+        k, v = k.float(), v.float()
+        eye = torch.eye(self.head_dim, device=x.device)
+        a, bk = torch.exp(g)[..., None, None], beta[..., None, None] * k[..., :, None]
+
+        def write(h, t):  # (B, H, Dk, Dv): token t's decay is applied by the caller
+            return (eye - bk[:, t] * k[:, t, :, None, :]) @ h + bk[:, t] * v[:, t, :, None, :]
+
+        def read(h, t):
+            return (q[:, t, :, None, :] @ h).squeeze(-2)
+
+        h = torch.zeros(B, self.n_heads, self.head_dim, self.head_dim, device=x.device)
+        out = torch.empty(B, T, self.n_heads, self.head_dim, device=x.device)
+        start = 0
+        for n in block_lengths:
+            for t in range(start, start + n):
+                h = write(a[:, t] * h, t)
+                out[:, t] = read(h, t)
+            later = torch.zeros_like(h)
+            for t in range(start + n - 1, start - 1, -1):
+                later = a[:, t] * later
+                out[:, t] += read(later, t)
+                later = write(later, t)
+            start += n
+        return self.wo(out.reshape(B, T, -1).to(x.dtype))
+
+    def _synthetic_fill(self, name, t, generator):
+        t.normal_(0.0, 0.5, generator=generator)
+
+
+MIXER = GatedDelta

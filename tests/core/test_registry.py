@@ -1,0 +1,110 @@
+"""The mixer registry's contract, walked for every kind: the spec (fsc/mixers/<kind>.py), the
+torch module (fsc/model/<kind>.py), its ops and the cost model agree. A new kind gets all of
+these checks by being registered."""
+
+import pytest
+import torch
+from fsc.kernels import op_folders
+
+from fsc import ops
+from fsc.costmodel import cache_bytes, param_counts
+from fsc.costmodel.shapes import mixer_shape
+from fsc.mixers import KINDS, MIXERS
+from fsc.model import MIXER_REGISTRY
+from fsc.model.lm import build_model, count_params
+from fsc.recipe import parse_recipe
+from fsc.verify import verify
+
+
+def _section(kind: str) -> dict:
+    """The smallest section of `kind`: its required fields (all head counts) set to 2."""
+    fields = MIXERS[kind].section.model_fields
+    required = [name for name, f in fields.items() if f.is_required()]
+    assert all("heads" in name for name in required), (
+        f"{kind}: give the test a value for its required fields {required}")
+    return {name: 2 for name in required}
+
+
+def _recipe(kind: str, pattern: str | None = None, **extra):
+    layers = {"pattern": pattern} if pattern else {"default": kind}
+    kinds = {MIXERS[c].kind for c in pattern} if pattern else {kind}
+    return parse_recipe({"name": f"contract_{kind}", "d_model": 32, "n_layers": 4,
+                         "vocab_size": 64, "block_size": 4, "dtype": "fp32", "layers": layers,
+                         **{k: _section(k) for k in kinds}, **extra})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_spec_and_module_agree(kind):
+    spec = MIXERS[kind]
+    assert MIXER_REGISTRY[kind].kind == kind and spec.kind == kind
+    recipe = _recipe(kind)
+    assert recipe.layer_plan == [kind] * 4 and recipe.layer_map == spec.letter * 4
+    model = build_model(recipe, seed=1)
+    mixer = model.layers[0].mixer
+    # projections: the spec's (in, out) pairs are the module's nn.Linear shapes
+    linears = sorted((m.in_features, m.out_features) for m in mixer.modules()
+                     if isinstance(m, torch.nn.Linear))
+    shape = mixer_shape(recipe, kind)
+    assert linears == sorted(shape.linears)
+    assert param_counts(recipe) == count_params(model)
+    # cache: analytic bytes = allocated bytes = the cost model's, growing or fixed as declared
+    for S in (0, 5, 17):
+        cache = model.empty_cache(3, S)
+        allocated = sum(t.numel() * t.element_size() for lc in cache.layers
+                        for t in lc.tensors.values())
+        assert model.cache_bytes(3, S) == cache_bytes(recipe, 3, S)
+        assert allocated == cache_bytes(recipe, 3, S)["total_bytes"]
+    assert mixer.growing == shape.growing
+    assert set(shape.cache) == set(mixer.cache_shapes(1, 1))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cached_equals_uncached(kind):
+    rep = verify(_recipe(kind), G=4, B=2, n_blocks=3, seed=2)
+    assert rep["exact"] and set(rep["max_abs_err"]) == {"model", kind}, rep["checks"]
+
+
+def test_a_hybrid_of_every_kind_is_exact():
+    pattern = "".join(s.letter for s in MIXERS.values())
+    recipe = parse_recipe({"name": "all", "d_model": 32, "n_layers": len(pattern),
+                           "vocab_size": 64, "block_size": 3, "dtype": "fp32",
+                           "layers": {"pattern": pattern},
+                           **{k: _section(k) for k in KINDS}})
+    rep = verify(recipe, B=2, n_blocks=3, seed=3)
+    assert rep["exact"] and set(rep["max_abs_err"]) == {"model", *KINDS}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ops_exist_with_reference_and_kernel(kind):
+    for op in MIXERS[kind].ops:
+        assert op in ops.REFERENCES and ops.triton_impl(op) is not None
+
+
+def test_every_op_folder_is_complete():
+    import importlib
+
+    for op, folder in op_folders().items():
+        for part in ("reference", "triton"):
+            importlib.import_module(f"fsc.kernels.{folder}.{part}")
+        triton_mod = importlib.import_module(f"fsc.kernels.{folder}.triton")
+        assert callable(getattr(triton_mod, op)) and triton_mod.TRIALS
+        if op != "block_attention":
+            assert callable(importlib.import_module(f"fsc.kernels.{folder}.inputs").inputs)
+
+
+def test_omitted_section_only_where_the_spec_allows_it():
+    from fsc.errors import RecipeError
+
+    for kind, spec in MIXERS.items():
+        data = {"name": "x", "d_model": 32, "n_layers": 2, "vocab_size": 64,
+                "layers": {"default": kind}}
+        if spec.section_optional:
+            assert getattr(parse_recipe(data), kind) == spec.section()
+        else:
+            with pytest.raises(RecipeError, match=f"no {kind} section"):
+                parse_recipe(data)
+
+
+def test_letters_and_tags_are_distinct():
+    assert len({s.letter for s in MIXERS.values()}) == len(MIXERS)
+    assert len({s.tag for s in MIXERS.values()}) == len(MIXERS)
