@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fsc.cli.common import store_dir
+from fsc.paths import store_dir
 
 FSC = [sys.executable, "-m", "fsc"]
 TINY = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_hybrid"]

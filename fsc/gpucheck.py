@@ -31,13 +31,13 @@ import tempfile
 import time
 import traceback
 
+from fsc.costmodel.devices import device_spec
 from fsc.errors import is_out_of_memory
 from fsc.kernels import op_folders
 from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, state_points
 
 POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
 POINTS_DRY = {"S": (0, 40), "B": (1, 2)}
-HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}
 BUDGET_S = 6.5 * 60  # the whole check, profile included; `make gpu-check` then runs tests/gpu
 PROFILE_ARGS = ["--recipe", "attn_3b", "--recipe", "mamba_3b", "--recipe", "hybrid_3b",
                 "--S", "262144", "--B", "1,8"]
@@ -59,10 +59,9 @@ def bench_us(fn, device, rep_ms: int = 100) -> float:
 
 
 def hbm_bandwidth(name: str) -> float | None:
-    for key, bw in HBM_BYTES_PER_S.items():
-        if key in name:
-            return bw
-    return None
+    """The device's HBM bandwidth in bytes/s from the cost model's device table, if listed."""
+    spec = device_spec(name)
+    return spec.bandwidth_bytes_per_s if spec is not None else None
 
 
 

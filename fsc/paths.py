@@ -1,8 +1,10 @@
-"""Paths fsc is about to write: checked before any work, so a bad path costs nothing and is
-refused in one line naming what gave it (an option, or the file itself)."""
+"""Where fsc keeps and writes things: the store directory, and paths fsc is about to write,
+checked before any work, so a bad path costs nothing and is refused in one line naming what
+gave it (an option, or the file itself)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -47,3 +49,11 @@ def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "") 
         raise UsageError(f"{what}: {ancestor} is not a folder")
     _probe(ancestor, what)
     return path
+
+
+def store_dir(store: Path | None) -> Path:
+    """The store directory: --store, then $FSC_STORE, then ./store."""
+    if store is not None:
+        return store
+    env = os.environ.get("FSC_STORE")
+    return Path(env) if env else Path("store")

@@ -1,22 +1,24 @@
-"""What a command was pointed at: a recipe (path or shipped name) or a checkpoint directory."""
+"""What a command was pointed at: a recipe (path or shipped name) or a checkpoint directory.
+
+Above the model and the hub (it builds models and reads checkpoints), below the commands.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fsc.hub.layout import CONFIG_FILE, RECIPE_FILE
 from fsc.recipe import Recipe, load_recipe
-
-CHECKPOINT_RECIPE = "fsc_recipe.yaml"
 
 
 def is_checkpoint(ref: str | Path) -> bool:
     p = Path(ref)
-    return p.is_dir() and (p / CHECKPOINT_RECIPE).exists()
+    return p.is_dir() and (p / RECIPE_FILE).exists()
 
 
 def load_source_recipe(ref: str | Path) -> Recipe:
     """The recipe of a recipe file, a shipped recipe name or a checkpoint directory."""
-    return load_recipe(Path(ref) / CHECKPOINT_RECIPE if is_checkpoint(ref) else ref)
+    return load_recipe(Path(ref) / RECIPE_FILE if is_checkpoint(ref) else ref)
 
 
 def weights_origin(ref: str | Path, seed: int) -> str:
@@ -24,8 +26,6 @@ def weights_origin(ref: str | Path, seed: int) -> str:
     if not is_checkpoint(ref):
         return f"seeded random weights (seed {seed}, untrained)"
     import json
-
-    from fsc.hub.layout import CONFIG_FILE
 
     try:
         saved_seed = json.loads((Path(ref) / CONFIG_FILE).read_text()).get("seed")

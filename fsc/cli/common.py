@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
+
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
 # tables at 80 columns, so give them room.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -99,14 +101,6 @@ def output_dir(path: Path, option: str, **how) -> Path:
     from fsc import paths
 
     return paths.output_dir(path, f"{option} {path}", **how)
-
-
-def store_dir(store: Path | None) -> Path:
-    """The store directory: --store, then $FSC_STORE, then ./store."""
-    if store is not None:
-        return store
-    env = os.environ.get("FSC_STORE")
-    return Path(env) if env else Path("store")
 
 
 def _finite(obj: Any) -> Any:

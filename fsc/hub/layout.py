@@ -16,9 +16,8 @@ import tempfile
 from pathlib import Path
 
 from fsc.errors import CheckpointError
-from fsc.source import CHECKPOINT_RECIPE
 
-RECIPE_FILE = CHECKPOINT_RECIPE
+RECIPE_FILE = "fsc_recipe.yaml"  # the recipe the weights belong to: the source of truth
 CONFIG_FILE = "config.json"
 CARD_FILE = "README.md"
 CHECKSUMS_FILE = "checksums.sha256"

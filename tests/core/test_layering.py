@@ -1,0 +1,77 @@
+"""Imports go one way: errors → recipe → cost model → kernels/ops → model → hub/store →
+profile/decode/verify → cli. Every import of an fsc module, at module level or inside a
+function, is read from the source (AST) and must point at its own layer or a lower one."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+LAYERS = [  # lowest first; a module is in the layer of the longest prefix that names it
+    ["fsc.errors", "fsc.sections", "fsc.paths", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
+    ["fsc.mixers", "fsc.recipe"],
+    ["fsc.costmodel"],
+    ["fsc.kernels", "fsc.ops"],
+    ["fsc.model"],
+    ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
+    ["fsc.source", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
+    ["fsc.bench", "fsc.bench_store", "fsc.gpucheck"],
+    ["fsc.cli", "fsc.__main__"],
+]
+
+
+def layer(module: str) -> int:
+    best = None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (
+                    best is None or len(name) > len(best[1])):
+                best = (i, name)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def modules():
+    for path in sorted((ROOT / "fsc").rglob("*.py")) + sorted((ROOT / "kernels").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[0] == "kernels":
+            parts = ["fsc", *parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.lineno, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+
+
+def test_imports_point_down():
+    wrong = []
+    for module, path in modules():
+        mine = layer(module)
+        for line, name in imports(path):
+            if (name == "fsc" or name.startswith("fsc.")) and layer(name) > mine:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} ({module}) imports {name}")
+    assert not wrong, "imports that reach up a layer:\n" + "\n".join(wrong)
+
+
+def test_the_check_sees_a_wrong_import(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from fsc.cli.common import out\n")
+    assert [name for _, name in imports(bad)] == ["fsc.cli.common"]
+    assert layer("fsc.cli.common") > layer("fsc.recipe")
+
+
+def test_cost_model_and_registry_import_without_torch():
+    code = ("import sys, fsc.costmodel, fsc.mixers, fsc.recipe, fsc.kernels; "
+            "fsc.kernels.op_folders(); "
+            "print(sorted(m for m in ('torch', 'triton', 'duckdb') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == "[]"
