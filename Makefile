@@ -28,7 +28,7 @@ test-typer-oldest: install
 	  tests/core/test_cli_fuzz.py tests/core/test_cli.py tests/store/test_runs_cli.py
 
 lint: install
-	$(BIN)/ruff check fsc kernels tests
+	$(BIN)/ruff check fsc kernels tests tools
 
 run: install
 	$(BIN)/fsc profile
@@ -41,7 +41,7 @@ gpu-check:
 	  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE) python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
 	export PYTHONPATH=$(GPU_SITE) TRITON_INTERPRET=0; \
-	  python3 -m fsc.gpucheck; check=$$?; \
+	  python3 -m tools.gpucheck; check=$$?; \
 	  python3 -m pytest -q -m gpu -o addopts="" tests/gpu; tests=$$?; \
 	  exit $$((check || tests))
 
@@ -53,7 +53,7 @@ gpu-wheels:
 	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 bench: install
-	$(BIN)/python -m fsc.bench
+	$(BIN)/python -m tools.bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -178,7 +178,7 @@ def from_env(name: str, defaults):
     """`defaults` with the choices $FSC_KERNEL_TUNING gives kernel `name`.
 
     The variable is a comma-separated list of `kernel.choice=value` (value `none` for the
-    heuristic where a choice has one), as `fsc.gpucheck` prints for the fastest choices it found.
+    heuristic where a choice has one), as `tools.gpucheck` prints for the fastest choices it found.
     """
     raw = os.environ.get(TUNING_ENV, "")
     changes = {}
@@ -212,7 +212,7 @@ def _replace(t, changes: dict, where: str = ""):
 @contextlib.contextmanager
 def tuned(module, **changes):
     """Run the enclosed launches of `module` (a kernel's triton.py) with some fields of its
-    `TUNING` (launch choices: tile sizes, warps) changed, as `fsc.gpucheck` does to try them."""
+    `TUNING` (launch choices: tile sizes, warps) changed, as `tools.gpucheck` does to try them."""
     before = module.TUNING
     module.TUNING = _replace(before, changes)
     try:

@@ -1,6 +1,6 @@
 """Each Triton kernel against its reference on fresh random inputs (`fsc verify --backend triton`).
 
-Small shapes (`SHAPES_DRY`, as `python -m fsc.gpucheck --dry-run` uses): on a GPU in bf16 against the fp32
+Small shapes (`SHAPES_DRY`, as `python -m tools.gpucheck --dry-run` uses): on a GPU in bf16 against the fp32
 reference, on the CPU under the Triton interpreter in fp32. A new seed every call.
 """
 

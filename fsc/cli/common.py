@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
@@ -103,21 +104,9 @@ def output_dir(path: Path, option: str, **how) -> Path:
     return paths.output_dir(path, f"{option} {path}", **how)
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; non-finite numbers become null."""
-    print(json.dumps(_finite(doc), indent=2, default=str, allow_nan=False))
+    print(json.dumps(plain(doc), indent=2, default=str, allow_nan=False))
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -11,18 +11,17 @@ existing file is never replaced unless `force`.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
 from fsc.errors import QueryError, UsageError
+from fsc.jsonsafe import plain
 from fsc.paths import output_file
 from fsc.store import sandbox
 
@@ -72,16 +71,6 @@ def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> Non
         rel.write_csv(str(path), header=True)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _write_json(cur: duckdb.DuckDBPyConnection, path: Path, lines: bool) -> None:
     """The rows of `cur`'s result as one JSON object each: a JSON array, or one object per
     line (JSON Lines); fetched in batches, so a large result never sits in memory whole."""
@@ -92,7 +81,7 @@ def _write_json(cur: duckdb.DuckDBPyConnection, path: Path, lines: bool) -> None
         n = 0
         while batch := cur.fetchmany(_BATCH_ROWS):
             for row in batch:
-                text = json.dumps({c: _plain(v) for c, v in zip(cols, row, strict=True)},
+                text = json.dumps({c: plain(v) for c, v in zip(cols, row, strict=True)},
                                   default=str, allow_nan=False)
                 f.write(text + "\n" if lines else ("," if n else "") + "\n" + text)
                 n += 1

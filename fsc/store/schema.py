@@ -136,7 +136,7 @@ SCHEMA: dict[str, Relation] = {
     ),
     "bench_results": Relation(
         "table",
-        "Figures from `make bench` (python -m fsc.bench): one row per measured number.",
+        "Figures from `make bench` (python -m tools.bench): one row per measured number.",
         {
             "run_id": "Run that measured it (runs.run_id, kind 'bench').",
             "name": "What was measured, e.g. 'decode.tokens_per_s'.",

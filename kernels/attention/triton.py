@@ -137,7 +137,7 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
 
 @dataclass(frozen=True)
 class Tuning(_common.Choices):
-    """Launch choices of `block_attention` on the GPU. `fsc.gpucheck` sweeps them around these
+    """Launch choices of `block_attention` on the GPU. `tools.gpucheck` sweeps them around these
     defaults and reports the fastest; `_common.tuned()` swaps them for a block of code."""
 
     block_n: int = 64  # keys a tile for 16-bit K/V (fp32 and the interpreter take 32)
@@ -150,7 +150,7 @@ class Tuning(_common.Choices):
 
 
 TUNING = _common.from_env("attention", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING): tile, pipeline depth and warps at the
+# Alternatives `tools.gpucheck` times (changes to TUNING): tile, pipeline depth and warps at the
 # default split rule, then the split rule.
 TRIALS = ([{"block_n": n, "num_stages": st, "num_warps": w}
            for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]

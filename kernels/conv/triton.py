@@ -66,14 +66,14 @@ def _conv_kernel(x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr, G, Cn,
 
 @dataclass(frozen=True)
 class Tuning(_common.Choices):
-    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+    """Launch choices (`tools.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_c: int = 64  # channels a program (a power of two >= 16)
     num_warps: int | None = None  # None: 4, or 8 for a G × channel tile of >= 4096 elements
 
 
 TUNING = _common.from_env("conv", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING).
+# Alternatives `tools.gpucheck` times (changes to TUNING).
 TRIALS = [{"block_c": c, "num_warps": w} for c in (32, 64, 128) for w in (4, 8)]
 
 

@@ -102,7 +102,7 @@ class Tuning(_common.Choices):
 
 
 TUNING = _common.from_env("gated_delta", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING).
+# Alternatives `tools.gpucheck` times (changes to TUNING).
 TRIALS = [{"block_v": v, "num_warps": w} for v in (8, 16, 32, 64) for w in (1, 2, 4)]
 WIDEST_TILE = 8192  # fp32 state elements a program holds at most (64 a thread at 4 warps)
 

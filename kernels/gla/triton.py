@@ -182,7 +182,7 @@ def _gla_chunk_kernel(q_ptr, k_ptr, v_ptr, g_ptr, st_ptr, out_ptr, ns_ptr, ob_pt
 
 @dataclass(frozen=True)
 class Tuning(_common.Choices):
-    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+    """Launch choices (`tools.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     LEAST_BLOCK: ClassVar[int] = 1  # the scan takes any width (the chunk form raises it to 16)
     form: str = "auto"  # "chunk", "scan", or "auto": see form()
@@ -192,7 +192,7 @@ class Tuning(_common.Choices):
 
 
 TUNING = _common.from_env("gla", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING): both forms.
+# Alternatives `tools.gpucheck` times (changes to TUNING): both forms.
 TRIALS = ([{"form": "scan", "block_v": v, "num_warps": w} for v in (8, 16, 32) for w in (1, 2, 4)]
           + [{"form": "chunk", "block_v": v, "num_warps": w, "num_stages": st}
              for v in (16, 32, 64, 128) for w in (4, 8) for st in (1, 3)])

@@ -76,7 +76,7 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
 
 @dataclass(frozen=True)
 class Tuning(_common.Choices):
-    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+    """Launch choices (`tools.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_v: int | None = None  # value columns a program (a power of two >= 16); None: 32,
     # halved down to 16 while the grid would have fewer than two programs an SM
@@ -84,7 +84,7 @@ class Tuning(_common.Choices):
 
 
 TUNING = _common.from_env("linear", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING).
+# Alternatives `tools.gpucheck` times (changes to TUNING).
 TRIALS = [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)]
 
 

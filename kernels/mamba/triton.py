@@ -42,7 +42,7 @@ def _softplus(v):
 def _log_decays(dt_ptr, t, G, sdg, dt_bias, A):
     """For each token t: dt_t = softplus(dt + dt_bias), la_t = dt_t·A and la_{t+1}, all 0 past
     the block. Both tokens come from one [G, 2] tile: one softplus, and fewer registers than two
-    [G] vectors take (see tests/kernels/compile_sm90.py)."""
+    [G] vectors take (see tools/compile_sm90.py)."""
     j = tl.arange(0, 2)
     tj = t[:, None] + j[None, :]
     raw = tl.load(dt_ptr + tj * sdg, mask=tj < G, other=0.0).to(tl.float32) + dt_bias
@@ -125,7 +125,7 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
 
 @dataclass(frozen=True)
 class Tuning(_common.Choices):
-    """Launch choices (`fsc.gpucheck` tries others; `_common.tuned` swaps them)."""
+    """Launch choices (`tools.gpucheck` tries others; `_common.tuned` swaps them)."""
 
     block_p: int | None = None  # head-dim rows a program (a power of two >= 16); None: 32, or
     # 16 when that is needed for two programs an SM
@@ -134,7 +134,7 @@ class Tuning(_common.Choices):
 
 
 TUNING = _common.from_env("mamba", Tuning())
-# Alternatives `fsc.gpucheck` times (changes to TUNING).
+# Alternatives `tools.gpucheck` times (changes to TUNING).
 TRIALS = [{"block_p": p, "block_n": n, "num_warps": w}
           for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)]
 

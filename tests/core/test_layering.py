@@ -9,14 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 LAYERS = [  # lowest first; a module is in the layer of the longest prefix that names it
-    ["fsc.errors", "fsc.sections", "fsc.paths", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
+    ["fsc.errors", "fsc.sections", "fsc.paths", "fsc.jsonsafe", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
     ["fsc.mixers", "fsc.recipe"],
     ["fsc.costmodel"],
     ["fsc.kernels", "fsc.ops"],
     ["fsc.model"],
     ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
     ["fsc.source", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
-    ["fsc.bench", "fsc.bench_store", "fsc.gpucheck"],
     ["fsc.cli", "fsc.__main__"],
 ]
 

@@ -14,7 +14,7 @@ import pytest
 import triton
 from fsc.kernels.attention import triton as attn
 
-SCRIPT = Path(__file__).with_name("compile_sm90.py")
+SCRIPT = Path(__file__).parents[2] / "tools" / "compile_sm90.py"
 NVIDIA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 

@@ -1,21 +1,23 @@
-"""`python -m fsc.gpucheck --dry-run` runs the whole GPU check at tiny shapes on the CPU."""
+"""`python -m tools.gpucheck --dry-run` runs the whole GPU check at tiny shapes on the CPU."""
 
 import importlib
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from fsc.kernels import _common, op_folders
 
-from fsc.gpucheck import FOLDERS as MODULES
+from tools.gpucheck import FOLDERS as MODULES
 
+ROOT = Path(__file__).parents[2]
 OPS = set(op_folders())  # every kernel folder
 
 
 def test_gpucheck_dry_run_end_to_end(tmp_path, monkeypatch):
-    env = {**os.environ, "OUT": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-m", "fsc.gpucheck", "--dry-run"], cwd=tmp_path,
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-m", "tools.gpucheck", "--dry-run"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     result = json.loads((tmp_path / "gpucheck.json").read_text())

@@ -1,4 +1,4 @@
-"""Every launch choice `fsc.gpucheck` may try gives the same results: the kernels are exact
+"""Every launch choice `tools.gpucheck` may try gives the same results: the kernels are exact
 under other tiles and warps too (here with several tiles along the split axis)."""
 
 import importlib

@@ -100,7 +100,7 @@ def _two_runs_template(tmp_path_factory):
     b = st.start_run("profile", "fsc profile -r other", None, {"recipes": ["recipes/other.yaml"]})
     st.add_point(b, {"recipe": "other", "S": 64, "B": 1, "step_ms": 0.5}, {"step": [0.5]})
     st.finish_run(b, "failed", "boom")
-    c = st.start_run("bench", "python -m fsc.bench", None, {})
+    c = st.start_run("bench", "python -m tools.bench", None, {})
     st.add_bench(c, "decode.tokens_per_s", 412.0, "tok/s")
     st.finish_run(c)
     return st.dir, [a, b, c]

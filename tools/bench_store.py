@@ -1,6 +1,6 @@
 """Store benchmark: query and write latency on a store holding many raw samples.
 
-    python -m fsc.bench_store --rows 1000000
+    python -m tools.bench_store --rows 1000000
 
 Builds a throw-away store in a temp dir (bulk INSERT ... SELECT, not the per-point API), then
 times typical `fsc query` invocations both in-process (Store.query: open, run, fetch, close)
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from fsc.provenance import host_cpu
 from fsc.store import Store
 from fsc.store.connect import utcnow
+from tools.timing import median_s
 
 SAMPLES_PER_POINT = 50  # 40 step + 10 fold repeats
 QUERIES = {
@@ -72,15 +72,6 @@ def build(st: Store, rows: int) -> int:
     return points
 
 
-def _median_s(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _fsc(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "fsc", *args], check=True, stdout=subprocess.DEVNULL)
 
@@ -104,12 +95,12 @@ def main() -> None:
             "build_s": round(build_s, 3), "store_bytes": st.file.stat().st_size,
             "cpu": host_cpu()[0], "cpus": os.cpu_count(),
             "fsc_version_subprocess_ms": round(
-                1e3 * _median_s(lambda: _fsc("--version"), args.repeats), 1),
+                1e3 * median_s(lambda: _fsc("--version"), args.repeats), 1),
             "queries": {},
         }
         for name, sql in QUERIES.items():
-            inproc = _median_s(lambda sql=sql: st.query(sql), args.repeats)
-            sub = _median_s(
+            inproc = median_s(lambda sql=sql: st.query(sql), args.repeats)
+            sub = median_s(
                 lambda sql=sql: _fsc("query", sql, "--format", "csv", "--store", tmp),
                 args.repeats,
             )
@@ -118,12 +109,12 @@ def main() -> None:
             print(f"{name:18s} in-process {1e3 * inproc:8.1f} ms   subprocess {1e3 * sub:8.1f} ms",
                   file=sys.stderr)
         result["runs_subprocess_ms"] = round(
-            1e3 * _median_s(lambda: _fsc("runs", "--json", "--store", tmp), args.repeats), 1)
+            1e3 * median_s(lambda: _fsc("runs", "--json", "--store", tmp), args.repeats), 1)
 
         run_id = st.start_run("profile", "bench_store add_point", None, {})
         point = {"recipe": "r", "S": 1024, "B": 1, "step_ms": 1.0}
         samples = {"step": [1.0] * 40, "fold": [1.0] * 10}
-        add = _median_s(lambda: st.add_point(run_id, point, samples), 4 * args.repeats)
+        add = median_s(lambda: st.add_point(run_id, point, samples), 4 * args.repeats)
         result["add_point_ms"] = round(1e3 * add, 1)
         print(f"add_point (50 samples) {1e3 * add:.1f} ms", file=sys.stderr)
     print(json.dumps(result))

@@ -1,7 +1,7 @@
 """GPU check of the Triton kernels: accuracy, speed against the torch path and the HBM floor.
 
-    python -m fsc.gpucheck             # on one GPU (make gpu-check); under 8 minutes on an H200
-    python -m fsc.gpucheck --dry-run   # tiny shapes on the CPU under the Triton interpreter
+    python -m tools.gpucheck             # on one GPU (make gpu-check); under 8 minutes on an H200
+    python -m tools.gpucheck --dry-run   # tiny shapes on the CPU under the Triton interpreter
 
 For every kernel at the 3B shapes (hard-coded below: this runs on the GPU image, which lacks
 pydantic and duckdb, so no recipe is loaded) and B in {1, 8} — block attention also at S in
@@ -24,17 +24,18 @@ import importlib
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 
-from fsc.costmodel.devices import device_spec
-from fsc.errors import is_out_of_memory
 from fsc.kernels import op_folders
 from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, state_points
+
+from fsc.costmodel.devices import device_spec
+from fsc.errors import is_out_of_memory
+from tools.timing import median_s
 
 POINTS = {"S": (4096, 65536, 262144), "B": (1, 8)}
 POINTS_DRY = {"S": (0, 40), "B": (1, 2)}
@@ -50,12 +51,7 @@ def bench_us(fn, device, rep_ms: int = 100) -> float:
         from triton.testing import do_bench
 
         return do_bench(fn, warmup=rep_ms // 4, rep=rep_ms, return_mode="median") * 1e3
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return median_s(fn, 3) * 1e6
 
 
 def hbm_bandwidth(name: str) -> float | None:
@@ -189,7 +185,6 @@ def run_tuning(device, dtype, shapes, bandwidth, deadline, dry_run: bool, log) -
     kernels' steps at B = 1 and 8. One row per op and shape, with the default and the fastest
     choice and every trial kept."""
     import torch
-
     from fsc.kernels import _common
 
     gen = torch.Generator(device=device).manual_seed(1)
@@ -331,7 +326,7 @@ def _json_safe(x):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fsc.gpucheck", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.gpucheck", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="tiny shapes on the CPU under the Triton interpreter")
     args = parser.parse_args(argv)
@@ -342,7 +337,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
     import triton
-
     from fsc.kernels import TUNING_ENV
 
     def log(msg):

@@ -1,7 +1,7 @@
 """Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
 the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
 
-    python -m fsc.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads]
+    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads]
 
 1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
 2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fsc.paths import store_dir
+from tools.timing import median_s
 
 FSC = [sys.executable, "-m", "fsc"]
 TINY = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_hybrid"]
@@ -32,13 +32,10 @@ out = Console()
 
 def startup(record) -> None:
     for args in (["--help"], ["--version"]):
-        times = []
-        for _ in range(7):
-            t0 = time.perf_counter()
-            subprocess.run([*FSC, *args], capture_output=True, check=True)
-            times.append((time.perf_counter() - t0) * 1e3)
-        record(f"startup.fsc {' '.join(args)}", statistics.median(times), "ms", {"runs": 7})
-        out.print(f"fsc {' '.join(args)}: median {statistics.median(times):.0f} ms over 7 runs")
+        ms = median_s(lambda a=args: subprocess.run([*FSC, *a], capture_output=True, check=True),
+                      7) * 1e3
+        record(f"startup.fsc {' '.join(args)}", ms, "ms", {"runs": 7})
+        out.print(f"fsc {' '.join(args)}: median {ms:.0f} ms over 7 runs")
 
 
 def decode(record, lengths: list[int]) -> None:
@@ -96,13 +93,8 @@ def threads(record) -> None:
 
     def median_ms(n: int) -> float:
         torch.set_num_threads(n)
-        times = []
         with torch.no_grad():
-            for _ in range(15):
-                t0 = time.perf_counter()
-                model.forward_blockwise(tokens)
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times[3:])
+            return median_s(lambda: model.forward_blockwise(tokens), 12, warmup=3) * 1e3
 
     t = Table(title="tiny_hybrid forward_blockwise, 68 tokens (median ms)")
     for col in ("torch threads", "idle", "2 busy processes"):
@@ -134,7 +126,7 @@ def main(argv=None) -> None:
     from fsc.store import Store
 
     st = Store(store_dir(a.store))
-    run_id = st.start_run("bench", " ".join(["python -m fsc.bench", *sys.argv[1:]]),
+    run_id = st.start_run("bench", " ".join(["python -m tools.bench", *sys.argv[1:]]),
                           st.register_environment(environment("cpu")), vars(a) | {"store": str(st.dir)})
     figures = []
 

@@ -1,0 +1,21 @@
+"""Values made ready for JSON the one way fsc writes them (`--json`, `fsc export`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+
+def plain(obj: Any) -> Any:
+    """`obj` with non-finite floats as None (JSON has no NaN), mapping keys as text, tuples as
+    lists and paths as text; anything else as it is (json's `default=str` takes the rest)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
