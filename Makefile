@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-typer-oldest lint run gpu-check gpu-wheels bench clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run gpu-check gpu-wheels bench clean
 
 install: $(STAMP)
 
@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The slow checks `make test` skips (the GPU check's dry run, the sm_90 compile, concurrent
+# sweeps and writers); `make test-all` runs everything but the GPU tests.
+test-slow: install
+	$(BIN)/python -m pytest -q -m "slow and not gpu"
+
+test-all: install
+	$(BIN)/python -m pytest -q -m "not gpu"
 
 # The CLI boundary again under the oldest typer pyproject.toml allows: it runs on the click
 # package (newer typers carry their own copy), with the newest click pip would pair it with.

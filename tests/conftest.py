@@ -10,3 +10,27 @@ os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".sto
 import torch
 
 torch.set_num_threads(1)  # see fsc.cli.common.torch_threads
+
+import pytest  # noqa: E402
+from fsc_run import in_process, new_process  # noqa: E402
+
+
+@pytest.fixture
+def run_fsc(tmp_path):
+    """run_fsc(*args, env=None, cwd=None, check=None, timeout=300): `python -m fsc ARGS` in a
+    new process, the real boundary (exit status, a fresh interpreter). It costs ~3 s of
+    imports: use `fsc_main` unless the process itself is what the test checks."""
+
+    def run(*args, cwd=None, **kw):
+        return new_process(*args, cwd=cwd or tmp_path, **kw)
+
+    return run
+
+
+@pytest.fixture
+def fsc_main(tmp_path, monkeypatch):
+    """fsc_main(*args, check=None): fsc ARGS in this process, through the same error boundary,
+    run in tmp_path; returns what run_fsc does (returncode, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FSC_DEBUG", raising=False)
+    return in_process

@@ -99,3 +99,20 @@ def test_decode_refuses_weights_that_cannot_fit(fsc_cli, tmp_path):
                    "layers: {default: attention}\nattention: {n_heads: 128}\n")
     res = fsc_cli("decode", big, "--prompt", "hi")
     assert res.returncode == 2 and "weights need" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args, code, where", [
+    ([], 0, "stdout"),  # bare fsc: the help
+    (["build", "nope_recipe"], 2, "stderr"),  # a library error
+    (["build", "tiny_attn", "--S", "abc"], 2, "stderr"),  # a usage error of typer's click
+    (["nonsense"], 2, "stderr"),
+])
+def test_the_process_boundary(run_fsc, args, code, where):
+    """A handful through a real process: the exit status and one line, never a traceback."""
+    res = run_fsc(*args)
+    assert res.returncode == code and "Traceback" not in res.stderr + res.stdout
+    if where == "stderr":
+        assert len(res.stderr.splitlines()) == 1 and res.stderr.startswith("error: ")
+        assert res.stdout == ""
+    else:
+        assert "Usage" in res.stdout and res.stderr == ""

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import typer
+from fsc_run import in_process
 from typer.testing import CliRunner
 
 from fsc.cli import estimate as estimate_cli
@@ -59,8 +60,7 @@ def test_help_text_on_every_option(app):
 
 
 def _run_fsc(*args):
-    return subprocess.run([sys.executable, "-m", "fsc", "estimate", *args],
-                          check=False, capture_output=True, text=True, timeout=60)
+    return in_process("estimate", *args)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -18,6 +18,7 @@ SCRIPT = Path(__file__).parents[2] / "tools" / "compile_sm90.py"
 NVIDIA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
 
+@pytest.mark.slow  # make test-slow (CI) and make test-all
 @pytest.mark.skipif(not (NVIDIA_BIN / "ptxas").exists(), reason="Triton without its CUDA backend")
 def test_kernels_compile_for_sm90_without_spills(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fsc.kernels import _common, op_folders
 
 from tools.gpucheck import FOLDERS as MODULES
@@ -15,6 +16,7 @@ ROOT = Path(__file__).parents[2]
 OPS = set(op_folders())  # every kernel folder
 
 
+@pytest.mark.slow  # make test-slow (CI) and make test-all
 def test_gpucheck_dry_run_end_to_end(tmp_path, monkeypatch):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-m", "tools.gpucheck", "--dry-run"], cwd=tmp_path,

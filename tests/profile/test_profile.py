@@ -8,14 +8,15 @@ import sys
 import time
 
 import pytest
+from fsc_run import in_process, new_process
 
 FSC = [sys.executable, "-m", "fsc"]
 SMALL = ["--S", "16,64", "--B", "1,2", "--warmup", "0", "--repeats", "2"]
 
 
-def _fsc(*args, store, timeout=300):
-    return subprocess.run([*FSC, *map(str, args), "--store", str(store)], capture_output=True,
-                          text=True, timeout=timeout)
+def _fsc(*args, store):
+    """fsc ARGS --store STORE in this process, through its error boundary."""
+    return in_process(*args, "--store", store)
 
 
 def _query(store, sql):
@@ -62,6 +63,7 @@ def test_bad_profile_arguments(tmp_path):
         assert res.returncode == 2 and msg in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow  # make test-slow (CI) and make test-all
 def test_concurrent_sweeps_and_queries_lose_nothing(tmp_path):
     procs = [subprocess.Popen([*FSC, "profile", "-r", r, *SMALL, "--store", str(tmp_path)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -129,8 +131,10 @@ def test_autoregressive_points(tmp_path):
 
 
 def test_weights_that_do_not_fit_are_never_built(tmp_path):
-    res = _fsc("profile", "-r", "attn_7b", "-r", "tiny_attn", "--S", "64", "--B", "1", "--warmup", "0",
-               "--repeats", "1", "--memory-budget", "1GiB", "--json", store=tmp_path, timeout=60)
+    # its own process, with a time limit: building 7B-sized weights would not end soon
+    res = new_process("profile", "-r", "attn_7b", "-r", "tiny_attn", "--S", "64", "--B", "1",
+                      "--warmup", "0", "--repeats", "1", "--memory-budget", "1GiB", "--json",
+                      "--store", tmp_path, timeout=60)
     assert res.returncode == 0, res.stderr
     status = {p["recipe"]: (p["status"], p.get("error") or "") for p in json.loads(res.stdout)["points"]}
     assert status["tiny_attn"][0] == "ok"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fsc_run import in_process
 
 WRITER = Path(__file__).with_name("store_writer.py")
 
@@ -23,15 +24,9 @@ def store_path(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fsc():
-    """Run `python -m fsc ARGS` (the real error boundary); returns CompletedProcess."""
-
-    def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fsc", *args],
-            check=False, capture_output=True, text=True, timeout=timeout,
-        )
-
-    return run
+    """Run `fsc ARGS` in this process through the real error boundary; returns
+    CompletedProcess (see tests/fsc_run.py)."""
+    return in_process
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from fsc.store import Store
 
 N_WRITERS = 4
@@ -12,6 +14,7 @@ N_POINTS = 30
 N_SAMPLES = 12 + 4  # store_writer.py: step and fold samples per point
 
 
+@pytest.mark.slow  # make test-slow (CI) and make test-all
 def test_concurrent_writers_and_reader_lose_nothing(store_path, fsc, writer):
     # writers race to create and migrate the store, then interleave short transactions
     writers = [writer(store_path, N_POINTS, 0.0, f"w{i}") for i in range(N_WRITERS)]
