@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from fakehub import FakeHub
+from fsc_run import new_process
 
 RUN_TIMEOUT_S = 120
 
@@ -44,9 +43,9 @@ def fsc(hf_env, tmp_path):
     """fsc(*args, env=None, cwd=None) -> CompletedProcess of `python -m fsc ARGS`."""
 
     def run(*args, env: dict | None = None, cwd: Path | None = None):
-        return subprocess.run([sys.executable, "-m", "fsc", *map(str, args)],
-                              env=hf_env if env is None else env, cwd=cwd or tmp_path,
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+        # a new process: huggingface_hub reads HF_ENDPOINT and HF_HOME when it is imported
+        return new_process(*args, env=hf_env if env is None else env, cwd=cwd or tmp_path,
+                           timeout=RUN_TIMEOUT_S)
 
     return run
 

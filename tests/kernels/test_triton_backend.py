@@ -49,11 +49,10 @@ def test_triton_backend_matches_torch(recipe):
 
 def test_verify_with_the_triton_backend_checks_every_kernel():
     import json
-    import subprocess
-    import sys
 
-    res = subprocess.run([sys.executable, "-m", "fsc", "verify", "tiny_hybrid", "--backend", "triton",
-                          "--blocks", "2", "--json"], capture_output=True, text=True, timeout=600)
+    from fsc_run import in_process
+
+    res = in_process("verify", "tiny_hybrid", "--backend", "triton", "--blocks", "2", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["exact"] is True and doc["backends"]["block_attention"] == "triton"

@@ -113,6 +113,9 @@ def test_cli_refuses_bad_tuning_and_records_good_tuning(tmp_path):
     import subprocess
     import sys
 
+    from fsc_run import in_process
+
+    # new processes: the variable is read when a kernel module is first imported
     env = {**os.environ, "TRITON_INTERPRET": "1", "FSC_KERNEL_TUNING": "gla.form=sideways"}
     res = subprocess.run([sys.executable, "-m", "fsc", "verify", "tiny_gla", "--backend", "triton"],
                          env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -126,7 +129,6 @@ def test_cli_refuses_bad_tuning_and_records_good_tuning(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["points"][0]["mixer_backends"] == {"gla": "triton"}
-    res = subprocess.run([sys.executable, "-m", "fsc", "query", "--store", str(store), "--format",
-                          "json", "select config->>'kernel_tuning' as t from runs"],
-                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    res = in_process("query", "--store", store, "--format", "json",
+                     "select config->>'kernel_tuning' as t from runs")
     assert json.loads(res.stdout) == [{"t": "gla.form=scan"}], res.stdout + res.stderr
