@@ -79,7 +79,7 @@ def sample(logits, temperature: float, top_p: float, generator):
     return tok, probs.gather(-1, tok[:, None]).squeeze(-1)
 
 
-class _Runner:
+class _Passes:
     """The forward passes of one decode: against the cache, or recomputing the prefix."""
 
     def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device):
@@ -119,11 +119,7 @@ class _Runner:
         return self.model.forward_blockwise(self._t(self.ids), self.blocks)[0, -1].float().cpu()
 
 
-@torch.no_grad()
-def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
-    """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
-    cfg.check()
-    device = device or model.embed.weight.device
+def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
     vocab = model.recipe.vocab_size
     if tokenizer.vocab_size > vocab:
         raise UsageError(
@@ -131,11 +127,39 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         )
     if not prompt_ids:
         raise UsageError("the prompt is empty after tokenisation")
+
+
+def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig) -> list[int]:
+    """One block of g masked positions filled in at most K steps: each step reveals the most
+    confident masked positions (the even schedule, plus any above the threshold)."""
+    block = [mask_id] * g
+    masked = torch.ones(g, dtype=torch.bool)
+    for n_reveal in even_schedule(g, min(cfg.steps, g)):
+        tok, conf = pick(run.step(block))
+        conf = conf.masked_fill(~masked, -1.0)
+        chosen = set(conf.topk(n_reveal).indices.tolist())
+        if cfg.threshold is not None:
+            chosen |= set((conf >= cfg.threshold).nonzero().flatten().tolist())
+        for i in chosen:
+            block[i] = int(tok[i])
+            masked[i] = False
+        if not masked.any():
+            break
+    return block
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
+    """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
+    cfg.check()
+    _check_inputs(model, tokenizer, prompt_ids)
+    device = device or model.embed.weight.device
+    vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G
     gen = torch.Generator().manual_seed(cfg.seed)
     banned = [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
     t0 = time.perf_counter()
-    run = _Runner(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device)
+    run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device)
     prompt_passes = run.passes
     out: list[int] = []
     n_blocks = 0
@@ -148,25 +172,10 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
 
     while len(out) < cfg.length:
         if cfg.mode == "ar":
-            tok, _ = pick(run.ar_logits()[None])
-            block = [int(tok[0])]
-            run.commit(block)
+            block = [int(pick(run.ar_logits()[None])[0][0])]
         else:
-            g = min(G, cfg.length - len(out))
-            block = [tokenizer.mask_id] * g
-            masked = torch.ones(g, dtype=torch.bool)
-            for n_reveal in even_schedule(g, min(cfg.steps, g)):
-                tok, conf = pick(run.step(block))
-                conf = conf.masked_fill(~masked, -1.0)
-                chosen = set(conf.topk(n_reveal).indices.tolist())
-                if cfg.threshold is not None:
-                    chosen |= set((conf >= cfg.threshold).nonzero().flatten().tolist())
-                for i in chosen:
-                    block[i] = int(tok[i])
-                    masked[i] = False
-                if not masked.any():
-                    break
-            run.commit(block)
+            block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)), cfg)
+        run.commit(block)
         n_blocks += 1
         out += block
         if eos is not None and eos in block:

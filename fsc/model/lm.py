@@ -23,7 +23,15 @@ class Layer(nn.Module):
         else:
             self.ffn = MLP(recipe.d_model, int(recipe.mlp_cfg.hidden_ratio * recipe.d_model))
 
-    def _mix(self, x, mixed):
+    def forward(self, x, cache=None, commit: bool = False, block_lengths=None):
+        """x [B, T, d_model] through the mixer (a step against `cache`, a fold with `commit`,
+        or with `block_lengths` the uncached block-causal forward) and the FFN, residuals
+        around each."""
+        h = self.norm1(x)
+        if block_lengths is not None:
+            mixed = self.mixer.forward_blockwise(h, block_lengths)
+        else:
+            mixed = self.mixer.fold(h, cache) if commit else self.mixer(h, cache)
         x = x + mixed
         return x + self.ffn(self.norm2(x))
 
@@ -88,9 +96,7 @@ class LM(nn.Module):
             raise ValueError(f"batch {tokens.shape[0]} does not match the cache's batch {cache.batch}")
         x = self.embed(tokens).to(self.dtype)
         for layer, lc in zip(self.layers, cache.layers):
-            h = layer.norm1(x)
-            mixed = layer.mixer.fold(h, lc) if commit else layer.mixer(h, lc)
-            x = layer._mix(x, mixed)
+            x = layer(x, lc, commit=commit)
         if commit:
             cache.length += G
         return self.lm_head(self.norm_f(x)).float()
@@ -109,7 +115,7 @@ class LM(nn.Module):
         assert sum(block_lengths) == T, "block lengths must cover the sequence"
         x = self.embed(tokens).to(self.dtype)
         for layer in self.layers:
-            x = layer._mix(x, layer.mixer.forward_blockwise(layer.norm1(x), block_lengths))
+            x = layer(x, block_lengths=block_lengths)
         return self.lm_head(self.norm_f(x)).float()
 
 
