@@ -157,3 +157,40 @@ def rough_cpu_seconds(points: list[Point], cfg: SweepConfig, budget: int) -> lis
         built.add(p.ref)
         seconds.append(passes * per_pass + fill / CPU_FILL_BYTES_PER_S + CPU_POINT_OVERHEAD_S)
     return seconds
+
+
+# -- results ---------------------------------------------------------------------------------
+def _baseline(rows: list[dict]) -> str:
+    """The recipe others are compared with: the all-attention one if any, else the first."""
+    for r in rows:
+        if set(r["layer_plan"]) == {"attention"}:
+            return r["recipe"]
+    return rows[0]["recipe"]
+
+
+def compare(rows: list[dict]) -> list[dict]:
+    """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
+    baseline (× > 1: better than the baseline)."""
+    if not rows:
+        return []
+    base_name = _baseline(rows)
+
+    def key(r):
+        return r["S"], r["B"], r["G"], r["K"]
+
+    by = {(r["recipe"], *key(r)): r for r in rows}
+    result = []
+    for r in rows:
+        if r["recipe"] == base_name or r["status"] != "ok":
+            continue
+        base = by.get((base_name, *key(r)))
+        ok = base is not None and base["status"] == "ok"
+        result.append({
+            "S": r["S"], "B": r["B"], "G": r["G"], "K": r["K"], "recipe": r["recipe"],
+            "baseline": base_name,
+            "latency_x": base["step_ms"] / r["step_ms"] if ok else None,
+            "memory_x": base["peak_bytes"] / r["peak_bytes"] if ok else None,
+            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if ok else None,
+            "baseline_status": base["status"] if base else "-",
+        })
+    return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))

@@ -265,13 +265,13 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     import torch
 
     from fsc import ops
-    from fsc.cli.profile_render import compare, duration, render_rows
+    from fsc.cli.profile_render import duration, render_rows
     from fsc.costmodel import DeviceSpec
     from fsc.kernels import TUNING_ENV
     from fsc.profile import Sweep, device_spec_for
     from fsc.provenance import environment
     from fsc.source import free_bytes
-    from fsc.sweep import rough_cpu_seconds
+    from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
     torch_threads()

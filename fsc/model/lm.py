@@ -162,3 +162,35 @@ def count_params(model: LM) -> dict[str, int]:
         counts[key] = counts.get(key, 0) + p.numel()
     counts["total"] = sum(v for k, v in counts.items())
     return counts
+
+
+# Above this many weight bytes the model is built on the meta device (shapes only).
+META_ABOVE_BYTES = 256 * 2**20
+
+
+def build_report(recipe, S: int, B: int, device: str = "auto") -> dict:
+    """The facts `fsc build` prints, from a model built on CPU or (large ones) on meta."""
+    meta = build_model(recipe, device="meta")
+    params = count_params(meta)
+    weight_bytes = sum(p.numel() * p.element_size() for p in meta.parameters())
+    if device == "auto":
+        device = "meta" if weight_bytes > META_ABOVE_BYTES else "cpu"
+    model = meta if device == "meta" else build_model(recipe, device=device)
+    built_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert built_bytes == weight_bytes
+    cache = model.cache_bytes(B, S)
+    return {
+        "name": recipe.name,
+        "recipe_hash": recipe.recipe_hash,
+        "n_layers": recipe.n_layers,
+        "layer_plan": recipe.layer_plan,
+        "layer_map": recipe.layer_map,
+        "block_size": recipe.block_size,
+        "dtype": recipe.dtype,
+        "state_dtype": recipe.state_dtype,
+        "n_params": params["total"],
+        "params_by_kind": {k: v for k, v in params.items() if k != "total"},
+        "weight_bytes": weight_bytes,
+        "built_on": str(torch.device(device)),
+        "cache": {"S": S, "B": B, **cache},
+    }
