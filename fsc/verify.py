@@ -17,6 +17,7 @@ Light at import (the CLI reads the bounds for `fsc --help`; torch comes with `ve
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from fsc.blocks import MAX_G
@@ -40,6 +41,60 @@ MAX_TOKENS = 2**20  # G × blocks; the memory check bounds it further
 MAX_BATCH = 1024
 MAX_FP32_WEIGHT_BYTES = 512 * 2**20
 REDUCED_WIDTH = 256
+
+
+@dataclass
+class Check:
+    """One comparison: the model's logits or one mixer kind's outputs, cached against uncached.
+    In bf16/fp16 also each block's error relative to its largest reference value: the first,
+    the last (the drift) and the worst."""
+
+    what: str
+    kind: str
+    max_abs_err: float
+    scale: float
+    tol: float
+    exact: bool
+    first_rel_err: float | None = None
+    last_rel_err: float | None = None
+    max_rel_err: float | None = None
+
+
+@dataclass
+class VerifyReport:
+    """What `fsc verify` found, and on what."""
+
+    recipe: str
+    checked: str  # the recipe checked: `recipe`, or the same layer plan at a reduced width
+    reduced_width: bool
+    weights: str  # "seeded" or "checkpoint DIR"
+    d_model: int
+    G: int
+    B: int
+    blocks: int
+    tokens: int
+    dtype: str
+    state_dtype: str
+    checks: list[Check]
+    backends: dict[str, str] = field(default_factory=dict)  # op -> the backend that ran it
+    kernels: list[dict] = field(default_factory=list)  # with --backend triton: each kernel
+
+    @property
+    def exact(self) -> bool:
+        return all(c.exact for c in self.checks) and all(k["ok"] for k in self.kernels)
+
+    def to_dict(self) -> dict:
+        """The JSON document (`--json`): the fields, exact, each kind's max error, and in
+        bf16/fp16 each kind's drift; checks without the fields their dtype does not fill."""
+        doc = asdict(self)
+        doc["checks"] = [{k: v for k, v in c.items() if v is not None} for c in doc["checks"]]
+        doc["exact"] = self.exact
+        doc["max_abs_err"] = {c.kind: c.max_abs_err for c in self.checks}
+        if self.dtype != "fp32":
+            doc["drift"] = {c.kind: c.last_rel_err for c in self.checks}
+        if not self.kernels:
+            del doc["kernels"]
+        return doc
 
 
 def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int | None = None,
@@ -100,7 +155,7 @@ def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, dev
 
 
 def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | None = None,
-           seed: int = 0, device="cpu", checkpoint=None, dtype: str = "fp32") -> dict:
+           seed: int = 0, device="cpu", checkpoint=None, dtype: str = "fp32") -> VerifyReport:
     """The report. With `checkpoint` (a directory) its verified weights are used, unless the
     recipe has to be checked at a reduced width."""
     G, n_blocks = plan(recipe, dtype, G, n_blocks)
@@ -134,21 +189,9 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | Non
         run = _drift if low else _exact
         checks = run(model, ref, checked, G, B, n_blocks, gen, device, dtype)
 
-    report = {
-        "recipe": recipe.name,
-        "checked": checked.name,
-        "reduced_width": reduced,
-        "weights": weights,
-        "d_model": checked.d_model,
-        "G": G, "B": B, "blocks": n_blocks, "tokens": G * n_blocks, "dtype": dtype,
-        "state_dtype": checked.state_dtype if low else "fp32",
-        "exact": all(c["exact"] for c in checks),
-        "max_abs_err": {c["kind"]: c["max_abs_err"] for c in checks},
-        "checks": checks,
-    }
-    if low:
-        report["drift"] = {c["kind"]: c["last_rel_err"] for c in checks}
-    return report
+    return VerifyReport(recipe.name, checked.name, reduced, weights, checked.d_model, G, B,
+                        n_blocks, G * n_blocks, dtype, checked.state_dtype if low else "fp32",
+                        checks)
 
 
 def _mixers(checked):
@@ -173,9 +216,9 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
         fold = model.fold(blk, cache)
         err = max(err, (step - want[:, b * G : (b + 1) * G]).abs().max().item())
         fold_err = max(fold_err, (fold - step).abs().max().item())
-    checks.append({"what": "model logits", "kind": "model", "max_abs_err": max(err, fold_err),
-                   "scale": want.abs().max().item(), "tol": LOGIT_TOL,
-                   "exact": max(err, fold_err) <= LOGIT_TOL})
+    worst = max(err, fold_err)
+    checks.append(Check("model logits", "model", worst, want.abs().max().item(), LOGIT_TOL,
+                        worst <= LOGIT_TOL))
 
     for kind, i in _mixers(checked):
         mixer = model.layers[i].mixer
@@ -190,8 +233,8 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
             fold = mixer.fold(x[:, sl], cache)
             worst = max(worst, *((o - want[:, sl]).abs().max().item() for o in (step, again, fold)))
         scale = max(want.abs().max().item(), 1e-30)
-        checks.append({"what": f"{kind} mixer", "kind": kind, "max_abs_err": worst, "scale": scale,
-                       "tol": MIXER_TOL * scale, "exact": worst <= MIXER_TOL * scale})
+        checks.append(Check(f"{kind} mixer", kind, worst, scale, MIXER_TOL * scale,
+                            worst <= MIXER_TOL * scale))
     return checks
 
 
@@ -254,7 +297,7 @@ def _routing(model, B: int, follow: dict | None = None):
             h.remove()
 
 
-def _errors(what, kind, tol, blocks, got, want) -> dict:
+def _errors(what, kind, tol, blocks, got, want) -> Check:
     """The first, worst and last block's error, each relative to the largest value of that
     block's reference (outputs may shrink or grow along the sequence)."""
     errs, worst_abs = [], 0.0
@@ -263,6 +306,5 @@ def _errors(what, kind, tol, blocks, got, want) -> dict:
         worst_abs = max(worst_abs, diff)
         errs.append(diff / max(want[:, sl].abs().max().item(), 1e-30))
     worst = max(errs)
-    return {"what": what, "kind": kind, "max_abs_err": worst_abs,
-            "scale": want.abs().max().item(), "tol": tol, "first_rel_err": errs[0],
-            "last_rel_err": errs[-1], "max_rel_err": worst, "exact": worst <= tol}
+    return Check(what, kind, worst_abs, want.abs().max().item(), tol, worst <= tol,
+                 first_rel_err=errs[0], last_rel_err=errs[-1], max_rel_err=worst)

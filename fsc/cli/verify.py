@@ -59,53 +59,53 @@ def verify(
     report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
                         checkpoint=Path(source) if is_checkpoint(source) else None,
                         dtype=str(dtype))
-    report["backends"] = dict(ops.ran)
+    report.backends = dict(ops.ran)
     if backend == Backend.triton:
         from fsc.kernels.selfcheck import check_kernels
 
-        report["kernels"] = check_kernels(device)
-        report["exact"] = report["exact"] and all(k["ok"] for k in report["kernels"])
+        report.kernels = check_kernels(device)
     if as_json:
-        print_json(report)
+        print_json(report.to_dict())
     else:
         _render(report)
-    if not report["exact"]:
+    if not report.exact:
         raise typer.Exit(1)
 
 
-def _render(rep: dict) -> None:
+def _render(rep) -> None:
+    """A VerifyReport as tables."""
     from rich.markup import escape
     from rich.table import Table
 
-    name = escape(printable(rep["recipe"]))
-    if rep["reduced_width"]:
+    name = escape(printable(rep.recipe))
+    if rep.reduced_width:
         out.print(f"{name} is too large for this machine: checked the same layer plan "
-                  f"at d_model {rep['d_model']} ({escape(printable(rep['checked']))})")
-    run = f"G {rep['G']}, B {rep['B']}, {rep['blocks']} blocks"
-    if rep["dtype"] == "fp32":
+                  f"at d_model {rep.d_model} ({escape(printable(rep.checked))})")
+    run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks"
+    if rep.dtype == "fp32":
         t = Table(title=f"exactness: cached vs block-causal, {run}, fp32")
         for col in ("check", "max abs err", "tolerance", "exact"):
             t.add_column(col)
-        for c in rep["checks"]:
-            t.add_row(c["what"], f"{c['max_abs_err']:.2e}", f"{c['tol']:.1e}",
-                      "yes" if c["exact"] else "[red]NO")
+        for c in rep.checks:
+            t.add_row(c.what, f"{c.max_abs_err:.2e}", f"{c.tol:.1e}",
+                      "yes" if c.exact else "[red]NO")
     else:
-        t = Table(title=f"drift: cached {rep['dtype']} (states {rep['state_dtype']}) vs fp32 "
-                        f"block-causal, {run} ({rep['tokens']} tokens); error relative to each "
+        t = Table(title=f"drift: cached {rep.dtype} (states {rep.state_dtype}) vs fp32 "
+                        f"block-causal, {run} ({rep.tokens} tokens); error relative to each "
                         "block's largest reference value")
         for col in ("check", "first block", "last block", "worst block", "tolerance", "ok"):
             t.add_column(col, justify="left" if col == "check" else "right")
-        for c in rep["checks"]:
-            t.add_row(c["what"], f"{c['first_rel_err']:.2e}", f"{c['last_rel_err']:.2e}",
-                      f"{c['max_rel_err']:.2e}", f"{c['tol']:.0e}", "yes" if c["exact"] else "[red]NO")
+        for c in rep.checks:
+            t.add_row(c.what, f"{c.first_rel_err:.2e}", f"{c.last_rel_err:.2e}",
+                      f"{c.max_rel_err:.2e}", f"{c.tol:.0e}", "yes" if c.exact else "[red]NO")
     out.print(t)
-    for k in rep.get("kernels", []):
+    for k in rep.kernels:
         out.print(f"kernel {k['op']} ({k['dtype']}): max err {k['max_err']:.2e} "
                   f"{'ok' if k['ok'] else '[red]FAIL'}")
-    if rep["dtype"] == "fp32":
-        out.print("[green]exact[/]" if rep["exact"] else "[red]NOT exact[/]")
+    if rep.dtype == "fp32":
+        out.print("[green]exact[/]" if rep.exact else "[red]NOT exact[/]")
     else:
-        out.print("[green]within tolerance[/]" if rep["exact"] else "[red]drifts past tolerance[/]")
+        out.print("[green]within tolerance[/]" if rep.exact else "[red]drifts past tolerance[/]")
 
 
 def register(app: typer.Typer) -> None:
