@@ -165,12 +165,32 @@ def create_bench_results(con: Connection) -> None:
     )
 
 
+def profile_view_follows_the_table(con: Connection) -> None:
+    """The profile view as every column of profile_points (`p.*`: DuckDB binds a view when it
+    is queried, so a measurement added by a later migration shows up without a new view),
+    then the run's and the environment's."""
+    con.execute(
+        """
+        CREATE OR REPLACE VIEW profile AS
+        SELECT
+            p.*,
+            r.status AS run_status, r.command, r.host,
+            e.device_name, e.device_memory_bytes, e.git_commit, e.git_dirty,
+            e.fsc_version, e.torch_version, e.triton_version, e.cuda_version, e.driver_version
+        FROM profile_points p
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
     create_artifacts,
     create_profile_view,
     create_bench_results,
+    profile_view_follows_the_table,
 ]
 
 

@@ -78,3 +78,14 @@ def test_describe_without_a_store_does_not_create_it(store_path):
 def test_docs_show_the_current_schema(store_path):
     """docs/store.md embeds `fsc schema --markdown`; regenerate it when the schema changes."""
     assert to_markdown(describe(Store(store_path))) in DOCS.read_text()
+
+
+def test_a_measurement_added_to_profile_points_shows_in_the_profile_view():
+    """The view is `p.*` plus the run's and environment's columns: a new measurement is one
+    migration (ALTER TABLE), not a rewrite of the view."""
+    con = duckdb.connect(":memory:")
+    migrate(con)
+    before = [d[0] for d in con.execute("select * from profile limit 0").description]
+    con.execute("alter table profile_points add column energy_joules double")
+    after = [d[0] for d in con.execute("select * from profile limit 0").description]
+    assert "energy_joules" in after and len(after) == len(before) + 1
