@@ -9,6 +9,8 @@ slipped digit is refused at load instead of becoming an hour-long build or a Mem
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel, ConfigDict
 
 MAX_NAME = 128  # characters
@@ -61,3 +63,27 @@ def rescaled_heads(cfg: dict, d_model: int, scale: float, dim_key: str | None) -
     if dim_key is not None:
         cfg.pop(dim_key, None)
     return cfg
+
+
+class HeadDims(NamedTuple):
+    n_heads: int
+    head_dim: int  # Dk = Dv
+
+
+def head_dims(cfg, d_model: int) -> HeadDims:
+    """Heads and their size for a section with `n_heads` and an optional `head_dim` (default
+    d_model / n_heads)."""
+    return HeadDims(cfg.n_heads, cfg.head_dim or d_model // cfg.n_heads)
+
+
+def square_state_rules(kind: str):
+    """The rules and width change of a section of `n_heads` and an optional `head_dim` whose
+    heads keep a [head_dim, head_dim] state (gla, gated_delta): (check, at_width)."""
+
+    def check(cfg, d_model: int) -> None:
+        heads_dividing(d_model, kind, cfg.n_heads, cfg.head_dim)
+
+    def at_width(cfg: dict, d_model: int, scale: float) -> dict:
+        return rescaled_heads(cfg, d_model, scale, "head_dim")
+
+    return check, at_width

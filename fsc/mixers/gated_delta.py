@@ -7,12 +7,16 @@ queries are L2-normalised; the decay is Mamba-2's, g = −exp(A_log)·softplus(a
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pydantic import Field
 
 from fsc.mixers.spec import MixerShape, MixerSpec
-from fsc.sections import MAX_HEAD_DIM, MAX_HEADS, Section, heads_dividing, rescaled_heads
+from fsc.sections import (
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    Section,
+    head_dims,
+    square_state_rules,
+)
 
 
 class GatedDeltaCfg(Section):
@@ -20,21 +24,8 @@ class GatedDeltaCfg(Section):
     head_dim: int | None = Field(None, ge=1, le=MAX_HEAD_DIM)
 
 
-class Dims(NamedTuple):
-    n_heads: int
-    head_dim: int  # Dk = Dv
-
-
-def dims(cfg: GatedDeltaCfg, d_model: int) -> Dims:
-    return Dims(cfg.n_heads, cfg.head_dim or d_model // cfg.n_heads)
-
-
-def _check(cfg: GatedDeltaCfg, d: int) -> None:
-    heads_dividing(d, "gated_delta", cfg.n_heads, cfg.head_dim)
-
-
-def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
-    return rescaled_heads(cfg, d_model, scale, "head_dim")
+dims = head_dims  # (n_heads, head_dim)
+_check, _at_width = square_state_rules("gated_delta")
 
 
 def _shape(recipe) -> MixerShape:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pydantic import Field
 
 from fsc.mixers.spec import MixerShape, MixerSpec
-from fsc.sections import MAX_HEAD_DIM, MAX_HEADS, Section, heads_dividing, rescaled_heads
+from fsc.sections import (
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    Section,
+    head_dims,
+    square_state_rules,
+)
 
 
 class GlaCfg(Section):
@@ -17,21 +21,8 @@ class GlaCfg(Section):
     gate_logit_normalizer: float = Field(16.0, ge=1.0, le=1024.0, allow_inf_nan=False)
 
 
-class Dims(NamedTuple):
-    n_heads: int
-    head_dim: int  # Dk = Dv
-
-
-def dims(cfg: GlaCfg, d_model: int) -> Dims:
-    return Dims(cfg.n_heads, cfg.head_dim or d_model // cfg.n_heads)
-
-
-def _check(cfg: GlaCfg, d: int) -> None:
-    heads_dividing(d, "gla", cfg.n_heads, cfg.head_dim)
-
-
-def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
-    return rescaled_heads(cfg, d_model, scale, "head_dim")
+dims = head_dims  # (n_heads, head_dim)
+_check, _at_width = square_state_rules("gla")
 
 
 def _shape(recipe) -> MixerShape:
