@@ -31,14 +31,14 @@ def push(
     check_repo_id(repo, "--repo")
     check_revision(revision, "--revision")
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
-    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pushed")
+    register_checkpoint(store_dir(store), rep, "pushed")
     if as_json:
-        print_json(rep)
+        print_json(rep.to_dict())
         return
-    out.print(f"pushed {rep['name']} ({len(rep['files'])} files, recipe {rep['recipe_hash']}) to "
-              f"{rep['repo']}@{rep['revision']}, commit {rep['commit_id'][:12]}",
+    out.print(f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "
+              f"{rep.repo}@{rep.revision}, commit {rep.commit_id[:12]}",
               highlight=False, markup=False, soft_wrap=True)
-    out.print(rep["commit_url"], highlight=False, markup=False, soft_wrap=True)
+    out.print(rep.commit_url, highlight=False, markup=False, soft_wrap=True)
 
 
 def pull(
@@ -64,12 +64,12 @@ def pull(
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)
-    rep["artifact_id"] = register_checkpoint(store_dir(store), rep, "pulled")
+    register_checkpoint(store_dir(store), rep, "pulled")
     if as_json:
-        print_json(rep)
+        print_json(rep.to_dict())
         return
-    out.print(f"pulled {rep['repo']}@{rep['revision']} (commit {rep['commit_id'][:12]}, "
-              f"{rep['name']}, {len(rep['files'])} files verified) into {rep['path']}",
+    out.print(f"pulled {rep.repo}@{rep.revision} (commit {rep.commit_id[:12]}, "
+              f"{rep.name}, {len(rep.files)} files verified) into {rep.path}",
               highlight=False, markup=False, soft_wrap=True)
 
 

@@ -54,8 +54,8 @@ def build(
         from fsc.hub.registry import register_checkpoint
 
         info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
-        info["artifact_id"] = register_checkpoint(store_dir(store), info, "saved")
-        report["saved"] = info
+        register_checkpoint(store_dir(store), info, "saved")
+        report["saved"] = info.to_dict()
     if as_json:
         print_json(report)
         return

@@ -23,6 +23,8 @@ from fsc.hub.layout import (
     INDEX_FILE,
     RECIPE_FILE,
     WEIGHTS_FILE,
+    SavedCheckpoint,
+    VerifiedCheckpoint,
     check_name,
     move_into_place,
     refuse_existing,
@@ -143,18 +145,13 @@ def _inspect(directory: Path) -> tuple[Recipe, dict[str, str], list[str], dict]:
     return recipe, files, weight_files, found
 
 
-def verify_checkpoint(path: str | Path) -> dict:
-    """Check a checkpoint without reading tensor data; return what `save_checkpoint` returns."""
+def verify_checkpoint(path: str | Path) -> VerifiedCheckpoint:
+    """Check a checkpoint without reading tensor data."""
     directory = Path(path)
     recipe, files, weight_files, found = _inspect(directory)
-    return {
-        "path": str(directory.resolve()),
-        "name": recipe.name,
-        "recipe_hash": recipe.recipe_hash,
-        "files": files,
-        "weight_files": weight_files,
-        "n_params": sum(math.prod(shape) for _, (_, shape) in found.values()),
-    }
+    return VerifiedCheckpoint(str(directory.resolve()), recipe.name, recipe.recipe_hash, files,
+                              weight_files,
+                              sum(math.prod(shape) for _, (_, shape) in found.values()))
 
 
 def load_checkpoint(path: str | Path, device="cpu", dtype=None):
@@ -194,12 +191,11 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
 
 
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
-                    max_shard_bytes: int = MAX_SHARD_BYTES) -> dict:
+                    max_shard_bytes: int = MAX_SHARD_BYTES) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
-    `seed` records seeded (untrained) weights in the card. Returns path, name, recipe_hash,
-    files ({name: sha256}), weight_files, n_params, weight_bytes and seed.
+    `seed` records seeded (untrained) weights in the card.
     """
     from safetensors.torch import save_file
 
@@ -248,13 +244,6 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {
-        "path": str(dest.resolve()),
-        "name": recipe.name,
-        "recipe_hash": recipe.recipe_hash,
-        "files": files,
-        "weight_files": facts["weight_files"],
-        "n_params": facts["n_params"],
-        "weight_bytes": facts["weight_bytes"],
-        "seed": seed,
-    }
+    return SavedCheckpoint(str(dest.resolve()), recipe.name, recipe.recipe_hash, files,
+                           facts["weight_files"], facts["n_params"],
+                           weight_bytes=facts["weight_bytes"], seed=seed)

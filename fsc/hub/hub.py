@@ -19,6 +19,8 @@ from fsc.hub.layout import (
     CHECKSUMS_FILE,
     INDEX_FILE,
     RECIPE_FILE,
+    PulledCheckpoint,
+    PushedCheckpoint,
     move_into_place,
     read_checksums,
     refuse_existing,
@@ -161,12 +163,11 @@ def get_token() -> str:
 
 
 def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,
-                    private: bool = False, message: str | None = None) -> dict:
+                    private: bool = False, message: str | None = None) -> PushedCheckpoint:
     """Verify the checkpoint at `path`, then commit it to branch `revision` of `repo`.
 
     Creates the repository (private if asked; an existing one keeps its visibility) and the
-    branch (from main) when missing. Returns the checkpoint's verify info plus repo, revision,
-    commit_id and commit_url.
+    branch (from main) when missing.
     """
     from fsc.hub.checkpoint import verify_checkpoint
 
@@ -187,12 +188,12 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
             repo_id=repo,
             folder_path=str(path),
             revision=revision,
-            commit_message=message or f"fsc push {info['name']} (recipe {info['recipe_hash']})",
-            allow_patterns=[*info["files"], CHECKSUMS_FILE],
+            commit_message=message or f"fsc push {info.name} (recipe {info.recipe_hash})",
+            allow_patterns=[*info.files, CHECKSUMS_FILE],
             delete_patterns=STALE_WEIGHTS,
         )
-    return {**info, "repo": repo, "revision": revision, "commit_id": commit.oid,
-            "commit_url": commit.commit_url}
+    return PushedCheckpoint(**vars(info), repo=repo, revision=revision, commit_id=commit.oid,
+                            commit_url=commit.commit_url)
 
 
 def _download_checksums(repo: str, asked: str, commit: str, download: Path) -> None:
@@ -218,12 +219,12 @@ def _unverified(repo: str, asked: str, tmp: Path) -> Iterator[None]:
 
 
 def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | None = None,
-                    force: bool = False) -> dict:
+                    force: bool = False) -> PulledCheckpoint:
     """Download `repo` at `revision` (default main), verify every checksum, move it into `dest`.
 
     The download goes to a temporary directory beside `dest`; `dest` changes only once the
     checkpoint is complete and verified (with `force`, an existing checkpoint there is replaced
-    then, and only then). Returns path, name, recipe_hash, files, repo, revision, commit_id.
+    then, and only then).
     """
     from fsc.recipe import load_recipe
 
@@ -261,5 +262,5 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
         shutil.rmtree(tmp, ignore_errors=True)
         if made_parent and not done and not any(dest.parent.iterdir()):
             dest.parent.rmdir()
-    return {"path": str(dest.resolve()), "name": recipe.name, "recipe_hash": recipe.recipe_hash,
-            "files": files, "repo": repo, "revision": asked, "commit_id": commit}
+    return PulledCheckpoint(str(dest.resolve()), recipe.name, recipe.recipe_hash, files, repo,
+                            asked, commit)

@@ -13,9 +13,58 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fsc.errors import CheckpointError
+
+
+@dataclass
+class CheckpointInfo:
+    """A checkpoint directory as saved, verified, pushed or pulled: where it is, what it holds
+    (`files`: name -> sha256), and `artifact_id` once the store recorded the action."""
+
+    path: str
+    name: str
+    recipe_hash: str
+    files: dict[str, str]
+
+    def to_dict(self) -> dict:
+        """The JSON document of a command (`--json`); artifact_id only once recorded."""
+        doc = asdict(self)
+        if doc.get("artifact_id", ...) is None:
+            del doc["artifact_id"]
+        return doc
+
+
+@dataclass
+class VerifiedCheckpoint(CheckpointInfo):
+    weight_files: list[str]
+    n_params: int
+    artifact_id: str | None = None
+
+
+@dataclass
+class SavedCheckpoint(VerifiedCheckpoint):
+    weight_bytes: int = 0
+    seed: int | None = None  # seeded (untrained) weights; None for any other
+
+
+@dataclass
+class PushedCheckpoint(VerifiedCheckpoint):
+    repo: str = ""
+    revision: str = ""
+    commit_id: str = ""
+    commit_url: str = ""
+
+
+@dataclass
+class PulledCheckpoint(CheckpointInfo):
+    repo: str
+    revision: str
+    commit_id: str
+    artifact_id: str | None = None
+
 
 RECIPE_FILE = "fsc_recipe.yaml"  # the recipe the weights belong to: the source of truth
 CONFIG_FILE = "config.json"

@@ -5,21 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fsc.hub.layout import CheckpointInfo
 
-def register_checkpoint(store_dir: str | Path, info: dict, action: str) -> str:
-    """Record one checkpoint action; `info` is what save/push/pull return (path, recipe_hash,
-    files; repo, revision and commit_id after a push or pull). Returns the artifact id."""
+
+def register_checkpoint(store_dir: str | Path, info: CheckpointInfo, action: str) -> str:
+    """Record one checkpoint action (what save, push or pull returned); sets and returns its
+    artifact id."""
     from fsc.store import Store
 
-    return Store(store_dir).register_artifact(
-        path=str(Path(info["path"]).resolve()),
-        recipe_hash=info["recipe_hash"],
-        files_sha256=info["files"],
-        repo=info.get("repo"),
-        revision=info.get("revision"),
-        commit_id=info.get("commit_id"),
+    info.artifact_id = Store(store_dir).register_artifact(
+        path=str(Path(info.path).resolve()),
+        recipe_hash=info.recipe_hash,
+        files_sha256=info.files,
+        repo=getattr(info, "repo", None),
+        revision=getattr(info, "revision", None),
+        commit_id=getattr(info, "commit_id", None),
         action=action,
     )
+    return info.artifact_id
 
 
 def list_artifacts(store_dir: str | Path) -> list[dict]:

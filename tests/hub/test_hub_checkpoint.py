@@ -34,9 +34,9 @@ def test_save_writes_a_complete_verifiable_directory(tmp_path):
     names = {"fsc_recipe.yaml", "config.json", "README.md", "model.safetensors", CHECKSUMS_FILE}
     assert {p.name for p in d.iterdir()} == names
     assert [p.name for p in tmp_path.iterdir()] == ["c"]  # no temporary directory left behind
-    assert info["path"] == str(d.resolve()) and info["recipe_hash"] == recipe.recipe_hash
-    assert set(info["files"]) == names - {CHECKSUMS_FILE}
-    assert info["n_params"] == count_params(model)["total"]
+    assert info.path == str(d.resolve()) and info.recipe_hash == recipe.recipe_hash
+    assert set(info.files) == names - {CHECKSUMS_FILE}
+    assert info.n_params == count_params(model)["total"]
     if shutil.which("sha256sum"):  # the checksums file is plain sha256sum format
         subprocess.run(["sha256sum", "--quiet", "-c", CHECKSUMS_FILE], cwd=d, check=True)
     assert load_recipe(d / "fsc_recipe.yaml").recipe_hash == recipe.recipe_hash
@@ -72,18 +72,18 @@ def test_forced_small_shards_give_an_index_and_load_back_identically(tmp_path):
     info = save_checkpoint(model, tmp_path / "s", max_shard_bytes=limit)
     d = tmp_path / "s"
     shards = sorted(p.name for p in d.glob("model-*.safetensors"))
-    assert len(shards) >= 3 and shards == info["weight_files"]
+    assert len(shards) >= 3 and shards == info.weight_files
     assert shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
     assert not (d / "model.safetensors").exists()
     index = json.loads((d / "model.safetensors.index.json").read_text())
     assert set(index["weight_map"]) == set(model.state_dict())
-    assert index["metadata"]["total_size"] == info["weight_bytes"]
+    assert index["metadata"]["total_size"] == info.weight_bytes
     for shard in shards:
         tensors = load_file(d / shard)
         shard_bytes = sum(t.numel() * t.element_size() for t in tensors.values())
         assert len(tensors) == 1 or shard_bytes <= limit
     assert _state_equal(model, load_checkpoint(d)[1])
-    assert verify_checkpoint(d)["n_params"] == info["n_params"]
+    assert verify_checkpoint(d).n_params == info.n_params
 
 
 def test_save_refuses_a_non_empty_destination_and_accepts_an_empty_one(tmp_path):

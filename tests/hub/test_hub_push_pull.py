@@ -72,7 +72,7 @@ def test_register_checkpoint_records_a_saved_checkpoint(save_tiny, tmp_path):
     register_checkpoint(tmp_path / "store", info, "saved")
     (row,) = list_artifacts(tmp_path / "store")
     assert (row["action"], row["repo"], row["commit_id"]) == ("saved", None, None)
-    assert row["path"] == info["path"] and row["files_sha256"] == info["files"]
+    assert row["path"] == info.path and row["files_sha256"] == info.files
     assert row["present"]
 
 
