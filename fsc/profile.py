@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import time
 import traceback
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import torch
@@ -24,7 +25,7 @@ from fsc.mixers import MIXERS
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
 from fsc.source import check_fits, free_bytes, load_model, load_source_recipe
-from fsc.sweep import Point, SweepConfig
+from fsc.sweep import Point, PointResult, SweepConfig
 
 
 def _now() -> datetime:
@@ -124,7 +125,7 @@ class Sweep:
         self.device = torch.device(cfg.device)
         self.spec = cfg.spec or device_spec_for(self.device)
 
-    def run(self) -> list[dict]:
+    def run(self) -> list[PointResult]:
         rows = []
         models: dict[str, tuple] = {}
         for p in self.points:
@@ -156,15 +157,18 @@ class Sweep:
             return str(e)
         return None
 
-    def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> dict:
+    def _result(self, recipe: Recipe, S: int, B: int, G: int, K: int, **columns) -> PointResult:
+        return PointResult(recipe.name, recipe.recipe_hash, recipe.layer_plan, S, B, G, K,
+                           self.cfg.dtype or recipe.dtype, self.cfg.backend, str(self.device),
+                           started_at=_now(), **columns)
+
+    def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> PointResult:
         """The row of a point whose model could not be built (its weights do not fit)."""
-        dtype = self.cfg.dtype or recipe.dtype
-        mem = memory(recipe.with_dtype(dtype), S, B, G)
-        return {"recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
-                "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
-                "device": str(self.device), "status": "oom", "error": reason,
-                "weight_bytes": mem["weight_bytes"], "cache_bytes": cache_bytes(recipe, B, S)["total_bytes"],
-                "predicted_total_bytes": mem["total_bytes"], "started_at": _now(), "ended_at": _now()}
+        mem = memory(recipe.with_dtype(self.cfg.dtype or recipe.dtype), S, B, G)
+        return self._result(recipe, S, B, G, K, status="oom", error=reason,
+                            weight_bytes=mem["weight_bytes"],
+                            cache_bytes=cache_bytes(recipe, B, S)["total_bytes"],
+                            predicted_total_bytes=mem["total_bytes"], ended_at=_now())
 
     def _load(self, ref: str):
         """(recipe, model, None), or (recipe, None, reason) when the weights would not fit."""
@@ -176,7 +180,7 @@ class Sweep:
             return load_source_recipe(ref), None, str(e)
         return recipe, model, None
 
-    def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> dict:
+    def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> PointResult:
         dtype = self.cfg.dtype or recipe.dtype
         ran_as = recipe.with_dtype(dtype)
         mem = memory(ran_as, S, B, G)
@@ -186,35 +190,29 @@ class Sweep:
             pred = {"predicted_step_bytes": pass_cost(ran_as, S, B, G).bytes,
                     "predicted_total_bytes": mem["total_bytes"]}
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        row = {
-            "recipe": recipe.name, "recipe_hash": recipe.recipe_hash, "layer_plan": recipe.layer_plan,
-            "S": S, "B": B, "G": G, "K": K, "dtype": dtype, "backend": self.cfg.backend,
-            "device": str(self.device), "started_at": _now(),
-            "predicted_step_bytes": pred.get("predicted_step_bytes"),
-            "predicted_total_bytes": pred.get("predicted_total_bytes"),
-            "floor_ms": pred.get("floor_ms"), "bound": pred.get("bound"),
-            "weight_bytes": weight_bytes,
-            "cache_bytes": model.cache_bytes(B, S)["total_bytes"],
-        }
+        row = self._result(
+            recipe, S, B, G, K, predicted_step_bytes=pred.get("predicted_step_bytes"),
+            predicted_total_bytes=pred.get("predicted_total_bytes"),
+            floor_ms=pred.get("floor_ms"), bound=pred.get("bound"), weight_bytes=weight_bytes,
+            cache_bytes=model.cache_bytes(B, S)["total_bytes"])
         reason = self._does_not_fit(ran_as, S, B, G, weight_bytes)
         if reason is not None:
-            row.update(status="oom", error=reason)
+            row.status, row.error = "oom", reason
         else:
             try:
                 with ops.backend(self.cfg.backend):
-                    row.update(measure_point(model, recipe, S, B, G, K, self.cfg))
-                row["status"] = "ok"
+                    row = replace(row, **measure_point(model, recipe, S, B, G, K, self.cfg))
             except Exception as e:  # noqa: BLE001 - one failing point must not end the sweep
-                row["status"] = "oom" if is_out_of_memory(e) else "error"
-                row["error"] = f"{type(e).__name__}: {e}"
-                row["traceback"] = traceback.format_exc()
+                row.status = "oom" if is_out_of_memory(e) else "error"
+                row.error = f"{type(e).__name__}: {e}"
+                row.traceback = traceback.format_exc()
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
-        if row["status"] == "ok" and row.get("predicted_step_bytes"):
-            row["achieved_gbps"] = row["predicted_step_bytes"] / (row["step_ms"] / 1e3) / 1e9
-            if row.get("floor_ms"):
-                row["roofline_fraction"] = row["floor_ms"] / row["step_ms"]
-        row["ended_at"] = _now()
+        if row.status == "ok" and row.predicted_step_bytes:
+            row.achieved_gbps = row.predicted_step_bytes / (row.step_ms / 1e3) / 1e9
+            if row.floor_ms:
+                row.roofline_fraction = row.floor_ms / row.step_ms
+        row.ended_at = _now()
         return row
 
 

@@ -8,7 +8,8 @@ how long it will roughly take before importing anything heavy.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 
 from fsc.blocks import block_setting
 from fsc.costmodel import DeviceSpec, memory, pass_cost
@@ -160,15 +161,61 @@ def rough_cpu_seconds(points: list[Point], cfg: SweepConfig, budget: int) -> lis
 
 
 # -- results ---------------------------------------------------------------------------------
-def _baseline(rows: list[dict]) -> str:
+@dataclass
+class PointResult:
+    """One point of a sweep as measured, or refused (status oom or error, with why): the
+    columns of its profile_points row, then its raw timings and, after an error, the traceback
+    (neither of those two is a column). Times in ms, sizes in bytes, bandwidth in GB/s."""
+
+    recipe: str
+    recipe_hash: str
+    layer_plan: list[str]
+    S: int
+    B: int
+    G: int
+    K: int
+    dtype: str
+    backend: str
+    device: str
+    status: str = "ok"
+    error: str | None = None
+    step_ms: float | None = None
+    step_ms_p10: float | None = None
+    step_ms_p90: float | None = None
+    fold_ms: float | None = None
+    fold_ms_p10: float | None = None
+    fold_ms_p90: float | None = None
+    tokens_per_s: float | None = None
+    peak_bytes: int | None = None
+    mixer_backends: dict[str, str] | None = None  # mixer kind -> the backend its ops ran on
+    cache_bytes: int | None = None
+    weight_bytes: int | None = None
+    predicted_step_bytes: int | None = None
+    predicted_total_bytes: int | None = None
+    floor_ms: float | None = None
+    bound: str | None = None
+    achieved_gbps: float | None = None
+    roofline_fraction: float | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    samples: dict[str, list[float]] | None = field(default=None, repr=False)
+    traceback: str | None = field(default=None, repr=False)
+
+    def columns(self) -> dict:
+        """The profile_points columns (what the store and `--json` get)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("samples", "traceback")}
+
+
+def _baseline(rows: list[PointResult]) -> str:
     """The recipe others are compared with: the all-attention one if any, else the first."""
     for r in rows:
-        if set(r["layer_plan"]) == {"attention"}:
-            return r["recipe"]
-    return rows[0]["recipe"]
+        if set(r.layer_plan) == {"attention"}:
+            return r.recipe
+    return rows[0].recipe
 
 
-def compare(rows: list[dict]) -> list[dict]:
+def compare(rows: list[PointResult]) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
     baseline (× > 1: better than the baseline)."""
     if not rows:
@@ -176,21 +223,21 @@ def compare(rows: list[dict]) -> list[dict]:
     base_name = _baseline(rows)
 
     def key(r):
-        return r["S"], r["B"], r["G"], r["K"]
+        return r.S, r.B, r.G, r.K
 
-    by = {(r["recipe"], *key(r)): r for r in rows}
+    by = {(r.recipe, *key(r)): r for r in rows}
     result = []
     for r in rows:
-        if r["recipe"] == base_name or r["status"] != "ok":
+        if r.recipe == base_name or r.status != "ok":
             continue
         base = by.get((base_name, *key(r)))
-        ok = base is not None and base["status"] == "ok"
+        ok = base is not None and base.status == "ok"
         result.append({
-            "S": r["S"], "B": r["B"], "G": r["G"], "K": r["K"], "recipe": r["recipe"],
+            "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe,
             "baseline": base_name,
-            "latency_x": base["step_ms"] / r["step_ms"] if ok else None,
-            "memory_x": base["peak_bytes"] / r["peak_bytes"] if ok else None,
-            "throughput_x": r["tokens_per_s"] / base["tokens_per_s"] if ok else None,
-            "baseline_status": base["status"] if base else "-",
+            "latency_x": base.step_ms / r.step_ms if ok else None,
+            "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
+            "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
+            "baseline_status": base.status if base else "-",
         })
     return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))

@@ -305,8 +305,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     if as_json:
         print_json({"run_id": run_id, "store": str(st.file),
                     "points_stored_before": len(points) - len(todo),
-                    "points": [{k: v for k, v in r.items() if k not in ("samples", "traceback")}
-                               for r in rows],
+                    "points": [r.columns() for r in rows],
                     "comparison": compare(rows)})
         return
     follow_up = f"fsc query \"select * from profile where run_id = '{run_id}'\""
@@ -362,13 +361,13 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
 
     with _Interrupts() as interrupts:
 
-        def record(row: dict) -> None:
+        def record(row) -> None:
             nonlocal kept
-            point = {k: v for k, v in row.items() if k not in ("samples", "traceback")}
-            if point.get("mixer_backends"):
+            point = row.columns()
+            if point["mixer_backends"]:
                 point["mixer_backends"] = json.dumps(point["mixer_backends"])
             with interrupts.held():
-                st.add_point(run_id, point, row.get("samples"))
+                st.add_point(run_id, point, row.samples)
                 kept += 1
 
         sweep.on_point = record
@@ -377,11 +376,10 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
                           TimeElapsedColumn(), console=err, transient=False) as bar:
                 task = bar.add_task(f"profile {run_id}", total=total, completed=stored_before)
 
-                def advance(row: dict) -> None:
-                    ok = row["status"] == "ok"
-                    status = f"{row['step_ms']:.2f} ms/step" if ok else row["status"]
+                def advance(row) -> None:
+                    status = f"{row.step_ms:.2f} ms/step" if row.status == "ok" else row.status
                     bar.update(task, advance=1, description=escape(
-                        f"{printable(row['recipe'], 60)} S={row['S']} B={row['B']}: {status}"))
+                        f"{printable(row.recipe, 60)} S={row.S} B={row.B}: {status}"))
 
                 sweep.on_progress = advance
                 rows = sweep.run()

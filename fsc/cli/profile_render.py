@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import fmt_bytes, printable
-from fsc.sweep import compare
+from fsc.sweep import PointResult, compare
 
 # Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
 # until the table fits: recipe names stay whole, and every figure stays in the store and --json.
@@ -40,32 +40,33 @@ def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], con
     return table
 
 
-def _cells(r: dict) -> dict:
-    cells = {"recipe": Text(printable(r["recipe"])), "S": str(r["S"]), "B": str(r["B"]),
-             "G": str(r["G"]), "K": str(r["K"]), "cache": fmt_bytes(r.get("cache_bytes"))}
-    if r["status"] != "ok":
-        cells["step ms"] = Text(r["status"], "red")
+def _cells(r) -> dict:
+    """One PointResult's table cells."""
+    cells = {"recipe": Text(printable(r.recipe)), "S": str(r.S), "B": str(r.B), "G": str(r.G),
+             "K": str(r.K), "cache": fmt_bytes(r.cache_bytes)}
+    if r.status != "ok":
+        cells["step ms"] = Text(r.status, "red")
         return cells
     return cells | {
-        "step ms": f"{r['step_ms']:.3f}",
-        "p10–p90": f"{r['step_ms_p10']:.2f}–{r['step_ms_p90']:.2f}",
-        "fold ms": f"{r['fold_ms']:.3f}",
-        "tok/s": f"{r['tokens_per_s']:.0f}",
-        "peak": fmt_bytes(r.get("peak_bytes")),
-        "GB/s": f"{r['achieved_gbps']:.1f}" if r.get("achieved_gbps") else "-",
-        "floor ms": f"{r['floor_ms']:.3f}" if r.get("floor_ms") else "-",
-        "roofline": f"{100 * r['roofline_fraction']:.0f}%" if r.get("roofline_fraction") else "-",
+        "step ms": f"{r.step_ms:.3f}",
+        "p10–p90": f"{r.step_ms_p10:.2f}–{r.step_ms_p90:.2f}",
+        "fold ms": f"{r.fold_ms:.3f}",
+        "tok/s": f"{r.tokens_per_s:.0f}",
+        "peak": fmt_bytes(r.peak_bytes),
+        "GB/s": f"{r.achieved_gbps:.1f}" if r.achieved_gbps else "-",
+        "floor ms": f"{r.floor_ms:.3f}" if r.floor_ms else "-",
+        "roofline": f"{100 * r.roofline_fraction:.0f}%" if r.roofline_fraction else "-",
     }
 
 
-def render_rows(rows: list[dict], run_id: str, where: str, follow_up: str, console: Console,
+def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
                 errors: Console) -> None:
     """The results of a sweep, each recipe against the baseline, failed points on `errors`,
     and the query that shows the run (on a line of its own, never wrapped, to copy)."""
-    setting = ", ".join(sorted({f"{r['dtype']} on {r['device']}" for r in rows}))
+    setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     console.print(fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, [_cells(r) for r in rows],
                          console, DROP_FIRST))
-    ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.get("mixer_backends") or {}).items()})
+    ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
     if ran:
         console.print(f"kernels ran: {', '.join(ran)}", style="dim", markup=False, highlight=False)
     comp = compare(rows)
@@ -83,10 +84,10 @@ def render_rows(rows: list[dict], run_id: str, where: str, follow_up: str, conso
         console.print(fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
                                      "throughput ×"), records, console))
     for r in rows:
-        if r["status"] != "ok":
+        if r.status != "ok":
             errors.print(Text.assemble(
-                (r["status"], "red"), f" {printable(r['recipe'])} S={r['S']} B={r['B']} G={r['G']} "
-                f"K={r['K']}: {printable(r.get('error'))}"), highlight=False)
+                (r.status, "red"), f" {printable(r.recipe)} S={r.S} B={r.B} G={r.G} "
+                f"K={r.K}: {printable(r.error)}"), highlight=False)
     console.print(f"{len(rows)} points recorded in {printable(where)} (run {run_id}); see them "
                   "with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)

@@ -12,6 +12,7 @@ from rich.console import Console
 from fsc.cli import profile as profile_cli
 from fsc.cli.main import main
 from fsc.cli.profile_render import RESULT_COLUMNS, render_rows
+from fsc.sweep import PointResult
 
 TINY = ["-r", "tiny_attn", "--S", "16", "--B", "1", "--warmup", "0", "--repeats", "1"]
 
@@ -142,12 +143,13 @@ def test_crossed_steps_leave_out_pairs_with_k_above_g(tmp_path, capsys):
 def _row(name, S=1024, status="ok"):
     row = {"recipe": name, "layer_plan": ["attention"] if name == "attn" else ["mamba"], "S": S,
            "B": 1, "G": 4, "K": 4, "dtype": "fp32", "device": "cpu", "status": status,
-           "cache_bytes": 123456, "mixer_backends": {"attention": "torch"}}
+           "cache_bytes": 123456, "mixer_backends": {"attention": "torch"},
+           "recipe_hash": "0123456789abcdef", "backend": "auto"}
     if status != "ok":
-        return row | {"error": "needs 9 GiB [bold]but[/] \x1b[31m 1 GiB free"}
-    return row | {"step_ms": 12.345, "step_ms_p10": 11.2, "step_ms_p90": 13.9, "fold_ms": 14.5,
-                  "tokens_per_s": 123.0, "peak_bytes": 7654321, "achieved_gbps": 1.5,
-                  "floor_ms": 0.123, "roofline_fraction": 0.01}
+        return PointResult(**row, error="needs 9 GiB [bold]but[/] \x1b[31m 1 GiB free")
+    return PointResult(**row, step_ms=12.345, step_ms_p10=11.2, step_ms_p90=13.9, fold_ms=14.5,
+                       tokens_per_s=123.0, peak_bytes=7654321, achieved_gbps=1.5,
+                       floor_ms=0.123, roofline_fraction=0.01)
 
 
 NAMES = ["attn", "hybrid_24_8_long_context_variant", "[/bold]odd[red]name"]
