@@ -24,8 +24,25 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, n_keys, skn, skd, svn, svd, offs_d, d_mask,
-            qk_scale, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+def _attend(
+    acc,
+    m_i,
+    l_i,
+    q,
+    k_ptr,
+    v_ptr,
+    n_keys,
+    stride_k_pos,
+    stride_k_dim,
+    stride_v_pos,
+    stride_v_dim,
+    offs_d,
+    d_mask,
+    qk_scale,
+    BLOCK_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     """Online softmax (base 2) of the rows `q` [M, D] over `n_keys` keys from k_ptr / v_ptr.
 
     Offsets inside the chunk are int32 (a chunk is far below 2^31 elements); the int64 part
@@ -35,10 +52,16 @@ def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, n_keys, skn, skd, svn, svd, offs_d, 
     for n0 in range(0, n_keys, BLOCK_N):
         n_mask = n0 + offs_n < n_keys
         kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(k_ptr + (n0 + offs_n)[:, None] * skn + offs_d[None, :] * skd, mask=kv_mask,
-                    other=0.0)
-        v = tl.load(v_ptr + (n0 + offs_n)[:, None] * svn + offs_d[None, :] * svd, mask=kv_mask,
-                    other=0.0)
+        k = tl.load(
+            k_ptr + (n0 + offs_n)[:, None] * stride_k_pos + offs_d[None, :] * stride_k_dim,
+            mask=kv_mask,
+            other=0.0,
+        )
+        v = tl.load(
+            v_ptr + (n0 + offs_n)[:, None] * stride_v_pos + offs_d[None, :] * stride_v_dim,
+            mask=kv_mask,
+            other=0.0,
+        )
         if UPCAST:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
@@ -54,13 +77,49 @@ def _attend(acc, m_i, l_i, q, k_ptr, v_ptr, n_keys, skn, skd, svn, svd, offs_d, 
 
 
 @triton.jit
-def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
-                  S, G, D, HKV, GROUP, chunk, n_total, qk_scale,
-                  sqb, sqg, sqh, sqd,
-                  skcb, skcn, skch, skcd, svcb, svcn, svch, svcd,
-                  skbb, skbn, skbh, skbd, svbb, svbn, svbh, svbd,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
-                  BLOCK_D: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+def _split_kernel(
+    q_ptr,
+    kc_ptr,
+    vc_ptr,
+    kb_ptr,
+    vb_ptr,
+    o_part,
+    lse_part,
+    S,
+    G,
+    D,
+    HKV,
+    GROUP,
+    chunk,
+    n_total,
+    qk_scale,
+    stride_q_batch,
+    stride_q_token,
+    stride_q_head,
+    stride_q_dim,
+    stride_k_cache_batch,
+    stride_k_cache_pos,
+    stride_k_cache_head,
+    stride_k_cache_dim,
+    stride_v_cache_batch,
+    stride_v_cache_pos,
+    stride_v_cache_head,
+    stride_v_cache_dim,
+    stride_k_block_batch,
+    stride_k_block_pos,
+    stride_k_block_head,
+    stride_k_block_dim,
+    stride_v_block_batch,
+    stride_v_block_pos,
+    stride_v_block_head,
+    stride_v_block_dim,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     # Row tiles are the fastest grid axis: the programs that read the same K/V chunk for
     # different query rows start together, so all but the first read it from L2.
     m_tile = tl.program_id(0)
@@ -76,8 +135,15 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
     h = kvh * GROUP + rows % GROUP
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < D
-    q = tl.load(q_ptr + b * sqb + (rows // GROUP)[:, None] * sqg + h[:, None] * sqh
-                + offs_d[None, :] * sqd, mask=row_mask[:, None] & d_mask[None, :], other=0.0)
+    q = tl.load(
+        q_ptr
+        + b * stride_q_batch
+        + (rows // GROUP)[:, None] * stride_q_token
+        + h[:, None] * stride_q_head
+        + offs_d[None, :] * stride_q_dim,
+        mask=row_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    )
     if UPCAST:
         q = q.to(tl.float32)
 
@@ -87,26 +153,71 @@ def _split_kernel(q_ptr, kc_ptr, vc_ptr, kb_ptr, vb_ptr, o_part, lse_part,
     # This split's chunk of the cache (none when S = 0): the main, pipelined loop.
     start = split.to(tl.int64) * chunk
     n_keys = tl.minimum(S - start, chunk).to(tl.int32)
-    acc, m_i, l_i = _attend(acc, m_i, l_i, q, kc_ptr + b * skcb + kvh * skch + start * skcn,
-                            vc_ptr + b * svcb + kvh * svch + start * svcn, n_keys,
-                            skcn, skcd, svcn, svcd, offs_d, d_mask, qk_scale,
-                            BLOCK_N, UPCAST, PRECISION)
+    acc, m_i, l_i = _attend(
+        acc,
+        m_i,
+        l_i,
+        q,
+        kc_ptr + b * stride_k_cache_batch + kvh * stride_k_cache_head + start * stride_k_cache_pos,
+        vc_ptr + b * stride_v_cache_batch + kvh * stride_v_cache_head + start * stride_v_cache_pos,
+        n_keys,
+        stride_k_cache_pos,
+        stride_k_cache_dim,
+        stride_v_cache_pos,
+        stride_v_cache_dim,
+        offs_d,
+        d_mask,
+        qk_scale,
+        BLOCK_N,
+        UPCAST,
+        PRECISION,
+    )
     if split == n_total - 1:  # the last split also attends to the block's own G keys
-        acc, m_i, l_i = _attend(acc, m_i, l_i, q, kb_ptr + b * skbb + kvh * skbh,
-                                vb_ptr + b * svbb + kvh * svbh, G, skbn, skbd, svbn, svbd,
-                                offs_d, d_mask, qk_scale, BLOCK_G, UPCAST, PRECISION)
+        acc, m_i, l_i = _attend(
+            acc,
+            m_i,
+            l_i,
+            q,
+            kb_ptr + b * stride_k_block_batch + kvh * stride_k_block_head,
+            vb_ptr + b * stride_v_block_batch + kvh * stride_v_block_head,
+            G,
+            stride_k_block_pos,
+            stride_k_block_dim,
+            stride_v_block_pos,
+            stride_v_block_dim,
+            offs_d,
+            d_mask,
+            qk_scale,
+            BLOCK_G,
+            UPCAST,
+            PRECISION,
+        )
 
     # Every split sees >= 1 key, so l_i > 0 and m_i is finite (padded rows have q = 0).
     part = (pid_bh * n_mt + m_tile) * n_total + split
     tl.store(lse_part + part * BLOCK_M + local, m_i + tl.log2(l_i))
-    tl.store(o_part + (part * BLOCK_M + local[:, None]) * BLOCK_D + offs_d[None, :],
-             acc / l_i[:, None])
+    tl.store(
+        o_part + (part * BLOCK_M + local[:, None]) * BLOCK_D + offs_d[None, :], acc / l_i[:, None]
+    )
 
 
 @triton.jit
-def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
-                  sob, sog, soh, sod,
-                  BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+def _merge_kernel(
+    o_part,
+    lse_part,
+    out_ptr,
+    G,
+    D,
+    HKV,
+    GROUP,
+    n_total,
+    stride_out_batch,
+    stride_out_token,
+    stride_out_head,
+    stride_out_dim,
+    BLOCK_M: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     pid_bh = tl.program_id(0).to(tl.int64)
     m_tile = tl.program_id(1).to(tl.int64)
     b = pid_bh // HKV
@@ -131,7 +242,13 @@ def _merge_kernel(o_part, lse_part, out_ptr, G, D, HKV, GROUP, n_total,
     rows = m_tile * BLOCK_M + local
     h = kvh * GROUP + rows % GROUP
     mask = (rows < G * GROUP)[:, None] & (offs_d < D)[None, :]
-    ptrs = out_ptr + b * sob + (rows // GROUP)[:, None] * sog + h[:, None] * soh + offs_d[None, :] * sod
+    ptrs = (
+        out_ptr
+        + b * stride_out_batch
+        + (rows // GROUP)[:, None] * stride_out_token
+        + h[:, None] * stride_out_head
+        + offs_d[None, :] * stride_out_dim
+    )
     tl.store(ptrs, (acc / l_sum[:, None]).to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -152,9 +269,16 @@ class Tuning(_common.Choices):
 TUNING = _common.from_env("attention", Tuning())
 # Alternatives `tools.gpucheck` times (changes to TUNING): tile, pipeline depth and warps at the
 # default split rule, then the split rule.
-TRIALS = ([{"block_n": n, "num_stages": st, "num_warps": w}
-           for n in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
-          + [{"programs_per_sm": k} for k in (1, 3, 4, 6)] + [{"splits": 1}])
+TRIALS = (
+    [
+        {"block_n": n, "num_stages": st, "num_warps": w}
+        for n in (32, 64, 128)
+        for st in (2, 3, 4)
+        for w in (4, 8)
+    ]
+    + [{"programs_per_sm": k} for k in (1, 3, 4, 6)]
+    + [{"splits": 1}]
+)
 MIN_TILES = 2  # key tiles a split holds at least
 OVERHEAD_TILES = 2  # a program's fixed cost (pipeline fill, its partial write and merge read),
 # in key tiles
@@ -183,8 +307,19 @@ def choose_splits(units: int, tiles: int, slots: int) -> int:
     return min(n for n, cost in costs.items() if cost <= least * (1 + TOLERANCE))
 
 
-def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n: int,
-         programs_per_sm: int = 2, splits: int | None = None, max_keys: int | None = None):
+def plan(
+    S: int,
+    B: int,
+    Hkv: int,
+    G: int,
+    group: int,
+    D: int,
+    sms: int,
+    block_n: int,
+    programs_per_sm: int = 2,
+    splits: int | None = None,
+    max_keys: int | None = None,
+):
     """Tiles and splits: (BLOCK_M, m_tiles, BLOCK_N, chunk, n_splits).
 
     Each split is `chunk` keys (a multiple of the tile); the last may be shorter. `splits`
@@ -198,8 +333,11 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n
     if S == 0:
         return block_m, m_tiles, block_n, 0, 0
     tiles = _common.cdiv(S, block_n)
-    n = (min(max(splits, 1), tiles) if splits
-         else choose_splits(B * Hkv * m_tiles, tiles, sms * programs_per_sm))
+    n = (
+        min(max(splits, 1), tiles)
+        if splits
+        else choose_splits(B * Hkv * m_tiles, tiles, sms * programs_per_sm)
+    )
     if max_keys is not None:
         n = max(n, _common.cdiv(tiles, max(max_keys // block_n, 1)))
     chunk = _common.cdiv(tiles, n) * block_n
@@ -209,8 +347,9 @@ def plan(S: int, B: int, Hkv: int, G: int, group: int, D: int, sms: int, block_n
 def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     """Triton twin of `block_attention_ref` (same shapes; output in q.dtype)."""
     op = "block_attention"
-    dev = _common.check(op, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k_blk": k_blk,
-                       "v_blk": v_blk})
+    dev = _common.check(
+        op, {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k_blk": k_blk, "v_blk": v_blk}
+    )
     B, G, H, D = q.shape
     Ccap, Hkv = k_cache.shape[1], k_cache.shape[2]
     _common.expect_shape(op, "k_cache", k_cache, (B, Ccap, Hkv, D))
@@ -221,8 +360,12 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
         raise KernelError(f"{op}: {H} query heads is not a multiple of {Hkv} KV heads")
     if not 0 <= S <= Ccap:
         raise KernelError(f"{op}: S {S} is outside 0..{Ccap} (the cache capacity)")
-    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype or k_blk.dtype != q.dtype \
-            or v_blk.dtype != q.dtype:
+    if (
+        k_cache.dtype != q.dtype
+        or v_cache.dtype != q.dtype
+        or k_blk.dtype != q.dtype
+        or v_blk.dtype != q.dtype
+    ):
         raise KernelError(f"{op}: q, caches and block keys must share one dtype")
     group = H // Hkv
     out = _common.empty((B, G, H, D), q.dtype, dev)
@@ -239,8 +382,18 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     reach = max(abs(k_cache.stride(3)), abs(v_cache.stride(3))) * D
     max_keys = max((2**31 - 1 - reach) // per_key - block_n, block_n)
     block_m, m_tiles, block_n, chunk, n_splits = plan(
-        S, B, Hkv, G, group, D, _common.sm_count(dev), block_n, tune.programs_per_sm, tune.splits,
-        max_keys)
+        S,
+        B,
+        Hkv,
+        G,
+        group,
+        D,
+        _common.sm_count(dev),
+        block_n,
+        tune.programs_per_sm,
+        tune.splits,
+        max_keys,
+    )
     block_d = _common.pow2(D)
     n_total = max(n_splits, 1)  # S = 0: one program per row tile, for the block keys alone
     o_part = _common.empty((B * Hkv, m_tiles, n_total, block_m, block_d), torch.float32, dev)
@@ -248,16 +401,47 @@ def block_attention(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
     precision = _common.dot_precision(q.dtype)
     with _common.device_guard(dev):
         _split_kernel[(m_tiles, B * Hkv, n_total)](
-            q, k_cache, v_cache, k_blk, v_blk, o_part, lse_part,
-            S, G, D, Hkv, group, max(chunk, 1), n_total, scale * LOG2E,
-            *q.stride(), *k_cache.stride(), *v_cache.stride(), *k_blk.stride(), *v_blk.stride(),
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_G=min(_common.pow2(G), 64), BLOCK_D=block_d,
-            UPCAST=_common.upcast(), PRECISION=precision, num_warps=tune.num_warps,
+            q,
+            k_cache,
+            v_cache,
+            k_blk,
+            v_blk,
+            o_part,
+            lse_part,
+            S,
+            G,
+            D,
+            Hkv,
+            group,
+            max(chunk, 1),
+            n_total,
+            scale * LOG2E,
+            *q.stride(),
+            *k_cache.stride(),
+            *v_cache.stride(),
+            *k_blk.stride(),
+            *v_blk.stride(),
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_G=min(_common.pow2(G), 64),
+            BLOCK_D=block_d,
+            UPCAST=_common.upcast(),
+            PRECISION=precision,
+            num_warps=tune.num_warps,
             num_stages=2 if q.dtype == torch.float32 else tune.num_stages,
         )
         _merge_kernel[(B * Hkv, m_tiles)](
-            o_part, lse_part, out, G, D, Hkv, group, n_total, *out.stride(),
-            BLOCK_M=block_m, BLOCK_D=block_d, num_warps=4,
+            o_part,
+            lse_part,
+            out,
+            G,
+            D,
+            Hkv,
+            group,
+            n_total,
+            *out.stride(),
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            num_warps=4,
         )
     return out
-

@@ -43,12 +43,54 @@ def _delta_write(h, k, v, beta):
 
 
 @triton.jit
-def _gated_delta_kernel(q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, st_ptr, out_ptr, ns_ptr, of_ptr,
-                        G, DK, DV, scale,
-                        sqb, sqg, sqh, sqk, skb, skg, skh, skk, svb, svg, svh, svd,
-                        sgb, sgg, sgh, sbb, sbg, sbh, ssb, ssh, ssk, ssd, sob, sog, soh, sod,
-                        snb, snh, snk, snd,
-                        BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, WRITE: tl.constexpr):
+def _gated_delta_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    b_ptr,
+    st_ptr,
+    out_ptr,
+    ns_ptr,
+    of_ptr,
+    G,
+    DK,
+    DV,
+    scale,
+    stride_q_batch,
+    stride_q_token,
+    stride_q_head,
+    stride_q_key,
+    stride_k_batch,
+    stride_k_token,
+    stride_k_head,
+    stride_k_key,
+    stride_v_batch,
+    stride_v_token,
+    stride_v_head,
+    stride_v_value,
+    stride_decay_batch,
+    stride_decay_token,
+    stride_decay_head,
+    stride_beta_batch,
+    stride_beta_token,
+    stride_beta_head,
+    stride_state_batch,
+    stride_state_head,
+    stride_state_key,
+    stride_state_value,
+    stride_out_batch,
+    stride_out_token,
+    stride_out_head,
+    stride_out_value,
+    stride_new_state_batch,
+    stride_new_state_head,
+    stride_new_state_key,
+    stride_new_state_value,
+    BLOCK_K: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    WRITE: tl.constexpr,
+):
     b = tl.program_id(0).to(tl.int64)
     hd = tl.program_id(1).to(tl.int64)
     kk = tl.arange(0, BLOCK_K).to(tl.int64)  # int64 indices: see _common.py
@@ -57,39 +99,71 @@ def _gated_delta_kernel(q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, st_ptr, out_ptr, ns_p
     kd_mask = k_mask[:, None] & d_mask[None, :]
     # Pointers at token 0, stepped by one token's stride per iteration. of_ptr (the fp32
     # scratch of the forward outputs) is shaped and strided like the output.
-    q0 = q_ptr + b * sqb + hd * sqh + kk * sqk
-    k0 = k_ptr + b * skb + hd * skh + kk * skk
-    v0 = v_ptr + b * svb + hd * svh + d * svd
-    g0 = g_ptr + b * sgb + hd * sgh
-    b0 = b_ptr + b * sbb + hd * sbh
-    o0 = out_ptr + b * sob + hd * soh + d * sod
-    f0 = of_ptr + b * sob + hd * soh + d * sod
+    q0 = q_ptr + b * stride_q_batch + hd * stride_q_head + kk * stride_q_key
+    k0 = k_ptr + b * stride_k_batch + hd * stride_k_head + kk * stride_k_key
+    v0 = v_ptr + b * stride_v_batch + hd * stride_v_head + d * stride_v_value
+    g0 = g_ptr + b * stride_decay_batch + hd * stride_decay_head
+    b0 = b_ptr + b * stride_beta_batch + hd * stride_beta_head
+    o0 = out_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
+    f0 = of_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
 
-    h = tl.load(st_ptr + b * ssb + hd * ssh + kk[:, None] * ssk + d[None, :] * ssd,
-                mask=kd_mask, other=0.0).to(tl.float32)
+    h = tl.load(
+        st_ptr
+        + b * stride_state_batch
+        + hd * stride_state_head
+        + kk[:, None] * stride_state_key
+        + d[None, :] * stride_state_value,
+        mask=kd_mask,
+        other=0.0,
+    ).to(tl.float32)
     qp, kp, vp, gp, bp, fp = q0, k0, v0, g0, b0, f0
     for _t in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
         h = _delta_write(a * h, k, v, beta)
         tl.store(fp, tl.sum(q[:, None] * h, 0), mask=d_mask)
-        qp, kp, vp, gp, bp, fp = qp + sqg, kp + skg, vp + svg, gp + sgg, bp + sbg, fp + sog
+        qp, kp, vp, gp, bp, fp = (
+            qp + stride_q_token,
+            kp + stride_k_token,
+            vp + stride_v_token,
+            gp + stride_decay_token,
+            bp + stride_beta_token,
+            fp + stride_out_token,
+        )
     if WRITE:
-        tl.store(ns_ptr + b * snb + hd * snh + kk[:, None] * snk + d[None, :] * snd,
-                 h.to(ns_ptr.dtype.element_ty), mask=kd_mask)
+        tl.store(
+            ns_ptr
+            + b * stride_new_state_batch
+            + hd * stride_new_state_head
+            + kk[:, None] * stride_new_state_key
+            + d[None, :] * stride_new_state_value,
+            h.to(ns_ptr.dtype.element_ty),
+            mask=kd_mask,
+        )
     tl.debug_barrier()  # the backward pass reads forward outputs other threads stored
 
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
     last = G - 1
-    qp, kp, vp = q0 + last * sqg, k0 + last * skg, v0 + last * svg
-    gp, bp, fp, op = g0 + last * sgg, b0 + last * sbg, f0 + last * sog, o0 + last * sog
+    qp, kp, vp = q0 + last * stride_q_token, k0 + last * stride_k_token, v0 + last * stride_v_token
+    gp, bp, fp, op = (
+        g0 + last * stride_decay_token,
+        b0 + last * stride_beta_token,
+        f0 + last * stride_out_token,
+        o0 + last * stride_out_token,
+    )
     for _i in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
         hb = a * hb
         o = tl.load(fp, mask=d_mask, other=0.0) + tl.sum(q[:, None] * hb, 0)
         tl.store(op, o.to(out_ptr.dtype.element_ty), mask=d_mask)
         hb = _delta_write(hb, k, v, beta)
-        qp, kp, vp, gp, bp = qp - sqg, kp - skg, vp - svg, gp - sgg, bp - sbg
-        fp, op = fp - sog, op - sog
+        qp, kp, vp, gp, bp = (
+            qp - stride_q_token,
+            kp - stride_k_token,
+            vp - stride_v_token,
+            gp - stride_decay_token,
+            bp - stride_beta_token,
+        )
+        fp, op = fp - stride_out_token, op - stride_out_token
 
 
 @dataclass(frozen=True)
@@ -117,15 +191,17 @@ def block_v(B: int, H: int, Dv: int, sms: int, Dk: int = 128) -> int:
     if TUNING.block_v is not None:
         return min(width, TUNING.block_v)
     widest = max(1, min(32, WIDEST_TILE // _common.pow2(Dk)))
-    return _common.narrow(min(width, widest), min(8, widest),
-                          lambda bv: B * H * _common.cdiv(Dv, bv), sms)
+    return _common.narrow(
+        min(width, widest), min(8, widest), lambda bv: B * H * _common.cdiv(Dv, bv), sms
+    )
 
 
 def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
     """Triton twin of `gated_delta_block_ref` (same shapes; output in q.dtype)."""
     op = "gated_delta_block"
-    dev = _common.check(op, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state,
-                             "new_state": new_state})
+    dev = _common.check(
+        op, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state, "new_state": new_state}
+    )
     B, G, H, Dk = q.shape
     Dv = v.shape[-1]
     _common.expect_shape(op, "k", k, (B, G, H, Dk))
@@ -146,12 +222,35 @@ def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
     bv = block_v(B, H, Dv, _common.sm_count(dev), Dk)
     fwd = _common.empty(out.shape, torch.float32, dev)  # forward outputs, strided like out
     ns = new_state if new_state is not None else state
-    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
-               *state.stride(), *out.stride(), *ns.stride())
+    strides = (
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *g.stride(),
+        *beta.stride(),
+        *state.stride(),
+        *out.stride(),
+        *ns.stride(),
+    )
     with _common.device_guard(dev):
         _gated_delta_kernel[(B, H, _common.cdiv(Dv, bv))](
-            q, k, v, g, beta, state, out, ns, fwd, G, Dk, Dv, float(scale), *strides,
-            BLOCK_K=_common.pow2(Dk), BLOCK_V=bv, WRITE=new_state is not None,
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state,
+            out,
+            ns,
+            fwd,
+            G,
+            Dk,
+            Dv,
+            float(scale),
+            *strides,
+            BLOCK_K=_common.pow2(Dk),
+            BLOCK_V=bv,
+            WRITE=new_state is not None,
             num_warps=TUNING.num_warps or 4,
         )
     return out

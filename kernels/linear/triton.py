@@ -30,13 +30,57 @@ def _phi(t, FEATURE: tl.constexpr):
 
 
 @triton.jit
-def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr, G, R, DV, eps,
-                   sqb, sqg, sqh, sqr, skb, skg, skh, skr, svb, svg, svh, svd,
-                   ssb, ssh, ssr, ssd, szb, szh, szr, sob, sog, soh, sod,
-                   snb, snh, snr, snd, snzb, snzh, snzr,
-                   BLOCK_G: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr,
-                   FEATURE: tl.constexpr, WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr,
-                   PRECISION: tl.constexpr):
+def _linear_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    st_ptr,
+    zs_ptr,
+    out_ptr,
+    ns_ptr,
+    nz_ptr,
+    G,
+    R,
+    DV,
+    eps,
+    stride_q_batch,
+    stride_q_token,
+    stride_q_head,
+    stride_q_feature,
+    stride_k_batch,
+    stride_k_token,
+    stride_k_head,
+    stride_k_feature,
+    stride_v_batch,
+    stride_v_token,
+    stride_v_head,
+    stride_v_value,
+    stride_state_batch,
+    stride_state_head,
+    stride_state_feature,
+    stride_state_value,
+    stride_z_batch,
+    stride_z_head,
+    stride_z_feature,
+    stride_out_batch,
+    stride_out_token,
+    stride_out_head,
+    stride_out_value,
+    stride_new_state_batch,
+    stride_new_state_head,
+    stride_new_state_feature,
+    stride_new_state_value,
+    stride_new_z_batch,
+    stride_new_z_head,
+    stride_new_z_feature,
+    BLOCK_G: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    FEATURE: tl.constexpr,
+    WRITE_S: tl.constexpr,
+    WRITE_Z: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     v_tile = tl.program_id(2).to(tl.int64)
@@ -47,31 +91,79 @@ def _linear_kernel(q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
     tr_mask = t_mask[:, None] & r_mask[None, :]
     rd_mask = r_mask[:, None] & d_mask[None, :]
 
-    q = tl.load(q_ptr + b * sqb + t[:, None] * sqg + h * sqh + r[None, :] * sqr,
-                mask=tr_mask, other=0.0).to(tl.float32)
-    k = tl.load(k_ptr + b * skb + t[:, None] * skg + h * skh + r[None, :] * skr,
-                mask=tr_mask, other=0.0).to(tl.float32)
-    v = tl.load(v_ptr + b * svb + t[:, None] * svg + h * svh + d[None, :] * svd,
-                mask=t_mask[:, None] & d_mask[None, :], other=0.0).to(tl.float32)
+    q = tl.load(
+        q_ptr
+        + b * stride_q_batch
+        + t[:, None] * stride_q_token
+        + h * stride_q_head
+        + r[None, :] * stride_q_feature,
+        mask=tr_mask,
+        other=0.0,
+    ).to(tl.float32)
+    k = tl.load(
+        k_ptr
+        + b * stride_k_batch
+        + t[:, None] * stride_k_token
+        + h * stride_k_head
+        + r[None, :] * stride_k_feature,
+        mask=tr_mask,
+        other=0.0,
+    ).to(tl.float32)
+    v = tl.load(
+        v_ptr
+        + b * stride_v_batch
+        + t[:, None] * stride_v_token
+        + h * stride_v_head
+        + d[None, :] * stride_v_value,
+        mask=t_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    ).to(tl.float32)
     fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
     fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
 
-    s0 = tl.load(st_ptr + b * ssb + h * ssh + r[:, None] * ssr + d[None, :] * ssd,
-                 mask=rd_mask, other=0.0).to(tl.float32)
-    z0 = tl.load(zs_ptr + b * szb + h * szh + r * szr, mask=r_mask, other=0.0).to(tl.float32)
+    s0 = tl.load(
+        st_ptr
+        + b * stride_state_batch
+        + h * stride_state_head
+        + r[:, None] * stride_state_feature
+        + d[None, :] * stride_state_value,
+        mask=rd_mask,
+        other=0.0,
+    ).to(tl.float32)
+    z0 = tl.load(
+        zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature,
+        mask=r_mask,
+        other=0.0,
+    ).to(tl.float32)
     s1 = s0 + tl.dot(tl.trans(fk), v, input_precision=PRECISION)  # (r, Dv_tile)
     z1 = z0 + tl.sum(fk, 0)
     num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
     den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
-    tl.store(out_ptr + b * sob + t[:, None] * sog + h * soh + d[None, :] * sod,
-             (num / den[:, None]).to(out_ptr.dtype.element_ty),
-             mask=t_mask[:, None] & d_mask[None, :])
+    tl.store(
+        out_ptr
+        + b * stride_out_batch
+        + t[:, None] * stride_out_token
+        + h * stride_out_head
+        + d[None, :] * stride_out_value,
+        (num / den[:, None]).to(out_ptr.dtype.element_ty),
+        mask=t_mask[:, None] & d_mask[None, :],
+    )
     if WRITE_S:  # element-wise from s0: safe when new_state is state
-        tl.store(ns_ptr + b * snb + h * snh + r[:, None] * snr + d[None, :] * snd,
-                 s1.to(ns_ptr.dtype.element_ty), mask=rd_mask)
+        tl.store(
+            ns_ptr
+            + b * stride_new_state_batch
+            + h * stride_new_state_head
+            + r[:, None] * stride_new_state_feature
+            + d[None, :] * stride_new_state_value,
+            s1.to(ns_ptr.dtype.element_ty),
+            mask=rd_mask,
+        )
     if WRITE_Z:  # by tile 0 only
-        tl.store(nz_ptr + b * snzb + h * snzh + r * snzr, z1.to(nz_ptr.dtype.element_ty),
-                 mask=r < tl.where(v_tile == 0, R, 0))
+        tl.store(
+            nz_ptr + b * stride_new_z_batch + h * stride_new_z_head + r * stride_new_z_feature,
+            z1.to(nz_ptr.dtype.element_ty),
+            mask=r < tl.where(v_tile == 0, R, 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -88,15 +180,25 @@ TUNING = _common.from_env("linear", Tuning())
 TRIALS = [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)]
 
 
-def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
-                 new_state=None, new_z=None):
+def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_state=None, new_z=None):
     """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
     op = "linear_block"
-    dev = _common.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
-                       "new_state": new_state, "new_z": new_z})
+    dev = _common.check(
+        op,
+        {
+            "q": q,
+            "k": k,
+            "v": v,
+            "state": state,
+            "z_state": z_state,
+            "new_state": new_state,
+            "new_z": new_z,
+        },
+    )
     if feature_map not in FEATURE_CODES:
-        raise KernelError(f"{op}: feature map {feature_map!r} is not one of "
-                          f"{', '.join(FEATURE_CODES)}")
+        raise KernelError(
+            f"{op}: feature map {feature_map!r} is not one of {', '.join(FEATURE_CODES)}"
+        )
     B, G, H, R = q.shape
     Dv = v.shape[-1]
     _common.expect_shape(op, "k", k, (B, G, H, R))
@@ -110,8 +212,16 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
     if B * H * R * Dv == 0:
         return out
     tune = TUNING
-    block_v = (min(_common.pow2(Dv), tune.block_v) if tune.block_v is not None else
-               _common.narrow(min(_common.pow2(Dv), 32), 16, lambda bv: B * H * _common.cdiv(Dv, bv), _common.sm_count(dev)))
+    block_v = (
+        min(_common.pow2(Dv), tune.block_v)
+        if tune.block_v is not None
+        else _common.narrow(
+            min(_common.pow2(Dv), 32),
+            16,
+            lambda bv: B * H * _common.cdiv(Dv, bv),
+            _common.sm_count(dev),
+        )
+    )
     v_tiles = _common.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
@@ -121,13 +231,34 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float,
     nz_arg = nz if nz is not None else z_state
     with _common.device_guard(dev):
         _linear_kernel[(B, H, v_tiles)](
-            q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
-            *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
-            *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
-            BLOCK_G=_common.pow2(G), BLOCK_R=_common.pow2(R), BLOCK_V=block_v,
+            q,
+            k,
+            v,
+            state,
+            z_state,
+            out,
+            ns_arg,
+            nz_arg,
+            G,
+            R,
+            Dv,
+            float(eps),
+            *q.stride(),
+            *k.stride(),
+            *v.stride(),
+            *state.stride(),
+            *z_state.stride(),
+            *out.stride(),
+            *ns_arg.stride(),
+            *nz_arg.stride(),
+            BLOCK_G=_common.pow2(G),
+            BLOCK_R=_common.pow2(R),
+            BLOCK_V=block_v,
             num_warps=tune.num_warps or _common.warps(_common.pow2(G) * _common.pow2(R)),
-            FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
-            WRITE_Z=new_z is not None, PRECISION=_common.dot_precision(q.dtype),
+            FEATURE=FEATURE_CODES[feature_map],
+            WRITE_S=new_state is not None,
+            WRITE_Z=new_z is not None,
+            PRECISION=_common.dot_precision(q.dtype),
         )
     if nz is not new_z:
         new_z.copy_(nz)

@@ -39,29 +39,76 @@ def _softplus(v):
 
 
 @triton.jit
-def _log_decays(dt_ptr, t, G, sdg, dt_bias, A):
+def _log_decays(dt_ptr, t, G, stride_dt_token, dt_bias, A):
     """For each token t: dt_t = softplus(dt + dt_bias), la_t = dt_t·A and la_{t+1}, all 0 past
     the block. Both tokens come from one [G, 2] tile: one softplus, and fewer registers than two
     [G] vectors take (see tools/compile_sm90.py)."""
     j = tl.arange(0, 2)
     tj = t[:, None] + j[None, :]
-    raw = tl.load(dt_ptr + tj * sdg, mask=tj < G, other=0.0).to(tl.float32) + dt_bias
+    raw = tl.load(dt_ptr + tj * stride_dt_token, mask=tj < G, other=0.0).to(tl.float32) + dt_bias
     dt = tl.where(tj < G, _softplus(raw), 0.0)
     la = dt * A
     this = j[None, :] == 0
-    return (tl.sum(tl.where(this, dt, 0.0), 1), tl.sum(tl.where(this, la, 0.0), 1),
-            tl.sum(tl.where(this, 0.0, la), 1))
+    return (
+        tl.sum(tl.where(this, dt, 0.0), 1),
+        tl.sum(tl.where(this, la, 0.0), 1),
+        tl.sum(tl.where(this, 0.0, la), 1),
+    )
 
 
 @triton.jit
-def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_ptr, out_ptr,
-                  ns_ptr, G, P, N,
-                  sxb, sxg, sxh, sxp, sdb, sdg, sdh, sbb, sbg, sbn, scb, scg, scn,
-                  szb, szg, szh, szp, ssb, ssh, ssp, ssn, sob, sog, soh, sop,
-                  snb, snh, snp, snn,
-                  BLOCK_G: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
-                  HAS_Z: tl.constexpr, WRITE: tl.constexpr, UPCAST: tl.constexpr,
-                  PRECISION: tl.constexpr):
+def _mamba_kernel(
+    x_ptr,
+    dt_ptr,
+    dtb_ptr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    d_ptr,
+    z_ptr,
+    st_ptr,
+    out_ptr,
+    ns_ptr,
+    G,
+    P,
+    N,
+    stride_x_batch,
+    stride_x_token,
+    stride_x_head,
+    stride_x_headdim,
+    stride_dt_batch,
+    stride_dt_token,
+    stride_dt_head,
+    stride_B_batch,
+    stride_B_token,
+    stride_B_dstate,
+    stride_C_batch,
+    stride_C_token,
+    stride_C_dstate,
+    stride_z_batch,
+    stride_z_token,
+    stride_z_head,
+    stride_z_headdim,
+    stride_state_batch,
+    stride_state_head,
+    stride_state_headdim,
+    stride_state_dstate,
+    stride_out_batch,
+    stride_out_token,
+    stride_out_head,
+    stride_out_headdim,
+    stride_new_state_batch,
+    stride_new_state_head,
+    stride_new_state_headdim,
+    stride_new_state_dstate,
+    BLOCK_G: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    WRITE: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
     p = tl.program_id(2).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
@@ -71,14 +118,26 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
     p_mask, t_mask = p < P, t < G
     tp_mask = t_mask[:, None] & p_mask[None, :]
 
-    dt, la, la_next = _log_decays(dt_ptr + b * sdb + h * sdh, t, G, sdg,
-                                  tl.load(dtb_ptr + h).to(tl.float32),
-                                  tl.load(a_ptr + h).to(tl.float32))
+    dt, la, la_next = _log_decays(
+        dt_ptr + b * stride_dt_batch + h * stride_dt_head,
+        t,
+        G,
+        stride_dt_token,
+        tl.load(dtb_ptr + h).to(tl.float32),
+        tl.load(a_ptr + h).to(tl.float32),
+    )
     cum = tl.cumsum(la, 0)
     total = tl.sum(tl.where(t == BLOCK_G - 1, cum, 0.0), 0)  # c_G (padding adds zeros)
     tail = tl.cumsum(la_next, 0, reverse=True)  # la_{s+1} + … + la_G: exactly 0 for the last
-    x = tl.load(x_ptr + b * sxb + t[:, None] * sxg + h * sxh + p[None, :] * sxp,
-                mask=tp_mask, other=0.0).to(tl.float32)
+    x = tl.load(
+        x_ptr
+        + b * stride_x_batch
+        + t[:, None] * stride_x_token
+        + h * stride_x_head
+        + p[None, :] * stride_x_headdim,
+        mask=tp_mask,
+        other=0.0,
+    ).to(tl.float32)
     xw = x * (tl.exp(tail) * dt)[:, None]  # token s's weight in the final state
 
     # Over N in chunks (registers stay small): C·Bᵀ, C·h0ᵀ and the new state.
@@ -89,38 +148,76 @@ def _mamba_kernel(x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_
         n_mask = n < N
         tn_mask = t_mask[:, None] & n_mask[None, :]
         pn_mask = p_mask[:, None] & n_mask[None, :]
-        Bm = tl.load(b_ptr + b * sbb + t[:, None] * sbg + n[None, :] * sbn, mask=tn_mask, other=0.0)
-        Cm = tl.load(c_ptr + b * scb + t[:, None] * scg + n[None, :] * scn, mask=tn_mask, other=0.0)
+        Bm = tl.load(
+            b_ptr + b * stride_B_batch + t[:, None] * stride_B_token + n[None, :] * stride_B_dstate,
+            mask=tn_mask,
+            other=0.0,
+        )
+        Cm = tl.load(
+            c_ptr + b * stride_C_batch + t[:, None] * stride_C_token + n[None, :] * stride_C_dstate,
+            mask=tn_mask,
+            other=0.0,
+        )
         if UPCAST:
             Bm = Bm.to(tl.float32)
             Cm = Cm.to(tl.float32)
-        h0 = tl.load(st_ptr + b * ssb + h * ssh + p[:, None] * ssp + n[None, :] * ssn,
-                     mask=pn_mask, other=0.0).to(tl.float32)
+        h0 = tl.load(
+            st_ptr
+            + b * stride_state_batch
+            + h * stride_state_head
+            + p[:, None] * stride_state_headdim
+            + n[None, :] * stride_state_dstate,
+            mask=pn_mask,
+            other=0.0,
+        ).to(tl.float32)
         cb += tl.dot(Cm, tl.trans(Bm), input_precision=PRECISION)  # (t, s): C_t·B_s
         ch += tl.dot(Cm.to(tl.float32), tl.trans(h0), input_precision=PRECISION)  # (t, p)
         if WRITE:
-            hn = h0 * tl.exp(total) + tl.dot(tl.trans(xw), Bm.to(tl.float32),
-                                             input_precision=PRECISION)  # (P, N chunk)
+            hn = h0 * tl.exp(total) + tl.dot(
+                tl.trans(xw), Bm.to(tl.float32), input_precision=PRECISION
+            )  # (P, N chunk)
             # Element (p, n) of the new state depends on the same element of the old one, so
             # it is stored only after that element was read: new_state may alias state.
-            tl.store(ns_ptr + b * snb + h * snh + p[:, None] * snp + n[None, :] * snn,
-                     hn.to(ns_ptr.dtype.element_ty), mask=pn_mask)
+            tl.store(
+                ns_ptr
+                + b * stride_new_state_batch
+                + h * stride_new_state_head
+                + p[:, None] * stride_new_state_headdim
+                + n[None, :] * stride_new_state_dstate,
+                hn.to(ns_ptr.dtype.element_ty),
+                mask=pn_mask,
+            )
 
     # Inside the block: (G, G) mixing weights, then one product with x; plus the prefix.
     # L's exponents as columnwise scans over the summed token u (the rows): forward, la over
     # (s, t] for s <= t; backward, la over [t, s) for s > t. Each is 0 off its own side.
     la_u = la[:, None]
-    expo = (tl.cumsum(tl.where(t[:, None] > s[None, :], la_u, 0.0), 0) +
-            tl.cumsum(tl.where(t[:, None] < s[None, :], la_u, 0.0), 0, reverse=True))
+    expo = tl.cumsum(tl.where(t[:, None] > s[None, :], la_u, 0.0), 0) + tl.cumsum(
+        tl.where(t[:, None] < s[None, :], la_u, 0.0), 0, reverse=True
+    )
     w = tl.exp(expo) * cb * dt[None, :]
     y = tl.dot(w, x, input_precision=PRECISION) + tl.exp(cum)[:, None] * ch  # (G, P)
     y += tl.load(d_ptr + h).to(tl.float32) * x
     if HAS_Z:
-        zv = tl.load(z_ptr + b * szb + t[:, None] * szg + h * szh + p[None, :] * szp,
-                     mask=tp_mask, other=0.0).to(tl.float32)
+        zv = tl.load(
+            z_ptr
+            + b * stride_z_batch
+            + t[:, None] * stride_z_token
+            + h * stride_z_head
+            + p[None, :] * stride_z_headdim,
+            mask=tp_mask,
+            other=0.0,
+        ).to(tl.float32)
         y = y * (zv * tl.sigmoid(zv))
-    tl.store(out_ptr + b * sob + t[:, None] * sog + h * soh + p[None, :] * sop,
-             y.to(out_ptr.dtype.element_ty), mask=tp_mask)
+    tl.store(
+        out_ptr
+        + b * stride_out_batch
+        + t[:, None] * stride_out_token
+        + h * stride_out_head
+        + p[None, :] * stride_out_headdim,
+        y.to(out_ptr.dtype.element_ty),
+        mask=tp_mask,
+    )
 
 
 @dataclass(frozen=True)
@@ -135,15 +232,32 @@ class Tuning(_common.Choices):
 
 TUNING = _common.from_env("mamba", Tuning())
 # Alternatives `tools.gpucheck` times (changes to TUNING).
-TRIALS = [{"block_p": p, "block_n": n, "num_warps": w}
-          for p in (16, 32, 64) for n in (32, 64) for w in (4, 8)]
+TRIALS = [
+    {"block_p": p, "block_n": n, "num_warps": w}
+    for p in (16, 32, 64)
+    for n in (32, 64)
+    for w in (4, 8)
+]
 
 
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
     op = "mamba_block_scan"
-    dev = _common.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
-                       "D": D, "z": z, "state": state, "new_state": new_state})
+    dev = _common.check(
+        op,
+        {
+            "x": x,
+            "dt": dt,
+            "dt_bias": dt_bias,
+            "A": A,
+            "Bm": Bm,
+            "Cm": Cm,
+            "D": D,
+            "z": z,
+            "state": state,
+            "new_state": new_state,
+        },
+    )
     B, G, H, P = x.shape
     N = Bm.shape[-1]
     _common.expect_shape(op, "dt", dt, (B, G, H))
@@ -165,19 +279,51 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             new_state.copy_(state)
         return out
     tune = TUNING
-    block_p = (min(_common.pow2(P), tune.block_p) if tune.block_p is not None else
-               _common.narrow(min(_common.pow2(P), 32), 16, lambda bp: B * H * _common.cdiv(P, bp), _common.sm_count(dev)))
+    block_p = (
+        min(_common.pow2(P), tune.block_p)
+        if tune.block_p is not None
+        else _common.narrow(
+            min(_common.pow2(P), 32),
+            16,
+            lambda bp: B * H * _common.cdiv(P, bp),
+            _common.sm_count(dev),
+        )
+    )
     block_g, block_n = _common.pow2(G), min(_common.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
     precision = _common.dot_precision(x.dtype)
     with _common.device_guard(dev):
         _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
-            x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
-            *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
-            *state.stride(), *out.stride(), *ns.stride(),
-            BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
-            WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
+            x,
+            dt,
+            dt_bias,
+            A,
+            Bm,
+            Cm,
+            D,
+            zz,
+            state,
+            out,
+            ns,
+            G,
+            P,
+            N,
+            *x.stride(),
+            *dt.stride(),
+            *Bm.stride(),
+            *Cm.stride(),
+            *zz.stride(),
+            *state.stride(),
+            *out.stride(),
+            *ns.stride(),
+            BLOCK_G=block_g,
+            BLOCK_P=block_p,
+            BLOCK_N=block_n,
+            HAS_Z=z is not None,
+            WRITE=new_state is not None,
+            UPCAST=_common.upcast(),
+            PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out
