@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from fsc.dtypes import DTYPE_BYTES  # noqa: F401 - re-exported
 from fsc.errors import RecipeError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
 from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show, source_name
@@ -45,7 +46,6 @@ from fsc.sections import (
     Section,
 )
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DType = Literal["bf16", "fp16", "fp32"]
 
 
@@ -248,6 +248,11 @@ class _Recipe(Section):
     def layer_plan(self) -> list[str]:
         """Mixer name of each layer, layer 1 first."""
         return self._resolve_plan()
+
+    def mixer_shape(self, kind: str):
+        """What one `kind` layer of this recipe holds and does (its registry entry's
+        MixerShape): the cost model asks the recipe, so it imports no schema itself."""
+        return MIXERS[kind].shape(self)
 
     @property
     def layer_counts(self) -> dict[str, int]:

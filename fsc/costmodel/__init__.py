@@ -1,4 +1,5 @@
-"""The cost model: pure arithmetic from a Recipe (no torch, no tensors).
+"""The cost model: pure arithmetic from a Recipe (no torch, no tensors; importing it loads
+neither torch nor the recipe schema: a mixer's figures come from `Recipe.mixer_shape`).
 
 Parameter counts and cache bytes equal what the built model reports and allocates; bytes moved
 and FLOPs per pass give a roofline floor time per step on a device. Formulas, units and the

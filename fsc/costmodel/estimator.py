@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fsc.costmodel.devices import DeviceSpec, resolve_device
 from fsc.costmodel.roofline import PassCost, check_point, max_batch, memory, oom_context, pass_cost
 from fsc.costmodel.shapes import cache_bytes, ffn_shape, param_counts
+from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import UsageError
-from fsc.recipe import DTYPE_BYTES, Recipe
+
+if TYPE_CHECKING:
+    from fsc.recipe import Recipe
 
 MODES = ("diffusion", "ar")
 

@@ -8,6 +8,7 @@ Weights are read once per pass (they serve all T tokens); every sequence reads i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fsc.costmodel.devices import DeviceSpec
 from fsc.costmodel.shapes import (
@@ -17,8 +18,11 @@ from fsc.costmodel.shapes import (
     param_counts,
     shape_tensor_bytes,
 )
+from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import UsageError
-from fsc.recipe import DTYPE_BYTES, Recipe
+
+if TYPE_CHECKING:
+    from fsc.recipe import Recipe
 
 
 @dataclass(frozen=True)

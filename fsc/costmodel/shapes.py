@@ -11,14 +11,18 @@ except linear attention's un-decayed sums: fp32 always.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from fsc.mixers import MIXERS, MixerShape
-from fsc.recipe import DTYPE_BYTES, Recipe
+from fsc.dtypes import DTYPE_BYTES
+
+if TYPE_CHECKING:
+    from fsc.mixers.spec import MixerShape
+    from fsc.recipe import Recipe
 
 
 def mixer_shape(recipe: Recipe, kind: str) -> MixerShape:
     """What one `kind` layer of `recipe` holds and does (its registry entry's shape)."""
-    return MIXERS[kind].shape(recipe)
+    return recipe.mixer_shape(kind)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 LAYERS = [  # lowest first; a module is in the layer of the longest prefix that names it
-    ["fsc.errors", "fsc.sections", "fsc.paths", "fsc.jsonsafe", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
+    ["fsc.errors", "fsc.dtypes", "fsc.sections", "fsc.paths", "fsc.jsonsafe", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
     ["fsc.mixers", "fsc.recipe"],
     ["fsc.costmodel"],
     ["fsc.kernels", "fsc.ops"],
@@ -65,6 +65,16 @@ def test_the_check_sees_a_wrong_import(tmp_path):
     bad.write_text("def f():\n    from fsc.cli.common import out\n")
     assert [name for _, name in imports(bad)] == ["fsc.cli.common"]
     assert layer("fsc.cli.common") > layer("fsc.recipe")
+
+
+def test_the_cost_model_imports_neither_torch_nor_the_schema():
+    """The GPU check reads the device table: fsc.costmodel needs no torch, pydantic or yaml."""
+    code = ("import sys, fsc.costmodel; "
+            "print(sorted(m for m in ('torch', 'triton', 'duckdb', 'pydantic', 'yaml') "
+            "if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert res.stdout.strip() == "[]"
 
 
 def test_cost_model_and_registry_import_without_torch():
