@@ -2,7 +2,8 @@
 
 Each `Point` is one op at one shape: how to run the Triton kernel and the torch reference on the
 same random inputs, the bytes the op must move, and (for attention and folds) an accuracy check
-of the kernel against the fp32 reference. No pydantic, duckdb or yaml: the GPU image lacks them.
+of the kernel against the fp32 reference. Shapes are plain dicts: `SHAPES_DRY` here, the 3B ones from the
+recipes in tools/gpucheck.py.
 """
 
 from __future__ import annotations
@@ -11,10 +12,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The 3B backbones (recipes/attn_3b.yaml, mamba_3b.yaml): d_model 2560, 20 heads × 128, Mamba
-# d_inner 5120 = 80 heads × 64, N 128, conv width 4, G 32. Linear and GLA use 20 heads × 128.
-SHAPES_3B = {"G": 32, "heads": 20, "kv_heads": 20, "head_dim": 128, "m_heads": 80,
-             "m_head_dim": 64, "d_state": 128, "d_conv": 4, "conv_dim": 5120 + 2 * 128}
 # Tiny shapes for the interpreter and the GPU self-check; G 20 spans two of GLA's 16-row
 # sub-chunks (and one partial).
 SHAPES_DRY = {"G": 20, "heads": 4, "kv_heads": 2, "head_dim": 16, "m_heads": 2, "m_head_dim": 16,

@@ -31,7 +31,7 @@ import time
 import traceback
 
 from fsc.kernels import op_folders
-from fsc.kernels.points import SHAPES_3B, SHAPES_DRY, Point, attention_points, state_points
+from fsc.kernels.points import SHAPES_DRY, Point, attention_points, state_points
 
 from fsc.costmodel.devices import device_spec
 from fsc.errors import is_out_of_memory
@@ -42,6 +42,22 @@ POINTS_DRY = {"S": (0, 40), "B": (1, 2)}
 BUDGET_S = 6.5 * 60  # the whole check, profile included; `make gpu-check` then runs tests/gpu
 PROFILE_ARGS = ["--recipe", "attn_3b", "--recipe", "mamba_3b", "--recipe", "hybrid_3b",
                 "--S", "262144", "--B", "1,8"]
+
+
+def shapes_3b() -> dict:
+    """The kernels' shapes in the paper's 3B backbones, read from recipes/attn_3b.yaml and
+    mamba_3b.yaml through the mixer registry (d_model 2560: 20 heads × 128; Mamba d_inner 5120
+    = 80 heads × 64, N 128, conv width 4; G 32). Linear, GLA and Gated DeltaNet use the
+    attention heads."""
+    from fsc.mixers import attention, mamba
+    from fsc.recipe import load_recipe
+
+    a, m = load_recipe("attn_3b"), load_recipe("mamba_3b")
+    heads, kv_heads, head_dim = attention.dims(a.attention, a.d_model)
+    md = mamba.dims(m.mamba, m.d_model)
+    return {"G": a.block_size, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+            "m_heads": md.n_heads, "m_head_dim": md.head_dim, "d_state": md.d_state,
+            "d_conv": md.d_conv, "conv_dim": md.conv_dim}
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -345,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         device, shapes, points = torch.device("cpu"), SHAPES_DRY, POINTS_DRY
     elif torch.cuda.is_available():
-        device, shapes, points = torch.device("cuda"), SHAPES_3B, POINTS
+        device, shapes, points = torch.device("cuda"), shapes_3b(), POINTS
     else:
         print("no CUDA device: run with --dry-run for the CPU interpreter check", file=sys.stderr)
         return 2

@@ -51,3 +51,13 @@ def test_gpucheck_dry_run_end_to_end(tmp_path, monkeypatch):
         assert _common.from_env(MODULES[r["op"]], module.Tuning()) == module.Tuning(**r["best"])
     assert result["profile"]["status"].startswith("skipped")
     assert "gpucheck" in res.stdout and "fastest tried" in res.stdout  # the tables
+
+
+def test_the_3b_shapes_come_from_the_recipes():
+    """d_model 2560: 20 heads of 128 (attention, linear, GLA, Gated DeltaNet); Mamba d_inner
+    5120 = 80 heads of 64, N 128, conv width 4 over x, B and C (5120 + 2·128); G 32."""
+    from tools.gpucheck import shapes_3b
+
+    assert shapes_3b() == {"G": 32, "heads": 20, "kv_heads": 20, "head_dim": 128,
+                           "m_heads": 80, "m_head_dim": 64, "d_state": 128, "d_conv": 4,
+                           "conv_dim": 5376}
