@@ -21,10 +21,11 @@ import torch
 from fsc import ops
 from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
 from fsc.errors import WeightsDoNotFit, is_out_of_memory
+from fsc.loading import check_fits, free_bytes, load_model
 from fsc.mixers import MIXERS
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
-from fsc.source import check_fits, free_bytes, load_model, load_source_recipe
+from fsc.source import load_source_recipe
 from fsc.sweep import Point, PointResult, SweepConfig
 
 

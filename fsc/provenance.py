@@ -1,8 +1,7 @@
 """Where a measurement was taken: software versions, device, host and source commit.
 
-`environment()` returns the dict `Store.register_environment` records. torch is imported
-inside the function (the caller measuring on a device has it loaded already); git and
-nvidia-smi run as subprocesses with short timeouts and are optional.
+`environment()` returns the dict `Store.register_environment` records; git and nvidia-smi run
+as subprocesses with short timeouts and are optional.
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import torch
 
 import fsc
 
@@ -93,18 +94,14 @@ def environment(device: str | None = None) -> dict[str, Any]:
     `device` is the torch device measured on ('cuda', 'cuda:1', 'cpu'); by default the first
     GPU if there is one, else the CPU.
     """
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    cuda = torch is not None and torch.cuda.is_available()
+    cuda = torch.cuda.is_available()
     dev = (device or ("cuda" if cuda else "cpu")).strip()
     env: dict[str, Any] = {
         "fsc_version": fsc.__version__,
         "python_version": platform.python_version(),
-        "torch_version": torch.__version__ if torch is not None else None,
+        "torch_version": torch.__version__,
         "triton_version": _dist_version("triton"),
-        "cuda_version": torch.version.cuda if torch is not None else None,
+        "cuda_version": torch.version.cuda,
         "driver_version": None,
         "host": socket.gethostname(),
         "platform": platform.platform(),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from fsc.errors import UsageError
 
 MASK_NAMES = ("[MASK]", "<mask>", "<|mask|>", "<|mdm_mask|>")
@@ -32,8 +34,6 @@ class HFTokenizer:
     """A local `tokenizer.json` (a Hugging Face tokenizer directory); never downloads."""
 
     def __init__(self, path: Path):
-        from tokenizers import Tokenizer
-
         file = path / "tokenizer.json" if path.is_dir() else path
         if not file.exists():
             raise UsageError(f"{path}: no tokenizer.json found (expected a local tokenizer directory)")

@@ -10,124 +10,38 @@ the recipe's own, 1 included). Every block is compared with the fp32 uncached fo
 same rounded weights; the last block's relative error is the drift, which must stay within a
 few roundings of the dtype however long the run.
 
-Light at import (the CLI reads the bounds for `fsc --help`; torch comes with `verify`), and
-`plan` checks options before torch is imported.
+What a check is and reports (dtypes, tolerances, bounds, `plan`, the records) is
+fsc.verify_report, which the CLI reads before torch is imported.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
-from fsc.blocks import MAX_G
-from fsc.errors import UsageError
+import torch
 
-if TYPE_CHECKING:
-    from fsc.recipe import Recipe
-
-DTYPES = ("fp32", "bf16", "fp16")
-LOGIT_TOL = 1e-5  # absolute, on fp32 logits
-MIXER_TOL = 1e-5  # relative to the largest output magnitude, on random inputs
-# bf16/fp16: max |error| / max |fp32 reference| of a block, for one mixer's outputs: a few
-# roundings of the dtype (2^-8 bf16, 2^-11 fp16). Logits pass through every layer: twice that.
-# (Measured on the shipped recipes over 1024 tokens: mixers at most 8e-3 in bf16, 32-layer
-# logits 2.8e-2; a linear-attention sum kept in bf16 was 100% off, its logits 52%.)
-DRIFT_TOL = {"bf16": 3e-2, "fp16": 5e-3}
-LOGIT_DRIFT_FACTOR = 2
-DRIFT_TOKENS = 1024  # default run in bf16/fp16
-EXACT_BLOCKS = 3  # default run in fp32
-MAX_TOKENS = 2**20  # G × blocks; the memory check bounds it further
-MAX_BATCH = 1024
-MAX_FP32_WEIGHT_BYTES = 512 * 2**20
-REDUCED_WIDTH = 256
-
-
-@dataclass
-class Check:
-    """One comparison: the model's logits or one mixer kind's outputs, cached against uncached.
-    In bf16/fp16 also each block's error relative to its largest reference value: the first,
-    the last (the drift) and the worst."""
-
-    what: str
-    kind: str
-    max_abs_err: float
-    scale: float
-    tol: float
-    exact: bool
-    first_rel_err: float | None = None
-    last_rel_err: float | None = None
-    max_rel_err: float | None = None
-
-
-@dataclass
-class VerifyReport:
-    """What `fsc verify` found, and on what."""
-
-    recipe: str
-    checked: str  # the recipe checked: `recipe`, or the same layer plan at a reduced width
-    reduced_width: bool
-    weights: str  # "seeded" or "checkpoint DIR"
-    d_model: int
-    G: int
-    B: int
-    blocks: int
-    tokens: int
-    dtype: str
-    state_dtype: str
-    checks: list[Check]
-    backends: dict[str, str] = field(default_factory=dict)  # op -> the backend that ran it
-    kernels: list[dict] = field(default_factory=list)  # with --backend triton: each kernel
-
-    @property
-    def exact(self) -> bool:
-        return all(c.exact for c in self.checks) and all(k["ok"] for k in self.kernels)
-
-    def to_dict(self) -> dict:
-        """The JSON document (`--json`): the fields, exact, each kind's max error, and in
-        bf16/fp16 each kind's drift; checks without the fields their dtype does not fill."""
-        doc = asdict(self)
-        doc["checks"] = [{k: v for k, v in c.items() if v is not None} for c in doc["checks"]]
-        doc["exact"] = self.exact
-        doc["max_abs_err"] = {c.kind: c.max_abs_err for c in self.checks}
-        if self.dtype != "fp32":
-            doc["drift"] = {c.kind: c.last_rel_err for c in self.checks}
-        if not self.kernels:
-            del doc["kernels"]
-        return doc
-
-
-def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int | None = None,
-         length: int | None = None) -> tuple[int, int]:
-    """(G, blocks) of a check, from what a user gave (`length` in tokens instead of blocks)."""
-    if dtype not in DTYPES:
-        raise UsageError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
-    if blocks is not None and length is not None:
-        raise UsageError("give --blocks or --length, not both")
-    exact = dtype == "fp32"
-    if G is None:
-        G = recipe.block_size if recipe.block_size > 1 or not exact else 4
-    if exact and G < 2:
-        raise UsageError(f"--G {G}: the exactness check needs G > 1 (in bf16 or fp16 any G >= 1)")
-    if not 1 <= G <= MAX_G:
-        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
-    if length is not None:
-        if length < 1:
-            raise UsageError(f"--length {length} must be at least 1")
-        blocks = -(-length // G)
-    elif blocks is None:
-        blocks = EXACT_BLOCKS if exact else -(-DRIFT_TOKENS // G)
-    if blocks < 2:
-        raise UsageError(f"{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at least "
-                         "2 (the second reads the cache the first wrote)")
-    if G * blocks > MAX_TOKENS:
-        raise UsageError(f"{blocks} blocks of G {G} are {G * blocks} tokens; at most {MAX_TOKENS}")
-    return G, blocks
+from fsc.costmodel import param_counts
+from fsc.dtypes import DTYPE_BYTES
+from fsc.errors import WeightsDoNotFit
+from fsc.hub.checkpoint import load_checkpoint
+from fsc.loading import check_fits, free_bytes
+from fsc.model.layers import TORCH_DTYPES, MoE
+from fsc.model.lm import build_model
+from fsc.recipe import Recipe
+from fsc.verify_report import (
+    DRIFT_TOL,
+    LOGIT_DRIFT_FACTOR,
+    LOGIT_TOL,
+    MAX_FP32_WEIGHT_BYTES,
+    MIXER_TOL,
+    REDUCED_WIDTH,
+    Check,
+    VerifyReport,
+    plan,
+)
 
 
 def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
-    from fsc.costmodel import param_counts
-
     if param_counts(recipe)["total"] * 4 <= MAX_FP32_WEIGHT_BYTES:
         return recipe, False
     return recipe.with_width(REDUCED_WIDTH, vocab_size=min(recipe.vocab_size, 1024)), True
@@ -139,11 +53,6 @@ def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, dev
     over all T = G·blocks tokens (fp32, its logits kept), beside a cache for T tokens. On top:
     in bf16/fp16 the model's own copy of the weights, and a checkpoint's fp32 weights while
     they are copied in."""
-    from fsc.costmodel import param_counts
-    from fsc.errors import WeightsDoNotFit
-    from fsc.recipe import DTYPE_BYTES
-    from fsc.source import check_fits, free_bytes
-
     T = G * n_blocks
     copies = (0 if dtype == "fp32" else DTYPE_BYTES[dtype]) + (4 if checkpoint else 0)
     try:
@@ -162,11 +71,6 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | Non
     checked, reduced = _reduce(recipe)
     check_memory(checked, dtype, G, B, n_blocks, device, checkpoint is not None and not reduced)
 
-    import torch
-
-    from fsc.model.layers import TORCH_DTYPES
-    from fsc.model.lm import build_model
-
     fp32 = TORCH_DTYPES["fp32"]
     low = dtype != "fp32"
     state_dtype = TORCH_DTYPES[checked.state_dtype] if low else fp32
@@ -175,8 +79,6 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | Non
                             state_dtype=state_dtype).eval()
         weights = "seeded"
         if checkpoint is not None and not reduced:
-            from fsc.hub.checkpoint import load_checkpoint
-
             _, trained = load_checkpoint(checkpoint, device=device, dtype=fp32)
             model.load_state_dict(trained.state_dict())  # rounded to `dtype` on the way in
             del trained
@@ -202,8 +104,6 @@ def _mixers(checked):
 def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     """fp32: cached forward, fold (and a second forward: the first must not touch the cache)
     against the uncached forward, block by block."""
-    import torch
-
     T = G * n_blocks
     checks = []
     tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
@@ -241,8 +141,6 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
 def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     """bf16/fp16: the cached path folding block after block in `dtype` against the fp32
     uncached forward of `ref` over the same rounded weights."""
-    import torch
-
     T, lengths = G * n_blocks, [G] * n_blocks
     blocks = [slice(b * G, (b + 1) * G) for b in range(n_blocks)]
     # The coarser of the activations and the states sets the tolerance (fp16 with bf16 states:
@@ -271,10 +169,6 @@ def _routing(model, B: int, follow: dict | None = None):
     the recorded ones, with its own gate values. A near-tie that 16 bits break the other way
     switches an expert: a jump in the output, not drift, so the reference takes the cached
     run's choices."""
-    import torch
-
-    from fsc.model.layers import MoE
-
     picks, hooks = {}, []
 
     def hook(i, k):

@@ -5,6 +5,9 @@ Every op folder has `reference.py` (the spec, runs anywhere) and, where written,
 Layout everywhere: `[B, T, H, D]` (batch, tokens, heads, head dim).
 """
 
+import importlib
+import pkgutil
+
 # Launch choices of the Triton kernels, e.g. "attention.block_n=128,gla.form=scan" (read by
 # _common.from_env; here so that recording it imports neither torch nor triton).
 TUNING_ENV = "FSC_KERNEL_TUNING"
@@ -14,9 +17,6 @@ def op_folders() -> dict[str, str]:
     """{op name: folder} of every op folder here: each declares `OP` in its __init__.py, with
     `reference.<OP>_ref` beside it and, where written, `triton.<OP>`. Imports neither torch
     nor triton."""
-    import importlib
-    import pkgutil
-
     found = {}
     for info in pkgutil.iter_modules(__path__):
         if info.ispkg:

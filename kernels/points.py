@@ -8,9 +8,16 @@ recipes in tools/gpucheck.py.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from fsc.kernels import op_folders
+from fsc.kernels.attention.reference import block_attention_ref
+from fsc.kernels.attention.triton import block_attention
 
 # Tiny shapes for the interpreter and the GPU self-check; G 20 spans two of GLA's 16-row
 # sub-chunks (and one partial).
@@ -39,16 +46,12 @@ def _rel(out, ref) -> float:
 
 
 def _upcast(args):
-    import torch
-
     return [a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
 
 
 def _accuracy(kernel, ref, args, call=None, states=()):
     """bf16 kernel vs the fp32 reference on the same (upcast) inputs; with `states` (indices
     into args) as a fold, comparing the new states too."""
-    import torch
-
     call = call or (lambda f, a, new: f(*a, *new))
     got_new = [torch.empty_like(args[i]) for i in states]
     want_new = [torch.empty_like(args[i], dtype=torch.float32) for i in states]
@@ -60,11 +63,6 @@ def _accuracy(kernel, ref, args, call=None, states=()):
 
 
 def attention_points(B, S, sh, dtype, device, gen):
-    import torch
-    import torch.nn.functional as F
-    from fsc.kernels.attention.reference import block_attention_ref
-    from fsc.kernels.attention.triton import block_attention
-
     G, H, Hkv, D = sh["G"], sh["heads"], sh["kv_heads"], sh["head_dim"]
     e = torch.empty((), dtype=dtype).element_size()
 
@@ -95,11 +93,6 @@ def attention_points(B, S, sh, dtype, device, gen):
 def state_points(B, sh, dtype, device, gen):
     """Every op but attention at one batch size, each as a step and as a fold; each op folder's
     `inputs.py` makes its inputs."""
-    import importlib
-
-    import torch
-    from fsc.kernels import op_folders
-
     f32 = torch.float32
     e = torch.empty((), dtype=dtype).element_size()
 

@@ -25,11 +25,13 @@ def push(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a checkpoint and commit it to a Hub repository (token: HF_TOKEN or saved login)."""
-    from fsc.hub.hub import check_repo_id, check_revision, push_checkpoint
-    from fsc.hub.registry import register_checkpoint
+    from fsc.hub.names import check_repo_id, check_revision
 
     check_repo_id(repo, "--repo")
     check_revision(revision, "--revision")
+    from fsc.hub.push import push_checkpoint
+    from fsc.hub.registry import register_checkpoint
+
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     register_checkpoint(store_dir(store), rep, "pushed")
     if as_json:
@@ -57,12 +59,13 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Download a checkpoint, verify every checksum, then move it into place."""
-    from fsc.hub.hub import default_pull_dir, parse_repo_ref, pull_checkpoint
-    from fsc.hub.registry import register_checkpoint
+    from fsc.hub.names import default_pull_dir, parse_repo_ref
 
     repo, revision = parse_repo_ref(ref)
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
+    from fsc.hub.hub import pull_checkpoint
+    from fsc.hub.registry import register_checkpoint
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)
     register_checkpoint(store_dir(store), rep, "pulled")
     if as_json:

@@ -36,8 +36,8 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
+    from fsc.loading import check_fits
     from fsc.recipe import load_recipe
-    from fsc.source import check_fits
 
     r = load_recipe(recipe)
     if save is not None:

@@ -77,7 +77,7 @@ def decode(
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
-    from fsc.source import load_model
+    from fsc.loading import load_model
 
     ops.use_backend(str(backend))
     torch_threads()

@@ -240,7 +240,7 @@ def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
     """List the points the sweep would measure, with the cost model's memory against the budget
     and, on a CPU, a rough time; nothing is measured or recorded."""
     from fsc.cli.profile_render import duration, render_plan
-    from fsc.source import free_bytes
+    from fsc.loading import free_bytes
     from fsc.sweep import predict, rough_cpu_seconds
 
     budget = cfg.memory_budget or free_bytes(cfg.device)
@@ -268,9 +268,9 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     from fsc.cli.profile_render import duration, render_rows
     from fsc.costmodel import DeviceSpec
     from fsc.kernels import TUNING_ENV
+    from fsc.loading import free_bytes
     from fsc.profile import Sweep, device_spec_for
     from fsc.provenance import environment
-    from fsc.source import free_bytes
     from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)

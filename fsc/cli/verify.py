@@ -20,7 +20,7 @@ from fsc.cli.common import (
     torch_device,
     torch_threads,
 )
-from fsc.verify import MAX_BATCH, MAX_TOKENS
+from fsc.verify_report import MAX_BATCH, MAX_TOKENS
 
 
 def verify(
@@ -44,7 +44,7 @@ def verify(
     """Check the cached path on this machine; exits 1 when it is not exact (fp32) or drifts
     past the tolerance (bf16/fp16)."""
     from fsc.source import is_checkpoint, load_source_recipe
-    from fsc.verify import plan
+    from fsc.verify_report import plan
 
     # Everything a user can get wrong is checked before torch is imported.
     recipe = load_source_recipe(source)

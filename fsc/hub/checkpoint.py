@@ -15,6 +15,9 @@ import math
 import shutil
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file, save_file
+
 from fsc.errors import CheckpointError
 from fsc.hub.card import config_json, model_card
 from fsc.hub.layout import (
@@ -33,6 +36,7 @@ from fsc.hub.layout import (
     verify_checksums,
     write_checksums,
 )
+from fsc.model.lm import build_model, count_params
 from fsc.recipe import Recipe, load_recipe
 
 MAX_SHARD_BYTES = 5 * 10**9  # tensor bytes per weights file (5 GB, decimal) before sharding
@@ -42,8 +46,6 @@ Spec = tuple[str, tuple[int, ...]]  # (safetensors dtype name, shape)
 
 
 def _st_dtype(dtype) -> str:
-    import torch
-
     names = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
              torch.float64: "F64", torch.int64: "I64", torch.int32: "I32", torch.bool: "BOOL"}
     return names.get(dtype, str(dtype))
@@ -51,8 +53,6 @@ def _st_dtype(dtype) -> str:
 
 def _expected(recipe: Recipe) -> dict[str, Spec]:
     """Name -> (dtype, shape) of every tensor of the recipe's model (built on meta: no memory)."""
-    from fsc.model.lm import build_model
-
     meta = build_model(recipe, device="meta")
     return {k: (_st_dtype(v.dtype), tuple(v.shape)) for k, v in meta.state_dict().items()}
 
@@ -160,10 +160,6 @@ def load_checkpoint(path: str | Path, device="cpu", dtype=None):
     `dtype` casts the weights after they are checked against the recipe (None keeps the
     recipe's dtype).
     """
-    from safetensors.torch import load_file
-
-    from fsc.model.lm import build_model
-
     directory = Path(path)
     recipe, _, weight_files, _ = _inspect(directory)
     model = build_model(recipe, device="meta", dtype=dtype)
@@ -197,10 +193,6 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
     `seed` records seeded (untrained) weights in the card.
     """
-    from safetensors.torch import save_file
-
-    from fsc.model.lm import count_params
-
     dest = Path(path)
     recipe: Recipe = model.recipe
     refuse_existing(dest)

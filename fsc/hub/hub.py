@@ -14,71 +14,39 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fsc.errors import CheckpointError, FscError, HubError, RecipeError, UsageError
+from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
+from huggingface_hub import errors as hf
+from huggingface_hub import get_token as hf_get_token
+from huggingface_hub.errors import RemoteEntryNotFoundError
+from huggingface_hub.utils import disable_progress_bars
+
+from fsc.errors import CheckpointError, FscError, HubError, RecipeError
 from fsc.hub.layout import (
     CHECKSUMS_FILE,
     INDEX_FILE,
     RECIPE_FILE,
     PulledCheckpoint,
-    PushedCheckpoint,
     move_into_place,
     read_checksums,
     refuse_existing,
     temp_dir_beside,
     verify_checksums,
 )
+from fsc.hub.names import (
+    DEFAULT_REVISION,
+    check_repo_id,
+    default_pull_dir,
+)
+from fsc.recipe import load_recipe
 
-DEFAULT_REVISION = "main"
-PULL_ROOT = Path("checkpoints")
 # On push, weight files of the repo that the new checkpoint does not list are deleted in the
 # same commit, so one revision never mixes shards of two checkpoints.
 STALE_WEIGHTS = ["*.safetensors", INDEX_FILE]
 
-_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_REPO_ID = re.compile(rf"{_PART}/{_PART}")
 _TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
 
 
-# What git refuses in a branch or tag name (git check-ref-format), so the Hub would too.
-_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[/.-]|[/.]$|\.lock$|^@$")
-
-
-def parse_repo_ref(ref: str) -> tuple[str, str | None]:
-    """``OWNER/NAME[@REVISION]`` -> (repo id, revision or None)."""
-    repo, _, revision = ref.partition("@")
-    check_repo_id(repo)
-    if "@" in ref and not revision:
-        raise UsageError(f"{ref!r}: empty revision after '@'")
-    return repo, check_revision(revision, f"{ref!r}:") if revision else None
-
-
-def check_repo_id(repo: str, what: str = "") -> str:
-    """UsageError unless `repo` is OWNER/NAME (`what`, e.g. "--repo", leads the message)."""
-    if not _REPO_ID.fullmatch(repo) or ".." in repo:
-        raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME"
-                         .lstrip())
-    return repo
-
-
-def check_revision(revision: str, what: str = "revision") -> str:
-    """UsageError unless `revision` can name a branch, tag or commit."""
-    if not revision or len(revision) > 255 or _BAD_REF.search(revision):
-        raise UsageError(f"{what} {revision!r} cannot name a branch, tag or commit (no blanks, "
-                         "control characters, '..', '~^:?*[\\', or a leading '-', '.' or '/')")
-    return revision
-
-
-def default_pull_dir(repo: str, revision: str | None) -> Path:
-    """``checkpoints/OWNER__NAME`` or ``checkpoints/OWNER__NAME@REV`` ('/' in REV becomes '_')."""
-    name = repo.replace("/", "__")
-    if revision:
-        name += "@" + revision.replace("/", "_")
-    return PULL_ROOT / name
-
-
 def _endpoint() -> str:
-    from huggingface_hub import constants
-
     return constants.ENDPOINT
 
 
@@ -93,8 +61,6 @@ def _first_line(text: object) -> str:
 
 def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> HubError | None:
     """One line for a failure of the Hub client, or None when `e` is not one (a bug: re-raise)."""
-    from huggingface_hub import errors as hf
-
     where = f"{repo}@{revision}" if revision else repo
     if isinstance(e, hf.GatedRepoError):
         return HubError(f"{what}: {repo} is gated; request access to it on the Hub first")
@@ -130,7 +96,7 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
 
 
 @contextmanager
-def _hub_calls(what: str, repo: str, revision: str | None) -> Iterator[None]:
+def hub_calls(what: str, repo: str, revision: str | None) -> Iterator[None]:
     try:
         yield
     except FscError:
@@ -142,10 +108,8 @@ def _hub_calls(what: str, repo: str, revision: str | None) -> Iterator[None]:
         raise mapped from e
 
 
-def _quiet_unless_terminal() -> None:
+def quiet_unless_terminal() -> None:
     """huggingface_hub's progress bars only on an interactive stderr (logs stay one line)."""
-    from huggingface_hub.utils import disable_progress_bars
-
     if not sys.stderr.isatty():
         disable_progress_bars()
 
@@ -153,8 +117,6 @@ def _quiet_unless_terminal() -> None:
 def get_token() -> str:
     """The Hub token (HF_TOKEN, then the saved login); without one a HubError, raised before
     any network call."""
-    from huggingface_hub import get_token as hf_get_token
-
     token = hf_get_token()
     if not token:
         raise HubError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
@@ -162,44 +124,7 @@ def get_token() -> str:
     return token
 
 
-def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,
-                    private: bool = False, message: str | None = None) -> PushedCheckpoint:
-    """Verify the checkpoint at `path`, then commit it to branch `revision` of `repo`.
-
-    Creates the repository (private if asked; an existing one keeps its visibility) and the
-    branch (from main) when missing.
-    """
-    from fsc.hub.checkpoint import verify_checkpoint
-
-    check_repo_id(repo)
-    check_revision(revision)
-    token = get_token()
-    info = verify_checkpoint(path)
-    from huggingface_hub import HfApi
-
-    _quiet_unless_terminal()
-    api = HfApi(token=token, library_name="fsc")
-    what = f"push to {repo}"
-    with _hub_calls(what, repo, revision):
-        api.create_repo(repo, private=True if private else None, exist_ok=True)
-        if revision != DEFAULT_REVISION:
-            api.create_branch(repo, branch=revision, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=repo,
-            folder_path=str(path),
-            revision=revision,
-            commit_message=message or f"fsc push {info.name} (recipe {info.recipe_hash})",
-            allow_patterns=[*info.files, CHECKSUMS_FILE],
-            delete_patterns=STALE_WEIGHTS,
-        )
-    return PushedCheckpoint(**vars(info), repo=repo, revision=revision, commit_id=commit.oid,
-                            commit_url=commit.commit_url)
-
-
 def _download_checksums(repo: str, asked: str, commit: str, download: Path) -> None:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import RemoteEntryNotFoundError
-
     try:
         hf_hub_download(repo, CHECKSUMS_FILE, revision=commit, local_dir=download)
     except RemoteEntryNotFoundError as e:
@@ -226,22 +151,19 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
     checkpoint is complete and verified (with `force`, an existing checkpoint there is replaced
     then, and only then).
     """
-    from fsc.recipe import load_recipe
-
     check_repo_id(repo)
     dest = Path(dest) if dest is not None else default_pull_dir(repo, revision)
     if not force:
         refuse_existing(dest, "; pass --force to replace it or --dir to pull elsewhere")
-    from huggingface_hub import HfApi, snapshot_download
 
-    _quiet_unless_terminal()
+    quiet_unless_terminal()
     asked = revision or DEFAULT_REVISION
     made_parent = not dest.parent.exists()
     tmp = temp_dir_beside(dest, "pull")
     download, ckpt = tmp / "download", tmp / "checkpoint"
     done = False
     try:
-        with _hub_calls(f"pull {repo}", repo, revision):
+        with hub_calls(f"pull {repo}", repo, revision):
             commit = HfApi().model_info(repo, revision=asked).sha
             _download_checksums(repo, asked, commit, download)
             with _unverified(repo, asked, tmp):

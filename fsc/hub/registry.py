@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 from fsc.hub.layout import CheckpointInfo
+from fsc.store import Store
 
 
 def register_checkpoint(store_dir: str | Path, info: CheckpointInfo, action: str) -> str:
     """Record one checkpoint action (what save, push or pull returned); sets and returns its
     artifact id."""
-    from fsc.store import Store
-
     info.artifact_id = Store(store_dir).register_artifact(
         path=str(Path(info.path).resolve()),
         recipe_hash=info.recipe_hash,
@@ -28,8 +27,6 @@ def register_checkpoint(store_dir: str | Path, info: CheckpointInfo, action: str
 def list_artifacts(store_dir: str | Path) -> list[dict]:
     """Every recorded action, oldest first, with `files_sha256` parsed and whether `path`
     still holds a checkpoint directory on this machine."""
-    from fsc.store import Store
-
     rows = Store(store_dir).artifacts()
     for row in rows:
         if isinstance(row.get("files_sha256"), str):

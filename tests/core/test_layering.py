@@ -15,7 +15,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.kernels", "fsc.ops"],
     ["fsc.model"],
     ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
-    ["fsc.source", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
+    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
     ["fsc.cli", "fsc.__main__"],
 ]
 
@@ -84,3 +84,18 @@ def test_cost_model_and_registry_import_without_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.strip() == "[]"
+
+
+def test_imports_inside_functions_only_in_the_cli():
+    """The library imports what it uses at the top; only fsc/cli/ defers imports, so that
+    `fsc --help` and option checks start fast."""
+    deferred = []
+    for module, path in modules():
+        if module.startswith("fsc.cli"):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                deferred += [f"{path.relative_to(ROOT)}:{node.lineno} in {fn.name}"
+                             for node in ast.walk(fn)
+                             if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert not deferred, "imports inside functions outside fsc/cli:\n" + "\n".join(deferred)

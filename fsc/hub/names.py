@@ -1,0 +1,50 @@
+"""Hub names checked before any network call or heavy import: repository ids, revisions, the
+default pull directory."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fsc.errors import UsageError
+
+DEFAULT_REVISION = "main"
+PULL_ROOT = Path("checkpoints")
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_REPO_ID = re.compile(rf"{_PART}/{_PART}")
+
+# What git refuses in a branch or tag name (git check-ref-format), so the Hub would too.
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[/.-]|[/.]$|\.lock$|^@$")
+
+
+def parse_repo_ref(ref: str) -> tuple[str, str | None]:
+    """``OWNER/NAME[@REVISION]`` -> (repo id, revision or None)."""
+    repo, _, revision = ref.partition("@")
+    check_repo_id(repo)
+    if "@" in ref and not revision:
+        raise UsageError(f"{ref!r}: empty revision after '@'")
+    return repo, check_revision(revision, f"{ref!r}:") if revision else None
+
+
+def check_repo_id(repo: str, what: str = "") -> str:
+    """UsageError unless `repo` is OWNER/NAME (`what`, e.g. "--repo", leads the message)."""
+    if not _REPO_ID.fullmatch(repo) or ".." in repo:
+        raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME"
+                         .lstrip())
+    return repo
+
+
+def check_revision(revision: str, what: str = "revision") -> str:
+    """UsageError unless `revision` can name a branch, tag or commit."""
+    if not revision or len(revision) > 255 or _BAD_REF.search(revision):
+        raise UsageError(f"{what} {revision!r} cannot name a branch, tag or commit (no blanks, "
+                         "control characters, '..', '~^:?*[\\', or a leading '-', '.' or '/')")
+    return revision
+
+
+def default_pull_dir(repo: str, revision: str | None) -> Path:
+    """``checkpoints/OWNER__NAME`` or ``checkpoints/OWNER__NAME@REV`` ('/' in REV becomes '_')."""
+    name = repo.replace("/", "__")
+    if revision:
+        name += "@" + revision.replace("/", "_")
+    return PULL_ROOT / name

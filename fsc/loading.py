@@ -1,0 +1,68 @@
+"""Models from what a command was pointed at, checked against the memory they will need
+before anything is allocated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from fsc.costmodel import memory
+from fsc.errors import WeightsDoNotFit
+from fsc.hub.checkpoint import load_checkpoint
+from fsc.model.layers import DTYPE_NAMES
+from fsc.model.lm import build_model
+from fsc.recipe import Recipe
+from fsc.source import is_checkpoint, load_source_recipe
+
+
+def free_bytes(device) -> int:
+    """Memory new tensors may take: free device memory, or MemAvailable on the CPU."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2**63
+
+
+def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
+               budget: int | None = None) -> None:
+    """WeightsDoNotFit, before anything is allocated, when the cost model's weights + cache (room
+    for S + G tokens at batch B) + activations of one pass exceed `budget` bytes (default: the
+    device's free memory). The message says what is needed and what is available."""
+    mem = memory(recipe, S, B, G)
+    budget = free_bytes(device) if budget is None else budget
+    need, weights = mem["total_bytes"], mem["weight_bytes"]
+    if need <= budget:
+        return
+    have = f"{device} has {budget} bytes ({budget / 2**30:.1f} GiB) free"
+    if weights > budget:
+        raise WeightsDoNotFit(f"{recipe.name}: its weights need {weights} bytes "
+                              f"({weights / 2**30:.1f} GiB) but {have}; "
+                              "try `fsc build` or `fsc estimate` instead")
+    raise WeightsDoNotFit(
+        f"{recipe.name}: needs {need / 2**30:.2f} GiB at S {S}, B {B}, G {G} (weights "
+        f"{weights / 2**30:.2f}, cache {mem['cache_capacity_bytes'] / 2**30:.2f}, activations "
+        f"{mem['activation_bytes'] / 2**30:.2f} GiB) but {have}"
+    )
+
+
+def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
+               S: int = 0, B: int = 1, G: int = 1):
+    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe.
+
+    Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
+    recipe's) against `budget` bytes (default: the device's free memory).
+    """
+    recipe = load_source_recipe(ref)
+    check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
+    if is_checkpoint(ref):
+        return load_checkpoint(Path(ref), device=device, dtype=dtype)
+    return recipe, build_model(recipe, device=device, seed=seed, dtype=dtype).eval()
