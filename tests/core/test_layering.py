@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 LAYERS = [  # lowest first; a module is in the layer of the longest prefix that names it
     ["fsc.errors", "fsc.dtypes", "fsc.sections", "fsc.paths", "fsc.jsonsafe", "fsc.blocks", "fsc.recipe_yaml", "fsc"],
@@ -67,23 +69,22 @@ def test_the_check_sees_a_wrong_import(tmp_path):
     assert layer("fsc.cli.common") > layer("fsc.recipe")
 
 
-def test_the_cost_model_imports_neither_torch_nor_the_schema():
-    """The GPU check reads the device table: fsc.costmodel needs no torch, pydantic or yaml."""
-    code = ("import sys, fsc.costmodel; "
-            "print(sorted(m for m in ('torch', 'triton', 'duckdb', 'pydantic', 'yaml') "
-            "if m in sys.modules))")
+def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
+    """Which of `watched` a fresh interpreter has imported after running `statement`."""
+    code = f"import sys; {statement}; print([m for m in {watched!r} if m in sys.modules])"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert res.stdout.strip() == "[]"
+    return ast.literal_eval(res.stdout.strip())
 
 
-def test_cost_model_and_registry_import_without_torch():
-    code = ("import sys, fsc.costmodel, fsc.mixers, fsc.recipe, fsc.kernels; "
-            "fsc.kernels.op_folders(); "
-            "print(sorted(m for m in ('torch', 'triton', 'duckdb') if m in sys.modules))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert res.stdout.strip() == "[]"
+@pytest.mark.parametrize("statement, watched", [
+    # the GPU check reads the device table: no torch, pydantic or yaml
+    ("import fsc.costmodel", ("torch", "triton", "duckdb", "pydantic", "yaml")),
+    ("import fsc.costmodel, fsc.mixers, fsc.recipe, fsc.kernels; fsc.kernels.op_folders()",
+     ("torch", "triton", "duckdb")),
+])
+def test_light_modules_stay_light(statement, watched):
+    assert _loaded_after(statement, watched) == []
 
 
 def test_imports_inside_functions_only_in_the_cli():
