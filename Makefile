@@ -19,7 +19,8 @@ test: install
 	$(BIN)/python -m pytest -q
 
 # The slow checks `make test` skips (the GPU check's dry run, the sm_90 compile, concurrent
-# sweeps and writers); `make test-all` runs everything but the GPU tests.
+# sweeps and writers, kill/Ctrl-C and resume, kernel settings in new processes); `make
+# test-all` runs everything but the GPU tests. CI runs both.
 test-slow: install
 	$(BIN)/python -m pytest -q -m "slow and not gpu"
 

@@ -106,6 +106,7 @@ def test_gla_narrows_its_tiles_to_fill_the_gpu():
         assert gla.block_v(1, 20, 128, 132) == 64
 
 
+@pytest.mark.slow  # real processes, killed or given a new environment; make test-slow
 def test_cli_refuses_bad_tuning_and_records_good_tuning(tmp_path):
     """A bad $FSC_KERNEL_TUNING is one line and exit 2; a good one is kept with the run."""
     import json

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from fsc.cli.main import main
 from fsc.store import Store
 
@@ -48,6 +50,7 @@ def _run_id(store) -> str:
     return run_id
 
 
+@pytest.mark.slow  # real processes, killed or given a new environment; make test-slow
 def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
     killed, whole = tmp_path / "killed", tmp_path / "whole"
     proc, reference = _start(killed), _start(whole)
@@ -78,6 +81,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
     assert "finished" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # real processes, killed or given a new environment; make test-slow
 def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path):
     proc = _start(tmp_path)
     _wait_for_points(proc, tmp_path)
