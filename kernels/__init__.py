@@ -5,6 +5,7 @@ Every op folder has `reference.py` (the spec, runs anywhere) and, where written,
 Layout everywhere: `[B, T, H, D]` (batch, tokens, heads, head dim).
 """
 
+import functools
 import importlib
 import pkgutil
 
@@ -13,10 +14,12 @@ import pkgutil
 TUNING_ENV = "FSC_KERNEL_TUNING"
 
 
+@functools.cache
 def op_folders() -> dict[str, str]:
     """{op name: folder} of every op folder here: each declares `OP` in its __init__.py, with
     `reference.<OP>_ref` beside it and, where written, `triton.<OP>`. Imports neither torch
-    nor triton."""
+    nor triton. Found once a process (the folders do not change while it runs); do not
+    modify the returned dict."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
         if info.ispkg:

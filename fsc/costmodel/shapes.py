@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from fsc.recipe import Recipe
 
 
-def mixer_shape(recipe: Recipe, kind: str) -> MixerShape:
-    """What one `kind` layer of `recipe` holds and does (its registry entry's shape)."""
-    return recipe.mixer_shape(kind)
-
-
 @dataclass(frozen=True)
 class FfnShape:
     """The MLP or MoE block of every layer. An MoE token runs top_k of n_experts experts."""
@@ -64,7 +59,7 @@ def ffn_shape(recipe: Recipe) -> FfnShape:
 def kind_shapes(recipe: Recipe) -> list[tuple[MixerShape, int]]:
     """Each mixer kind's shape with its number of layers, kinds in order of first appearance.
     Every sum over layers is a sum over these (count × per-kind figure), never a loop per layer."""
-    return [(mixer_shape(recipe, kind), n) for kind, n in recipe.layer_counts.items()]
+    return [(recipe.mixer_shape(kind), n) for kind, n in recipe.layer_counts.items()]
 
 
 def param_counts(recipe: Recipe) -> dict[str, int]:
@@ -91,7 +86,7 @@ def shape_tensor_bytes(recipe: Recipe, shape: MixerShape, batch: int,
 
 def tensor_bytes(recipe: Recipe, kind: str, batch: int, capacity: int) -> dict[str, int]:
     """Bytes of each cache tensor of one `kind` layer, e.g. {"conv": ..., "ssm": ...}."""
-    return shape_tensor_bytes(recipe, mixer_shape(recipe, kind), batch, capacity)
+    return shape_tensor_bytes(recipe, recipe.mixer_shape(kind), batch, capacity)
 
 
 def cache_bytes(recipe: Recipe, batch: int, S: int) -> dict[str, int]:

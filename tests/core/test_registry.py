@@ -8,7 +8,6 @@ from fsc.kernels import op_folders
 
 from fsc import ops
 from fsc.costmodel import cache_bytes, param_counts
-from fsc.costmodel.shapes import mixer_shape
 from fsc.mixers import KINDS, MIXERS
 from fsc.model import MIXER_REGISTRY
 from fsc.model.lm import build_model, count_params
@@ -44,7 +43,7 @@ def test_spec_and_module_agree(kind):
     # projections: the spec's (in, out) pairs are the module's nn.Linear shapes
     linears = sorted((m.in_features, m.out_features) for m in mixer.modules()
                      if isinstance(m, torch.nn.Linear))
-    shape = mixer_shape(recipe, kind)
+    shape = recipe.mixer_shape(kind)
     assert linears == sorted(shape.linears)
     assert param_counts(recipe) == count_params(model)
     # cache: analytic bytes = allocated bytes = the cost model's, growing or fixed as declared
