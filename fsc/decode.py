@@ -129,23 +129,42 @@ def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
         raise UsageError("the prompt is empty after tokenisation")
 
 
-def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig) -> list[int]:
-    """One block of g masked positions filled in at most K steps: each step reveals the most
-    confident masked positions (the even schedule, plus any above the threshold)."""
-    block = [mask_id] * g
-    masked = torch.ones(g, dtype=torch.bool)
-    for n_reveal in even_schedule(g, min(cfg.steps, g)):
-        tok, conf = pick(run.step(block))
+def denoise(step, block, masked, steps: int, pick, threshold: float | None = None):
+    """Fill the masked positions of `block` [B, g] (holding the mask id there) in at most
+    `steps` steps; every row has the same number of masked positions. Each step is one
+    forward `step(block) -> logits [B, g, V]` against the cache; it reveals the most confident
+    masked positions on the even schedule, plus any at least `threshold` confident."""
+    masked = masked.clone()
+    B, g = block.shape
+    n = int(masked[0].sum())
+    for n_reveal in even_schedule(n, min(steps, n)):
+        logits = step(block)
+        tok, conf = pick(logits.reshape(B * g, -1))
+        tok, conf = tok.view(B, g).to(block.device), conf.view(B, g).to(block.device)
         conf = conf.masked_fill(~masked, -1.0)
-        chosen = set(conf.topk(n_reveal).indices.tolist())
-        if cfg.threshold is not None:
-            chosen |= set((conf >= cfg.threshold).nonzero().flatten().tolist())
-        for i in chosen:
-            block[i] = int(tok[i])
-            masked[i] = False
+        chosen = torch.zeros_like(masked).scatter(1, conf.topk(n_reveal, dim=-1).indices, True)
+        if threshold is not None:
+            chosen |= conf >= threshold
+        chosen &= masked
+        block = torch.where(chosen, tok, block)
+        masked &= ~chosen
         if not masked.any():
             break
     return block
+
+
+def banned_ids(tokenizer, vocab: int) -> list[int]:
+    """Ids decoding never produces: the tokenizer's specials and ids past its vocabulary."""
+    return [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
+
+
+def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig) -> list[int]:
+    """One block of g masked positions filled in at most K steps (see `denoise`)."""
+    block = torch.full((1, g), mask_id, dtype=torch.long)
+    masked = torch.ones(1, g, dtype=torch.bool)
+    out = denoise(lambda b: run.step(b[0].tolist())[None], block, masked, cfg.steps, pick,
+                  cfg.threshold)
+    return out[0].tolist()
 
 
 @torch.no_grad()
@@ -157,7 +176,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G
     gen = torch.Generator().manual_seed(cfg.seed)
-    banned = [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
+    banned = banned_ids(tokenizer, vocab)
     t0 = time.perf_counter()
     run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device)
     prompt_passes = run.passes

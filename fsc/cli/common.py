@@ -104,6 +104,12 @@ def output_dir(path: Path, option: str, **how) -> Path:
     return paths.output_dir(path, f"{option} {path}", **how)
 
 
+def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The options among `names` set on the command line (not left at their defaults)."""
+    return [p.opts[0] for p in ctx.command.params
+            if p.name in names and ctx.get_parameter_source(p.name).name != "DEFAULT"]
+
+
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; non-finite numbers become null."""
     print(json.dumps(plain(doc), indent=2, default=str, allow_nan=False))

@@ -8,7 +8,18 @@ import sys
 import typer
 
 from fsc import __version__
-from fsc.cli import artifacts, build, decode, estimate, profile, query, recipes, verify
+from fsc.cli import (
+    artifacts,
+    build,
+    decode,
+    estimate,
+    evaluate,
+    profile,
+    query,
+    recipes,
+    train,
+    verify,
+)
 from fsc.cli.common import printable
 from fsc.errors import FscError
 
@@ -21,7 +32,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for module in (recipes, build, decode, verify, profile, query, estimate, artifacts):
+for module in (recipes, build, decode, verify, profile, query, estimate, train, evaluate,
+               artifacts):
     module.register(app)
 
 

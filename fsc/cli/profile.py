@@ -34,6 +34,7 @@ from fsc.cli.common import (
     StoreOpt,
     err,
     finite,
+    given_options,
     out,
     print_json,
     printable,
@@ -93,12 +94,6 @@ def parse_bytes(text: str, option: str = "--memory-budget") -> int:
         raise UsageError(f"{option}: {text[:40]!r} must be between 1MiB and 1EiB (a budget holds "
                          "a model's weights, cache and activations)")
     return int(value)
-
-
-def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
-    """The options among `names` set on the command line (not left at their defaults)."""
-    return [p.opts[0] for p in ctx.command.params
-            if p.name in names and ctx.get_parameter_source(p.name).name != "DEFAULT"]
 
 
 def _resume_command(run_id: str, store) -> str:
@@ -163,7 +158,7 @@ def profile(
     # Everything a user can get wrong is checked before torch is imported: the options first,
     # before anything is imported at all.
     if resume is not None:
-        given = _given(ctx, SWEEP_OPTIONS)
+        given = given_options(ctx, SWEEP_OPTIONS)
         if given:
             raise UsageError(f"--resume {resume} continues the run's own sweep; drop "
                              f"{', '.join(given)}")

@@ -28,6 +28,8 @@ class RunKind(Choice):
 
     profile = "profile"
     bench = "bench"
+    train = "train"
+    eval = "eval"
 
 
 MAX_LIMIT = 10**6

@@ -67,8 +67,13 @@ def model_card(recipe: Recipe, facts: dict) -> str:
     front = ["---", "library_name: fsc", license_line, "tags:",
              *[f"- {t}" for t in _tags(recipe)], "---", ""]
     plan = ", ".join(f"{k} {v:,}" for k, v in facts["params_by_kind"].items())
+    training = facts.get("training")
     if facts.get("seed") is not None:
         origin = f"Weights: seeded initialisation (seed {facts['seed']}), **not trained**."
+    elif training is not None:
+        origin = (f"Weights: trained by `fsc train` for {training['steps']:,} steps on "
+                  f"`{training['data']}` (objective `{training['objective']}`, sequence length "
+                  f"{training['seq_len']:,}), final loss {training['final_loss']:.4f}.")
     else:
         origin = "Weights: as saved by their owner (describe the training here)."
     rows = "\n".join(

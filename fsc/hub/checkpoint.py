@@ -187,11 +187,14 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
 
 
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
-                    max_shard_bytes: int = MAX_SHARD_BYTES) -> SavedCheckpoint:
+                    max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
+                    extra=None) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
-    `seed` records seeded (untrained) weights in the card.
+    `seed` records seeded (untrained) weights in the card; `training` what `fsc train` did
+    (data, objective, steps, final loss). `extra(directory)` may write files of its own (the
+    training state) before the rename; they are not in the checksums, and never pushed.
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -218,6 +221,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         "state_bytes_per_sequence": cache_empty["state_bytes"],
         "seed": seed,
     }
+    if training is not None:
+        facts["training"] = training
     tmp = temp_dir_beside(dest, "save")
     try:
         metadata = {"format": "pt", "fsc_recipe_hash": recipe.recipe_hash}
@@ -232,6 +237,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         (tmp / CONFIG_FILE).write_text(config_json(recipe, facts))
         (tmp / CARD_FILE).write_text(model_card(recipe, facts))
         files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE, CARD_FILE])
+        if extra is not None:
+            extra(tmp)
         move_into_place(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

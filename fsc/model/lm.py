@@ -41,7 +41,8 @@ class LM(nn.Module):
 
     forward(tokens [B, G], cache) -> logits [B, G, vocab] (fp32); the cache is unchanged.
     fold(tokens, cache)           -> the same logits, and the block is written into the cache.
-    forward_blockwise(tokens [B, T], block_lengths) -> logits [B, T, vocab], no cache.
+    forward_blockwise(tokens [B, T], block_lengths) -> logits [B, T, vocab], no cache (the
+        training path).
     """
 
     def __init__(self, recipe: Recipe, dtype: torch.dtype | None = None,
@@ -107,7 +108,9 @@ class LM(nn.Module):
     def fold(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=True)
 
-    def forward_blockwise(self, tokens, block_lengths: list[int] | None = None):
+    def forward_blockwise(self, tokens, block_lengths: list[int] | None = None, select=None):
+        """With `select` (a [B, T] bool mask) only the selected positions' logits, [n, vocab]:
+        the training objectives score a few positions and skip the head on the rest."""
         T = tokens.shape[1]
         if block_lengths is None:
             G = self.recipe.block_size
@@ -116,7 +119,8 @@ class LM(nn.Module):
         x = self.embed(tokens).to(self.dtype)
         for layer in self.layers:
             x = layer(x, block_lengths=block_lengths)
-        return self.lm_head(self.norm_f(x)).float()
+        h = self.norm_f(x)
+        return self.lm_head(h if select is None else h[select]).float()
 
 
 def init_weights(model: LM, seed: int = 0) -> LM:

@@ -184,6 +184,65 @@ def profile_view_follows_the_table(con: Connection) -> None:
     )
 
 
+def create_training_and_evaluation(con: Connection) -> None:
+    """`fsc train` logs a row per logged step, `fsc eval` a row per cell; each table has a
+    view with its run and environment."""
+    con.execute(
+        """
+        CREATE TABLE train_steps (
+            run_id VARCHAR NOT NULL,
+            recipe VARCHAR,
+            recipe_hash VARCHAR,
+            objective VARCHAR,
+            data VARCHAR,
+            step INTEGER NOT NULL,
+            loss DOUBLE,
+            lr DOUBLE,
+            grad_norm DOUBLE,
+            tokens BIGINT,
+            tokens_per_s DOUBLE,
+            elapsed_s DOUBLE,
+            eval_accuracy DOUBLE,
+            recorded_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE eval_cells (
+            run_id VARCHAR NOT NULL,
+            checkpoint VARCHAR,
+            recipe VARCHAR,
+            recipe_hash VARCHAR,
+            task VARCHAR NOT NULL,
+            mode VARCHAR,
+            "G" INTEGER,
+            "K" INTEGER,
+            length BIGINT,
+            train_length BIGINT,
+            length_ratio DOUBLE,
+            depth DOUBLE,
+            pairs INTEGER,
+            n INTEGER,
+            correct INTEGER,
+            accuracy DOUBLE,
+            loss DOUBLE,
+            tokens_per_s DOUBLE,
+            seconds DOUBLE,
+            recorded_at TIMESTAMP NOT NULL
+        );
+        CREATE VIEW training AS
+        SELECT t.*, r.status AS run_status, r.command, r.host,
+               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
+        FROM train_steps t
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        CREATE VIEW evaluation AS
+        SELECT c.*, r.status AS run_status, r.command, r.host,
+               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
+        FROM eval_cells c
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -191,6 +250,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     create_profile_view,
     create_bench_results,
     profile_view_follows_the_table,
+    create_training_and_evaluation,
 ]
 
 

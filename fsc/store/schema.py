@@ -47,6 +47,58 @@ _POINT_AXES = {
     "backend": "Kernel backend asked for (auto, torch, triton).",
 }
 
+
+_RUN_ENV = {
+    "run_status": "Status of the run (running, finished, failed, interrupted).",
+    "command": "Command line of the run.",
+    "host": "Host name of the run.",
+    "device_name": "GPU name or CPU model.",
+    "git_commit": "Commit of the fsc source tree.",
+    "git_dirty": "Whether tracked files differed from that commit.",
+    "fsc_version": "fsc version.",
+    "torch_version": "torch version.",
+}
+
+_TRAIN_STEP = {
+    "run_id": "Run identifier (a run of kind train).",
+    "recipe": "Recipe name.",
+    "recipe_hash": "Recipe content hash.",
+    "objective": "Training objective: frontier (masked-diffusion bound) or ar (next token).",
+    "data": "What --data named: a task (passkey, mqar, copy), a file or hf:NAME.",
+    "step": "Optimizer steps done.",
+    "loss": "Loss of this step, per token (frontier: the 1/t-weighted bound; ar: NLL), nats.",
+    "lr": "Learning rate of this step.",
+    "grad_norm": "Gradient norm before clipping.",
+    "tokens": "Tokens the forward passes read since the run (or its resume) started.",
+    "tokens_per_s": "Tokens read per second in this step.",
+    "elapsed_s": "Seconds since the run (or its resume) started.",
+    "eval_accuracy": "In-loop eval (--eval-every): exact-match accuracy on held-out samples of the task; NULL when not evaluated.",
+    "recorded_at": "When the row was written (UTC).",
+}
+
+_EVAL_CELL = {
+    "run_id": "Run identifier (a run of kind eval).",
+    "checkpoint": "Checkpoint directory evaluated.",
+    "recipe": "Recipe name.",
+    "recipe_hash": "Recipe content hash.",
+    "task": "niah (passkey retrieval), mqar (associative recall) or loss (held-out loss).",
+    "mode": "Decoding: diffusion (block diffusion, G and K) or ar.",
+    "G": "Block size decoded with (1 = autoregressive).",
+    "K": "Denoising steps per block (0: autoregressive).",
+    "length": "Sequence length of the cell's prompts, tokens.",
+    "train_length": "Sequence length the checkpoint was trained at (NULL if unknown).",
+    "length_ratio": "length / train_length.",
+    "depth": "niah: where the needle sits, 0 (start) to 1 (end).",
+    "pairs": "mqar: key-value pairs per sample.",
+    "n": "Items scored: samples (niah), queries (mqar), sequences (loss).",
+    "correct": "Items decoded exactly right.",
+    "accuracy": "correct / n.",
+    "loss": "loss: held-out loss per token, nats (the frontier bound, or AR NLL).",
+    "tokens_per_s": "Prompt and answer tokens through the decoder per second.",
+    "seconds": "Wall time of the cell, s.",
+    "recorded_at": "When the row was written (UTC).",
+}
+
 SCHEMA: dict[str, Relation] = {
     "schema_migrations": Relation(
         "table",
@@ -192,4 +244,15 @@ SCHEMA: dict[str, Relation] = {
             "driver_version": "NVIDIA driver version.",
         },
     ),
+    "train_steps": Relation(
+        "table", "One row per logged training step of `fsc train`.", _TRAIN_STEP),
+    "eval_cells": Relation(
+        "table", "One row per cell of `fsc eval` (a length and depth, or pairs and length).",
+        _EVAL_CELL),
+    "training": Relation(
+        "view", "Training steps with their run and environment: the table to query.",
+        {**_TRAIN_STEP, **_RUN_ENV}),
+    "evaluation": Relation(
+        "view", "Evaluation cells with their run and environment: the table to query.",
+        {**_EVAL_CELL, **_RUN_ENV}),
 }

@@ -42,6 +42,9 @@ ARTIFACT_ACTIONS = ("saved", "pushed", "pulled")
 POINT_FIELDS = tuple(c for c in SCHEMA["profile_points"].columns if c not in ("point_id", "run_id"))
 ENV_FIELDS = tuple(c for c in SCHEMA["environments"].columns if c not in ("env_id", "first_seen"))
 ARTIFACT_FIELDS = tuple(SCHEMA["artifacts"].columns)
+# Tables `add_rows` appends to, with the columns a caller may give.
+ROW_TABLES = {t: tuple(c for c in SCHEMA[t].columns if c not in ("run_id", "recorded_at"))
+              for t in ("train_steps", "eval_cells")}
 _TIMESTAMPS = {"started_at", "ended_at", "created_at"}
 _JSON_TEXT = {"mixer_backends", "files_sha256", "config"}
 
@@ -264,6 +267,19 @@ class Store:
         with self._transaction() as con:
             _insert(con, "bench_results", row)
 
+    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Append rows of `fsc train` (train_steps) or `fsc eval` (eval_cells) for run
+        `run_id` in one transaction; missing columns are NULL."""
+        allowed = ROW_TABLES[table]
+        for row in rows:
+            _check_keys(table, row, allowed)
+        with self._transaction() as con:
+            if not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                raise ValueError(f"no run {run_id!r} in {self.file}")
+            now = utcnow()
+            for row in rows:
+                _insert(con, table, {"run_id": run_id, **row, "recorded_at": now})
+
     # ---- resuming a profile run (`fsc profile --resume`) ---------------------------------
 
     def run_config(self, run_id: str) -> dict[str, Any]:
@@ -455,6 +471,8 @@ class Store:
                 ("samples", f"DELETE FROM samples WHERE point_id IN ({points})"),
                 ("points", "DELETE FROM profile_points WHERE run_id = $run"),
                 ("bench_results", "DELETE FROM bench_results WHERE run_id = $run"),
+                ("train_steps", "DELETE FROM train_steps WHERE run_id = $run"),
+                ("eval_cells", "DELETE FROM eval_cells WHERE run_id = $run"),
             )
             removed = {what: con.execute(sql, {"run": run_id}).fetchone()[0]
                        for what, sql in steps}

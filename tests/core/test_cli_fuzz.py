@@ -27,6 +27,9 @@ BAD = {
     "seed": ["-1", "1e23", "99999999999999999999999", "abc"],
     "repo": ["", "a/b/c", "noslash", "../x", "a b/c", "-x/y"],
     "revision": ["", "a..b", "x\ny", "-x", "a b", "x:y"],
+    "data": ["nope", "/nonexistent/x.txt", "/etc/passwd", "x.csv", "", "hf"],
+    "in_dir": ["/nonexistent-dir", "/etc/passwd", ""],
+    "depths": ["", "abc", "-0.1", "1.5", "nan", "0,,1"],
 }
 
 CKPT = "{checkpoint}"  # stands for a checkpoint directory the tests make
@@ -57,11 +60,23 @@ COMMANDS = {
     "runs": ([], {"--limit": "int_pos", "--status": "choice", "--kind": "choice"}),
     "push": ([CKPT, "--repo", "alice/tiny"], {"--repo": "repo", "--revision": "revision"}),
     "pull": (["alice/tiny"], {"--dir": "out_dir"}),
+    "train": (["tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "1", "--out", "o"], {
+        "--data": "data", "--seq-len": "int_pos", "--steps": "int_pos", "--out": "out_dir",
+        "--objective": "choice", "--weighting": "choice", "--batch": "int_pos",
+        "--accum": "int_pos", "--lr": "float_pos", "--warmup": "int_nonneg",
+        "--weight-decay": "float_nonneg", "--grad-clip": "float_nonneg", "--seed": "seed",
+        "--device": "device", "--dtype": "choice", "--save-every": "int_nonneg",
+        "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
+        "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos"}),
+    "eval": ([CKPT], {
+        "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
+        "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
+        "--data": "data", "--needle-digits": "int_pos", "--seed": "seed", "--device": "device"}),
 }
 # Options whose every value is valid, or that only switch behaviour.
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
-              "--message"}
+              "--message", "--text-field"}
 
 
 def _cases():
@@ -86,7 +101,22 @@ def _cases():
                  ["estimate", "tiny_hybrid", "--G", "4", "--steps", "99"],
                  ["profile", "-r", "tiny_attn", "--mode", "ar", "--G", "4"],
                  ["query", ""], ["query", ";"], ["query", "select from where"],
-                 ["runs", "rm", "no-such-run", "--yes"]):
+                 ["runs", "rm", "no-such-run", "--yes"],
+                 ["train", "tiny_attn", "--data", "copy", "--seq-len", "30", "--steps", "1",
+                  "--out", "o"],
+                 ["train", "tiny_attn", "--data", "passkey", "--seq-len", "64", "--steps", "1",
+                  "--out", "o"],
+                 ["train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "0",
+                  "--out", "o"],
+                 ["train", "tiny_attn", "--data", "copy", "--seq-len", "32"],
+                 ["train", "--resume", "o", "--lr", "1"],
+                 ["train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "1",
+                  "--out", "o", "--device", "cpu", "--dtype", "bf16"],
+                 ["eval", "tiny_attn", "--lengths", "64"],
+                 ["eval", "tiny_attn", "--lengths", "130"],
+                 ["eval", "tiny_attn", "--task", "loss"],
+                 ["eval", "tiny_attn", "--task", "mqar", "--pairs", "600", "--lengths", "256"],
+                 ["eval", "tiny_attn", "--lengths", "16m"]):
         yield pytest.param(args, None, id=" ".join(args) or "(empty)")
 
 

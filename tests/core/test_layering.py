@@ -18,6 +18,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.model"],
     ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
+    ["fsc.train"],
     ["fsc.cli", "fsc.__main__"],
 ]
 

@@ -1,0 +1,164 @@
+"""What `--data` names, as a source of samples: a synthetic task, a local text file, or a
+Hugging Face dataset streamed through the optional `datasets` library.
+
+`open_data(...)` checks the source up front (a missing or corrupt file is one line, exit 2)
+and returns an object whose `sample(index)` is the index-th training sample: the same for a
+given seed however the run was split by resumes. Text is tokenised once, documents joined by
+EOS, cut into sequences of L and visited in a seeded order, a fresh order each epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fsc.errors import UsageError
+from fsc.train.tasks import TASKS, Sample, derive
+
+TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+SYNTHETIC = tuple(TASKS)
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    needle_digits: int = 5
+    pairs: int = 8
+    text_field: str = "text"
+
+
+class TaskData:
+    def __init__(self, task, seed: int):
+        self.task, self.seed = task, seed
+        self.name = task.name
+        self.supervises = "answer"
+
+    def sample(self, index: int) -> Sample:
+        return self.task.sample(derive(self.seed, index, 1))
+
+
+class TextData:
+    def __init__(self, name: str, tokens: np.ndarray, L: int, seed: int):
+        self.name, self.tokens, self.L, self.seed = name, tokens, L, seed
+        self.n = len(tokens) // L
+        self.supervises = "all"
+        self._order: tuple[int, list[int]] | None = None
+        if self.n < 1:
+            raise UsageError(f"--data {name}: {len(tokens)} tokens, fewer than one sequence of "
+                             f"--seq-len {L}")
+
+    def sample(self, index: int) -> Sample:
+        epoch, i = divmod(index, self.n)
+        if self._order is None or self._order[0] != epoch:
+            order = list(range(self.n))
+            random.Random(derive(self.seed, epoch, 2)).shuffle(order)
+            self._order = (epoch, order)
+        start = self._order[1][i] * self.L
+        ids = self.tokens[start : start + self.L].tolist()
+        return Sample(ids, [True] * self.L, [True] * self.L)
+
+
+class HubData:
+    """`hf:NAME[:CONFIG][:SPLIT]`, streamed in order and packed; samples are read in order
+    (a resumed run skips the ones already used)."""
+
+    def __init__(self, spec: str, tokenizer, L: int, field: str):
+        try:
+            import datasets
+        except ImportError:
+            raise UsageError(f"--data {spec}: needs the datasets library "
+                             "(pip install 'fsc[data]')") from None
+        parts = spec[3:].split(":")
+        name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
+        split = parts[2] if len(parts) > 2 else "train"
+        try:
+            self.stream = datasets.load_dataset(name, config, split=split, streaming=True)
+        except Exception as e:  # noqa: BLE001 - datasets raises many kinds
+            raise UsageError(f"--data {spec}: cannot open ({e})") from None
+        self.name, self.tok, self.L, self.field = spec, tokenizer, L, field
+        self.supervises = "all"
+        self._rows = iter(self.stream)
+        self._buffer: list[int] = []
+        self._next = 0
+
+    def sample(self, index: int) -> Sample:
+        while self._next <= index:
+            while len(self._buffer) < self.L:
+                try:
+                    row = next(self._rows)
+                except StopIteration:
+                    self._rows = iter(self.stream)  # another pass
+                    continue
+                self._buffer += self.tok.encode(str(row[self.field])) + _eos(self.tok)
+            ids, self._buffer = self._buffer[: self.L], self._buffer[self.L :]
+            self._next += 1
+        return Sample(ids, [True] * self.L, [True] * self.L)
+
+
+def _eos(tokenizer) -> list[int]:
+    eos = getattr(tokenizer, "eos_id", None)
+    return [] if eos is None else [eos]
+
+
+def _documents(path: Path, field: str) -> list[str]:
+    """The documents of a local .txt (the whole file), .jsonl (`field` of each line) or
+    .parquet (`field` of each row, read through DuckDB)."""
+    shown = str(path)
+    if not path.is_file():
+        raise UsageError(f"--data {shown}: no such file")
+    if path.suffix == ".txt":
+        try:
+            return [path.read_text(encoding="utf-8")]
+        except UnicodeDecodeError as e:
+            raise UsageError(f"--data {shown}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if path.suffix == ".jsonl":
+        docs = []
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    raise UsageError(f"--data {shown}:{n}: not a JSON line") from None
+                if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                    raise UsageError(f"--data {shown}:{n}: no text field {field!r} "
+                                     "(choose it with --text-field)")
+                docs.append(row[field])
+        return docs
+    import duckdb
+
+    try:
+        rel = duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)])
+        names = [d[0] for d in rel.description]
+        if field not in names:
+            raise UsageError(f"--data {shown}: no column {field!r} (columns: "
+                             f"{', '.join(names)}; choose one with --text-field)")
+        return [str(v) for (v,) in duckdb.connect().execute(
+            f'SELECT "{field}" FROM read_parquet(?) WHERE "{field}" IS NOT NULL',
+            [str(path)]).fetchall()]
+    except duckdb.Error as e:
+        raise UsageError(f"--data {shown}: not a readable parquet file "
+                         f"({' '.join(str(e).split())[:160]})") from None
+
+
+def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
+              options: DataOptions = DataOptions()) -> TaskData | TextData | HubData:
+    if spec in TASKS:
+        kind = TASKS[spec]
+        knobs = {"passkey": {"digits": options.needle_digits},
+                 "mqar": {"pairs": options.pairs}}.get(spec, {})
+        return TaskData(kind(tokenizer, L, G, **knobs), seed)
+    if spec.startswith("hf:"):
+        return HubData(spec, tokenizer, L, options.text_field)
+    path = Path(spec)
+    if path.suffix not in TEXT_SUFFIXES:
+        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, a "
+                         f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
+    ids: list[int] = []
+    for doc in _documents(path, options.text_field):
+        ids += tokenizer.encode(doc) + _eos(tokenizer)
+    return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed)

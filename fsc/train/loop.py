@@ -1,0 +1,323 @@
+"""The training loop, its checkpoints and resuming.
+
+A training directory (`--out DIR`) holds one checkpoint per save, `step-NNNNNN/` (the
+checkpoint writer's layout, so `fsc eval`, `fsc decode` and `fsc push` take it as it is), and
+`latest`, naming the newest. Beside the weights each step directory holds the training state:
+`training_state.safetensors` (AdamW moments, fp32 master weights when the recipe's dtype is
+not fp32, RNG states) and `training_state.json` (the config, the step, the data position):
+never pickle. Neither file is in the checksums, so a push leaves them behind.
+
+Every batch and every mask draw is seeded from (seed, step, micro-batch), so a run of N steps
+and one of N/2 steps resumed for N/2 more hold bit-identical weights on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from fsc.errors import CheckpointError, UsageError
+from fsc.hub.checkpoint import save_checkpoint
+from fsc.model.layers import TORCH_DTYPES
+from fsc.train.data import DataOptions, open_data
+from fsc.train.objective import Batch, loss_of
+from fsc.train.tasks import derive
+
+STATE_JSON = "training_state.json"
+STATE_TENSORS = "training_state.safetensors"
+LATEST = "latest"
+STATE_FORMAT = 1
+OBJECTIVES = ("frontier", "ar")
+
+
+@dataclass
+class TrainConfig:
+    source: str  # recipe name/path, or the checkpoint the run started from
+    data: str
+    seq_len: int
+    steps: int
+    out: str
+    objective: str = "frontier"
+    weighting: str = "elbo"  # of the frontier loss: elbo (1/t) or masked (see objective.py)
+    batch: int = 8
+    accum: int = 1
+    lr: float = 3e-3
+    warmup: int = 50
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "fp32"  # of the computation: bf16 autocasts on CUDA; weights stay fp32
+    save_every: int = 0
+    eval_every: int = 0
+    log_every: int = 10
+    needle_digits: int = 5
+    pairs: int = 8
+    text_field: str = "text"
+    tokenizer: str | None = None
+    recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
+
+    def data_options(self) -> DataOptions:
+        return DataOptions(self.needle_digits, self.pairs, self.text_field)
+
+
+@dataclass
+class TrainResult:
+    step: int
+    checkpoint: str
+    losses: list[float] = field(default_factory=list)
+    interrupted: bool = False
+    seconds: float = 0.0
+    tokens: int = 0
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[-1] if self.losses else float("nan")
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warmup over `warmup` steps, then cosine decay to min_lr_ratio × lr at `steps`."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    span = max(cfg.steps - cfg.warmup, 1)
+    cos = 0.5 * (1 + math.cos(math.pi * min(step - cfg.warmup, span) / span))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
+
+
+def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices only (not on norms, biases or per-head scalars)."""
+    decay = [p for _, p in model.named_parameters() if p.ndim >= 2]
+    rest = [p for _, p in model.named_parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+
+
+def _param_index(model, opt) -> dict[str, int]:
+    """Parameter name -> its index in the optimizer's state dict."""
+    ids = {id(p): n for n, p in model.named_parameters()}
+    order = [ids[id(p)] for g in opt.param_groups for p in g["params"]]
+    return {n: i for i, n in enumerate(order)}
+
+
+def step_dir(out: Path, step: int) -> Path:
+    return out / f"step-{step:06d}"
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A step directory, or a training directory's newest one (named by its `latest`)."""
+    p = Path(path)
+    if (p / LATEST).is_file():
+        name = (p / LATEST).read_text().strip()
+        if "/" in name or not name.startswith("step-") or not (p / name).is_dir():
+            raise CheckpointError(f"{p / LATEST}: names {name!r}, which is not a step directory here")
+        return p / name
+    return p
+
+
+def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(training_state.json, training_state.safetensors) of a step directory."""
+    js, ts = directory / STATE_JSON, directory / STATE_TENSORS
+    if not js.is_file() or not ts.is_file():
+        raise UsageError(f"--resume {directory}: no training state ({STATE_JSON}, {STATE_TENSORS}); "
+                         "only a checkpoint `fsc train` saved can be resumed")
+    try:
+        state = json.loads(js.read_text())
+        tensors = load_file(ts)
+        assert state["format"] == STATE_FORMAT
+    except (OSError, ValueError, KeyError, AssertionError) as e:
+        raise CheckpointError(f"{directory}: unreadable training state ({e})") from None
+    return state, tensors
+
+
+class Trainer:
+    """One training run: model, optimizer and data, from scratch or from a saved state."""
+
+    def __init__(self, cfg: TrainConfig, recipe, model, tokenizer, state=None, data=None):
+        self.cfg, self.recipe, self.model, self.tok = cfg, recipe, model, tokenizer
+        self.G = recipe.block_size
+        self.device = torch.device(cfg.device)
+        self.data = data or open_data(cfg.data, tokenizer, cfg.seq_len, self.G, cfg.seed,
+                                      cfg.data_options())
+        self.opt = make_optimizer(model, cfg)
+        self.step = 0
+        self.losses: list[float] = []
+        self.on_log = None  # callback(row dict) for every logged step
+        self.on_step = None  # callback(step, loss, tokens_per_s) after every step
+        self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
+        self.stop = False
+        if state is not None:
+            self._restore(*state)
+
+    # -- state -------------------------------------------------------------------------------
+    def _restore(self, state: dict, tensors: dict[str, torch.Tensor]) -> None:
+        index = _param_index(self.model, self.opt)
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, p in params.items():
+                master = tensors.get(f"master.{name}")
+                if master is not None:
+                    p.copy_(master)
+        moments = {}
+        for name, i in index.items():
+            try:
+                moments[i] = {"step": torch.tensor(float(state["step"])),
+                              "exp_avg": tensors[f"exp_avg.{name}"].to(self.device),
+                              "exp_avg_sq": tensors[f"exp_avg_sq.{name}"].to(self.device)}
+            except KeyError:
+                raise CheckpointError(f"training state lacks the moments of {name!r}") from None
+        sd = self.opt.state_dict()
+        sd["state"] = moments
+        self.opt.load_state_dict(sd)
+        self.step = int(state["step"])
+        self.losses = [float(x) for x in state.get("losses", [])]
+        torch.set_rng_state(tensors["rng.torch"])
+        if self.device.type == "cuda" and "rng.cuda" in tensors:
+            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
+
+    def _state(self) -> tuple[dict, dict[str, torch.Tensor]]:
+        tensors: dict[str, torch.Tensor] = {"rng.torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        index = _param_index(self.model, self.opt)
+        opt_state = self.opt.state_dict()["state"]
+        for name, i in index.items():
+            if i in opt_state:
+                tensors[f"exp_avg.{name}"] = opt_state[i]["exp_avg"]
+                tensors[f"exp_avg_sq.{name}"] = opt_state[i]["exp_avg_sq"]
+        if self.recipe.dtype != "fp32":
+            for name, p in self.model.named_parameters():
+                tensors[f"master.{name}"] = p.detach()
+        cfg = self.cfg
+        state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
+                 "data_position": self.step * cfg.accum * cfg.batch, "losses": self.losses}
+        return state, {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+
+    def training_facts(self) -> dict:
+        cfg = self.cfg
+        return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
+                "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum, "lr": cfg.lr,
+                "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": cfg.needle_digits,
+                "final_loss": self.losses[-1] if self.losses else None}
+
+    def save(self) -> Path:
+        """Write step-NNNNNN (weights, card, training state) and point `latest` at it."""
+        out = Path(self.cfg.out)
+        dest = step_dir(out, self.step)
+        state, tensors = self._state()
+
+        def extra(tmp: Path) -> None:
+            save_file(tensors, tmp / STATE_TENSORS, metadata={"format": str(STATE_FORMAT)})
+            (tmp / STATE_JSON).write_text(json.dumps(state, indent=1) + "\n")
+
+        model = self.model
+        dtype = TORCH_DTYPES[self.recipe.dtype]
+        if next(model.parameters()).dtype != dtype:  # fp32 masters; the checkpoint's dtype
+            import copy
+
+            model = copy.deepcopy(model).to(dtype)
+        if dest.exists():  # a save at this step already (the end right after --save-every)
+            return dest
+        facts = self.training_facts()
+        if facts["final_loss"] is None:
+            facts["final_loss"] = float("nan")
+        save_checkpoint(model, dest, training=facts, extra=extra)
+        tmp = out / f".{LATEST}.tmp"
+        tmp.write_text(dest.name + "\n")
+        os.replace(tmp, out / LATEST)
+        return dest
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _autocast(self):
+        if self.cfg.dtype == "bf16" and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def train_step(self) -> tuple[float, float, int]:
+        """One optimizer step: (loss, grad norm before clipping, tokens read)."""
+        cfg, step = self.cfg, self.step
+        lr = lr_at(cfg, step)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        self.model.train()
+        total, tokens = 0.0, 0
+        for micro in range(cfg.accum):
+            first = (step * cfg.accum + micro) * cfg.batch
+            batch = Batch.of([self.data.sample(first + j) for j in range(cfg.batch)], self.device)
+            gen = torch.Generator().manual_seed(derive(cfg.seed, step, micro, 3))
+            with self._autocast():
+                loss, n = loss_of(self.model, cfg.objective, batch, self.G, self.tok.mask_id, gen,
+                                  cfg.weighting)
+            (loss / cfg.accum).backward()
+            total += float(loss.detach()) / cfg.accum
+            tokens += n
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        self.losses.append(total)
+        return total, norm, tokens
+
+    def run(self, stop_after: int | None = None) -> TrainResult:
+        """Train to `cfg.steps` (or `stop_after` more steps), saving at --save-every and at
+        the end; Ctrl-C ends after the step under way, saved, with `interrupted` set."""
+        cfg = self.cfg
+        end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
+        t0, done_tokens, last = time.perf_counter(), 0, None
+        with _sigint_sets(self):
+            while self.step < end and not self.stop:
+                ts = time.perf_counter()
+                loss, norm, tokens = self.train_step()
+                seconds = time.perf_counter() - ts
+                done_tokens += tokens
+                if self.on_step is not None:
+                    self.on_step(self.step, loss, tokens / seconds)
+                log = self.step % cfg.log_every == 0 or self.step == end
+                evaluate = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
+                if (log or evaluate) and self.on_log is not None:
+                    row = {"step": self.step, "loss": loss, "lr": lr_at(cfg, self.step - 1),
+                           "grad_norm": norm, "tokens": done_tokens,
+                           "tokens_per_s": tokens / seconds,
+                           "elapsed_s": time.perf_counter() - t0}
+                    if evaluate and self.evaluate is not None:
+                        row.update(self.evaluate(self))
+                    self.on_log(row)
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    last = self.save()
+        interrupted = self.stop
+        last = self.save()  # the end, a --stop-after, or Ctrl-C
+        return TrainResult(self.step, str(last), list(self.losses), interrupted,
+                           time.perf_counter() - t0, done_tokens)
+
+
+@contextmanager
+def _sigint_sets(trainer: Trainer):
+    """While training, a first Ctrl-C asks the loop to stop after the step under way (so the
+    saved weights are a whole step's); a second one interrupts at once."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        trainer.stop = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

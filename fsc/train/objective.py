@@ -1,0 +1,120 @@
+"""The training objectives: the single-frontier masked-diffusion bound and next-token NLL.
+
+Frontier (G > 1), per sequence: one frontier block drawn uniformly among the blocks that hold
+supervised positions (all blocks for text; the answer's blocks for a synthetic task), a mask
+rate t ~ U(eps, 1], each supervised frontier position masked with probability t (at least
+one). Earlier blocks stay clean; later ones play no part: the batch is cut after the last
+frontier, and the block-causal forward keeps a sequence's later blocks from reaching its
+frontier. The loss is the cross-entropy on the masked positions weighted by 1/t, divided by
+the frontier's supervised positions: a per-token estimate of the block's NLL bound.
+
+The frontier logits are the ones the cached decoder computes: `fold` of the clean prefix, then
+a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-3  # smallest mask rate: 1/t weights stay bounded
+
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor  # [B, L] long
+    target: torch.Tensor  # [B, L] bool: supervised positions
+
+    @classmethod
+    def of(cls, samples, device) -> Batch:
+        return cls(torch.tensor([s.ids for s in samples], dtype=torch.long, device=device),
+                   torch.tensor([s.target for s in samples], dtype=torch.bool, device=device))
+
+
+@dataclass
+class Frontier:
+    """One draw of the frontier objective over a batch."""
+
+    inputs: torch.Tensor  # [B, T]: clean prefix, masked frontier, later blocks as they were
+    labels: torch.Tensor  # [B, T]: the clean tokens
+    masked: torch.Tensor  # [B, T] bool: the masked frontier positions
+    block: torch.Tensor  # [B] long: each sequence's frontier block
+    rate: torch.Tensor  # [B]: each sequence's mask rate t
+    supervised: torch.Tensor  # [B]: supervised positions in each frontier block
+    G: int
+
+
+def draw_frontier(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
+                  eps: float = EPS) -> Frontier:
+    tokens, target = batch.tokens, batch.target
+    B, L = tokens.shape
+    assert L % G == 0, "the sequence length is a multiple of G"
+    cpu = torch.device("cpu")
+    blocks = target.view(B, L // G, G).any(-1).to(cpu)  # blocks that may be the frontier
+    counts = blocks.sum(-1)
+    if (counts == 0).any():
+        raise ValueError("a sequence has no supervised position")
+    pick = (torch.rand(B, generator=gen) * counts).long().clamp(max=counts - 1)
+    block = torch.stack([blocks[b].nonzero()[pick[b], 0] for b in range(B)])
+    rate = 1 - (1 - eps) * torch.rand(B, generator=gen)  # in (eps, 1]
+    u = torch.rand(B, G, generator=gen)
+    frontier = torch.stack([target[b, block[b] * G : (block[b] + 1) * G].to(cpu)
+                            for b in range(B)])  # [B, G] supervised frontier positions
+    m = frontier & (u < rate[:, None])
+    lowest = torch.where(frontier, u, 2.0).argmin(-1)  # at least one: the lowest draw
+    m[torch.arange(B), lowest] = True
+    T = int(block.max() + 1) * G
+    masked = torch.zeros(B, T, dtype=torch.bool)
+    for b in range(B):
+        masked[b, block[b] * G : (block[b] + 1) * G] = m[b]
+    masked = masked.to(tokens.device)
+    labels = tokens[:, :T]
+    inputs = labels.masked_fill(masked, mask_id)
+    return Frontier(inputs, labels, masked, block, rate, frontier.sum(-1), G)
+
+
+def frontier_logits(model, f: Frontier) -> torch.Tensor:
+    """Logits [n, vocab] of the masked frontier positions, in row-major order."""
+    T = f.inputs.shape[1]
+    return model.forward_blockwise(f.inputs, [f.G] * (T // f.G), select=f.masked)
+
+
+WEIGHTINGS = ("elbo", "masked")
+
+
+def frontier_loss(model, f: Frontier, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
+    """(mean over sequences of the frontier cross-entropy per token, tokens the forward read).
+
+    `elbo` weighs each masked position by 1/t over the frontier's supervised positions (the
+    masked-diffusion bound); `masked` averages over the masked positions (the same optimum,
+    lower variance: no 1/t spikes at small t)."""
+    logits = frontier_logits(model, f)
+    ce = F.cross_entropy(logits, f.labels[f.masked], reduction="none")
+    rows = f.masked.nonzero()[:, 0].cpu()
+    if weighting == "elbo":
+        per_row = f.rate * f.supervised
+    else:
+        per_row = f.masked.sum(-1).cpu().to(f.rate.dtype)
+    weight = (1.0 / per_row)[rows].to(ce.device)
+    B = f.inputs.shape[0]
+    return (ce * weight).sum() / B, f.inputs.numel()
+
+
+def ar_loss(model, batch: Batch) -> tuple[torch.Tensor, int]:
+    """(next-token cross-entropy on the supervised positions, tokens read); G = 1 blocks."""
+    tokens, target = batch.tokens, batch.target
+    L = tokens.shape[1]
+    select = torch.zeros_like(target)
+    select[:, :-1] = target[:, 1:]  # position i predicts token i + 1
+    logits = model.forward_blockwise(tokens, [1] * L, select=select)
+    labels = tokens[:, 1:][target[:, 1:]]
+    return F.cross_entropy(logits, labels), tokens.numel()
+
+
+def loss_of(model, objective: str, batch: Batch, G: int, mask_id: int,
+            gen: torch.Generator, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
+    if objective == "ar":
+        return ar_loss(model, batch)
+    return frontier_loss(model, draw_frontier(batch, G, mask_id, gen), weighting)

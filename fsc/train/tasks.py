@@ -1,0 +1,168 @@
+"""Synthetic tasks, generated on the fly from a seed: passkey, mqar and copy.
+
+Every sample is exactly L tokens laid out in blocks of G: a prompt whose length is a multiple
+of G, then the answer, padded to whole blocks. `target` marks the answer's positions: the
+positions training masks and scores, and the ones evaluation decodes. `score` marks the
+positions an exact-match check compares (the key's digits, without the padding).
+
+A sample depends only on (seed, index) and the task's knobs, so the n-th batch of a run is the
+same whether the run was resumed or not. Pure Python: no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from fsc.errors import UsageError
+
+FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
+          "There and back again. ")
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+COPY_ALPHABET = "abcdefghijklmnop"
+
+
+def derive(*parts: int) -> int:
+    """A 63-bit seed from integers (a run's seed, a sample index, a purpose)."""
+    text = ",".join(str(int(p)) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
+
+
+@dataclass(frozen=True)
+class Sample:
+    ids: list[int]
+    target: list[bool]  # positions training masks and scores (the answer)
+    score: list[bool]  # positions exact match compares (a subset of target)
+    depth: float | None = None  # where the needle sits, 0 (start) .. 1 (end)
+    pairs: int | None = None
+
+
+class Layout:
+    """Token pieces aligned to blocks of G with one pad token."""
+
+    def __init__(self, tokenizer, G: int):
+        self.tok, self.G = tokenizer, G
+        pad = tokenizer.encode(" ")
+        self.pad = pad[0] if pad else 0
+
+    def enc(self, text: str) -> list[int]:
+        return self.tok.encode(text)
+
+    def right(self, ids: list[int]) -> list[int]:
+        """`ids` padded on the right to whole blocks."""
+        return ids + [self.pad] * (-len(ids) % self.G)
+
+    def left(self, ids: list[int]) -> list[int]:
+        """`ids` padded on the left to whole blocks."""
+        return [self.pad] * (-len(ids) % self.G) + ids
+
+    def filler(self, n: int) -> list[int]:
+        unit = self.enc(FILLER)
+        return (unit * (n // len(unit) + 1))[:n]
+
+
+def _sample(prompt: list[int], answer: list[int], n_score: int, **facts) -> Sample:
+    ids = prompt + answer
+    target = [False] * len(prompt) + [True] * len(answer)
+    score = [False] * len(prompt) + [True] * n_score + [False] * (len(answer) - n_score)
+    return Sample(ids, target, score, **facts)
+
+
+class Passkey:
+    """A d-digit pass key at a depth in a haystack of filler, then the question; the answer is
+    the key (then a full stop)."""
+
+    name = "passkey"
+
+    def __init__(self, tokenizer, L: int, G: int, digits: int = 5):
+        if not 1 <= digits <= 64:
+            raise UsageError(f"--needle-digits {digits} must be between 1 and 64")
+        self.lay, self.L, self.digits = Layout(tokenizer, G), L, digits
+        key = "0" * digits
+        self.question = self.lay.enc(" What is the pass key? The pass key is ")
+        need = len(self._needle(key)) + len(self.question) + len(self._answer(key)[0])
+        if L < need:
+            raise UsageError(f"--seq-len {L} is shorter than a passkey prompt with a "
+                             f"{digits}-digit needle ({need} tokens at G = {G})")
+
+    def _needle(self, key: str) -> list[int]:
+        return self.lay.enc(f" The pass key is {key}. Remember it. {key} is the pass key. ")
+
+    def _answer(self, key: str) -> tuple[list[int], int]:
+        core = self.lay.enc(key)
+        return self.lay.right(core + self.lay.enc(".")), len(core)
+
+    def sample(self, seed: int, depth: float | None = None) -> Sample:
+        rng = random.Random(seed)
+        key = "".join(rng.choice("0123456789") for _ in range(self.digits))
+        depth = rng.random() if depth is None else depth
+        needle, (answer, n_score) = self._needle(key), self._answer(key)
+        room = self.L - len(needle) - len(self.question) - len(answer)
+        at = round(depth * room)
+        hay = self.lay.filler(room)
+        prompt = hay[:at] + needle + hay[at:] + self.question
+        return _sample(prompt, answer, n_score, depth=depth)
+
+
+class MQAR:
+    """Multi-query associative recall: key:value pairs, a gap of filler, then every key asked
+    again (in a shuffled order), each answer in a block of its own."""
+
+    name = "mqar"
+
+    def __init__(self, tokenizer, L: int, G: int, pairs: int = 8):
+        if not 1 <= pairs <= len(LETTERS) ** 2:
+            raise UsageError(f"--pairs {pairs} must be between 1 and {len(LETTERS) ** 2}")
+        self.lay, self.L, self.pairs = Layout(tokenizer, G), L, pairs
+        need = len(self._layout(random.Random(0), 0)[0])
+        if L < need:
+            raise UsageError(f"--seq-len {L} is shorter than an mqar sample with {pairs} pairs "
+                             f"({need} tokens at G = {G})")
+
+    def _layout(self, rng: random.Random, gap: int):
+        keys = rng.sample([a + b for a in LETTERS for b in LETTERS], self.pairs)
+        values = [f"{rng.randrange(100):02d}" for _ in keys]
+        head = self.lay.enc("".join(f"{k}:{v} " for k, v in zip(keys, values)))
+        head = self.lay.left(head + self.lay.filler(gap))
+        queries = []
+        for i in rng.sample(range(self.pairs), self.pairs):
+            ask = self.lay.left(self.lay.enc(f" {keys[i]}:"))
+            core = self.lay.enc(values[i])
+            queries.append((ask, self.lay.right(core), len(core)))
+        return head, queries
+
+    def sample(self, seed: int) -> Sample:
+        head, queries = self._layout(random.Random(seed), 0)
+        gap = self.L - len(head) - sum(len(a) + len(b) for a, b, _ in queries)
+        head, queries = self._layout(random.Random(seed), gap)
+        ids, target, score = list(head), [False] * len(head), [False] * len(head)
+        for ask, answer, n_score in queries:
+            ids += ask + answer
+            target += [False] * len(ask) + [True] * len(answer)
+            score += [False] * len(ask) + [True] * n_score + [False] * (len(answer) - n_score)
+        assert len(ids) == self.L, (len(ids), self.L)
+        return Sample(ids, target, score, pairs=self.pairs)
+
+
+class Copy:
+    """Random letters, a separator block, then the same letters again (the answer)."""
+
+    name = "copy"
+
+    def __init__(self, tokenizer, L: int, G: int):
+        self.lay, self.L, self.G = Layout(tokenizer, G), L, G
+        self.sep = self.lay.left(self.lay.enc("|"))
+        self.n = (L - len(self.sep)) // 2 // G * G
+        if self.n < 1:
+            raise UsageError(f"--seq-len {L} is too short to copy anything at G = {G}")
+        self.symbols = [self.lay.enc(c)[0] for c in COPY_ALPHABET]  # one token each
+
+    def sample(self, seed: int) -> Sample:
+        rng = random.Random(seed)
+        src = [rng.choice(self.symbols) for _ in range(self.n)]
+        front = [self.lay.pad] * (self.L - 2 * self.n - len(self.sep))
+        return _sample(front + src + self.sep, src, self.n)
+
+
+TASKS = {"passkey": Passkey, "mqar": MQAR, "copy": Copy}

@@ -1,0 +1,102 @@
+"""Synthetic tasks and text data: exact lengths, block-aligned answers, seeded samples, and
+bad data sources refused in one line."""
+
+import json
+
+import pytest
+
+from fsc.errors import UsageError
+from fsc.tokenizer import ByteTokenizer
+from fsc.train.data import DataOptions, open_data
+from fsc.train.tasks import MQAR, Copy, Passkey
+
+TOK = ByteTokenizer()
+
+
+def _aligned(sample, G):
+    """The answer starts at a block boundary and fills whole blocks."""
+    first = sample.target.index(True)
+    return first % G == 0 and len(sample.ids) % G == 0
+
+
+@pytest.mark.parametrize("make", [lambda: Passkey(TOK, 256, 4, 5), lambda: MQAR(TOK, 256, 4, 6),
+                                  lambda: Copy(TOK, 32, 4), lambda: Passkey(TOK, 1024, 8, 7)])
+def test_samples_are_exact_aligned_and_seeded(make):
+    task = make()
+    a, b, c = task.sample(1), task.sample(1), task.sample(2)
+    assert a == b and a.ids != c.ids
+    assert len(a.ids) == task.L == len(a.target) == len(a.score)
+    assert all(t for t, s in zip(a.target, a.score) if s)  # scored positions are answers
+    assert any(a.score)
+    assert _aligned(a, task.lay.G)
+
+
+def test_passkey_answer_is_the_needle_and_depth_moves_it():
+    task = Passkey(TOK, 512, 4, 5)
+    early, late = task.sample(3, depth=0.0), task.sample(3, depth=1.0)
+    key = TOK.decode([i for i, s in zip(early.ids, early.score) if s])
+    assert len(key) == 5 and key.isdigit()
+    text_early, text_late = TOK.decode(early.ids), TOK.decode(late.ids)
+    assert text_early.index(f"pass key is {key}") < 10
+    assert text_late.index(f"pass key is {key}") > 300
+    assert text_early.endswith(f"The pass key is {key}.  ")
+
+
+def test_mqar_answers_are_the_values_of_the_asked_keys():
+    task = MQAR(TOK, 256, 4, 5)
+    s = task.sample(7)
+    text = TOK.decode(s.ids)
+    pairs = dict(p.split(":") for p in text.split("The grass")[0].split())
+    starts = [i for i in range(1, len(s.ids)) if s.score[i] and not s.score[i - 1]]
+    assert len(starts) == 5 == len(pairs)
+    for a in starts:  # each answer block follows its query " k:" in the block before
+        assert TOK.decode(s.ids[a - 1 : a]) == ":"
+        assert pairs[TOK.decode(s.ids[a - 3 : a - 1])] == TOK.decode(s.ids[a : a + 2])
+
+
+def test_too_short_lengths_say_what_they_need():
+    with pytest.raises(UsageError, match="--seq-len 64 is shorter than a passkey prompt"):
+        Passkey(TOK, 64, 4, 5)
+    with pytest.raises(UsageError, match="mqar sample with 40 pairs"):
+        MQAR(TOK, 128, 4, 40)
+
+
+def test_text_files_pack_into_sequences(tmp_path):
+    (tmp_path / "a.txt").write_text(" ".join(f"w{i:03d}" for i in range(96)) + " ")
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"body": f"doc {i} " * 9})
+                                                for i in range(10)))
+    txt = open_data(str(tmp_path / "a.txt"), TOK, 32, 4, 0)
+    assert txt.n == (5 * 96 + 1) // 32
+    seen = {tuple(txt.sample(i).ids) for i in range(txt.n)}  # an epoch visits each once
+    assert len(seen) == txt.n and all(len(s) == 32 for s in seen)
+    assert txt.sample(0) == open_data(str(tmp_path / "a.txt"), TOK, 32, 4, 0).sample(0)
+    js = open_data(str(tmp_path / "a.jsonl"), TOK, 16, 4, 0, DataOptions(text_field="body"))
+    assert js.sample(0).target == [True] * 16
+
+
+def test_parquet_is_read_through_duckdb(tmp_path):
+    import duckdb
+
+    path = tmp_path / "t.parquet"
+    duckdb.sql(f"COPY (SELECT 'row ' || i AS text FROM range(50) t(i)) TO '{path}' (FORMAT parquet)")
+    data = open_data(str(path), TOK, 16, 4, 0)
+    assert data.n == sum(len(f"row {i}") + 1 for i in range(50)) // 16
+    with pytest.raises(UsageError, match="no column 'body'"):
+        open_data(str(path), TOK, 16, 4, 0, DataOptions(text_field="body"))
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("missing.txt", None, "no such file"),
+    ("bad.parquet", b"not parquet at all", "not a readable parquet file"),
+    ("bad.jsonl", b'{"text": "ok"}\n{oops\n', "bad.jsonl:2: not a JSON line"),
+    ("field.jsonl", b'{"body": "x"}\n', "no text field 'text'"),
+    ("short.txt", b"tiny", "fewer than one sequence"),
+    ("latin1.txt", b"caf\xe9", "not UTF-8"),
+    ("data.csv", b"a,b\n", "is not one of passkey, mqar, copy"),
+])
+def test_bad_data_is_one_usage_error(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(UsageError, match=message):
+        open_data(str(path), TOK, 32, 4, 0)
