@@ -6,7 +6,9 @@ the store (a run of kind 'bench', table bench_results) and ends with one JSON li
 1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
 2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
 3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
-4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine.
+4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
+5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
+   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from fsc.paths import store_dir
 from tools.timing import median_s
 
 FSC = [sys.executable, "-m", "fsc"]
-TINY = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_hybrid"]
+TINY = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_gated_delta", "tiny_hybrid"]
 STEP_S = [1024, 4096, 16384, 65536]
 out = Console()
 
@@ -116,11 +118,56 @@ def threads(record) -> None:
     out.print(t)
 
 
+def training(record) -> None:
+    import shutil
+    import tempfile
+
+    import torch
+
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+    from fsc.tokenizer import ByteTokenizer
+    from fsc.train.loop import TrainConfig, Trainer
+
+    torch.set_num_threads(1)
+    t = Table(title="one training step: passkey, 256 tokens, batch 8, fp32, 1 thread (median ms)")
+    for col in ("recipe", "frontier ms", "frontier tok/s", "ar ms", "ar tok/s"):
+        t.add_column(col, justify="right")
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        for name in TINY:
+            cells = []
+            for objective in ("frontier", "ar"):
+                recipe = load_recipe(name)
+                if objective == "ar":
+                    recipe = recipe.model_copy(update={"block_size": 1})
+                model = build_model(recipe, dtype=torch.float32)
+                cfg = TrainConfig(source=name, data="passkey", seq_len=256, steps=10,
+                                  out=str(tmp / name), batch=8, objective=objective)
+                trainer = Trainer(cfg, recipe, model, ByteTokenizer())
+                times = []
+                for i in range(7):
+                    t0 = time.perf_counter()
+                    trainer.train_step()
+                    if i >= 2:
+                        times.append(time.perf_counter() - t0)
+                ms = sorted(times)[len(times) // 2] * 1e3
+                params = {"recipe": name, "objective": objective, "seq_len": 256, "batch": 8}
+                record("train.step_ms", ms, "ms", params)
+                record("train.tokens_per_s", 8 * 256 / ms * 1e3, "tok/s", params)
+                cells += [f"{ms:.0f}", f"{8 * 256 / ms * 1e3:.0f}"]
+            t.add_row(name, *cells)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out.print(t)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
     ap.add_argument("--store", type=Path, default=None)
-    ap.add_argument("--skip", default="", help="comma list of: startup, decode, steps, threads")
+    ap.add_argument("--skip", default="",
+                    help="comma list of: startup, decode, steps, threads, training")
     a = ap.parse_args(argv)
     from fsc.provenance import environment
     from fsc.store import Store
@@ -144,6 +191,8 @@ def main(argv=None) -> None:
             steps(record, st.dir)
         if "threads" not in skip:
             threads(record)
+        if "training" not in skip:
+            training(record)
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise

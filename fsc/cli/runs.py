@@ -102,11 +102,13 @@ def runs(
     table.add_column("run_id", no_wrap=True)
     for c in ("kind", "status", "started", "duration", "ok/oom/error", "command"):
         table.add_column(c, overflow="fold", justify="right" if c == "ok/oom/error" else "left")
+    # train and eval runs count their step or cell rows in the ok/oom/error column
     for r in found:
         table.add_row(
             Text(printable(r["run_id"])), Text(printable(r["kind"])), _status(r),
             r["started_at"].isoformat(sep=" ", timespec="seconds"), _duration(r["duration_s"]),
-            f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}",
+            (f"{r['rows_logged']} rows" if r["kind"] in ("train", "eval") else
+             f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}"),
             Text(printable(r["command"] or "")),
         )
     out.print(table)
@@ -128,7 +130,8 @@ def rm(
     confirm(f"remove run {run_id} with all its points, samples and benchmark figures", yes)
     n = st.remove_run(run_id, force=force)
     err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
-                   f"samples, {n['bench_results']} benchmark figures"), soft_wrap=True)
+                   f"samples, {n['bench_results']} benchmark figures, {n['train_steps']} training steps, "
+                   f"{n['eval_cells']} eval cells"), soft_wrap=True)
 
 
 @app.command("close")

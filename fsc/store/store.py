@@ -418,9 +418,10 @@ class Store:
             where.append(
                 "(r.run_id IN (SELECT run_id FROM profile_points WHERE recipe = ?) OR CASE"
                 " WHEN json_valid(r.config) THEN list_contains("
-                " json_extract_string(r.config, '$.recipes[*]'), ?) ELSE false END)"
+                " json_extract_string(r.config, '$.recipes[*]'), ?)"
+                " OR json_extract_string(r.config, '$.recipe') = ? ELSE false END)"
             )
-            params += [recipe, recipe]
+            params += [recipe, recipe, recipe]
         live = status in ("running", "dead")  # told apart below, after the query
         sql = f"""
             SELECT r.run_id, r.kind, r.status, r.started_at, r.ended_at, r.pid, r.host,
@@ -428,7 +429,9 @@ class Store:
                    count(p.point_id) FILTER (WHERE p.status = 'ok') AS points_ok,
                    count(p.point_id) FILTER (WHERE p.status = 'oom') AS points_oom,
                    count(p.point_id) FILTER (WHERE p.status = 'error') AS points_error,
-                   max(p.ended_at) AS last_point_at
+                   max(p.ended_at) AS last_point_at,
+                   (SELECT count(*) FROM train_steps t WHERE t.run_id = r.run_id)
+                   + (SELECT count(*) FROM eval_cells c WHERE c.run_id = r.run_id) AS rows_logged
             FROM runs r LEFT JOIN profile_points p USING (run_id)
             {"WHERE " + " AND ".join(where) if where else ""}
             GROUP BY ALL ORDER BY r.started_at DESC, r.run_id DESC

@@ -9,11 +9,13 @@ EOS, cut into sequences of L and visited in a seeded order, a fresh order each e
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 
 from fsc.errors import UsageError
@@ -66,8 +68,8 @@ class HubData:
     (a resumed run skips the ones already used)."""
 
     def __init__(self, spec: str, tokenizer, L: int, field: str):
-        try:
-            import datasets
+        try:  # an optional extra: imported only when asked for
+            datasets = importlib.import_module("datasets")
         except ImportError:
             raise UsageError(f"--data {spec}: needs the datasets library "
                              "(pip install 'fsc[data]')") from None
@@ -129,8 +131,6 @@ def _documents(path: Path, field: str) -> list[str]:
                                      "(choose it with --text-field)")
                 docs.append(row[field])
         return docs
-    import duckdb
-
     try:
         rel = duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)])
         names = [d[0] for d in rel.description]

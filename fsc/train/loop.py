@@ -13,10 +13,12 @@ and one of N/2 steps resumed for N/2 more hold bit-identical weights on the CPU.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import signal
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
@@ -223,8 +225,6 @@ class Trainer:
         model = self.model
         dtype = TORCH_DTYPES[self.recipe.dtype]
         if next(model.parameters()).dtype != dtype:  # fp32 masters; the checkpoint's dtype
-            import copy
-
             model = copy.deepcopy(model).to(dtype)
         if dest.exists():  # a save at this step already (the end right after --save-every)
             return dest
@@ -306,8 +306,6 @@ class Trainer:
 def _sigint_sets(trainer: Trainer):
     """While training, a first Ctrl-C asks the loop to stop after the step under way (so the
     saved weights are a whole step's); a second one interrupts at once."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

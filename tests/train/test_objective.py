@@ -4,15 +4,19 @@ cached decoder's (`fold` of the clean prefix, then a `step` of the masked fronti
 import pytest
 import torch
 
+from fsc.mixers import KINDS
 from fsc.model.lm import build_model
-from fsc.recipe import load_recipe
+from fsc.recipe import load_recipe, shipped_recipes
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.objective import Batch, ar_loss, draw_frontier, frontier_logits, frontier_loss
 from fsc.train.tasks import Passkey
 
 MASK = ByteTokenizer.mask_id
-EVERY_MIXER = ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_gated_delta",
-               "tiny_hybrid"]
+EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
+
+
+def test_the_tiny_recipes_cover_every_mixer_kind():
+    assert {k for n in EVERY_MIXER for k in load_recipe(n).layer_plan} == set(KINDS)
 
 
 def _model(name, scale=5.0):

@@ -1,0 +1,129 @@
+"""The miniature of the paper's Tables 2 and 8 (`make retrieval`): train the tiny attention,
+Mamba and hybrid recipes on passkey at one length, evaluate each at 1, 2, 4, 8 and 16 times
+that length and five needle depths, and print the tables docs/benchmarks.md shows.
+
+    python -m tools.retrieval [--steps tiny_attn=6000,tiny_mamba=2500,tiny_hybrid=1200]
+        [--seq-len 256] [--jobs 2] [--out DIR] [--store DIR]
+
+Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
+each) and evaluation as `fsc eval`; both record their runs in the store, and the tables are
+read back from it. `--skip-train` evaluates checkpoints already under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from fsc.store import Store
+
+FSC = [sys.executable, "-m", "fsc"]
+RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
+RATIOS = [1, 2, 4, 8, 16]
+DEPTHS = "0,0.25,0.5,0.75,1"
+
+
+def _run(args: list[str]) -> dict:
+    env = {**os.environ, "FSC_THREADS": "1"}
+    res = subprocess.run([*FSC, *args, "--json"], capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"fsc {' '.join(args)} failed: {res.stderr.strip()[-400:]}")
+    return json.loads(res.stdout)
+
+
+def _steps(text: str, recipes: list[str]) -> dict[str, int]:
+    """'3000' (every recipe) or 'tiny_attn=6000,tiny_mamba=2500,...'."""
+    if "=" not in text:
+        return dict.fromkeys(recipes, int(text))
+    given = {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
+    return {r: given[r] for r in recipes}
+
+
+def train(recipe: str, a) -> dict:
+    t0 = time.perf_counter()
+    steps = a.steps[recipe]
+    doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
+                "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
+                "--weighting", a.weighting, "--seed", str(a.seed), "--eval-every",
+                str(max(steps // 20, 1)), "--out", str(a.out / recipe), "--store", str(a.store)])
+    doc["wall_s"] = time.perf_counter() - t0
+    print(f"trained {recipe}: {doc['step']} steps, {doc['wall_s']:.0f} s, loss "
+          f"{doc['final_loss']:.4f}", flush=True)
+    return doc
+
+
+def evaluate(recipe: str, a) -> dict:
+    lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
+    doc = _run(["eval", str(a.out / recipe), "--lengths", lengths, "--depths", DEPTHS,
+                "--samples", str(a.samples), "--store", str(a.store)])
+    print(f"evaluated {recipe}: run {doc['run_id']}", flush=True)
+    return doc
+
+
+def tables(a, trained: dict[str, dict], evals: dict[str, dict]) -> str:
+    st = Store(a.store)
+    lines = []
+    if trained:
+        lines += ["| recipe | steps | wall time | tokens/s | final loss | in-loop accuracy "
+                  "(last) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r, doc in trained.items():
+            _, rows = st.query("select eval_accuracy from training where run_id = ? and "
+                               "eval_accuracy is not null order by step", [doc["run_id"]])
+            acc = f"{rows[-1][0]:.2f}" if rows else "-"
+            lines.append(f"| {r} | {doc['step']} | {doc['wall_s']:.0f} s | "
+                         f"{doc['tokens_per_s']:.0f} | {doc['final_loss']:.4f} | {acc} |")
+        lines.append("")
+    run_ids = {r: d["run_id"] for r, d in evals.items()}
+    head = " | ".join(f"{x}×" for x in RATIOS)
+    lines += [f"Accuracy (mean over the five depths, {a.samples} prompts each) by length ÷ "
+              f"training length ({a.seq_len}):", "",
+              f"| backbone | {head} |", "| --- |" + " ---: |" * len(RATIOS)]
+    for r, run in run_ids.items():
+        _, rows = st.query("select length_ratio, avg(accuracy) from evaluation where run_id = ?"
+                           " group by length_ratio order by length_ratio", [run])
+        lines.append(f"| {r} | " + " | ".join(f"{acc:.2f}" for _, acc in rows) + " |")
+    for ratio in (2, 4):
+        lines += ["", f"Accuracy by needle depth at {ratio}× the training length:", "",
+                  "| backbone | " + " | ".join(DEPTHS.split(",")) + " |",
+                  "| --- |" + " ---: |" * 5]
+        for r, run in run_ids.items():
+            _, rows = st.query("select depth, accuracy from evaluation where run_id = ? and "
+                               "length_ratio = ? order by depth", [run, float(ratio)])
+            lines.append(f"| {r} | " + " | ".join(f"{acc:.2f}" for _, acc in rows) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipes", default=",".join(RECIPES))
+    # a budget per backbone sized to its step time here (about 20 minutes each on 2 cores)
+    p.add_argument("--steps", default="tiny_attn=6000,tiny_mamba=2500,tiny_hybrid=1200")
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--weighting", default="masked")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=20)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path("runs/retrieval"))
+    p.add_argument("--store", type=Path, default=Path("runs/retrieval/store"))
+    p.add_argument("--skip-train", action="store_true")
+    a = p.parse_args()
+    recipes = a.recipes.split(",")
+    a.steps = _steps(a.steps, recipes)
+    with ThreadPoolExecutor(a.jobs) as pool:
+        trained = {} if a.skip_train else dict(zip(recipes, pool.map(lambda r: train(r, a),
+                                                                       recipes)))
+        evals = dict(zip(recipes, pool.map(lambda r: evaluate(r, a), recipes)))
+    print()
+    print(tables(a, trained, evals))
+
+
+if __name__ == "__main__":
+    main()
