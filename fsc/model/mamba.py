@@ -81,7 +81,8 @@ class Mamba(Mixer):
         return self.out_proj(y.reshape(B, G, self.d_inner).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """Whole-sequence conv, then per block the SSD quadratic form plus the carried state."""
+        """Whole-sequence conv, then per block the SSD quadratic form plus the carried state
+        (all blocks at once when they are of one length, as in training)."""
         Bsz, T, _ = x.shape
         z, xbc, dt = self._split(x)
         w = self.conv_weight.float().unsqueeze(1)
@@ -92,24 +93,63 @@ class Mamba(Mixer):
         xs = self._heads(xs)
         dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
         la = dtf * -torch.exp(self.A_log.float())  # log a_t
-        h = torch.zeros(Bsz, self.n_heads, self.head_dim, self.d_state, device=x.device)
+        uniform = len(set(block_lengths)) == 1
+        scan = self._blocks_at_once if uniform else self._blocks_in_turn
+        y = scan(xs, Bm, Cm, dtf, la, block_lengths) + self.D.float()[:, None] * xs
+        y = y * F.silu(self._heads(z).float())
+        return self.out_proj(y.reshape(Bsz, T, self.d_inner).to(x.dtype))
+
+    @staticmethod
+    def _segments(lab, g: int):
+        """exp of the summed log decay between positions of a block (..., g) of log a:
+        forward over (s, t] for s <= t, backward over [t, s) for s > t; (..., t, s, H)."""
+        idx = torch.arange(g, device=lab.device)
+        u, si = idx[:, None], idx[None, :]
+        lower = (si <= u)[:, :, None]
+        # Each segment summed on its own (a scan over the summed token u on the t axis), not
+        # as a difference of cum, which cancels to an ulp of cum (see kernels/mamba/triton.py).
+        la_u = lab.unsqueeze(-2)  # (..., u, 1, H)
+        seg_f = torch.where((u > si)[:, :, None], la_u, 0.0).cumsum(-3)  # (..., t, s, H)
+        seg_b = torch.where((u < si)[:, :, None], la_u, 0.0).flip(-3).cumsum(-3).flip(-3)
+        fwd = torch.exp(seg_f.masked_fill(~lower, float("-inf")))
+        bwd = torch.exp(seg_b.masked_fill(lower, float("-inf")))
+        return fwd, bwd, seg_f
+
+    def _blocks_at_once(self, xs, Bm, Cm, dtf, la, block_lengths):
+        """Every block's quadratic form in one batch of einsums; then the carried state,
+        block to block, and its part of each output."""
+        Bsz, T, H, P = xs.shape
+        g, n = block_lengths[0], len(block_lengths)
+        xb, dtb, lab = (t.reshape(Bsz, n, g, *t.shape[2:]) for t in (xs, dtf, la))
+        Bb, Cb = Bm.reshape(Bsz, n, g, -1), Cm.reshape(Bsz, n, g, -1)
+        cum = lab.cumsum(2)  # (B, n, g, H)
+        fwd, bwd, seg_f = self._segments(lab, g)  # (B, n, t, s, H)
+        cb = torch.einsum("bctn,bcsn->bcts", Cb, Bb)[..., None]
+        mix = (fwd + bwd) * cb * dtb[:, :, None, :, :]
+        y = torch.einsum("bctsh,bcshp->bcthp", mix, xb)
+        tail = torch.exp(seg_f[:, :, -1])  # (B, n, s, H): decay from s to the block end
+        local = torch.einsum("bcsh,bcshp,bcsn->bchpn", tail * dtb, xb, Bb)
+        decay = torch.exp(cum[:, :, -1])  # (B, n, H)
+        h = torch.zeros(Bsz, H, P, Bb.shape[-1], device=xs.device)
+        carried = []
+        # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per block
+        for dec, add in zip(decay.unbind(1), local.unbind(1)):  # the state each block starts from
+            carried.append(h)
+            h = h * dec[:, :, None, None] + add
+        h0 = torch.stack(carried, 1)  # (B, n, H, P, N)
+        y = y + torch.einsum("bchpn,bctn->bcthp", h0, Cb) * torch.exp(cum)[..., None]
+        return y.reshape(Bsz, T, H, P)
+
+    def _blocks_in_turn(self, xs, Bm, Cm, dtf, la, block_lengths):
+        """Blocks of unequal lengths (a prompt's partial last block), one after another."""
+        h = torch.zeros(xs.shape[0], self.n_heads, self.head_dim, self.d_state, device=xs.device)
         ys, start = [], 0
         for g in block_lengths:
             sl = slice(start, start + g)
             start += g
             xb, Bb, Cb, dtb, lab = xs[:, sl], Bm[:, sl], Cm[:, sl], dtf[:, sl], la[:, sl]
             cum = lab.cumsum(1)  # (B, g, H)
-            idx = torch.arange(g, device=x.device)
-            u, si = idx[:, None], idx[None, :]
-            lower = (si <= u)[None, :, :, None]
-            # forward: sum of log a over (s, t] for s <= t; backward: over [t, s) for s > t.
-            # Each segment summed on its own (a scan over the summed token u on dim 1), not as a
-            # difference of cum, which cancels to an ulp of cum (see kernels/mamba/triton.py).
-            la_u = lab[:, :, None, :]
-            seg_f = torch.where((u > si)[None, :, :, None], la_u, 0.0).cumsum(1)  # (B, t, s, H)
-            seg_b = torch.where((u < si)[None, :, :, None], la_u, 0.0).flip(1).cumsum(1).flip(1)
-            fwd = torch.exp(seg_f.masked_fill(~lower, float("-inf")))
-            bwd = torch.exp(seg_b.masked_fill(lower, float("-inf")))
+            fwd, bwd, seg_f = self._segments(lab, g)  # (B, t, s, H)
             cb = torch.einsum("btn,bsn->bts", Cb, Bb)[..., None]  # (B, t, s, 1)
             mix = (fwd + bwd) * cb * dtb[:, None, :, :]  # (B, t, s, H)
             y = torch.einsum("btsh,bshp->bthp", mix, xb)
@@ -119,9 +159,7 @@ class Mamba(Mixer):
             h = h * torch.exp(cum[:, -1])[..., None, None] + torch.einsum(
                 "bsh,bshp,bsn->bhpn", tail * dtb, xb, Bb
             )
-        y = torch.cat(ys, dim=1) + self.D.float()[:, None] * xs
-        y = y * F.silu(self._heads(z).float())
-        return self.out_proj(y.reshape(Bsz, T, self.d_inner).to(x.dtype))
+        return torch.cat(ys, dim=1)
 
     def _synthetic_fill(self, name, t, generator):
         t.normal_(0.0, 0.5 if name == "ssm" else 1.0, generator=generator)
