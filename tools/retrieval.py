@@ -2,7 +2,7 @@
 Mamba and hybrid recipes on passkey at one length, evaluate each at 1, 2, 4, 8 and 16 times
 that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
-    python -m tools.retrieval [--steps tiny_attn=6000,tiny_mamba=2500,tiny_hybrid=1200]
+    python -m tools.retrieval [--steps tiny_attn=10000,tiny_mamba=12000,tiny_hybrid=5000]
         [--seq-len 256] [--jobs 2] [--out DIR] [--store DIR]
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
@@ -102,8 +102,8 @@ def tables(a, trained: dict[str, dict], evals: dict[str, dict]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", default=",".join(RECIPES))
-    # a budget per backbone sized to its step time here (about 20 minutes each on 2 cores)
-    p.add_argument("--steps", default="tiny_attn=6000,tiny_mamba=2500,tiny_hybrid=1200")
+    # a budget per backbone sized to its step time here (30 to 40 minutes each on 2 cores)
+    p.add_argument("--steps", default="tiny_attn=10000,tiny_mamba=12000,tiny_hybrid=5000")
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=2e-3)

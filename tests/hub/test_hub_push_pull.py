@@ -84,3 +84,19 @@ def test_commands_have_help():
     for command, option in (("push", "--repo"), ("pull", "--force"), ("artifacts", "--json")):
         r = CliRunner().invoke(app, [command, "--help"])
         assert r.exit_code == 0 and option in r.stdout, r.output
+
+
+def test_a_trained_checkpoint_pushes_without_its_training_state(fsc, hub, tmp_path):
+    """`fsc train` writes an ordinary checkpoint: push takes the checksummed files and leaves
+    the optimizer state behind; the pulled card says what was trained."""
+    from fsc_run import in_process
+
+    in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+               "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "store", check=0)
+    step = tmp_path / "run" / "step-000002"
+    pushed = fsc("push", step, "--repo", "alice/trained", "--json")
+    assert pushed.returncode == 0, pushed.stderr
+    files = hub.files("alice/trained", "main")
+    assert not any(name.startswith("training_state") for name in files)
+    assert {"model.safetensors", "README.md", "config.json", "fsc_recipe.yaml"} <= set(files)
+    assert b"trained by `fsc train` for 2 steps on `copy`" in files["README.md"]
