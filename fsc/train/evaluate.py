@@ -84,38 +84,44 @@ def _ratio(length: int, settings: EvalSettings) -> float | None:
 def niah(model, tokenizer, lengths, depths, settings: EvalSettings, digits: int, device,
          on_cell=None) -> list[dict]:
     """Passkey retrieval: one row per (length, depth), exact match of the whole key."""
-    rows = []
     G = model.recipe.block_size
-    for length in lengths:
-        task = Passkey(tokenizer, length, G, digits)
-        for depth in depths:
-            samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
-                       for i in range(settings.samples)]
-            row = {"task": "niah", "length": length, "length_ratio": _ratio(length, settings),
-                   "depth": depth, "pairs": None,
-                   **_cell(model, tokenizer, samples, settings, device)}
-            rows.append(row)
-            if on_cell is not None:
-                on_cell(row)
-    return rows
+
+    def cells():
+        for length in lengths:
+            task = Passkey(tokenizer, length, G, digits)
+            for depth in depths:
+                yield ({"task": "niah", "length": length, "depth": depth, "pairs": None},
+                       [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
+                        for i in range(settings.samples)])
+
+    return _grid(model, tokenizer, cells(), settings, device, on_cell)
 
 
 def mqar(model, tokenizer, lengths, pairs_list, settings: EvalSettings, device,
          on_cell=None) -> list[dict]:
     """Associative recall: one row per (pairs, length); accuracy per query (each answer)."""
-    rows = []
     G = model.recipe.block_size
-    for pairs in pairs_list:
-        for length in lengths:
-            task = MQAR(tokenizer, length, G, pairs)
-            samples = [task.sample(derive(settings.seed, length, pairs, i, 6))
-                       for i in range(settings.samples)]
-            row = {"task": "mqar", "length": length, "length_ratio": _ratio(length, settings),
-                   "depth": None, "pairs": pairs,
-                   **_cell(model, tokenizer, samples, settings, device)}
-            rows.append(row)
-            if on_cell is not None:
-                on_cell(row)
+
+    def cells():
+        for pairs in pairs_list:
+            for length in lengths:
+                task = MQAR(tokenizer, length, G, pairs)
+                yield ({"task": "mqar", "length": length, "depth": None, "pairs": pairs},
+                       [task.sample(derive(settings.seed, length, pairs, i, 6))
+                        for i in range(settings.samples)])
+
+    return _grid(model, tokenizer, cells(), settings, device, on_cell)
+
+
+def _grid(model, tokenizer, cells, settings: EvalSettings, device, on_cell) -> list[dict]:
+    """A row per (facts, samples) cell, handed to `on_cell` as it is done."""
+    rows = []
+    for facts, samples in cells:
+        row = {**facts, "length_ratio": _ratio(facts["length"], settings),
+               **_cell(model, tokenizer, samples, settings, device)}
+        rows.append(row)
+        if on_cell is not None:
+            on_cell(row)
     return rows
 
 
