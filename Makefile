@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run gpu-check gpu-wheels bench retrieval clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run gpu-check gpu-train gpu-wheels bench retrieval clean
 
 install: $(STAMP)
 
@@ -53,6 +53,10 @@ gpu-check:
 	  python3 -m tools.gpucheck; check=$$?; \
 	  python3 -m pytest -q -m gpu -o addopts="" tests/gpu; tests=$$?; \
 	  exit $$((check || tests))
+
+# On the GPU machine after gpu-check (same install): training tokens/s and MFU of the 3B trio.
+gpu-train:
+	PYTHONPATH=$(GPU_SITE) python3 -m tools.train_gpu
 
 # Here, before a device run: the cp312 wheels the GPU image may lack (pydantic, duckdb, pyyaml).
 GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 duckdb==2.0.1 pyyaml==6.0.3
