@@ -65,6 +65,7 @@ def _training(source: str) -> dict:
 
 def evaluate(
     source: Annotated[str, typer.Argument(
+        metavar="CKPT",
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.")],
     task: Annotated[Task, typer.Option("--task", help="niah, mqar or loss.")] = Task.niah,

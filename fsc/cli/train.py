@@ -63,8 +63,8 @@ def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS):
 def train(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(
-        help="Recipe file, shipped recipe name or checkpoint dir to start from.",
-        show_default=False)] = None,
+        metavar="RECIPE", help="Recipe file, shipped recipe name or checkpoint dir to start "
+        "from (not with --resume).", show_default=False)] = None,
     data: Annotated[str | None, typer.Option(
         "--data", help="passkey, mqar, copy, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
@@ -143,7 +143,10 @@ def train(
                 raise UsageError(f"--steps {steps} is below the {state[0]['step']} steps "
                                  f"{start} has done")
             cfg.steps = steps
-        cfg.save_every, cfg.eval_every, cfg.log_every = save_every, eval_every, log_every
+        changed = {"save_every": save_every, "eval_every": eval_every, "log_every": log_every}
+        for name in given_options(ctx, tuple(changed)):  # the stored ones unless given
+            key = name.lstrip("-").replace("-", "_")
+            setattr(cfg, key, changed[key])
         recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
         weights = str(start)
     else:
