@@ -7,7 +7,8 @@ that length and five needle depths, and print the tables docs/benchmarks.md show
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
 each) and evaluation as `fsc eval`; both record their runs in the store, and the tables are
-read back from it. `--skip-train` evaluates checkpoints already under --out.
+read back from it. `--skip-train` evaluates checkpoints already under --out; `--tables-only`
+prints the tables from the newest runs in the store.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import duckdb
 
 from fsc.store import Store
 
@@ -66,36 +69,57 @@ def evaluate(recipe: str, a) -> dict:
     return doc
 
 
-def tables(a, trained: dict[str, dict], evals: dict[str, dict]) -> str:
-    st = Store(a.store)
-    lines = []
-    if trained:
-        lines += ["| recipe | steps | wall time | tokens/s | final loss | in-loop accuracy "
-                  "(last) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
-        for r, doc in trained.items():
-            _, rows = st.query("select eval_accuracy from training where run_id = ? and "
-                               "eval_accuracy is not null order by step", [doc["run_id"]])
-            acc = f"{rows[-1][0]:.2f}" if rows else "-"
-            lines.append(f"| {r} | {doc['step']} | {doc['wall_s']:.0f} s | "
-                         f"{doc['tokens_per_s']:.0f} | {doc['final_loss']:.4f} | {acc} |")
-        lines.append("")
-    run_ids = {r: d["run_id"] for r, d in evals.items()}
+class _Reader:
+    """Read-only SQL with parameters on the store's file (fsc query takes no parameters)."""
+
+    def __init__(self, store: Path):
+        self.con = duckdb.connect(str(Store(store).file), read_only=True)
+
+    def query(self, sql: str, params: list) -> tuple[None, list[tuple]]:
+        return None, self.con.execute(sql, params).fetchall()
+
+
+def _latest_runs(st: _Reader, kind: str, recipes: list[str]) -> dict[str, str]:
+    """The newest finished run of `kind` per recipe in the store."""
+    _, rows = st.query("select json_extract_string(config, '$.recipe'), run_id from runs where"
+                       " kind = ? and status = 'finished' order by started_at", [kind])
+    found = dict(rows)
+    return {r: found[r] for r in recipes if r in found}
+
+
+def tables(a, recipes: list[str]) -> str:
+    """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
+    recipe in the store."""
+    st = _Reader(a.store)
+    lines = ["| recipe | steps | wall time | tokens/s | last loss | in-loop accuracy (last) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r, run in _latest_runs(st, "train", recipes).items():
+        _, [(steps, wall, rate, loss, acc)] = st.query(
+            "select max(step), max(elapsed_s), max(tokens) / max(elapsed_s),"
+            " last(loss order by step), last(eval_accuracy order by step)"
+            " filter (where eval_accuracy is not null) from training where run_id = ?", [run])
+        lines.append(f"| {r} | {steps} | {wall:.0f} s | {rate:.0f} | {loss:.4f} | "
+                     f"{'-' if acc is None else f'{acc:.2f}'} |")
+    evals = _latest_runs(st, "eval", recipes)
     head = " | ".join(f"{x}×" for x in RATIOS)
-    lines += [f"Accuracy (mean over the five depths, {a.samples} prompts each) by length ÷ "
-              f"training length ({a.seq_len}):", "",
+    lines += ["", f"Exact match of the whole key (digits right in brackets), mean over the five "
+              f"depths, {a.samples} prompts each, by length ÷ training length ({a.seq_len}):", "",
               f"| backbone | {head} |", "| --- |" + " ---: |" * len(RATIOS)]
-    for r, run in run_ids.items():
-        _, rows = st.query("select length_ratio, avg(accuracy) from evaluation where run_id = ?"
-                           " group by length_ratio order by length_ratio", [run])
-        lines.append(f"| {r} | " + " | ".join(f"{acc:.2f}" for _, acc in rows) + " |")
+    for r, run in evals.items():
+        _, rows = st.query("select length_ratio, avg(accuracy), avg(token_accuracy) from"
+                           " evaluation where run_id = ? group by length_ratio"
+                           " order by length_ratio", [run])
+        lines.append(f"| {r} | " + " | ".join(f"{acc:.2f} ({tok:.2f})" for _, acc, tok in rows)
+                     + " |")
     for ratio in (2, 4):
-        lines += ["", f"Accuracy by needle depth at {ratio}× the training length:", "",
-                  "| backbone | " + " | ".join(DEPTHS.split(",")) + " |",
+        lines += ["", f"By needle depth at {ratio}× the training length, exact match (digits "
+                  "right):", "", "| backbone | " + " | ".join(DEPTHS.split(",")) + " |",
                   "| --- |" + " ---: |" * 5]
-        for r, run in run_ids.items():
-            _, rows = st.query("select depth, accuracy from evaluation where run_id = ? and "
-                               "length_ratio = ? order by depth", [run, float(ratio)])
-            lines.append(f"| {r} | " + " | ".join(f"{acc:.2f}" for _, acc in rows) + " |")
+        for r, run in evals.items():
+            _, rows = st.query("select depth, accuracy, token_accuracy from evaluation where"
+                               " run_id = ? and length_ratio = ? order by depth", [run, float(ratio)])
+            lines.append(f"| {r} | " + " | ".join(f"{acc:.2f} ({tok:.2f})" for _, acc, tok in rows)
+                         + " |")
     return "\n".join(lines)
 
 
@@ -114,15 +138,18 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("runs/retrieval"))
     p.add_argument("--store", type=Path, default=Path("runs/retrieval/store"))
     p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--tables-only", action="store_true",
+                   help="print the tables from the newest runs in --store; run nothing")
     a = p.parse_args()
     recipes = a.recipes.split(",")
     a.steps = _steps(a.steps, recipes)
-    with ThreadPoolExecutor(a.jobs) as pool:
-        trained = {} if a.skip_train else dict(zip(recipes, pool.map(lambda r: train(r, a),
-                                                                       recipes)))
-        evals = dict(zip(recipes, pool.map(lambda r: evaluate(r, a), recipes)))
-    print()
-    print(tables(a, trained, evals))
+    if not a.tables_only:
+        with ThreadPoolExecutor(a.jobs) as pool:
+            if not a.skip_train:
+                list(pool.map(lambda r: train(r, a), recipes))
+            list(pool.map(lambda r: evaluate(r, a), recipes))
+        print()
+    print(tables(a, recipes))
 
 
 if __name__ == "__main__":

@@ -243,6 +243,22 @@ def create_training_and_evaluation(con: Connection) -> None:
     )
 
 
+def eval_cells_token_accuracy(con: Connection) -> None:
+    """Partial credit beside exact match: the fraction of scored tokens decoded right."""
+    con.execute(
+        """
+        ALTER TABLE eval_cells ADD COLUMN token_accuracy DOUBLE;
+        -- recreated so that the catalog lists the new column (the query would see it anyway)
+        CREATE OR REPLACE VIEW evaluation AS
+        SELECT c.*, r.status AS run_status, r.command, r.host,
+               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
+        FROM eval_cells c
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -251,6 +267,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     create_bench_results,
     profile_view_follows_the_table,
     create_training_and_evaluation,
+    eval_cells_token_accuracy,
 ]
 
 

@@ -97,6 +97,7 @@ _EVAL_CELL = {
     "tokens_per_s": "Prompt and answer tokens through the decoder per second.",
     "seconds": "Wall time of the cell, s.",
     "recorded_at": "When the row was written (UTC).",
+    "token_accuracy": "Fraction of the scored tokens (key digits, answer tokens) decoded right: partial credit beside the exact match.",
 }
 
 SCHEMA: dict[str, Relation] = {

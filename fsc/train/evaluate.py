@@ -133,7 +133,7 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
     starts = [i for i in range(len(score)) if score[i] and (i == 0 or not score[i - 1])]
     runs = [(a, next((j for j in range(a, len(score)) if not score[j]), len(score)))
             for a in starts]
-    correct, t0, tokens = 0, time.perf_counter(), 0
+    correct, right, t0, tokens = 0, 0, time.perf_counter(), 0
     for start in range(0, len(samples), settings.batch):
         chunk = samples[start : start + settings.batch]
         assert all(s.target == samples[0].target for s in chunk), "one layout per cell"
@@ -142,10 +142,12 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
         gold = ids.cpu()
         for a, b in runs:
             correct += int((got[:, a:b] == gold[:, a:b]).all(-1).sum())
+        right += int((got == gold)[:, score].sum())
         tokens += ids.numel()
     seconds = time.perf_counter() - t0
     n = len(samples) * len(runs)
     return {"n": n, "correct": correct, "accuracy": correct / n,
+            "token_accuracy": right / (len(samples) * int(score.sum())),
             "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds}
 
 
@@ -172,7 +174,7 @@ def heldout_loss(model, tokenizer, data: str, length: int, settings: EvalSetting
     value = total / settings.samples
     return [{"task": "loss", "length": length, "length_ratio": _ratio(length, settings),
              "depth": None, "pairs": None, "n": settings.samples, "correct": None,
-             "accuracy": None, "loss": value, "tokens_per_s": tokens / seconds,
+             "accuracy": None, "token_accuracy": None, "loss": value, "tokens_per_s": tokens / seconds,
              "seconds": seconds}]
 
 

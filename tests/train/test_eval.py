@@ -67,6 +67,7 @@ def test_random_weights_score_zero_and_rows_are_stored(fsc_main, tmp_path):
     doc = json.loads(res.stdout)
     assert [(r["length"], r["depth"]) for r in doc["rows"]] == [(128, 0), (128, 1), (256, 0), (256, 1)]
     assert all(r["accuracy"] == 0 and r["n"] == 8 for r in doc["rows"])
+    assert all(0 <= r["token_accuracy"] < 0.5 for r in doc["rows"])  # digits right by chance
     st = Store(store)
     _, rows = st.query("select task, length, depth, n, correct, accuracy, mode, \"G\", \"K\","
                        " run_status from evaluation order by length, depth")
@@ -101,3 +102,22 @@ def test_heldout_loss(fsc_main, tmp_path):
     again = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", tmp_path / "t.txt",
                      "--lengths", "64", "--samples", "4", "--store", store, "--json", check=0)
     assert json.loads(again.stdout)["rows"][0]["loss"] == row["loss"]  # seeded
+
+
+def test_token_accuracy_gives_partial_credit(monkeypatch):
+    """A decoder that gets every answer but its first digit right: no exact match, 3 of 4
+    digits."""
+    import fsc.train.evaluate as ev
+
+    task = Passkey(TOK, 128, 4, 4)
+    samples = [task.sample(i) for i in range(3)]
+    first = samples[0].score.index(True)
+
+    def first_digit_wrong(model, tokenizer, tokens, target, mode, steps):
+        out = tokens.clone()
+        out[:, first] = (out[:, first] + 1) % 256
+        return out
+
+    monkeypatch.setattr(ev, "decode_answers", first_digit_wrong)
+    cell = ev._cell(None, TOK, samples, ev.EvalSettings("diffusion", 4, 3, 3, 0, 128), "cpu")
+    assert cell["accuracy"] == 0 and cell["token_accuracy"] == pytest.approx(3 / 4)
