@@ -275,7 +275,7 @@ class Trainer:
         the end; Ctrl-C ends after the step under way, saved, with `interrupted` set."""
         cfg = self.cfg
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
-        t0, done_tokens, last = time.perf_counter(), 0, None
+        t0, done_tokens = time.perf_counter(), 0
         with _sigint_sets(self):
             while self.step < end and not self.stop:
                 ts = time.perf_counter()
@@ -295,7 +295,7 @@ class Trainer:
                         row.update(self.evaluate(self))
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
-                    last = self.save()
+                    self.save()
         interrupted = self.stop
         last = self.save()  # the end, a --stop-after, or Ctrl-C
         return TrainResult(self.step, str(last), list(self.losses), interrupted,
