@@ -23,14 +23,22 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     return load_recipe(Path(ref) / RECIPE_FILE if is_checkpoint(ref) else ref)
 
 
+def checkpoint_config(ref: str | Path) -> dict:
+    """A checkpoint's config.json as a dict; empty for a recipe or an unreadable file."""
+    if not is_checkpoint(ref):
+        return {}
+    try:
+        config = json.loads((Path(ref) / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
 def weights_origin(ref: str | Path, seed: int) -> str:
     """Where a model's weights come from, said plainly: seeded random weights are untrained."""
     if not is_checkpoint(ref):
         return f"seeded random weights (seed {seed}, untrained)"
-    try:
-        saved_seed = json.loads((Path(ref) / CONFIG_FILE).read_text()).get("seed")
-    except (OSError, ValueError, AttributeError):
-        saved_seed = None
+    saved_seed = checkpoint_config(ref).get("seed")
     if saved_seed is not None:
         return f"checkpoint {ref}: seeded random weights (seed {saved_seed}, untrained)"
     return f"checkpoint {ref}"

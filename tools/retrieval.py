@@ -33,6 +33,7 @@ DEPTHS = "0,0.25,0.5,0.75,1"
 
 
 def _run(args: list[str]) -> dict:
+    """`fsc ARGS --json` in a new process, one torch thread; its JSON document."""
     env = {**os.environ, "FSC_THREADS": "1"}
     res = subprocess.run([*FSC, *args, "--json"], capture_output=True, text=True, env=env)
     if res.returncode != 0:
@@ -48,25 +49,22 @@ def _steps(text: str, recipes: list[str]) -> dict[str, int]:
     return {r: given[r] for r in recipes}
 
 
-def train(recipe: str, a) -> dict:
+def train(recipe: str, a) -> None:
     t0 = time.perf_counter()
     steps = a.steps[recipe]
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
                 "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
                 "--weighting", a.weighting, "--seed", str(a.seed), "--eval-every",
                 str(max(steps // 20, 1)), "--out", str(a.out / recipe), "--store", str(a.store)])
-    doc["wall_s"] = time.perf_counter() - t0
-    print(f"trained {recipe}: {doc['step']} steps, {doc['wall_s']:.0f} s, loss "
+    print(f"trained {recipe}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, loss "
           f"{doc['final_loss']:.4f}", flush=True)
-    return doc
 
 
-def evaluate(recipe: str, a) -> dict:
+def evaluate(recipe: str, a) -> None:
     lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
     doc = _run(["eval", str(a.out / recipe), "--lengths", lengths, "--depths", DEPTHS,
                 "--samples", str(a.samples), "--store", str(a.store)])
     print(f"evaluated {recipe}: run {doc['run_id']}", flush=True)
-    return doc
 
 
 class _Reader:

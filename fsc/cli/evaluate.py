@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -49,20 +48,6 @@ def _depths(text: str) -> list[float]:
     return values
 
 
-def _training(source: str) -> dict:
-    """What `fsc train` recorded in a checkpoint's config.json (empty for other weights)."""
-    from fsc.hub.layout import CONFIG_FILE
-    from fsc.source import is_checkpoint
-
-    if not is_checkpoint(source):
-        return {}
-    try:
-        facts = json.loads((Path(source) / CONFIG_FILE).read_text()).get("training")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return facts if isinstance(facts, dict) else {}
-
-
 def evaluate(
     source: Annotated[str, typer.Argument(
         metavar="CKPT",
@@ -102,14 +87,15 @@ def evaluate(
 ) -> None:
     """Score a checkpoint: the answers are decoded by the cached decoder; a row per cell in the
     store (view `evaluation`), printed as a heatmap table."""
-    from fsc.source import load_source_recipe
+    from fsc.source import checkpoint_config, load_source_recipe
     from fsc.tokenizer import load_tokenizer
     from fsc.train.data import DataOptions, open_data
     from fsc.train.loop import resolve_checkpoint
 
     source = str(resolve_checkpoint(source))
     recipe = load_source_recipe(source)
-    trained = _training(source)
+    trained = checkpoint_config(source).get("training")  # what `fsc train` recorded
+    trained = trained if isinstance(trained, dict) else {}
     train_len = trained.get("seq_len")
     objective = trained.get("objective")
     if mode is None and objective is not None:

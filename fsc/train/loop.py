@@ -216,6 +216,8 @@ class Trainer:
         """Write step-NNNNNN (weights, card, training state) and point `latest` at it."""
         out = Path(self.cfg.out)
         dest = step_dir(out, self.step)
+        if dest.exists():  # saved at this step already (the end right after --save-every)
+            return dest
         state, tensors = self._state()
 
         def extra(tmp: Path) -> None:
@@ -226,8 +228,6 @@ class Trainer:
         dtype = TORCH_DTYPES[self.recipe.dtype]
         if next(model.parameters()).dtype != dtype:  # fp32 masters; the checkpoint's dtype
             model = copy.deepcopy(model).to(dtype)
-        if dest.exists():  # a save at this step already (the end right after --save-every)
-            return dest
         facts = self.training_facts()
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
