@@ -215,12 +215,13 @@ def _baseline(rows: list[PointResult]) -> str:
     return rows[0].recipe
 
 
-def compare(rows: list[PointResult]) -> list[dict]:
+def compare(rows: list[PointResult], baseline: str | None = None) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
-    baseline (× > 1: better than the baseline)."""
+    baseline recipe (default: the all-attention one, else the first; × > 1: better than the
+    baseline)."""
     if not rows:
         return []
-    base_name = _baseline(rows)
+    base_name = baseline or _baseline(rows)
 
     def key(r):
         return r.S, r.B, r.G, r.K

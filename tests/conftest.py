@@ -1,7 +1,9 @@
 """Test-wide setup. The Triton interpreter switch is read when kernels are decorated, so it is
 set here, before anything imports fsc.kernels."""
 
+import hashlib
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.pop("FSC_KERNEL_TUNING", None)  # tests see the kernels' own defaults
@@ -34,3 +36,14 @@ def fsc_main(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FSC_DEBUG", raising=False)
     return in_process
+
+
+@pytest.fixture
+def snapshot():
+    """snapshot(dir): sha256 of every file in a directory, to show a command changed nothing."""
+
+    def take(folder: Path) -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(folder.iterdir())}
+
+    return take

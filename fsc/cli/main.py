@@ -11,9 +11,11 @@ from fsc import __version__
 from fsc.cli import (
     artifacts,
     build,
+    compare,
     decode,
     estimate,
     evaluate,
+    plot,
     profile,
     query,
     recipes,
@@ -33,7 +35,7 @@ app = typer.Typer(
 )
 
 for module in (recipes, build, decode, verify, profile, query, estimate, train, evaluate,
-               artifacts):
+               plot, compare, artifacts):
     module.register(app)
 
 

@@ -1,7 +1,6 @@
 """Fixtures for the store tests: a temp store, the real `fsc` entry point (in a subprocess or in
 this process), the writer script, a filled store."""
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -69,17 +68,6 @@ def cli(capsys):
         return Result(code, out, err)
 
     return run
-
-
-@pytest.fixture
-def snapshot():
-    """snapshot(dir): sha256 of every file in a directory, to show a command changed nothing."""
-
-    def take(folder: Path) -> dict[str, str]:
-        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(folder.iterdir())}
-
-    return take
 
 
 @pytest.fixture(scope="session")

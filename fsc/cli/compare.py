@@ -1,0 +1,104 @@
+"""`fsc compare RUN_A RUN_B`: did B get faster or slower than A, point by point?"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from fsc.cli.common import JsonOpt, StoreOpt, finite, out, print_json, printable, store_dir
+from fsc.errors import FscError, UsageError
+
+VERDICT_STYLE = {"slower": "red", "faster": "green", "mixed": "yellow", "status": "red",
+                 "noise": "dim"}
+
+
+class Slower(FscError):
+    """B is slower than A beyond --fail-above (exit 1, for CI gates)."""
+
+
+def _x(v: float | None) -> str:
+    return "–" if v is None else f"{v:.3f}×"
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def compare(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The reference run.")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run compared with it.")],
+    fail_above: Annotated[float | None, typer.Option(
+        "--fail-above", callback=finite(1e-3, 1e3), show_default=False,
+        help="Exit 1 when B takes more than this times A's time per block (geometric mean, "
+        "e.g. 1.05), or a point ok in A did not fit or failed in B.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two profile runs point by point.
+
+    Points are matched on recipe hash, S, B, G, K, dtype, backend and device. Ratios are B / A
+    (time above 1: B is slower). A phase whose p10–p90 intervals overlap is noise; disjoint
+    intervals are a change. The last line is the geometric mean over the matched points.
+    """
+    from fsc.results import compare as comparing
+    from fsc.results import select
+    from fsc.store import Store
+
+    st = Store(store_dir(store))
+    st.check()
+    kinds = {r["run_id"]: r["kind"] for r in select.runs_table(st)}
+    for which, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
+        if run_id not in kinds:
+            raise UsageError(f"{which}: no run {printable(run_id, 80)!r} in the store "
+                             "(see `fsc runs --kind profile`)")
+        if kinds[run_id] != "profile":
+            raise UsageError(f"{which}: run {run_id} is a {kinds[run_id]} run; fsc compare "
+                             "compares profile runs")
+    points = {r: select.rows(st, select.PROFILE, [r]) for r in (run_a, run_b)}
+    result = comparing.compare(run_a, points[run_a], run_b, points[run_b])
+    if not result.pairs:
+        raise UsageError(f"runs {run_a} and {run_b} share no point (matched on "
+                         f"{', '.join(comparing.KEY)}): nothing to compare")
+    why = comparing.regressions(result, fail_above) if fail_above is not None else []
+    if as_json:
+        print_json(result.to_dict() | {"fail_above": fail_above, "failed": why})
+    else:
+        _show(result)
+    if why:
+        raise Slower("; ".join(why))
+
+
+def _show(c) -> None:
+    table = Table(title=f"{c.run_b} (B) against {c.run_a} (A): ratios B / A")
+    for col in ("recipe", "S", "B", "G", "K", "dtype", "step A ms", "step B ms", "step ×",
+                "fold ×", "time ×", "tok/s ×", "peak ×", "verdict"):
+        table.add_column(col, justify="left" if col in ("recipe", "verdict") else "right")
+    for p in c.pairs:
+        verdict = (f"{p.status[0]} → {p.status[1]}" if p.verdict == "status" else p.verdict)
+        table.add_row(Text(printable(p.recipe)), str(p.key["S"]), str(p.key["B"]),
+                      str(p.key["G"]), str(p.key["K"]), p.key["dtype"], _ms(p.step[0]),
+                      _ms(p.step[1]), _x(p.ratios.get("step")), _x(p.ratios.get("fold")),
+                      _x(p.ratios.get("time")), _x(p.ratios.get("tokens_per_s")),
+                      _x(p.ratios.get("peak_bytes")),
+                      Text(verdict, VERDICT_STYLE[p.verdict]))
+    g = c.geomean
+    table.add_section()
+    table.add_row(Text("geometric mean", "bold"), "", "", "", "", "", "", "",
+                  _x(g["step"]), _x(g["fold"]), _x(g["time"]), _x(g["tokens_per_s"]),
+                  _x(g["peak_bytes"]), "")
+    out.print(table)
+    counts: dict[str, int] = {}
+    for p in c.pairs:
+        counts[p.verdict] = counts.get(p.verdict, 0) + 1
+    line = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    out.print(f"{len(c.pairs)} points matched ({line}); {len(c.only_a)} only in A, "
+              f"{len(c.only_b)} only in B. time × is the time per block, K steps and a fold.",
+              markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)
+

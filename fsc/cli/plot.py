@@ -1,0 +1,153 @@
+"""`fsc plot KIND`, `fsc report`, `fsc compare`: figures, a page and a comparison from the store.
+
+matplotlib and the store are imported inside the commands, after the options are checked, so
+`fsc --help` stays fast and a bad option costs nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, output_path, print_json, store_dir
+from fsc.errors import FscError, UsageError
+
+
+class Kind(Choice):
+    latency = "latency"
+    memory = "memory"
+    throughput = "throughput"
+    roofline = "roofline"
+    loss = "loss"
+    niah = "niah"
+    retrieval = "retrieval"
+
+
+class Metric(Choice):
+    accuracy = "accuracy"
+    token_accuracy = "token_accuracy"
+
+
+class Format(Choice):
+    html = "html"
+    md = "md"
+
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+RunOpt = Annotated[list[str] | None, typer.Option(
+    "--run", help="Run id to show (repeat for several; `all`: every run of the kind). Default: "
+    "the latest profile run, or the latest training / evaluation run of each recipe.",
+    show_default=False)]
+WhereOpt = Annotated[str | None, typer.Option(
+    "--where", help="SQL condition on the rows' view (profile, training or evaluation), e.g. "
+    "\"B = 1 and recipe != 'tiny_hybrid'\".", show_default=False)]
+
+
+class PlotFailed(FscError):
+    """matplotlib could not write the figure (exit 1)."""
+
+
+def plot(
+    kind: Annotated[Kind, typer.Argument(help="latency, memory, throughput, roofline (profile "
+                                         "runs), loss (training), niah or retrieval (eval).")],
+    runs: RunOpt = None,
+    where: WhereOpt = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Figure file: .png, .svg or .pdf (default: KIND.png here).",
+        show_default=False)] = None,
+    metric: Annotated[Metric, typer.Option(
+        "--metric", help="niah and retrieval: accuracy (exact match) or token_accuracy.")
+    ] = Metric.accuracy,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Draw one figure from the store.
+
+    Each recipe keeps one colour across figures; titles name the device and the runs. The
+    figure is written with matplotlib's Agg backend: no display is needed.
+    """
+    path = out_file or Path(f"{kind}.png")
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
+    output_path(path, "--out")
+    st = _store(store)
+    from fsc.results import figures
+    from fsc.results.plots import draw
+
+    drawn = draw(st, str(kind), runs, where, str(metric))
+    try:
+        figures.save(drawn.figure, path)
+    except (OSError, ValueError) as e:
+        raise PlotFailed(f"writing {path} failed: {e}") from None
+    width, height = (round(v) for v in drawn.figure.get_size_inches() * figures.DPI)
+    if as_json:
+        print_json({"kind": str(kind), "path": str(path), "runs": drawn.run_ids,
+                    "rows": len(drawn.rows), "width": width, "height": height})
+        return
+    err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}", markup=False,
+              highlight=False)
+    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+
+
+def report(
+    runs: Annotated[list[str] | None, typer.Argument(
+        metavar="[RUN]...", help="Run ids (`all`: every run with results). Default: the latest "
+        "profile run and the latest training and evaluation run of each recipe.",
+        show_default=False)] = None,
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Report file (default: report.html, or report.md with --format md).",
+        show_default=False)] = None,
+    fmt: Annotated[Format | None, typer.Option(
+        "--format", help="html (one self-contained file) or md (PNG figures in a folder "
+        "beside it); default: from --out's suffix, else html.", show_default=False)] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="Recipe the others are compared with at each S (default: the "
+        "all-attention one).", show_default=False)] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Write the results of runs as one page: figures, tables, provenance."""
+    fmt = fmt or (Format.md if out_file is not None and out_file.suffix.lower() == ".md"
+                  else Format.html)
+    path = out_file or Path(f"report.{fmt}")
+    want = ".md" if fmt is Format.md else ".html"
+    if path.suffix.lower() not in (want, ".htm" if want == ".html" else want):
+        raise UsageError(f"--out {path}: a {fmt} report is written as a {want} file")
+    output_path(path, "--out")
+    assets = path.with_name(path.stem + "_files")
+    if fmt is Format.md and assets.exists() and not assets.is_dir():
+        raise UsageError(f"--out {path}: {assets} (the figures' folder) is a file")
+    st = _store(store)
+    from fsc.results import report as pages
+
+    page = pages.build(st, pages.pick(st, runs or []), baseline, want_png=fmt is Format.md)
+    try:
+        if fmt is Format.md:
+            assets.mkdir(exist_ok=True)
+            text = pages.to_markdown(page, assets, assets.name)
+        else:
+            text = pages.to_html(page)
+        tmp = path.with_name(path.name + ".part")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        raise PlotFailed(f"writing {path} failed: {e.strerror or e}") from None
+    drawn = sum(1 for s in page.sections for f in s.figures if not f.missing)
+    err.print(f"report of {len(page.run_ids)} run(s), {drawn} figures", markup=False,
+              highlight=False)
+    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+
+
+def _store(store: Path | None):
+    from fsc.store import Store
+
+    st = Store(store_dir(store))
+    st.check()
+    return st
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plot")(plot)
+    app.command("report")(report)

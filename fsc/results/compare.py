@@ -1,0 +1,139 @@
+"""`fsc compare RUN_A RUN_B`: the same points measured twice, side by side.
+
+Points are matched on what makes them the same measurement: (recipe hash, S, B, G, K, dtype,
+backend, device). For each matched pair, the ratio B/A of the step and fold times, tokens/s and
+peak memory, and whether the p10–p90 intervals of each timed phase overlap: overlapping
+intervals are noise, disjoint ones a change. Ratios of time are B/A, so above 1 is slower; the
+summary is the geometric mean over the points both runs measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
+
+
+@dataclass
+class Pair:
+    """One point of both runs."""
+
+    key: dict[str, Any]
+    recipe: str
+    status: tuple[str, str]  # (A's, B's)
+    step: tuple[float | None, float | None] = (None, None)  # median ms
+    fold: tuple[float | None, float | None] = (None, None)
+    ratios: dict[str, float | None] = field(default_factory=dict)  # B / A
+    overlap: dict[str, bool | None] = field(default_factory=dict)  # p10–p90 intervals
+    verdict: str = "noise"  # faster | slower | noise | mixed | status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.key, "recipe": self.recipe, "status_a": self.status[0],
+                "status_b": self.status[1], "step_ms_a": self.step[0], "step_ms_b": self.step[1],
+                "fold_ms_a": self.fold[0], "fold_ms_b": self.fold[1],
+                **{f"{k}_ratio": v for k, v in self.ratios.items()},
+                **{f"{k}_overlap": v for k, v in self.overlap.items()}, "verdict": self.verdict}
+
+
+@dataclass
+class Comparison:
+    run_a: str
+    run_b: str
+    pairs: list[Pair]
+    only_a: list[dict[str, Any]]
+    only_b: list[dict[str, Any]]
+    geomean: dict[str, float | None]
+
+    @property
+    def time_ratio(self) -> float | None:
+        """Geometric mean of B's time per block over A's: the figure --fail-above gates."""
+        return self.geomean.get("time")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_a": self.run_a, "run_b": self.run_b, "key": list(KEY),
+                "geomean": self.geomean, "points": [p.to_dict() for p in self.pairs],
+                "only_a": self.only_a, "only_b": self.only_b}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return b / a
+
+
+def _overlap(a: dict, b: dict, phase: str) -> bool | None:
+    """Whether A's and B's p10–p90 intervals of `phase` overlap (None: not measured)."""
+    lo_a, hi_a = a.get(f"{phase}_ms_p10"), a.get(f"{phase}_ms_p90")
+    lo_b, hi_b = b.get(f"{phase}_ms_p10"), b.get(f"{phase}_ms_p90")
+    if None in (lo_a, hi_a, lo_b, hi_b):
+        return None
+    return lo_a <= hi_b and lo_b <= hi_a
+
+
+def _verdict(pair: Pair) -> str:
+    if pair.status != ("ok", "ok"):
+        return "status"
+    moves = set()
+    for phase in ("step", "fold"):
+        ratio, overlap = pair.ratios.get(phase), pair.overlap.get(phase)
+        if ratio is not None and overlap is False:
+            moves.add("slower" if ratio > 1 else "faster")
+    return moves.pop() if len(moves) == 1 else "mixed" if moves else "noise"
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _short(p: dict) -> dict[str, Any]:
+    return {"recipe": p["recipe"], **{k: p[k] for k in KEY}, "status": p["status"]}
+
+
+def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) -> Comparison:
+    """Match the points of two runs (rows of the profile view) and compare each pair."""
+    by_b = {tuple(p[k] for k in KEY): p for p in points_b}
+    matched = set()
+    pairs, only_a = [], []
+    for a in points_a:
+        k = tuple(a[c] for c in KEY)
+        b = by_b.get(k)
+        if b is None:
+            only_a.append(_short(a))
+            continue
+        matched.add(k)
+        pair = Pair(dict(zip(KEY, k, strict=True)), a["recipe"], (a["status"], b["status"]),
+                    (a["step_ms"], b["step_ms"]), (a["fold_ms"], b["fold_ms"]))
+        if pair.status == ("ok", "ok"):
+            # time per block (K steps and a fold, over B·G tokens) is 1 / tokens_per_s
+            pair.ratios = {
+                "step": _ratio(a["step_ms"], b["step_ms"]),
+                "fold": _ratio(a["fold_ms"], b["fold_ms"]),
+                "time": _ratio(b["tokens_per_s"], a["tokens_per_s"]),
+                "tokens_per_s": _ratio(a["tokens_per_s"], b["tokens_per_s"]),
+                "peak_bytes": _ratio(a["peak_bytes"], b["peak_bytes"]),
+            }
+            pair.overlap = {phase: _overlap(a, b, phase) for phase in ("step", "fold")}
+        pair.verdict = _verdict(pair)
+        pairs.append(pair)
+    only_b = [_short(p) for p in points_b if tuple(p[c] for c in KEY) not in matched]
+    names = ("step", "fold", "time", "tokens_per_s", "peak_bytes")
+    means = {n: geomean([p.ratios.get(n) for p in pairs]) for n in names}
+    return Comparison(run_a, run_b, pairs, only_a, only_b, means)
+
+
+def regressions(c: Comparison, limit: float) -> list[str]:
+    """Why B fails --fail-above `limit`: the geometric mean time ratio above it, or a point A
+    measured that B could not (ok in A, oom or error in B). Empty when B passes."""
+    why = []
+    if c.time_ratio is not None and c.time_ratio > limit:
+        why.append(f"B takes {c.time_ratio:.3f}× A's time per block (geometric mean over "
+                   f"{sum(1 for p in c.pairs if p.ratios.get('time'))} points) > {limit:g}")
+    lost = [p for p in c.pairs if p.status[0] == "ok" and p.status[1] != "ok"]
+    if lost:
+        p = lost[0]
+        why.append(f"{len(lost)} point(s) ok in A are {p.status[1]} in B (first: {p.recipe} "
+                   f"S={p.key['S']} B={p.key['B']})")
+    return why

@@ -1,0 +1,38 @@
+"""One figure from the store: pick its runs, read its rows, draw it (`fsc plot`, `fsc report`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from fsc.results import figures, select
+from fsc.store import Store
+
+SOURCE = {"latency": select.PROFILE, "memory": select.PROFILE, "throughput": select.PROFILE,
+          "roofline": select.PROFILE, "loss": select.TRAINING, "niah": select.EVALUATION,
+          "retrieval": select.EVALUATION}
+
+
+@dataclass
+class Drawn:
+    kind: str
+    figure: Figure
+    rows: list[dict[str, Any]]
+    run_ids: list[str]
+
+
+def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None = None,
+         metric: str = "accuracy", colour: dict[str, str] | None = None) -> Drawn:
+    """The `kind` figure of `runs` (default: see select.pick_runs) filtered by `where`; colours
+    from `colour` (default: one per recipe drawn)."""
+    source = SOURCE[kind]
+    run_ids = select.pick_runs(st, source, runs or [])
+    rows = select.rows(st, source, run_ids, where)
+    if kind == "roofline":
+        rows = select.with_cost(st, rows)
+    colour = colour or figures.colours(r["recipe"] for r in rows)
+    build = figures.BUILDERS[kind]
+    fig = build(rows, colour, metric) if kind in ("niah", "retrieval") else build(rows, colour)
+    return Drawn(kind, fig, rows, run_ids)

@@ -1,0 +1,377 @@
+"""`fsc report`: the results of some runs as one page.
+
+HTML: one self-contained file. Figures are inline SVG, the style sheet is inline, and the page
+has no script and no reference to anything outside itself, so it opens anywhere, offline, and
+can be mailed or attached as it is. Markdown: the same sections, with the figures as PNG files
+in a folder beside it.
+
+Sections follow the runs' kinds: a profile run gives the latency, memory, throughput and
+roofline figures, its points and each recipe against the baseline at each S; training runs their
+loss curves and a summary; evaluation runs the needle heatmaps, retrieval against length and
+their cells. Every run's provenance closes the page: command, status, environment, git commit,
+kernel settings.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fsc import __version__
+from fsc.errors import UsageError
+from fsc.results import figures, select
+from fsc.results.plots import draw
+from fsc.store import Store
+from fsc.sweep import PointResult
+from fsc.sweep import compare as against_baseline
+
+PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
+EVAL_FIGURES = ("niah", "retrieval")
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class Figure:
+    kind: str
+    caption: str
+    svg: str = ""
+    png: bytes = b""
+    missing: str = ""  # why it could not be drawn
+
+
+@dataclass
+class Section:
+    title: str
+    text: str = ""
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    generated: str
+    run_ids: list[str]
+    sections: list[Section]
+
+
+# ---- what goes in --------------------------------------------------------------------------
+
+CAPTIONS = {
+    "latency": "Median step time against context length; bars p10–p90, dashed the cost-model "
+               "floor where the device is known, × a point that did not fit.",
+    "memory": "Peak memory against context length; dotted the device's memory.",
+    "throughput": "Tokens per second against batch, one panel per context length.",
+    "roofline": "Achieved compute and bandwidth of each step against its arithmetic intensity.",
+    "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
+    "niah": "Needle retrieval, exact match, by prompt length and depth.",
+    "retrieval": "Retrieval against prompt length ÷ training length, mean over depths.",
+}
+
+
+def pick(st: Store, asked: list[str]) -> list[str]:
+    """The runs a report shows: those asked (`all`: every run with results), or by default
+    the latest profile run and the latest training and evaluation run of each recipe."""
+    if asked and asked != [select.ALL]:
+        return select.pick_runs(st, select.PROFILE, asked)
+    chosen: list[str] = []
+    for source in (select.PROFILE, select.TRAINING, select.EVALUATION):
+        try:
+            chosen += select.pick_runs(st, source, asked)
+        except UsageError:
+            continue
+    if not chosen:
+        raise UsageError("the store has no run with results to report; run `fsc profile`, "
+                         "`fsc train` or `fsc eval` first")
+    return chosen
+
+
+def _figure(st: Store, kind: str, run_ids: list[str], colour: dict[str, str],
+            want_png: bool) -> Figure:
+    shown = Figure(kind, CAPTIONS[kind])
+    try:
+        drawn = draw(st, kind, run_ids, colour=colour)
+    except UsageError as e:
+        shown.missing = str(e)
+        return shown
+    shown.svg = _svg(figures.render(drawn.figure, "svg", salt=f"fsc-{kind}").decode())
+    if want_png:
+        shown.png = figures.render(drawn.figure, "png")
+    return shown
+
+
+def _svg(text: str) -> str:
+    """An SVG file's text as an element to inline: from <svg to the end (no XML prolog)."""
+    return text[text.index("<svg"):]
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+def _bytes(n: Any) -> str:
+    if n is None:
+        return "–"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _points_table(points: list[dict]) -> Table:
+    cols = ["recipe", "S", "B", "G", "K", "dtype", "status", "step ms", "p10–p90", "fold ms",
+            "tok/s", "peak", "GB/s", "floor ms"]
+    rows = []
+    for p in points:
+        ok = p["status"] == "ok"
+        rows.append([p["recipe"], str(p["S"]), str(p["B"]), str(p["G"]), str(p["K"]), p["dtype"],
+                     p["status"], _num(p["step_ms"]) if ok else "–",
+                     f"{p['step_ms_p10']:.3g}–{p['step_ms_p90']:.3g}" if ok else "–",
+                     _num(p["fold_ms"]) if ok else "–",
+                     _num(p["tokens_per_s"]) if ok else "–", _bytes(p["peak_bytes"]),
+                     _num(p["achieved_gbps"]), _num(p["floor_ms"])])
+    return Table("Points", cols, rows)
+
+
+_POINT_FIELDS = {f.name for f in fields(PointResult)} - {"samples", "traceback"}
+
+
+def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
+    results = [PointResult(**{k: v for k, v in p.items() if k in _POINT_FIELDS}) for p in points]
+    names = {r.recipe for r in results}
+    if len(names) < 2:
+        return None
+    if baseline is not None and baseline not in names:
+        return Table(f"Against {baseline}", [], [],
+                     note=f"{baseline} has no point in this run; nothing to compare with")
+    comp = against_baseline(results, baseline)
+    if not comp:
+        return None
+    rows = [[str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"]]
+            + [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
+               for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
+    return Table(f"Against {comp[0]['baseline']} at each S",
+                 ["S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"], rows,
+                 note="× above 1: better than the baseline (faster, smaller, more tokens/s).")
+
+
+def _training_table(st: Store, run_ids: list[str]) -> Table:
+    steps = select.rows(st, select.TRAINING, run_ids)
+    rows = []
+    for (run_id, recipe), line in figures._lines(steps, ("run_id", "recipe")).items():
+        last = line[-1]
+        tps = [r["tokens_per_s"] for r in line if r["tokens_per_s"]]
+        rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], str(last["step"]),
+                     _num(line[0]["loss"]), _num(last["loss"]),
+                     _num(sorted(tps)[len(tps) // 2]) if tps else "–",
+                     _num(last["elapsed_s"])])
+    return Table("Training", ["run", "recipe", "objective", "data", "steps", "first loss",
+                              "last loss", "tok/s (median)", "seconds"], rows)
+
+
+def _eval_table(st: Store, run_ids: list[str]) -> Table:
+    cells = select.rows(st, select.EVALUATION, run_ids)
+    cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
+            "token accuracy", "loss"]
+    rows = [[c["run_id"], c["recipe"], c["task"], str(c["length"]), _num(c["length_ratio"]),
+             _num(c["depth"]), _num(c["pairs"]), str(c["n"]), _num(c["accuracy"]),
+             _num(c["token_accuracy"]), _num(c["loss"])] for c in cells]
+    return Table("Evaluation cells", cols, rows)
+
+
+def _provenance_table(info: dict) -> Table:
+    config = info["config"]
+    backends = info.get("kernels_ran") or "–"
+    rows = [
+        ["run", info["run_id"]], ["kind", info["kind"]], ["status", info["status"]],
+        ["command", info["command"] or "–"],
+        ["started", str(info["started_at"])], ["ended", str(info["ended_at"] or "–")],
+        ["host", info["host"] or "–"],
+        ["device", f"{info.get('device_name') or '–'} ({_bytes(info.get('device_memory_bytes'))})"],
+        ["git commit", (info.get("git_commit") or "–")
+         + (" (tracked files changed)" if info.get("git_dirty") else "")],
+        ["versions", ", ".join(f"{k} {info.get(f'{k}_version')}"
+                               for k in ("fsc", "python", "torch", "triton", "cuda", "driver")
+                               if info.get(f"{k}_version"))],
+        ["platform", info.get("platform") or "–"],
+        ["kernel settings", config.get("kernel_tuning") or "defaults"
+         if info["kind"] == "profile" else "–"],
+        ["kernels ran", backends],
+        ["config", json.dumps({k: v for k, v in config.items() if k != "recipe_hashes"},
+                              sort_keys=True, default=str)],
+    ]
+    if info.get("error"):
+        rows.append(["error", info["error"]])
+    return Table(f"Run {info['run_id']}", ["", ""], rows)
+
+
+def build(st: Store, run_ids: list[str], baseline: str | None = None,
+          want_png: bool = False) -> Report:
+    """Everything the page shows, for `run_ids` (see `pick`)."""
+    info = select.provenance(st, run_ids)
+    kinds = {r["run_id"]: r["kind"] for r in info}
+    by_kind = {k: [r for r in run_ids if kinds.get(r) == k] for k in ("profile", "train", "eval")}
+    recipes = set()
+    for source, ids in ((select.PROFILE, by_kind["profile"]), (select.TRAINING, by_kind["train"]),
+                        (select.EVALUATION, by_kind["eval"])):
+        if ids:
+            recipes |= {r["recipe"] for r in select.rows(st, source, ids)}
+    colour = figures.colours(recipes)
+    sections = []
+    for run_id in by_kind["profile"]:
+        points = select.rows(st, select.PROFILE, [run_id])
+        ran = sorted({f"{k}:{v}" for p in points
+                      for k, v in json.loads(p["mixer_backends"] or "{}").items()})
+        next(r for r in info if r["run_id"] == run_id)["kernels_ran"] = ", ".join(ran)
+        section = Section(f"Profile {run_id}", _summary(points))
+        section.figures = [_figure(st, k, [run_id], colour, want_png) for k in PROFILE_FIGURES]
+        section.tables.append(_points_table(points))
+        versus = _baseline_table(points, baseline)
+        if versus is not None:
+            section.tables.append(versus)
+        sections.append(section)
+    if by_kind["train"]:
+        section = Section("Training")
+        section.figures = [_figure(st, "loss", by_kind["train"], colour, want_png)]
+        section.tables = [_training_table(st, by_kind["train"])]
+        sections.append(section)
+    if by_kind["eval"]:
+        section = Section("Evaluation")
+        section.figures = [_figure(st, k, by_kind["eval"], colour, want_png)
+                           for k in EVAL_FIGURES]
+        section.tables = [_eval_table(st, by_kind["eval"])]
+        sections.append(section)
+    others = [r for r in run_ids if kinds.get(r) not in by_kind]
+    if others:
+        sections.append(Section("Other runs", f"{len(others)} run(s) of other kinds "
+                                              f"({', '.join(others)}): provenance only."))
+    sections.append(Section("Provenance", tables=[_provenance_table(r) for r in info]))
+    return Report(f"fsc report: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''}",
+                  datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), run_ids, sections)
+
+
+def _summary(points: list[dict]) -> str:
+    by_status: dict[str, int] = {}
+    for p in points:
+        by_status[p["status"]] = by_status.get(p["status"], 0) + 1
+    recipes = sorted({p["recipe"] for p in points})
+    devices = sorted({str(p.get("device_name") or p["device"]) for p in points})
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
+    return (f"{len(points)} points ({counts}) of {', '.join(recipes)} on {', '.join(devices)}; "
+            f"S {', '.join(figures.tokens(s) for s in sorted({p['S'] for p in points}))}, "
+            f"B {', '.join(str(b) for b in sorted({p['B'] for p in points}))}.")
+
+
+# ---- HTML ------------------------------------------------------------------------------------
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1b1b;
+       max-width: 1200px; margin: 2em auto; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin-top: 1.4em; }
+.meta { color: #666; }
+figure { margin: 1.2em 0; }
+figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: 0.92em; }
+.missing { color: #8a5a00; background: #fff6e0; padding: 0.4em 0.7em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f4f4f4; }
+td:first-child, th:first-child { text-align: left; }
+td.text { text-align: left; font-family: ui-monospace, monospace; word-break: break-all; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _table_html(t: Table) -> str:
+    parts = [f"<h3>{_e(t.title)}</h3>"]
+    if t.rows:
+        head = "".join(f"<th>{_e(c)}</th>" for c in t.columns) if any(t.columns) else ""
+        parts.append("<table>" + (f"<thead><tr>{head}</tr></thead>" if head else "") + "<tbody>")
+        for row in t.rows:
+            cells = []
+            for i, v in enumerate(row):
+                cls = ' class="text"' if not any(t.columns) and i == 1 else ""
+                cells.append(f"<td{cls}>{_e(v)}</td>")
+            parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("</tbody></table>")
+    if t.note:
+        parts.append(f'<p class="note">{_e(t.note)}</p>')
+    return "\n".join(parts)
+
+
+def to_html(r: Report) -> str:
+    body = [f"<h1>{_e(r.title)}</h1>",
+            f'<p class="meta">fsc {_e(__version__)} · {_e(r.generated)} · runs '
+            f"{_e(', '.join(r.run_ids))}</p>"]
+    for s in r.sections:
+        body.append(f"<h2>{_e(s.title)}</h2>")
+        if s.text:
+            body.append(f"<p>{_e(s.text)}</p>")
+        for f in s.figures:
+            if f.missing:
+                body.append(f'<p class="missing">{_e(f.kind)}: not drawn ({_e(f.missing)})</p>')
+            else:
+                body.append(f'<figure id="fig-{_e(f.kind)}">{f.svg}'
+                            f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+        body += [_table_html(t) for t in s.tables]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{_e(r.title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+# ---- Markdown --------------------------------------------------------------------------------
+
+def _md(text: Any) -> str:
+    """A table cell: pipes escaped, no line breaks."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
+    """The report as markdown; figures are written as PNG files into `folder`, which the
+    markdown names as `folder_ref` (relative to the markdown file)."""
+    lines = [f"# {r.title}", "", f"fsc {__version__} · {r.generated} · runs "
+             f"{', '.join(r.run_ids)}", ""]
+    for n, s in enumerate(r.sections):
+        lines += [f"## {s.title}", ""]
+        if s.text:
+            lines += [s.text, ""]
+        for f in s.figures:
+            if f.missing:
+                lines += [f"*{f.kind}: not drawn ({f.missing})*", ""]
+                continue
+            name = f"{n:02d}-{f.kind}.png"
+            (folder / name).write_bytes(f.png)
+            lines += [f"![{f.kind}]({folder_ref}/{name})", "", f"*{f.caption}*", ""]
+        for t in s.tables:
+            lines += [f"### {t.title}", ""]
+            if t.rows:
+                cols = t.columns if any(t.columns) else ["", ""]
+                lines.append("| " + " | ".join(_md(c) for c in cols) + " |")
+                lines.append("|" + "|".join(" --- " for _ in cols) + "|")
+                lines += ["| " + " | ".join(_md(v) for v in row) + " |" for row in t.rows]
+                lines.append("")
+            if t.note:
+                lines += [t.note, ""]
+    return "\n".join(lines)

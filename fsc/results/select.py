@@ -1,0 +1,161 @@
+"""What `fsc plot`, `fsc report` and `fsc compare` read from the store: rows of one of its views
+for chosen runs, and each run's provenance.
+
+Every read goes through `Store.query`, the sandboxed read-only path `fsc query` uses, so a
+user's `--where` condition reaches nothing but the store. Run ids are looked up first and only
+ids the store holds are put into SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from fsc.costmodel import pass_cost
+from fsc.errors import QueryError, RecipeError, UsageError
+from fsc.recipe import parse_recipe
+from fsc.recipe_yaml import parse_yaml
+from fsc.store import Store
+from fsc.store.connect import one_line
+
+ALL = "all"  # --run all: every run of the kind
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure's rows come from: a view, the run kind that fills it, and how runs are
+    picked when none is named (latest: the newest run; per_recipe: the newest of each recipe)."""
+
+    view: str
+    kind: str
+    default: str  # 'latest' | 'per_recipe'
+    order: str
+
+
+PROFILE = Source("profile", "profile", "latest", "recipe, G, K, dtype, B, S")
+TRAINING = Source("training", "train", "per_recipe", "run_id, step")
+EVALUATION = Source("evaluation", "eval", "per_recipe", "run_id, length, depth, pairs")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def runs_table(st: Store) -> list[dict[str, Any]]:
+    """Every run (id, kind, status, start, recipe its config names), oldest first."""
+    cols, rows = st.query(
+        "SELECT run_id, kind, status, started_at,"
+        " CASE WHEN json_valid(config) THEN json_extract_string(config, '$.recipe') END AS recipe"
+        " FROM runs ORDER BY started_at, run_id")
+    return _records(cols, rows)
+
+
+def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
+    """The run ids a figure of `source` shows: those asked (each must be in the store; `all`
+    takes every run of the kind), or by default the latest run (per recipe, for training and
+    evaluation) that has rows in the view. UsageError for an unknown id or an empty store."""
+    runs = runs_table(st)
+    known = {r["run_id"]: r for r in runs}
+    if asked and asked != [ALL]:
+        if ALL in asked:
+            raise UsageError(f"--run {ALL} stands alone; drop the run ids beside it")
+        for run_id in asked:
+            if run_id not in known:
+                raise UsageError(f"--run: no run {run_id!r} in the store (see `fsc runs`)")
+        return list(dict.fromkeys(asked))
+    _, found = st.query(f"SELECT DISTINCT run_id FROM {source.view}")
+    with_rows = {r[0] for r in found}
+    candidates = [r for r in runs if r["run_id"] in with_rows]
+    if not candidates:
+        raise UsageError(f"the store has no {source.kind} run with rows to show; "
+                         f"run `fsc {'eval' if source.kind == 'eval' else source.kind}` first")
+    if asked == [ALL]:
+        return [r["run_id"] for r in candidates]
+    if source.default == "latest":
+        return [candidates[-1]["run_id"]]
+    newest: dict[str, str] = {}
+    for r in candidates:  # oldest first: the last one seen of each recipe stays
+        newest[r["recipe"] or r["run_id"]] = r["run_id"]
+    return sorted(newest.values())
+
+
+def condition(where: str) -> str:
+    """The user's --where as one SQL expression, parsed by DuckDB and written back from its
+    syntax tree: text that is not exactly one expression (a second statement, a closing
+    parenthesis and a UNION) is refused, so it can only narrow the rows fsc selects."""
+    if not where.strip():
+        raise UsageError("--where: empty condition; e.g. --where \"recipe = 'tiny_attn'\"")
+    try:
+        return str(duckdb.SQLExpression(where))
+    except duckdb.Error as e:
+        raise QueryError(f"--where: not one SQL condition ({one_line(e)})") from None
+
+
+def rows(st: Store, source: Source, run_ids: list[str], where: str | None = None,
+         extra: str = "") -> list[dict[str, Any]]:
+    """Rows of `source.view` for `run_ids`, filtered by the user's `where` (a SQL condition on
+    that view's columns, see `condition`) and by `extra` (fsc's own condition). The query runs
+    through the store's sandbox like any `fsc query`; a failing where is a QueryError naming
+    --where."""
+    ids = ", ".join(_literal(r) for r in run_ids)
+    conditions = [f"run_id IN ({ids})"] + ([extra] if extra else [])
+    if where is not None:
+        conditions.append(f"({condition(where)})")
+    sql = (f"SELECT * FROM {source.view} WHERE " + " AND ".join(conditions)
+           + f" ORDER BY {source.order}")
+    try:
+        cols, found = st.query(sql)
+    except QueryError as e:
+        if where is None:
+            raise
+        raise QueryError(f"--where: {e}") from None
+    return _records(cols, found)
+
+
+def provenance(st: Store, run_ids: list[str]) -> list[dict[str, Any]]:
+    """Each run with its environment and configuration (config parsed from JSON), in the
+    order given."""
+    ids = ", ".join(_literal(r) for r in run_ids)
+    cols, found = st.query(
+        "SELECT r.run_id, r.kind, r.status, r.command, r.started_at, r.ended_at, r.host,"
+        " r.config, r.error, e.* EXCLUDE (env_id, host, first_seen)"
+        f" FROM runs r LEFT JOIN environments e USING (env_id) WHERE r.run_id IN ({ids})")
+    by_id = {}
+    for rec in _records(cols, found):
+        try:
+            rec["config"] = json.loads(rec["config"]) if rec["config"] else {}
+        except ValueError:
+            rec["config"] = {}
+        by_id[rec["run_id"]] = rec
+    return [by_id[r] for r in run_ids if r in by_id]
+
+
+def with_cost(st: Store, points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Profile rows with `step_flops` (the cost model's FLOPs of the point's step, from the
+    recipe the store holds) and `bandwidth` (the run's --bandwidth in TB/s, or None)."""
+    hashes = sorted({p["recipe_hash"] for p in points})
+    runs = sorted({p["run_id"] for p in points})
+    recipes = {}
+    if hashes:
+        _, found = st.query("SELECT recipe_hash, yaml FROM recipes WHERE recipe_hash IN ("
+                               + ", ".join(_literal(h) for h in hashes) + ")")
+        for recipe_hash, text in found:
+            try:
+                recipes[recipe_hash] = parse_recipe(parse_yaml(text, "store"), "store")
+            except RecipeError:  # a recipe this fsc no longer reads: no FLOPs for its points
+                pass
+    bandwidth = {r["run_id"]: r["config"].get("bandwidth") for r in provenance(st, runs)}
+    out = []
+    for p in points:
+        recipe = recipes.get(p["recipe_hash"])
+        flops = (pass_cost(recipe, p["S"], p["B"], p["G"]).flops
+                 if recipe is not None and p["status"] == "ok" else None)
+        out.append(p | {"step_flops": flops, "bandwidth": bandwidth.get(p["run_id"])})
+    return out

@@ -1,0 +1,193 @@
+"""`fsc plot`: every kind renders a real figure from the store, with its labels, units, device
+and run id; --run and --where choose the rows; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import check_png, make_runs, train_and_eval_rows
+from matplotlib.colors import to_hex
+
+from fsc.results import figures, plots
+from fsc.store import Store
+
+PROFILE_KINDS = ("latency", "memory", "throughput", "roofline")
+
+
+def _plot(cli, *args):
+    r = cli("plot", *args, "--json")
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+@pytest.mark.parametrize("kind", PROFILE_KINDS)
+def test_each_profile_figure_renders_from_a_real_sweep(kind, cli, real_profile, tmp_path):
+    store, run_id = real_profile
+    out = tmp_path / f"{kind}.png"
+    doc = _plot(cli, kind, "--store", store, "--out", out)
+    assert doc["runs"] == [run_id] and doc["rows"] == 8 and doc["path"] == str(out)
+    im = check_png(out, colours=list(figures.colours(["tiny_attn", "tiny_mamba"]).values()))
+    assert (im.width, im.height) == (doc["width"], doc["height"])
+
+
+@pytest.mark.parametrize("kind", PROFILE_KINDS)
+def test_titles_name_device_and_run_and_axes_carry_units(kind, real_profile):
+    store, run_id = real_profile
+    drawn = plots.draw(Store(store), kind)
+    title = drawn.figure.get_suptitle()
+    assert run_id in title and drawn.rows[0]["device_name"] in title and kind in title
+    labels = [ax.get_xlabel() + " | " + ax.get_ylabel() for ax in drawn.figure.axes
+              if ax.get_visible() and ax.get_xlabel()]
+    assert labels and all("(" in lab and ")" in lab for lab in labels), labels
+
+
+def test_recipe_colour_is_the_same_across_figures(real_profile):
+    store, _ = real_profile
+    got = {}
+    for kind in ("latency", "memory"):
+        fig = plots.draw(Store(store), kind).figure
+        got[kind] = {text.get_text().split(" · ")[0]: to_hex(handle.get_color())
+                     for text, handle in zip(fig.legends[0].get_texts(),
+                                             fig.legends[0].legend_handles)
+                     if text.get_text().startswith("tiny_")}
+    assert got["latency"] == got["memory"] and len(set(got["latency"].values())) == 2
+
+
+def test_colours_are_a_hash_of_the_name_and_distinct_in_one_figure():
+    one = figures.colours(["tiny_attn"])
+    assert one == figures.colours(["tiny_attn"])
+    many = figures.colours([f"r{i}" for i in range(len(figures.PALETTE))])
+    assert len(set(many.values())) == len(figures.PALETTE)  # no two alike while colours last
+    assert all(c in figures.PALETTE for c in many.values())
+
+
+def test_floor_and_oom_are_drawn_where_known(tmp_path):
+    made = make_runs(tmp_path / "store")
+    st = Store(made.store)
+    st.add_point(made.run_a, {"recipe": "tiny_attn", "recipe_hash": "x", "S": 262144, "B": 2,
+                              "G": 4, "K": 4, "dtype": "bf16", "backend": "auto",
+                              "device": "cuda:0", "status": "oom",
+                              "predicted_total_bytes": 200 * 2**30})
+    fig = plots.draw(st, "latency", [made.run_a]).figure
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "cost-model floor" in labels and "did not fit (oom)" in labels
+    mem = plots.draw(st, "memory", [made.run_a]).figure
+    labels = [t.get_text() for t in mem.legends[0].get_texts()]
+    assert any(lab.startswith("NVIDIA H100 80GB HBM3 memory (80.0 GiB)") for lab in labels)
+    assert "did not fit (oom): predicted need" in labels
+    roof = plots.draw(st, "roofline", [made.run_a]).figure
+    labels = [t.get_text() for t in roof.legends[0].get_texts()]
+    assert "H100 SXM roof" in labels and any("3.35 TB/s" in lab for lab in labels)
+
+
+def test_a_figure_without_known_peaks_says_so(real_profile):
+    store, _ = real_profile
+    fig = plots.draw(Store(store), "roofline").figure
+    assert any("no roof drawn" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+@pytest.mark.parametrize("suffix, head", [(".svg", b"<?xml"), (".pdf", b"%PDF")])
+def test_svg_and_pdf(suffix, head, cli, real_profile, tmp_path):
+    store, _ = real_profile
+    out = tmp_path / f"fig{suffix}"
+    _plot(cli, "latency", "--store", store, "--out", out)
+    data = out.read_bytes()
+    assert data.startswith(head) and len(data) > 5000
+    if suffix == ".svg":
+        assert b"<svg" in data and b"<path" in data
+
+
+def test_default_out_is_kind_png_here(cli, real_profile, tmp_path, monkeypatch):
+    store, _ = real_profile
+    monkeypatch.chdir(tmp_path)
+    assert _plot(cli, "throughput", "--store", store)["path"] == "throughput.png"
+    check_png(tmp_path / "throughput.png")
+
+
+def test_run_and_where_choose_the_rows(cli, made, tmp_path):
+    out = tmp_path / "l.png"
+    assert _plot(cli, "latency", "--store", made.store, "--out", out)["runs"] == [made.run_b]
+    both = _plot(cli, "latency", "--store", made.store, "--out", out, "--run", "all")
+    assert both["runs"] == [made.run_a, made.run_b] and both["rows"] == 18
+    one = _plot(cli, "latency", "--store", made.store, "--out", out, "--run", made.run_a,
+                "--where", "B = 1 and recipe = 'tiny_attn'")
+    assert one["runs"] == [made.run_a] and one["rows"] == 3
+    check_png(out, colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
+
+
+@pytest.mark.parametrize("where, says", [
+    ("nosuch = 1", "--where"),
+    ("1=1; drop table runs", "--where"),
+    ("read_csv('/etc/passwd') is not null", "--where"),
+    ("B = 1) union select * from profile where (1=1", "--where"),
+    ("   ", "--where"),
+    ("B = 99", "nothing to plot"),
+])
+def test_bad_where_is_one_line_and_the_store_is_unchanged(where, says, cli, made, tmp_path,
+                                                          snapshot):
+    before = snapshot(made.store)
+    r = cli("plot", "latency", "--store", made.store, "--out", tmp_path / "x.png",
+            "--where", where)
+    assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
+    assert snapshot(made.store) == before and not (tmp_path / "x.png").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["latency", "--run", "nope"], "no run 'nope'"),
+    (["latency", "--run", "all", "--run", "x"], "stands alone"),
+    (["latency", "--out", "x.jpg"], ".png, .svg or .pdf"),
+    (["loss"], "no train run"),
+    (["bogus"], "bogus"),
+])
+def test_bad_choices_are_one_line(args, says, cli, made, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("plot", *args, "--store", made.store)
+    assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
+
+
+def test_no_store_is_one_line(cli, tmp_path):
+    r = cli("plot", "latency", "--store", tmp_path / "none", "--out", tmp_path / "x.png")
+    assert r.code != 0 and r.err.count("\n") == 1 and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("kind", ["loss", "niah", "retrieval"])
+def test_training_and_evaluation_figures(kind, cli, tmp_path):
+    store = tmp_path / "store"
+    ids = train_and_eval_rows(store)
+    out = tmp_path / f"{kind}.png"
+    doc = _plot(cli, kind, "--store", store, "--out", out)
+    assert sorted(doc["runs"]) == sorted(ids["train" if kind == "loss" else "eval"])
+    check_png(out, colours=list(figures.colours(["tiny_attn", "tiny_mamba"]).values()))
+
+
+def test_retrieval_is_the_mean_over_depths_per_ratio(tmp_path):
+    ids = train_and_eval_rows(tmp_path / "store")
+    drawn = plots.draw(Store(tmp_path / "store"), "retrieval")
+    lines = {ln.get_label().split(" · ")[0]: ln for ln in drawn.figure.axes[0].get_lines()}
+    attn = lines["tiny_attn"]
+    assert list(attn.get_xdata()) == [1.0, 2.0, 4.0]
+    cells = [c for c in drawn.rows if c["recipe"] == "tiny_attn" and c["length_ratio"] == 2.0]
+    assert attn.get_ydata()[1] == pytest.approx(sum(c["correct"] for c in cells)
+                                                / sum(c["n"] for c in cells))
+    assert ids["eval"][0] in drawn.figure.get_suptitle()
+
+
+def test_niah_heatmap_holds_each_cell(tmp_path):
+    train_and_eval_rows(tmp_path / "store")
+    drawn = plots.draw(Store(tmp_path / "store"), "niah", metric="token_accuracy")
+    images = [ax.images[0] for ax in drawn.figure.axes if ax.images]
+    assert len(images) == 2  # one panel per checkpoint
+    grid = images[0].get_array()
+    assert grid.shape == (3, 3) and float(grid.min()) == float(grid.max()) == 0.5
+
+
+def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "store"
+    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "6",
+               "--log-every", "1", "--eval-every", "3", "--out", tmp_path / "run",
+               "--store", store).code == 0
+    doc = _plot(cli, "loss", "--store", store, "--out", tmp_path / "loss.png")
+    assert doc["rows"] == 6
+    check_png(tmp_path / "loss.png", colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
