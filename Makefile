@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run gpu-check gpu-train gpu-wheels bench retrieval clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-wheels bench retrieval clean
 
 install: $(STAMP)
 
@@ -36,11 +36,25 @@ test-typer-oldest: install
 	PYTHONPATH=$(TYPER_OLD_DIR) FSC_EXPECT_TYPER=$(TYPER_OLDEST) $(BIN)/python -m pytest -q \
 	  tests/core/test_cli_fuzz.py tests/core/test_cli.py tests/store/test_runs_cli.py
 
+# Headless Chromium for the report's browser test (Debian's package; root, as on CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  timeout 120 apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq chromium >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
+
 lint: install
 	$(BIN)/ruff check fsc kernels tests tools
 
+# The main job on the embedded defaults: the CPU sweep of the tiny trio into ./store, then its
+# latency and memory figures and the report of it under runs/make-run/.
+RUN_OUT := runs/make-run
 run: install
 	$(BIN)/fsc profile
+	mkdir -p $(RUN_OUT)
+	$(BIN)/fsc plot latency --out $(RUN_OUT)/latency.png
+	$(BIN)/fsc plot memory --out $(RUN_OUT)/memory.png
+	$(BIN)/fsc report --out $(RUN_OUT)/report.html
 
 # On the GPU machine, with its own python3, torch and triton (no venv, no network): wheels it
 # lacks come from .whl/ (made here by `make gpu-wheels`); fsc is installed editable, no deps.

@@ -73,9 +73,12 @@ def plot(
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
     output_path(path, "--out")
-    st = _store(store)
-    from fsc.results import figures
+    from fsc.results import figures, select
     from fsc.results.plots import draw
+
+    if where is not None:
+        select.condition(where)  # before the store is opened
+    st = _store(store)
 
     drawn = draw(st, str(kind), runs, where, str(metric))
     try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
+RATIOS = ("step", "fold", "time", "tokens_per_s", "peak_bytes")  # time: per block, 1 / tokens/s
+PHASES = ("step", "fold")
 
 
 @dataclass
@@ -33,8 +35,8 @@ class Pair:
         return {**self.key, "recipe": self.recipe, "status_a": self.status[0],
                 "status_b": self.status[1], "step_ms_a": self.step[0], "step_ms_b": self.step[1],
                 "fold_ms_a": self.fold[0], "fold_ms_b": self.fold[1],
-                **{f"{k}_ratio": v for k, v in self.ratios.items()},
-                **{f"{k}_overlap": v for k, v in self.overlap.items()}, "verdict": self.verdict}
+                **{f"{k}_ratio": self.ratios.get(k) for k in RATIOS},
+                **{f"{k}_overlap": self.overlap.get(k) for k in PHASES}, "verdict": self.verdict}
 
 
 @dataclass
@@ -76,7 +78,7 @@ def _verdict(pair: Pair) -> str:
     if pair.status != ("ok", "ok"):
         return "status"
     moves = set()
-    for phase in ("step", "fold"):
+    for phase in PHASES:
         ratio, overlap = pair.ratios.get(phase), pair.overlap.get(phase)
         if ratio is not None and overlap is False:
             moves.add("slower" if ratio > 1 else "faster")
@@ -115,12 +117,11 @@ def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) 
                 "tokens_per_s": _ratio(a["tokens_per_s"], b["tokens_per_s"]),
                 "peak_bytes": _ratio(a["peak_bytes"], b["peak_bytes"]),
             }
-            pair.overlap = {phase: _overlap(a, b, phase) for phase in ("step", "fold")}
+            pair.overlap = {phase: _overlap(a, b, phase) for phase in PHASES}
         pair.verdict = _verdict(pair)
         pairs.append(pair)
     only_b = [_short(p) for p in points_b if tuple(p[c] for c in KEY) not in matched]
-    names = ("step", "fold", "time", "tokens_per_s", "peak_bytes")
-    means = {n: geomean([p.ratios.get(n) for p in pairs]) for n in names}
+    means = {n: geomean([p.ratios.get(n) for p in pairs]) for n in RATIOS}
     return Comparison(run_a, run_b, pairs, only_a, only_b, means)
 
 

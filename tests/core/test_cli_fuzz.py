@@ -30,6 +30,8 @@ BAD = {
     "data": ["nope", "/nonexistent/x.txt", "/etc/passwd", "x.csv", "", "hf"],
     "in_dir": ["/nonexistent-dir", "/etc/passwd", ""],
     "depths": ["", "abc", "-0.1", "1.5", "nan", "0,,1"],
+    "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
+              "B = "],
 }
 
 CKPT = "{checkpoint}"  # stands for a checkpoint directory the tests make
@@ -72,11 +74,14 @@ COMMANDS = {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
         "--data": "data", "--needle-digits": "int_pos", "--seed": "seed", "--device": "device"}),
+    "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
+    "report": ([], {"--out": "out_file", "--format": "choice"}),
+    "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),
 }
 # Options whose every value is valid, or that only switch behaviour.
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
-              "--message", "--text-field"}
+              "--message", "--text-field", "--run", "--baseline"}
 
 
 def _cases():
@@ -116,7 +121,10 @@ def _cases():
                  ["eval", "tiny_attn", "--lengths", "130"],
                  ["eval", "tiny_attn", "--task", "loss"],
                  ["eval", "tiny_attn", "--task", "mqar", "--pairs", "600", "--lengths", "256"],
-                 ["eval", "tiny_attn", "--lengths", "16m"]):
+                 ["eval", "tiny_attn", "--lengths", "16m"],
+                 ["plot"], ["plot", "nope"], ["plot", "latency", "--out", "x.jpg"],
+                 ["compare", "run-a"],
+                 ["report", "--format", "md", "--out", "x.html"], ["report", "--out", "r.pdf"]):
         yield pytest.param(args, None, id=" ".join(args) or "(empty)")
 
 

@@ -73,7 +73,7 @@ def point(recipe, S, B, step, spread=0.01, **kw) -> dict:
     fold = 1.5 * step
     return {"recipe": recipe, "recipe_hash": r.recipe_hash, "layer_plan": r.layer_plan,
             "S": S, "B": B, "G": 4, "K": 4, "dtype": "bf16", "backend": "auto", "device": "cuda:0",
-            "step_ms": step, "step_ms_p10": step * (1 - spread), "step_ms_p90": step * (1 + spread),
+            "status": "ok", "step_ms": step, "step_ms_p10": step * (1 - spread), "step_ms_p90": step * (1 + spread),
             "fold_ms": fold, "fold_ms_p10": fold * (1 - spread), "fold_ms_p90": fold * (1 + spread),
             "tokens_per_s": B * 4 / (4 * step + fold) * 1e3, "peak_bytes": 2**20 * S * B,
             "predicted_step_bytes": 2**20 * S, "predicted_total_bytes": 2**20 * S * B,

@@ -1,0 +1,132 @@
+"""`fsc compare RUN_A RUN_B`: points matched on their key, ratios B / A, noise told from change
+by the p10–p90 intervals, the geometric mean, and --fail-above as a CI gate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import make_runs, point
+
+from fsc.recipe import load_recipe
+from fsc.results import compare as comparing
+from fsc.store import Store
+
+
+def _json(cli, *args):
+    r = cli("compare", *args, "--json")
+    return r, json.loads(r.out) if r.out.strip() else None
+
+
+def test_ratios_geomean_and_unmatched_points(cli, tmp_path):
+    made = make_runs(tmp_path / "store", slow=1.10)
+    r, doc = _json(cli, made.run_a, made.run_b, "--store", made.store)
+    assert r.code == 0, r.err
+    assert doc["run_a"] == made.run_a and doc["key"] == list(comparing.KEY)
+    assert len(doc["points"]) == 8 and len(doc["only_a"]) == 1 and len(doc["only_b"]) == 1
+    assert doc["only_a"][0]["S"] == 65536 and doc["only_b"][0]["S"] == 131072
+    for p in doc["points"]:
+        assert p["step_ratio"] == pytest.approx(1.10) and p["fold_ratio"] == pytest.approx(1.10)
+        assert p["time_ratio"] == pytest.approx(1.10)
+        assert p["tokens_per_s_ratio"] == pytest.approx(1 / 1.10)
+        assert p["peak_bytes_ratio"] == pytest.approx(1.0)
+        assert p["step_overlap"] is False and p["verdict"] == "slower"  # ±1 % vs 10 % apart
+    assert doc["geomean"]["time"] == pytest.approx(1.10)
+    assert doc["failed"] == [] and doc["fail_above"] is None
+
+
+def test_the_geometric_mean_is_of_the_ratios(tmp_path):
+    a = [point("tiny_attn", S, 1, 1.0) for S in (1024, 2048)]
+    b = [point("tiny_attn", 1024, 1, 2.0), point("tiny_attn", 2048, 1, 0.5)]
+    c = comparing.compare("a", a, "b", b)
+    assert [p.ratios["step"] for p in c.pairs] == [2.0, 0.5]
+    assert c.geomean["step"] == pytest.approx(1.0)
+    assert {p.verdict for p in c.pairs} == {"slower", "faster"}
+
+
+def test_overlapping_intervals_are_noise():
+    a = [point("tiny_attn", 1024, 1, 1.00, spread=0.05)]
+    b = [point("tiny_attn", 1024, 1, 1.03, spread=0.05)]  # 3 % apart, ±5 % each
+    (pair,) = comparing.compare("a", a, "b", b).pairs
+    assert pair.overlap == {"step": True, "fold": True} and pair.verdict == "noise"
+    assert pair.ratios["step"] == pytest.approx(1.03)
+
+
+def test_points_differing_in_any_key_field_do_not_match():
+    base = point("tiny_attn", 1024, 1, 1.0)
+    for field, other in (("dtype", "fp32"), ("backend", "torch"), ("device", "cuda:1"),
+                         ("G", 8), ("K", 2), ("recipe_hash", "other"), ("B", 2)):
+        c = comparing.compare("a", [base], "b", [base | {field: other}])
+        assert not c.pairs and len(c.only_a) == len(c.only_b) == 1, field
+
+
+@pytest.mark.parametrize("limit, code", [("1.05", 1), ("1.2", 0), ("1.1000001", 0)])
+def test_fail_above_gates_on_the_geometric_mean(limit, code, cli, tmp_path):
+    made = make_runs(tmp_path / "store", slow=1.10)
+    r = cli("compare", made.run_a, made.run_b, "--store", made.store, "--fail-above", limit)
+    assert r.code == code, r.err
+    if code:
+        assert r.err.count("\n") == 1 and "1.100× A's time per block" in r.err
+        assert "geometric mean" in r.out  # the table is still shown before the verdict
+    else:
+        assert r.err == ""
+
+
+def test_a_faster_b_passes_and_a_run_against_itself_is_one(cli, tmp_path):
+    made = make_runs(tmp_path / "store", slow=0.8)
+    assert cli("compare", made.run_a, made.run_b, "--store", made.store,
+               "--fail-above", "1.0").code == 0
+    r, doc = _json(cli, made.run_a, made.run_a, "--store", made.store, "--fail-above", "1.0")
+    assert r.code == 0 and doc["geomean"]["time"] == 1.0
+    assert {p["verdict"] for p in doc["points"]} == {"noise"}
+
+
+def test_a_point_lost_in_b_fails_the_gate(cli, tmp_path):
+    made = make_runs(tmp_path / "store", slow=1.0)
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile c", None, {})
+    r = load_recipe("tiny_attn")
+    for S in (1024, 4096):
+        st.add_point(run, point("tiny_attn", S, 1, 2.0 * S / 1024))
+    st.add_point(run, {k: v for k, v in point("tiny_attn", 1024, 2, 1.0).items()
+                       if k in ("recipe", "recipe_hash", "layer_plan", "S", "B", "G", "K",
+                                "dtype", "backend", "device")} | {"status": "oom"})
+    st.finish_run(run)
+    res, doc = _json(cli, made.run_a, run, "--store", made.store, "--fail-above", "1.5")
+    assert res.code == 1 and "ok in A are oom in B" in res.err and r.name == "tiny_attn"
+    lost = [p for p in doc["points"] if p["status_b"] == "oom"]
+    assert len(lost) == 1 and lost[0]["verdict"] == "status" and lost[0]["time_ratio"] is None
+    assert doc["geomean"]["time"] == pytest.approx(1.0)
+
+
+def test_a_real_sweep_against_itself(cli, real_profile):
+    store, run_id = real_profile
+    r, doc = _json(cli, run_id, run_id, "--store", store)
+    assert r.code == 0 and len(doc["points"]) == 8
+    assert all(math.isclose(p["step_ratio"], 1.0) for p in doc["points"])
+    table = cli("compare", run_id, run_id, "--store", store)
+    assert table.code == 0 and "8 points matched (8 noise)" in table.out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nope", "{b}"], "RUN_A: no run 'nope'"),
+    (["{a}", "nope"], "RUN_B: no run 'nope'"),
+    (["{a}", "{b}", "--fail-above", "nan"], "--fail-above"),
+    (["{a}", "{b}", "--fail-above", "0"], "--fail-above"),
+    (["{a}"], "RUN_B"),
+])
+def test_bad_input_is_one_line(args, says, cli, made):
+    args = [a.format(a=made.run_a, b=made.run_b) for a in args]
+    r = cli("compare", *args, "--store", made.store)
+    assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
+
+
+def test_runs_of_other_kinds_or_with_nothing_shared_are_refused(cli, made):
+    st = Store(made.store)
+    train = st.start_run("train", "fsc train", None, {})
+    r = cli("compare", made.run_a, train, "--store", made.store)
+    assert r.code == 2 and "is a train run" in r.err
+    empty = st.start_run("profile", "fsc profile", None, {})
+    r = cli("compare", made.run_a, empty, "--store", made.store)
+    assert r.code == 2 and "share no point" in r.err

@@ -1,0 +1,212 @@
+"""`fsc report`: one self-contained HTML page (or markdown with PNGs) holding the figures, the
+tables, the ratios against the baseline and each run's provenance."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import check_png, make_runs, point, train_and_eval_rows
+
+from fsc.results import figures
+from fsc.store import Store
+
+
+class Page(HTMLParser):
+    """Tags, references and text of an HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.refs: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "action", "data", "poster"):
+                self.refs.append(value or "")
+            if name == "style" and value and "url(" in value:
+                self.refs.append(value)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def assert_self_contained(path: Path) -> Page:
+    page = parse(path)
+    for tag in ("script", "link", "iframe", "img", "object", "embed", "base"):
+        assert tag not in page.tags, f"<{tag}> in {path.name}"
+    outside = [r for r in page.refs if not (r.startswith("#") or r.startswith("data:"))]
+    assert not outside, outside[:5]
+    assert not re.search(r"@import|url\(\s*['\"]?(?!data:|#)", path.read_text()), "CSS reaches out"
+    return page
+
+
+@pytest.fixture
+def full_store(tmp_path) -> tuple[Path, dict]:
+    made = make_runs(tmp_path / "store")
+    ids = train_and_eval_rows(made.store)
+    return made.store, {"a": made.run_a, "b": made.run_b, **ids}
+
+
+def test_html_is_one_self_contained_page_with_every_figure(cli, full_store, tmp_path):
+    store, ids = full_store
+    out = tmp_path / "report.html"
+    r = cli("report", "all", "--store", store, "--out", out)
+    assert r.code == 0, r.err
+    assert r.out.strip() == str(out)
+    page = assert_self_contained(out)
+    assert page.tags.count("svg") == 2 * 4 + 1 + 2  # two profile runs, loss, niah + retrieval
+    text = " ".join(page.text)
+    for run_id in (ids["a"], ids["b"], *ids["train"], *ids["eval"]):
+        assert f"Run {run_id}" in text
+    assert "abc1234" in text and "fsc profile made-up a" in text
+    assert "NVIDIA H100 80GB HBM3" in text and "attention:triton" in text
+
+
+def test_the_ratio_table_is_against_attention_at_each_S(cli, made, tmp_path):
+    out = tmp_path / "r.html"
+    assert cli("report", made.run_a, "--store", made.store, "--out", out).code == 0
+    html = out.read_text()
+    section = html[html.index("Against tiny_attn at each S"):]
+    # made-up runs: attention's step is twice Mamba's at every S and B; memory is the same
+    rows = re.findall(r"<tr><td>(\d+)</td><td>(\d)</td><td>4</td><td>4</td><td>tiny_mamba</td>"
+                      r"<td>([\d.]+)×</td><td>([\d.]+)×</td>", section)
+    assert sorted((int(s), int(b)) for s, b, _, _ in rows) == [(1024, 1), (1024, 2), (4096, 1),
+                                                               (4096, 2)]
+    assert {(lat, mem) for *_, lat, mem in rows} == {("2.00", "1.00")}
+
+
+def test_baseline_option(cli, made, tmp_path):
+    out = tmp_path / "r.html"
+    assert cli("report", made.run_a, "--store", made.store, "--out", out,
+               "--baseline", "tiny_mamba").code == 0
+    assert "Against tiny_mamba at each S" in out.read_text()
+    assert cli("report", made.run_a, "--store", made.store, "--out", out,
+               "--baseline", "nope").code == 0
+    assert "nope has no point in this run" in out.read_text()
+
+
+def test_default_is_the_latest_profile_run_and_each_recipes_latest_results(cli, full_store,
+                                                                           tmp_path):
+    store, ids = full_store
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", store, "--out", out).code == 0
+    text = " ".join(parse(out).text)
+    assert f"Run {ids['b']}" in text and f"Run {ids['a']}" not in text
+    assert all(f"Run {r}" in text for r in ids["train"] + ids["eval"])
+
+
+def test_text_from_the_store_is_escaped(cli, tmp_path):
+    made = make_runs(tmp_path / "store")
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile <script>alert(1)</script> & <b>", None, {})
+    st.add_point(run, point("tiny_attn", 1024, 1, 1.0))
+    st.finish_run(run)
+    out = tmp_path / "r.html"
+    assert cli("report", run, "--store", made.store, "--out", out).code == 0
+    html = out.read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;" in html
+    assert_self_contained(out)
+
+
+def test_a_figure_that_cannot_be_drawn_is_named_and_the_rest_stays(cli, tmp_path):
+    st = Store(tmp_path / "store")
+    run = st.start_run("profile", "fsc profile", None, {})
+    st.add_point(run, {k: v for k, v in point("tiny_attn", 1024, 1, 1.0).items()
+                       if k in ("recipe", "recipe_hash", "layer_plan", "S", "B", "G", "K",
+                                "dtype", "backend", "device")} | {"status": "oom"})
+    st.finish_run(run)
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", tmp_path / "store", "--out", out).code == 0
+    html = out.read_text()
+    assert html.count('class="missing"') == 4 and "no ok profile point" in html
+    assert "<h3>Points</h3>" in html
+
+
+def test_markdown_with_pngs_beside_it(cli, full_store, tmp_path):
+    store, ids = full_store
+    out = tmp_path / "notes.md"
+    assert cli("report", ids["a"], *ids["eval"], "--store", store, "--out", out).code == 0
+    text = out.read_text()
+    links = re.findall(r"!\[(\w+)\]\(([^)]+)\)", text)
+    assert [k for k, _ in links] == ["latency", "memory", "throughput", "roofline", "niah",
+                                     "retrieval"]
+    for _, link in links:
+        assert link.startswith("notes_files/")
+        check_png(tmp_path / link)
+    assert "| tiny_mamba |" in text and "### Against tiny_attn at each S" in text
+    assert "abc1234" in text
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--format", "md", "--out", "x.html"], "a md report is written as a .md file"),
+    (["--out", "x.png"], "a html report is written as a .html file"),
+    (["nope"], "no run 'nope'"),
+    (["--format", "pdf"], "--format"),
+    (["--out", "/nonexistent-dir/r.html"], "--out"),
+])
+def test_bad_input_is_one_line(args, says, cli, made, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("report", *args, "--store", made.store)
+    assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
+
+
+def test_an_empty_store_is_one_line(cli, tmp_path):
+    st = Store(tmp_path / "store")
+    st.migrate()
+    r = cli("report", "--store", tmp_path / "store", "--out", tmp_path / "r.html")
+    assert r.code == 2 and "no run with results" in r.err and r.err.count("\n") == 1
+
+
+# ---- in a real browser -------------------------------------------------------------------------
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _browser() -> str | None:
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
+
+
+def open_in_browser(page: Path, shot: Path, size=(1280, 3000)) -> list[str]:
+    """Load `page` in headless Chromium, screenshot it to `shot`; return the console lines."""
+    res = subprocess.run(
+        [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--enable-logging=stderr", "--v=0", f"--user-data-dir={shot.parent / 'profile'}",
+         f"--window-size={size[0]},{size[1]}", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert shot.exists(), res.stderr[-2000:]
+    return [line for line in res.stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_browser() is None, reason="no Chromium installed (apt-get install chromium)")
+def test_the_page_loads_in_chromium_without_console_errors(cli, full_store, tmp_path):
+    store, _ = full_store
+    out = tmp_path / "report.html"
+    assert cli("report", "all", "--store", store, "--out", out).code == 0
+    console = open_in_browser(out, tmp_path / "shot.png")
+    assert console == [], console
+    check_png(tmp_path / "shot.png", min_size=(1280, 3000),  # the figures are on the screen
+              colours=list(figures.colours(["tiny_attn", "tiny_mamba"]).values()))
+    # the same check sees an error on a page that has one, and a blank page
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><html><body><p>x</p><script>console.error('boom');"
+                   "nope();</script></body></html>")
+    assert any("boom" in line for line in open_in_browser(bad, tmp_path / "bad.png"))
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>")
+    open_in_browser(blank, tmp_path / "blank.png")
+    with pytest.raises(AssertionError):
+        check_png(tmp_path / "blank.png")
