@@ -105,9 +105,10 @@ def _figure(st: Store, kind: str, run_ids: list[str], colour: dict[str, str],
     except UsageError as e:
         shown.missing = str(e)
         return shown
-    shown.svg = _svg(figures.render(drawn.figure, "svg", salt=f"fsc-{kind}").decode())
     if want_png:
         shown.png = figures.render(drawn.figure, "png")
+    else:
+        shown.svg = _svg(figures.render(drawn.figure, "svg", salt=f"fsc-{kind}").decode())
     return shown
 
 
@@ -222,7 +223,8 @@ def _provenance_table(info: dict) -> Table:
 
 def build(st: Store, run_ids: list[str], baseline: str | None = None,
           want_png: bool = False) -> Report:
-    """Everything the page shows, for `run_ids` (see `pick`)."""
+    """Everything the page shows, for `run_ids` (see `pick`); figures as SVG, or with
+    `want_png` as PNG (for markdown)."""
     info = select.provenance(st, run_ids)
     kinds = {r["run_id"]: r["kind"] for r in info}
     by_kind = {k: [r for r in run_ids if kinds.get(r) == k] for k in ("profile", "train", "eval")}
