@@ -1,14 +1,16 @@
 """Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
 the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
 
-    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads]
+    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads,training,results]
 
 1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
 2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
 3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
 4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
 5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
-   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps.
+   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps;
+6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
+   profile run in the store (the sweep of 3.), wall time of the whole command, median of 3.
 """
 
 from __future__ import annotations
@@ -162,12 +164,43 @@ def training(record) -> None:
     out.print(t)
 
 
+def results(record, store: Path) -> None:
+    import tempfile
+
+    from fsc.errors import UsageError
+    from fsc.results import select
+    from fsc.store import Store
+
+    try:
+        (run_id,) = select.pick_runs(Store(store), select.PROFILE, [])
+    except UsageError as e:
+        out.print(f"results: skipped ({e})")
+        return
+    points = len(select.rows(Store(store), select.PROFILE, [run_id]))
+    t = Table(title=f"reading results back: {points} points of run {run_id} (median of 3, s)")
+    for col in ("command", "wall s", "output bytes"):
+        t.add_column(col, justify="right")
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(f"plot {k}", ["plot", k, "--out", f"{tmp}/{k}.png"], f"{tmp}/{k}.png")
+                for k in ("latency", "memory", "throughput", "roofline")]
+        jobs.append(("report", ["report", "--out", f"{tmp}/report.html"], f"{tmp}/report.html"))
+        for name, args, made in jobs:
+            seconds = median_s(lambda args=args: subprocess.run(
+                [*FSC, *args, "--store", str(store)], check=True, capture_output=True), 3)
+            size = Path(made).stat().st_size
+            params = {"command": f"fsc {name}", "points": points}
+            record("results.wall_s", seconds, "s", params)
+            record("results.output_bytes", size, "bytes", params)
+            t.add_row(f"fsc {name}", f"{seconds:.2f}", f"{size:,}")
+    out.print(t)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
     ap.add_argument("--store", type=Path, default=None)
     ap.add_argument("--skip", default="",
-                    help="comma list of: startup, decode, steps, threads, training")
+                    help="comma list of: startup, decode, steps, threads, training, results")
     a = ap.parse_args(argv)
     from fsc.provenance import environment
     from fsc.store import Store
@@ -193,6 +226,8 @@ def main(argv=None) -> None:
             threads(record)
         if "training" not in skip:
             training(record)
+        if "results" not in skip:
+            results(record, st.dir)
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise
