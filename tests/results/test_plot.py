@@ -15,6 +15,15 @@ from fsc.store import Store
 PROFILE_KINDS = ("latency", "memory", "throughput", "roofline")
 
 
+def draw(tmp_path, *args, **kw) -> plots.Drawn:
+    """plots.draw, with the figure rendered and checked like every figure a test makes."""
+    drawn = plots.draw(*args, **kw)
+    path = tmp_path / f"{drawn.kind}-{len(list(tmp_path.glob('*.png')))}.png"
+    figures.save(drawn.figure, path)
+    check_png(path)
+    return drawn
+
+
 def _plot(cli, *args):
     r = cli("plot", *args, "--json")
     assert r.code == 0, r.err
@@ -32,9 +41,9 @@ def test_each_profile_figure_renders_from_a_real_sweep(kind, cli, real_profile, 
 
 
 @pytest.mark.parametrize("kind", PROFILE_KINDS)
-def test_titles_name_device_and_run_and_axes_carry_units(kind, real_profile):
+def test_titles_name_device_and_run_and_axes_carry_units(kind, real_profile, tmp_path):
     store, run_id = real_profile
-    drawn = plots.draw(Store(store), kind)
+    drawn = draw(tmp_path, Store(store), kind)
     title = drawn.figure.get_suptitle()
     assert run_id in title and drawn.rows[0]["device_name"] in title and kind in title
     labels = [ax.get_xlabel() + " | " + ax.get_ylabel() for ax in drawn.figure.axes
@@ -42,11 +51,11 @@ def test_titles_name_device_and_run_and_axes_carry_units(kind, real_profile):
     assert labels and all("(" in lab and ")" in lab for lab in labels), labels
 
 
-def test_recipe_colour_is_the_same_across_figures(real_profile):
+def test_recipe_colour_is_the_same_across_figures(real_profile, tmp_path):
     store, _ = real_profile
     got = {}
     for kind in ("latency", "memory"):
-        fig = plots.draw(Store(store), kind).figure
+        fig = draw(tmp_path, Store(store), kind).figure
         got[kind] = {text.get_text().split(" · ")[0]: to_hex(handle.get_color())
                      for text, handle in zip(fig.legends[0].get_texts(),
                                              fig.legends[0].legend_handles)
@@ -69,21 +78,21 @@ def test_floor_and_oom_are_drawn_where_known(tmp_path):
                               "G": 4, "K": 4, "dtype": "bf16", "backend": "auto",
                               "device": "cuda:0", "status": "oom",
                               "predicted_total_bytes": 200 * 2**30})
-    fig = plots.draw(st, "latency", [made.run_a]).figure
+    fig = draw(tmp_path, st, "latency", [made.run_a]).figure
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "cost-model floor" in labels and "did not fit (oom)" in labels
-    mem = plots.draw(st, "memory", [made.run_a]).figure
+    mem = draw(tmp_path, st, "memory", [made.run_a]).figure
     labels = [t.get_text() for t in mem.legends[0].get_texts()]
     assert any(lab.startswith("NVIDIA H100 80GB HBM3 memory (80.0 GiB)") for lab in labels)
     assert "did not fit (oom): predicted need" in labels
-    roof = plots.draw(st, "roofline", [made.run_a]).figure
+    roof = draw(tmp_path, st, "roofline", [made.run_a]).figure
     labels = [t.get_text() for t in roof.legends[0].get_texts()]
     assert "H100 SXM roof" in labels and any("3.35 TB/s" in lab for lab in labels)
 
 
-def test_a_figure_without_known_peaks_says_so(real_profile):
+def test_a_figure_without_known_peaks_says_so(real_profile, tmp_path):
     store, _ = real_profile
-    fig = plots.draw(Store(store), "roofline").figure
+    fig = draw(tmp_path, Store(store), "roofline").figure
     assert any("no roof drawn" in t.get_text() for ax in fig.axes for t in ax.texts)
 
 
@@ -163,7 +172,7 @@ def test_training_and_evaluation_figures(kind, cli, tmp_path):
 
 def test_retrieval_is_the_mean_over_depths_per_ratio(tmp_path):
     ids = train_and_eval_rows(tmp_path / "store")
-    drawn = plots.draw(Store(tmp_path / "store"), "retrieval")
+    drawn = draw(tmp_path, Store(tmp_path / "store"), "retrieval")
     lines = {ln.get_label().split(" · ")[0]: ln for ln in drawn.figure.axes[0].get_lines()}
     attn = lines["tiny_attn"]
     assert list(attn.get_xdata()) == [1.0, 2.0, 4.0]
@@ -175,7 +184,7 @@ def test_retrieval_is_the_mean_over_depths_per_ratio(tmp_path):
 
 def test_niah_heatmap_holds_each_cell(tmp_path):
     train_and_eval_rows(tmp_path / "store")
-    drawn = plots.draw(Store(tmp_path / "store"), "niah", metric="token_accuracy")
+    drawn = draw(tmp_path, Store(tmp_path / "store"), "niah", metric="token_accuracy")
     images = [ax.images[0] for ax in drawn.figure.axes if ax.images]
     assert len(images) == 2  # one panel per checkpoint
     grid = images[0].get_array()
