@@ -3,6 +3,7 @@ set here, before anything imports fsc.kernels."""
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -47,3 +48,27 @@ def snapshot():
                 for p in sorted(folder.iterdir())}
 
     return take
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """cli(*args): fsc ARGS in this process through the real error boundary
+    (fsc.cli.main.main), without FSC_DEBUG; returns Result(code, out, err)."""
+    from fsc.cli.main import main
+
+    monkeypatch.delenv("FSC_DEBUG", raising=False)
+
+    def run(*args) -> Result:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run

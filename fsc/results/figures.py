@@ -162,16 +162,21 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
             ax.scatter([r["S"] for r in oom], [0.96] * len(oom), marker="x", s=40, color=c,
                        transform=ax.get_xaxis_transform(), clip_on=False)
             extra_handles["did not fit (oom)"] = Line2D([], [], ls="", marker="x", color="0.4")
+    _against_s(fig, ax, rows, "step time (ms, median; bars p10–p90)", extra_handles)
+    return fig
+
+
+def _against_s(fig: Figure, ax: Any, rows: Rows, ylabel: str, extra: dict[str, Line2D]) -> None:
+    """Log–log axes over S with `ylabel`, and the legend: the lines, then `extra` entries."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] > 0])
     ax.set_xlabel("context length S (tokens in the cache)")
-    ax.set_ylabel("step time (ms, median; bars p10–p90)")
+    ax.set_ylabel(ylabel)
     _plain_log(ax.yaxis)
     ax.grid(True, which="both", alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
-    _legend(fig, handles + list(extra_handles.values()), labels + list(extra_handles))
-    return fig
+    _legend(fig, handles + list(extra.values()), labels + list(extra))
 
 
 def memory(rows: Rows, colour: dict[str, str]) -> Figure:
@@ -201,15 +206,7 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
                                for r in rows if r.get("device_memory_bytes")}):
         ax.axhline(total / GiB, color="0.3", ls=":", lw=1.2)
         extra[f"{name} memory ({total / GiB:.1f} GiB)"] = Line2D([], [], ls=":", color="0.3")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] > 0])
-    ax.set_xlabel("context length S (tokens in the cache)")
-    ax.set_ylabel("peak memory (GiB)")
-    _plain_log(ax.yaxis)
-    ax.grid(True, which="both", alpha=0.25)
-    handles, labels = ax.get_legend_handles_labels()
-    _legend(fig, handles + list(extra.values()), labels + list(extra))
+    _against_s(fig, ax, rows, "peak memory (GiB)", extra)
     return fig
 
 

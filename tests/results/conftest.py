@@ -34,27 +34,6 @@ def real_profile(tmp_path_factory) -> tuple[Path, str]:
 
 
 @dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """Run `fsc ARGS` in this process through the real error boundary; Result(code, out, err)."""
-    monkeypatch.delenv("FSC_DEBUG", raising=False)
-
-    def run(*args) -> Result:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return run
-
-
-@dataclass
 class Made:
     store: Path
     run_a: str

@@ -4,7 +4,6 @@ this process), the writer script, a filled store."""
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -46,28 +45,6 @@ def writer():
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys):
-    """Run `fsc ARGS` in this process through the real error boundary (fsc.cli.main.main);
-    returns Result(code, out, err)."""
-    from fsc.cli.main import main
-
-    def run(*args: str) -> Result:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return Result(code, out, err)
-
-    return run
 
 
 @pytest.fixture(scope="session")
