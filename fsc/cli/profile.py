@@ -27,6 +27,7 @@ from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between
 from fsc.cli.common import (
     Backend,
     BackendOpt,
+    Choice,
     DType,
     JsonOpt,
     Mode,
@@ -56,6 +57,57 @@ CPU_NOTICE_S = 60  # on a CPU, say how long a sweep will take when it is longer 
 # The options that shape a sweep: a resumed run takes all of them from its stored config.
 SWEEP_OPTIONS = ("recipe", "S", "B", "G", "steps", "mode", "dtype", "backend", "warmup",
                  "repeats", "device", "memory_budget", "bandwidth", "seed")
+
+
+class Executor(Choice):
+    local = "local"
+    ray = "ray"
+    slurm = "slurm"
+
+
+MAX_WORKERS = 1024
+ExecutorOpt = Annotated[Executor, typer.Option(
+    "--executor", help="Where points run: local (this machine; --workers processes), ray "
+    "(a Ray cluster, pip install 'fsc[ray]') or slurm (job arrays through submitit, "
+    "pip install 'fsc[slurm]').")]
+WorkersOpt = Annotated[int, typer.Option(
+    "--workers", callback=between(1, MAX_WORKERS),
+    help="local: worker processes, one per visible GPU on CUDA (1: in this process).")]
+AddressOpt = Annotated[str, typer.Option(
+    "--address", help="ray: the cluster, auto (a running one), ray://host:port, or local (a "
+    "new one on this machine).")]
+RetriesOpt = Annotated[int, typer.Option(
+    "--retries", callback=between(0, 100),
+    help="Times a group of points is run again after its worker died or failed; then its "
+    "points are recorded as errors.")]
+PartitionOpt = Annotated[str | None, typer.Option(
+    "--slurm-partition", help="slurm: the partition (default: the cluster's).",
+    show_default=False)]
+GpusPerNodeOpt = Annotated[int, typer.Option(
+    "--slurm-gpus-per-node", callback=between(0, 64), help="slurm: GPUs each array task asks for.")]
+SlurmTimeOpt = Annotated[int, typer.Option(
+    "--slurm-time", callback=between(1, 60 * 24 * 30), help="slurm: time limit of each array "
+    "task, minutes.")]
+
+
+def executor_settings(executor: Executor, workers: int, address: str, ctx: typer.Context
+                      ) -> dict:
+    """The executor's settings, checked before anything is imported: options of another
+    executor are refused, and so is an executor whose package is missing."""
+    from fsc.scale import needs
+
+    own = {"local": ("workers",), "ray": ("address",),
+           "slurm": ("slurm_partition", "slurm_gpus_per_node", "slurm_time")}
+    foreign = [name for kind, names in own.items() if kind != str(executor)
+               for name in given_options(ctx, names)]
+    if foreign:
+        raise UsageError(f"{', '.join(foreign)} do not apply to --executor {executor}")
+    if str(executor) == "ray" and not re.fullmatch(r"auto|local|ray://[\w.\-]+:\d{1,5}|"
+                                                   r"[\w.\-]+:\d{1,5}", address):
+        raise UsageError(f"--address {address[:60]!r} is not auto, local, ray://HOST:PORT or "
+                         "HOST:PORT")
+    needs(str(executor))
+    return {"executor": str(executor), "workers": workers}
 
 
 def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
@@ -148,6 +200,13 @@ def profile(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List the points with predicted memory; measure and record nothing.")
     ] = False,
+    executor: ExecutorOpt = Executor.local,
+    workers: WorkersOpt = 1,
+    address: AddressOpt = "auto",
+    retries: RetriesOpt = 1,
+    slurm_partition: PartitionOpt = None,
+    slurm_gpus_per_node: GpusPerNodeOpt = 1,
+    slurm_time: SlurmTimeOpt = 60,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -174,6 +233,10 @@ def profile(
             warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
             memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None)
 
+    scale = executor_settings(executor, workers, address, ctx) | {
+        "address": address, "retries": retries, "slurm_partition": slurm_partition,
+        "slurm_gpus_per_node": slurm_gpus_per_node, "slurm_time": slurm_time}
+
     from fsc.source import load_source_recipe
     from fsc.store import Store
     from fsc.sweep import SweepConfig, default_sweep, plan
@@ -195,7 +258,8 @@ def profile(
 
     import torch
 
-    cfg.device = torch_device(cfg.device)
+    remote = scale["executor"] != "local" or scale["workers"] > 1
+    cfg.device = _device(cfg.device, scale["executor"], remote)
     cuda = torch.device(cfg.device).type == "cuda"
     d_recipes, d_S, d_B = default_sweep(cfg.device)
     cfg.recipes, cfg.S, cfg.B = cfg.recipes or d_recipes, cfg.S or d_S, cfg.B or d_B
@@ -209,11 +273,64 @@ def profile(
     if resume is not None:
         from fsc.sweep import unmeasured
 
+        _take_leftovers(st, resume, points, cfg)
         todo = unmeasured(points, st.point_keys(resume), cfg)
     if dry_run:
         _dry_run(todo, cfg, len(points), as_json)
         return
-    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json)
+    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale)
+
+
+def _device(device: str, executor: str, remote: bool) -> str:
+    """The sweep's device. Points measured here (or in local workers) need it here; a Ray or
+    Slurm driver may run where the GPUs are not (a login node): there `cuda` is taken as asked,
+    and each worker runs on the one GPU it is given (cuda:0 in its own view)."""
+    if executor == "local":
+        resolved = torch_device(device)
+        return "cuda:0" if remote and resolved.startswith("cuda") else resolved
+    if device == "auto":
+        import torch
+
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    return "cuda:0" if device.startswith("cuda") else device
+
+
+def slurm_folder(st, run_id: str):
+    """Where a run's Slurm tasks write their rows: beside the store (shared storage)."""
+    return st.dir / "slurm" / run_id
+
+
+def _take_leftovers(st, run_id: str, points, cfg) -> None:
+    """Store the rows Slurm tasks of `run_id` wrote that no driver read (it was killed): for
+    each point key, as many as the plan has and the store lacks."""
+    folder = slurm_folder(st, run_id)
+    if not folder.is_dir():
+        return
+    from fsc.scale.executors import leftovers
+    from fsc.scale.work import from_row
+
+    planned: dict[tuple, int] = {}
+    for p in points:
+        planned[p.key(cfg)] = planned.get(p.key(cfg), 0) + 1
+    have = st.point_keys(run_id)
+    taken = 0
+    for row in leftovers(folder):
+        r = from_row(row)
+        key = (r.recipe_hash, r.S, r.B, r.G, r.K, r.dtype, r.backend, r.device)
+        if have.get(key, 0) < planned.get(key, 0):
+            st.add_point(run_id, _point_columns(r), r.samples)
+            have[key] = have.get(key, 0) + 1
+            taken += 1
+    if taken:
+        err.print(f"{taken} points the run's Slurm tasks wrote were stored", markup=False,
+                  highlight=False)
+
+
+def _point_columns(row) -> dict:
+    point = row.columns()
+    if point["mixer_backends"]:
+        point["mixer_backends"] = json.dumps(point["mixer_backends"])
+    return point
 
 
 def _check_unchanged(run_id: str, config: dict, loaded: dict) -> None:
@@ -255,7 +372,7 @@ def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
                         "is measured or recorded", out)
 
 
-def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -> None:
+def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale) -> None:
     """Register, run and close the sweep; print its results."""
     import torch
 
@@ -264,13 +381,14 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     from fsc.costmodel import DeviceSpec
     from fsc.kernels import TUNING_ENV
     from fsc.loading import free_bytes
-    from fsc.profile import Sweep, device_spec_for
+    from fsc.profile import device_spec_for
     from fsc.provenance import environment
     from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
     torch_threads()
-    spec = device_spec_for(torch.device(cfg.device))
+    here = not cfg.device.startswith("cuda") or torch.cuda.is_available()
+    spec = device_spec_for(torch.device(cfg.device)) if here else None  # else: each worker's
     if bandwidth is not None:
         spec = DeviceSpec(name=cfg.device, memory_bytes=spec.memory_bytes if spec else 0,
                           bandwidth_bytes_per_s=bandwidth * 1e12,
@@ -284,6 +402,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
             "bandwidth": bandwidth,
             "kernel_tuning": os.environ.get(TUNING_ENV) or None,  # the kernels' launch choices
             "recipe_hashes": {ref: loaded[ref].recipe_hash for ref in cfg.recipes},
+            "executor": scale["executor"], "workers": scale["workers"],
         }
         run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
     else:
@@ -295,8 +414,8 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
             err.print(f"{len(todo)} points, roughly {duration(rough)} on this CPU (large recipes "
                       "are slow here); --dry-run lists them, Ctrl-C stops and --resume continues",
                       markup=False, highlight=False)
-    rows = _run(Sweep(cfg, todo, on_point=None), st, run_id, len(points), len(points) - len(todo),
-                _resume_command(run_id, store))
+    rows = _run(_sweep(cfg, todo, scale, st, run_id), st, run_id, len(points),
+                len(points) - len(todo), _resume_command(run_id, store))
     if as_json:
         print_json({"run_id": run_id, "store": str(st.file),
                     "points_stored_before": len(points) - len(todo),
@@ -307,6 +426,31 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json) -
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
     render_rows(rows, run_id, str(st.file), follow_up, out, err)
+
+
+def _sweep(cfg, todo, scale: dict, st, run_id: str):
+    """What measures the points: a Sweep in this process, or one run by an executor."""
+    from fsc.profile import Sweep
+
+    kind, workers = scale["executor"], scale["workers"]
+    if kind == "local" and workers == 1:
+        return Sweep(cfg, todo, on_point=None)
+    from fsc.scale import executors
+
+    cuda = cfg.device.startswith("cuda")
+    if kind == "local":
+        if cuda and workers > len(executors.visible_gpus()):
+            raise UsageError(f"--workers {workers}: this machine shows "
+                             f"{len(executors.visible_gpus())} GPUs (one worker per GPU)")
+        engine = executors.LocalWorkers(workers, scale["retries"], cuda)
+    elif kind == "ray":
+        engine = executors.RayCluster(scale["address"], scale["retries"], cuda)
+    else:
+        engine = executors.SlurmArrays(
+            slurm_folder(st, run_id), scale["slurm_partition"], scale["slurm_gpus_per_node"],
+            scale["slurm_time"], cuda,
+            say=lambda text: err.print(text, markup=False, highlight=False))
+    return executors.Distributed(cfg, todo, engine, workers)
 
 
 class _Interrupts:
@@ -358,11 +502,8 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
 
         def record(row) -> None:
             nonlocal kept
-            point = row.columns()
-            if point["mixer_backends"]:
-                point["mixer_backends"] = json.dumps(point["mixer_backends"])
             with interrupts.held():
-                st.add_point(run_id, point, row.samples)
+                st.add_point(run_id, _point_columns(row), row.samples)
                 kept += 1
 
         sweep.on_point = record

@@ -19,7 +19,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
     ["fsc.train"],
-    ["fsc.results"],
+    ["fsc.results", "fsc.scale"],
     ["fsc.cli", "fsc.__main__"],
 ]
 

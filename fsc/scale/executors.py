@@ -1,0 +1,300 @@
+"""Where a sweep's points run: this process, a pool of local worker processes (one per GPU),
+a Ray cluster, or Slurm job arrays through submitit.
+
+fsc schedules nothing itself. It cuts the points into groups of one recipe (`work.groups`) and
+hands them to an existing engine. Results come back to the driver, which is the store's only
+writer: DuckDB takes one writing process, and its file is never shared across hosts.
+
+Every executor yields `Arrival`s: the rows that came back from a group, and, when a group is
+given up (its retries spent), why. The driver turns the points such a group never returned
+into error rows, so no point is lost, and each row is stored once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fsc.errors import FscError
+from fsc.scale import work
+from fsc.sweep import Point, PointResult, SweepConfig
+
+POLL_S = 0.5
+
+
+class ExecutorError(FscError):
+    """The engine could not be reached or refused the work (exit 1)."""
+
+
+@dataclass
+class Arrival:
+    group: work.Group
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    failure: str | None = None  # set when the group is given up: its missing points are errors
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {text}"[:400]
+
+
+# ---- local worker processes -------------------------------------------------------------------
+
+def _init_worker(slots: Any, gpus: list[str]) -> None:
+    """A pool process takes a worker number; on a GPU node it sees only that worker's GPU."""
+    slot = slots.get()
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (or by index)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+class LocalWorkers:
+    """N processes on this machine (spawned, so each starts clean); on CUDA, one GPU each. A
+    group whose process dies is run again, up to `retries` times."""
+
+    def __init__(self, workers: int, retries: int, cuda: bool, fn: Callable = work.measure):
+        self.workers, self.retries, self.cuda, self.fn = workers, retries, cuda, fn
+
+    def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
+        fn = self.fn
+        ctx = multiprocessing.get_context("spawn")
+        gpus = visible_gpus() if self.cuda else []
+        tries = {g.index: 0 for g in groups}
+        left = list(groups)
+        while left:
+            slots = ctx.Queue()
+            for i in range(self.workers):
+                slots.put(i)
+            pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
+                                       initargs=(slots, gpus))
+            broken = False
+            pending: dict[Future, work.Group] = {}
+            try:
+                pending = {pool.submit(fn, cfg, g): g for g in left}
+                left = []
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        g = pending.pop(fut)
+                        try:
+                            yield Arrival(g, fut.result())
+                        except BrokenProcessPool as e:  # a worker died: which group killed it
+                            broken = True              # is unknown, so each pending one tries
+                            tries[g.index] += 1        # again, counting the try
+                            if tries[g.index] > self.retries:
+                                yield Arrival(g, failure=f"worker process died ({e})")
+                            else:
+                                left.append(g)
+                        except Exception as e:  # noqa: BLE001 - the worker's error, reported
+                            tries[g.index] += 1
+                            if tries[g.index] > self.retries:
+                                yield Arrival(g, failure=_one_line(e))
+                            else:
+                                left.append(g)
+                    if broken:
+                        break
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
+            left += list(pending.values())  # not seen before the pool broke: run again
+
+
+# ---- Ray ----------------------------------------------------------------------------------------
+
+class RayCluster:
+    """One Ray task per group, asking for one GPU (or one CPU on a CPU cluster); rows come back
+    as each task finishes. Ray retries a task whose worker died, or that raised, `retries`
+    times; then the group is given up."""
+
+    def __init__(self, address: str, retries: int, cuda: bool, fn: Callable = work.measure):
+        self.address, self.retries, self.cuda, self.fn = address, retries, cuda, fn
+
+    def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
+        ray = importlib.import_module("ray")
+        started = False
+        if not ray.is_initialized():
+            try:
+                if self.address == "local":
+                    ray.init(include_dashboard=False, log_to_driver=False)
+                else:
+                    ray.init(address=self.address, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise ExecutorError(f"--address {self.address}: no Ray cluster reached "
+                                    f"({_one_line(e)}); start one with `ray start --head`, or "
+                                    "pass --address local for one on this machine") from None
+            started = True
+        task = ray.remote(self.fn).options(
+            num_gpus=1 if self.cuda else 0, num_cpus=0 if self.cuda else 1,
+            max_retries=self.retries, retry_exceptions=True)
+        refs = {task.remote(cfg, g): g for g in groups}
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                for ref in ready:
+                    g = refs.pop(ref)
+                    try:
+                        yield Arrival(g, ray.get(ref))
+                    except ray.exceptions.RayError as e:
+                        yield Arrival(g, failure=f"after {self.retries} retries: {_one_line(e)}")
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            if started:
+                ray.shutdown()
+
+
+# ---- Slurm through submitit --------------------------------------------------------------------
+
+class SlurmArrays:
+    """One job array per sweep, one array task per group (submitit). Each task appends its rows
+    as JSON lines to a file under `folder` on shared storage; the driver reads whole lines as
+    they appear, and on --resume reads what a killed driver left (`leftovers`)."""
+
+    def __init__(self, folder: Path, partition: str | None, gpus_per_node: int, time_min: int,
+                 cuda: bool, cluster: str | None = None, fn: Callable = work.measure_to_file,
+                 say: Callable[[str], None] = lambda text: None):
+        self.folder, self.partition, self.gpus = folder, partition, gpus_per_node
+        self.time_min, self.cuda, self.cluster, self.fn, self.say = (
+            time_min, cuda, cluster, fn, say)
+
+    def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
+        submitit = importlib.import_module("submitit")
+        attempt = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        rows_dir = self.folder / "rows"
+        rows_dir.mkdir(parents=True, exist_ok=True)
+        ex = submitit.AutoExecutor(folder=str(self.folder / "jobs"), cluster=self.cluster)
+        if ex.cluster != "slurm":
+            self.say(f"no Slurm here (sbatch not found): submitit runs the array on this "
+                     f"machine ({ex.cluster} executor)")
+        params: dict[str, Any] = {"timeout_min": self.time_min, "tasks_per_node": 1,
+                                  "nodes": 1, "name": "fsc-profile"}
+        if self.cuda:
+            params["gpus_per_node"] = self.gpus
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        ex.update_parameters(**params)
+        paths = [rows_dir / f"{attempt}-{g.index:05d}.jsonl" for g in groups]
+        try:
+            jobs = ex.map_array(self.fn, [cfg] * len(groups), groups, [str(p) for p in paths])
+        except Exception as e:  # noqa: BLE001 - sbatch's or submitit's refusal, reported
+            raise ExecutorError(f"submitting the job array failed: {_one_line(e)}") from None
+        readers = [_Lines(p) for p in paths]
+        got = [0] * len(groups)
+        open_ = set(range(len(groups)))
+        while open_:
+            for i in sorted(open_):
+                finished = jobs[i].done()
+                rows = readers[i].read()
+                got[i] += len(rows)
+                if rows:
+                    yield Arrival(groups[i], rows)
+                if finished:
+                    open_.discard(i)
+                    if got[i] < len(groups[i].points):
+                        why = _job_error(jobs[i]) or "the job ended early"
+                        yield Arrival(groups[i], failure=f"Slurm job {jobs[i].job_id}: {why}")
+                    readers[i].done()
+            if open_:
+                time.sleep(POLL_S)
+
+
+def _job_error(job: Any) -> str | None:
+    try:
+        e = job.exception()
+    except Exception as err:  # noqa: BLE001 - submitit could not tell: say what it said
+        return _one_line(err)
+    return _one_line(e) if e is not None else None
+
+
+class _Lines:
+    """Whole JSON lines appended to a file since the last read."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+
+    def done(self) -> None:
+        """Mark the file read (renamed *.read), so a resume does not take its rows again."""
+        if self.path.exists():
+            self.path.rename(self.path.with_suffix(".read"))
+
+
+def leftovers(folder: Path) -> list[dict[str, Any]]:
+    """Rows that Slurm tasks wrote and no driver read (it was killed): each file is marked
+    read once taken. The caller stores the rows whose points the run still lacks."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted((folder / "rows").glob("*.jsonl")):
+        reader = _Lines(path)
+        rows += reader.read()
+        reader.done()
+    return rows
+
+
+# ---- the driver's side -------------------------------------------------------------------------
+
+def error_row(cfg: SweepConfig, p: Point, why: str) -> PointResult:
+    now = datetime.now(UTC)
+    return PointResult(p.recipe.name, p.recipe.recipe_hash, p.recipe.layer_plan, p.S, p.B, p.G,
+                       p.K, p.dtype, cfg.backend, work.worker_device(cfg).device, status="error",
+                       error=why, started_at=now, ended_at=now)
+
+
+class Distributed:
+    """A sweep run by an executor, with the interface of fsc.profile.Sweep: `on_point(row)` is
+    called on the driver for each row as it arrives, then `on_progress(row)`; `run()` returns
+    the rows in plan order."""
+
+    def __init__(self, cfg: SweepConfig, points: list[Point], executor: Any, workers: int,
+                 on_point=None, on_progress=None):
+        self.cfg, self.points, self.executor = cfg, points, executor
+        self.groups = work.groups(points, workers)
+        self.on_point = on_point or (lambda r: None)
+        self.on_progress = on_progress or (lambda r: None)
+
+    def run(self) -> list[PointResult]:
+        rows: list[PointResult] = []
+        got = {g.index: 0 for g in self.groups}
+        for arrival in self.executor.arrivals(self.cfg, self.groups):
+            g = arrival.group
+            results = [work.from_row(r) for r in arrival.rows]
+            if arrival.failure is not None:
+                results += [error_row(self.cfg, p, arrival.failure)
+                            for p in g.points[got[g.index] + len(arrival.rows):]]
+            got[g.index] += len(results)
+            for r in results:
+                self.on_point(r)
+                rows.append(r)
+                self.on_progress(r)
+        order: dict[tuple, int] = {}
+        for i, p in enumerate(self.points):
+            order.setdefault((p.recipe.recipe_hash, p.S, p.B, p.G, p.K), i)
+        return sorted(rows, key=lambda r: order.get((r.recipe_hash, r.S, r.B, r.G, r.K),
+                                                    len(order)))
