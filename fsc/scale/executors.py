@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from fsc.errors import FscError
 from fsc.scale import work
 from fsc.sweep import Point, PointResult, SweepConfig
@@ -62,8 +64,6 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    import torch
-
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
