@@ -381,8 +381,9 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     from fsc.costmodel import DeviceSpec
     from fsc.kernels import TUNING_ENV
     from fsc.loading import free_bytes
-    from fsc.profile import device_spec_for
+    from fsc.profile import Sweep, device_spec_for
     from fsc.provenance import environment
+    from fsc.scale import executors
     from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
@@ -394,6 +395,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
                           bandwidth_bytes_per_s=bandwidth * 1e12,
                           peak_flops=spec.peak_flops if spec else float("inf"))
     cfg.spec = spec
+    engine = _engine(cfg, scale)
     for r in loaded.values():
         st.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
     env_id = st.register_environment(environment(cfg.device))
@@ -414,8 +416,12 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
             err.print(f"{len(todo)} points, roughly {duration(rough)} on this CPU (large recipes "
                       "are slow here); --dry-run lists them, Ctrl-C stops and --resume continues",
                       markup=False, highlight=False)
-    rows = _run(_sweep(cfg, todo, scale, st, run_id), st, run_id, len(points),
-                len(points) - len(todo), _resume_command(run_id, store))
+    if engine is not None and hasattr(engine, "folder"):
+        engine.folder = slurm_folder(st, run_id)
+    sweep = Sweep(cfg, todo, on_point=None) if engine is None else executors.Distributed(
+        cfg, todo, engine, scale["workers"])
+    rows = _run(sweep, st, run_id, len(points), len(points) - len(todo),
+                _resume_command(run_id, store))
     if as_json:
         print_json({"run_id": run_id, "store": str(st.file),
                     "points_stored_before": len(points) - len(todo),
@@ -428,29 +434,27 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     render_rows(rows, run_id, str(st.file), follow_up, out, err)
 
 
-def _sweep(cfg, todo, scale: dict, st, run_id: str):
-    """What measures the points: a Sweep in this process, or one run by an executor."""
-    from fsc.profile import Sweep
+def _engine(cfg, scale: dict):
+    """What runs the points when not this process: local workers, Ray (joined here, before the
+    run is recorded) or Slurm arrays (their folder is set once the run id is known)."""
+    from fsc.scale import executors
 
     kind, workers = scale["executor"], scale["workers"]
     if kind == "local" and workers == 1:
-        return Sweep(cfg, todo, on_point=None)
-    from fsc.scale import executors
-
+        return None
     cuda = cfg.device.startswith("cuda")
     if kind == "local":
         if cuda and workers > len(executors.visible_gpus()):
             raise UsageError(f"--workers {workers}: this machine shows "
                              f"{len(executors.visible_gpus())} GPUs (one worker per GPU)")
-        engine = executors.LocalWorkers(workers, scale["retries"], cuda)
-    elif kind == "ray":
+        return executors.LocalWorkers(workers, scale["retries"], cuda)
+    if kind == "ray":
         engine = executors.RayCluster(scale["address"], scale["retries"], cuda)
-    else:
-        engine = executors.SlurmArrays(
-            slurm_folder(st, run_id), scale["slurm_partition"], scale["slurm_gpus_per_node"],
-            scale["slurm_time"], cuda,
-            say=lambda text: err.print(text, markup=False, highlight=False))
-    return executors.Distributed(cfg, todo, engine, workers)
+        engine.connect()
+        return engine
+    return executors.SlurmArrays(
+        None, scale["slurm_partition"], scale["slurm_gpus_per_node"], scale["slurm_time"], cuda,
+        say=lambda text: err.print(text, markup=False, highlight=False))
 
 
 class _Interrupts:

@@ -16,6 +16,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -32,6 +33,7 @@ from fsc.scale import work
 from fsc.sweep import Point, PointResult, SweepConfig
 
 POLL_S = 0.5
+CONNECT_S = 5.0  # a Ray address that takes longer to answer counts as unreachable
 
 
 class ExecutorError(FscError):
@@ -126,21 +128,36 @@ class RayCluster:
 
     def __init__(self, address: str, retries: int, cuda: bool, fn: Callable = work.measure):
         self.address, self.retries, self.cuda, self.fn = address, retries, cuda, fn
+        self.started = False
+
+    def connect(self) -> None:
+        """Join the cluster (or start one here for `local`) before the run is recorded, so a
+        cluster that cannot be reached costs one line and no run."""
+        ray = importlib.import_module("ray")
+        if ray.is_initialized():
+            return
+        if self.address not in ("auto", "local"):
+            host, port = self.address.removeprefix("ray://").rsplit(":", 1)
+            try:
+                socket.create_connection((host, int(port)), timeout=CONNECT_S).close()
+            except OSError as e:
+                raise ExecutorError(f"--address {self.address}: no Ray cluster reached "
+                                    f"({e.strerror or e})") from None
+        try:
+            if self.address == "local":  # bound to loopback: nothing leaves this machine
+                ray.init(include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+            else:
+                ray.init(address=self.address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ExecutorError(f"--address {self.address}: no Ray cluster reached "
+                                f"({_one_line(e)}); start one with `ray start --head`, or "
+                                "pass --address local for one on this machine") from None
+        self.started = True
 
     def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
         ray = importlib.import_module("ray")
-        started = False
-        if not ray.is_initialized():
-            try:
-                if self.address == "local":
-                    ray.init(include_dashboard=False, log_to_driver=False)
-                else:
-                    ray.init(address=self.address, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise ExecutorError(f"--address {self.address}: no Ray cluster reached "
-                                    f"({_one_line(e)}); start one with `ray start --head`, or "
-                                    "pass --address local for one on this machine") from None
-            started = True
+        self.connect()
         task = ray.remote(self.fn).options(
             num_gpus=1 if self.cuda else 0, num_cpus=0 if self.cuda else 1,
             max_retries=self.retries, retry_exceptions=True)
@@ -157,8 +174,9 @@ class RayCluster:
         finally:
             for ref in refs:
                 ray.cancel(ref, force=True)
-            if started:
+            if self.started:
                 ray.shutdown()
+                self.started = False
 
 
 # ---- Slurm through submitit --------------------------------------------------------------------

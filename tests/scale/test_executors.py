@@ -1,0 +1,256 @@
+"""`fsc profile --executor`: local worker processes, a local Ray cluster and submitit's local
+executor give the points the in-process sweep gives; a worker that dies is retried and no point
+is lost or stored twice; --resume measures only what a run lacks, under every executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fsc.scale import executors, work
+from fsc.source import load_source_recipe
+from fsc.store import Store
+from fsc.sweep import SweepConfig, plan
+
+SWEEP = ["-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16,64", "--B", "1,2", "--repeats", "2",
+         "--warmup", "0"]
+N_POINTS = 8
+
+
+def points_of(store: Path, run_id: str | None = None) -> list[tuple]:
+    st = Store(store)
+    where = f"WHERE run_id = '{run_id}'" if run_id else ""
+    _, rows = st.query("SELECT recipe_hash, S, B, G, K, dtype, backend, device, status, "
+                       f"(SELECT count(*) FROM samples s WHERE s.point_id = p.point_id) "
+                       f"FROM profile_points p {where} ORDER BY ALL")
+    return rows
+
+
+def config_of(store: Path, run_id: str) -> dict:
+    _, rows = Store(store).query(f"SELECT config FROM runs WHERE run_id = '{run_id}'")
+    return json.loads(rows[0][0])
+
+
+def run_ids(store: Path) -> list[str]:
+    _, rows = Store(store).query("SELECT run_id FROM runs ORDER BY started_at")
+    return [r[0] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory) -> list[tuple]:
+    """The points of the sweep measured in this process (today's behaviour)."""
+    from fsc.cli.main import main
+
+    store = tmp_path_factory.mktemp("local") / "store"
+    assert main(["profile", *SWEEP, "--store", str(store)]) == 0
+    found = points_of(store)
+    assert len(found) == N_POINTS and {r[8] for r in found} == {"ok"}
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A 2-CPU Ray instance on this machine for the module (the executor reuses it)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")  # loopback only
+    yield ray
+    ray.shutdown()
+
+
+def _same_points(store: Path, expected: list[tuple]) -> None:
+    (run_id,) = run_ids(store)
+    assert points_of(store, run_id) == expected
+    config = config_of(store, run_id)
+    assert config["recipes"] == ["tiny_attn", "tiny_mamba"]
+
+
+def test_two_local_workers_give_the_same_points(cli, in_process, tmp_path):
+    r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--workers", "2", "--json")
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)["points"]) == N_POINTS
+    _same_points(tmp_path / "s", in_process)
+    assert config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])["workers"] == 2
+
+
+def test_a_local_ray_cluster_gives_the_same_points(cli, in_process, ray_cluster, tmp_path):
+    r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--executor", "ray")
+    assert r.code == 0, r.err
+    _same_points(tmp_path / "s", in_process)
+    assert config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])["executor"] == "ray"
+
+
+def test_submitits_local_executor_runs_the_array_and_the_driver_stores_its_rows(
+        cli, in_process, tmp_path):
+    pytest.importorskip("submitit")
+    r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--executor", "slurm",
+            "--slurm-time", "5")
+    assert r.code == 0, r.err
+    assert "submitit runs the array on this machine" in r.err  # no sbatch here
+    _same_points(tmp_path / "s", in_process)
+    (run_id,) = run_ids(tmp_path / "s")
+    rows = sorted((tmp_path / "s" / "slurm" / run_id / "rows").iterdir())
+    assert len(rows) == 2 and all(p.suffix == ".read" for p in rows)  # both groups, read
+    written = [json.loads(line) for p in rows for line in p.read_text().splitlines()]
+    assert len(written) == N_POINTS
+
+
+# ---- a worker that dies --------------------------------------------------------------------
+
+def _dies_once(flag: str):
+    """A work function that kills its own worker process the first time any group runs."""
+
+    def fn(cfg, group):
+        if not os.path.exists(flag):
+            Path(flag).write_text(str(os.getpid()))
+            os._exit(3)
+        return work.measure(cfg, group)
+
+    return fn
+
+
+def _setup(tmp_path) -> tuple[SweepConfig, list]:
+    cfg = SweepConfig(recipes=["tiny_attn", "tiny_mamba"], S=[16, 64], B=[1, 2], repeats=2,
+                      warmup=0)
+    points, _ = plan(cfg, {r: load_source_recipe(r) for r in cfg.recipes})
+    return cfg, points
+
+
+def _keys(rows) -> list[tuple]:
+    return sorted((r.recipe_hash, r.S, r.B, r.status) for r in rows)
+
+
+def test_ray_retries_a_task_whose_worker_died(ray_cluster, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cfg, points = _setup(tmp_path)
+    flag = str(tmp_path / "died")
+    sweep = executors.Distributed(cfg, points, executors.RayCluster(
+        "auto", retries=2, cuda=False, fn=_dies_once(flag)), workers=1)
+    stored = []
+    sweep.on_point = stored.append
+    rows = sweep.run()
+    assert Path(flag).exists()  # a worker did die
+    assert _keys(rows) == _keys(stored) and len(rows) == N_POINTS
+    assert {r.status for r in rows} == {"ok"} and len(set(_keys(rows))) == N_POINTS
+
+
+def test_ray_gives_up_after_the_retries_and_records_errors(ray_cluster, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cfg, points = _setup(tmp_path)
+
+    def always_fails(cfg, group):
+        raise RuntimeError("no such device")
+
+    sweep = executors.Distributed(cfg, points, executors.RayCluster(
+        "auto", retries=1, cuda=False, fn=always_fails), workers=1)
+    rows = sweep.run()
+    assert len(rows) == N_POINTS and {r.status for r in rows} == {"error"}
+    assert all("no such device" in r.error and "after 1 retries" in r.error for r in rows)
+
+
+def test_local_workers_retry_a_group_whose_process_died(tmp_path):
+    cfg, points = _setup(tmp_path)
+    flag = str(tmp_path / "died")
+    sweep = executors.Distributed(cfg, points, executors.LocalWorkers(
+        2, retries=2, cuda=False, fn=_local_dies_once), workers=2)
+    os.environ["FSC_TEST_FLAG"] = flag
+    try:
+        rows = sweep.run()
+    finally:
+        del os.environ["FSC_TEST_FLAG"]
+    assert Path(flag).exists()
+    assert len(rows) == N_POINTS and len(set(_keys(rows))) == N_POINTS
+    assert {r.status for r in rows} == {"ok"}
+
+
+def _local_dies_once(cfg, group):
+    """Module level: a spawned pool process imports it by name (tests/ is on its path)."""
+    flag = os.environ["FSC_TEST_FLAG"]
+    try:
+        fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return work.measure(cfg, group)
+    os.close(fd)
+    os._exit(3)
+
+
+def test_groups_split_a_recipe_so_workers_have_work(tmp_path):
+    cfg, points = _setup(tmp_path)
+    assert [len(g.points) for g in work.groups(points, 1)] == [4, 4]
+    four = work.groups(points, 4)
+    assert [len(g.points) for g in four] == [2, 2, 2, 2]
+    assert [p for g in four for p in g.points] == points  # every point once, in order
+    assert len(work.groups(points, 100)) == N_POINTS
+
+
+# ---- --resume, whatever runs the points ------------------------------------------------------
+
+def _interrupted_run(cli, store: Path) -> str:
+    """A finished sweep with three points removed and marked interrupted: what a kill leaves."""
+    assert cli("profile", *SWEEP, "--store", store).code == 0
+    (run_id,) = run_ids(store)
+    st = Store(store)
+    assert cli("query", "--store", store, "--write", "--yes",
+               f"DELETE FROM samples WHERE point_id IN (SELECT point_id FROM profile_points "
+               f"WHERE run_id = '{run_id}' AND S = 64 AND NOT (B = 1 AND recipe = 'tiny_mamba'));"
+               f"DELETE FROM profile_points WHERE run_id = '{run_id}' AND S = 64 AND NOT "
+               f"(B = 1 AND recipe = 'tiny_mamba')").code == 0
+    st.finish_run(run_id, "interrupted", "test")
+    assert len(points_of(store, run_id)) == N_POINTS - 3
+    return run_id
+
+
+@pytest.mark.parametrize("how", [["--workers", "2"], ["--executor", "ray"],
+                                 ["--executor", "slurm"]])
+def test_resume_measures_only_what_is_missing(how, cli, in_process, tmp_path, request):
+    if "ray" in how:
+        request.getfixturevalue("ray_cluster")
+    store = tmp_path / "s"
+    run_id = _interrupted_run(cli, store)
+    r = cli("profile", "--resume", run_id, "--store", store, *how, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["points_stored_before"] == N_POINTS - 3 and len(doc["points"]) == 3
+    assert points_of(store, run_id) == in_process  # the union, each point once
+
+
+def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, in_process, tmp_path):
+    store = tmp_path / "s"
+    run_id = _interrupted_run(cli, store)
+    # a task of the killed driver wrote two of the missing points (and one already stored)
+    cfg, points = _setup(tmp_path)
+    missing = [p for p in points if p.S == 64 and not (p.B == 1 and p.ref == "tiny_mamba")]
+    kept = [p for p in points if p.S == 16][:1]
+    rows = work.measure(cfg, work.Group(0, tuple(missing[:2] + kept)))
+    folder = store / "slurm" / run_id / "rows"
+    folder.mkdir(parents=True)
+    (folder / "old-00000.jsonl").write_text("".join(json.dumps(r, default=str) + "\n"
+                                                    for r in rows) + '{"cut": ')  # torn line
+    r = cli("profile", "--resume", run_id, "--store", store, "--json")
+    assert r.code == 0, r.err
+    assert "2 points the run's Slurm tasks wrote were stored" in r.err
+    assert len(json.loads(r.out)["points"]) == 1  # only the one no task wrote
+    assert points_of(store, run_id) == in_process
+    assert not list(folder.glob("*.jsonl"))  # taken once
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--executor", "ray", "--workers", "2"], "--workers do not apply to --executor ray"),
+    (["--executor", "local", "--slurm-time", "5"], "do not apply to --executor local"),
+    (["--executor", "ray", "--address", "nowhere"], "--address"),
+    (["--executor", "nope"], "--executor"),
+    (["--workers", "0"], "--workers"),
+    (["--retries", "-1"], "--retries"),
+])
+def test_bad_executor_options_are_one_line(args, says, cli, tmp_path):
+    r = cli("profile", *SWEEP, "--store", tmp_path / "s", *args)
+    assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
+    assert not (tmp_path / "s").exists()
