@@ -183,7 +183,7 @@ def _local_dies_once(cfg, group):
 
 
 def test_groups_split_a_recipe_so_workers_have_work(tmp_path):
-    cfg, points = _setup(tmp_path)
+    _, points = _setup(tmp_path)
     assert [len(g.points) for g in work.groups(points, 1)] == [4, 4]
     four = work.groups(points, 4)
     assert [len(g.points) for g in four] == [2, 2, 2, 2]
