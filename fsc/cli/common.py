@@ -22,6 +22,8 @@ from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-export
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)  # progress and logs: stderr
 
+INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 StoreOpt = Annotated[
     Path | None,

@@ -11,6 +11,7 @@ from fsc import __version__
 from fsc.cli import (
     artifacts,
     build,
+    common,
     compare,
     decode,
     estimate,
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     debug = os.environ.get("FSC_DEBUG") == "1"
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    common.INVOKED[:] = argv
     try:
         rv = app(args=argv, prog_name="fsc", standalone_mode=False)
     except _NoArgsIsHelp as e:  # bare `fsc` or a bare group: the help is the answer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import sys
 from dataclasses import asdict
@@ -13,6 +14,7 @@ import typer
 
 from fsc.cli.bounds import MAX_B, MAX_S
 from fsc.cli.common import (
+    INVOKED,
     Choice,
     JsonOpt,
     StoreOpt,
@@ -28,8 +30,10 @@ from fsc.cli.common import (
     torch_threads,
 )
 from fsc.errors import UsageError
+from fsc.train import ranks
 
 MAX_STEPS = 10**8
+MAX_NPROC = 1024
 
 
 class Objective(Choice):
@@ -117,6 +121,10 @@ def train(
         show_default=False)] = None,
     stop_after: Annotated[int | None, _count(
         "--stop-after", "End this invocation after N more steps, saved and resumable.")] = None,
+    nproc: Annotated[int | None, _count(
+        "--nproc", "Data-parallel processes on this node (torchrun): one per GPU, or N on the "
+        "CPU (gloo); --batch is each one's, the global batch N × --batch. A resumed run keeps "
+        "its own (default 1).", high=MAX_NPROC)] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -128,6 +136,8 @@ def train(
     from fsc.train.loop import TrainConfig, read_state, resolve_checkpoint
 
     state = None
+    if ranks.launched():
+        nproc = nproc or ranks.world_size()
     if resume is not None:
         given = given_options(ctx, RUN_SETTINGS)
         if source is not None:
@@ -147,6 +157,9 @@ def train(
         for name in given_options(ctx, tuple(changed)):  # the stored ones unless given
             key = name.lstrip("-").replace("-", "_")
             setattr(cfg, key, changed[key])
+        if nproc is not None and nproc != cfg.nproc:
+            raise UsageError(f"--nproc {nproc}: the run trains with {cfg.nproc} process(es) "
+                             "(its global batch); resume it with the same")
         recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
         weights = str(start)
     else:
@@ -159,7 +172,9 @@ def train(
         goal = str(objective) if objective else ("frontier" if G > 1 else "ar")
         if goal == "ar" and G > 1:
             recipe = recipe.model_copy(update={"block_size": 1})
-        output_dir(out_dir, "--out", hint="; continue a run with --resume DIR, or pick a new --out")
+        if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
+            output_dir(out_dir, "--out",
+                       hint="; continue a run with --resume DIR, or pick a new --out")
         cfg = TrainConfig(
             source=source, data=data, seq_len=seq_len, steps=steps, out=str(out_dir),
             objective=goal, weighting=str(weighting or "elbo"), batch=batch, accum=accum, lr=lr,
@@ -168,7 +183,7 @@ def train(
             dtype=str(dtype), save_every=save_every, eval_every=eval_every,
             log_every=log_every, needle_digits=needle_digits, pairs=pairs,
             text_field=text_field, tokenizer=str(tokenizer) if tokenizer else None,
-            recipe_yaml=recipe.to_yaml())
+            recipe_yaml=recipe.to_yaml(), nproc=nproc or 1)
         weights = source
     G = recipe.block_size
     if cfg.seq_len % G:
@@ -179,19 +194,84 @@ def train(
                          f"vocab_size is {recipe.vocab_size}")
     data_source = open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
 
-    # Everything a user can get wrong is checked; now torch.
+    # Everything a user can get wrong is checked; now torch (or the processes that import it).
 
+    if cfg.nproc > 1 and not ranks.launched():
+        _launch(cfg.nproc, device)
+        return
     from fsc.loading import check_fits
+    from fsc.train import parallel
 
     torch_threads()
-    cfg.device = torch_device(device)
+    cfg.device = ranks.device_of(torch_device(device))
+    rank, size = parallel.setup(cfg.device)
+    if size != cfg.nproc:
+        raise UsageError(f"--nproc {cfg.nproc}, but {size} processes were launched")
     if cfg.dtype == "auto":
         cfg.dtype = "bf16" if cfg.device.startswith("cuda") else "fp32"
     if cfg.dtype == "bf16" and not cfg.device.startswith("cuda"):
         raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
     check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch, G=G)
     model = _model(recipe, weights, cfg, state is not None)
-    _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json)
+    try:
+        if rank == 0:
+            _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json)
+        else:
+            _follow(cfg, recipe, model, tok, data_source, state, stop_after)
+    finally:
+        parallel.close()
+
+
+def _launch(nproc: int, device: str) -> None:
+    """Run this same command in `nproc` processes under torch's elastic launcher, on this node
+    and on loopback only; exit with its status."""
+    import subprocess
+
+    cuda = device.startswith("cuda") or (device == "auto" and _has_cuda())
+    if cuda and nproc > _gpu_count():
+        raise UsageError(f"--nproc {nproc}: this machine shows {_gpu_count()} GPUs (one process "
+                         "per GPU)")
+    env = dict(os.environ, **{ranks.WORKER_ENV: "1", "OMP_NUM_THREADS": "1"})
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the processes talk over loopback
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", "-m", "fsc",
+           *_without_nproc(INVOKED)]  # the workers read N from torchrun's WORLD_SIZE
+    err.print(f"training in {nproc} processes (torchrun); rank 0 writes the store and the "
+              "checkpoints", markup=False, highlight=False)
+    code = subprocess.call(cmd, env=env)
+    if code:
+        raise typer.Exit(code)
+
+
+def _without_nproc(args: list[str]) -> list[str]:
+    kept, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            kept.append(a)
+    return kept
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def _follow(cfg, recipe, model, tok, data_source, state, stop_after) -> None:
+    """A rank other than 0: the same steps, its share of each batch, no store or output."""
+    from fsc.train.loop import Trainer
+
+    Trainer(cfg, recipe, model, tok, state=state, data=data_source).run(stop_after)
 
 
 def _model(recipe, weights: str, cfg, resuming: bool):

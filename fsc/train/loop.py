@@ -30,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from fsc.errors import CheckpointError, UsageError
 from fsc.hub.checkpoint import save_checkpoint
 from fsc.model.layers import TORCH_DTYPES
+from fsc.train import parallel
 from fsc.train.data import DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
 from fsc.train.tasks import derive
@@ -68,6 +69,7 @@ class TrainConfig:
     text_field: str = "text"
     tokenizer: str | None = None
     recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
+    nproc: int = 1  # data-parallel processes (torchrun); the global batch is nproc × batch
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field)
@@ -158,6 +160,7 @@ class Trainer:
         self.on_step = None  # callback(step, loss, tokens_per_s) after every step
         self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
         self.stop = False
+        self.rank, self.world = parallel.world()
         if state is not None:
             self._restore(*state)
 
@@ -202,21 +205,23 @@ class Trainer:
                 tensors[f"master.{name}"] = p.detach()
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
-                 "data_position": self.step * cfg.accum * cfg.batch, "losses": self.losses}
+                 "data_position": self.step * cfg.accum * cfg.batch * self.world,
+                 "processes": self.world, "losses": self.losses}
         return state, {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
 
     def training_facts(self) -> dict:
         cfg = self.cfg
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
-                "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum, "lr": cfg.lr,
+                "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": cfg.needle_digits,
                 "final_loss": self.losses[-1] if self.losses else None}
 
     def save(self) -> Path:
-        """Write step-NNNNNN (weights, card, training state) and point `latest` at it."""
+        """Write step-NNNNNN (weights, card, training state) and point `latest` at it (rank 0
+        only: the other processes hold the same weights)."""
         out = Path(self.cfg.out)
         dest = step_dir(out, self.step)
-        if dest.exists():  # saved at this step already (the end right after --save-every)
+        if self.rank != 0 or dest.exists():  # saved at this step already (the end right after --save-every)
             return dest
         state, tensors = self._state()
 
@@ -251,16 +256,21 @@ class Trainer:
             g["lr"] = lr
         self.model.train()
         total, tokens = 0.0, 0
+        size = cfg.batch * self.world  # the global batch; this process trains on its share
+        mine = slice(self.rank * cfg.batch, (self.rank + 1) * cfg.batch)
         for micro in range(cfg.accum):
-            first = (step * cfg.accum + micro) * cfg.batch
-            batch = Batch.of([self.data.sample(first + j) for j in range(cfg.batch)], self.device)
+            first = (step * cfg.accum + micro) * size
+            batch = Batch.of([self.data.sample(first + j) for j in range(size)], self.device)
             gen = torch.Generator().manual_seed(derive(cfg.seed, step, micro, 3))
             with self._autocast():
                 loss, n = loss_of(self.model, cfg.objective, batch, self.G, self.tok.mask_id, gen,
-                                  cfg.weighting)
+                                  cfg.weighting, mine)
             (loss / cfg.accum).backward()
             total += float(loss.detach()) / cfg.accum
             tokens += n
+        parallel.average_gradients(self.model, self.world)
+        total = parallel.mean(total, self.world, self.device)
+        tokens *= self.world
         params = [p for p in self.model.parameters() if p.grad is not None]
         clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
         norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
@@ -277,7 +287,7 @@ class Trainer:
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
         t0, done_tokens = time.perf_counter(), 0
         with _sigint_sets(self):
-            while self.step < end and not self.stop:
+            while self.step < end and not parallel.any_rank(self.stop, self.world, self.device):
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -296,7 +306,7 @@ class Trainer:
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
-        interrupted = self.stop
+        interrupted = parallel.any_rank(self.stop, self.world, self.device)
         last = self.save()  # the end, a --stop-after, or Ctrl-C
         return TrainResult(self.step, str(last), list(self.losses), interrupted,
                            time.perf_counter() - t0, done_tokens)

@@ -27,6 +27,9 @@ class Batch:
     tokens: torch.Tensor  # [B, L] long
     target: torch.Tensor  # [B, L] bool: supervised positions
 
+    def rows(self, part: slice) -> Batch:
+        return Batch(self.tokens[part], self.target[part])
+
     @classmethod
     def of(cls, samples, device) -> Batch:
         return cls(torch.tensor([s.ids for s in samples], dtype=torch.long, device=device),
@@ -44,6 +47,10 @@ class Frontier:
     rate: torch.Tensor  # [B]: each sequence's mask rate t
     supervised: torch.Tensor  # [B]: supervised positions in each frontier block
     G: int
+
+    def rows(self, part: slice) -> Frontier:
+        return Frontier(self.inputs[part], self.labels[part], self.masked[part], self.block[part],
+                        self.rate[part], self.supervised[part], self.G)
 
 
 def draw_frontier(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
@@ -114,7 +121,11 @@ def ar_loss(model, batch: Batch) -> tuple[torch.Tensor, int]:
 
 
 def loss_of(model, objective: str, batch: Batch, G: int, mask_id: int,
-            gen: torch.Generator, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
+            gen: torch.Generator, weighting: str = "elbo",
+            part: slice | None = None) -> tuple[torch.Tensor, int]:
+    """The loss of `batch`, or of its rows `part` (a data-parallel process's share: the draws
+    are made for the whole batch, then cut, so the shares add up to one process's batch)."""
+    part = part or slice(None)
     if objective == "ar":
-        return ar_loss(model, batch)
-    return frontier_loss(model, draw_frontier(batch, G, mask_id, gen), weighting)
+        return ar_loss(model, batch.rows(part))
+    return frontier_loss(model, draw_frontier(batch, G, mask_id, gen).rows(part), weighting)

@@ -30,6 +30,7 @@ BAD = {
     "data": ["nope", "/nonexistent/x.txt", "/etc/passwd", "x.csv", "", "hf"],
     "in_dir": ["/nonexistent-dir", "/etc/passwd", ""],
     "depths": ["", "abc", "-0.1", "1.5", "nan", "0,,1"],
+    "address": ["nowhere", "", "ray://", "host:99999999"],
     "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
               "B = "],
 }
@@ -52,7 +53,10 @@ COMMANDS = {
         "--recipe": "recipe", "--S": "sizes", "--B": "sizes", "--G": "sizes", "--steps": "sizes",
         "--mode": "choice", "--dtype": "choice", "--backend": "choice", "--warmup": "int_nonneg",
         "--repeats": "int_pos", "--device": "device", "--memory-budget": "float_pos",
-        "--bandwidth": "float_pos", "--seed": "seed", "--resume": "choice"}),
+        "--bandwidth": "float_pos", "--seed": "seed", "--resume": "choice",
+        "--executor": "choice", "--workers": "int_pos", "--address": "address",
+        "--retries": "int_nonneg", "--slurm-gpus-per-node": "int_nonneg",
+        "--slurm-time": "int_pos"}),
     "estimate": (["tiny_attn"], {
         "--S": "int_nonneg", "--B": "int_pos", "--G": "int_pos", "--steps": "int_pos",
         "--mode": "choice", "--gpu": "choice", "--bandwidth": "float_pos", "--tflops": "float_pos",
@@ -69,7 +73,8 @@ COMMANDS = {
         "--weight-decay": "float_nonneg", "--grad-clip": "float_nonneg", "--seed": "seed",
         "--device": "device", "--dtype": "choice", "--save-every": "int_nonneg",
         "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
-        "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos"}),
+        "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos",
+        "--nproc": "int_pos"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
@@ -81,7 +86,8 @@ COMMANDS = {
 # Options whose every value is valid, or that only switch behaviour.
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
-              "--message", "--text-field", "--run", "--baseline"}
+              "--message", "--text-field", "--run", "--baseline",
+              "--slurm-partition"}
 
 
 def _cases():
@@ -124,6 +130,10 @@ def _cases():
                  ["eval", "tiny_attn", "--lengths", "16m"],
                  ["plot"], ["plot", "nope"], ["plot", "latency", "--out", "x.jpg"],
                  ["compare", "run-a"],
+                 ["profile", "-r", "tiny_attn", "--executor", "ray", "--workers", "2"],
+                 ["profile", "-r", "tiny_attn", "--executor", "ray", "--address", "bad"],
+                 ["train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "1",
+                  "--out", "o", "--nproc", "2", "--device", "cuda"],
                  ["report", "--format", "md", "--out", "x.html"], ["report", "--out", "r.pdf"]):
         yield pytest.param(args, None, id=" ".join(args) or "(empty)")
 
