@@ -1,7 +1,7 @@
 """Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
 the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
 
-    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads,training,results]
+    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads,training,results,scale]
 
 1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
 2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
@@ -10,7 +10,11 @@ the store (a run of kind 'bench', table bench_results) and ends with one JSON li
 5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
    batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps;
 6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
-   profile run in the store (the sweep of 3.), wall time of the whole command, median of 3.
+   profile run in the store (the sweep of 3.), wall time of the whole command, median of 3;
+7. scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
+   workers, on a 2-CPU local Ray cluster and through submitit's local executor: wall time of
+   the command, the points' own time (the sum of their started..ended spans) and the overhead
+   per point.
 """
 
 from __future__ import annotations
@@ -195,12 +199,48 @@ def results(record, store: Path) -> None:
     out.print(t)
 
 
+SCALE = {"in process": [], "2 local workers": ["--workers", "2"],
+         "Ray, 2-CPU local cluster": ["--executor", "ray", "--address", "local"],
+         "submitit, local executor": ["--executor", "slurm"]}
+
+
+def scale(record) -> None:
+    import tempfile
+
+    from fsc.store import Store
+
+    t = Table(title="the default CPU sweep (24 points) by executor")
+    for col in ("executor", "wall s", "points' own s", "speed-up", "overhead / point s"):
+        t.add_column(col, justify="right")
+    base = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, args) in enumerate(SCALE.items()):
+            store = Path(tmp) / f"s{i}"
+            t0 = time.perf_counter()
+            subprocess.run([*FSC, "profile", "--store", str(store), *args, "--json"], check=True,
+                           capture_output=True)
+            wall = time.perf_counter() - t0
+            _, rows = Store(store).query(
+                "SELECT count(*), sum(epoch(ended_at) - epoch(started_at)) FROM profile_points")
+            n, busy = rows[0]
+            lanes = 1 if not args else 2
+            overhead = (wall - busy / lanes) / n
+            base = base or wall
+            params = {"executor": name, "points": n}
+            record("scale.wall_s", wall, "s", params)
+            record("scale.points_s", busy, "s", params)
+            record("scale.overhead_per_point_s", overhead, "s", params)
+            t.add_row(name, f"{wall:.1f}", f"{busy:.1f}", f"{base / wall:.2f}×", f"{overhead:.2f}")
+    out.print(t)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
     ap.add_argument("--store", type=Path, default=None)
     ap.add_argument("--skip", default="",
-                    help="comma list of: startup, decode, steps, threads, training, results")
+                    help="comma list of: startup, decode, steps, threads, training, results, "
+                    "scale")
     a = ap.parse_args(argv)
     from fsc.provenance import environment
     from fsc.store import Store
@@ -228,6 +268,8 @@ def main(argv=None) -> None:
             training(record)
         if "results" not in skip:
             results(record, st.dir)
+        if "scale" not in skip:
+            scale(record)
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise

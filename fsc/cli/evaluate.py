@@ -20,10 +20,22 @@ from fsc.cli.common import (
     print_json,
     printable,
     store_dir,
-    torch_device,
     torch_threads,
 )
-from fsc.cli.profile import parse_sizes
+from fsc.cli.profile import (
+    AddressOpt,
+    Executor,
+    ExecutorOpt,
+    GpusPerNodeOpt,
+    PartitionOpt,
+    RetriesOpt,
+    SlurmTimeOpt,
+    WorkersOpt,
+    executor_settings,
+    parse_sizes,
+    run_device,
+    slurm_folder,
+)
 from fsc.errors import UsageError
 
 MAX_SAMPLES = 100_000
@@ -49,6 +61,7 @@ def _depths(text: str) -> list[float]:
 
 
 def evaluate(
+    ctx: typer.Context,
     source: Annotated[str, typer.Argument(
         metavar="CKPT",
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
@@ -82,11 +95,20 @@ def evaluate(
         show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    executor: ExecutorOpt = Executor.local,
+    workers: WorkersOpt = 1,
+    address: AddressOpt = "auto",
+    retries: RetriesOpt = 1,
+    slurm_partition: PartitionOpt = None,
+    slurm_gpus_per_node: GpusPerNodeOpt = 1,
+    slurm_time: SlurmTimeOpt = 60,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Score a checkpoint: the answers are decoded by the cached decoder; a row per cell in the
     store (view `evaluation`), printed as a heatmap table."""
+    scale = executor_settings(ctx, executor, workers, address, retries, slurm_partition,
+                              slurm_gpus_per_node, slurm_time)
     from fsc.source import checkpoint_config, load_source_recipe
     from fsc.tokenizer import load_tokenizer
     from fsc.train.data import DataOptions, open_data
@@ -101,7 +123,8 @@ def evaluate(
     if mode is None and objective is not None:
         mode = Mode.ar if objective == "ar" else Mode.diffusion
     mode_, G, K = block_setting(mode and str(mode), None, steps, recipe.block_size)
-    tok = load_tokenizer(tokenizer if tokenizer is not None else trained.get("tokenizer"))
+    tok_spec = tokenizer if tokenizer is not None else trained.get("tokenizer")
+    tok = load_tokenizer(tok_spec)
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
@@ -133,19 +156,30 @@ def evaluate(
             for p in pair_list:
                 MQAR(tok, n, G, p)
 
-    import torch
 
     from fsc.loading import check_fits, load_model
-    from fsc.train.evaluate import EvalSettings, heldout_loss, mqar, niah
+    from fsc.train.evaluate import EvalSettings
 
     torch_threads()
-    device = torch_device(device)
-    for n in sizes:
-        check_fits(recipe, device, S=n, B=min(batch, samples), G=G)
-    _, model = load_model(source, device=device, seed=seed)
-    if mode_ == "ar" and recipe.block_size != 1:
-        model.recipe = recipe.model_copy(update={"block_size": 1})
+    remote = scale["executor"] != "local" or scale["workers"] > 1
+    device = run_device(device, scale["executor"], remote)
+    if not remote or scale["executor"] == "local":
+        for n in sizes:
+            check_fits(recipe, device, S=n, B=min(batch, samples), G=G)
     settings = EvalSettings(mode_, K or 1, samples, batch, seed, train_len)
+    model = engine = None
+    if remote:
+        from fsc.scale.work import EvalJob
+
+        job = EvalJob(source, str(task), tuple(depth_list), tuple(pair_list), settings, digits,
+                      device, str(tok_spec) if tok_spec is not None else None, data, options,
+                      mode_ == "ar")
+        per_length = {"niah": len(depth_list), "mqar": len(pair_list), "loss": 1}[str(task)]
+        engine = _engine(device, scale, per_length)
+    else:
+        _, model = load_model(source, device=device, seed=seed)
+        if mode_ == "ar" and recipe.block_size != 1:
+            model.recipe = recipe.model_copy(update={"block_size": 1})
 
     from fsc.provenance import environment
     from fsc.store import Store
@@ -172,16 +206,15 @@ def evaluate(
                   + (f": {row['accuracy']:.2f}" if row["accuracy"] is not None else ""),
                   markup=False, highlight=False)
 
+    if engine is not None and hasattr(engine, "folder"):
+        engine.folder = slurm_folder(st, run_id)
     try:
-        with torch.no_grad():
-            if task == Task.niah:
-                niah(model, tok, sizes, depth_list, settings, digits, device, on_cell=record)
-            elif task == Task.mqar:
-                mqar(model, tok, sizes, pair_list, settings, device, on_cell=record)
-            else:
-                for n in sizes:
-                    for row in heldout_loss(model, tok, data, n, settings, options, device):
-                        record(row)
+        if engine is not None:
+            _on_engine(engine, job, sizes, record)
+            rows.sort(key=lambda r: (r["length"], r["depth"] or 0, r["pairs"] or 0))
+        else:
+            _here(model, tok, task, sizes, depth_list, pair_list, settings, digits, device, data,
+                  options, record)
     except KeyboardInterrupt:
         st.finish_run(run_id, "interrupted", f"interrupted after {len(rows)} cells")
         print(f"interrupted: {len(rows)} cells of run {run_id} are stored", file=sys.stderr)
@@ -195,6 +228,61 @@ def evaluate(
                     "task": str(task), "rows": rows})
         return
     _render(rows, str(task), recipe.name, run_id)
+
+
+def _here(model, tok, task, sizes, depth_list, pair_list, settings, digits, device, data,
+          options, record) -> None:
+    """The grid in this process, cell by cell."""
+    import torch
+
+    from fsc.train.evaluate import heldout_loss, mqar, niah
+
+    with torch.no_grad():
+        if task == Task.niah:
+            niah(model, tok, sizes, depth_list, settings, digits, device, on_cell=record)
+        elif task == Task.mqar:
+            mqar(model, tok, sizes, pair_list, settings, device, on_cell=record)
+        else:
+            for n in sizes:
+                for row in heldout_loss(model, tok, data, n, settings, options, device):
+                    record(row)
+
+
+def _engine(device: str, scale: dict, per_length: int):
+    """Local workers, a Ray cluster (joined now) or Slurm arrays, for an eval grid."""
+    from fsc.scale import executors, work
+
+    cuda = device.startswith("cuda")
+    kind = scale["executor"]
+    if kind == "local":
+        if cuda and scale["workers"] > len(executors.visible_gpus()):
+            raise UsageError(f"--workers {scale['workers']}: this machine shows "
+                             f"{len(executors.visible_gpus())} GPUs (one worker per GPU)")
+        return executors.LocalWorkers(scale["workers"], scale["retries"], cuda, work.evaluate)
+    if kind == "ray":
+        engine = executors.RayCluster(scale["address"], scale["retries"], cuda, work.evaluate)
+        engine.connect()
+        return engine
+    return executors.SlurmArrays(
+        None, scale["slurm_partition"], scale["slurm_gpus_per_node"], scale["slurm_time"], cuda,
+        fn=work.evaluate_to_file, rows_per_point=per_length,
+        say=lambda text: err.print(text, markup=False, highlight=False))
+
+
+def _on_engine(engine, job, sizes: list[int], record) -> None:
+    """One group per length, scored where the engine runs it; rows stored as they arrive. A
+    length given up after its retries fails the run (the cells that came are kept)."""
+    from fsc.scale.executors import ExecutorError
+    from fsc.scale.work import Group
+
+    failed = []
+    for arrival in engine.arrivals(job, [Group(i, (n,)) for i, n in enumerate(sizes)]):
+        for row in arrival.rows:
+            record(row)
+        if arrival.failure is not None:
+            failed.append(f"length {arrival.group.points[0]}: {arrival.failure}")
+    if failed:
+        raise ExecutorError(f"{len(failed)} of {len(sizes)} lengths failed ({failed[0]})")
 
 
 def _shade(acc: float) -> str:

@@ -72,7 +72,9 @@ ExecutorOpt = Annotated[Executor, typer.Option(
     "pip install 'fsc[slurm]').")]
 WorkersOpt = Annotated[int, typer.Option(
     "--workers", callback=between(1, MAX_WORKERS),
-    help="local: worker processes, one per visible GPU on CUDA (1: in this process).")]
+    help="local: worker processes, one per visible GPU on CUDA (1: in this process). ray, "
+    "slurm: cut the sweep into at least 2 × N groups (ray's default N: the cluster's GPUs, or "
+    "CPUs; slurm's: one array task per recipe).")]
 AddressOpt = Annotated[str, typer.Option(
     "--address", help="ray: the cluster, auto (a running one), ray://host:port, or local (a "
     "new one on this machine).")]
@@ -90,13 +92,14 @@ SlurmTimeOpt = Annotated[int, typer.Option(
     "task, minutes.")]
 
 
-def executor_settings(executor: Executor, workers: int, address: str, ctx: typer.Context
-                      ) -> dict:
+def executor_settings(ctx: typer.Context, executor: Executor, workers: int, address: str,
+                      retries: int, slurm_partition: str | None, slurm_gpus_per_node: int,
+                      slurm_time: int) -> dict:
     """The executor's settings, checked before anything is imported: options of another
     executor are refused, and so is an executor whose package is missing."""
     from fsc.scale import needs
 
-    own = {"local": ("workers",), "ray": ("address",),
+    own = {"local": (), "ray": ("address",),
            "slurm": ("slurm_partition", "slurm_gpus_per_node", "slurm_time")}
     foreign = [name for kind, names in own.items() if kind != str(executor)
                for name in given_options(ctx, names)]
@@ -107,7 +110,9 @@ def executor_settings(executor: Executor, workers: int, address: str, ctx: typer
         raise UsageError(f"--address {address[:60]!r} is not auto, local, ray://HOST:PORT or "
                          "HOST:PORT")
     needs(str(executor))
-    return {"executor": str(executor), "workers": workers}
+    return {"executor": str(executor), "workers": workers, "address": address,
+            "retries": retries, "slurm_partition": slurm_partition,
+            "slurm_gpus_per_node": slurm_gpus_per_node, "slurm_time": slurm_time}
 
 
 def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
@@ -233,9 +238,8 @@ def profile(
             warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
             memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None)
 
-    scale = executor_settings(executor, workers, address, ctx) | {
-        "address": address, "retries": retries, "slurm_partition": slurm_partition,
-        "slurm_gpus_per_node": slurm_gpus_per_node, "slurm_time": slurm_time}
+    scale = executor_settings(ctx, executor, workers, address, retries, slurm_partition,
+                              slurm_gpus_per_node, slurm_time)
 
     from fsc.source import load_source_recipe
     from fsc.store import Store
@@ -259,7 +263,7 @@ def profile(
     import torch
 
     remote = scale["executor"] != "local" or scale["workers"] > 1
-    cfg.device = _device(cfg.device, scale["executor"], remote)
+    cfg.device = run_device(cfg.device, scale["executor"], remote)
     cuda = torch.device(cfg.device).type == "cuda"
     d_recipes, d_S, d_B = default_sweep(cfg.device)
     cfg.recipes, cfg.S, cfg.B = cfg.recipes or d_recipes, cfg.S or d_S, cfg.B or d_B
@@ -281,7 +285,7 @@ def profile(
     _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale)
 
 
-def _device(device: str, executor: str, remote: bool) -> str:
+def run_device(device: str, executor: str, remote: bool) -> str:
     """The sweep's device. Points measured here (or in local workers) need it here; a Ray or
     Slurm driver may run where the GPUs are not (a login node): there `cuda` is taken as asked,
     and each worker runs on the one GPU it is given (cuda:0 in its own view)."""
@@ -419,7 +423,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     if engine is not None and hasattr(engine, "folder"):
         engine.folder = slurm_folder(st, run_id)
     sweep = Sweep(cfg, todo, on_point=None) if engine is None else executors.Distributed(
-        cfg, todo, engine, scale["workers"])
+        cfg, todo, engine, max(scale["workers"], engine.lanes))
     rows = _run(sweep, st, run_id, len(points), len(points) - len(todo),
                 _resume_command(run_id, store))
     if as_json:

@@ -75,6 +75,7 @@ class LocalWorkers:
 
     def __init__(self, workers: int, retries: int, cuda: bool, fn: Callable = work.measure):
         self.workers, self.retries, self.cuda, self.fn = workers, retries, cuda, fn
+        self.lanes = workers
 
     def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
         fn = self.fn
@@ -129,12 +130,14 @@ class RayCluster:
     def __init__(self, address: str, retries: int, cuda: bool, fn: Callable = work.measure):
         self.address, self.retries, self.cuda, self.fn = address, retries, cuda, fn
         self.started = False
+        self.lanes = 1  # after connect(): the cluster's GPUs (CPUs on a CPU cluster)
 
     def connect(self) -> None:
         """Join the cluster (or start one here for `local`) before the run is recorded, so a
         cluster that cannot be reached costs one line and no run."""
         ray = importlib.import_module("ray")
         if ray.is_initialized():
+            self._count_lanes(ray)
             return
         if self.address not in ("auto", "local"):
             host, port = self.address.removeprefix("ray://").rsplit(":", 1)
@@ -154,6 +157,11 @@ class RayCluster:
                                 f"({_one_line(e)}); start one with `ray start --head`, or "
                                 "pass --address local for one on this machine") from None
         self.started = True
+        self._count_lanes(ray)
+
+    def _count_lanes(self, ray: Any) -> None:
+        resources = ray.cluster_resources()
+        self.lanes = max(1, int(resources.get("GPU" if self.cuda else "CPU", 1)))
 
     def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
         ray = importlib.import_module("ray")
@@ -188,7 +196,9 @@ class SlurmArrays:
 
     def __init__(self, folder: Path, partition: str | None, gpus_per_node: int, time_min: int,
                  cuda: bool, cluster: str | None = None, fn: Callable = work.measure_to_file,
-                 say: Callable[[str], None] = lambda text: None):
+                 say: Callable[[str], None] = lambda text: None, rows_per_point: int = 1):
+        self.rows_per_point = rows_per_point  # an eval grid: cells per length
+        self.lanes = 1  # one array task per recipe unless --workers asks for more
         self.folder, self.partition, self.gpus = folder, partition, gpus_per_node
         self.time_min, self.cuda, self.cluster, self.fn, self.say = (
             time_min, cuda, cluster, fn, say)
@@ -226,7 +236,7 @@ class SlurmArrays:
                     yield Arrival(groups[i], rows)
                 if finished:
                     open_.discard(i)
-                    if got[i] < len(groups[i].points):
+                    if got[i] < len(groups[i].points) * self.rows_per_point:
                         why = _job_error(jobs[i]) or "the job ended early"
                         yield Arrival(groups[i], failure=f"Slurm job {jobs[i].job_id}: {why}")
                     readers[i].done()
@@ -290,10 +300,10 @@ class Distributed:
     called on the driver for each row as it arrives, then `on_progress(row)`; `run()` returns
     the rows in plan order."""
 
-    def __init__(self, cfg: SweepConfig, points: list[Point], executor: Any, workers: int,
+    def __init__(self, cfg: SweepConfig, points: list[Point], executor: Any, lanes: int,
                  on_point=None, on_progress=None):
         self.cfg, self.points, self.executor = cfg, points, executor
-        self.groups = work.groups(points, workers)
+        self.groups = work.groups(points, lanes)
         self.on_point = on_point or (lambda r: None)
         self.on_progress = on_progress or (lambda r: None)
 

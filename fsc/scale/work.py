@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +19,12 @@ from typing import Any
 import torch
 
 from fsc import ops
+from fsc.loading import load_model
 from fsc.profile import Sweep
 from fsc.sweep import Point, PointResult, SweepConfig
+from fsc.tokenizer import load_tokenizer
+from fsc.train.data import DataOptions
+from fsc.train.evaluate import EvalSettings, heldout_loss, mqar, niah
 
 _DATES = ("started_at", "ended_at")
 _FIELDS = {f.name for f in fields(PointResult)}
@@ -28,30 +32,42 @@ _FIELDS = {f.name for f in fields(PointResult)}
 
 @dataclass(frozen=True)
 class Group:
-    """Points of one recipe, in sweep order: a model is built once for all of them."""
+    """Points of one recipe, in sweep order: a model is built once for all of them (for an
+    eval grid: the prompt lengths one worker scores)."""
 
     index: int
-    points: tuple[Point, ...]
+    points: tuple[Any, ...]
 
     @property
     def ref(self) -> str:
         return self.points[0].ref
 
 
-def groups(points: list[Point], workers: int) -> list[Group]:
-    """The points by recipe, each recipe's run cut into contiguous pieces so that there are at
-    least `workers` groups where the points allow (a piece builds its model once)."""
+def cost(points: Iterable[Point]) -> int:
+    """A rough size of some points' work, to hand out the largest first: a step reads the
+    cache, which grows with S × B (a recurrent cache does not, so this overstates Mamba's)."""
+    return sum((p.S + p.G) * p.B for p in points)
+
+
+def groups(points: list[Point], lanes: int) -> list[Group]:
+    """The points by recipe (a group builds its model once), each recipe's run cut into
+    contiguous pieces, the costliest halved first, until there are twice as many groups as
+    `lanes` (points run at once) where the points allow; costliest group first, so the last
+    to finish is a small one."""
     by_ref: dict[str, list[Point]] = {}
     for p in points:
         by_ref.setdefault(p.ref, []).append(p)
     pieces = [list(v) for v in by_ref.values()]
-    while len(pieces) < workers:
-        largest = max(pieces, key=len)
-        if len(largest) < 2:
+    want = 2 * lanes if lanes > 1 else 1
+    while len(pieces) < want:
+        splittable = [q for q in pieces if len(q) > 1]
+        if not splittable:
             break
+        largest = max(splittable, key=cost)
         i = pieces.index(largest)
         half = len(largest) // 2
         pieces[i:i + 1] = [largest[:half], largest[half:]]
+    pieces.sort(key=cost, reverse=True)
     return [Group(i, tuple(piece)) for i, piece in enumerate(pieces)]
 
 
@@ -110,3 +126,53 @@ def measure_to_file(cfg: SweepConfig, group: Group, path: str) -> int:
             os.fsync(f.fileno())
 
         return len(measure(cfg, group, write))
+
+
+# ---- fsc eval ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EvalJob:
+    """What every worker of an `fsc eval` grid needs: the checkpoint and the cells' settings.
+    A group's `points` are the prompt lengths it scores."""
+
+    source: str
+    task: str  # niah | mqar | loss
+    depths: tuple[float, ...]
+    pairs: tuple[int, ...]
+    settings: EvalSettings
+    digits: int
+    device: str
+    tokenizer: str | None
+    data: str | None
+    options: DataOptions
+    ar: bool  # decode a G > 1 checkpoint at G = 1
+
+
+def evaluate(job: EvalJob, group: Group) -> list[dict[str, Any]]:
+    """Score a group's lengths in this process: one row per cell, as `fsc eval` stores it."""
+    torch.set_num_threads(max(1, int(os.environ.get("FSC_THREADS", "1") or 1)))
+    device = "cuda:0" if job.device.startswith("cuda") else job.device
+    tok = load_tokenizer(job.tokenizer)
+    _, model = load_model(job.source, device=device, seed=job.settings.seed)
+    if job.ar and model.recipe.block_size != 1:
+        model.recipe = model.recipe.model_copy(update={"block_size": 1})
+    lengths = list(group.points)
+    with torch.no_grad():
+        if job.task == "niah":
+            return niah(model, tok, lengths, list(job.depths), job.settings, job.digits, device)
+        if job.task == "mqar":
+            return mqar(model, tok, lengths, list(job.pairs), job.settings, device)
+        return [row for n in lengths for row in heldout_loss(model, tok, job.data, n, job.settings,
+                                                             job.options, device)]
+
+
+def evaluate_to_file(job: EvalJob, group: Group, path: str) -> int:
+    """A Slurm array task of an eval grid: its rows as JSON lines in `path`."""
+    rows = evaluate(job, group)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, default=str) + "\n" for r in rows))
+        f.flush()
+        os.fsync(f.fileno())
+    return len(rows)

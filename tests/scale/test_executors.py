@@ -131,7 +131,7 @@ def test_ray_retries_a_task_whose_worker_died(ray_cluster, tmp_path):
     cfg, points = _setup(tmp_path)
     flag = str(tmp_path / "died")
     sweep = executors.Distributed(cfg, points, executors.RayCluster(
-        "auto", retries=2, cuda=False, fn=_dies_once(flag)), workers=1)
+        "auto", retries=2, cuda=False, fn=_dies_once(flag)), lanes=1)
     stored = []
     sweep.on_point = stored.append
     rows = sweep.run()
@@ -150,7 +150,7 @@ def test_ray_gives_up_after_the_retries_and_records_errors(ray_cluster, tmp_path
         raise RuntimeError("no such device")
 
     sweep = executors.Distributed(cfg, points, executors.RayCluster(
-        "auto", retries=1, cuda=False, fn=always_fails), workers=1)
+        "auto", retries=1, cuda=False, fn=always_fails), lanes=1)
     rows = sweep.run()
     assert len(rows) == N_POINTS and {r.status for r in rows} == {"error"}
     assert all("no such device" in r.error and "after 1 retries" in r.error for r in rows)
@@ -160,7 +160,7 @@ def test_local_workers_retry_a_group_whose_process_died(tmp_path):
     cfg, points = _setup(tmp_path)
     flag = str(tmp_path / "died")
     sweep = executors.Distributed(cfg, points, executors.LocalWorkers(
-        2, retries=2, cuda=False, fn=_local_dies_once), workers=2)
+        2, retries=2, cuda=False, fn=_local_dies_once), lanes=2)
     os.environ["FSC_TEST_FLAG"] = flag
     try:
         rows = sweep.run()
@@ -185,9 +185,12 @@ def _local_dies_once(cfg, group):
 def test_groups_split_a_recipe_so_workers_have_work(tmp_path):
     _, points = _setup(tmp_path)
     assert [len(g.points) for g in work.groups(points, 1)] == [4, 4]
-    four = work.groups(points, 4)
+    four = work.groups(points, 2)  # twice as many groups as lanes
     assert [len(g.points) for g in four] == [2, 2, 2, 2]
-    assert [p for g in four for p in g.points] == points  # every point once, in order
+    assert sorted(id(p) for g in four for p in g.points) == sorted(map(id, points))
+    assert [work.cost(g.points) for g in four] == sorted((work.cost(g.points) for g in four),
+                                                        reverse=True)  # the largest first
+    assert all(len({p.ref for p in g.points}) == 1 for g in four)  # one recipe each
     assert len(work.groups(points, 100)) == N_POINTS
 
 
@@ -243,7 +246,7 @@ def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, in_proc
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--executor", "ray", "--workers", "2"], "--workers do not apply to --executor ray"),
+    (["--executor", "ray", "--slurm-time", "5"], "--slurm-time do not apply to --executor ray"),
     (["--executor", "local", "--slurm-time", "5"], "do not apply to --executor local"),
     (["--executor", "ray", "--address", "nowhere"], "--address"),
     (["--executor", "nope"], "--executor"),
@@ -254,3 +257,38 @@ def test_bad_executor_options_are_one_line(args, says, cli, tmp_path):
     r = cli("profile", *SWEEP, "--store", tmp_path / "s", *args)
     assert r.code == 2 and r.err.count("\n") == 1 and says in r.err, r.err
     assert not (tmp_path / "s").exists()
+
+
+# ---- fsc eval on the same executors ----------------------------------------------------------
+
+EVAL = ["eval", "tiny_attn", "--lengths", "128,256", "--depths", "0,1", "--samples", "2",
+        "--batch", "2"]
+SAME = ("task", "length", "depth", "pairs", "n", "correct", "accuracy", "token_accuracy")
+
+
+def _cells(doc) -> list[tuple]:
+    return [tuple(r[k] for k in SAME) for r in doc["rows"]]
+
+
+@pytest.fixture(scope="module")
+def eval_in_process(tmp_path_factory):
+    from fsc.cli.main import main
+
+    store = tmp_path_factory.mktemp("eval") / "store"
+    assert main([*EVAL, "--store", str(store)]) == 0
+    _, rows = Store(store).query(f"SELECT {', '.join(SAME)} FROM evaluation ORDER BY length, depth")
+    assert len(rows) == 4
+    return rows
+
+
+@pytest.mark.parametrize("how", [["--workers", "2"], ["--executor", "ray"],
+                                 ["--executor", "slurm"]])
+def test_eval_grids_run_on_every_executor(how, cli, eval_in_process, tmp_path, request):
+    if "ray" in how:
+        request.getfixturevalue("ray_cluster")
+    r = cli(*EVAL, "--store", tmp_path / "s", *how, "--json")
+    assert r.code == 0, r.err
+    assert _cells(json.loads(r.out)) == [tuple(x) for x in eval_in_process]
+    _, rows = Store(tmp_path / "s").query(
+        f"SELECT {', '.join(SAME)} FROM evaluation ORDER BY length, depth")
+    assert rows == eval_in_process  # stored once each, by the driver
