@@ -211,8 +211,12 @@ def _interrupted_run(cli, store: Path) -> str:
     return run_id
 
 
-@pytest.mark.parametrize("how", [["--workers", "2"], ["--executor", "ray"],
-                                 ["--executor", "slurm"]])
+SLOW = pytest.mark.slow  # the same path again on another engine: make test-slow
+EVERY_EXECUTOR = [["--workers", "2"], pytest.param(["--executor", "ray"], marks=SLOW),
+                  pytest.param(["--executor", "slurm"], marks=SLOW)]
+
+
+@pytest.mark.parametrize("how", EVERY_EXECUTOR)
 def test_resume_measures_only_what_is_missing(how, cli, in_process, tmp_path, request):
     if "ray" in how:
         request.getfixturevalue("ray_cluster")
@@ -281,8 +285,7 @@ def eval_in_process(tmp_path_factory):
     return rows
 
 
-@pytest.mark.parametrize("how", [["--workers", "2"], ["--executor", "ray"],
-                                 ["--executor", "slurm"]])
+@pytest.mark.parametrize("how", EVERY_EXECUTOR)
 def test_eval_grids_run_on_every_executor(how, cli, eval_in_process, tmp_path, request):
     if "ray" in how:
         request.getfixturevalue("ray_cluster")

@@ -14,6 +14,8 @@ from safetensors.torch import load_file
 
 from fsc.store import Store
 
+pytestmark = pytest.mark.slow  # three torchrun launches, ~30 s: make test-slow (CI runs it)
+
 BASE = ["tiny_attn", "--data", "copy", "--seq-len", "32", "--log-every", "1", "--lr", "3e-3"]
 
 
