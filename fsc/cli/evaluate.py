@@ -252,21 +252,10 @@ def _engine(device: str, scale: dict, per_length: int):
     """Local workers, a Ray cluster (joined now) or Slurm arrays, for an eval grid."""
     from fsc.scale import executors, work
 
-    cuda = device.startswith("cuda")
-    kind = scale["executor"]
-    if kind == "local":
-        if cuda and scale["workers"] > len(executors.visible_gpus()):
-            raise UsageError(f"--workers {scale['workers']}: this machine shows "
-                             f"{len(executors.visible_gpus())} GPUs (one worker per GPU)")
-        return executors.LocalWorkers(scale["workers"], scale["retries"], cuda, work.evaluate)
-    if kind == "ray":
-        engine = executors.RayCluster(scale["address"], scale["retries"], cuda, work.evaluate)
-        engine.connect()
-        return engine
-    return executors.SlurmArrays(
-        None, scale["slurm_partition"], scale["slurm_gpus_per_node"], scale["slurm_time"], cuda,
-        fn=work.evaluate_to_file, rows_per_point=per_length,
-        say=lambda text: err.print(text, markup=False, highlight=False))
+    return executors.engine_for(scale, device.startswith("cuda"), work.evaluate,
+                                work.evaluate_to_file,
+                                lambda text: err.print(text, markup=False, highlight=False),
+                                per_length)
 
 
 def _on_engine(engine, job, sizes: list[int], record) -> None:

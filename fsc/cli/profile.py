@@ -439,26 +439,17 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
 
 
 def _engine(cfg, scale: dict):
-    """What runs the points when not this process: local workers, Ray (joined here, before the
-    run is recorded) or Slurm arrays (their folder is set once the run id is known)."""
-    from fsc.scale import executors
-
-    kind, workers = scale["executor"], scale["workers"]
-    if kind == "local" and workers == 1:
+    """What runs the points when not this process (see fsc.scale.executors.engine_for)."""
+    if scale["executor"] == "local" and scale["workers"] == 1:
         return None
-    cuda = cfg.device.startswith("cuda")
-    if kind == "local":
-        if cuda and workers > len(executors.visible_gpus()):
-            raise UsageError(f"--workers {workers}: this machine shows "
-                             f"{len(executors.visible_gpus())} GPUs (one worker per GPU)")
-        return executors.LocalWorkers(workers, scale["retries"], cuda)
-    if kind == "ray":
-        engine = executors.RayCluster(scale["address"], scale["retries"], cuda)
-        engine.connect()
-        return engine
-    return executors.SlurmArrays(
-        None, scale["slurm_partition"], scale["slurm_gpus_per_node"], scale["slurm_time"], cuda,
-        say=lambda text: err.print(text, markup=False, highlight=False))
+    from fsc.scale import executors, work
+
+    return executors.engine_for(scale, cfg.device.startswith("cuda"), work.measure,
+                                work.measure_to_file, _say)
+
+
+def _say(text: str) -> None:
+    err.print(text, markup=False, highlight=False)
 
 
 class _Interrupts:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from fsc.errors import FscError
+from fsc.errors import FscError, UsageError
 from fsc.scale import work
 from fsc.sweep import Point, PointResult, SweepConfig
 
@@ -284,6 +284,28 @@ def leftovers(folder: Path) -> list[dict[str, Any]]:
         rows += reader.read()
         reader.done()
     return rows
+
+
+# ---- choosing one ------------------------------------------------------------------------------
+
+def engine_for(scale: dict, cuda: bool, fn: Callable, file_fn: Callable,
+               say: Callable[[str], None], rows_per_point: int = 1) -> Any:
+    """The executor `scale` (the CLI's settings) names, running `fn(job, group)` (`file_fn(job,
+    group, path)` as a Slurm task). Ray is joined here; a Slurm folder is set once the run id is
+    known. UsageError for more local workers than GPUs."""
+    kind, workers, retries = scale["executor"], scale["workers"], scale["retries"]
+    if kind == "local":
+        if cuda and workers > len(visible_gpus()):
+            raise UsageError(f"--workers {workers}: this machine shows {len(visible_gpus())} "
+                             "GPUs (one worker per GPU)")
+        return LocalWorkers(workers, retries, cuda, fn)
+    if kind == "ray":
+        engine = RayCluster(scale["address"], retries, cuda, fn)
+        engine.connect()
+        return engine
+    return SlurmArrays(None, scale["slurm_partition"], scale["slurm_gpus_per_node"],
+                       scale["slurm_time"], cuda, fn=file_fn, say=say,
+                       rows_per_point=rows_per_point)
 
 
 # ---- the driver's side -------------------------------------------------------------------------
