@@ -65,8 +65,9 @@ def tokens(x: float, _pos: Any = None) -> str:
 def _title(what: str, rows: Rows) -> str:
     devices = sorted({str(r.get("device_name") or r.get("device") or "?") for r in rows})
     runs = sorted({r["run_id"] for r in rows})
-    shown = ", ".join(runs) if len(runs) <= 2 else f"{len(runs)} runs: {runs[0]}, …, {runs[-1]}"
-    return f"{what} · {' / '.join(devices)} · run {shown}"
+    shown = (f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}" if len(runs) == 2
+             else f"{len(runs)} runs: {runs[0]}, …, {runs[-1]}")
+    return f"{what} · {' / '.join(devices)} · {shown}"
 
 
 def _figure(what: str, rows: Rows, size: tuple[float, float] = (8.0, 4.8),
