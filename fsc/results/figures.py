@@ -34,7 +34,6 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 STYLES = ("-", "--", "-.", ":")
 GiB = 2**30
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-KINDS = ("latency", "memory", "throughput", "roofline", "loss", "niah", "retrieval")
 DPI = 150
 
 Rows = list[dict[str, Any]]

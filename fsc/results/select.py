@@ -98,14 +98,14 @@ def condition(where: str) -> str:
         raise QueryError(f"--where: not one SQL condition ({one_line(e)})") from None
 
 
-def rows(st: Store, source: Source, run_ids: list[str], where: str | None = None,
-         extra: str = "") -> list[dict[str, Any]]:
+def rows(st: Store, source: Source, run_ids: list[str],
+         where: str | None = None) -> list[dict[str, Any]]:
     """Rows of `source.view` for `run_ids`, filtered by the user's `where` (a SQL condition on
-    that view's columns, see `condition`) and by `extra` (fsc's own condition). The query runs
+    that view's columns, see `condition`). The query runs
     through the store's sandbox like any `fsc query`; a failing where is a QueryError naming
     --where."""
     ids = ", ".join(_literal(r) for r in run_ids)
-    conditions = [f"run_id IN ({ids})"] + ([extra] if extra else [])
+    conditions = [f"run_id IN ({ids})"]
     if where is not None:
         conditions.append(f"({condition(where)})")
     sql = (f"SELECT * FROM {source.view} WHERE " + " AND ".join(conditions)

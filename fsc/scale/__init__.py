@@ -8,7 +8,6 @@ import importlib.util
 
 from fsc.errors import UsageError
 
-EXECUTORS = ("local", "ray", "slurm")
 EXTRAS = {"ray": ("ray", "fsc[ray]"), "slurm": ("submitit", "fsc[slurm]")}
 
 

@@ -38,10 +38,6 @@ class Group:
     index: int
     points: tuple[Any, ...]
 
-    @property
-    def ref(self) -> str:
-        return self.points[0].ref
-
 
 def cost(points: Iterable[Point]) -> int:
     """A rough size of some points' work, to hand out the largest first: a step reads the

@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from conftest import make_runs, point
+from results_helpers import make_runs, point
 
 from fsc.recipe import load_recipe
 from fsc.results import compare as comparing

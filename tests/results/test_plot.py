@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import check_png, make_runs, train_and_eval_rows
 from matplotlib.colors import to_hex
+from results_helpers import check_png, make_runs, train_and_eval_rows
 
 from fsc.results import figures, plots
 from fsc.store import Store

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import check_png, make_runs, point, train_and_eval_rows
+from results_helpers import check_png, make_runs, point, train_and_eval_rows
 
 from fsc.results import figures
 from fsc.store import Store
