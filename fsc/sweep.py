@@ -201,6 +201,11 @@ class PointResult:
     samples: dict[str, list[float]] | None = field(default=None, repr=False)
     traceback: str | None = field(default=None, repr=False)
 
+    def key(self) -> tuple:
+        """The stored point's key: what Point.key gives for the point it measured."""
+        return (self.recipe_hash, self.S, self.B, self.G, self.K, self.dtype, self.backend,
+                self.device)
+
     def columns(self) -> dict:
         """The profile_points columns (what the store and `--json` get)."""
         return {f.name: getattr(self, f.name) for f in fields(self)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import unicodedata
 from enum import Enum
@@ -135,24 +134,10 @@ def fmt_count(n: int) -> str:
 
 
 def torch_threads() -> int:
-    """Set torch's CPU threads from $FSC_THREADS (default 1) and return the number.
+    """Set torch's CPU threads from $FSC_THREADS (see fsc.loading.set_threads)."""
+    from fsc.loading import set_threads
 
-    Tiny CPU models gain nothing from more threads, and on a busy 2-core machine OpenMP
-    spin-waits made a 2-thread forward pass up to 30× slower than a 1-thread one.
-    """
-    import torch
-
-    raw = os.environ.get("FSC_THREADS", "1")
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        from fsc.errors import UsageError
-
-        raise UsageError(f"FSC_THREADS={raw!r} must be a positive integer")
-    torch.set_num_threads(n)
-    return n
+    return set_threads()
 
 
 def torch_device(text: str) -> str:

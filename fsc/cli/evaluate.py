@@ -107,8 +107,7 @@ def evaluate(
 ) -> None:
     """Score a checkpoint: the answers are decoded by the cached decoder; a row per cell in the
     store (view `evaluation`), printed as a heatmap table."""
-    scale = executor_settings(ctx, executor, workers, address, retries, slurm_partition,
-                              slurm_gpus_per_node, slurm_time)
+    scale = executor_settings(ctx)
     from fsc.source import checkpoint_config, load_source_recipe
     from fsc.tokenizer import load_tokenizer
     from fsc.train.data import DataOptions, open_data
@@ -157,13 +156,13 @@ def evaluate(
                 MQAR(tok, n, G, p)
 
 
-    from fsc.loading import check_fits, load_model
-    from fsc.train.evaluate import EvalSettings
+    from fsc.loading import check_fits
+    from fsc.train.evaluate import EvalSettings, model_to_score
 
     torch_threads()
-    remote = scale["executor"] != "local" or scale["workers"] > 1
+    remote = scale["remote"]
     device = run_device(device, scale["executor"], remote)
-    if not remote or scale["executor"] == "local":
+    if scale["executor"] == "local":
         for n in sizes:
             check_fits(recipe, device, S=n, B=min(batch, samples), G=G)
     settings = EvalSettings(mode_, K or 1, samples, batch, seed, train_len)
@@ -177,9 +176,7 @@ def evaluate(
         per_length = {"niah": len(depth_list), "mqar": len(pair_list), "loss": 1}[str(task)]
         engine = _engine(device, scale, per_length)
     else:
-        _, model = load_model(source, device=device, seed=seed)
-        if mode_ == "ar" and recipe.block_size != 1:
-            model.recipe = recipe.model_copy(update={"block_size": 1})
+        model = model_to_score(source, device, seed, mode_ == "ar")
 
     from fsc.provenance import environment
     from fsc.store import Store

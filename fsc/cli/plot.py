@@ -115,9 +115,9 @@ def report(
     fmt = fmt or (Format.md if out_file is not None and out_file.suffix.lower() == ".md"
                   else Format.html)
     path = out_file or Path(f"report.{fmt}")
-    want = ".md" if fmt is Format.md else ".html"
-    if path.suffix.lower() not in (want, ".htm" if want == ".html" else want):
-        raise UsageError(f"--out {path}: a {fmt} report is written as a {want} file")
+    suffixes = {Format.md: (".md",), Format.html: (".html", ".htm")}[fmt]
+    if path.suffix.lower() not in suffixes:
+        raise UsageError(f"--out {path}: a {fmt} report is written as a {suffixes[0]} file")
     output_path(path, "--out")
     assets = path.with_name(path.stem + "_files")
     if fmt is Format.md and assets.exists() and not assets.is_dir():

@@ -92,27 +92,31 @@ SlurmTimeOpt = Annotated[int, typer.Option(
     "task, minutes.")]
 
 
-def executor_settings(ctx: typer.Context, executor: Executor, workers: int, address: str,
-                      retries: int, slurm_partition: str | None, slurm_gpus_per_node: int,
-                      slurm_time: int) -> dict:
-    """The executor's settings, checked before anything is imported: options of another
-    executor are refused, and so is an executor whose package is missing."""
+SCALE_OPTIONS = ("executor", "workers", "address", "retries", "slurm_partition",
+                 "slurm_gpus_per_node", "slurm_time")
+
+
+def executor_settings(ctx: typer.Context) -> dict:
+    """The command's executor options (SCALE_OPTIONS, as parsed), checked before anything is
+    imported: options of another executor are refused, and so is an executor whose package is
+    missing. `remote` says whether anything runs outside this process."""
     from fsc.scale import needs
 
+    scale = {name: ctx.params[name] for name in SCALE_OPTIONS}
+    scale["executor"] = executor = str(scale["executor"])
+    address = scale["address"]
     own = {"local": (), "ray": ("address",),
            "slurm": ("slurm_partition", "slurm_gpus_per_node", "slurm_time")}
-    foreign = [name for kind, names in own.items() if kind != str(executor)
+    foreign = [name for kind, names in own.items() if kind != executor
                for name in given_options(ctx, names)]
     if foreign:
         raise UsageError(f"{', '.join(foreign)} do not apply to --executor {executor}")
-    if str(executor) == "ray" and not re.fullmatch(r"auto|local|ray://[\w.\-]+:\d{1,5}|"
+    if executor == "ray" and not re.fullmatch(r"auto|local|ray://[\w.\-]+:\d{1,5}|"
                                                    r"[\w.\-]+:\d{1,5}", address):
         raise UsageError(f"--address {address[:60]!r} is not auto, local, ray://HOST:PORT or "
                          "HOST:PORT")
-    needs(str(executor))
-    return {"executor": str(executor), "workers": workers, "address": address,
-            "retries": retries, "slurm_partition": slurm_partition,
-            "slurm_gpus_per_node": slurm_gpus_per_node, "slurm_time": slurm_time}
+    needs(executor)
+    return scale | {"remote": executor != "local" or scale["workers"] > 1}
 
 
 def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
@@ -238,8 +242,7 @@ def profile(
             warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
             memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None)
 
-    scale = executor_settings(ctx, executor, workers, address, retries, slurm_partition,
-                              slurm_gpus_per_node, slurm_time)
+    scale = executor_settings(ctx)
 
     from fsc.source import load_source_recipe
     from fsc.store import Store
@@ -262,8 +265,7 @@ def profile(
 
     import torch
 
-    remote = scale["executor"] != "local" or scale["workers"] > 1
-    cfg.device = run_device(cfg.device, scale["executor"], remote)
+    cfg.device = run_device(cfg.device, scale["executor"], scale["remote"])
     cuda = torch.device(cfg.device).type == "cuda"
     d_recipes, d_S, d_B = default_sweep(cfg.device)
     cfg.recipes, cfg.S, cfg.B = cfg.recipes or d_recipes, cfg.S or d_S, cfg.B or d_B
@@ -320,7 +322,7 @@ def _take_leftovers(st, run_id: str, points, cfg) -> None:
     taken = 0
     for row in leftovers(folder):
         r = from_row(row)
-        key = (r.recipe_hash, r.S, r.B, r.G, r.K, r.dtype, r.backend, r.device)
+        key = r.key()
         if have.get(key, 0) < planned.get(key, 0):
             st.add_point(run_id, _point_columns(r), r.samples)
             have[key] = have.get(key, 0) + 1
@@ -440,7 +442,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
 
 def _engine(cfg, scale: dict):
     """What runs the points when not this process (see fsc.scale.executors.engine_for)."""
-    if scale["executor"] == "local" and scale["workers"] == 1:
+    if not scale["remote"]:
         return None
     from fsc.scale import executors, work
 

@@ -86,7 +86,7 @@ def _label(row: dict, fields: list[str]) -> str:
     return " · ".join([str(row["recipe"])] + [f"{f}={row[f]}" for f in fields])
 
 
-def _lines(rows: Rows, by: tuple[str, ...]) -> dict[tuple, Rows]:
+def grouped(rows: Rows, by: tuple[str, ...]) -> dict[tuple, Rows]:
     """Rows grouped into lines by `by` (recipe first), each line in input order."""
     groups: dict[tuple, Rows] = defaultdict(list)
     for r in rows:
@@ -142,7 +142,7 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     varying = _varying(rows, _LINE_KEY[1:])
     b_values = sorted({r["B"] for r in rows})
     extra_handles: dict[str, Line2D] = {}
-    for key, line in _lines(rows, _LINE_KEY).items():
+    for key, line in grouped(rows, _LINE_KEY).items():
         c = colour[key[0]]
         marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
         good = [r for r in line if r["status"] == "ok" and r["step_ms"]]
@@ -189,7 +189,7 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
     varying = _varying(rows, _LINE_KEY[1:])
     b_values = sorted({r["B"] for r in rows})
     extra: dict[str, Line2D] = {}
-    for key, line in _lines(rows, _LINE_KEY).items():
+    for key, line in grouped(rows, _LINE_KEY).items():
         c = colour[key[0]]
         marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
         good = [r for r in line if r["status"] == "ok" and r["peak_bytes"]]
@@ -225,7 +225,7 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     seen: dict[str, Any] = {}
     for i, S in enumerate(s_values):
         ax = axes[i // cols][i % cols]
-        for k, line in _lines([r for r in ok if r["S"] == S], key).items():
+        for k, line in grouped([r for r in ok if r["S"] == S], key).items():
             label = _label(line[0], varying)
             (h,) = ax.plot([r["B"] for r in line], [r["tokens_per_s"] for r in line], marker="o",
                            ms=4, lw=1.4, color=colour[k[0]])
@@ -258,7 +258,7 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     b_values = sorted({r["B"] for r in ok})
     seen: dict[str, Any] = {}
     intensity_all = []
-    for key, line in _lines(ok, _LINE_KEY).items():
+    for key, line in grouped(ok, _LINE_KEY).items():
         c = colour[key[0]]
         marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
         x = [r["step_flops"] / r["predicted_step_bytes"] for r in line]
@@ -321,7 +321,7 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
                         panels=(2 if acc else 1, 1), sharex=True,
                         **({"height_ratios": [3, 1]} if acc else {}))
     ax = axes[0][0]
-    for (run_id, recipe), line in _lines(rows, ("run_id", "recipe")).items():
+    for (run_id, recipe), line in grouped(rows, ("run_id", "recipe")).items():
         ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
                 color=colour[recipe], label=f"{recipe} · {run_id}")
         got = [r for r in line if r.get("eval_accuracy") is not None]
@@ -355,7 +355,7 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
     """Needle retrieval as a length × depth heatmap, one panel per checkpoint."""
     cells = [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
     _need(cells, "niah cell", "fsc eval --task niah records them")
-    panels = _lines(cells, ("recipe", "run_id", "checkpoint"))
+    panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
     fig, axes = _figure(f"needle in a haystack: {metric.replace('_', ' ')}", cells,
@@ -366,7 +366,7 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
         lengths = sorted({c["length"] for c in panel})
         depths = sorted({c["depth"] for c in panel})
         grid = [[float("nan")] * len(lengths) for _ in depths]
-        for (d, L), got in _lines(panel, ("depth", "length")).items():
+        for (d, L), got in grouped(panel, ("depth", "length")).items():
             grid[depths.index(d)][lengths.index(L)] = _metric(got, metric)
         image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
         for yi, line in enumerate(grid):
@@ -394,8 +394,8 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
     tasks = len({c["task"] for c in cells}) > 1
-    for (recipe, task, run_id), line in _lines(cells, ("recipe", "task", "run_id")).items():
-        by_ratio = _lines(line, ("length_ratio",))
+    for (recipe, task, run_id), line in grouped(cells, ("recipe", "task", "run_id")).items():
+        by_ratio = grouped(line, ("length_ratio",))
         x = [k[0] for k in by_ratio]
         ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], marker="o", ms=4, lw=1.4,
                 color=colour[recipe], label=f"{recipe}{f' · {task}' if tasks else ''} · {run_id}")

@@ -23,6 +23,14 @@ class Drawn:
     run_ids: list[str]
 
 
+def figure(kind: str, rows: list[dict[str, Any]], colour: dict[str, str],
+           metric: str = "accuracy") -> Figure:
+    """The `kind` figure of rows of its view (roofline: rows with the cost model's FLOPs, see
+    select.with_cost)."""
+    build = figures.BUILDERS[kind]
+    return build(rows, colour, metric) if kind in ("niah", "retrieval") else build(rows, colour)
+
+
 def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None = None,
          metric: str = "accuracy", colour: dict[str, str] | None = None) -> Drawn:
     """The `kind` figure of `runs` (default: see select.pick_runs) filtered by `where`; colours
@@ -33,6 +41,4 @@ def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None 
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)
-    build = figures.BUILDERS[kind]
-    fig = build(rows, colour, metric) if kind in ("niah", "retrieval") else build(rows, colour)
-    return Drawn(kind, fig, rows, run_ids)
+    return Drawn(kind, figure(kind, rows, colour, metric), rows, run_ids)

@@ -23,8 +23,7 @@ from typing import Any
 
 from fsc import __version__
 from fsc.errors import UsageError
-from fsc.results import figures, select
-from fsc.results.plots import draw
+from fsc.results import figures, plots, select
 from fsc.store import Store
 from fsc.sweep import PointResult
 from fsc.sweep import compare as against_baseline
@@ -97,18 +96,17 @@ def pick(st: Store, asked: list[str]) -> list[str]:
     return chosen
 
 
-def _figure(st: Store, kind: str, run_ids: list[str], colour: dict[str, str],
-            want_png: bool) -> Figure:
+def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool) -> Figure:
     shown = Figure(kind, CAPTIONS[kind])
     try:
-        drawn = draw(st, kind, run_ids, colour=colour)
+        fig = plots.figure(kind, rows, colour)
     except UsageError as e:
         shown.missing = str(e)
         return shown
     if want_png:
-        shown.png = figures.render(drawn.figure, "png")
+        shown.png = figures.render(fig, "png")
     else:
-        shown.svg = _svg(figures.render(drawn.figure, "svg", salt=f"fsc-{kind}").decode())
+        shown.svg = _svg(figures.render(fig, "svg", salt=f"fsc-{kind}").decode())
     return shown
 
 
@@ -171,10 +169,9 @@ def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
                  note="× above 1: better than the baseline (faster, smaller, more tokens/s).")
 
 
-def _training_table(st: Store, run_ids: list[str]) -> Table:
-    steps = select.rows(st, select.TRAINING, run_ids)
+def _training_table(steps: list[dict]) -> Table:
     rows = []
-    for (run_id, recipe), line in figures._lines(steps, ("run_id", "recipe")).items():
+    for (run_id, recipe), line in figures.grouped(steps, ("run_id", "recipe")).items():
         last = line[-1]
         tps = [r["tokens_per_s"] for r in line if r["tokens_per_s"]]
         rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], str(last["step"]),
@@ -185,8 +182,7 @@ def _training_table(st: Store, run_ids: list[str]) -> Table:
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
-def _eval_table(st: Store, run_ids: list[str]) -> Table:
-    cells = select.rows(st, select.EVALUATION, run_ids)
+def _eval_table(cells: list[dict]) -> Table:
     cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
             "token accuracy", "loss"]
     rows = [[c["run_id"], c["recipe"], c["task"], str(c["length"]), _num(c["length_ratio"]),
@@ -228,20 +224,20 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
     info = select.provenance(st, run_ids)
     kinds = {r["run_id"]: r["kind"] for r in info}
     by_kind = {k: [r for r in run_ids if kinds.get(r) == k] for k in ("profile", "train", "eval")}
-    recipes = set()
-    for source, ids in ((select.PROFILE, by_kind["profile"]), (select.TRAINING, by_kind["train"]),
-                        (select.EVALUATION, by_kind["eval"])):
-        if ids:
-            recipes |= {r["recipe"] for r in select.rows(st, source, ids)}
-    colour = figures.colours(recipes)
+    # each view read once: the figures and tables of a section share its rows
+    points_of = {r: select.with_cost(st, select.rows(st, select.PROFILE, [r]))
+                 for r in by_kind["profile"]}
+    steps = select.rows(st, select.TRAINING, by_kind["train"]) if by_kind["train"] else []
+    cells = select.rows(st, select.EVALUATION, by_kind["eval"]) if by_kind["eval"] else []
+    colour = figures.colours(r["recipe"] for rows in (*points_of.values(), steps, cells)
+                             for r in rows)
     sections = []
-    for run_id in by_kind["profile"]:
-        points = select.rows(st, select.PROFILE, [run_id])
+    for run_id, points in points_of.items():
         ran = sorted({f"{k}:{v}" for p in points
                       for k, v in json.loads(p["mixer_backends"] or "{}").items()})
         next(r for r in info if r["run_id"] == run_id)["kernels_ran"] = ", ".join(ran)
         section = Section(f"Profile {run_id}", _summary(points))
-        section.figures = [_figure(st, k, [run_id], colour, want_png) for k in PROFILE_FIGURES]
+        section.figures = [_figure(k, points, colour, want_png) for k in PROFILE_FIGURES]
         section.tables.append(_points_table(points))
         versus = _baseline_table(points, baseline)
         if versus is not None:
@@ -249,14 +245,13 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(section)
     if by_kind["train"]:
         section = Section("Training")
-        section.figures = [_figure(st, "loss", by_kind["train"], colour, want_png)]
-        section.tables = [_training_table(st, by_kind["train"])]
+        section.figures = [_figure("loss", steps, colour, want_png)]
+        section.tables = [_training_table(steps)]
         sections.append(section)
     if by_kind["eval"]:
         section = Section("Evaluation")
-        section.figures = [_figure(st, k, by_kind["eval"], colour, want_png)
-                           for k in EVAL_FIGURES]
-        section.tables = [_eval_table(st, by_kind["eval"])]
+        section.figures = [_figure(k, cells, colour, want_png) for k in EVAL_FIGURES]
+        section.tables = [_eval_table(cells)]
         sections.append(section)
     others = [r for r in run_ids if kinds.get(r) not in by_kind]
     if others:

@@ -343,8 +343,8 @@ class Distributed:
                 self.on_point(r)
                 rows.append(r)
                 self.on_progress(r)
+        ran = work.worker_device(self.cfg)  # the settings the rows were measured under
         order: dict[tuple, int] = {}
         for i, p in enumerate(self.points):
-            order.setdefault((p.recipe.recipe_hash, p.S, p.B, p.G, p.K), i)
-        return sorted(rows, key=lambda r: order.get((r.recipe_hash, r.S, r.B, r.G, r.K),
-                                                    len(order)))
+            order.setdefault(p.key(ran), i)
+        return sorted(rows, key=lambda r: order.get(r.key(), len(order)))

@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from fsc import ops
-from fsc.loading import load_model
+from fsc.loading import set_threads
 from fsc.profile import Sweep
 from fsc.sweep import Point, PointResult, SweepConfig
 from fsc.tokenizer import load_tokenizer
 from fsc.train.data import DataOptions
-from fsc.train.evaluate import EvalSettings, heldout_loss, mqar, niah
+from fsc.train.evaluate import EvalSettings, heldout_loss, model_to_score, mqar, niah
 
 _DATES = ("started_at", "ended_at")
 _FIELDS = {f.name for f in fields(PointResult)}
@@ -94,8 +94,7 @@ def worker_device(cfg: SweepConfig) -> SweepConfig:
 def measure(cfg: SweepConfig, group: Group,
             on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Measure a group in this process; each row also goes to `on_row` as it finishes."""
-    threads = int(os.environ.get("FSC_THREADS", "1") or 1)
-    torch.set_num_threads(max(1, threads))
+    set_threads()
     ops.use_backend(cfg.backend)
     rows: list[dict[str, Any]] = []
 
@@ -146,12 +145,10 @@ class EvalJob:
 
 def evaluate(job: EvalJob, group: Group) -> list[dict[str, Any]]:
     """Score a group's lengths in this process: one row per cell, as `fsc eval` stores it."""
-    torch.set_num_threads(max(1, int(os.environ.get("FSC_THREADS", "1") or 1)))
+    set_threads()
     device = "cuda:0" if job.device.startswith("cuda") else job.device
     tok = load_tokenizer(job.tokenizer)
-    _, model = load_model(job.source, device=device, seed=job.settings.seed)
-    if job.ar and model.recipe.block_size != 1:
-        model.recipe = model.recipe.model_copy(update={"block_size": 1})
+    model = model_to_score(job.source, device, job.settings.seed, job.ar)
     lengths = list(group.points)
     with torch.no_grad():
         if job.task == "niah":

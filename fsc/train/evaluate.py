@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from fsc.decode import banned_ids, denoise, sample
+from fsc.loading import load_model
 from fsc.train.data import DataOptions, open_data
 from fsc.train.objective import EPS, Batch, ar_loss, draw_frontier, frontier_loss
 from fsc.train.tasks import MQAR, Passkey, derive
@@ -33,6 +34,15 @@ class EvalSettings:
     batch: int
     seed: int
     train_len: int | None  # the checkpoint's training length (for length ÷ training length)
+
+
+def model_to_score(source: str, device, seed: int, ar: bool):
+    """The model `fsc eval` scores: a checkpoint (or a recipe's seeded weights), decoded at
+    G = 1 when `ar` asks it of a G > 1 checkpoint."""
+    _, model = load_model(source, device=device, seed=seed)
+    if ar and model.recipe.block_size != 1:
+        model.recipe = model.recipe.model_copy(update={"block_size": 1})
+    return model
 
 
 def _picker(tokenizer, vocab: int):
