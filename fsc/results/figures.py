@@ -131,6 +131,16 @@ def _legend(fig: Figure, handles: list, labels: list) -> None:
 _LINE_KEY = ("recipe", "B", "G", "K", "dtype", "backend", "device")
 
 
+def _styled(rows: Rows, colour: dict[str, str]):
+    """The profile lines of `rows` (by _LINE_KEY), each with its recipe's colour, a marker
+    for its B and a label naming whatever else varies: (line, colour, marker, label)."""
+    varying = _varying(rows, _LINE_KEY[1:])
+    b_values = sorted({r["B"] for r in rows})
+    for key, line in grouped(rows, _LINE_KEY).items():
+        yield (line, colour[key[0]], MARKERS[b_values.index(key[1]) % len(MARKERS)],
+               _label(line[0], varying))
+
+
 def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     """Median step time against S (log–log) with p10–p90 bars, one line per recipe and B (and
     any other axis that varies); the cost model's floor dashed where the device is known; points
@@ -139,19 +149,14 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     _need(ok, "ok profile point", "fsc profile records them")
     fig, axes = _figure("latency", rows)
     ax = axes[0][0]
-    varying = _varying(rows, _LINE_KEY[1:])
-    b_values = sorted({r["B"] for r in rows})
     extra_handles: dict[str, Line2D] = {}
-    for key, line in grouped(rows, _LINE_KEY).items():
-        c = colour[key[0]]
-        marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
+    for line, c, marker, label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["step_ms"]]
         if good:
             ax.errorbar([r["S"] for r in good], [r["step_ms"] for r in good],
                         yerr=[[r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]) for r in good],
                               [(r["step_ms_p90"] or r["step_ms"]) - r["step_ms"] for r in good]],
-                        color=c, marker=marker, ms=4, lw=1.4, capsize=2,
-                        label=_label(line[0], varying))
+                        color=c, marker=marker, ms=4, lw=1.4, capsize=2, label=label)
         floor = [r for r in good if r.get("floor_ms")]
         if floor:
             ax.plot([r["S"] for r in floor], [r["floor_ms"] for r in floor], ls="--", lw=1,
@@ -186,16 +191,12 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
     _need(ok, "ok profile point", "fsc profile records them")
     fig, axes = _figure("memory", rows)
     ax = axes[0][0]
-    varying = _varying(rows, _LINE_KEY[1:])
-    b_values = sorted({r["B"] for r in rows})
     extra: dict[str, Line2D] = {}
-    for key, line in grouped(rows, _LINE_KEY).items():
-        c = colour[key[0]]
-        marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
+    for line, c, marker, label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["peak_bytes"]]
         if good:
             ax.plot([r["S"] for r in good], [r["peak_bytes"] / GiB for r in good], color=c,
-                    marker=marker, ms=4, lw=1.4, label=_label(line[0], varying))
+                    marker=marker, ms=4, lw=1.4, label=label)
         oom = [r for r in line if r["status"] == "oom" and r.get("predicted_total_bytes")]
         if oom:
             ax.scatter([r["S"] for r in oom], [r["predicted_total_bytes"] / GiB for r in oom],
@@ -254,22 +255,18 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     _need(ok, "ok profile point with the cost model's FLOPs and bytes", "fsc profile records them")
     fig, axes = _figure("roofline", rows, size=(11.0, 4.6), panels=(1, 2))
     flops_ax, bw_ax = axes[0]
-    varying = _varying(ok, _LINE_KEY[1:])
-    b_values = sorted({r["B"] for r in ok})
     seen: dict[str, Any] = {}
     intensity_all = []
-    for key, line in grouped(ok, _LINE_KEY).items():
-        c = colour[key[0]]
-        marker = MARKERS[b_values.index(key[1]) % len(MARKERS)]
+    for line, c, marker, label in _styled(ok, colour):
         x = [r["step_flops"] / r["predicted_step_bytes"] for r in line]
         seconds = [r["step_ms"] / 1e3 for r in line]
+        sizes = [12 + 4 * math.log2(max(r["S"], 1)) for r in line]  # grows with S
         intensity_all += x
         h = flops_ax.scatter(x, [r["step_flops"] / s / 1e9 for r, s in zip(line, seconds)],
-                             color=c, marker=marker, s=[12 + 4 * math.log2(max(r["S"], 1))
-                                                        for r in line])
+                             color=c, marker=marker, s=sizes)
         bw_ax.scatter(x, [r["predicted_step_bytes"] / s / 1e9 for r, s in zip(line, seconds)],
-                      color=c, marker=marker, s=[12 + 4 * math.log2(max(r["S"], 1)) for r in line])
-        seen.setdefault(_label(line[0], varying), h)
+                      color=c, marker=marker, s=sizes)
+        seen.setdefault(label, h)
     lo, hi = min(intensity_all) / 2, max(intensity_all) * 2
     xs = [lo * (hi / lo) ** (i / 63) for i in range(64)]
     for roof in _roofs(rows):
