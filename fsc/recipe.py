@@ -269,8 +269,16 @@ class _Recipe(Section):
     @property
     def recipe_hash(self) -> str:
         """Content hash of the validated recipe (comments and key order do not matter)."""
-        canon = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        canon = json.dumps(self.hashed_fields(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+    @property
+    def position_encoding(self) -> str | None:
+        """How the attention layers encode position (None without attention layers)."""
+        if "attention" not in self.layer_plan:
+            return None
+        a = self.attention
+        return f"RoPE, theta {a.rope_theta:g}" if a.position == "rope" else "none (NoPE)"
 
     @property
     def mlp_cfg(self) -> MlpCfg | None:

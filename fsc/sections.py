@@ -29,6 +29,11 @@ MAX_RATIO = 64  # mlp/moe hidden_ratio [8]
 EPS_RANGE = {"ge": 1e-12, "le": 1.0}  # norm_eps, linear.eps: fp32 keeps 1e-12 > 0
 
 
+# The `json_schema_extra` of a field added after recipes were first hashed: at its default the
+# field is left out of the recipe hash, so a recipe that does not use it keeps its hash.
+ADDED = {"added": True}
+
+
 class Bad(ValueError):
     """A rule a recipe breaks: where (keys under the section whose validator found it), the
     problem, the value, and what is allowed."""
@@ -43,6 +48,18 @@ class Bad(ValueError):
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def hashed_fields(self) -> dict:
+        """The JSON fields the recipe hash covers: every field, except an ADDED one at its
+        default; nested sections likewise."""
+        out = {}
+        dumped = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if field.json_schema_extra == ADDED and value == field.default:
+                continue
+            out[name] = value.hashed_fields() if isinstance(value, Section) else dumped[name]
+        return out
 
 
 def heads_dividing(d_model: int, kind: str, n_heads: int, head_dim: int | None,

@@ -69,6 +69,8 @@ def _render(rep: dict) -> None:
     out.print(f"[bold]{escape(rep['name'])}[/]  hash {rep['recipe_hash']}  ({rep['built_on']} build)")
     out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
               f"{rep['state_dtype']} states")
+    if rep["position_encoding"] is not None:
+        out.print(f"attention position encoding  {rep['position_encoding']}")
     t = Table(title="parameters")
     t.add_column("component")
     t.add_column("params", justify="right")

@@ -91,6 +91,7 @@ vocabulary {recipe.vocab_size}, block size G = {recipe.block_size}, {recipe.dtyp
 | --- | --- |
 | recipe hash | `{recipe.recipe_hash}` |
 | layer plan (1 = first layer) | `{recipe.layer_map}` |
+| attention position encoding | {recipe.position_encoding or "no attention layers"} |
 | parameters | {facts['n_params']:,} ({plan}) |
 | weight bytes | {facts['weight_bytes']:,} |
 | KV cache per token (grows with S; {kv_kinds} layers) | {kv:,} bytes |

@@ -1,13 +1,14 @@
-"""Attention (MHA/GQA with RoPE): the one mixer whose cache grows with the context."""
+"""Attention (MHA/GQA, RoPE or no position encoding): the one mixer whose cache grows with the
+context."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
 from fsc.mixers.spec import MixerShape, MixerSpec
-from fsc.sections import MAX_HEAD_DIM, MAX_HEADS, Bad, Section
+from fsc.sections import ADDED, MAX_HEAD_DIM, MAX_HEADS, Bad, Section
 
 
 class AttentionCfg(Section):
@@ -16,6 +17,10 @@ class AttentionCfg(Section):
     head_dim: int | None = Field(None, ge=1, le=MAX_HEAD_DIM)
     # Below 1 the rotary frequencies would rise with the dimension instead of falling.
     rope_theta: float = Field(10000.0, ge=1.0, le=1e12, allow_inf_nan=False)
+    # rope: rotary encoding of absolute positions on q and k. none (NoPE): no position encoding
+    # at all; order reaches attention only through the causal mask and, in a hybrid, through the
+    # recurrent layers, which is what lets it read past its training length.
+    position: Literal["rope", "none"] = Field("rope", json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):
@@ -37,7 +42,7 @@ def _check(a: AttentionCfg, d: int) -> None:
         raise Bad(("attention", "n_heads"), f"does not divide d_model {d}", a.n_heads,
                   "a divisor of d_model, or an explicit head_dim")
     head_dim = a.head_dim or d // a.n_heads
-    if head_dim % 2:  # RoPE rotates pairs of dimensions
+    if head_dim % 2 and a.position == "rope":  # RoPE rotates pairs of dimensions
         field = "head_dim" if a.head_dim else "n_heads"
         raise Bad(("attention", field), f"makes head_dim {head_dim} odd; RoPE rotates pairs of "
                   "dimensions", getattr(a, field), "an even head_dim")

@@ -1,4 +1,5 @@
-"""Attention mixer: MHA/GQA with RoPE; the block sees the cached prefix and all of itself."""
+"""Attention mixer: MHA/GQA with RoPE or no position encoding (NoPE); the block sees the cached
+prefix and all of itself."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Attention(Mixer):
         super().__init__(recipe.d_model, dtype, state_dtype)
         cfg = recipe.attention
         self.n_heads, self.n_kv_heads, self.head_dim = spec.dims(cfg, recipe.d_model)
-        self.theta = cfg.rope_theta
+        self.theta = cfg.rope_theta if cfg.position == "rope" else None  # None: NoPE
         d, h, hkv, hd = recipe.d_model, self.n_heads, self.n_kv_heads, self.head_dim
         self.wq = nn.Linear(d, h * hd, bias=False)
         self.wk = nn.Linear(d, hkv * hd, bias=False)
@@ -39,6 +40,8 @@ class Attention(Mixer):
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim)
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim)
+        if self.theta is None:
+            return q, k, v
         return rope(q, positions, self.theta), rope(k, positions, self.theta), v
 
     def _block(self, x, cache: LayerCache, commit: bool):

@@ -192,6 +192,7 @@ def build_report(recipe, S: int, B: int, device: str = "auto") -> dict:
         "block_size": recipe.block_size,
         "dtype": recipe.dtype,
         "state_dtype": recipe.state_dtype,
+        "position_encoding": recipe.position_encoding,
         "n_params": params["total"],
         "params_by_kind": {k: v for k, v in params.items() if k != "total"},
         "weight_bytes": weight_bytes,

@@ -1,0 +1,146 @@
+"""Position encoding per attention layer: `attention.position: rope | none`.
+
+NoPE must keep every contract RoPE keeps (cached equals uncached, fold equals step), must really
+drop the rotation (a peer attention written here without it agrees, the RoPE model does not), and
+must leave recipes that do not name it as they were: same hash, same seeded weights.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+
+from fsc.hub.card import model_card
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe, parse_recipe, shipped_recipes
+
+# The hashes of the shipped recipes when `position` was added: a recipe that does not use a new
+# key keeps its hash (runs in every store are keyed by it).
+SHIPPED_HASHES = {
+    "attn_3b": "ef57a93537018d96", "attn_7b": "04f1edb0cd81cad6",
+    "gated_delta_3b": "6709bf59d750fe55", "hybrid_24_8": "af71a6688c26f91a",
+    "hybrid_3b": "09f41ee092ce66b5", "linear_24_8": "27184b03c92f7501",
+    "mamba_3b": "8d48909f749a7c9a", "mamba_7b": "92492c691991f71f",
+    "tiny_attn": "3afb22039f047274", "tiny_gated_delta": "cda8cf05e901773f",
+    "tiny_gla": "4925528af30dd356", "tiny_hybrid": "7c43d94e3507e738",
+    "tiny_linear": "467c71c773274306", "tiny_mamba": "caad8a65f2af8b1f",
+}
+
+
+def _with_position(name: str, position: str | None):
+    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
+    data["attention"].pop("position")
+    if position is not None:
+        data["attention"]["position"] = position
+    return parse_recipe(data)
+
+
+def _model(recipe, scale=5.0):
+    m = build_model(recipe, seed=3).eval()
+    with torch.no_grad():  # larger weights make every mixer matter to the logits
+        for layer in m.layers:
+            for p in layer.mixer.parameters():
+                if p.ndim == 2:
+                    p.mul_(scale)
+    return m
+
+
+def test_shipped_recipes_keep_their_hashes():
+    got = {name: load_recipe(path).recipe_hash for name, path in shipped_recipes().items()
+           if name in SHIPPED_HASHES}
+    assert got == SHIPPED_HASHES
+
+
+def test_rope_by_default_and_in_the_hash_only_when_changed():
+    default, rope, nope = (_with_position("tiny_hybrid", p) for p in (None, "rope", "none"))
+    assert default.attention.position == "rope"
+    assert default.recipe_hash == rope.recipe_hash == SHIPPED_HASHES["tiny_hybrid"]
+    assert nope.recipe_hash != rope.recipe_hash
+    assert nope.position_encoding == "none (NoPE)"
+    assert rope.position_encoding == "RoPE, theta 10000"
+    assert load_recipe("tiny_mamba").position_encoding is None
+
+
+def test_nope_changes_no_seeded_weight():
+    rope = build_model(_with_position("tiny_hybrid", "rope"), seed=7).state_dict()
+    nope = build_model(_with_position("tiny_hybrid", "none"), seed=7).state_dict()
+    assert rope.keys() == nope.keys()
+    assert all(torch.equal(rope[k], nope[k]) for k in rope)
+
+
+def test_nope_allows_an_odd_head_dim():
+    base = {"name": "t", "d_model": 63, "n_layers": 1, "vocab_size": 300,
+            "layers": {"default": "attention"}, "attention": {"n_heads": 9}}
+    r = parse_recipe({**base, "attention": {"n_heads": 9, "position": "none"}})
+    assert r.attention.position == "none"
+
+
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_hybrid"])
+@pytest.mark.parametrize("G", [1, 4])
+@torch.no_grad()
+def test_nope_cached_equals_blockwise(name, G):
+    m = _model(_with_position(name, "none").model_copy(update={"block_size": G}))
+    B, nb = 2, 3
+    tokens = torch.randint(0, 280, (B, G * nb), generator=torch.Generator().manual_seed(G))
+    ref = m.forward_blockwise(tokens, [G] * nb)
+    cache = m.empty_cache(B, G * nb, block_size=G)
+    for b in range(nb):
+        blk = tokens[:, b * G : (b + 1) * G]
+        step = m(blk, cache)
+        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-5)
+        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
+
+
+def _peer_attention(mixer, x, block_lengths):
+    """Block-causal softmax attention with no position encoding, written from the weights."""
+    B, T, _ = x.shape
+    h, hkv, d = mixer.n_heads, mixer.n_kv_heads, mixer.head_dim
+    q = (x @ mixer.wq.weight.T).view(B, T, h, d)
+    k = (x @ mixer.wk.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
+    v = (x @ mixer.wv.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
+    block = torch.repeat_interleave(torch.arange(len(block_lengths)), torch.tensor(block_lengths))
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d)
+    scores = scores.masked_fill(block[None, :] > block[:, None], float("-inf"))
+    o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v)
+    return o.reshape(B, T, h * d) @ mixer.wo.weight.T
+
+
+@torch.no_grad()
+def test_nope_attention_equals_a_peer_without_rotation():
+    lengths = [4, 4, 3, 4]
+    x = torch.randn(2, sum(lengths), 64, generator=torch.Generator().manual_seed(1))
+    nope = _model(_with_position("tiny_attn", "none")).layers[0].mixer
+    rope = _model(_with_position("tiny_attn", "rope")).layers[0].mixer
+    peer = _peer_attention(nope, x, lengths)
+    torch.testing.assert_close(nope.forward_blockwise(x, lengths), peer, rtol=1e-5, atol=1e-5)
+    cache, start = nope.empty_cache(2, sum(lengths), "cpu"), 0
+    for g in lengths:
+        torch.testing.assert_close(nope.fold(x[:, start : start + g], cache),
+                                   peer[:, start : start + g], rtol=1e-5, atol=1e-5)
+        start += g
+    # the same weights with RoPE differ from the peer: the option reaches the computation
+    assert (rope.forward_blockwise(x, lengths) - peer).abs().max() > 1e-2
+
+
+def test_build_and_card_show_the_choice(cli, tmp_path):
+    p = tmp_path / "nope.yaml"
+    p.write_text(_with_position("tiny_hybrid", "none").to_yaml())
+    res = cli("build", p, "--json")
+    assert res.code == 0 and json.loads(res.out)["position_encoding"] == "none (NoPE)"
+    res = cli("build", p)
+    assert "attention position encoding  none (NoPE)" in res.out
+    facts = {"kv_bytes_per_token": 1, "state_bytes_per_sequence": 1, "params_by_kind": {},
+             "n_params": 1, "weight_bytes": 4, "weight_files": ["model.safetensors"], "seed": 0}
+    card = model_card(_with_position("tiny_hybrid", "none"), facts)
+    assert "| attention position encoding | none (NoPE) |" in card
+    assert "| attention position encoding | RoPE, theta 10000 |" in model_card(
+        load_recipe("tiny_attn"), facts)
+
+
+def test_verify_is_exact_for_nope(cli, tmp_path):
+    p = tmp_path / "nope.yaml"
+    p.write_text(_with_position("tiny_hybrid", "none").to_yaml())
+    res = cli("verify", p, "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["exact"] is True
