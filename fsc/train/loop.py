@@ -322,7 +322,8 @@ class Trainer:
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
                     last_save = self.clock()
-                elif cfg.save_minutes and self.clock() - last_save >= 60 * cfg.save_minutes:
+                elif (self.step < end and cfg.save_minutes  # (the end saves right after)
+                      and self.clock() - last_save >= 60 * cfg.save_minutes):
                     self.save()
                     last_save = self.clock()
             signum = self._stop_signal(stops)
