@@ -56,11 +56,12 @@ class StopSignals:
     """A context that turns SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 into one way of stopping (see
     the module's docstring). `signum` is the first stop signal received (None before any);
     `forward(signum)`, when given, is called with every one (a launcher passes them on to the
-    processes it started). Outside the main thread, where Python cannot set handlers, it does
-    nothing."""
+    processes it started). `signals` replaces the four. Outside the main thread, where Python
+    cannot set handlers, it does nothing."""
 
-    def __init__(self, defer: bool = False, forward: Callable[[int], None] | None = None):
-        self.defer, self.forward = defer, forward
+    def __init__(self, defer: bool = False, forward: Callable[[int], None] | None = None,
+                 signals: tuple[int, ...] = STOP_SIGNALS):
+        self.defer, self.forward, self.signals = defer, forward, signals
         self.signum: int | None = None
         self._holding = self._pending = False
         self._previous: dict[int, Any] = {}
@@ -80,7 +81,7 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            for s in STOP_SIGNALS:
+            for s in self.signals:
                 self._previous[s] = signal.signal(s, self._handler)
         return self
 

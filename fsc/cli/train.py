@@ -248,7 +248,9 @@ def _launch(nproc: int, device: str) -> None:
     if cuda and nproc > _gpu_count():
         raise UsageError(f"--nproc {nproc}: this machine shows {_gpu_count()} GPUs (one process "
                          "per GPU)")
-    from fsc.interrupts import StopSignals, exit_code
+    import signal
+
+    from fsc.interrupts import STOP_SIGNALS, StopSignals, exit_code
 
     env = dict(os.environ, **{ranks.WORKER_ENV: "1", "OMP_NUM_THREADS": "1"})
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the processes talk over loopback
@@ -260,8 +262,10 @@ def _launch(nproc: int, device: str) -> None:
               "checkpoints", markup=False, highlight=False)
     # In a session of its own, torchrun hears a stop signal once, from here (not also from the
     # terminal), and passes it on once to every process: each ends after the same step, saved.
+    # A hang-up (the terminal closed) is passed on too, and ends the processes as before.
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    with StopSignals(defer=True, forward=proc.send_signal) as stops:
+    with StopSignals(defer=True, forward=proc.send_signal,
+                     signals=(*STOP_SIGNALS, signal.SIGHUP)) as stops:
         code = proc.wait()
     if stops.signum is not None:
         raise typer.Exit(exit_code(stops.signum))

@@ -326,7 +326,8 @@ class Trainer:
                       and self.clock() - last_save >= 60 * cfg.save_minutes):
                     self.save()
                     last_save = self.clock()
-            signum = self._stop_signal(stops)
+            # A signal during the last step stops nothing: the run is done.
+            signum = self._stop_signal(stops) if self.step < end else 0
             last = self.save(milestone=self.step == cfg.steps)  # the end, a --stop-after, a stop
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
                            time.perf_counter() - t0, done_tokens, signum)

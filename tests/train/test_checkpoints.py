@@ -94,3 +94,24 @@ def test_a_resumed_run_may_change_its_saving(fsc_main, tmp_path):
              "--stop-after", "1", *common, check=0)
     cfg = read_state(resolve_checkpoint(tmp_path / "o"))[0]["config"]
     assert (cfg["save_minutes"], cfg["keep"], cfg["save_every"]) == (0, 5, 0)
+
+
+@pytest.mark.parametrize("at, stopped", [(2, True), (4, False)])
+def test_a_stop_signal_ends_the_run_after_the_step_under_way_saved(tmp_path, at, stopped):
+    """SIGTERM in step 2 of 4: the step finishes, is saved (a rolling save) and the run says
+    it was interrupted; in the last step it stops nothing."""
+    import os
+    import signal
+
+    trainer = _trainer(tmp_path, steps=4, save_minutes=0)
+
+    def on_step(step, loss, rate):
+        if step == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer.on_step = on_step
+    res = trainer.run()
+    assert (res.step, res.interrupted) == (at, stopped)
+    assert res.stop_signal == (signal.SIGTERM if stopped else 0)
+    assert _steps(tmp_path) == [at] and _milestone(tmp_path, at) is not stopped
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler went with the run
