@@ -178,6 +178,7 @@ def evaluate(
     else:
         model = model_to_score(source, device, seed, mode_ == "ar")
 
+    from fsc.interrupts import StopSignals, exit_code, signal_name, signum_of
     from fsc.provenance import environment
     from fsc.store import Store
 
@@ -193,10 +194,13 @@ def evaluate(
              "mode": mode_, "G": G, "K": K, "train_length": train_len}
     rows: list[dict] = []
 
+    stops = StopSignals()
+
     def record(row: dict) -> None:
         row = {**facts, **row}
-        st.add_rows("eval_cells", run_id, [row])
-        rows.append(row)
+        with stops.held():  # a stop signal waits for the write: a cell is stored whole
+            st.add_rows("eval_cells", run_id, [row])
+            rows.append(row)
         err.print(f"  {row['task']} length {row['length']}"
                   + (f" depth {row['depth']:g}" if row["depth"] is not None else "")
                   + (f" pairs {row['pairs']}" if row["pairs"] is not None else "")
@@ -206,16 +210,19 @@ def evaluate(
     if engine is not None and hasattr(engine, "folder"):
         engine.folder = slurm_folder(st, run_id)
     try:
-        if engine is not None:
-            _on_engine(engine, job, sizes, record)
-            rows.sort(key=lambda r: (r["length"], r["depth"] or 0, r["pairs"] or 0))
-        else:
-            _here(model, tok, task, sizes, depth_list, pair_list, settings, digits, device, data,
-                  options, record)
-    except KeyboardInterrupt:
-        st.finish_run(run_id, "interrupted", f"interrupted after {len(rows)} cells")
+        with stops:
+            if engine is not None:
+                _on_engine(engine, job, sizes, record)
+                rows.sort(key=lambda r: (r["length"], r["depth"] or 0, r["pairs"] or 0))
+            else:
+                _here(model, tok, task, sizes, depth_list, pair_list, settings, digits, device,
+                      data, options, record)
+    except KeyboardInterrupt as e:
+        signum = signum_of(e)
+        st.finish_run(run_id, "interrupted", f"interrupted ({signal_name(signum)}) after "
+                      f"{len(rows)} cells")
         print(f"interrupted: {len(rows)} cells of run {run_id} are stored", file=sys.stderr)
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_code(signum)) from None
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise

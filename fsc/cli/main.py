@@ -140,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (fsc.interrupts) no command caught
+        from fsc.interrupts import exit_code, signum_of
+
         print("interrupted", file=sys.stderr)
-        return 130
+        return exit_code(signum_of(e))
     except _ClickException as e:
         if debug:
             raise

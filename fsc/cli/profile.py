@@ -1,8 +1,8 @@
 """`fsc profile`: the main job: sweep recipes × S × B, record every point in the store.
 
 The order of work makes mistakes cheap: every option is checked before torch is imported; the
-store is created (or opened) before the first point is measured; Ctrl-C marks the run
-interrupted and says how to continue it, and `--resume RUN_ID` measures only the points the run
+store is created (or opened) before the first point is measured; Ctrl-C, SIGTERM, SIGUSR1 or
+SIGUSR2 (fsc.interrupts) marks the run interrupted and says how to continue it, and `--resume RUN_ID` measures only the points the run
 still lacks, under the same run id.
 """
 
@@ -13,10 +13,7 @@ import math
 import os
 import re
 import shlex
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import fields
 from typing import Annotated
 
@@ -221,7 +218,8 @@ def profile(
 ) -> None:
     """Time step and fold over S and B for each recipe; record every point in the store.
 
-    Ctrl-C stops a sweep and keeps every finished point; `--resume RUN_ID` measures the rest.
+    Ctrl-C or SIGTERM (or SIGUSR1/2) stops a sweep and keeps every finished point; `--resume
+    RUN_ID` measures the rest.
     """
     # Everything a user can get wrong is checked before torch is imported: the options first,
     # before anything is imported at all.
@@ -454,52 +452,19 @@ def _say(text: str) -> None:
     err.print(text, markup=False, highlight=False)
 
 
-class _Interrupts:
-    """Ctrl-C during a sweep raises KeyboardInterrupt at once, except inside `held()` (a store
-    write): there it waits until the write has committed, so a point is stored whole or not at
-    all and DuckDB never sees the signal."""
-
-    def __init__(self):
-        self.holding = self.pending = False
-        self.previous = None
-
-    def _handler(self, signum, frame) -> None:
-        if self.holding:
-            self.pending = True
-        else:
-            raise KeyboardInterrupt
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-    @contextmanager
-    def held(self):
-        self.holding = True
-        try:
-            yield
-        finally:
-            self.holding = False
-        if self.pending:
-            self.pending = False
-            raise KeyboardInterrupt
-
-
 def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command: str) -> list[dict]:
     """Run the sweep with a progress bar on stderr, writing each point as it finishes; close
-    the run as finished, failed or interrupted. On Ctrl-C, say how many points are kept and
-    how to continue, and exit 130."""
+    the run as finished, failed or interrupted. On Ctrl-C or another stop signal (see
+    fsc.interrupts), say how many points are kept and how to continue, and exit 128 + its
+    number."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from fsc.interrupts import StopSignals, exit_code, signal_name, signum_of
+
     kept = stored_before
 
-    with _Interrupts() as interrupts:
+    with StopSignals() as interrupts:
 
         def record(row) -> None:
             nonlocal kept
@@ -520,13 +485,15 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
 
                 sweep.on_progress = advance
                 rows = sweep.run()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
+            signum = signum_of(e)
             with interrupts.held():
-                st.finish_run(run_id, "interrupted", f"interrupted after {kept} of {total} points")
+                st.finish_run(run_id, "interrupted", f"interrupted ({signal_name(signum)}) after "
+                              f"{kept} of {total} points")
             print(f"interrupted: {kept} of {total} points of run {run_id} are stored; "
                   "continue with:", file=sys.stderr)
             print(f"  {resume_command}", file=sys.stderr)
-            raise typer.Exit(130) from None
+            raise typer.Exit(exit_code(signum)) from None
         except BaseException as e:
             st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
             raise

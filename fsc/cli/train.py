@@ -34,6 +34,9 @@ from fsc.train import ranks
 
 MAX_STEPS = 10**8
 MAX_NPROC = 1024
+MAX_MINUTES = 10**6
+# The launcher's torchrun passes these on to the processes it started (its default lacks USR1/2).
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
 
 
 class Objective(Choice):
@@ -53,8 +56,8 @@ class TrainDType(Choice):
 
 
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
-# error, not silently ignored); --steps may extend it, --stop-after, --save-every, --eval-every,
-# --log-every and --device may change.
+# error, not silently ignored); --steps may extend it, --stop-after, --save-every,
+# --save-minutes, --keep, --eval-every, --log-every and --device may change.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "pairs", "text_field", "tokenizer")
@@ -102,8 +105,16 @@ def train(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     dtype: Annotated[TrainDType, typer.Option(
         "--dtype", help="auto: bf16 autocast on CUDA, fp32 on the CPU.")] = TrainDType.auto,
-    save_every: Annotated[int, _count("--save-every", "Save a checkpoint every N steps "
-                                      "(0: only at the end).", low=0)] = 0,
+    save_every: Annotated[int, _count("--save-every", "Save a checkpoint every N steps, "
+                                      "kept for good (0: none but the others).", low=0)] = 0,
+    save_minutes: Annotated[float, typer.Option(
+        "--save-minutes", callback=finite(0, MAX_MINUTES),
+        help="Save a rolling checkpoint after every M minutes of training, so a run killed "
+        "outright loses at most M minutes (0: none).")] = 10.0,
+    keep: Annotated[int, _count("--keep", "Keep the N newest rolling checkpoints (those of "
+                                "--save-minutes and of a stop); older ones are deleted. Those "
+                                "of --save-every and the last step stay (0: keep all; default "
+                                "3).", low=0, high=10**6)] = 3,
     eval_every: Annotated[int, _count("--eval-every", "Decode held-out samples of the task "
                                       "every N steps (0: never).", low=0)] = 0,
     log_every: Annotated[int, _count("--log-every", "Store a step row every N steps.")] = 10,
@@ -129,7 +140,11 @@ def train(
     as_json: JsonOpt = False,
 ) -> None:
     """Train with the single-frontier objective (or next-token for ar); checkpoints, a
-    training-state file for --resume and a row per logged step in the store."""
+    training-state file for --resume and a row per logged step in the store.
+
+    A rolling checkpoint is saved every 10 minutes by default (--save-minutes, --keep). Ctrl-C,
+    SIGTERM, SIGUSR1 or SIGUSR2 ends the run after the step under way, saved and resumable;
+    the exit status is 128 + the signal's number (130, 143, 138, 140)."""
     from fsc.source import load_source_recipe
     from fsc.tokenizer import load_tokenizer
     from fsc.train.data import open_data
@@ -153,7 +168,8 @@ def train(
                 raise UsageError(f"--steps {steps} is below the {state[0]['step']} steps "
                                  f"{start} has done")
             cfg.steps = steps
-        changed = {"save_every": save_every, "eval_every": eval_every, "log_every": log_every}
+        changed = {"save_every": save_every, "save_minutes": save_minutes, "keep": keep,
+                   "eval_every": eval_every, "log_every": log_every}
         for name in given_options(ctx, tuple(changed)):  # the stored ones unless given
             key = name.lstrip("-").replace("-", "_")
             setattr(cfg, key, changed[key])
@@ -180,7 +196,8 @@ def train(
             objective=goal, weighting=str(weighting or "elbo"), batch=batch, accum=accum, lr=lr,
             warmup=min(100, steps // 10) if warmup is None else warmup,
             weight_decay=weight_decay, grad_clip=grad_clip, seed=seed, device=device,
-            dtype=str(dtype), save_every=save_every, eval_every=eval_every,
+            dtype=str(dtype), save_every=save_every, save_minutes=save_minutes, keep=keep,
+            eval_every=eval_every,
             log_every=log_every, needle_digits=needle_digits, pairs=pairs,
             text_field=text_field, tokenizer=str(tokenizer) if tokenizer else None,
             recipe_yaml=recipe.to_yaml(), nproc=nproc or 1)
@@ -231,14 +248,27 @@ def _launch(nproc: int, device: str) -> None:
     if cuda and nproc > _gpu_count():
         raise UsageError(f"--nproc {nproc}: this machine shows {_gpu_count()} GPUs (one process "
                          "per GPU)")
+    import signal
+
+    from fsc.interrupts import STOP_SIGNALS, StopSignals, exit_code
+
     env = dict(os.environ, **{ranks.WORKER_ENV: "1", "OMP_NUM_THREADS": "1"})
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the processes talk over loopback
+    env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", TORCHRUN_SIGNALS)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", "-m", "fsc",
            *_without_nproc(INVOKED)]  # the workers read N from torchrun's WORLD_SIZE
     err.print(f"training in {nproc} processes (torchrun); rank 0 writes the store and the "
               "checkpoints", markup=False, highlight=False)
-    code = subprocess.call(cmd, env=env)
+    # In a session of its own, torchrun hears a stop signal once, from here (not also from the
+    # terminal), and passes it on once to every process: each ends after the same step, saved.
+    # A hang-up (the terminal closed) is passed on too, and ends the processes as before.
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    with StopSignals(defer=True, forward=proc.send_signal,
+                     signals=(*STOP_SIGNALS, signal.SIGHUP)) as stops:
+        code = proc.wait()
+    if stops.signum is not None:
+        raise typer.Exit(exit_code(stops.signum))
     if code:
         raise typer.Exit(code)
 
@@ -269,9 +299,12 @@ def _gpu_count() -> int:
 
 def _follow(cfg, recipe, model, tok, data_source, state, stop_after) -> None:
     """A rank other than 0: the same steps, its share of each batch, no store or output."""
+    from fsc.interrupts import exit_code
     from fsc.train.loop import Trainer
 
-    Trainer(cfg, recipe, model, tok, state=state, data=data_source).run(stop_after)
+    res = Trainer(cfg, recipe, model, tok, state=state, data=data_source).run(stop_after)
+    if res.interrupted:
+        raise typer.Exit(exit_code(res.stop_signal))
 
 
 def _model(recipe, weights: str, cfg, resuming: bool):
@@ -302,6 +335,7 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
         TimeRemainingColumn,
     )
 
+    from fsc.interrupts import exit_code, signal_name, signum_of
     from fsc.provenance import environment
     from fsc.store import Store
     from fsc.train.evaluate import quick_eval
@@ -333,14 +367,19 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
 
             trainer.on_step = advance
             res = trainer.run(stop_after)
+    except KeyboardInterrupt as e:  # a second Ctrl-C: the step under way is lost
+        st.finish_run(run_id, "interrupted", f"interrupted in step {trainer.step + 1} by "
+                      f"{signal_name(signum_of(e))}, not saved")
+        raise
     except BaseException as e:
         st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
         raise
     resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}"
     if store is not None:
         resume_cmd += f" --store {shlex.quote(str(store))}"
-    st.finish_run(run_id, "interrupted" if res.interrupted else "finished",
-                  f"interrupted at step {res.step}" if res.interrupted else None)
+    stopped = (f"interrupted at step {res.step} by {signal_name(res.stop_signal)}"
+               if res.interrupted else None)
+    st.finish_run(run_id, "interrupted" if res.interrupted else "finished", stopped)
     done = res.losses[start_step:]
     summary = {"run_id": run_id, "store": str(st.file), "recipe": recipe.name,
                "objective": cfg.objective, "data": cfg.data, "step": res.step,
@@ -360,8 +399,8 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
                   f"{speed}; checkpoint {printable(res.checkpoint, None)}; run {run_id}",
                   markup=False, highlight=False)
     if res.interrupted:
-        print(f"interrupted at step {res.step}; continue with:\n  {resume_cmd}", file=sys.stderr)
-        raise typer.Exit(130)
+        print(f"{stopped}; continue with:\n  {resume_cmd}", file=sys.stderr)
+        raise typer.Exit(exit_code(res.stop_signal))
     if res.step < cfg.steps:
         print(f"stopped at step {res.step} of {cfg.steps}; continue with:\n  {resume_cmd}",
               file=sys.stderr)

@@ -33,6 +33,9 @@ from fsc.scale import work
 from fsc.sweep import Point, PointResult, SweepConfig
 
 POLL_S = 0.5
+# Slurm's warning signal (SIGUSR2) comes this long before a task's time limit; submitit then
+# requeues the task, which goes on from its rows (work.Requeueable): seconds of work, with room.
+SIGNAL_DELAY_S = 120
 CONNECT_S = 5.0  # a Ray address that takes longer to answer counts as unreachable
 
 
@@ -192,7 +195,9 @@ class RayCluster:
 class SlurmArrays:
     """One job array per sweep, one array task per group (submitit). Each task appends its rows
     as JSON lines to a file under `folder` on shared storage; the driver reads whole lines as
-    they appear, and on --resume reads what a killed driver left (`leftovers`)."""
+    they appear, and on --resume reads what a killed driver left (`leftovers`). A task warned
+    of its time limit or preempted (Slurm's SIGUSR2, SIGNAL_DELAY_S ahead) is requeued and goes
+    on from the rows it wrote (work.Requeueable)."""
 
     def __init__(self, folder: Path, partition: str | None, gpus_per_node: int, time_min: int,
                  cuda: bool, cluster: str | None = None, fn: Callable = work.measure_to_file,
@@ -213,7 +218,8 @@ class SlurmArrays:
             self.say(f"no Slurm here (sbatch not found): submitit runs the array on this "
                      f"machine ({ex.cluster} executor)")
         params: dict[str, Any] = {"timeout_min": self.time_min, "tasks_per_node": 1,
-                                  "nodes": 1, "name": "fsc-profile"}
+                                  "nodes": 1, "name": "fsc-profile",
+                                  "slurm_signal_delay_s": SIGNAL_DELAY_S}
         if self.cuda:
             params["gpus_per_node"] = self.gpus
         if self.partition:
@@ -221,7 +227,8 @@ class SlurmArrays:
         ex.update_parameters(**params)
         paths = [rows_dir / f"{attempt}-{g.index:05d}.jsonl" for g in groups]
         try:
-            jobs = ex.map_array(self.fn, [cfg] * len(groups), groups, [str(p) for p in paths])
+            task = work.Requeueable(self.fn, self.rows_per_point)
+            jobs = ex.map_array(task, [cfg] * len(groups), groups, [str(p) for p in paths])
         except Exception as e:  # noqa: BLE001 - sbatch's or submitit's refusal, reported
             raise ExecutorError(f"submitting the job array failed: {_one_line(e)}") from None
         readers = [_Lines(p) for p in paths]

@@ -8,6 +8,7 @@ becomes the same PointResult on the driver.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -121,6 +122,39 @@ def measure_to_file(cfg: SweepConfig, group: Group, path: str) -> int:
             os.fsync(f.fileno())
 
         return len(measure(cfg, group, write))
+
+
+class Requeueable:
+    """A Slurm array task `fn(job, group, path)` that goes on where it stopped. submitit asks
+    Slurm for a warning signal (SIGUSR2) a while before the time limit, and Slurm sends it on
+    preemption too; submitit then calls `checkpoint` (it requeues only a task whose function
+    has one), which resubmits the same task, and the task, started again, skips the points
+    whose rows its file already holds (`rows_per_point` rows each)."""
+
+    def __init__(self, fn: Callable[[Any, Group, str], int], rows_per_point: int = 1):
+        self.fn, self.rows_per_point = fn, rows_per_point
+
+    def __call__(self, job: Any, group: Group, path: str) -> int:
+        done = whole_rows(Path(path)) // self.rows_per_point
+        rest = Group(group.index, group.points[done:])
+        return done * self.rows_per_point + (self.fn(job, rest, path) if rest.points else 0)
+
+    def checkpoint(self, job: Any, group: Group, path: str) -> Any:
+        helpers = importlib.import_module("submitit.helpers")
+        return helpers.DelayedSubmission(self, job, group, path)
+
+
+def whole_rows(path: Path) -> int:
+    """The rows (whole lines) a task's file holds; a last line cut off by a kill is cut away,
+    so the next row starts a line of its own."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        os.truncate(path, end)
+    return data[:end].count(b"\n")
 
 
 # ---- fsc eval ------------------------------------------------------------------------------

@@ -2,7 +2,13 @@
 
 A training directory (`--out DIR`) holds one checkpoint per save, `step-NNNNNN/` (the
 checkpoint writer's layout, so `fsc eval`, `fsc decode` and `fsc push` take it as it is), and
-`latest`, naming the newest. Beside the weights each step directory holds the training state:
+`latest`, naming the newest. A save is built in a hidden directory and renamed into place, then
+`latest` is replaced the same way, so a process killed mid-save leaves `latest` naming the
+previous whole checkpoint (the next save clears what the killed one left).
+
+A run saves at the end, every --save-every steps (milestones, all kept), and every
+--save-minutes of wall time and when a stop signal ends it (rolling saves: only the newest
+--keep stay), so a run killed outright loses at most those minutes. Beside the weights each step directory holds the training state:
 `training_state.safetensors` (AdamW moments, fp32 master weights when the recipe's dtype is
 not fp32, RNG states) and `training_state.json` (the config, the step, the data position):
 never pickle. Neither file is in the checksums, so a push leaves them behind.
@@ -17,10 +23,9 @@ import copy
 import json
 import math
 import os
-import signal
-import threading
+import shutil
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from safetensors.torch import load_file, save_file
 
 from fsc.errors import CheckpointError, UsageError
 from fsc.hub.checkpoint import save_checkpoint
+from fsc.interrupts import StopSignals
 from fsc.model.layers import TORCH_DTYPES
 from fsc.train import parallel
 from fsc.train.data import DataOptions, open_data
@@ -40,6 +46,8 @@ STATE_TENSORS = "training_state.safetensors"
 LATEST = "latest"
 STATE_FORMAT = 1
 OBJECTIVES = ("frontier", "ar")
+SAVE_MINUTES = 10.0  # the default wall time between rolling saves
+KEEP = 3  # the default number of rolling saves kept
 
 
 @dataclass
@@ -61,7 +69,9 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "fp32"  # of the computation: bf16 autocasts on CUDA; weights stay fp32
-    save_every: int = 0
+    save_every: int = 0  # milestone saves every N steps (0: none)
+    save_minutes: float = SAVE_MINUTES  # a rolling save after this much wall time (0: none)
+    keep: int = KEEP  # rolling saves kept, newest first (0: all)
     eval_every: int = 0
     log_every: int = 10
     needle_digits: int = 5
@@ -83,6 +93,7 @@ class TrainResult:
     interrupted: bool = False
     seconds: float = 0.0
     tokens: int = 0
+    stop_signal: int = 0  # the signal that interrupted the run (fsc.interrupts)
 
     @property
     def final_loss(self) -> float:
@@ -159,7 +170,7 @@ class Trainer:
         self.on_log = None  # callback(row dict) for every logged step
         self.on_step = None  # callback(step, loss, tokens_per_s) after every step
         self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
-        self.stop = False
+        self.clock = time.monotonic  # of the rolling saves
         self.rank, self.world = parallel.world()
         if state is not None:
             self._restore(*state)
@@ -190,7 +201,7 @@ class Trainer:
         if self.device.type == "cuda" and "rng.cuda" in tensors:
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
 
-    def _state(self) -> tuple[dict, dict[str, torch.Tensor]]:
+    def _state(self, milestone: bool) -> tuple[dict, dict[str, torch.Tensor]]:
         tensors: dict[str, torch.Tensor] = {"rng.torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
@@ -206,7 +217,7 @@ class Trainer:
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
                  "data_position": self.step * cfg.accum * cfg.batch * self.world,
-                 "processes": self.world, "losses": self.losses}
+                 "processes": self.world, "losses": self.losses, "milestone": milestone}
         return state, {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
 
     def training_facts(self) -> dict:
@@ -216,14 +227,15 @@ class Trainer:
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": cfg.needle_digits,
                 "final_loss": self.losses[-1] if self.losses else None}
 
-    def save(self) -> Path:
+    def save(self, milestone: bool = False) -> Path:
         """Write step-NNNNNN (weights, card, training state) and point `latest` at it (rank 0
-        only: the other processes hold the same weights)."""
+        only: the other processes hold the same weights); then prune the rolling saves to the
+        newest --keep. A milestone (--save-every, the last step) is never pruned."""
         out = Path(self.cfg.out)
         dest = step_dir(out, self.step)
         if self.rank != 0 or dest.exists():  # saved at this step already (the end right after --save-every)
             return dest
-        state, tensors = self._state()
+        state, tensors = self._state(milestone)
 
         def extra(tmp: Path) -> None:
             save_file(tensors, tmp / STATE_TENSORS, metadata={"format": str(STATE_FORMAT)})
@@ -240,6 +252,7 @@ class Trainer:
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")
         os.replace(tmp, out / LATEST)
+        prune(out, self.cfg.keep, dest)
         return dest
 
     # -- the loop ----------------------------------------------------------------------------
@@ -281,13 +294,15 @@ class Trainer:
         return total, norm, tokens
 
     def run(self, stop_after: int | None = None) -> TrainResult:
-        """Train to `cfg.steps` (or `stop_after` more steps), saving at --save-every and at
-        the end; Ctrl-C ends after the step under way, saved, with `interrupted` set."""
+        """Train to `cfg.steps` (or `stop_after` more steps), saving at --save-every, every
+        --save-minutes and at the end. Ctrl-C, SIGTERM, SIGUSR1 or SIGUSR2 (on any process)
+        ends the run after the step under way, saved, with `interrupted` set."""
         cfg = self.cfg
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
         t0, done_tokens = time.perf_counter(), 0
-        with _sigint_sets(self):
-            while self.step < end and not parallel.any_rank(self.stop, self.world, self.device):
+        last_save = self.clock()
+        with StopSignals(defer=True) as stops:
+            while self.step < end and not self._stop_signal(stops):
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -305,27 +320,41 @@ class Trainer:
                         row.update(self.evaluate(self))
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
+                    self.save(milestone=True)
+                    last_save = self.clock()
+                elif (self.step < end and cfg.save_minutes  # (the end saves right after)
+                      and self.clock() - last_save >= 60 * cfg.save_minutes):
                     self.save()
-        interrupted = parallel.any_rank(self.stop, self.world, self.device)
-        last = self.save()  # the end, a --stop-after, or Ctrl-C
-        return TrainResult(self.step, str(last), list(self.losses), interrupted,
-                           time.perf_counter() - t0, done_tokens)
+                    last_save = self.clock()
+            # A signal during the last step stops nothing: the run is done.
+            signum = self._stop_signal(stops) if self.step < end else 0
+            last = self.save(milestone=self.step == cfg.steps)  # the end, a --stop-after, a stop
+        return TrainResult(self.step, str(last), list(self.losses), bool(signum),
+                           time.perf_counter() - t0, done_tokens, signum)
+
+    def _stop_signal(self, stops: StopSignals) -> int:
+        """The stop signal any process received (0: none), the same on every process, so that
+        all of them end after the same step."""
+        return parallel.largest(stops.signum or 0, self.world, self.device)
 
 
-@contextmanager
-def _sigint_sets(trainer: Trainer):
-    """While training, a first Ctrl-C asks the loop to stop after the step under way (so the
-    saved weights are a whole step's); a second one interrupts at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+def prune(out: Path, keep: int, newest: Path) -> None:
+    """Delete all but the `keep` newest rolling saves of a training directory (0: keep all),
+    never `newest` (the one `latest` names), and the hidden directories a killed save left. A
+    step directory whose training state does not say it is rolling is kept."""
+    for leftover in out.glob(".step-*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+    if not keep:
         return
-
-    def handler(signum, frame):
-        trainer.stop = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    old = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
+    rolling = []
+    for d in out.glob("step-*"):
+        try:
+            if not json.loads((d / STATE_JSON).read_text()).get("milestone", True):
+                rolling.append(d)
+        except (OSError, ValueError, AttributeError):
+            continue
+    rolling.sort(key=lambda d: d.name, reverse=True)
+    for d in rolling[keep:]:
+        if d != newest:
+            shutil.rmtree(d, ignore_errors=True)

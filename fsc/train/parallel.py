@@ -68,14 +68,14 @@ def mean(value: float, size: int, device: torch.device) -> float:
     return float(t) / size
 
 
-def any_rank(flag: bool, size: int, device: torch.device) -> bool:
-    """True on every process when it is true on any (a Ctrl-C seen by one stops all, after
-    the same step)."""
+def largest(value: int, size: int, device: torch.device) -> int:
+    """The largest of a per-process integer over the processes, on every one (a stop signal
+    seen by one stops all, after the same step)."""
     if size == 1:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
+    return int(t.item())
 
 
 def close() -> None:

@@ -1,4 +1,4 @@
-"""Sweeps that survive interruption: SIGKILL then `--resume`, and Ctrl-C's message."""
+"""Sweeps that survive interruption: SIGKILL then `--resume`, and Ctrl-C's (or SIGTERM's) message."""
 
 import json
 import os
@@ -82,12 +82,14 @@ def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
 
 
 @pytest.mark.slow  # real processes, killed or given a new environment; make test-slow
-def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path):
+@pytest.mark.parametrize("stop, code", [pytest.param(signal.SIGINT, 130, id="SIGINT"),
+                                        pytest.param(signal.SIGTERM, 143, id="SIGTERM")])
+def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path, stop, code):
     proc = _start(tmp_path)
     _wait_for_points(proc, tmp_path)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     run_id = _run_id(tmp_path)
     kept = _stored(tmp_path)
     assert 1 <= kept < 8 and "Traceback" not in err
@@ -96,6 +98,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path):
     assert command in err.splitlines()[-1]
     [(status, error)] = Store(tmp_path).query("select status, error from runs")[1]
     assert status == "interrupted" and f"{kept} of 8" in error
+    assert signal.Signals(stop).name in error
 
     # The command it printed continues the run.
     res = subprocess.run([*FSC, *shlex.split(command)[1:]], capture_output=True, text=True,

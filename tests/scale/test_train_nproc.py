@@ -80,3 +80,33 @@ def test_the_run_resumes_with_its_own_process_count(two_and_one, tmp_path):
     assert "training in 2 processes" in more.stderr
     assert [s for s, _ in _losses(root / "s2")] == [1, 2, 3, 4, 5, 6]
     assert (root / "o2" / "latest").read_text().strip() == "step-000006"
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_saved(tmp_path):
+    """What `timeout` or Kubernetes does: SIGTERM to the launching fsc alone. It passes the
+    signal on (torchrun to each rank); every rank ends after the same step, rank 0 saves and
+    marks the run interrupted, and the launcher exits 143."""
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *BASE, "--steps", "100000",
+                             "--batch", "2", "--nproc", "2", "--out", "o", "--store", "s"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            if Store(tmp_path / "s").query("SELECT count(*) FROM train_steps")[1][0][0] >= 2:
+                break
+        except Exception:  # noqa: BLE001 - not created yet, or the writer holds it
+            continue
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, err[-3000:]
+    assert "by SIGTERM; continue with" in err and "fsc train --resume" in err
+    step = json.loads((tmp_path / "o" / (tmp_path / "o" / "latest").read_text().strip()
+                       / "training_state.json").read_text())["step"]
+    _, [(status, error)] = Store(tmp_path / "s").query("SELECT status, error FROM runs")
+    assert status == "interrupted" and error == f"interrupted at step {step} by SIGTERM"

@@ -121,3 +121,30 @@ def test_token_accuracy_gives_partial_credit(monkeypatch):
     monkeypatch.setattr(ev, "decode_answers", first_digit_wrong)
     cell = ev._cell(None, TOK, samples, ev.EvalSettings("diffusion", 4, 3, 3, 0, 128), "cpu")
     assert cell["accuracy"] == 0 and cell["token_accuracy"] == pytest.approx(3 / 4)
+
+
+def test_sigterm_keeps_the_cells_scored_and_marks_the_run_interrupted(fsc_main, tmp_path,
+                                                                     monkeypatch):
+    import os
+    import signal
+
+    from fsc.train import evaluate
+
+    real = evaluate.heldout_loss
+
+    def stopped_at_the_second_length(model, tok, data, n, *args):
+        if n == 128:
+            os.kill(os.getpid(), signal.SIGTERM)  # what `timeout` sends
+        yield from real(model, tok, data, n, *args)
+
+    monkeypatch.setattr(evaluate, "heldout_loss", stopped_at_the_second_length)
+    (tmp_path / "t.txt").write_text(" ".join(f"w{i}" for i in range(400)))
+    store = tmp_path / "store"
+    res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", tmp_path / "t.txt",
+                   "--lengths", "64,128", "--samples", "2", "--store", store)
+    assert res.returncode == 143, res.stderr
+    assert "interrupted: 1 cells of run" in res.stderr and "Traceback" not in res.stderr
+    _, [(status, error)] = Store(store).query("select status, error from runs")
+    assert status == "interrupted" and error == "interrupted (SIGTERM) after 1 cells"
+    _, [(length,)] = Store(store).query("select length from evaluation")
+    assert length == 64

@@ -1,5 +1,6 @@
-"""`fsc train`: a tiny model learns copy, resuming is bit-exact, Ctrl-C leaves a loadable
-checkpoint, the store holds the run and its steps, the card says what was trained."""
+"""`fsc train`: a tiny model learns copy, resuming is bit-exact, Ctrl-C (and SIGTERM, SIGUSR2)
+leaves a loadable checkpoint, a run killed outright resumes from its last save, the store holds
+the run and its steps, the card says what was trained."""
 
 import itertools
 import json
@@ -130,11 +131,11 @@ def test_training_a_text_file(fsc_main, tmp_path):
     assert "trained tiny_mamba to step 3 of 3 on" in res.stdout
 
 
-def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path):
+def _training(tmp_path, *args, steps=2):
+    """`fsc train` in a process of its own, once the store has `steps` step rows."""
     env = {**os.environ, "FSC_STORE": str(tmp_path / "store")}
-    out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", "tiny_attn", *COPY,
-                             "--steps", "100000", "--out", str(out), "--log-every", "1"],
+    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *map(str, args),
+                             "--log-every", "1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until it trains (the store has step rows)
@@ -145,12 +146,24 @@ def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path):
             _, [(n,)] = Store(tmp_path / "store").query("select count(*) from train_steps")
         except Exception:  # noqa: BLE001 - not created yet, or the writer holds it
             continue
-        if n >= 2:
+        if n >= steps:
             break
-    proc.send_signal(signal.SIGINT)
+    return proc
+
+
+@pytest.mark.parametrize("stop, code", [
+    pytest.param(signal.SIGINT, 130, id="SIGINT"),
+    pytest.param(signal.SIGTERM, 143, id="SIGTERM", marks=pytest.mark.slow),  # timeout, k8s, Slurm
+    pytest.param(signal.SIGUSR2, 140, id="SIGUSR2", marks=pytest.mark.slow),  # Slurm's warning
+])
+def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
+    out = tmp_path / "run"
+    proc = _training(tmp_path, "tiny_attn", *COPY, "--steps", "100000", "--out", out)
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "interrupted at step" in err and "fsc train --resume" in err
+    assert f"by {signal.Signals(stop).name}" in err and "Traceback" not in err
     ckpt = (out / (out / "latest").read_text().strip())
     recipe, _ = load_checkpoint(ckpt)  # verified: checksums, headers, then the tensors
     assert recipe.name == "tiny_attn"
@@ -158,3 +171,29 @@ def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path):
     assert state["step"] >= 2
     _, [(status,)] = Store(tmp_path / "store").query("select status from runs")
     assert status == "interrupted"
+
+
+@pytest.mark.slow  # two training processes, one killed outright: make test-slow
+def test_a_run_killed_outright_resumes_from_its_last_save_bit_exact(fsc_main, tmp_path):
+    """kill -9 leaves the rolling saves (here every 0.01 minutes); `--resume` goes on from
+    the newest, and three steps later holds the weights of a run never stopped."""
+    setting = ["tiny_hybrid", *COPY, "--batch", "4", "--steps", "100000"]
+    killed = tmp_path / "killed"
+    proc = _training(tmp_path, *setting, "--out", killed, "--save-minutes", "0.01", steps=4)
+    deadline = time.time() + 60
+    while proc.poll() is None and not (killed / "latest").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait(timeout=30)
+    _, [(status,)] = Store(tmp_path / "store").query("select status from runs")
+    assert status == "running"  # what `fsc runs` shows as dead
+    saved = json.loads((killed / (killed / "latest").read_text().strip()
+                        / "training_state.json").read_text())["step"]
+    assert saved >= 1 and len(list(killed.glob("step-*"))) <= 3  # --keep's default
+    store = ["--store", tmp_path / "store"]
+    fsc_main("train", "--resume", killed, "--stop-after", "3", *store, check=0)
+    fsc_main("train", *setting, "--out", tmp_path / "whole", "--stop-after", saved + 3, *store,
+             check=0)
+    name = f"step-{saved + 3:06d}"
+    a, b = _weights(tmp_path / "whole" / name), _weights(killed / name)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,103 @@
+"""Stopping on a signal: Ctrl-C (SIGINT), SIGTERM (`timeout`, Kubernetes, Slurm at its time
+limit or on preemption) and SIGUSR1 / SIGUSR2 (Slurm's early warning, `sbatch --signal`) all
+take one path.
+
+`StopSignals` installs one handler for the four while a command works and restores the
+previous handlers after. By default a signal raises `Interrupted` where the work is (a sweep
+abandons the point under way and keeps the stored ones). With `defer=True` the first signal is
+only recorded, for a loop to end after the step under way (training: the checkpoint then holds
+a whole step's weights); a second Ctrl-C raises at once, while a repeated SIGTERM or SIGUSR is
+absorbed (schedulers repeat them before their SIGKILL). Inside `held()` (a store write) a
+signal that would raise waits until the section ends, so a row is written whole or not at all.
+
+A command stopped by a signal exits with 128 + its number (130 for Ctrl-C, 143 for SIGTERM),
+the status a shell reports for a process that signal ended.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def exit_code(signum: int) -> int:
+    """The exit status of a command a signal stopped: 128 + its number."""
+    return 128 + int(signum)
+
+
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal, raised where the work was. A KeyboardInterrupt, so that everything that
+    handles Ctrl-C handles every stop signal the same way."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal_name(signum))
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.signum)
+
+
+def signum_of(e: BaseException) -> int:
+    """The signal behind an interruption (SIGINT for a plain KeyboardInterrupt)."""
+    return getattr(e, "signum", signal.SIGINT)
+
+
+class StopSignals:
+    """A context that turns SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 into one way of stopping (see
+    the module's docstring). `signum` is the first stop signal received (None before any);
+    `forward(signum)`, when given, is called with every one (a launcher passes them on to the
+    processes it started). `signals` replaces the four. Outside the main thread, where Python
+    cannot set handlers, it does nothing."""
+
+    def __init__(self, defer: bool = False, forward: Callable[[int], None] | None = None,
+                 signals: tuple[int, ...] = STOP_SIGNALS):
+        self.defer, self.forward, self.signals = defer, forward, signals
+        self.signum: int | None = None
+        self._holding = self._pending = False
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame) -> None:
+        repeated = self.signum is not None
+        if not repeated:
+            self.signum = signum
+        if self.forward is not None:
+            self.forward(signum)
+        if self.defer and not (repeated and signum == signal.SIGINT):
+            return
+        if self._holding:
+            self._pending = True
+        else:
+            raise Interrupted(self.signum)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for s in self.signals:
+                self._previous[s] = signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        self._previous.clear()
+
+    @contextmanager
+    def held(self):
+        """A section no stop signal breaks into: one that comes raises when it ends."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending:
+            self._pending = False
+            raise Interrupted(self.signum)

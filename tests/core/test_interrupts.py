@@ -1,0 +1,67 @@
+"""fsc.interrupts: SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 take one path (in this process)."""
+
+import os
+import signal
+
+import pytest
+
+from fsc.cli.main import main
+from fsc.interrupts import STOP_SIGNALS, Interrupted, StopSignals, exit_code
+
+
+def _send(signum):
+    os.kill(os.getpid(), signum)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGUSR1, 138), (signal.SIGUSR2, 140)])
+def test_every_stop_signal_raises_the_same_interruption(signum, code):
+    with pytest.raises(Interrupted) as caught, StopSignals():
+        _send(signum)
+    assert caught.value.signum == signum and caught.value.exit_code == code == exit_code(signum)
+    assert isinstance(caught.value, KeyboardInterrupt)  # what handles Ctrl-C handles it
+
+
+def test_the_previous_handlers_come_back():
+    def mine(signum, frame):
+        pass
+
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    signal.signal(signal.SIGUSR1, mine)
+    try:
+        with StopSignals():
+            assert all(signal.getsignal(s) != mine for s in STOP_SIGNALS)
+        assert signal.getsignal(signal.SIGUSR1) is mine
+        assert signal.getsignal(signal.SIGTERM) == before[signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGUSR1, before[signal.SIGUSR1])
+
+
+def test_held_sections_finish_before_the_signal_raises():
+    written = []
+    with pytest.raises(Interrupted), StopSignals() as stops, stops.held():
+        _send(signal.SIGTERM)
+        written.append("row")  # the section goes on to its end
+    assert written == ["row"]
+
+
+def test_deferred_stops_are_recorded_and_only_a_second_ctrl_c_raises():
+    forwarded = []
+    with StopSignals(defer=True, forward=forwarded.append) as stops:
+        _send(signal.SIGTERM)
+        _send(signal.SIGTERM)  # schedulers repeat it: absorbed
+        _send(signal.SIGUSR2)
+        assert stops.signum == signal.SIGTERM
+        with pytest.raises(Interrupted) as caught:
+            _send(signal.SIGINT)
+    assert caught.value.signum == signal.SIGTERM  # the first signal is the reason
+    assert forwarded == [signal.SIGTERM, signal.SIGTERM, signal.SIGUSR2, signal.SIGINT]
+
+
+def test_the_cli_boundary_exits_with_128_plus_the_signal(monkeypatch, capsys):
+    def stopped(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr("fsc.cli.main.app", stopped)
+    assert main(["runs"]) == 143
+    assert capsys.readouterr().err.strip() == "interrupted"

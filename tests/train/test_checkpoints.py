@@ -1,0 +1,117 @@
+"""Checkpoints a run keeps without being asked: rolling saves by wall time, pruned to --keep;
+--save-every milestones stay; a save cut short leaves `latest` on a whole checkpoint."""
+
+import json
+
+import pytest
+
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.tokenizer import ByteTokenizer
+from fsc.train import loop
+from fsc.train.loop import TrainConfig, Trainer, read_state, resolve_checkpoint
+
+
+def _trainer(out, steps, **options) -> Trainer:
+    recipe = load_recipe("tiny_attn")
+    cfg = TrainConfig(source="tiny_attn", data="copy", seq_len=32, steps=steps, out=str(out),
+                      batch=2, warmup=1, log_every=100, **options)
+    return Trainer(cfg, recipe, build_model(recipe, seed=0), ByteTokenizer())
+
+
+def _steps(out) -> list[int]:
+    return sorted(int(d.name.removeprefix("step-")) for d in out.glob("step-*"))
+
+
+def _milestone(out, step) -> bool:
+    return json.loads((out / f"step-{step:06d}" / loop.STATE_JSON).read_text())["milestone"]
+
+
+def test_rolling_saves_come_every_ten_minutes_by_default(tmp_path):
+    trainer = _trainer(tmp_path, steps=8)
+    assert trainer.cfg.save_every == 0 and trainer.cfg.save_minutes == 10
+    trainer.clock = lambda: trainer.step * 4 * 60.0  # each step takes four minutes
+    trainer.run()
+    assert _steps(tmp_path) == [3, 6, 8]  # 12 minutes after the start, 12 after that, the end
+    assert not _milestone(tmp_path, 3) and not _milestone(tmp_path, 6) and _milestone(tmp_path, 8)
+    assert resolve_checkpoint(tmp_path).name == "step-000008"
+
+
+def test_keep_prunes_the_oldest_rolling_saves_and_never_a_milestone(tmp_path):
+    trainer = _trainer(tmp_path, steps=10, save_every=4, save_minutes=1, keep=2)
+    trainer.clock = lambda: trainer.step * 60.0  # a rolling save after every step
+    res = trainer.run()
+    assert _steps(tmp_path) == [4, 7, 8, 9, 10]  # milestones 4, 8 and the last; rolling 7, 9
+    assert res.checkpoint.endswith("step-000010") and not res.interrupted
+
+
+def test_keep_0_keeps_every_rolling_save(tmp_path):
+    trainer = _trainer(tmp_path, steps=4, save_minutes=1, keep=0)
+    trainer.clock = lambda: trainer.step * 60.0
+    trainer.run()
+    assert _steps(tmp_path) == [1, 2, 3, 4]
+
+
+def test_a_save_cut_short_leaves_latest_on_the_last_whole_checkpoint(tmp_path, monkeypatch):
+    trainer = _trainer(tmp_path, steps=6, save_minutes=0)
+    trainer.run(stop_after=2)
+    real = loop.save_file
+
+    def dies(*args, **kwargs):
+        raise OSError("no space left")  # cut short while writing the training state
+
+    monkeypatch.setattr(loop, "save_file", dies)
+    trainer.train_step()
+    with pytest.raises(OSError):
+        trainer.save()
+    assert _steps(tmp_path) == [2]
+    state, _ = read_state(resolve_checkpoint(tmp_path))
+    assert state["step"] == 2
+
+    # What a kill -9 mid-save leaves (a hidden directory) goes with the next save.
+    leftover = tmp_path / ".step-000003.save-x1y2"
+    (leftover / "sub").mkdir(parents=True)
+    monkeypatch.setattr(loop, "save_file", real)
+    trainer.save()
+    assert not leftover.exists() and _steps(tmp_path) == [2, 3]
+    assert resolve_checkpoint(tmp_path).name == "step-000003"
+
+
+def test_the_options_say_their_defaults_and_refuse_bad_values(fsc_main, tmp_path):
+    text = " ".join(fsc_main("train", "--help", check=0).stdout.split())
+    assert "--save-minutes" in text and "10.0" in text and "--keep" in text and "default 3" in text
+    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+                   "--out", tmp_path / "o", "--save-minutes", "-1")
+    assert res.returncode == 2 and "--save-minutes" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_resumed_run_may_change_its_saving(fsc_main, tmp_path):
+    common = ["--store", tmp_path / "s"]
+    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2",
+             "--steps", "4", "--stop-after", "1", "--out", tmp_path / "o", *common, check=0)
+    fsc_main("train", "--resume", tmp_path / "o", "--save-minutes", "0", "--keep", "5",
+             "--stop-after", "1", *common, check=0)
+    cfg = read_state(resolve_checkpoint(tmp_path / "o"))[0]["config"]
+    assert (cfg["save_minutes"], cfg["keep"], cfg["save_every"]) == (0, 5, 0)
+
+
+@pytest.mark.parametrize("at, stopped", [(2, True), (4, False)])
+def test_a_stop_signal_ends_the_run_after_the_step_under_way_saved(tmp_path, at, stopped):
+    """SIGTERM in step 2 of 4: the step finishes, is saved (a rolling save) and the run says
+    it was interrupted; in the last step it stops nothing."""
+    import os
+    import signal
+
+    trainer = _trainer(tmp_path, steps=4, save_minutes=0)
+
+    def on_step(step, loss, rate):
+        if step == at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    trainer.on_step = on_step
+    res = trainer.run()
+    assert (res.step, res.interrupted) == (at, stopped)
+    assert res.stop_signal == (signal.SIGTERM if stopped else 0)
+    assert _steps(tmp_path) == [at] and _milestone(tmp_path, at) is not stopped
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler went with the run
