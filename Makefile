@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# make test runs in TEST_WORKERS processes (pytest-xdist), one per core of a 2-core machine.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The slow checks `make test` skips (the GPU check's dry run, the sm_90 compile, concurrent
 # sweeps and writers, kill/Ctrl-C and resume, kernel settings in new processes); `make
@@ -25,7 +27,7 @@ test-slow: install
 	$(BIN)/python -m pytest -q -m "slow and not gpu"
 
 test-all: install
-	$(BIN)/python -m pytest -q -m "not gpu"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not gpu"
 
 # The CLI boundary again under the oldest typer pyproject.toml allows: it runs on the click
 # package (newer typers carry their own copy), with the newest click pip would pair it with.

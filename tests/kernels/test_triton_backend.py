@@ -47,6 +47,7 @@ def test_triton_backend_matches_torch(recipe):
             assert err < 1e-4, f"{lg.kind} cache {name!r}: {err:.3g}"
 
 
+@pytest.mark.slow  # every kernel under the interpreter again (each has its own test)
 def test_verify_with_the_triton_backend_checks_every_kernel():
     import json
 

@@ -77,6 +77,7 @@ def test_two_local_workers_give_the_same_points(cli, in_process, tmp_path):
     assert config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])["workers"] == 2
 
 
+@pytest.mark.slow  # processes of their own: make test-slow
 def test_a_local_ray_cluster_gives_the_same_points(cli, in_process, ray_cluster, tmp_path):
     r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--executor", "ray")
     assert r.code == 0, r.err
@@ -84,6 +85,7 @@ def test_a_local_ray_cluster_gives_the_same_points(cli, in_process, ray_cluster,
     assert config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])["executor"] == "ray"
 
 
+@pytest.mark.slow  # processes of their own: make test-slow
 def test_submitits_local_executor_runs_the_array_and_the_driver_stores_its_rows(
         cli, in_process, tmp_path):
     pytest.importorskip("submitit")
@@ -124,6 +126,7 @@ def _keys(rows) -> list[tuple]:
     return sorted((r.recipe_hash, r.S, r.B, r.status) for r in rows)
 
 
+@pytest.mark.slow  # processes of their own: make test-slow
 def test_ray_retries_a_task_whose_worker_died(ray_cluster, tmp_path):
     import cloudpickle
 
@@ -140,6 +143,7 @@ def test_ray_retries_a_task_whose_worker_died(ray_cluster, tmp_path):
     assert {r.status for r in rows} == {"ok"} and len(set(_keys(rows))) == N_POINTS
 
 
+@pytest.mark.slow  # processes of their own: make test-slow
 def test_ray_gives_up_after_the_retries_and_records_errors(ray_cluster, tmp_path):
     import cloudpickle
 
@@ -156,6 +160,7 @@ def test_ray_gives_up_after_the_retries_and_records_errors(ray_cluster, tmp_path
     assert all("no such device" in r.error and "after 1 retries" in r.error for r in rows)
 
 
+@pytest.mark.slow  # processes of their own: make test-slow
 def test_local_workers_retry_a_group_whose_process_died(tmp_path):
     cfg, points = _setup(tmp_path)
     flag = str(tmp_path / "died")
@@ -285,6 +290,7 @@ def eval_in_process(tmp_path_factory):
     return rows
 
 
+@pytest.mark.slow  # the in-process grid against worker processes: make test-slow
 @pytest.mark.parametrize("how", EVERY_EXECUTOR)
 def test_eval_grids_run_on_every_executor(how, cli, eval_in_process, tmp_path, request):
     if "ray" in how:
