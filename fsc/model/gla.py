@@ -11,7 +11,10 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import gla as spec
 from fsc.model.cache import LayerCache
+from fsc.model.chunked import Chunks
 from fsc.model.mixer import Mixer
+
+CHUNK = 64  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
 class GLA(Mixer):
@@ -47,7 +50,59 @@ class GLA(Mixer):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """Per block: the pairwise decayed form inside the block plus the carried state."""
+        """In chunks of whole blocks. Inside each block both directions as one pairwise decayed
+        form (the gate is per key dimension, so pairs carry a key axis); the state each block
+        starts from, from the chunk's earlier blocks, as a masked product over block pairs; the
+        forward state carried from chunk to chunk."""
+        B, T, _ = x.shape
+        q, k, v, gk = self._proj(x)
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+
+        def blocks(t):  # (B, T, H, D) -> (B, n, m, G, H, D)
+            return ch.pack(t).unflatten(2, (ch.m, ch.G))
+
+        qb, kb, vb = blocks(q.float() / math.sqrt(self.head_dim)), blocks(k.float()), blocks(v.float())
+        gb = blocks(gk)
+        cum = gb.cumsum(3)  # (B, n, m, G, H, K): log gate from the block's start, inclusive
+        o = self._in_block(qb, kb, vb, gb, cum)
+        total = cum[:, :, :, -1]  # (B, n, m, H, K): log gate over each whole block
+        local = torch.einsum("bcmshk,bcmshv->bcmhkv", kb * torch.exp(total[:, :, :, None] - cum), vb)
+        # block i of a chunk starts from blocks j < i decayed over the blocks between them; the
+        # extra row i = m is what the chunk hands on. fp64 running sums: exact segment sums.
+        run = total.double().cumsum(2)  # (B, n, m, H, K)
+        start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, m + 1, H, K): before block i
+        i, j = torch.arange(ch.m + 1, device=x.device)[:, None], torch.arange(ch.m, device=x.device)
+        seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
+        pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
+        h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, m + 1, H, K, V)
+        h = torch.zeros_like(h_in[:, 0, 0])  # (B, H, K, V)
+        starts = []
+        for dec_c, add in zip(torch.exp(start[:, :, -1].float()).unbind(1), h_in[:, :, -1].unbind(1)):
+            starts.append(h)
+            h = h * dec_c[..., None] + add
+        h0 = torch.stack(starts, 1)  # (B, n, H, K, V): the state each chunk starts from
+        from_chunk = torch.exp(cum + start[:, :, :-1, None].float())  # decay from the chunk's start
+        o = o + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h_in[:, :, :-1])
+        o = o + torch.einsum("bcmthk,bchkv->bcmthv", qb * from_chunk, h0)
+        o = ch.unpack(o.flatten(2, 3))
+        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+
+    @staticmethod
+    def _in_block(qb, kb, vb, gb, cum):
+        """Both directions inside every block at once: (B, n, m, G, H, Dv)."""
+        G = qb.shape[3]
+        diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, m, t, s, H, K)
+        idx = torch.arange(G, device=qb.device)
+        lower = (idx[None, :] <= idx[:, None])[:, :, None, None]
+        fwd = torch.exp(diff.masked_fill(~lower, float("-inf")))
+        gt, gs = gb[:, :, :, :, None], gb[:, :, :, None]
+        bwd = torch.exp((gt - gs - diff).masked_fill(lower, float("-inf")))
+        att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, fwd + bwd, kb)
+        return torch.einsum("bcmtsh,bcmshv->bcmthv", att, vb)
+
+    def forward_blockwise_loop(self, x, block_lengths):
+        """Block by block: the pairwise decayed form inside the block plus the carried state;
+        the reference of the chunked form."""
         B, T, _ = x.shape
         q, k, v, gk = self._proj(x)
         qf, kf, vf = q.float() / math.sqrt(self.head_dim), k.float(), v.float()
