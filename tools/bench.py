@@ -8,7 +8,8 @@ the store (a run of kind 'bench', table bench_results) and ends with one JSON li
 3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
 4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
 5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
-   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps;
+   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, and its ratio to
+   tiny_attn's step in the same run;
 6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
    profile run in the store (the sweep of 3.), wall time of the whole command, median of 3;
 7. scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
@@ -125,6 +126,8 @@ def threads(record) -> None:
 
 
 def training(record) -> None:
+    """One optimizer step per tiny recipe and objective; each step time also as a ratio to
+    tiny_attn's, measured in the same run (TINY starts with it)."""
     import shutil
     import tempfile
 
@@ -137,9 +140,11 @@ def training(record) -> None:
 
     torch.set_num_threads(1)
     t = Table(title="one training step: passkey, 256 tokens, batch 8, fp32, 1 thread (median ms)")
-    for col in ("recipe", "frontier ms", "frontier tok/s", "ar ms", "ar tok/s"):
+    for col in ("recipe", "frontier ms", "frontier tok/s", "× tiny_attn", "ar ms", "ar tok/s",
+                "× tiny_attn"):
         t.add_column(col, justify="right")
     tmp = Path(tempfile.mkdtemp())
+    attn_ms = {}
     try:
         for name in TINY:
             cells = []
@@ -158,10 +163,13 @@ def training(record) -> None:
                     if i >= 2:
                         times.append(time.perf_counter() - t0)
                 ms = sorted(times)[len(times) // 2] * 1e3
+                attn_ms.setdefault(objective, ms)  # the first recipe, tiny_attn
+                ratio = ms / attn_ms[objective]
                 params = {"recipe": name, "objective": objective, "seq_len": 256, "batch": 8}
                 record("train.step_ms", ms, "ms", params)
                 record("train.tokens_per_s", 8 * 256 / ms * 1e3, "tok/s", params)
-                cells += [f"{ms:.0f}", f"{8 * 256 / ms * 1e3:.0f}"]
+                record("train.step_vs_attn", ratio, "x", params)
+                cells += [f"{ms:.0f}", f"{8 * 256 / ms * 1e3:.0f}", f"{ratio:.2f}×"]
             t.add_row(name, *cells)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from fsc.model.layers import block_ids
+
 
 class Chunks:
     """A sequence cut into blocks (`block_lengths`) laid out in `n` chunks of `m` blocks of
@@ -35,8 +37,10 @@ class Chunks:
         self.T = sum(block_lengths)
         self.index = None  # the real tokens' places in the padded layout, when not a prefix
         if any(g != G for g in block_lengths):
-            self.index = torch.cat([i * G + torch.arange(g, device=device)
-                                    for i, g in enumerate(block_lengths)])
+            lengths = torch.tensor(block_lengths, device=device)
+            ids = block_ids(block_lengths, device)  # (T,)
+            start = (lengths.cumsum(0) - lengths)[ids]  # each token's block start, unpadded
+            self.index = ids * G + torch.arange(self.T, device=device) - start
         pos = torch.arange(self.C, device=device)
         t, s = pos[:, None], pos[None, :]
         self.causal = s <= t

@@ -14,7 +14,9 @@ from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
 from fsc.model.mixer import Mixer
 
-CHUNK = 64  # tokens a chunk of the training form holds (whole blocks, at least one)
+# blocks a chunk of the training form holds: its pairs are of blocks (B·T·m·H·K values), so
+# the chunk is counted in blocks, not tokens
+CHUNK_BLOCKS = 8
 
 
 class GLA(Mixer):
@@ -56,7 +58,7 @@ class GLA(Mixer):
         forward state carried from chunk to chunk."""
         B, T, _ = x.shape
         q, k, v, gk = self._proj(x)
-        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+        ch = Chunks(block_lengths, CHUNK_BLOCKS, x.device)
 
         def blocks(t):  # (B, T, H, D) -> (B, n, m, G, H, D)
             return ch.pack(t).unflatten(2, (ch.m, ch.G))
@@ -94,10 +96,9 @@ class GLA(Mixer):
         diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, m, t, s, H, K)
         idx = torch.arange(G, device=qb.device)
         lower = (idx[None, :] <= idx[:, None])[:, :, None, None]
-        fwd = torch.exp(diff.masked_fill(~lower, float("-inf")))
         gt, gs = gb[:, :, :, :, None], gb[:, :, :, None]
-        bwd = torch.exp((gt - gs - diff).masked_fill(lower, float("-inf")))
-        att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, fwd + bwd, kb)
+        seg = torch.where(lower, diff, gt - gs - diff)  # forward over (s, t], backward over [t, s)
+        att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, torch.exp(seg), kb)
         return torch.einsum("bcmtsh,bcmshv->bcmthv", att, vb)
 
     def forward_blockwise_loop(self, x, block_lengths):

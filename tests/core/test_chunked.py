@@ -49,10 +49,15 @@ def _check(mixer, lengths, seed=0):
 @pytest.mark.parametrize("lengths", LENGTHS, ids=lambda ls: "-".join(map(str, ls[:6])))
 @pytest.mark.parametrize("kind", sorted(RECURRENT))
 def test_chunked_equals_loop_outputs_and_gradients(kind, lengths, chunk, monkeypatch):
-    """`chunk` None: the mixer's own chunk length; 8: many chunks, and blocks longer than it."""
+    """`chunk` None: the mixer's own chunk length; 8 tokens (2 blocks for GLA): many chunks,
+    and blocks longer than a chunk."""
     mixer = _mixer(kind)
     if chunk is not None:
-        monkeypatch.setattr(importlib.import_module(type(mixer).__module__), "CHUNK", chunk)
+        module = importlib.import_module(type(mixer).__module__)
+        if kind == "gla":
+            monkeypatch.setattr(module, "CHUNK_BLOCKS", 2)
+        else:
+            monkeypatch.setattr(module, "CHUNK", chunk)
     _check(mixer, lengths)
 
 
