@@ -173,7 +173,7 @@ def training(record) -> None:
             t.add_row(name, *cells)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out.print(t)
+    out.print(t, width=110)
 
 
 def results(record, store: Path) -> None:
