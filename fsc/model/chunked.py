@@ -67,12 +67,13 @@ def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
         exp(Σ la over (s, t])  for s <= t (the forward scan: s's input seen from t),
         exp(Σ la over [t, s))  for s after t in t's block (the backward scan from zero),
         0                       elsewhere.
-    Each segment sum is the difference of an fp64 running sum, so it is exact to fp32 rounding
-    however large the running sum grows (an fp32 one would lose ulp(running sum) to cancellation).
+    The forward segment sums are differences of an fp64 running sum, so they are exact to fp32
+    rounding however large the running sum grows (an fp32 one would lose ulp(running sum) to
+    cancellation). A backward segment lies inside one block, so la_t − la_s − (cum_t − cum_s)
+    holds no large term: it is formed in fp32 from the forward difference.
     """
-    cum = la.double().transpose(-1, -2).cumsum(-1)  # (B, n, H, C)
-    excl = cum - la.double().transpose(-1, -2)  # the running sum before each token
-    fwd = cum[..., :, None] - cum[..., None, :]  # (B, n, H, t, s): over (s, t]
-    bwd = excl[..., None, :] - excl[..., :, None]  # over [t, s)
-    seg = torch.where(ch.causal, fwd, bwd).float()
+    la = la.transpose(-1, -2)  # (B, n, H, C)
+    cum = la.double().cumsum(-1)
+    fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
+    seg = torch.where(ch.causal, fwd, la[..., :, None] - la[..., None, :] - fwd)
     return seg.masked_fill(~(ch.causal | ch.later_in_block), float("-inf")).exp()
