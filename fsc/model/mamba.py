@@ -111,23 +111,23 @@ class Mamba(Mixer):
         forward scan (s <= t), the in-block backward scan (s after t in t's block) and the
         diagonal once; the forward state is carried from chunk to chunk."""
         ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), xs.device)
-        x, Bc, Cc, dt, la = (ch.pack(t) for t in (xs, Bm, Cm, dtf, la))  # (B, n, C, H|N, P)
-        dec = decay_matrix(la, ch)  # (B, n, H, t, s)
-        dth = dt.transpose(-1, -2)  # (B, n, H, C)
-        cb = torch.einsum("bctn,bcsn->bcts", Cc, Bc)[:, :, None]  # (B, n, 1, t, s)
-        y = torch.einsum("bchts,bcshp->bcthp", dec * cb * dth[..., None, :], x)
+        dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
+        x = ch.pack(xs * dtf[..., None]).permute(0, 1, 3, 2, 4)  # (B, n, H, C, P): dt_s x_s
+        Bc, Cc = ch.pack(Bm), ch.pack(Cm)  # (B, n, C, N)
+        cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
+        y = (dec * cb) @ x  # (B, n, H, t, P)
         # what each chunk adds to the forward state by its end, then the state carried
-        local = torch.einsum("bchs,bcshp,bcsn->bchpn", dec[..., -1, :] * dth, x, Bc)
-        into = torch.exp(la.cumsum(2))  # (B, n, C, H): decay from the chunk's start
+        local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
+        into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
         h = torch.zeros_like(local[:, 0])  # (B, H, P, N)
         starts = []
         # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per chunk
-        for dec_c, add in zip(into[:, :, -1].unbind(1), local.unbind(1)):
+        for dec_c, add in zip(into[..., -1].unbind(1), local.unbind(1)):
             starts.append(h)
             h = h * dec_c[..., None, None] + add
         h0 = torch.stack(starts, 1)  # (B, n, H, P, N): the state each chunk starts from
-        y = y + torch.einsum("bchpn,bctn->bcthp", h0, Cc) * into[..., None]
-        return ch.unpack(y)
+        y = y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]
+        return ch.unpack(y.transpose(2, 3))
 
     @staticmethod
     def _segments(lab, g: int):
