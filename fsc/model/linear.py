@@ -14,7 +14,7 @@ from fsc.model.chunked import Chunks
 from fsc.model.layers import block_ids
 from fsc.model.mixer import Mixer
 
-CHUNK = 64  # tokens a chunk of the training form holds (whole blocks, at least one)
+CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
 class LinearAttention(Mixer):
