@@ -29,9 +29,10 @@ class Chunks:
     later_in_block: (C, C) bool, s after t in t's block (the backward scan's reach).
     """
 
-    def __init__(self, block_lengths: list[int], blocks_per_chunk: int, device):
+    def __init__(self, block_lengths: list[int], blocks_per_chunk: int, device, unit: int = 1):
+        """`unit`: m is a multiple of it (blocks_per_chunk must be one)."""
         G, n_blocks = max(block_lengths), len(block_lengths)
-        self.G, self.m = G, min(blocks_per_chunk, n_blocks)
+        self.G, self.m = G, min(blocks_per_chunk, -(-n_blocks // unit) * unit)
         self.n = -(-n_blocks // self.m)
         self.C = self.m * G
         self.T = sum(block_lengths)

@@ -14,9 +14,10 @@ from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
 from fsc.model.mixer import Mixer
 
-# blocks a chunk of the training form holds: its pairs are of blocks (B·T·m·H·K values), so
-# the chunk is counted in blocks, not tokens
-CHUNK_BLOCKS = 8
+# The training form's pairs carry a key axis: tokens pair inside a group of whole blocks of at
+# least GROUP tokens (B·T·S·H·K values), groups pair inside a chunk of CHUNK_GROUPS groups.
+GROUP = 4
+CHUNK_GROUPS = 8
 
 
 class GLA(Mixer):
@@ -52,31 +53,36 @@ class GLA(Mixer):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """In chunks of whole blocks. Inside each block both directions as one pairwise decayed
-        form (the gate is per key dimension, so pairs carry a key axis); the state each block
-        starts from, from the chunk's earlier blocks, as a masked product over block pairs; the
-        forward state carried from chunk to chunk."""
+        """In chunks of whole blocks, and inside a chunk in groups of whole blocks (at least
+        GROUP tokens). Inside each group both directions as one pairwise decayed form (the gate
+        is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
+        the state each group starts from, from the chunk's earlier groups, as a masked product
+        over group pairs; the forward state carried from chunk to chunk."""
         B, T, _ = x.shape
         q, k, v, gk = self._proj(x)
-        ch = Chunks(block_lengths, CHUNK_BLOCKS, x.device)
+        per = max(1, GROUP // max(block_lengths))  # blocks a group holds
+        ch = Chunks(block_lengths, CHUNK_GROUPS * per, x.device, unit=per)
+        S = per * ch.G  # tokens a group holds
+        mg = ch.m // per  # groups a chunk holds
+        visible = (ch.causal | ch.later_in_block)[:S, :S]  # the same in every group
 
-        def blocks(t):  # (B, T, H, D) -> (B, n, m, G, H, D)
-            return ch.pack(t).unflatten(2, (ch.m, ch.G))
+        def blocks(t):  # (B, T, H, D) -> (B, n, mg, S, H, D)
+            return ch.pack(t).unflatten(2, (mg, S))
 
         qb, kb, vb = blocks(q.float() / math.sqrt(self.head_dim)), blocks(k.float()), blocks(v.float())
         gb = blocks(gk)
-        cum = gb.cumsum(3)  # (B, n, m, G, H, K): log gate from the block's start, inclusive
-        o = self._in_block(qb, kb, vb, gb, cum)
-        total = cum[:, :, :, -1]  # (B, n, m, H, K): log gate over each whole block
+        cum = gb.cumsum(3)  # (B, n, mg, S, H, K): log gate from the group's start, inclusive
+        o = self._in_block(qb, kb, vb, gb, cum, None if per == 1 else visible)
+        total = cum[:, :, :, -1]  # (B, n, mg, H, K): log gate over each whole group
         local = torch.einsum("bcmshk,bcmshv->bcmhkv", kb * torch.exp(total[:, :, :, None] - cum), vb)
-        # block i of a chunk starts from blocks j < i decayed over the blocks between them; the
-        # extra row i = m is what the chunk hands on. fp64 running sums: exact segment sums.
-        run = total.double().cumsum(2)  # (B, n, m, H, K)
-        start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, m + 1, H, K): before block i
-        i, j = torch.arange(ch.m + 1, device=x.device)[:, None], torch.arange(ch.m, device=x.device)
+        # group i of a chunk starts from groups j < i decayed over the groups between them; the
+        # extra row i = mg is what the chunk hands on. fp64 running sums: exact segment sums.
+        run = total.double().cumsum(2)  # (B, n, mg, H, K)
+        start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, mg + 1, H, K): before group i
+        i, j = torch.arange(mg + 1, device=x.device)[:, None], torch.arange(mg, device=x.device)
         seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
         pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
-        h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, m + 1, H, K, V)
+        h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, mg + 1, H, K, V)
         h = torch.zeros_like(h_in[:, 0, 0])  # (B, H, K, V)
         starts = []
         for dec_c, add in zip(torch.exp(start[:, :, -1].float()).unbind(1), h_in[:, :, -1].unbind(1)):
@@ -90,14 +96,17 @@ class GLA(Mixer):
         return self.wo(o.reshape(B, T, -1).to(x.dtype))
 
     @staticmethod
-    def _in_block(qb, kb, vb, gb, cum):
-        """Both directions inside every block at once: (B, n, m, G, H, Dv)."""
-        G = qb.shape[3]
-        diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, m, t, s, H, K)
-        idx = torch.arange(G, device=qb.device)
+    def _in_block(qb, kb, vb, gb, cum, visible):
+        """Both directions inside every group at once: (B, n, mg, S, H, Dv). `visible`: the
+        (S, S) pairs that see each other when a group holds several blocks, else None."""
+        S = qb.shape[3]
+        diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, mg, t, s, H, K)
+        idx = torch.arange(S, device=qb.device)
         lower = (idx[None, :] <= idx[:, None])[:, :, None, None]
         gt, gs = gb[:, :, :, :, None], gb[:, :, :, None]
         seg = torch.where(lower, diff, gt - gs - diff)  # forward over (s, t], backward over [t, s)
+        if visible is not None:  # no backward reach across the blocks of a group
+            seg = seg.masked_fill(~visible[:, :, None, None], float("-inf"))
         att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, torch.exp(seg), kb)
         return torch.einsum("bcmtsh,bcmshv->bcmthv", att, vb)
 

@@ -13,7 +13,7 @@ from fsc.recipe import load_recipe
 
 RECURRENT = {"mamba": "tiny_mamba", "linear": "tiny_linear", "gla": "tiny_gla",
              "gated_delta": "tiny_gated_delta"}
-LENGTHS = [[4] * 6, [4, 4, 3, 4, 1, 4], [1] * 20, [8, 8, 8], [5]]
+LENGTHS = [[4] * 6, [4, 4, 3, 4, 1, 4], [1] * 20, [2, 1, 2, 2, 2, 2, 1], [8, 8, 8], [5]]
 
 
 def _mixer(kind, scale=5.0):
@@ -49,13 +49,13 @@ def _check(mixer, lengths, seed=0):
 @pytest.mark.parametrize("lengths", LENGTHS, ids=lambda ls: "-".join(map(str, ls[:6])))
 @pytest.mark.parametrize("kind", sorted(RECURRENT))
 def test_chunked_equals_loop_outputs_and_gradients(kind, lengths, chunk, monkeypatch):
-    """`chunk` None: the mixer's own chunk length; 8 tokens (2 blocks for GLA): many chunks,
+    """`chunk` None: the mixer's own chunk length; 8 tokens (2 groups for GLA): many chunks,
     and blocks longer than a chunk."""
     mixer = _mixer(kind)
     if chunk is not None:
         module = importlib.import_module(type(mixer).__module__)
         if kind == "gla":
-            monkeypatch.setattr(module, "CHUNK_BLOCKS", 2)
+            monkeypatch.setattr(module, "CHUNK_GROUPS", 2)
         else:
             monkeypatch.setattr(module, "CHUNK", chunk)
     _check(mixer, lengths)
