@@ -8,7 +8,8 @@ the store (a run of kind 'bench', table bench_results) and ends with one JSON li
 3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
 4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
 5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
-   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps;
+   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, the recipes in turn,
+   and its ratio to tiny_attn's step in the same run;
 6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
    profile run in the store (the sweep of 3.), wall time of the whole command, median of 3;
 7. scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
@@ -125,6 +126,9 @@ def threads(record) -> None:
 
 
 def training(record) -> None:
+    """One optimizer step per tiny recipe and objective, and its ratio to tiny_attn's. The
+    recipes take their steps in turn (round robin, after 2 warm-up steps each), so that a
+    machine whose load changes during the run slows them alike and the ratios hold."""
     import shutil
     import tempfile
 
@@ -137,35 +141,42 @@ def training(record) -> None:
 
     torch.set_num_threads(1)
     t = Table(title="one training step: passkey, 256 tokens, batch 8, fp32, 1 thread (median ms)")
-    for col in ("recipe", "frontier ms", "frontier tok/s", "ar ms", "ar tok/s"):
+    for col in ("recipe", "frontier ms", "frontier tok/s", "vs attn", "ar ms", "ar tok/s",
+                "vs attn"):
         t.add_column(col, justify="right")
     tmp = Path(tempfile.mkdtemp())
+    cells: dict[str, list[str]] = {name: [] for name in TINY}
     try:
-        for name in TINY:
-            cells = []
-            for objective in ("frontier", "ar"):
+        for objective in ("frontier", "ar"):
+            trainers = {}
+            for name in TINY:
                 recipe = load_recipe(name)
                 if objective == "ar":
                     recipe = recipe.model_copy(update={"block_size": 1})
                 model = build_model(recipe, dtype=torch.float32)
                 cfg = TrainConfig(source=name, data="passkey", seq_len=256, steps=10,
                                   out=str(tmp / name), batch=8, objective=objective)
-                trainer = Trainer(cfg, recipe, model, ByteTokenizer())
-                times = []
-                for i in range(7):
+                trainers[name] = Trainer(cfg, recipe, model, ByteTokenizer())
+            times: dict[str, list[float]] = {name: [] for name in TINY}
+            for i in range(7):
+                for name, trainer in trainers.items():
                     t0 = time.perf_counter()
                     trainer.train_step()
                     if i >= 2:
-                        times.append(time.perf_counter() - t0)
-                ms = sorted(times)[len(times) // 2] * 1e3
+                        times[name].append(time.perf_counter() - t0)
+            ms = {name: sorted(v)[len(v) // 2] * 1e3 for name, v in times.items()}
+            for name in TINY:
+                ratio = ms[name] / ms["tiny_attn"]
                 params = {"recipe": name, "objective": objective, "seq_len": 256, "batch": 8}
-                record("train.step_ms", ms, "ms", params)
-                record("train.tokens_per_s", 8 * 256 / ms * 1e3, "tok/s", params)
-                cells += [f"{ms:.0f}", f"{8 * 256 / ms * 1e3:.0f}"]
-            t.add_row(name, *cells)
+                record("train.step_ms", ms[name], "ms", params)
+                record("train.tokens_per_s", 8 * 256 / ms[name] * 1e3, "tok/s", params)
+                record("train.step_vs_attn", ratio, "x", params)
+                cells[name] += [f"{ms[name]:.0f}", f"{8 * 256 / ms[name] * 1e3:.0f}", f"{ratio:.2f}×"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out.print(t)
+    for name in TINY:
+        t.add_row(name, *cells[name])
+    Console(width=120).print(t)
 
 
 def results(record, store: Path) -> None:

@@ -12,7 +12,10 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import gated_delta as spec
 from fsc.model.cache import LayerCache
+from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.mixer import Mixer
+
+CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
 class GatedDelta(Mixer):
@@ -66,9 +69,57 @@ class GatedDelta(Mixer):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
+        """The chunked (WY) form of the delta rule, in chunks of whole blocks.
+
+        Inside a chunk, with D the pairwise decays (`decay_matrix`) and A = diag(beta)(K Kᵀ ⊙ D):
+        the forward scan's writes u (v_t less what the state recalled at k_t) solve the lower
+        unit-triangular system (I + tril(A, -1)) u = beta v − beta exp(cum) (K h), h the state
+        the chunk starts from; the backward scan's writes u' solve the upper one
+        (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
+        from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
+        chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop."""
+        B, T, _ = x.shape
+        q, k, v, g, beta = self._proj(x)
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+        dec = decay_matrix(ch.pack(g), ch)  # (B, n, H, t, s)
+
+        def heads(t):  # (B, T, H, ...) -> (B, n, H, C, ...)
+            return ch.pack(t).transpose(2, 3)
+
+        q, k, v = heads(q.float() / math.sqrt(self.head_dim)), heads(k.float()), heads(v.float())
+        beta, cum = heads(beta)[..., None], heads(g).cumsum(-1)  # (B, n, H, C, 1), (B, n, H, C)
+        into = torch.exp(cum)[..., None]  # (B, n, H, C, 1): decay from the chunk's start
+        kt = k.transpose(-1, -2)
+        a = beta * (k @ kt) * dec  # (B, n, H, t, s)
+        qk = (q @ kt) * dec
+        # forward writes u = u0 − w h; backward writes ub (each block from zero). A solve reads
+        # only its strict triangle of a (and back-propagates into it alone).
+        rhs = torch.cat([beta * v, beta * into * k], -1)
+        u0, w = torch.linalg.solve_triangular(a, rhs, upper=False,
+                                              unitriangular=True).split([v.shape[-1], k.shape[-1]], -1)
+        ub = torch.linalg.solve_triangular(a, beta * v, upper=True, unitriangular=True)
+        seen = qk * ch.causal  # s <= t; the rest of qk is later in t's block
+        o = seen @ u0 + (qk - seen) @ ub  # (B, n, H, C, Dv): the chunk's own writes
+        read = q * into - seen @ w  # (B, n, H, C, Dk): o += read @ h
+        # across chunks h ← M h + N, with M = exp(cum_C) I − (Kᵀ ⊙ D_C) w and N = (Kᵀ ⊙ D_C) u0
+        kc = kt * dec[..., -1:, :]  # (B, n, H, Dk, C): each key decayed to the chunk's end
+        eye = torch.eye(k.shape[-1], device=x.device)
+        M = into[..., -1:, :] * eye - kc @ w  # (B, n, H, Dk, Dk)
+        N = kc @ u0  # (B, n, H, Dk, Dv)
+        h = torch.zeros_like(N[:, 0])  # (B, H, Dk, Dv)
+        starts = []
+        for M_c, N_c in zip(M.unbind(1), N.unbind(1)):
+            starts.append(h)
+            h = M_c @ h + N_c
+        o = o + read @ torch.stack(starts, 1)  # the state each chunk starts from
+        o = ch.unpack(o.transpose(2, 3))  # (B, T, H, Dv)
+        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+
+    def forward_blockwise_loop(self, x, block_lengths):
         """The delta rule in its matrix form h ← (I − beta k kᵀ) exp(g) h + beta k vᵀ, token by
         token: forward over the whole sequence, backward from zero inside each block, where a
-        token reads the later tokens' state before its own write."""
+        token reads the later tokens' state before its own write. The reference of the chunked
+        form."""
         B, T, _ = x.shape
         q, k, v, g, beta = self._proj(x)
         q = q.float() / math.sqrt(self.head_dim)

@@ -11,7 +11,13 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import gla as spec
 from fsc.model.cache import LayerCache
+from fsc.model.chunked import Chunks
 from fsc.model.mixer import Mixer
+
+# The training form's pairs carry a key axis: tokens pair inside a group of whole blocks of at
+# least GROUP tokens (B·T·S·H·K values), groups pair inside a chunk of CHUNK_GROUPS groups.
+GROUP = 4
+CHUNK_GROUPS = 8
 
 
 class GLA(Mixer):
@@ -47,7 +53,66 @@ class GLA(Mixer):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """Per block: the pairwise decayed form inside the block plus the carried state."""
+        """In chunks of whole blocks, and inside a chunk in groups of whole blocks (at least
+        GROUP tokens). Inside each group both directions as one pairwise decayed form (the gate
+        is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
+        the state each group starts from, from the chunk's earlier groups, as a masked product
+        over group pairs; the forward state carried from chunk to chunk."""
+        B, T, _ = x.shape
+        q, k, v, gk = self._proj(x)
+        per = max(1, GROUP // max(block_lengths))  # blocks a group holds
+        ch = Chunks(block_lengths, CHUNK_GROUPS * per, x.device, unit=per)
+        S = per * ch.G  # tokens a group holds
+        mg = ch.m // per  # groups a chunk holds
+        visible = (ch.causal | ch.later_in_block)[:S, :S]  # the same in every group
+
+        def blocks(t):  # (B, T, H, D) -> (B, n, mg, S, H, D)
+            return ch.pack(t).unflatten(2, (mg, S))
+
+        qb, kb, vb = blocks(q.float() / math.sqrt(self.head_dim)), blocks(k.float()), blocks(v.float())
+        gb = blocks(gk)
+        cum = gb.cumsum(3)  # (B, n, mg, S, H, K): log gate from the group's start, inclusive
+        o = self._in_block(qb, kb, vb, gb, cum, None if per == 1 else visible)
+        total = cum[:, :, :, -1]  # (B, n, mg, H, K): log gate over each whole group
+        local = torch.einsum("bcmshk,bcmshv->bcmhkv", kb * torch.exp(total[:, :, :, None] - cum), vb)
+        # group i of a chunk starts from groups j < i decayed over the groups between them; the
+        # extra row i = mg is what the chunk hands on. fp64 running sums: exact segment sums.
+        run = total.double().cumsum(2)  # (B, n, mg, H, K)
+        start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, mg + 1, H, K): before group i
+        i, j = torch.arange(mg + 1, device=x.device)[:, None], torch.arange(mg, device=x.device)
+        seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
+        pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
+        h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, mg + 1, H, K, V)
+        h = torch.zeros_like(h_in[:, 0, 0])  # (B, H, K, V)
+        starts = []
+        for dec_c, add in zip(torch.exp(start[:, :, -1].float()).unbind(1), h_in[:, :, -1].unbind(1)):
+            starts.append(h)
+            h = h * dec_c[..., None] + add
+        h0 = torch.stack(starts, 1)  # (B, n, H, K, V): the state each chunk starts from
+        from_chunk = torch.exp(cum + start[:, :, :-1, None].float())  # decay from the chunk's start
+        o = o + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h_in[:, :, :-1])
+        o = o + torch.einsum("bcmthk,bchkv->bcmthv", qb * from_chunk, h0)
+        o = ch.unpack(o.flatten(2, 3))
+        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+
+    @staticmethod
+    def _in_block(qb, kb, vb, gb, cum, visible):
+        """Both directions inside every group at once: (B, n, mg, S, H, Dv). `visible`: the
+        (S, S) pairs that see each other when a group holds several blocks, else None."""
+        S = qb.shape[3]
+        diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, mg, t, s, H, K)
+        idx = torch.arange(S, device=qb.device)
+        lower = (idx[None, :] <= idx[:, None])[:, :, None, None]
+        gt, gs = gb[:, :, :, :, None], gb[:, :, :, None]
+        seg = torch.where(lower, diff, gt - gs - diff)  # forward over (s, t], backward over [t, s)
+        if visible is not None:  # no backward reach across the blocks of a group
+            seg = seg.masked_fill(~visible[:, :, None, None], float("-inf"))
+        att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, torch.exp(seg), kb)
+        return torch.einsum("bcmtsh,bcmshv->bcmthv", att, vb)
+
+    def forward_blockwise_loop(self, x, block_lengths):
+        """Block by block: the pairwise decayed form inside the block plus the carried state;
+        the reference of the chunked form."""
         B, T, _ = x.shape
         q, k, v, gk = self._proj(x)
         qf, kf, vf = q.float() / math.sqrt(self.head_dim), k.float(), v.float()

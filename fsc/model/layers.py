@@ -47,7 +47,12 @@ class MLP(nn.Module):
 
 
 class MoE(nn.Module):
-    """Top-k mixture of GELU experts; gate weights are the softmax over the chosen k."""
+    """Top-k mixture of GELU experts; gate weights are the softmax over the chosen k.
+
+    The (token, choice) pairs are sorted by expert and each projection is one grouped matmul
+    (`F.grouped_mm`, jagged groups, no padding) on the CPU. On other devices, and for widths
+    that are not a multiple of 16 bytes (grouped_mm's layout rule), the experts run one after
+    another (`forward_loop`, also the reference the grouped form is tested against)."""
 
     def __init__(self, d_model: int, hidden: int, n_experts: int, top_k: int):
         super().__init__()
@@ -56,12 +61,35 @@ class MoE(nn.Module):
         self.up = nn.Parameter(torch.empty(n_experts, d_model, hidden))
         self.down = nn.Parameter(torch.empty(n_experts, hidden, d_model))
 
+    def _route(self, flat):
+        """The chosen experts (N, k) and their gate weights (N, k) of each token."""
+        top, idx = self.router(flat).float().topk(self.top_k, dim=-1)
+        return idx, torch.softmax(top, dim=-1).to(flat.dtype)
+
+    def _grouped_fits(self, x) -> bool:
+        align = 16 // x.element_size()
+        _, d, hidden = self.up.shape
+        return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+                and d % align == 0 and hidden % align == 0)
+
     def forward(self, x):  # (B, T, d)
+        if not self._grouped_fits(x):
+            return self.forward_loop(x)
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
-        logits = self.router(flat).float()
-        top, idx = logits.topk(self.top_k, dim=-1)  # (BT, k)
-        gates = torch.softmax(top, dim=-1).to(x.dtype)
+        idx, gates = self._route(flat)  # (N, k)
+        N, k = idx.shape
+        expert = idx.flatten()  # (N k): the expert of each (token, choice)
+        order = expert.argsort(stable=True)  # the pairs grouped by expert
+        ends = torch.bincount(expert, minlength=self.up.shape[0]).cumsum(0).to(torch.int32)
+        h = F.gelu(F.grouped_mm(flat[order // k], self.up, offs=ends))  # (N k, hidden)
+        y = F.grouped_mm(h, self.down, offs=ends)[order.argsort()]  # back in (token, choice) order
+        return (y.view(N, k, -1) * gates[..., None]).sum(1).reshape(shape)
+
+    def forward_loop(self, x):  # (B, T, d)
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        idx, gates = self._route(flat)
         out = torch.zeros_like(flat)
         for e in range(self.up.shape[0]):
             rows, slot = (idx == e).nonzero(as_tuple=True)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fsc import ops
 from fsc.kernels.linear.reference import FEATURE_MAPS
 from fsc.mixers import linear as spec
 from fsc.model.cache import LayerCache
+from fsc.model.chunked import Chunks
 from fsc.model.layers import block_ids
 from fsc.model.mixer import Mixer
+
+CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
 class LinearAttention(Mixer):
@@ -54,7 +58,27 @@ class LinearAttention(Mixer):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token."""
+        """In chunks of whole blocks: inside a chunk the block-causal quadratic form φ(q)φ(k)ᵀ,
+        plus the sums of the earlier chunks (an exclusive cumsum over chunks, no loop). The
+        normaliser rides along as a column of ones beside v."""
+        B, T, _ = x.shape
+        q, k, v = self._qkv(x)
+        phi = FEATURE_MAPS[self.feature_map]
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+        fq, fk = ch.pack(phi(q.float())), ch.pack(phi(k.float()))  # (B, n, C, H, r)
+        v1 = ch.pack(F.pad(v.float(), (0, 1), value=1.0))  # (B, n, C, H, Dv + 1)
+        att = torch.einsum("bcthr,bcshr->bchts", fq, fk)
+        att = att.masked_fill(~(ch.causal | ch.later_in_block), 0.0)  # earlier blocks, own block
+        out = torch.einsum("bchts,bcshd->bcthd", att, v1)
+        kv = torch.einsum("bcshr,bcshd->bchrd", fk, v1)  # (B, n, H, r, Dv + 1): each chunk's sums
+        before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)
+        out = ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
+        o = out[..., :-1] / out[..., -1:].clamp_min(self.eps)
+        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+
+    def forward_blockwise_loop(self, x, block_lengths):
+        """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token:
+        the reference of the chunked form."""
         B, T, _ = x.shape
         q, k, v = self._qkv(x)
         phi = FEATURE_MAPS[self.feature_map]

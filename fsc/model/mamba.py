@@ -15,7 +15,10 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import mamba as spec
 from fsc.model.cache import LayerCache
+from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.mixer import Mixer
+
+CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
 class Mamba(Mixer):
@@ -81,8 +84,14 @@ class Mamba(Mixer):
         return self.out_proj(y.reshape(B, G, self.d_inner).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """Whole-sequence conv, then per block the SSD quadratic form plus the carried state
-        (all blocks at once when they are of one length, as in training)."""
+        """Whole-sequence conv, then the chunked SSD form (`_chunked`)."""
+        return self._blockwise(x, block_lengths, self._chunked)
+
+    def forward_blockwise_loop(self, x, block_lengths):
+        """The same, block by block with a carried state: the reference of the chunked form."""
+        return self._blockwise(x, block_lengths, self._blocks_in_turn)
+
+    def _blockwise(self, x, block_lengths, scan):
         Bsz, T, _ = x.shape
         z, xbc, dt = self._split(x)
         w = self.conv_weight.float().unsqueeze(1)
@@ -93,11 +102,32 @@ class Mamba(Mixer):
         xs = self._heads(xs)
         dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
         la = dtf * -torch.exp(self.A_log.float())  # log a_t
-        uniform = len(set(block_lengths)) == 1
-        scan = self._blocks_at_once if uniform else self._blocks_in_turn
         y = scan(xs, Bm, Cm, dtf, la, block_lengths) + self.D.float()[:, None] * xs
         y = y * F.silu(self._heads(z).float())
         return self.out_proj(y.reshape(Bsz, T, self.d_inner).to(x.dtype))
+
+    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths):
+        """SSD in chunks of whole blocks. Inside a chunk one masked quadratic form holds the
+        forward scan (s <= t), the in-block backward scan (s after t in t's block) and the
+        diagonal once; the forward state is carried from chunk to chunk."""
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), xs.device)
+        dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
+        x = ch.pack(xs * dtf[..., None]).permute(0, 1, 3, 2, 4)  # (B, n, H, C, P): dt_s x_s
+        Bc, Cc = ch.pack(Bm), ch.pack(Cm)  # (B, n, C, N)
+        cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
+        y = (dec * cb) @ x  # (B, n, H, t, P)
+        # what each chunk adds to the forward state by its end, then the state carried
+        local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
+        into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
+        h = torch.zeros_like(local[:, 0])  # (B, H, P, N)
+        starts = []
+        # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per chunk
+        for dec_c, add in zip(into[..., -1].unbind(1), local.unbind(1)):
+            starts.append(h)
+            h = h * dec_c[..., None, None] + add
+        h0 = torch.stack(starts, 1)  # (B, n, H, P, N): the state each chunk starts from
+        y = y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]
+        return ch.unpack(y.transpose(2, 3))
 
     @staticmethod
     def _segments(lab, g: int):
@@ -115,33 +145,8 @@ class Mamba(Mixer):
         bwd = torch.exp(seg_b.masked_fill(lower, float("-inf")))
         return fwd, bwd, seg_f
 
-    def _blocks_at_once(self, xs, Bm, Cm, dtf, la, block_lengths):
-        """Every block's quadratic form in one batch of einsums; then the carried state,
-        block to block, and its part of each output."""
-        Bsz, T, H, P = xs.shape
-        g, n = block_lengths[0], len(block_lengths)
-        xb, dtb, lab = (t.reshape(Bsz, n, g, *t.shape[2:]) for t in (xs, dtf, la))
-        Bb, Cb = Bm.reshape(Bsz, n, g, -1), Cm.reshape(Bsz, n, g, -1)
-        cum = lab.cumsum(2)  # (B, n, g, H)
-        fwd, bwd, seg_f = self._segments(lab, g)  # (B, n, t, s, H)
-        cb = torch.einsum("bctn,bcsn->bcts", Cb, Bb)[..., None]
-        mix = (fwd + bwd) * cb * dtb[:, :, None, :, :]
-        y = torch.einsum("bctsh,bcshp->bcthp", mix, xb)
-        tail = torch.exp(seg_f[:, :, -1])  # (B, n, s, H): decay from s to the block end
-        local = torch.einsum("bcsh,bcshp,bcsn->bchpn", tail * dtb, xb, Bb)
-        decay = torch.exp(cum[:, :, -1])  # (B, n, H)
-        h = torch.zeros(Bsz, H, P, Bb.shape[-1], device=xs.device)
-        carried = []
-        # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per block
-        for dec, add in zip(decay.unbind(1), local.unbind(1)):  # the state each block starts from
-            carried.append(h)
-            h = h * dec[:, :, None, None] + add
-        h0 = torch.stack(carried, 1)  # (B, n, H, P, N)
-        y = y + torch.einsum("bchpn,bctn->bcthp", h0, Cb) * torch.exp(cum)[..., None]
-        return y.reshape(Bsz, T, H, P)
-
     def _blocks_in_turn(self, xs, Bm, Cm, dtf, la, block_lengths):
-        """Blocks of unequal lengths (a prompt's partial last block), one after another."""
+        """Block by block: each block's quadratic form, then the state carried to the next."""
         h = torch.zeros(xs.shape[0], self.n_heads, self.head_dim, self.d_state, device=xs.device)
         ys, start = [], 0
         for g in block_lengths:

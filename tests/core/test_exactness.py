@@ -79,13 +79,11 @@ def test_block_larger_than_cache_block_size_is_refused():
 
 @pytest.mark.parametrize("G, n", [(4, 16), (1, 8), (8, 3)])
 @torch.no_grad()
-def test_mamba_blocks_at_once_equal_blocks_in_turn(G, n):
-    """Blocks of one length (training) go through one batched pass; it equals the block by
-    block loop that uneven lengths take."""
+def test_mamba_chunked_equals_blocks_in_turn(G, n):
+    """The chunked training form equals the block by block loop on blocks of one length."""
     mixer = _model("tiny_mamba", scale=5.0).layers[0].mixer
     x = torch.randn(2, G * n, 64, generator=torch.Generator().manual_seed(G))
-    at_once = mixer.forward_blockwise(x, [G] * n)
-    mixer._blocks_at_once = mixer._blocks_in_turn  # force the loop on the same blocks
-    looped = mixer.forward_blockwise(x, [G] * n)
-    scale = at_once.abs().max()
-    assert (at_once - looped).abs().max() <= 1e-6 * scale
+    chunked = mixer.forward_blockwise(x, [G] * n)
+    looped = mixer.forward_blockwise_loop(x, [G] * n)
+    scale = chunked.abs().max()
+    assert (chunked - looped).abs().max() <= 1e-6 * scale

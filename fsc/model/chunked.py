@@ -1,0 +1,80 @@
+"""What the chunked training forms of the recurrent mixers share.
+
+`forward_blockwise` of Mamba, linear attention, GLA and Gated DeltaNet works chunk by chunk: a
+chunk is a run of whole blocks, the mixer's forward (causal) recurrence crosses from one chunk
+to the next through one carried state, and inside a chunk both the causal part and the in-block
+backward term are masked quadratic forms computed in one pass. `Chunks` lays a sequence out in
+such chunks; `decay_matrix` gives the pairwise decays of a scalar-decay recurrence in a chunk.
+
+Blocks of unequal length (a prompt's partial last block) are padded at their end to the longest
+block, and the last chunk is filled with whole padding blocks. Padding is zeros everywhere (no
+input, a log decay of 0): every mixer's recurrence passes a zero token through unchanged, so the
+real tokens' outputs are those of the unpadded sequence, and the padding's own are dropped.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fsc.model.layers import block_ids
+
+
+class Chunks:
+    """A sequence cut into blocks (`block_lengths`) laid out in `n` chunks of `m` blocks of
+    `G` tokens each (C = m·G tokens a chunk); G is the longest block.
+
+    pack:   (B, T, ...) -> (B, n, C, ...), zeros at the padding.
+    unpack: (B, n, C, ...) -> (B, T, ...), the real tokens only.
+    causal:         (C, C) bool, key s at or before query t (s <= t).
+    later_in_block: (C, C) bool, s after t in t's block (the backward scan's reach).
+    """
+
+    def __init__(self, block_lengths: list[int], blocks_per_chunk: int, device, unit: int = 1):
+        """`unit`: m is a multiple of it (blocks_per_chunk must be one)."""
+        G, n_blocks = max(block_lengths), len(block_lengths)
+        self.G, self.m = G, min(blocks_per_chunk, -(-n_blocks // unit) * unit)
+        self.n = -(-n_blocks // self.m)
+        self.C = self.m * G
+        self.T = sum(block_lengths)
+        self.index = None  # the real tokens' places in the padded layout, when not a prefix
+        if any(g != G for g in block_lengths):
+            lengths = torch.tensor(block_lengths, device=device)
+            ids = block_ids(block_lengths, device)  # (T,)
+            start = (lengths.cumsum(0) - lengths)[ids]  # each token's block start, unpadded
+            self.index = ids * G + torch.arange(self.T, device=device) - start
+        pos = torch.arange(self.C, device=device)
+        t, s = pos[:, None], pos[None, :]
+        self.causal = s <= t
+        self.later_in_block = (s > t) & (s // G == t // G)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        B, rest, L = x.shape[0], x.shape[2:], self.n * self.C
+        if self.index is not None:
+            x = x.new_zeros(B, L, *rest).index_copy(1, self.index, x)
+        elif L > self.T:
+            x = torch.cat([x, x.new_zeros(B, L - self.T, *rest)], 1)
+        return x.reshape(B, self.n, self.C, *rest)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(x.shape[0], self.n * self.C, *x.shape[3:])
+        return x[:, : self.T] if self.index is None else x[:, self.index]
+
+
+def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
+    """Pairwise decays of a recurrence with a scalar log decay per head and token.
+
+    la: (B, n, C, H) log decays (<= 0) of the packed sequence.
+    Returns (B, n, H, C, C), entry (t, s):
+        exp(Σ la over (s, t])  for s <= t (the forward scan: s's input seen from t),
+        exp(Σ la over [t, s))  for s after t in t's block (the backward scan from zero),
+        0                       elsewhere.
+    The forward segment sums are differences of an fp64 running sum, so they are exact to fp32
+    rounding however large the running sum grows (an fp32 one would lose ulp(running sum) to
+    cancellation). A backward segment lies inside one block, so la_t − la_s − (cum_t − cum_s)
+    holds no large term: it is formed in fp32 from the forward difference.
+    """
+    la = la.transpose(-1, -2)  # (B, n, H, C)
+    cum = la.double().cumsum(-1)
+    fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
+    seg = torch.where(ch.causal, fwd, la[..., :, None] - la[..., None, :] - fwd)
+    return seg.masked_fill(~(ch.causal | ch.later_in_block), float("-inf")).exp()
