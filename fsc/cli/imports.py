@@ -60,7 +60,6 @@ def import_cmd(
         if out_path.exists():
             raise UsageError(f"--out {out_path}: already exists; choose another path")
         try:
-            out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(imported.recipe_yaml())
         except OSError as e:
             raise UsageError(f"--out {out_path}: cannot write ({e.strerror or e})") from None

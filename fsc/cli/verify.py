@@ -60,6 +60,10 @@ def verify(
     if against is not None:
         _against(source, prompt_ids, seed, as_json)
         return
+    if prompt_ids is not None:
+        from fsc.errors import UsageError
+
+        raise UsageError("--prompt-ids goes with --against (the exactness check draws its own)")
     from fsc.source import is_checkpoint, load_source_recipe
     from fsc.verify_report import plan
 

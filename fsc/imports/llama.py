@@ -25,15 +25,18 @@ NAMES = (
 )
 
 
-def rope(cfg: Config) -> dict:
-    """rope_theta and rope_scaling of the attention section, from transformers 4's rope_theta /
-    rope_scaling or 5's rope_parameters; scalings fsc cannot reproduce exactly are refused."""
+def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
+    """rope_theta, rope_dims and rope_scaling of the attention section, from transformers 4's
+    rope_theta / rope_scaling or 5's rope_parameters; scalings fsc cannot reproduce exactly are
+    refused. `partial`: the family's rotary fraction when the config does not give one."""
     params = dict(cfg.get("rope_scaling") or {})
     params.update(cfg.get("rope_parameters") or {})
     theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
     out = {"rope_theta": float(theta)}
-    if float(params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))) != 1.0:
-        raise cfg.refuse("partial_rotary_factor", "fsc rotates the whole head")
+    fraction = float(params.get("partial_rotary_factor",
+                                cfg.get("partial_rotary_factor", partial)))
+    if fraction != 1.0:
+        out["rope_dims"] = int(head_dim * fraction)
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "default":
         return out
@@ -56,28 +59,37 @@ def _no_sliding_window(cfg: Config) -> None:
         raise cfg.refuse(f"layer_types {sorted(kinds)}", "fsc imports full_attention layers")
 
 
+def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
+    """The attention section: heads, GQA, head_dim when it is not d_model / n_heads, RoPE."""
+    h = cfg.int("num_attention_heads")
+    out = {"n_heads": h, "n_kv_heads": cfg.int("num_key_value_heads", h)}
+    head_dim = cfg.get("head_dim")
+    if head_dim is not None and (d_model % h or cfg.int("head_dim") != d_model // h):
+        out["head_dim"] = cfg.int("head_dim")
+    out.update(rope(cfg, out.get("head_dim", d_model // h), partial))
+    return out
+
+
 def recipe(cfg: Config, name: str) -> dict:
     arch = cfg.architecture
-    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
-    if cfg.get("mlp_bias", False):
-        raise cfg.refuse("mlp_bias", "fsc's SwiGLU has no biases")
     _no_sliding_window(cfg)
     if arch == "Qwen2ForCausalLM":
         bias = "qkv"
     else:
         bias = "qkvo" if cfg.get("attention_bias", False) else "none"
     out = cfg.common(name, tie_default=False)
-    d, h = out["d_model"], cfg.int("num_attention_heads")
-    attention = {"n_heads": h, "n_kv_heads": cfg.int("num_key_value_heads", h)}
-    head_dim = cfg.get("head_dim")
-    if head_dim is not None and (d % h or cfg.int("head_dim") != d // h):
-        attention["head_dim"] = cfg.int("head_dim")
-    attention.update(rope(cfg))
+    attn = attention(cfg, out["d_model"])
     if bias != "none":
-        attention["bias"] = bias
+        attn["bias"] = bias
     if arch == "Qwen3ForCausalLM":
-        attention["qk_norm"] = True
+        attn["qk_norm"] = True
     out.update(norm_eps=cfg.float("rms_norm_eps", 1e-6), layers={"default": "attention"},
-               attention=attention,
-               mlp={"kind": "swiglu", "hidden": cfg.int("intermediate_size")})
+               attention=attn, mlp=swiglu(cfg))
     return out
+
+
+def swiglu(cfg: Config) -> dict:
+    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    if cfg.get("mlp_bias", False):
+        raise cfg.refuse("mlp_bias", "fsc's SwiGLU has no biases")
+    return {"kind": "swiglu", "hidden": cfg.int("intermediate_size")}

@@ -35,6 +35,13 @@ def _number(x) -> float | None:
         return None
 
 
+def check_time_step_limit(cfg: Config) -> None:
+    """Refused unless dt is never clamped: (0, inf)."""
+    limit = [_number(x) for x in cfg.get("time_step_limit", [0.0, "inf"]) or [0.0, "inf"]]
+    if limit != [0.0, float("inf")]:
+        raise cfg.refuse(f"time_step_limit {limit}", "fsc never clamps dt")
+
+
 def recipe(cfg: Config, name: str) -> dict:
     cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
     groups = cfg.int("n_groups", 8)
@@ -42,9 +49,7 @@ def recipe(cfg: Config, name: str) -> dict:
         raise cfg.refuse(f"n_groups {groups}", "fsc's Mamba-2 mixer has one B/C group")
     if cfg.get("use_bias", False):
         raise cfg.refuse("use_bias", "fsc's Mamba-2 projections have no biases")
-    limit = [_number(x) for x in cfg.get("time_step_limit", [0.0, "inf"])]
-    if limit != [0.0, float("inf")]:
-        raise cfg.refuse(f"time_step_limit {limit}", "fsc never clamps dt")
+    check_time_step_limit(cfg)
     out = cfg.common(name, tie_default=False)
     d, expand = out["d_model"], cfg.int("expand", 2)
     head_dim, heads = cfg.int("head_dim", 64), cfg.int("num_heads", 128)

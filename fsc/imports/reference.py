@@ -74,11 +74,13 @@ def fsc_greedy(model, prompt: list[int], new_tokens: int) -> tuple[list[int], to
 
 @torch.no_grad()
 def reference_greedy(ref, prompt: list[int], new_tokens: int) -> list[int]:
-    """Greedy tokens of the transformers model, a whole forward per token (no cache)."""
-    ids = list(prompt)
-    for _ in range(new_tokens):
-        ids.append(int(ref(torch.tensor([ids]), use_cache=False).logits[0, -1].argmax()))
-    return ids[len(prompt):]
+    """Greedy tokens of the transformers model (its own generate and cache), exactly
+    `new_tokens` of them: no stop at EOS, as fsc's side has none either."""
+    ref.generation_config.eos_token_id = None
+    out = ref.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt),
+                       dtype=torch.long), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                       do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
 
 
 def check(source: str, prompt: list[int] | None = None, new_tokens: int = NEW_TOKENS,

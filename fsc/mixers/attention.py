@@ -42,6 +42,9 @@ class AttentionCfg(Section):
     # recurrent layers, which is what lets it read past its training length.
     position: Literal["rope", "none"] = Field("rope", json_schema_extra=ADDED)
     rope_scaling: RopeScaling | None = Field(None, json_schema_extra=ADDED)
+    # Partial RoPE: only the first rope_dims dimensions of each head rotate (their frequencies
+    # spread over rope_dims); the rest pass through. None: the whole head (Bamba: half).
+    rope_dims: int | None = Field(None, ge=2, le=MAX_HEAD_DIM, json_schema_extra=ADDED)
     # Biases on the projections: none, q/k/v (Qwen2), or q/k/v and the output (Llama's
     # attention_bias).
     bias: Literal["none", "qkv", "qkvo"] = Field("none", json_schema_extra=ADDED)
@@ -71,7 +74,11 @@ def _check(a: AttentionCfg, d: int) -> None:
     if a.rope_scaling is not None and a.position != "rope":
         raise Bad(("attention", "rope_scaling"), "given without RoPE", a.rope_scaling.kind,
                   "no rope_scaling with position none")
-    if head_dim % 2 and a.position == "rope":  # RoPE rotates pairs of dimensions
+    if a.rope_dims is not None and (a.rope_dims % 2 or a.rope_dims > head_dim
+                                    or a.position != "rope"):
+        raise Bad(("attention", "rope_dims"), f"must be even, at most head_dim {head_dim}, and "
+                  "with RoPE", a.rope_dims, f"an even number from 2 to {head_dim}")
+    if head_dim % 2 and a.position == "rope" and a.rope_dims is None:  # RoPE rotates pairs
         field = "head_dim" if a.head_dim else "n_heads"
         raise Bad(("attention", field), f"makes head_dim {head_dim} odd; RoPE rotates pairs of "
                   "dimensions", getattr(a, field), "an even head_dim")

@@ -25,7 +25,7 @@ class Attention(Mixer):
         cfg = recipe.attention
         self.n_heads, self.n_kv_heads, self.head_dim = spec.dims(cfg, recipe.d_model)
         self.theta = cfg.rope_theta if cfg.position == "rope" else None  # None: NoPE
-        self.scaling = cfg.rope_scaling
+        self.scaling, self.rope_dims = cfg.rope_scaling, cfg.rope_dims
         d, h, hkv, hd = recipe.d_model, self.n_heads, self.n_kv_heads, self.head_dim
         qkv_bias, o_bias = cfg.bias != "none", cfg.bias == "qkvo"
         self.wq = nn.Linear(d, h * hd, bias=qkv_bias)
@@ -51,8 +51,8 @@ class Attention(Mixer):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.theta is None:
             return q, k, v
-        return (rope(q, positions, self.theta, self.scaling),
-                rope(k, positions, self.theta, self.scaling), v)
+        return (rope(q, positions, self.theta, self.scaling, self.rope_dims),
+                rope(k, positions, self.theta, self.scaling, self.rope_dims), v)
 
     def _block(self, x, cache: LayerCache, commit: bool):
         B, G, _ = x.shape

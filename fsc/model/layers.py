@@ -106,8 +106,11 @@ def rope_frequencies(d: int, theta: float, scaling=None, device=None) -> torch.T
     return torch.where(medium, blended, scaled)
 
 
-def rope(x, positions, theta: float, scaling=None):
-    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions."""
+def rope(x, positions, theta: float, scaling=None, dims: int | None = None):
+    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions. With
+    `dims`, only the first `dims` of D rotate (partial RoPE); the rest pass through."""
+    if dims is not None and dims < x.shape[-1]:
+        return torch.cat([rope(x[..., :dims], positions, theta, scaling), x[..., dims:]], dim=-1)
     d = x.shape[-1]
     inv = rope_frequencies(d, theta, scaling, x.device)
     ang = positions.to(torch.float32)[:, None] * inv[None, :]  # (T, D/2)

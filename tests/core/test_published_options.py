@@ -17,7 +17,7 @@ BASE = {"name": "opts", "d_model": 64, "n_layers": 4, "vocab_size": 97, "block_s
 HYBRID = {**BASE, "tie_embeddings": True,
           "layers": {"default": "mamba", "attention": {"every": 2}},
           "attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 24, "bias": "qkvo",
-                        "qk_norm": True,
+                        "qk_norm": True, "rope_dims": 12,
                         "rope_scaling": {"kind": "llama3", "factor": 8.0,
                                          "original_context": 16}},
           "mamba": {"head_dim": 16, "gated_norm": True},
@@ -51,6 +51,10 @@ def test_options_are_refused_when_inconsistent():
          "attention.rope_scaling.kind")
     _bad({**BASE, "layers": {"default": "attention"}, "attention": {"n_heads": 4, "bias": "o"}},
          "attention.bias")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_dims": 7}}, "attention.rope_dims", "even")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_dims": 32}}, "attention.rope_dims", "at most")
 
 
 def test_defaults_leave_models_and_yaml_as_they_were():

@@ -20,6 +20,9 @@ FAMILIES = {
     "qwen3": ("qwen3", {**ATTN, "head_dim": 32, "tie_word_embeddings": True}),
     "mamba2": ("mamba2", {"num_heads": 8, "head_dim": 16, "state_size": 16, "n_groups": 1,
                           "expand": 2, "use_conv_bias": False}),
+    "bamba": ("bamba", {**ATTN, "attn_layer_indices": [1], "mamba_n_heads": 8,
+                        "mamba_d_head": 16, "mamba_d_state": 16, "mamba_n_groups": 1,
+                        "mamba_chunk_size": 16, "rope_theta": 20000.0}),
 }
 
 

@@ -63,6 +63,9 @@ def test_recipes_name_their_options(published):
     assert q3.attention.qk_norm and q3.tie_embeddings and q3.attention.head_dim == 32
     m = import_config(published("mamba2")).recipe
     assert m.mamba.gated_norm and m.mlp.kind == "none" and m.layer_plan == ["mamba"] * 2
+    b = import_config(published("bamba")).recipe
+    assert b.layer_plan == ["mamba", "attention"] and b.attention.rope_dims == 8
+    assert b.mamba.gated_norm and b.mlp.kind == "swiglu"
 
 
 def _tokenizer(folder, vocab_size):
@@ -121,6 +124,7 @@ def _config(published, family, **changes):
     ("qwen2", {"use_sliding_window": True, "sliding_window": 16}, "sliding_window 16"),
     ("mamba2", {"n_groups": 2}, "n_groups 2"),
     ("mamba2", {"time_step_limit": [0.001, 0.1]}, "time_step_limit"),
+    ("bamba", {"mamba_n_groups": 4}, "mamba_n_groups 4"),
     ("llama", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}},
      "RoPE scaling 'yarn'"),
     ("llama", {"hidden_act": "gelu"}, "hidden_act"),
