@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from huggingface_hub import errors as hf
 from huggingface_hub import snapshot_download
 
+from fsc.errors import HubError, ImportRefused
 from fsc.hub.hub import hub_calls, quiet_unless_terminal
 
 CONFIG_FILES = ["config.json"]
@@ -20,5 +22,10 @@ def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
     safetensors weights and tokenizer files (never pickled .bin files)."""
     quiet_unless_terminal()
     patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
-    with hub_calls(f"import hf:{repo}", repo, revision):
-        return Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+    try:
+        with hub_calls(f"import hf:{repo}", repo, revision):
+            return Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+    except HubError as e:  # a name or revision that is not there is the user's to fix: exit 2
+        if isinstance(e.__cause__, (hf.RepositoryNotFoundError, hf.RevisionNotFoundError)):
+            raise ImportRefused(str(e)) from e
+        raise
