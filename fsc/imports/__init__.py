@@ -55,10 +55,13 @@ class Imported:
     family: ModuleType
     architecture: str
     source: str
+    origin: str | None = None  # a config's own "_source" note (fsc's transcribed configs)
 
     def recipe_yaml(self) -> str:
         """The recipe as YAML, its first lines naming where it came from."""
+        origin = f"# Source: {self.origin}\n" if self.origin else ""
         return (f"# Imported by `fsc import` from {self.source} ({self.architecture}).\n"
+                f"{origin}"
                 "# G = 1: the published causal LM; fsc's block-causal mixers reduce to it.\n"
                 + self.recipe.to_yaml())
 
@@ -88,7 +91,8 @@ def from_config(cfg: Config, name: str | None = None) -> Imported:
         recipe = parse_recipe(data, cfg.source)
     except RecipeError as e:
         raise ImportRefused(f"{e} (from {arch}'s config)") from None
-    return Imported(recipe, family, arch, cfg.source)
+    origin = cfg.data.get("_source")
+    return Imported(recipe, family, arch, cfg.source, str(origin) if origin else None)
 
 
 def local_dir(ref: str, files: str = "config") -> Path:
