@@ -59,7 +59,10 @@ def weights_origin(ref: str | Path, seed: int) -> str:
         return f"published weights of {ref}"
     if not is_checkpoint(ref):
         return f"seeded random weights (seed {seed}, untrained)"
-    saved_seed = checkpoint_config(ref).get("seed")
+    config = checkpoint_config(ref)
+    saved_seed = config.get("seed")
+    if config.get("imported_from"):
+        return f"checkpoint {ref}: published weights of {config['imported_from']}"
     if saved_seed is not None:
         return f"checkpoint {ref}: seeded random weights (seed {saved_seed}, untrained)"
     return f"checkpoint {ref}"

@@ -189,7 +189,8 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
                     extra=None, recipe_text: str | None = None,
-                    include: tuple[Path, ...] = ()) -> SavedCheckpoint:
+                    include: tuple[Path, ...] = (),
+                    imported_from: str | None = None) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
@@ -197,7 +198,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     (data, objective, steps, final loss). `extra(directory)` may write files of its own (the
     training state) before the rename; they are not in the checksums, and never pushed.
     `recipe_text` is the recipe file's text (a recipe with comments; it must validate to the
-    model's recipe); `include` files (an imported model's tokenizer) are copied in, checksummed.
+    model's recipe); `include` files (an imported model's tokenizer) are copied in, checksummed;
+    `imported_from` names a published model the weights came from (config and card say so).
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -226,6 +228,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     }
     if training is not None:
         facts["training"] = training
+    if imported_from is not None:
+        facts["imported_from"] = imported_from
     tmp = temp_dir_beside(dest, "save")
     try:
         metadata = {"format": "pt", "fsc_recipe_hash": recipe.recipe_hash}

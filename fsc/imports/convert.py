@@ -96,7 +96,8 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     imported, model = load_published(ref, name=name)
     directory = local_dir(ref, files="all")
     tokenizer = tuple(directory / f for f in TOKENIZER_FILES if (directory / f).is_file())
-    info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer)
+    info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
+                           imported_from=f"{ref} ({imported.architecture})")
     return imported, info
 
 

@@ -38,6 +38,18 @@ def test_cached_decode_is_exact_against_transformers(published, family):
     assert rep.exact
 
 
+def test_sharded_weights_import(tmp_path):
+    """Weights in several safetensors files named by model.safetensors.index.json."""
+    from transformers import AutoModelForCausalLM
+
+    src = save_published("llama", tmp_path / "one")
+    AutoModelForCausalLM.from_pretrained(str(src)).save_pretrained(tmp_path / "sharded",
+                                                                   max_shard_size="40KB")
+    assert len(list((tmp_path / "sharded").glob("*.safetensors"))) > 1
+    assert (tmp_path / "sharded" / "model.safetensors.index.json").is_file()
+    assert check(str(tmp_path / "sharded")).exact
+
+
 def test_the_check_sees_a_wrong_mapping(published, monkeypatch):
     """gate and up swapped: every shape still fits, the logits do not."""
     names = tuple((p, r.replace(r"\2_proj", "{swap}")) if "gate|up|down" in p else (p, r)
@@ -98,6 +110,8 @@ def test_import_writes_a_checkpoint_that_decodes_like_transformers(published, fs
     ref = AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
     assert doc["token_ids"] == reference_greedy(ref, prompt, 32)
     assert doc["prompt_ids"] == prompt
+    assert doc["stats"]["weights"] == f"checkpoint ck: published weights of {src} (Qwen3ForCausalLM)"
+    assert f"imported by `fsc import` from `{src} (Qwen3ForCausalLM)`" in (ck / "README.md").read_text()
     assert doc["text"].split() == [f"t{i}" for i in doc["token_ids"]]  # its own tokenizer
 
 
