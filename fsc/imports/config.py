@@ -16,7 +16,6 @@ class Config:
 
     def __init__(self, data: dict, source: str):
         self.data, self.source = data, source
-        self.used: set[str] = set()
 
     @property
     def architecture(self) -> str:
@@ -29,7 +28,6 @@ class Config:
                              f"fsc{tail}; nothing was imported")
 
     def get(self, key: str, default=None):
-        self.used.add(key)
         return self.data.get(key, default)
 
     def int(self, key: str, default: int | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -12,7 +13,7 @@ from safetensors import safe_open
 
 from fsc.errors import ImportRefused
 from fsc.hub.checkpoint import save_checkpoint
-from fsc.imports import Imported, from_config, import_config, local_dir, read_config
+from fsc.imports import Imported, from_config, local_dir, read_config
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 
@@ -42,15 +43,8 @@ def published_name(imported: Imported, name: str) -> str | None:
     return None
 
 
-def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, torch.Tensor]:
-    """fsc's state dict (the recipe's dtype) from a published folder's safetensors."""
-    files = weight_files(directory)
-    if not files:
-        raise ImportRefused(f"{imported.source}: no *.safetensors weights to import")
-    where: dict[str, Path] = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as st:
-            where.update({k: f for k in st.keys()})
+def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tensor], set[str]]:
+    """(fsc's state dict, the published names used) from `where`: published name -> open file."""
     expected = build_model(imported.recipe, device="meta").state_dict()
     zero_ok = getattr(imported.family, "ABSENT_AS_ZERO", ())
     dtype = TORCH_DTYPES[imported.recipe.dtype]
@@ -63,8 +57,7 @@ def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, to
                 continue
             raise ImportRefused(f"{imported.source}: tensor {src or name} is missing from the "
                                 "published weights")
-        with safe_open(str(where[src]), framework="pt", device=str(device)) as st:
-            t = st.get_tensor(src)
+        t = where[src].get_tensor(src)
         if tuple(t.shape) != tuple(meta.shape):
             squeezed = [s for s in t.shape if s != 1] == [s for s in meta.shape if s != 1]
             if not squeezed:
@@ -73,6 +66,19 @@ def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, to
             t = t.reshape(meta.shape)
         state[name] = t.to(dtype)
         used.add(src)
+    return state, used
+
+
+def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, torch.Tensor]:
+    """fsc's state dict (the recipe's dtype) from a published folder's safetensors."""
+    files = weight_files(directory)
+    if not files:
+        raise ImportRefused(f"{imported.source}: no *.safetensors weights to import")
+    with ExitStack() as stack:
+        opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
+                  for f in files]
+        where = {k: st for st in opened for k in st.keys()}
+        state, used = _fill(imported, where, device)
     extra = sorted(set(where) - used - ({"lm_head.weight"} if imported.recipe.tie_embeddings
                                          else set()))
     if extra:
@@ -100,5 +106,3 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
                            imported_from=f"{ref} ({imported.architecture})")
     return imported, info
 
-
-__all__ = ["import_checkpoint", "import_config", "load_published", "weight_files"]
