@@ -79,7 +79,7 @@ COMMANDS = {
         "--device": "device", "--dtype": "choice", "--save-every": "int_nonneg",
         "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
         "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos",
-        "--nproc": "int_pos"}),
+        "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
