@@ -327,9 +327,12 @@ class _Recipe(Section):
         return self if dtype == self.dtype else self.model_copy(update={"dtype": dtype})
 
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
-        """The same layer plan at another width (heads scaled to keep head sizes valid)."""
-        data = self.model_dump(mode="json", exclude_none=True)
+        """The same layer plan at another width (heads scaled to keep head sizes valid; an
+        explicit FFN width scaled with it)."""
+        data = _pruned(self.hashed_fields())
         scale = d_model / self.d_model
+        if "hidden" in data.get("mlp", {}):
+            data["mlp"]["hidden"] = max(1, round(data["mlp"]["hidden"] * scale))
         data["d_model"] = d_model
         suffix = f"@d{d_model}"
         data["name"] = self.name[: MAX_NAME - len(suffix)] + suffix

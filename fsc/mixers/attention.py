@@ -85,7 +85,9 @@ def _check(a: AttentionCfg, d: int) -> None:
 
 
 def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
-    """Heads scaled with the width, keeping the query heads per KV head."""
+    """Heads scaled with the width, keeping the query heads per KV head (and the rotated
+    fraction of each head, with partial RoPE)."""
+    old_head_dim = cfg.get("head_dim") or round(d_model / scale) // cfg["n_heads"]
     kv = cfg.get("n_kv_heads", cfg["n_heads"])
     group = cfg["n_heads"] // kv
     heads = max(1, round(cfg["n_heads"] * scale))
@@ -96,6 +98,9 @@ def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
         heads -= 1
     cfg["n_heads"] = heads
     cfg.pop("head_dim", None)
+    if "rope_dims" in cfg:
+        fraction = cfg["rope_dims"] / old_head_dim
+        cfg["rope_dims"] = max(2, 2 * round(fraction * (d_model // heads) / 2))
     return cfg
 
 

@@ -25,3 +25,17 @@ def test_each_recipe_is_what_fsc_import_makes_of_its_config(name, monkeypatch):
     recipe = load_recipe(PUBLISHED / f"{name}.yaml")
     assert recipe.recipe_hash == imported.recipe.recipe_hash and recipe.block_size == 1
     assert "# Source: " in imported.recipe_yaml()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_recipe_narrows_for_verify(name):
+    """`fsc verify` checks a large recipe at a reduced width: the explicit FFN width and the
+    rotated fraction of each head scale with it."""
+    recipe = load_recipe(PUBLISHED / f"{name}.yaml")
+    narrow = recipe.with_width(256, vocab_size=1024)
+    assert narrow.layer_plan == recipe.layer_plan and narrow.d_model == 256
+    if recipe.mlp.hidden is not None:
+        assert narrow.mlp.hidden == round(recipe.mlp.hidden * 256 / recipe.d_model)
+    if recipe.attention is not None and recipe.attention.rope_dims is not None:
+        head_dim = 256 // narrow.attention.n_heads
+        assert narrow.attention.rope_dims == head_dim // 2  # Bamba: half of each head
