@@ -49,3 +49,15 @@ def check_block(G: int, K: int) -> None:
     if not 1 <= K <= G:
         raise UsageError(f"--steps {K} must be between 1 and G = {G} (each step reveals at "
                          "least one of the block's G positions)")
+
+
+def parse_ids(text: str, vocab_size: int, option: str) -> list[int]:
+    """Token ids from "1,2,3" (spaces allowed), each in 0..vocab_size-1; at least one."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or not all(p.isdigit() for p in parts):
+        raise UsageError(f"{option} {text!r}: expected comma-separated token ids, e.g. 1,2,3")
+    ids = [int(p) for p in parts]
+    bad = next((i for i in ids if i >= vocab_size), None)
+    if bad is not None:
+        raise UsageError(f"{option}: token id {bad} is outside the vocabulary 0..{vocab_size - 1}")
+    return ids

@@ -172,6 +172,9 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
     cfg.check()
     _check_inputs(model, tokenizer, prompt_ids)
+    if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
+        raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
+                         f"({tokenizer.name}) lacks; decode with --mode ar")
     device = device or model.embed.weight.device
     vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G

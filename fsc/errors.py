@@ -45,6 +45,13 @@ class StorePathError(StoreError):
     exit_code = 2
 
 
+class ImportRefused(FscError):
+    """A published model cannot be imported: an unknown architecture, a feature fsc cannot
+    express exactly, or a missing config or weight file."""
+
+    exit_code = 2
+
+
 class CheckpointError(FscError):
     """A checkpoint directory is incomplete, corrupt or does not match its recipe."""
 

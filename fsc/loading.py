@@ -11,10 +11,11 @@ import torch
 from fsc.costmodel import memory
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.hub.checkpoint import load_checkpoint
+from fsc.imports.convert import load_published
 from fsc.model.layers import DTYPE_NAMES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
-from fsc.source import is_checkpoint, load_source_recipe
+from fsc.source import has_published_weights, is_checkpoint, load_source_recipe
 
 
 def set_threads() -> int:
@@ -75,7 +76,8 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
 
 def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
                S: int = 0, B: int = 1, G: int = 1):
-    """(recipe, model): a checkpoint's verified weights, or seeded initial weights of a recipe.
+    """(recipe, model): a checkpoint's verified weights, a published folder's own weights (an
+    import source with *.safetensors), or seeded initial weights of a recipe.
 
     Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
     recipe's) against `budget` bytes (default: the device's free memory).
@@ -84,4 +86,7 @@ def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget:
     check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
     if is_checkpoint(ref):
         return load_checkpoint(Path(ref), device=device, dtype=dtype)
+    if has_published_weights(ref):
+        model = load_published(str(ref), device=device)[1]
+        return recipe, (model if dtype is None else model.to(dtype))
     return recipe, build_model(recipe, device=device, seed=seed, dtype=dtype).eval()

@@ -34,6 +34,7 @@ from fsc.errors import RecipeError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
 from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show, source_name
 from fsc.sections import (
+    ADDED,
     EPS_RANGE,
     MAX_BLOCK,
     MAX_EXPERTS,
@@ -149,7 +150,35 @@ Layers = create_model("Layers", __base__=_Layers,
 
 
 class MlpCfg(Section):
+    """The dense FFN: GELU (up, down) or SwiGLU (gate, up, down: down(silu(gate x) · up x)), of
+    width int(hidden_ratio × d_model) or, for published models whose width is no ratio, `hidden`.
+    `none`: no FFN at all (a Mamba-2 stack's layers are norm → mixer only)."""
+
+    kind: Literal["gelu", "swiglu", "none"] = Field("gelu", json_schema_extra=ADDED)
     hidden_ratio: float = Field(4, gt=0, le=MAX_RATIO, allow_inf_nan=False)
+    hidden: int | None = Field(None, ge=1, le=MAX_WIDTH * MAX_RATIO, json_schema_extra=ADDED)
+
+    @model_validator(mode="after")
+    def _one_width(self):
+        if self.hidden is not None and "hidden_ratio" in self.model_fields_set:
+            raise Bad(("hidden",), "given beside hidden_ratio", self.hidden,
+                      "hidden or hidden_ratio, not both")
+        if self.kind == "none" and self.model_fields_set & {"hidden", "hidden_ratio"}:
+            raise Bad(("kind",), "none has no width", self.kind,
+                      "kind none without hidden or hidden_ratio")
+        return self
+
+    def hashed_fields(self) -> dict:
+        out = super().hashed_fields()
+        if self.hidden is not None or self.kind == "none":  # no ratio in use
+            del out["hidden_ratio"]
+        return out
+
+    def width(self, d_model: int) -> int:
+        """The FFN's hidden width (0 for kind none)."""
+        if self.kind == "none":
+            return 0
+        return self.hidden if self.hidden is not None else int(self.hidden_ratio * d_model)
 
 
 class MoeCfg(Section):
@@ -177,6 +206,8 @@ class _Recipe(Section):
     dtype: DType = "bf16"
     state_dtype: DType = "fp32"
     norm_eps: float = Field(1e-5, allow_inf_nan=False, **EPS_RANGE)
+    # The head reads the embedding matrix (one [vocab_size, d_model] matrix, not two).
+    tie_embeddings: bool = Field(False, json_schema_extra=ADDED)
     layers: Layers
 
     @field_validator("name")
@@ -209,7 +240,9 @@ class _Recipe(Section):
                 spec.check(cfg, d)
         ffn = "moe" if self.moe is not None else "mlp"
         ratio = (self.moe if self.moe is not None else self.mlp_cfg).hidden_ratio
-        if int(ratio * d) < 1:
+        by_ratio = self.moe is not None or (self.mlp_cfg.kind != "none"
+                                            and self.mlp_cfg.hidden is None)
+        if by_ratio and int(ratio * d) < 1:
             raise Bad((ffn, "hidden_ratio"), f"makes the FFN width int(hidden_ratio × d_model {d}) "
                        "zero", ratio, f"at least 1/{d}")
         return self
@@ -285,16 +318,21 @@ class _Recipe(Section):
         return None if self.moe is not None else (self.mlp or MlpCfg())
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+        """The recipe as YAML: every field it sets, none of the options it leaves at their
+        defaults (the fields its hash covers)."""
+        return yaml.safe_dump(_pruned(self.hashed_fields()), sort_keys=False)
 
     def with_dtype(self, dtype: str) -> Recipe:
         """The same recipe with weights and activations in `dtype` (bf16, fp16, fp32)."""
         return self if dtype == self.dtype else self.model_copy(update={"dtype": dtype})
 
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
-        """The same layer plan at another width (heads scaled to keep head sizes valid)."""
-        data = self.model_dump(mode="json", exclude_none=True)
+        """The same layer plan at another width (heads scaled to keep head sizes valid; an
+        explicit FFN width scaled with it)."""
+        data = _pruned(self.hashed_fields())
         scale = d_model / self.d_model
+        if "hidden" in data.get("mlp", {}):
+            data["mlp"]["hidden"] = max(1, round(data["mlp"]["hidden"] * scale))
         data["d_model"] = d_model
         suffix = f"@d{d_model}"
         data["name"] = self.name[: MAX_NAME - len(suffix)] + suffix
@@ -311,6 +349,11 @@ Recipe = create_model(
     **{kind: (spec.section | None, None) for kind, spec in MIXERS.items()},
     mlp=(MlpCfg | None, None), moe=(MoeCfg | None, None),
 )
+
+
+def _pruned(fields: dict) -> dict:
+    """`fields` without the None values, nested mappings likewise."""
+    return {k: _pruned(v) if isinstance(v, dict) else v for k, v in fields.items() if v is not None}
 
 
 # -- error messages ------------------------------------------------------------------------------

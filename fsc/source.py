@@ -1,4 +1,6 @@
-"""What a command was pointed at: a recipe (path or shipped name) or a checkpoint directory.
+"""What a command was pointed at: a recipe (path or shipped name), a checkpoint directory, or
+an import source (a published model's folder with config.json, or hf:ORG/NAME[@REV]), read
+through its config as a recipe (fsc.imports).
 
 Light (no torch): commands read the recipe and check their options with it before anything
 heavy is imported. Building or loading the model is fsc.loading.
@@ -10,6 +12,7 @@ import json
 from pathlib import Path
 
 from fsc.hub.layout import CONFIG_FILE, RECIPE_FILE
+from fsc.imports import import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
 
 
@@ -19,7 +22,10 @@ def is_checkpoint(ref: str | Path) -> bool:
 
 
 def load_source_recipe(ref: str | Path) -> Recipe:
-    """The recipe of a recipe file, a shipped recipe name or a checkpoint directory."""
+    """The recipe of a recipe file, a shipped recipe name, a checkpoint directory or an import
+    source (its config alone: the weights are not read)."""
+    if is_import_source(ref):
+        return import_config(ref).recipe
     return load_recipe(Path(ref) / RECIPE_FILE if is_checkpoint(ref) else ref)
 
 
@@ -34,11 +40,29 @@ def checkpoint_config(ref: str | Path) -> dict:
     return config if isinstance(config, dict) else {}
 
 
+def checkpoint_tokenizer(ref: str | Path) -> Path | None:
+    """A checkpoint's own tokenizer (an imported model's tokenizer.json), if it has one."""
+    path = Path(ref) / "tokenizer.json"
+    return path.parent if is_checkpoint(ref) and path.is_file() else None
+
+
+def has_published_weights(ref: str | Path) -> bool:
+    """A local import source with its weights (an hf: source is read for its config alone:
+    `fsc import` fetches the weights)."""
+    return is_import_source(ref) and not str(ref).startswith("hf:") and any(
+        Path(ref).glob("*.safetensors"))
+
+
 def weights_origin(ref: str | Path, seed: int) -> str:
     """Where a model's weights come from, said plainly: seeded random weights are untrained."""
+    if has_published_weights(ref):
+        return f"published weights of {ref}"
     if not is_checkpoint(ref):
         return f"seeded random weights (seed {seed}, untrained)"
-    saved_seed = checkpoint_config(ref).get("seed")
+    config = checkpoint_config(ref)
+    saved_seed = config.get("seed")
+    if config.get("imported_from"):
+        return f"checkpoint {ref}: published weights of {config['imported_from']}"
     if saved_seed is not None:
         return f"checkpoint {ref}: seeded random weights (seed {saved_seed}, untrained)"
     return f"checkpoint {ref}"

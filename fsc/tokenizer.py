@@ -30,10 +30,31 @@ class ByteTokenizer:
         return [self.bos_id, self.mask_id, self.pad_id]
 
 
+class IdTokenizer:
+    """No text at all: token ids in (`--prompt-ids`), ids out, printed as numbers. Used when
+    decoding by ids with no tokenizer at hand; autoregressive only (no mask token)."""
+
+    bos_id = eos_id = mask_id = None
+    name = "ids"
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        raise UsageError("no tokenizer for text: give --prompt-ids, or --tokenizer")
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(str(i) for i in ids) + (" " if ids else "")
+
+    @property
+    def special_ids(self) -> list[int]:
+        return []
+
+
 class HFTokenizer:
     """A local `tokenizer.json` (a Hugging Face tokenizer directory); never downloads."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, need_mask: bool = True):
         file = path / "tokenizer.json" if path.is_dir() else path
         if not file.exists():
             raise UsageError(f"{path}: no tokenizer.json found (expected a local tokenizer directory)")
@@ -44,7 +65,7 @@ class HFTokenizer:
         vocab = self.tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
         self.mask_id = next((vocab[n] for n in MASK_NAMES if n in vocab), None)
-        if self.mask_id is None:
+        if self.mask_id is None and need_mask:
             raise UsageError(f"{file}: tokenizer has no mask token (one of {', '.join(MASK_NAMES)})")
         self.eos_id = next((vocab[n] for n in EOS_NAMES if n in vocab), None)
         self.name = str(path)
@@ -57,8 +78,10 @@ class HFTokenizer:
 
     @property
     def special_ids(self) -> list[int]:
-        return [self.mask_id]
+        return [] if self.mask_id is None else [self.mask_id]
 
 
-def load_tokenizer(path: str | Path | None):
-    return ByteTokenizer() if path is None else HFTokenizer(Path(path))
+def load_tokenizer(path: str | Path | None, need_mask: bool = True):
+    """The tokenizer at `path` (the byte-level one for None). A published causal LM's tokenizer
+    has no mask token: autoregressive decoding loads it with `need_mask=False`."""
+    return ByteTokenizer() if path is None else HFTokenizer(Path(path), need_mask)

@@ -23,7 +23,8 @@ from fsc.cli.common import (
 
 
 def build(
-    recipe: Annotated[str, typer.Argument(help="Recipe file or shipped recipe name.")],
+    recipe: Annotated[str, typer.Argument(
+        help="Recipe file, shipped recipe name, checkpoint dir, or a folder with config.json / hf:ORG/NAME.")],
     S: Annotated[
         int, typer.Option("--S", min=0, max=MAX_S, help="Context length S for the cache sizes.")
     ] = 8192,
@@ -37,9 +38,9 @@ def build(
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
     from fsc.loading import check_fits
-    from fsc.recipe import load_recipe
+    from fsc.source import load_source_recipe
 
-    r = load_recipe(recipe)
+    r = load_source_recipe(recipe)
     if save is not None:
         output_dir(save, "--save")
         check_fits(r, "cpu")  # the saved weights are built for real, on the CPU

@@ -27,6 +27,9 @@ MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it f
 def decode(
     source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name or checkpoint dir.")],
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt text.")] = "",
+    prompt_ids: Annotated[str | None, typer.Option(
+        "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
+                             "--prompt; no BOS is added.")] = None,
     length: Annotated[
         int, typer.Option("--length", min=1, max=MAX_LENGTH, help="Tokens to generate (at most).")
     ] = 64,
@@ -55,7 +58,8 @@ def decode(
         bool, typer.Option("--no-cache", help="Recompute the whole prefix at every step.")
     ] = False,
     tokenizer: Annotated[
-        Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory.")
+        Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory "
+                                  "(default: a checkpoint's own tokenizer.json, else bytes).")
     ] = None,
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
@@ -65,15 +69,27 @@ def decode(
 
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
-    from fsc.blocks import block_setting
-    from fsc.source import load_source_recipe, weights_origin
-    from fsc.tokenizer import load_tokenizer
+    from fsc.blocks import block_setting, parse_ids
+    from fsc.errors import UsageError
+    from fsc.source import checkpoint_tokenizer, load_source_recipe, weights_origin
+    from fsc.tokenizer import IdTokenizer, load_tokenizer
 
     # Everything a user can get wrong is checked before torch is imported.
-    mode_, g, k = block_setting(mode and str(mode), G, steps, load_source_recipe(source).block_size)
-    tok = load_tokenizer(tokenizer)
-    bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
-    prompt_ids = bos + tok.encode(prompt)
+    source_recipe = load_source_recipe(source)
+    mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
+    tok_path = tokenizer or checkpoint_tokenizer(source)
+    if prompt_ids is not None and tok_path is None:  # ids in, ids out
+        tok = IdTokenizer(source_recipe.vocab_size)
+    else:
+        tok = load_tokenizer(tok_path, need_mask=mode_ != "ar")
+    if prompt_ids is not None:
+        if prompt:
+            raise UsageError("give --prompt or --prompt-ids, not both")
+        ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
+        prompt = tok.decode(ids)
+    else:
+        bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
+        ids = bos + tok.encode(prompt)
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
@@ -83,15 +99,15 @@ def decode(
     torch_threads()
     device = torch_device(device)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
-    recipe, model = load_model(source, device=device, seed=seed, S=len(prompt_ids) + length, B=1, G=g)
+    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
-    res = generate(model, tok, prompt_ids, cfg, device=device)
+    res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = dict(ops.ran)
     res.stats["weights"] = weights_origin(source, seed)
     text = tok.decode(res.token_ids)
     if as_json:
-        print_json({"recipe": recipe.name, "prompt": prompt, "text": text,
+        print_json({"recipe": recipe.name, "prompt": prompt, "prompt_ids": ids, "text": text,
                     "token_ids": res.token_ids, "stats": res.stats})
         return
     # Generated text may hold any byte: control characters (ANSI escapes) are shown escaped.

@@ -11,7 +11,7 @@ from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, between
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
-    str, typer.Argument(help="Recipe YAML path or shipped recipe name (see `fsc recipes`).")
+    str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json or hf:ORG/NAME[@REV].")
 ]
 SOpt = Annotated[int, typer.Option("--S", help=f"Context length S: tokens already in the cache "
                                    f"(at most {MAX_S}).")]
@@ -154,11 +154,11 @@ def estimate_cmd(
     from fsc.blocks import block_setting
     from fsc.costmodel import estimate
     from fsc.errors import UsageError
-    from fsc.recipe import load_recipe
+    from fsc.source import load_source_recipe
 
     if S > MAX_S:  # (a negative S is the cost model's to refuse)
         raise UsageError(f"--S {S} must be at most {MAX_S}")
-    r = load_recipe(recipe)
+    r = load_source_recipe(recipe)
     block_setting(str(mode), G, steps, r.block_size)  # the rule decode and profile apply
     e = estimate(r, S, B, G, steps, str(mode), gpu,
                  bandwidth_tb_s=bandwidth, tflops=tflops, memory_gb=memory)

@@ -16,6 +16,7 @@ from fsc.cli import (
     decode,
     estimate,
     evaluate,
+    imports,
     plot,
     profile,
     query,
@@ -35,8 +36,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for module in (recipes, build, decode, verify, profile, query, estimate, train, evaluate,
-               plot, compare, artifacts):
+for module in (recipes, build, imports, decode, verify, profile, query, estimate, train,
+               evaluate, plot, compare, artifacts):
     module.register(app)
 
 

@@ -162,7 +162,7 @@ def _resume_command(run_id: str, store) -> str:
 def profile(
     ctx: typer.Context,
     recipe: Annotated[list[str] | None, typer.Option(
-        "--recipe", "-r", help="Recipe, shipped name or checkpoint dir; repeatable. Default: tiny "
+        "--recipe", "-r", help="Recipe, shipped name, checkpoint dir or published model (config.json folder, hf:ORG/NAME); repeatable. Default: tiny "
         "attention/mamba/hybrid on CPU, the paper's 3B trio on a GPU.")] = None,
     S: Annotated[str | None, typer.Option(
         "--S", help=f"Context lengths, e.g. 1024,4096 or 4k,256k (k = 1024; at most {MAX_S}).",

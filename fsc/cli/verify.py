@@ -3,6 +3,7 @@ the drift over a long run in bf16/fp16."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -23,8 +24,14 @@ from fsc.cli.common import (
 from fsc.verify_report import MAX_BATCH, MAX_TOKENS
 
 
+class Against(str, Enum):
+    transformers = "transformers"
+
+
 def verify(
-    source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name or checkpoint dir.")],
+    source: Annotated[str, typer.Argument(
+        help="Recipe file, shipped recipe name or checkpoint dir; with --against, a published "
+             "model (a folder with config.json and *.safetensors, or hf:ORG/NAME[@REV]).")],
     G: Annotated[int | None, typer.Option(
         "--G", help="Block size (default: the recipe's; in fp32 at least 2).")] = None,
     B: Annotated[int, typer.Option("--B", min=1, max=MAX_BATCH, help="Batch.")] = 2,
@@ -39,10 +46,24 @@ def verify(
     seed: SeedOpt = 0,
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    against: Annotated[Against | None, typer.Option(
+        "--against", help="transformers: fsc's cached decode (G 1, fp32) of a published model "
+                          "against transformers on the same weights: logits and 32 greedy "
+                          "tokens.")] = None,
+    prompt_ids: Annotated[str | None, typer.Option(
+        "--prompt-ids", help="With --against: the prompt's token ids (default: 8 seeded ids).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the cached path on this machine; exits 1 when it is not exact (fp32) or drifts
-    past the tolerance (bf16/fp16)."""
+    past the tolerance (bf16/fp16), or, with --against, differs from the reference."""
+    if against is not None:
+        _against(source, prompt_ids, seed, as_json)
+        return
+    if prompt_ids is not None:
+        from fsc.errors import UsageError
+
+        raise UsageError("--prompt-ids goes with --against (the exactness check draws its own)")
     from fsc.source import is_checkpoint, load_source_recipe
     from fsc.verify_report import plan
 
@@ -69,6 +90,29 @@ def verify(
     else:
         _render(report)
     if not report.exact:
+        raise typer.Exit(1)
+
+
+def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> None:
+    from fsc.blocks import parse_ids
+    from fsc.imports import import_config
+
+    recipe = import_config(source).recipe  # refusals before torch and transformers load
+    ids = None if prompt_ids is None else parse_ids(prompt_ids, recipe.vocab_size, "--prompt-ids")
+    torch_threads()
+    from fsc.imports.reference import check
+
+    rep = check(source, ids, seed=seed)
+    if as_json:
+        print_json(rep.to_dict())
+    else:
+        out.print(f"{printable(rep.source)} ({rep.architecture}) against transformers "
+                  f"{rep.transformers_version}, fp32, G 1, cached: logits max relative error "
+                  f"{rep.max_rel_err:.2e} (tolerance {rep.tol:.0e}); greedy {len(rep.fsc_tokens)} "
+                  f"tokens {'the same' if rep.fsc_tokens == rep.reference_tokens else 'DIFFER'}",
+                  markup=False, highlight=False)
+        out.print("[green]exact[/]" if rep.exact else "[red]NOT exact[/]")
+    if not rep.exact:
         raise typer.Exit(1)
 
 

@@ -15,6 +15,7 @@ from fsc.costmodel.shapes import (
     cache_bytes,
     ffn_shape,
     kind_shapes,
+    norm_params,
     param_counts,
     shape_tensor_bytes,
 )
@@ -67,9 +68,11 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
     shapes, ffn = kind_shapes(recipe), ffn_shape(recipe)
     mixer_params = sum(n * s.params for s, n in shapes)
     linear_weights = sum(n * i * o for s, n in shapes for i, o in s.linears) + d * V  # + lm_head
-    norms = (2 * recipe.n_layers + 1) * d
+    norms = norm_params(recipe)
     ffn_read = ffn.router_params + ffn.experts_read(T) * ffn.expert_params
-    weights = mixer_params + norms + min(T, V) * d + V * d + recipe.n_layers * ffn_read
+    # the embedding rows of the pass's tokens, then the head's whole matrix (tied: one read)
+    embed_read = V * d if recipe.tie_embeddings else min(T, V) * d + V * d
+    weights = mixer_params + norms + embed_read + recipe.n_layers * ffn_read
 
     kv_read = state_read = write = 0
     for s, n in shapes:
@@ -82,7 +85,8 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
             write += state
 
     # Per token: each projection's input and output; the MoE token visits top_k experts.
-    ffn_io = ffn.top_k * 2 * (d + ffn.hidden) + (d + ffn.n_experts if ffn.kind == "moe" else 0)
+    ffn_io = (ffn.top_k * ffn.matrices * (d + ffn.hidden) if ffn.hidden else 0) + (
+        d + ffn.n_experts if ffn.kind == "moe" else 0)
     io = d + sum(n * (i + o) for s, n in shapes for i, o in s.linears) + recipe.n_layers * ffn_io + d + V
     ffn_macs = ffn.router_params + ffn.top_k * ffn.expert_params
     return PassCost(
@@ -109,7 +113,7 @@ def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
     d, T = recipe.d_model, B * G
     ffn = ffn_shape(recipe)
     widest = max([sum(o for _, o in s.linears) for s, _ in kind_shapes(recipe)]
-                 + [ffn.top_k * ffn.hidden + (ffn.n_experts if ffn.kind == "moe" else 0)])
+                 + [ffn.top_k * (ffn.matrices - 1) * ffn.hidden + (ffn.n_experts if ffn.kind == "moe" else 0)])
     weight_bytes = param_counts(recipe)["total"] * act
     cache = cache_bytes(recipe, B, S + G)["total_bytes"]
     activations = T * (2 * d + widest) * act + T * recipe.vocab_size * (act + 4)

@@ -2,8 +2,8 @@
 
 Every figure mirrors a module definition in fsc/model (no torch here). Each mixer kind's layer
 is its registry entry's `MixerShape` (fsc/mixers/<kind>.py); the rest is here: RMSNorm weights,
-the MoE router plus stacked experts, untied embedding and lm_head, FFN hidden =
-int(hidden_ratio × d_model).
+the MoE router plus stacked experts, the embedding and (untied) lm_head, FFN hidden =
+int(hidden_ratio × d_model) or the recipe's explicit mlp.hidden; SwiGLU has three matrices.
 Parameters are stored in recipe.dtype, KV caches in recipe.dtype, recurrent states in state_dtype,
 except linear attention's un-decayed sums: fp32 always.
 """
@@ -29,10 +29,11 @@ class FfnShape:
     hidden: int
     n_experts: int = 1
     top_k: int = 1
+    matrices: int = 2  # up [d, hidden] + down [hidden, d]; SwiGLU adds gate [d, hidden]
 
     @property
     def expert_params(self) -> int:
-        return 2 * self.d_model * self.hidden  # up [d, hidden] + down [hidden, d]
+        return self.matrices * self.d_model * self.hidden
 
     @property
     def router_params(self) -> int:
@@ -53,7 +54,19 @@ def ffn_shape(recipe: Recipe) -> FfnShape:
     if recipe.moe is not None:
         moe = recipe.moe
         return FfnShape("moe", d, int(moe.hidden_ratio * d), moe.n_experts, moe.top_k)
-    return FfnShape("mlp", d, int(recipe.mlp_cfg.hidden_ratio * d))
+    mlp = recipe.mlp_cfg
+    return FfnShape("mlp", d, mlp.width(d), matrices=3 if mlp.kind == "swiglu" else 2)
+
+
+def embedding_params(recipe: Recipe) -> int:
+    """The embedding and the lm_head, or the one matrix both use when tied."""
+    return (1 if recipe.tie_embeddings else 2) * recipe.vocab_size * recipe.d_model
+
+
+def norm_params(recipe: Recipe) -> int:
+    """norm1 and (with an FFN) norm2 per layer, and norm_f."""
+    per_layer = 1 if recipe.mlp_cfg is not None and recipe.mlp_cfg.kind == "none" else 2
+    return (per_layer * recipe.n_layers + 1) * recipe.d_model
 
 
 def kind_shapes(recipe: Recipe) -> list[tuple[MixerShape, int]]:
@@ -65,13 +78,13 @@ def kind_shapes(recipe: Recipe) -> list[tuple[MixerShape, int]]:
 def param_counts(recipe: Recipe) -> dict[str, int]:
     """Parameters per component kind and in total; the same keys and values as
     `fsc.model.lm.count_params(build_model(recipe))`."""
-    d = recipe.d_model
-    counts: dict[str, int] = {"embedding": 2 * recipe.vocab_size * d}  # untied embed + lm_head
+    counts: dict[str, int] = {"embedding": embedding_params(recipe)}
     for shape, n in kind_shapes(recipe):
         counts[shape.kind] = n * shape.params
     ffn = ffn_shape(recipe)
-    counts[ffn.kind] = recipe.n_layers * ffn.params
-    counts["norm"] = (2 * recipe.n_layers + 1) * d  # norm1, norm2 per layer, norm_f
+    if ffn.hidden:
+        counts[ffn.kind] = recipe.n_layers * ffn.params
+    counts["norm"] = norm_params(recipe)
     counts["total"] = sum(counts.values())
     return counts
 

@@ -70,6 +70,9 @@ def model_card(recipe: Recipe, facts: dict) -> str:
     training = facts.get("training")
     if facts.get("seed") is not None:
         origin = f"Weights: seeded initialisation (seed {facts['seed']}), **not trained**."
+    elif facts.get("imported_from") is not None:
+        origin = (f"Weights: the published model's, imported by `fsc import` from "
+                  f"`{facts['imported_from']}` (renamed to fsc's tensors, values unchanged).")
     elif training is not None:
         origin = (f"Weights: trained by `fsc train` for {training['steps']:,} steps on "
                   f"`{training['data']}` (objective `{training['objective']}`, sequence length "

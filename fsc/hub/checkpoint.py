@@ -188,13 +188,18 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
 
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
-                    extra=None) -> SavedCheckpoint:
+                    extra=None, recipe_text: str | None = None,
+                    include: tuple[Path, ...] = (),
+                    imported_from: str | None = None) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
     `seed` records seeded (untrained) weights in the card; `training` what `fsc train` did
     (data, objective, steps, final loss). `extra(directory)` may write files of its own (the
     training state) before the rename; they are not in the checksums, and never pushed.
+    `recipe_text` is the recipe file's text (a recipe with comments; it must validate to the
+    model's recipe); `include` files (an imported model's tokenizer) are copied in, checksummed;
+    `imported_from` names a published model the weights came from (config and card say so).
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -223,6 +228,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     }
     if training is not None:
         facts["training"] = training
+    if imported_from is not None:
+        facts["imported_from"] = imported_from
     tmp = temp_dir_beside(dest, "save")
     try:
         metadata = {"format": "pt", "fsc_recipe_hash": recipe.recipe_hash}
@@ -233,10 +240,14 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
             index = {"metadata": {"total_size": facts["weight_bytes"]}, "weight_map": weight_map}
             (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
             names = [*names, INDEX_FILE]
-        (tmp / RECIPE_FILE).write_text(recipe.to_yaml())
+        (tmp / RECIPE_FILE).write_text(recipe_text or recipe.to_yaml())
+        assert load_recipe(tmp / RECIPE_FILE).recipe_hash == recipe.recipe_hash
         (tmp / CONFIG_FILE).write_text(config_json(recipe, facts))
         (tmp / CARD_FILE).write_text(model_card(recipe, facts))
-        files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE, CARD_FILE])
+        for f in include:
+            shutil.copyfile(f, tmp / check_name(Path(f).name, str(f)))
+        files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE, CARD_FILE,
+                                      *(Path(f).name for f in include)])
         if extra is not None:
             extra(tmp)
         move_into_place(tmp, dest)

@@ -5,10 +5,30 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fsc.mixers.spec import MixerShape, MixerSpec
 from fsc.sections import ADDED, MAX_HEAD_DIM, MAX_HEADS, Bad, Section
+
+
+class RopeScaling(Section):
+    """The RoPE scalings that change only the rotary frequencies (so fsc reproduces them
+    exactly): `linear` divides every frequency by `factor`; `llama3` divides the low ones by
+    `factor`, keeps the high ones and blends those between (Llama 3.1's rule)."""
+
+    kind: Literal["linear", "llama3"]
+    factor: float = Field(ge=1.0, le=1024.0, allow_inf_nan=False)
+    low_freq_factor: float = Field(1.0, gt=0, le=1024.0, allow_inf_nan=False)
+    high_freq_factor: float = Field(4.0, gt=0, le=1024.0, allow_inf_nan=False)
+    original_context: int = Field(8192, ge=1, le=2**24)
+
+    @model_validator(mode="after")
+    def _bands(self):
+        if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
+            raise Bad(("high_freq_factor",), "must exceed low_freq_factor "
+                      f"{self.low_freq_factor:g}", self.high_freq_factor,
+                      "high_freq_factor > low_freq_factor")
+        return self
 
 
 class AttentionCfg(Section):
@@ -21,6 +41,15 @@ class AttentionCfg(Section):
     # at all; order reaches attention only through the causal mask and, in a hybrid, through the
     # recurrent layers, which is what lets it read past its training length.
     position: Literal["rope", "none"] = Field("rope", json_schema_extra=ADDED)
+    rope_scaling: RopeScaling | None = Field(None, json_schema_extra=ADDED)
+    # Partial RoPE: only the first rope_dims dimensions of each head rotate (their frequencies
+    # spread over rope_dims); the rest pass through. None: the whole head (Bamba: half).
+    rope_dims: int | None = Field(None, ge=2, le=MAX_HEAD_DIM, json_schema_extra=ADDED)
+    # Biases on the projections: none, q/k/v (Qwen2), or q/k/v and the output (Llama's
+    # attention_bias).
+    bias: Literal["none", "qkv", "qkvo"] = Field("none", json_schema_extra=ADDED)
+    # RMSNorm (eps: the recipe's norm_eps) over each head of q and of k, before RoPE (Qwen3).
+    qk_norm: bool = Field(False, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):
@@ -42,14 +71,23 @@ def _check(a: AttentionCfg, d: int) -> None:
         raise Bad(("attention", "n_heads"), f"does not divide d_model {d}", a.n_heads,
                   "a divisor of d_model, or an explicit head_dim")
     head_dim = a.head_dim or d // a.n_heads
-    if head_dim % 2 and a.position == "rope":  # RoPE rotates pairs of dimensions
+    if a.rope_scaling is not None and a.position != "rope":
+        raise Bad(("attention", "rope_scaling"), "given without RoPE", a.rope_scaling.kind,
+                  "no rope_scaling with position none")
+    if a.rope_dims is not None and (a.rope_dims % 2 or a.rope_dims > head_dim
+                                    or a.position != "rope"):
+        raise Bad(("attention", "rope_dims"), f"must be even, at most head_dim {head_dim}, and "
+                  "with RoPE", a.rope_dims, f"an even number from 2 to {head_dim}")
+    if head_dim % 2 and a.position == "rope" and a.rope_dims is None:  # RoPE rotates pairs
         field = "head_dim" if a.head_dim else "n_heads"
         raise Bad(("attention", field), f"makes head_dim {head_dim} odd; RoPE rotates pairs of "
                   "dimensions", getattr(a, field), "an even head_dim")
 
 
 def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
-    """Heads scaled with the width, keeping the query heads per KV head."""
+    """Heads scaled with the width, keeping the query heads per KV head (and the rotated
+    fraction of each head, with partial RoPE)."""
+    old_head_dim = cfg.get("head_dim") or round(d_model / scale) // cfg["n_heads"]
     kv = cfg.get("n_kv_heads", cfg["n_heads"])
     group = cfg["n_heads"] // kv
     heads = max(1, round(cfg["n_heads"] * scale))
@@ -60,6 +98,9 @@ def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
         heads -= 1
     cfg["n_heads"] = heads
     cfg.pop("head_dim", None)
+    if "rope_dims" in cfg:
+        fraction = cfg["rope_dims"] / old_head_dim
+        cfg["rope_dims"] = max(2, 2 * round(fraction * (d_model // heads) / 2))
     return cfg
 
 
@@ -67,7 +108,10 @@ def _shape(recipe) -> MixerShape:
     d = recipe.d_model
     h, hkv, hd = dims(recipe.attention, d)
     kv = (hkv * hd, 0)  # k, v: [B, capacity, Hkv, D]
-    return MixerShape("attention", ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d)), 0,
+    a = recipe.attention
+    extra = {"none": 0, "qkv": (h + 2 * hkv) * hd, "qkvo": (h + 2 * hkv) * hd + d}[a.bias]
+    extra += 2 * hd if a.qk_norm else 0
+    return MixerShape("attention", ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d)), extra,
                       {"k": kv, "v": kv}, attn_flops_per_pair=4 * h * hd)
 
 

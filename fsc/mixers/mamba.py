@@ -7,7 +7,7 @@ from typing import NamedTuple
 from pydantic import Field
 
 from fsc.mixers.spec import MixerShape, MixerSpec
-from fsc.sections import MAX_CONV, MAX_EXPAND, MAX_HEAD_DIM, MAX_STATE, Bad, Section
+from fsc.sections import ADDED, MAX_CONV, MAX_EXPAND, MAX_HEAD_DIM, MAX_STATE, Bad, Section
 
 
 class MambaCfg(Section):
@@ -15,6 +15,9 @@ class MambaCfg(Section):
     expand: int = Field(2, ge=1, le=MAX_EXPAND)
     d_conv: int = Field(4, ge=1, le=MAX_CONV)
     head_dim: int = Field(64, ge=1, le=MAX_HEAD_DIM)
+    # Mamba-2's gated RMSNorm: RMSNorm (with weight, eps the recipe's norm_eps) over y·silu(z)
+    # before out_proj. Off: y·silu(z) goes to out_proj as is.
+    gated_norm: bool = Field(False, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):
@@ -53,6 +56,7 @@ def _shape(recipe) -> MixerShape:
     # in_proj -> z | x, B, C | dt; conv weight [C, W] + bias [C]; A_log, dt_bias, D [H]
     linears = ((d, m.d_inner + m.conv_dim + m.n_heads), (m.d_inner, d))
     extra = m.conv_dim * m.d_conv + m.conv_dim + 3 * m.n_heads
+    extra += m.d_inner if recipe.mamba.gated_norm else 0
     # conv window [B, C, W-1]; ssm [B, H, P, N] with H·P = d_inner
     cache = {"conv": (0, m.conv_dim * (m.d_conv - 1)), "ssm": (0, m.d_inner * m.d_state)}
     # per direction per state element: decay multiply and dt·x·B outer-product add (3),

@@ -12,7 +12,7 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import attention as spec
 from fsc.model.cache import LayerCache
-from fsc.model.layers import block_ids, rope
+from fsc.model.layers import RMSNorm, block_ids, rope
 from fsc.model.mixer import Mixer
 
 
@@ -25,11 +25,18 @@ class Attention(Mixer):
         cfg = recipe.attention
         self.n_heads, self.n_kv_heads, self.head_dim = spec.dims(cfg, recipe.d_model)
         self.theta = cfg.rope_theta if cfg.position == "rope" else None  # None: NoPE
+        self.scaling, self.rope_dims = cfg.rope_scaling, cfg.rope_dims
         d, h, hkv, hd = recipe.d_model, self.n_heads, self.n_kv_heads, self.head_dim
-        self.wq = nn.Linear(d, h * hd, bias=False)
-        self.wk = nn.Linear(d, hkv * hd, bias=False)
-        self.wv = nn.Linear(d, hkv * hd, bias=False)
-        self.wo = nn.Linear(h * hd, d, bias=False)
+        qkv_bias, o_bias = cfg.bias != "none", cfg.bias == "qkvo"
+        self.wq = nn.Linear(d, h * hd, bias=qkv_bias)
+        self.wk = nn.Linear(d, hkv * hd, bias=qkv_bias)
+        self.wv = nn.Linear(d, hkv * hd, bias=qkv_bias)
+        self.wo = nn.Linear(h * hd, d, bias=o_bias)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(hd, recipe.norm_eps)
+            self.k_norm = RMSNorm(hd, recipe.norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
 
     def cache_shapes(self, batch, capacity):
         shape = (batch, capacity, self.n_kv_heads, self.head_dim)
@@ -40,9 +47,12 @@ class Attention(Mixer):
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim)
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.theta is None:
             return q, k, v
-        return rope(q, positions, self.theta), rope(k, positions, self.theta), v
+        return (rope(q, positions, self.theta, self.scaling, self.rope_dims),
+                rope(k, positions, self.theta, self.scaling, self.rope_dims), v)
 
     def _block(self, x, cache: LayerCache, commit: bool):
         B, G, _ = x.shape

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -44,6 +46,19 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.down(F.gelu(self.up(x)))
+
+
+class SwiGLU(nn.Module):
+    """SwiGLU MLP (Llama's): down(silu(gate x) · up x)."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.gate = nn.Linear(d_model, hidden, bias=False)
+        self.up = nn.Linear(d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 class MoE(nn.Module):
@@ -100,10 +115,32 @@ class MoE(nn.Module):
         return out.reshape(shape)
 
 
-def rope(x, positions, theta: float):
-    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions."""
+def rope_frequencies(d: int, theta: float, scaling=None, device=None) -> torch.Tensor:
+    """The D/2 rotary frequencies (fp32) of a head of size d, after a recipe's `rope_scaling`
+    (fsc.mixers.attention.RopeScaling): linear divides all by the factor; llama3 divides those
+    whose wavelength exceeds original_context / low_freq_factor, keeps those below
+    original_context / high_freq_factor and blends linearly in between."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+    if scaling is None:
+        return inv
+    if scaling.kind == "linear":
+        return inv / scaling.factor
+    wavelen = 2 * math.pi / inv
+    ctx, lo, hi = scaling.original_context, scaling.low_freq_factor, scaling.high_freq_factor
+    scaled = torch.where(wavelen > ctx / lo, inv / scaling.factor, inv)
+    smooth = (ctx / wavelen - lo) / (hi - lo)
+    blended = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    medium = (wavelen >= ctx / hi) & (wavelen <= ctx / lo)
+    return torch.where(medium, blended, scaled)
+
+
+def rope(x, positions, theta: float, scaling=None, dims: int | None = None):
+    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions. With
+    `dims`, only the first `dims` of D rotate (partial RoPE); the rest pass through."""
+    if dims is not None and dims < x.shape[-1]:
+        return torch.cat([rope(x[..., :dims], positions, theta, scaling), x[..., dims:]], dim=-1)
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    inv = rope_frequencies(d, theta, scaling, x.device)
     ang = positions.to(torch.float32)[:, None] * inv[None, :]  # (T, D/2)
     cos = torch.cat([ang.cos(), ang.cos()], dim=-1)[None, :, None, :]
     sin = torch.cat([ang.sin(), ang.sin()], dim=-1)[None, :, None, :]

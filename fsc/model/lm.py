@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fsc.model import MIXER_REGISTRY
 from fsc.model.cache import ModelCache
-from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm, init_parameter
+from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm, SwiGLU, init_parameter
 from fsc.recipe import Recipe
 
 
@@ -16,12 +17,16 @@ class Layer(nn.Module):
         super().__init__()
         self.norm1 = RMSNorm(recipe.d_model, recipe.norm_eps)
         self.mixer = MIXER_REGISTRY[kind](recipe, dtype, state_dtype)
-        self.norm2 = RMSNorm(recipe.d_model, recipe.norm_eps)
+        d, mlp = recipe.d_model, recipe.mlp_cfg
+        if mlp is not None and mlp.kind == "none":  # norm → mixer only (Mamba-2 stacks)
+            self.norm2 = self.ffn = None
+            return
+        self.norm2 = RMSNorm(d, recipe.norm_eps)
         if recipe.moe is not None:
-            hidden = int(recipe.moe.hidden_ratio * recipe.d_model)
-            self.ffn = MoE(recipe.d_model, hidden, recipe.moe.n_experts, recipe.moe.top_k)
+            hidden = int(recipe.moe.hidden_ratio * d)
+            self.ffn = MoE(d, hidden, recipe.moe.n_experts, recipe.moe.top_k)
         else:
-            self.ffn = MLP(recipe.d_model, int(recipe.mlp_cfg.hidden_ratio * recipe.d_model))
+            self.ffn = (SwiGLU if mlp.kind == "swiglu" else MLP)(d, mlp.width(d))
 
     def forward(self, x, cache=None, commit: bool = False, block_lengths=None):
         """x [B, T, d_model] through the mixer (a step against `cache`, a fold with `commit`,
@@ -33,7 +38,7 @@ class Layer(nn.Module):
         else:
             mixed = self.mixer.fold(h, cache) if commit else self.mixer(h, cache)
         x = x + mixed
-        return x + self.ffn(self.norm2(x))
+        return x if self.ffn is None else x + self.ffn(self.norm2(x))
 
 
 class LM(nn.Module):
@@ -59,7 +64,15 @@ class LM(nn.Module):
             Layer(recipe, kind, self.dtype, self.state_dtype) for kind in recipe.layer_plan
         )
         self.norm_f = RMSNorm(recipe.d_model, recipe.norm_eps)
-        self.lm_head = nn.Linear(recipe.d_model, recipe.vocab_size, bias=False)
+        # Tied: the head is the embedding matrix (no lm_head parameter, none in checkpoints).
+        self.lm_head = (None if recipe.tie_embeddings
+                        else nn.Linear(recipe.d_model, recipe.vocab_size, bias=False))
+
+    def head(self, h):
+        """Logits (fp32) of final hidden states h [..., d_model]."""
+        if self.lm_head is None:
+            return F.linear(h, self.embed.weight).float()
+        return self.lm_head(h).float()
 
     # -- caches -------------------------------------------------------------------------------
     def empty_cache(self, batch: int, capacity: int, device=None, block_size: int | None = None):
@@ -100,7 +113,7 @@ class LM(nn.Module):
             x = layer(x, lc, commit=commit)
         if commit:
             cache.length += G
-        return self.lm_head(self.norm_f(x)).float()
+        return self.head(self.norm_f(x))
 
     def forward(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=False)
@@ -120,7 +133,7 @@ class LM(nn.Module):
         for layer in self.layers:
             x = layer(x, block_lengths=block_lengths)
         h = self.norm_f(x)
-        return self.lm_head(h if select is None else h[select]).float()
+        return self.head(h if select is None else h[select])
 
 
 def init_weights(model: LM, seed: int = 0) -> LM:

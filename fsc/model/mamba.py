@@ -16,6 +16,7 @@ from fsc import ops
 from fsc.mixers import mamba as spec
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
+from fsc.model.layers import RMSNorm
 from fsc.model.mixer import Mixer
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
@@ -37,6 +38,12 @@ class Mamba(Mixer):
         self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
         self.D = nn.Parameter(torch.empty(self.n_heads))
         self.out_proj = nn.Linear(self.d_inner, recipe.d_model, bias=False)
+        # Mamba-2's gated RMSNorm: the op gates y by silu(z); the norm follows.
+        self.norm = RMSNorm(self.d_inner, recipe.norm_eps) if cfg.gated_norm else None
+
+    def _out(self, y, dtype):
+        """out_proj of the gated y [B, T, d_inner], through the gated norm when there is one."""
+        return self.out_proj((y if self.norm is None else self.norm(y)).to(dtype))
 
     def init_parameter(self, leaf, p, gen):
         """Mamba-2 style: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus), the
@@ -81,7 +88,7 @@ class Mamba(Mixer):
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
             ssm, ssm if commit else None,
         )
-        return self.out_proj(y.reshape(B, G, self.d_inner).to(x.dtype))
+        return self._out(y.reshape(B, G, self.d_inner), x.dtype)
 
     def forward_blockwise(self, x, block_lengths):
         """Whole-sequence conv, then the chunked SSD form (`_chunked`)."""
@@ -104,7 +111,7 @@ class Mamba(Mixer):
         la = dtf * -torch.exp(self.A_log.float())  # log a_t
         y = scan(xs, Bm, Cm, dtf, la, block_lengths) + self.D.float()[:, None] * xs
         y = y * F.silu(self._heads(z).float())
-        return self.out_proj(y.reshape(Bsz, T, self.d_inner).to(x.dtype))
+        return self._out(y.reshape(Bsz, T, self.d_inner), x.dtype)
 
     def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths):
         """SSD in chunks of whole blocks. Inside a chunk one masked quadratic form holds the

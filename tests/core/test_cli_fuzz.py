@@ -3,6 +3,7 @@ hang. Cases are generated from a table of each command's options and the kinds o
 take; a test checks the table covers every option fsc has, so a new option cannot skip it."""
 
 import contextlib
+import json
 import signal
 
 import pytest
@@ -31,11 +32,13 @@ BAD = {
     "in_dir": ["/nonexistent-dir", "/etc/passwd", ""],
     "depths": ["", "abc", "-0.1", "1.5", "nan", "0,,1"],
     "address": ["nowhere", "", "ray://", "host:99999999"],
+    "ids": ["", "abc", "1,,2", "-1", "1;2", "99999999999999999999"],
     "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
               "B = "],
 }
 
 CKPT = "{checkpoint}"  # stands for a checkpoint directory the tests make
+CONFIG = "{config}"  # stands for a published model's folder (config.json alone)
 # command -> (arguments that make the rest valid, {option: kind}); options not listed here are
 # flags, free text, or checked elsewhere (see NOT_FUZZED).
 COMMANDS = {
@@ -44,9 +47,10 @@ COMMANDS = {
     "decode": (["tiny_attn"], {
         "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
         "--temperature": "float_nonneg", "--top-p": "unit", "--threshold": "unit",
-        "--seed": "seed", "--backend": "choice", "--device": "device"}),
+        "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids"}),
     "verify": (["tiny_attn"], {"--G": "int_pos", "--B": "int_pos", "--blocks": "int_pos",
-                               "--length": "int_pos",
+                               "--length": "int_pos", "--against": "choice",
+                               "--prompt-ids": "ids",
                                "--seed": "seed", "--backend": "choice", "--device": "device",
                                "--dtype": "choice"}),
     "profile": (["-r", "tiny_attn", "--S", "16", "--B", "1"], {
@@ -61,6 +65,7 @@ COMMANDS = {
         "--S": "int_nonneg", "--B": "int_pos", "--G": "int_pos", "--steps": "int_pos",
         "--mode": "choice", "--gpu": "choice", "--bandwidth": "float_pos", "--tflops": "float_pos",
         "--memory": "float_pos"}),
+    "import": ([CONFIG], {"--out": "out_file"}),
     "query": (["select 1"], {"--format": "choice", "--out": "out_file"}),
     "export": (["select 1"], {"--out": "out_file"}),
     "runs": ([], {"--limit": "int_pos", "--status": "choice", "--kind": "choice"}),
@@ -90,7 +95,7 @@ COMMANDS = {
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
-              "--slurm-partition"}
+              "--slurm-partition", "--name", "--recipe-only"}
 
 
 def _cases():
@@ -106,7 +111,7 @@ def _cases():
         yield pytest.param([command, *base, "--no-such-option"], "--no-such-option",
                            id=f"{command} unknown option")
     for ref in BAD["recipe"]:
-        for command in ("build", "decode", "verify", "estimate"):
+        for command in ("build", "decode", "verify", "estimate", "import"):
             yield pytest.param([command, ref], None, id=f"{command} recipe {ref!r}")
     for args in (["nonsense"], ["build"], ["decode"], ["query"], ["build", "a", "b"],
                  ["decode", "tiny_attn", "--mode", "ar", "--G", "4"],
@@ -174,11 +179,23 @@ def checkpoint(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fuzz") / "published"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}))
+    return str(path)
+
+
 @pytest.mark.parametrize("args, option", list(_cases()))
 def test_bad_input_is_one_line_and_exit_2(args, option, capsys, in_tmp, request):
     if CKPT in args:
         args = [request.getfixturevalue("checkpoint") if a == CKPT else a for a in args]
         capsys.readouterr()
+    if CONFIG in args:
+        args = [request.getfixturevalue("config_dir") if a == CONFIG else a for a in args]
     with _deadline(20):
         code = main(args)
     captured = capsys.readouterr()

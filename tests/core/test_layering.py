@@ -16,7 +16,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.costmodel"],
     ["fsc.kernels", "fsc.ops"],
     ["fsc.model"],
-    ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance"],
+    ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance", "fsc.imports"],
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
     ["fsc.train"],
     ["fsc.results", "fsc.scale"],
@@ -85,7 +85,9 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ("import fsc.costmodel, fsc.mixers, fsc.recipe, fsc.kernels; fsc.kernels.op_folders()",
      ("torch", "triton", "duckdb")),
     # every command is registered at start-up; plotting loads matplotlib only when it runs
-    ("import fsc.cli.main", ("torch", "matplotlib", "duckdb")),
+    ("import fsc.cli.main", ("torch", "matplotlib", "duckdb", "transformers")),
+    # a published config read as a recipe (fsc estimate hf:...) needs neither
+    ("import fsc.source", ("torch", "transformers")),
 ])
 def test_light_modules_stay_light(statement, watched):
     assert _loaded_after(statement, watched) == []

@@ -23,6 +23,19 @@ EXTRA = [
      "layers": {"default": "mamba", "attention": {"count": 2, "placement": "back_dense"}},
      "attention": {"n_heads": 4}, "mamba": {"d_state": 5, "head_dim": 32},
      "mlp": {"hidden_ratio": 2.6667}},
+    # The options of published models: SwiGLU of an explicit width, tied embeddings, attention
+    # biases and qk-norm, RoPE scaling; Mamba-2's gated norm in a stack without FFN.
+    {"name": "published_attn", "d_model": 64, "n_layers": 3, "vocab_size": 91,
+     "tie_embeddings": True, "layers": {"default": "attention"},
+     "attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 24, "bias": "qkvo",
+                   "qk_norm": True, "rope_scaling": {"kind": "llama3", "factor": 8.0}},
+     "mlp": {"kind": "swiglu", "hidden": 150}},
+    {"name": "published_qkv", "d_model": 64, "n_layers": 2, "vocab_size": 91,
+     "layers": {"default": "attention"}, "attention": {"n_heads": 4, "bias": "qkv"},
+     "mlp": {"kind": "swiglu", "hidden_ratio": 2.5}},
+    {"name": "published_mamba", "d_model": 64, "n_layers": 2, "vocab_size": 91,
+     "tie_embeddings": True, "layers": {"default": "mamba"},
+     "mamba": {"head_dim": 16, "gated_norm": True}, "mlp": {"kind": "none"}},
 ]
 
 

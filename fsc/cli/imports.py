@@ -1,0 +1,78 @@
+"""`fsc import`: a published Hugging Face model as an fsc recipe (and checkpoint)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fsc.cli.common import JsonOpt, StoreOpt, err, out, output_dir, print_json, store_dir
+
+
+def import_cmd(
+    source: Annotated[str, typer.Argument(
+        help="A folder with config.json (and *.safetensors, tokenizer files), or "
+             "hf:ORG/NAME[@REV] on the Hub.")],
+    out_path: Annotated[Path | None, typer.Option(
+        "--out", help="Where to write: the checkpoint directory when the source has weights, "
+                      "else the recipe file. Without it the recipe is printed.")] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Recipe name (default: the folder or repo name).")] = None,
+    recipe_only: Annotated[bool, typer.Option(
+        "--recipe-only", help="Write the recipe file only, even when weights are present.")
+    ] = False,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read a published model's config.json as an fsc recipe (G = 1, exact at decode); with
+    --out and weights, write an fsc checkpoint with its tokenizer.
+
+    Llama, Mistral, Qwen2, Qwen3, Mamba-2 and Bamba import; a feature fsc cannot express
+    exactly (a sliding window, n_groups > 1, an unknown RoPE scaling, ...) is refused, naming
+    it (docs/import.md).
+    """
+    from fsc.errors import UsageError
+    from fsc.imports import import_config, local_dir
+
+    imported = import_config(source, name)  # config only: refusals come before any download
+    doc = {"source": source, "architecture": imported.architecture,
+           "recipe": imported.recipe.name, "recipe_hash": imported.recipe.recipe_hash}
+    if out_path is None:
+        if as_json:
+            print_json({**doc, "recipe_yaml": imported.recipe_yaml()})
+        else:
+            out.print(imported.recipe_yaml(), end="", markup=False, highlight=False)
+        return
+    directory = local_dir(source, files="config" if recipe_only else "all")
+    weights = not recipe_only and any(directory.glob("*.safetensors"))
+    if weights:
+        output_dir(out_path, "--out")
+        from fsc.hub.registry import register_checkpoint
+        from fsc.imports.convert import import_checkpoint
+
+        err.print(f"importing {imported.architecture} weights from {source} into {out_path} ...")
+        _, info = import_checkpoint(source, out_path, name)
+        register_checkpoint(store_dir(store), info, "saved")
+        doc |= {"checkpoint": info.to_dict()}
+    else:
+        if out_path.is_dir():
+            out_path = out_path / f"{imported.recipe.name}.yaml"
+        if out_path.exists():
+            raise UsageError(f"--out {out_path}: already exists; choose another path")
+        try:
+            out_path.write_text(imported.recipe_yaml())
+        except OSError as e:
+            raise UsageError(f"--out {out_path}: cannot write ({e.strerror or e})") from None
+        doc |= {"recipe_file": str(out_path)}
+    if as_json:
+        print_json(doc)
+        return
+    what = f"checkpoint {out_path}" if weights else f"recipe {out_path}"
+    out.print(f"{imported.architecture} from {source} -> {what} "
+              f"(recipe {imported.recipe.name}, hash {imported.recipe.recipe_hash})",
+              markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import")(import_cmd)

@@ -1,0 +1,109 @@
+"""Published architectures: a Hugging Face config.json (and its weights) as an fsc recipe.
+
+An import source is a local folder holding config.json (and, where present, *.safetensors and
+tokenizer files) that is not an fsc checkpoint, or ``hf:ORG/NAME[@REV]`` on the Hub. Each
+family (one module here) turns a config into recipe fields and names, for every tensor of
+fsc's model, the published tensor that fills it. A feature fsc cannot express is refused with
+one line naming it (`ImportRefused`); nothing is approximated. Torch-free: the cost model needs
+only the config; fsc.imports.convert reads the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from fsc.errors import ImportRefused, RecipeError
+from fsc.hub.layout import RECIPE_FILE
+from fsc.imports import bamba, llama, mamba2
+from fsc.imports.config import Config, recipe_name
+from fsc.imports.fetch import snapshot
+from fsc.recipe import Recipe, parse_recipe
+
+HF_PREFIX = "hf:"
+CONFIG = "config.json"
+FAMILIES: dict[str, ModuleType] = {arch: m for m in (llama, mamba2, bamba) for arch in m.ARCHITECTURES}
+
+
+def is_import_source(ref: str | Path) -> bool:
+    """`hf:ORG/NAME[@REV]`, or a folder with config.json that is not an fsc checkpoint."""
+    if str(ref).startswith(HF_PREFIX):
+        return True
+    p = Path(ref)
+    try:
+        return p.is_dir() and (p / CONFIG).is_file() and not (p / RECIPE_FILE).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def parse_hf(ref: str) -> tuple[str, str | None]:
+    """(repo id, revision or None) of ``hf:ORG/NAME[@REV]``."""
+    repo, _, rev = ref.removeprefix(HF_PREFIX).partition("@")
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        raise ImportRefused(f"{ref}: not a Hub model id (expected hf:ORG/NAME or hf:ORG/NAME@REV)")
+    return repo, rev or None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A config read as a recipe: the family module that maps its tensors, and the source."""
+
+    recipe: Recipe
+    family: ModuleType
+    architecture: str
+    source: str
+    origin: str | None = None  # a config's own "_source" note (fsc's transcribed configs)
+
+    def recipe_yaml(self) -> str:
+        """The recipe as YAML, its first lines naming where it came from."""
+        origin = f"# Source: {self.origin}\n" if self.origin else ""
+        return (f"# Imported by `fsc import` from {self.source} ({self.architecture}).\n"
+                f"{origin}"
+                "# G = 1: the published causal LM; fsc's block-causal mixers reduce to it.\n"
+                + self.recipe.to_yaml())
+
+
+def read_config(directory: Path, source: str) -> Config:
+    path = directory / CONFIG
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ImportRefused(f"{source}: cannot read {CONFIG} ({e.strerror or e})") from None
+    except ValueError as e:
+        raise ImportRefused(f"{source}: {CONFIG} is not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ImportRefused(f"{source}: {CONFIG} is not a JSON object")
+    return Config(data, source)
+
+
+def from_config(cfg: Config, name: str | None = None) -> Imported:
+    """The recipe of a published config, or ImportRefused naming what fsc cannot express."""
+    arch = cfg.architecture
+    family = FAMILIES.get(arch)
+    if family is None:
+        raise ImportRefused(f"{cfg.source}: architecture {arch} is not supported; fsc imports "
+                            + ", ".join(FAMILIES))
+    data = family.recipe(cfg, name or recipe_name(cfg.source))
+    try:
+        recipe = parse_recipe(data, cfg.source)
+    except RecipeError as e:
+        raise ImportRefused(f"{e} (from {arch}'s config)") from None
+    origin = cfg.data.get("_source")
+    return Imported(recipe, family, arch, cfg.source, str(origin) if origin else None)
+
+
+def local_dir(ref: str, files: str = "config") -> Path:
+    """The folder of an import source: the folder itself, or a Hub snapshot of its config
+    (`files="config"`) or of config, weights and tokenizer (`files="all"`)."""
+    if not ref.startswith(HF_PREFIX):
+        return Path(ref)
+    repo, rev = parse_hf(ref)
+    return snapshot(repo, rev, weights=files == "all")
+
+
+def import_config(ref: str | Path, name: str | None = None) -> Imported:
+    """The recipe of an import source, from its config alone."""
+    return from_config(read_config(local_dir(str(ref)), str(ref)), name)

@@ -1,0 +1,60 @@
+"""Bamba (transformers' BambaForCausalLM): an attention + Mamba-2 hybrid whose layers are fsc's
+own shape, norm → mixer (Mamba-2, or attention at `attn_layer_indices`) then norm → SwiGLU.
+
+Its attention rotates half of each head (partial RoPE, `attention.rope_dims`); its Mamba-2
+mixer is transformers' Mamba2 one (gated RMSNorm, eps rms_norm_eps), with one B/C group only.
+"""
+
+from __future__ import annotations
+
+from fsc.imports import llama
+from fsc.imports.config import Config
+from fsc.imports.mamba2 import check_time_step_limit
+
+ARCHITECTURES = ("BambaForCausalLM",)
+
+NAMES = (
+    (r"embed\.weight", "model.embed_tokens.weight"),
+    (r"layers\.(\d+)\.norm1\.weight", r"model.layers.\1.input_layernorm.weight"),
+    (r"layers\.(\d+)\.norm2\.weight", r"model.layers.\1.pre_ff_layernorm.weight"),
+    (r"layers\.(\d+)\.mixer\.w([qkvo])\.(weight|bias)", r"model.layers.\1.self_attn.\2_proj.\3"),
+    (r"layers\.(\d+)\.mixer\.conv_(weight|bias)", r"model.layers.\1.mamba.conv1d.\2"),
+    (r"layers\.(\d+)\.mixer\.(in_proj|out_proj|norm)\.weight", r"model.layers.\1.mamba.\2.weight"),
+    (r"layers\.(\d+)\.mixer\.(A_log|dt_bias|D)", r"model.layers.\1.mamba.\2"),
+    (r"layers\.(\d+)\.ffn\.(gate|up|down)\.weight", r"model.layers.\1.feed_forward.\2_proj.weight"),
+    (r"norm_f\.weight", "model.final_layernorm.weight"),
+    (r"lm_head\.weight", "lm_head.weight"),
+)
+
+ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # mamba_conv_bias: false
+
+
+def recipe(cfg: Config, name: str) -> dict:
+    groups = cfg.int("mamba_n_groups", 1)
+    if groups != 1:
+        raise cfg.refuse(f"mamba_n_groups {groups}", "fsc's Mamba-2 mixer has one B/C group")
+    if cfg.get("mamba_proj_bias", False):
+        raise cfg.refuse("mamba_proj_bias", "fsc's Mamba-2 projections have no biases")
+    check_time_step_limit(cfg)
+    out = cfg.common(name, tie_default=False)
+    d = out["d_model"]
+    expand, heads = cfg.int("mamba_expand", 2), cfg.int("mamba_n_heads", 128)
+    head_dim = cfg.get("mamba_d_head", "auto")
+    head_dim = expand * d // heads if head_dim == "auto" else cfg.int("mamba_d_head")
+    if heads * head_dim != expand * d:
+        raise cfg.refuse(f"mamba_n_heads {heads} × mamba_d_head {head_dim} != mamba_expand × "
+                         f"hidden_size {expand * d}", "fsc's heads split expand × d_model")
+    attn_at = sorted({int(i) + 1 for i in cfg.get("attn_layer_indices") or []})
+    layers: dict = {"default": "mamba"}
+    if attn_at:
+        attn = llama.attention(cfg, d, partial=0.5)
+        if cfg.get("attention_bias", False):
+            attn["bias"] = "qkvo"
+        layers["attention"] = {"positions": attn_at}
+        out["attention"] = attn
+    out.update(norm_eps=cfg.float("rms_norm_eps", 1e-5), layers=layers,
+               mamba={"d_state": cfg.int("mamba_d_state", 256), "expand": expand,
+                      "d_conv": cfg.int("mamba_d_conv", 4), "head_dim": head_dim,
+                      "gated_norm": True},
+               mlp=llama.swiglu(cfg))
+    return out

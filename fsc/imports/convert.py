@@ -1,0 +1,108 @@
+"""Published weights into fsc's model: every fsc tensor filled from the published tensor its
+family names, every published tensor used (or refused), then a checkpoint with the tokenizer."""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import ExitStack
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from fsc.errors import ImportRefused
+from fsc.hub.checkpoint import save_checkpoint
+from fsc.imports import Imported, from_config, local_dir, read_config
+from fsc.model.layers import TORCH_DTYPES
+from fsc.model.lm import build_model
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "generation_config.json")
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The safetensors files of a published folder (those its index names, when it has one)."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ImportRefused(f"{index}: malformed index (needs a weight_map object)") from None
+        missing = [n for n in names if not (directory / n).is_file()]
+        if missing:
+            raise ImportRefused(f"{directory}: {missing[0]}, named by its index, is missing")
+        return [directory / n for n in names]
+    return sorted(directory.glob("*.safetensors"))
+
+
+def published_name(imported: Imported, name: str) -> str | None:
+    for pattern, repl in imported.family.NAMES:
+        if re.fullmatch(pattern, name):
+            return re.sub(pattern, repl, name)
+    return None
+
+
+def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tensor], set[str]]:
+    """(fsc's state dict, the published names used) from `where`: published name -> open file."""
+    expected = build_model(imported.recipe, device="meta").state_dict()
+    zero_ok = getattr(imported.family, "ABSENT_AS_ZERO", ())
+    dtype = TORCH_DTYPES[imported.recipe.dtype]
+    state, used = {}, set()
+    for name, meta in expected.items():
+        src = published_name(imported, name)
+        if src not in where:
+            if any(re.fullmatch(p, name) for p in zero_ok):
+                state[name] = torch.zeros(meta.shape, dtype=dtype, device=device)
+                continue
+            raise ImportRefused(f"{imported.source}: tensor {src or name} is missing from the "
+                                "published weights")
+        t = where[src].get_tensor(src)
+        if tuple(t.shape) != tuple(meta.shape):
+            squeezed = [s for s in t.shape if s != 1] == [s for s in meta.shape if s != 1]
+            if not squeezed:
+                raise ImportRefused(f"{imported.source}: tensor {src} has shape {list(t.shape)} "
+                                    f"but fsc's {name} needs {list(meta.shape)}")
+            t = t.reshape(meta.shape)
+        state[name] = t.to(dtype)
+        used.add(src)
+    return state, used
+
+
+def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, torch.Tensor]:
+    """fsc's state dict (the recipe's dtype) from a published folder's safetensors."""
+    files = weight_files(directory)
+    if not files:
+        raise ImportRefused(f"{imported.source}: no *.safetensors weights to import")
+    with ExitStack() as stack:
+        opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
+                  for f in files]
+        where = {k: st for st in opened for k in st.keys()}
+        state, used = _fill(imported, where, device)
+    extra = sorted(set(where) - used - ({"lm_head.weight"} if imported.recipe.tie_embeddings
+                                         else set()))
+    if extra:
+        raise ImportRefused(f"{imported.source}: published tensor {extra[0]} has no place in "
+                            "fsc's model (a feature fsc does not express)")
+    return state
+
+
+def load_published(ref: str, device="cpu", name: str | None = None):
+    """(Imported, fsc model in eval mode) with the published weights; nothing written."""
+    directory = local_dir(ref, files="all")
+    imported = from_config(read_config(directory, ref), name)
+    model = build_model(imported.recipe, device="meta")
+    model.load_state_dict(fsc_state(imported, directory, device), strict=True, assign=True)
+    return imported, model.eval()
+
+
+def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
+    """Write the published model at `ref` as an fsc checkpoint in `out`, its tokenizer files
+    beside the weights. Returns (Imported, SavedCheckpoint)."""
+    imported, model = load_published(ref, name=name)
+    directory = local_dir(ref, files="all")
+    tokenizer = tuple(directory / f for f in TOKENIZER_FILES if (directory / f).is_file())
+    info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
+                           imported_from=f"{ref} ({imported.architecture})")
+    return imported, info
+

@@ -1,0 +1,31 @@
+"""Hub sources of `fsc import`: a snapshot of a published repo's config (and weights and
+tokenizer) in the Hugging Face cache, through huggingface_hub (HF_ENDPOINT, HF_TOKEN,
+HF_HUB_OFFLINE as usual)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from huggingface_hub import errors as hf
+from huggingface_hub import snapshot_download
+
+from fsc.errors import HubError, ImportRefused
+from fsc.hub.hub import hub_calls, quiet_unless_terminal
+
+CONFIG_FILES = ["config.json"]
+WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "tokenizer.json",
+                "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
+
+
+def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
+    """The local folder of `repo` at `revision`: config.json, and with `weights` the
+    safetensors weights and tokenizer files (never pickled .bin files)."""
+    quiet_unless_terminal()
+    patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
+    try:
+        with hub_calls(f"import hf:{repo}", repo, revision):
+            return Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+    except HubError as e:  # a name or revision that is not there is the user's to fix: exit 2
+        if isinstance(e.__cause__, (hf.RepositoryNotFoundError, hf.RevisionNotFoundError)):
+            raise ImportRefused(str(e)) from e
+        raise

@@ -1,0 +1,95 @@
+"""Llama, Mistral, Qwen2 and Qwen3: pre-norm attention (GQA, RoPE) + SwiGLU decoder stacks.
+
+What differs between them is a handful of options: the projections' biases (Qwen2: q, k, v;
+Llama / Qwen3 `attention_bias`: q, k, v and o), Qwen3's per-head RMSNorm of q and k, and sliding
+windows (refused: fsc's attention sees the whole prefix).
+"""
+
+from __future__ import annotations
+
+from fsc.imports.config import Config
+
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                 "Qwen3ForCausalLM")
+
+# fsc tensor name -> the published one (regex substitution; \1 the layer).
+NAMES = (
+    (r"embed\.weight", "model.embed_tokens.weight"),
+    (r"layers\.(\d+)\.norm1\.weight", r"model.layers.\1.input_layernorm.weight"),
+    (r"layers\.(\d+)\.mixer\.w([qkvo])\.(weight|bias)", r"model.layers.\1.self_attn.\2_proj.\3"),
+    (r"layers\.(\d+)\.mixer\.([qk])_norm\.weight", r"model.layers.\1.self_attn.\2_norm.weight"),
+    (r"layers\.(\d+)\.norm2\.weight", r"model.layers.\1.post_attention_layernorm.weight"),
+    (r"layers\.(\d+)\.ffn\.(gate|up|down)\.weight", r"model.layers.\1.mlp.\2_proj.weight"),
+    (r"norm_f\.weight", "model.norm.weight"),
+    (r"lm_head\.weight", "lm_head.weight"),
+)
+
+
+def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
+    """rope_theta, rope_dims and rope_scaling of the attention section, from transformers 4's
+    rope_theta / rope_scaling or 5's rope_parameters; scalings fsc cannot reproduce exactly are
+    refused. `partial`: the family's rotary fraction when the config does not give one."""
+    params = dict(cfg.get("rope_scaling") or {})
+    params.update(cfg.get("rope_parameters") or {})
+    theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    out = {"rope_theta": float(theta)}
+    fraction = float(params.get("partial_rotary_factor",
+                                cfg.get("partial_rotary_factor", partial)))
+    if fraction != 1.0:
+        out["rope_dims"] = int(head_dim * fraction)
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "default":
+        return out
+    if kind not in ("linear", "llama3"):
+        raise cfg.refuse(f"RoPE scaling {kind!r}", "fsc reproduces linear and llama3 exactly")
+    scaling = {"kind": kind, "factor": float(params["factor"])}
+    if kind == "llama3":
+        scaling.update(low_freq_factor=float(params["low_freq_factor"]),
+                       high_freq_factor=float(params["high_freq_factor"]),
+                       original_context=int(params["original_max_position_embeddings"]))
+    return {**out, "rope_scaling": scaling}
+
+
+def _no_sliding_window(cfg: Config) -> None:
+    window = cfg.get("sliding_window")
+    if cfg.get("use_sliding_window", window is not None) and window is not None:
+        raise cfg.refuse(f"sliding_window {window}", "fsc's attention sees the whole prefix")
+    kinds = set(cfg.get("layer_types") or ["full_attention"])
+    if kinds != {"full_attention"}:
+        raise cfg.refuse(f"layer_types {sorted(kinds)}", "fsc imports full_attention layers")
+
+
+def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
+    """The attention section: heads, GQA, head_dim when it is not d_model / n_heads, RoPE."""
+    h = cfg.int("num_attention_heads")
+    out = {"n_heads": h, "n_kv_heads": cfg.int("num_key_value_heads", h)}
+    head_dim = cfg.get("head_dim")
+    if head_dim is not None and (d_model % h or cfg.int("head_dim") != d_model // h):
+        out["head_dim"] = cfg.int("head_dim")
+    out.update(rope(cfg, out.get("head_dim", d_model // h), partial))
+    return out
+
+
+def recipe(cfg: Config, name: str) -> dict:
+    arch = cfg.architecture
+    _no_sliding_window(cfg)
+    if arch == "Qwen2ForCausalLM":
+        bias = "qkv"
+    else:
+        bias = "qkvo" if cfg.get("attention_bias", False) else "none"
+    out = cfg.common(name, tie_default=False)
+    attn = attention(cfg, out["d_model"])
+    if bias != "none":
+        attn["bias"] = bias
+    if arch == "Qwen3ForCausalLM":
+        attn["qk_norm"] = True
+    out.update(norm_eps=cfg.float("rms_norm_eps", 1e-6), layers={"default": "attention"},
+               attention=attn, mlp=swiglu(cfg))
+    return out
+
+
+def swiglu(cfg: Config) -> dict:
+    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    if cfg.get("mlp_bias", False):
+        raise cfg.refuse("mlp_bias", "fsc's SwiGLU has no biases")
+    return {"kind": "swiglu", "hidden": cfg.int("intermediate_size")}

@@ -1,0 +1,64 @@
+"""Mamba-2 (transformers' Mamba2ForCausalLM): norm → Mamba-2 mixer layers, no FFN.
+
+fsc's Mamba-2 mixer has one B/C group; at G = 1 its backward scan is empty, so it is the causal
+Mamba-2. The gated RMSNorm over y·silu(z) is `mamba.gated_norm`.
+"""
+
+from __future__ import annotations
+
+from fsc.imports.config import Config
+
+ARCHITECTURES = ("Mamba2ForCausalLM",)
+
+NAMES = (
+    (r"embed\.weight", "backbone.embeddings.weight"),
+    (r"layers\.(\d+)\.norm1\.weight", r"backbone.layers.\1.norm.weight"),
+    (r"layers\.(\d+)\.mixer\.conv_(weight|bias)", r"backbone.layers.\1.mixer.conv1d.\2"),
+    (r"layers\.(\d+)\.mixer\.(in_proj|out_proj|norm)\.weight",
+     r"backbone.layers.\1.mixer.\2.weight"),
+    (r"layers\.(\d+)\.mixer\.(A_log|dt_bias|D)", r"backbone.layers.\1.mixer.\2"),
+    (r"norm_f\.weight", "backbone.norm_f.weight"),
+    (r"lm_head\.weight", "lm_head.weight"),
+)
+
+# Published tensors an option leaves out, and the value that makes fsc's module the same.
+ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # use_conv_bias: false
+
+
+def _number(x) -> float | None:
+    """A config number; transformers 5 writes infinity as {"__float__": "Infinity"}."""
+    if isinstance(x, dict):
+        x = x.get("__float__")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_time_step_limit(cfg: Config) -> None:
+    """Refused unless dt is never clamped: (0, inf)."""
+    limit = [_number(x) for x in cfg.get("time_step_limit", [0.0, "inf"]) or [0.0, "inf"]]
+    if limit != [0.0, float("inf")]:
+        raise cfg.refuse(f"time_step_limit {limit}", "fsc never clamps dt")
+
+
+def recipe(cfg: Config, name: str) -> dict:
+    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    groups = cfg.int("n_groups", 8)
+    if groups != 1:
+        raise cfg.refuse(f"n_groups {groups}", "fsc's Mamba-2 mixer has one B/C group")
+    if cfg.get("use_bias", False):
+        raise cfg.refuse("use_bias", "fsc's Mamba-2 projections have no biases")
+    check_time_step_limit(cfg)
+    out = cfg.common(name, tie_default=False)
+    d, expand = out["d_model"], cfg.int("expand", 2)
+    head_dim, heads = cfg.int("head_dim", 64), cfg.int("num_heads", 128)
+    if heads * head_dim != expand * d:
+        raise cfg.refuse(f"num_heads {heads} × head_dim {head_dim} != expand × hidden_size "
+                         f"{expand * d}", "fsc's heads split expand × d_model")
+    out.update(norm_eps=cfg.float("layer_norm_epsilon", 1e-5), layers={"default": "mamba"},
+               mamba={"d_state": cfg.int("state_size", 128), "expand": expand,
+                      "d_conv": cfg.int("conv_kernel", 4), "head_dim": head_dim,
+                      "gated_norm": True},
+               mlp={"kind": "none"})
+    return out

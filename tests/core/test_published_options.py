@@ -1,0 +1,128 @@
+"""Recipe options of published models: SwiGLU of an explicit width, no FFN, tied embeddings,
+attention biases, qk-norm, RoPE scaling, Mamba-2's gated norm. Defaults change nothing."""
+
+import math
+
+import pytest
+import torch
+import yaml
+
+from fsc.errors import RecipeError
+from fsc.model.layers import rope_frequencies
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe, parse_recipe
+
+BASE = {"name": "opts", "d_model": 64, "n_layers": 4, "vocab_size": 97, "block_size": 4,
+        "dtype": "fp32"}
+HYBRID = {**BASE, "tie_embeddings": True,
+          "layers": {"default": "mamba", "attention": {"every": 2}},
+          "attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 24, "bias": "qkvo",
+                        "qk_norm": True, "rope_dims": 12,
+                        "rope_scaling": {"kind": "llama3", "factor": 8.0,
+                                         "original_context": 16}},
+          "mamba": {"head_dim": 16, "gated_norm": True},
+          "mlp": {"kind": "swiglu", "hidden": 80}}
+
+
+def _bad(data: dict, *words: str) -> None:
+    with pytest.raises(RecipeError) as e:
+        parse_recipe(data)
+    msg = str(e.value)
+    assert "\n" not in msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_options_are_refused_when_inconsistent():
+    _bad({**BASE, "layers": {"default": "attention"}, "attention": {"n_heads": 4},
+          "mlp": {"hidden": 96, "hidden_ratio": 2}}, "mlp.hidden", "not both")
+    _bad({**BASE, "layers": {"default": "mamba"}, "mlp": {"kind": "none", "hidden": 8}},
+         "mlp.kind", "none has no width")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "position": "none",
+                        "rope_scaling": {"kind": "linear", "factor": 2.0}}},
+         "attention.rope_scaling", "without RoPE")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_scaling": {"kind": "llama3", "factor": 8.0,
+                                                       "low_freq_factor": 4.0}}},
+         "high_freq_factor", "must exceed")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_scaling": {"kind": "yarn", "factor": 2.0}}},
+         "attention.rope_scaling.kind")
+    _bad({**BASE, "layers": {"default": "attention"}, "attention": {"n_heads": 4, "bias": "o"}},
+         "attention.bias")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_dims": 7}}, "attention.rope_dims", "even")
+    _bad({**BASE, "layers": {"default": "attention"},
+          "attention": {"n_heads": 4, "rope_dims": 32}}, "attention.rope_dims", "at most")
+
+
+def test_defaults_leave_models_and_yaml_as_they_were():
+    """An option at its default adds no parameter and no YAML line; seeded weights are the
+    same tensors in the same order as a recipe without the option's keys."""
+    plain = load_recipe("tiny_hybrid")
+    spelled = parse_recipe({**plain.model_dump(mode="json", exclude_none=True),
+                            "tie_embeddings": False,
+                            "attention": {**plain.attention.model_dump(mode="json"),
+                                          "bias": "none", "qk_norm": False}})
+    assert spelled.recipe_hash == plain.recipe_hash
+    assert spelled.to_yaml() == plain.to_yaml()
+    for key in ("tie_embeddings", "bias", "qk_norm", "gated_norm", "kind"):
+        assert key not in plain.to_yaml()
+    a, b = build_model(plain, seed=5), build_model(spelled, seed=5)
+    assert list(a.state_dict()) == list(b.state_dict())
+    assert all(torch.equal(a.state_dict()[k], v) for k, v in b.state_dict().items())
+
+
+def test_options_build_the_modules_they_name():
+    r = parse_recipe(HYBRID)
+    assert parse_recipe(yaml.safe_load(r.to_yaml())) == r
+    m = build_model(r, seed=1)
+    names = set(m.state_dict())
+    assert "lm_head.weight" not in names  # tied: the head reads the embedding
+    assert {"layers.1.mixer.wq.bias", "layers.1.mixer.wo.bias", "layers.1.mixer.q_norm.weight",
+            "layers.1.mixer.k_norm.weight", "layers.0.mixer.norm.weight",
+            "layers.0.ffn.gate.weight"} <= names
+    assert m.layers[0].ffn.gate.weight.shape == (80, 64)
+    bare = parse_recipe({**BASE, "layers": {"default": "mamba"}, "mlp": {"kind": "none"}})
+    assert not any(".ffn." in k or "norm2" in k for k in build_model(bare).state_dict())
+
+
+@pytest.mark.parametrize("G", [1, 4])
+@torch.no_grad()
+def test_cached_equals_blockwise_with_every_option(G):
+    m = build_model(parse_recipe(HYBRID), seed=2).eval()
+    for name, p in m.named_parameters():  # larger weights and nonzero biases: all of it matters
+        if ".mixer." in name and p.ndim == 2:
+            p.mul_(5.0)
+        elif ".mixer.w" in name and name.endswith("bias"):
+            p.fill_(0.1)
+    B, nb = 2, 3
+    tokens = torch.randint(0, 97, (B, G * nb), generator=torch.Generator().manual_seed(G))
+    ref = m.forward_blockwise(tokens, [G] * nb)
+    cache = m.empty_cache(B, G * nb, block_size=G)
+    for b in range(nb):
+        blk = tokens[:, b * G : (b + 1) * G]
+        torch.testing.assert_close(m.fold(blk, cache), ref[:, b * G : (b + 1) * G],
+                                   rtol=0, atol=1e-5)
+
+
+def test_llama3_rope_frequencies_follow_the_published_rule():
+    """Frequencies above original_context / high_freq_factor kept, below original_context /
+    low_freq_factor divided by factor, in between blended (Llama 3.1, theta 500000)."""
+    from fsc.mixers.attention import RopeScaling
+
+    s = RopeScaling(kind="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                    original_context=8192)
+    plain = rope_frequencies(128, 500000.0)
+    got = rope_frequencies(128, 500000.0, s)
+    wavelen = 2 * math.pi / plain
+    high, low = wavelen < 8192 / 4, wavelen > 8192
+    assert high.any() and low.any() and (~high & ~low).any()
+    assert torch.equal(got[high], plain[high])
+    torch.testing.assert_close(got[low], plain[low] / 8)
+    mid = ~high & ~low
+    smooth = (8192 / wavelen[mid] - 1) / 3
+    torch.testing.assert_close(got[mid], (1 - smooth) * plain[mid] / 8 + smooth * plain[mid])
+    lin = RopeScaling(kind="linear", factor=4.0)
+    torch.testing.assert_close(rope_frequencies(16, 1e4, lin), rope_frequencies(16, 1e4) / 4)

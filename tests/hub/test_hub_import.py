@@ -1,0 +1,39 @@
+"""`fsc import hf:ORG/NAME[@REV]` against the fake Hub: config, weights and tokenizer files come
+through huggingface_hub (HF_ENDPOINT); a config alone is enough for `fsc estimate hf:...`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.imports.published import save_published
+
+pytest.importorskip("transformers")
+
+
+def _put(hub, repo: str, folder: Path, skip=()) -> str:
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.name not in skip}
+    return hub.put_repo(repo, files)
+
+
+def test_import_from_the_hub(hub, fsc, tmp_path):
+    folder = save_published("qwen2", tmp_path / "qwen2")
+    first = _put(hub, "acme/tiny-qwen2", folder)
+    res = fsc("import", f"hf:acme/tiny-qwen2@{first}", "--out", "ck", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["architecture"] == "Qwen2ForCausalLM" and doc["recipe"] == "tiny-qwen2"
+    ck = tmp_path / "ck"
+    assert (ck / "fsc_recipe.yaml").read_text().startswith(
+        f"# Imported by `fsc import` from hf:acme/tiny-qwen2@{first} (Qwen2ForCausalLM).")
+    assert (ck / "model.safetensors").is_file() and (ck / "checksums.sha256").is_file()
+    # a config alone: estimate downloads config.json and nothing else
+    _put(hub, "acme/config-only", folder, skip={"model.safetensors"})
+    res = fsc("estimate", "hf:acme/config-only", "--S", "262144", "--G", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["recipe"] == "config-only"
+    res = fsc("import", "hf:acme/config-only", "--out", "r.yaml")
+    assert res.returncode == 0 and (tmp_path / "r.yaml").is_file(), res.stderr
+    res = fsc("import", "hf:acme/missing")
+    assert res.returncode == 2 and "not found" in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1

@@ -1,0 +1,41 @@
+"""recipes/published/: published configs (config.json as their authors ship it) beside the
+recipe `fsc import` makes of each; neither is a shipped recipe."""
+
+from pathlib import Path
+
+import pytest
+
+from fsc.imports import import_config
+from fsc.recipe import load_recipe, shipped_dir, shipped_recipes
+
+PUBLISHED = shipped_dir() / "published"
+NAMES = sorted(p.name for p in PUBLISHED.iterdir() if p.is_dir())
+
+
+def test_there_are_published_configs_and_they_are_not_shipped_recipes():
+    assert {"Llama-3.1-8B", "Qwen3-8B", "Mamba2-2.7B", "Bamba-9B"} <= set(NAMES)
+    assert not set(NAMES) & set(shipped_recipes())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_recipe_is_what_fsc_import_makes_of_its_config(name, monkeypatch):
+    monkeypatch.chdir(shipped_dir().parent)
+    imported = import_config(Path("recipes/published") / name)
+    assert (PUBLISHED / f"{name}.yaml").read_text() == imported.recipe_yaml()
+    recipe = load_recipe(PUBLISHED / f"{name}.yaml")
+    assert recipe.recipe_hash == imported.recipe.recipe_hash and recipe.block_size == 1
+    assert "# Source: " in imported.recipe_yaml()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_recipe_narrows_for_verify(name):
+    """`fsc verify` checks a large recipe at a reduced width: the explicit FFN width and the
+    rotated fraction of each head scale with it."""
+    recipe = load_recipe(PUBLISHED / f"{name}.yaml")
+    narrow = recipe.with_width(256, vocab_size=1024)
+    assert narrow.layer_plan == recipe.layer_plan and narrow.d_model == 256
+    if recipe.mlp.hidden is not None:
+        assert narrow.mlp.hidden == round(recipe.mlp.hidden * 256 / recipe.d_model)
+    if recipe.attention is not None and recipe.attention.rope_dims is not None:
+        head_dim = 256 // narrow.attention.n_heads
+        assert narrow.attention.rope_dims == head_dim // 2  # Bamba: half of each head
