@@ -348,9 +348,20 @@ def _metric(cells: Rows, metric: str) -> float:
     return sum(c[metric] * c["n"] for c in cells) / n if n else float("nan")
 
 
+def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the niah heatmap draws."""
+    return [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+
+
+def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the retrieval figure draws."""
+    return [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
+            and r.get(metric) is not None]
+
+
 def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
     """Needle retrieval as a length × depth heatmap, one panel per checkpoint."""
-    cells = [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+    cells = niah_cells(rows, metric)
     _need(cells, "niah cell", "fsc eval --task niah records them")
     panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
     cols = min(3, len(panels))
@@ -385,8 +396,7 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
 def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
     """Retrieval (over every depth or pair count) against length ÷ training length, one line
     per backbone (and task, when more than one is shown)."""
-    cells = [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
-             and r.get(metric) is not None]
+    cells = retrieval_cells(rows, metric)
     _need(cells, "niah or mqar cell with a training length", "fsc eval on a trained checkpoint")
     fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
@@ -406,6 +416,8 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     _legend(fig, handles, labels)
     return fig
 
+
+DRAWS: dict[str, Callable[[Rows], Rows]] = {"niah": niah_cells, "retrieval": retrieval_cells}
 
 BUILDERS: dict[str, Callable[..., Figure]] = {
     "latency": latency, "memory": memory, "throughput": throughput, "roofline": roofline,

@@ -63,6 +63,7 @@ class Report:
     generated: str
     run_ids: list[str]
     sections: list[Section]
+    note: str = ""  # how the runs were picked
 
 
 # ---- what goes in --------------------------------------------------------------------------
@@ -79,13 +80,17 @@ CAPTIONS = {
 }
 
 
+DEFAULT_SOURCES = (select.PROFILE, select.TRAINING, select.EVALUATION)
+
+
 def pick(st: Store, asked: list[str]) -> list[str]:
     """The runs a report shows: those asked (`all`: every run with results), or by default
-    the latest profile run and the latest training and evaluation run of each recipe."""
+    the latest profile run, the latest training run of each recipe and the latest evaluation
+    run of each recipe and task (so each figure and table finds the newest rows it draws)."""
     if asked and asked != [select.ALL]:
         return select.pick_runs(st, select.PROFILE, asked)
     chosen: list[str] = []
-    for source in (select.PROFILE, select.TRAINING, select.EVALUATION):
+    for source in DEFAULT_SOURCES:
         try:
             chosen += select.pick_runs(st, source, asked)
         except UsageError:
@@ -96,8 +101,29 @@ def pick(st: Store, asked: list[str]) -> list[str]:
     return chosen
 
 
+def compose(st: Store, asked: list[str], baseline: str | None = None,
+            want_png: bool = False) -> Report:
+    """The page of the runs `asked` (see `pick`), saying how they were picked."""
+    run_ids = pick(st, asked)
+    page = build(st, run_ids, baseline, want_png)
+    page.note = _selection_note(st, run_ids, asked)
+    return page
+
+
+def _selection_note(st: Store, run_ids: list[str], asked: list[str]) -> str:
+    """How the page's runs were picked, in words, and how to show others."""
+    others = len(select.runs_table(st)) - len(run_ids)
+    how = ("the runs named" if asked and asked != [select.ALL] else "every run with results"
+           if asked else "by default " + "; ".join(s.describe() for s in DEFAULT_SOURCES))
+    rest = (f" The store holds {others} other run{'s' if others != 1 else ''}: name them "
+            "(fsc report RUN…) or show all (fsc report all)." if others > 0 else "")
+    return f"Runs: {how}.{rest}"
+
+
 def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool) -> Figure:
-    shown = Figure(kind, CAPTIONS[kind])
+    drawn = sorted({r["run_id"] for r in figures.DRAWS.get(kind, list)(rows)})
+    shown = Figure(kind, CAPTIONS[kind] + (f" Run{'s' if len(drawn) > 1 else ''}: "
+                                           f"{', '.join(drawn)}." if drawn else ""))
     try:
         fig = plots.figure(kind, rows, colour)
     except UsageError as e:
@@ -321,6 +347,8 @@ def to_html(r: Report) -> str:
     body = [f"<h1>{_e(r.title)}</h1>",
             f'<p class="meta">fsc {_e(__version__)} · {_e(r.generated)} · runs '
             f"{_e(', '.join(r.run_ids))}</p>"]
+    if r.note:
+        body.append(f'<p class="note">{_e(r.note)}</p>')
     for s in r.sections:
         body.append(f"<h2>{_e(s.title)}</h2>")
         if s.text:
@@ -349,7 +377,7 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
     """The report as markdown; figures are written as PNG files into `folder`, which the
     markdown names as `folder_ref` (relative to the markdown file)."""
     lines = [f"# {r.title}", "", f"fsc {__version__} · {r.generated} · runs "
-             f"{', '.join(r.run_ids)}", ""]
+             f"{', '.join(r.run_ids)}", ""] + ([r.note, ""] if r.note else [])
     for n, s in enumerate(r.sections):
         lines += [f"## {s.title}", ""]
         if s.text:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from matplotlib.colors import to_hex
-from results_helpers import check_png, make_runs, train_and_eval_rows
+from results_helpers import check_png, eval_run, make_runs, point, train_and_eval_rows
 
 from fsc.results import figures, plots
 from fsc.store import Store
@@ -200,3 +200,37 @@ def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     doc = _plot(cli, "loss", "--store", store, "--out", tmp_path / "loss.png")
     assert doc["rows"] == 6
     check_png(tmp_path / "loss.png", colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
+
+
+def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_path):
+    """niah, then mqar, then loss (the README's order): the loss eval is the newest, yet niah
+    draws the niah run and retrieval both the niah and the mqar run, and says so."""
+    store = tmp_path / "store"
+    niah, mqar = eval_run(store, "tiny_attn", "niah"), eval_run(store, "tiny_attn", "mqar")
+    eval_run(store, "tiny_attn", "loss")
+    assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [niah]
+    doc = _plot(cli, "retrieval", "--store", store, "--out", tmp_path / "r.png")
+    assert doc["runs"] == [niah, mqar] and "niah or mqar cells" in doc["picked"]
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    assert r.code == 0 and "the latest eval run of each recipe with niah cells" in r.err
+    newer = eval_run(store, "tiny_attn", "niah")
+    assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [newer]
+
+
+def test_no_run_with_the_rows_names_them_and_the_command(cli, tmp_path):
+    store = tmp_path / "store"
+    eval_run(store, "tiny_attn", "loss")
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert "no eval run with niah cells" in r.err and "fsc eval --task niah" in r.err
+
+
+def test_default_profile_figure_skips_a_newer_run_without_ok_points(cli, made, tmp_path):
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile", None, {})
+    keys = ("recipe", "recipe_hash", "layer_plan", "S", "B", "G", "K", "dtype", "backend",
+            "device")
+    st.add_point(run, {k: point("tiny_attn", 1024, 1, 1.0)[k] for k in keys} | {"status": "oom"})
+    st.finish_run(run)
+    assert _plot(cli, "latency", "--store", made.store, "--out", tmp_path / "l.png")["runs"] \
+        == [made.run_b]

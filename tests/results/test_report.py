@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from results_helpers import check_png, make_runs, point, train_and_eval_rows
+from results_helpers import check_png, eval_run, make_runs, point, train_and_eval_rows
 
 from fsc.results import figures
 from fsc.store import Store
@@ -210,3 +210,27 @@ def test_the_page_loads_in_chromium_without_console_errors(cli, full_store, tmp_
     open_in_browser(blank, tmp_path / "blank.png")
     with pytest.raises(AssertionError):
         check_png(tmp_path / "blank.png")
+
+
+def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
+    """niah, then mqar, then loss: the page still draws the heatmap and the retrieval curve,
+    holds the niah and mqar cells, names the runs each figure drew and how they were picked."""
+    store = tmp_path / "store"
+    niah, mqar = eval_run(store, "tiny_attn", "niah"), eval_run(store, "tiny_attn", "mqar")
+    loss = eval_run(store, "tiny_attn", "loss")
+    other = eval_run(store, "tiny_mamba", "niah")
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", store, "--out", out).code == 0
+    html = out.read_text()
+    assert 'class="missing"' not in html
+    assert all(f"Run {r}" in html for r in (niah, mqar, loss))
+    assert html.count("<td>niah</td>") == 8 and html.count("<td>mqar</td>") == 4
+    assert f"Runs: {', '.join(sorted([niah, other]))}." in html  # the heatmap's
+    assert f"Runs: {', '.join(sorted([niah, mqar, other]))}." in html  # retrieval's
+    assert "latest eval run of each recipe and task" in html
+    older = eval_run(store, "tiny_attn", "niah")
+    newer = eval_run(store, "tiny_attn", "niah")
+    assert cli("report", "--store", store, "--out", out).code == 0
+    html = out.read_text()
+    assert f"Run {newer}" in html and f"Run {older}" not in html
+    assert "The store holds 2 other runs" in html
