@@ -280,6 +280,7 @@ def _shade(acc: float) -> str:
 
 def _render(rows: list[dict], task: str, recipe: str, run_id: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     if task == "loss":
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
@@ -303,7 +304,8 @@ def _render(rows: list[dict], task: str, recipe: str, run_id: str) -> None:
     for k in sorted({r[key] for r in rows}):
         cells = {r["length"]: r for r in rows if r[key] == k}
         table.add_row(f"{k:g}", *[
-            f"[{_shade(cells[n]['accuracy'])}] {cells[n]['accuracy']:.2f} [/]" if n in cells else "-"
+            Text(f" {cells[n]['accuracy']:.2f} ", style=_shade(cells[n]["accuracy"]))
+            if n in cells else "-"
             for n in cols])
     out.print(table)
 

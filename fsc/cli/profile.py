@@ -494,8 +494,9 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
     """Run the sweep with a progress bar on stderr, writing each point as it finishes; close
     the run as finished, failed or interrupted. On Ctrl-C, say how many points are kept and
     how to continue, and exit 130."""
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from fsc.cli.common import bar_text
 
     kept = stored_before
 
@@ -509,13 +510,13 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
 
         sweep.on_point = record
         try:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            with Progress(bar_text(), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err, transient=False) as bar:
                 task = bar.add_task(f"profile {run_id}", total=total, completed=stored_before)
 
                 def advance(row) -> None:
                     status = f"{row.step_ms:.2f} ms/step" if row.status == "ok" else row.status
-                    bar.update(task, advance=1, description=escape(
+                    bar.update(task, advance=1, description=(
                         f"{printable(row.recipe, 60)} S={row.S} B={row.B}: {status}"))
 
                 sweep.on_progress = advance

@@ -292,16 +292,15 @@ def _model(recipe, weights: str, cfg, resuming: bool):
 
 
 def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json) -> None:
-    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
-        TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
 
+    from fsc.cli.common import bar_text
     from fsc.provenance import environment
     from fsc.store import Store
     from fsc.train.evaluate import quick_eval
@@ -321,13 +320,13 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
     if data_source.supervises == "answer":
         trainer.evaluate = quick_eval
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        with Progress(bar_text(), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), console=err,
                       transient=False) as bar:
-            task = bar.add_task(f"train {recipe.name}", total=cfg.steps, completed=start_step)
+            task = bar.add_task(f"train {printable(recipe.name, 40)}", total=cfg.steps, completed=start_step)
 
             def advance(step: int, loss: float, tokens_per_s: float) -> None:
-                bar.update(task, completed=step, description=escape(
+                bar.update(task, completed=step, description=(
                     f"train {printable(recipe.name, 40)}: loss {loss:.4f}, "
                     f"{tokens_per_s / 1e3:.1f}k tok/s"))
 
