@@ -31,6 +31,7 @@ from fsc.cli.common import (
 )
 from fsc.errors import UsageError
 from fsc.train import ranks
+from fsc.train.fits import check_training_fits
 
 MAX_STEPS = 10**8
 MAX_NPROC = 1024
@@ -167,6 +168,9 @@ def train(
                                   ("--steps", steps), ("--out", out_dir)) if v is None]
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
+        if warmup is not None and warmup > steps:
+            raise UsageError(f"--warmup {warmup} is longer than --steps {steps}: the learning "
+                             "rate would never reach --lr")
         recipe = load_source_recipe(source)
         G = recipe.block_size
         goal = str(objective) if objective else ("frontier" if G > 1 else "ar")
@@ -192,6 +196,7 @@ def train(
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
+    check_training_fits(recipe, device, cfg.seq_len, cfg.batch, cfg.nproc)
     data_source = open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
 
     # Everything a user can get wrong is checked; now torch (or the processes that import it).
