@@ -306,6 +306,7 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
     )
 
     from fsc.cli.common import bar_text
+    from fsc.hub.registry import register_trained
     from fsc.provenance import environment
     from fsc.store import Store
     from fsc.train.evaluate import quick_eval
@@ -345,6 +346,7 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
         resume_cmd += f" --store {shlex.quote(str(store))}"
     st.finish_run(run_id, "interrupted" if res.interrupted else "finished",
                   f"interrupted at step {res.step}" if res.interrupted else None)
+    register_trained(st.dir, cfg.out, start_step, recipe.recipe_hash)  # fsc artifacts lists them
     done = res.losses[start_step:]
     summary = {"run_id": run_id, "store": str(st.file), "recipe": recipe.name,
                "objective": cfg.objective, "data": cfg.data, "step": res.step,

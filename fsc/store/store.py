@@ -341,10 +341,13 @@ class Store:
         return row["artifact_id"]
 
     def artifacts(self) -> list[dict[str, Any]]:
-        """Every artifact row, oldest first ([] when the store does not exist yet)."""
+        """Every artifact row, oldest first, with `recipe`: the name the store knows for its
+        recipe hash (None if none); [] when the store does not exist yet."""
         if not self.exists():
             return []
-        cols, rows = self.query("SELECT * FROM artifacts ORDER BY created_at, artifact_id")
+        cols, rows = self.query(
+            "SELECT a.*, r.name AS recipe FROM artifacts a LEFT JOIN recipes r USING (recipe_hash)"
+            " ORDER BY a.created_at, a.artifact_id")
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     # ---- reads ---------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """`fsc train` checks the memory a step needs before it prepares data; an allocation that
-fails at run time is one line that names memory."""
+fails at run time is one line that names memory; its checkpoints are listed by `fsc artifacts`."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +70,16 @@ def test_warmup_longer_than_the_run_is_refused(cli, tmp_path):
     assert r.code == 2 and r.err.count("\n") == 1
     assert "--warmup 1000 is longer than --steps 1" in r.err
     assert not (tmp_path / "x").exists()
+
+
+def test_artifacts_lists_the_checkpoints_train_wrote_by_recipe_name(cli, tmp_path):
+    store = tmp_path / "store"
+    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--batch", "2",
+               "--steps", "2", "--save-every", "1", "--out", tmp_path / "run",
+               "--store", store).code == 0
+    r = cli("artifacts", "--json", "--store", store)
+    rows = json.loads(r.out)
+    assert [Path(row["path"]).name for row in rows] == ["step-000001", "step-000002"]
+    assert all(row["action"] == "saved" and row["recipe"] == "tiny_attn" for row in rows)
+    table = cli("artifacts", "--store", store).out
+    assert "tiny_attn" in table and rows[0]["recipe_hash"] not in table
