@@ -5,10 +5,10 @@ markup) after `printable`, so a name like "[/bold]" or an ANSI escape prints as 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import fmt_bytes, printable
+from fsc.cli.tables import fitted
 from fsc.sweep import PointResult, compare
 
 # Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
@@ -16,28 +16,6 @@ from fsc.sweep import PointResult, compare
 RESULT_COLUMNS = ("recipe", "S", "B", "G", "K", "step ms", "p10–p90", "fold ms", "tok/s", "peak",
                   "cache", "GB/s", "floor ms", "roofline")
 DROP_FIRST = ("p10–p90", "floor ms", "GB/s", "cache", "roofline", "fold ms", "peak")
-
-
-def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], console: Console,
-           drop: tuple[str, ...] = ()) -> Table:
-    """A table of `records` (column -> cell) with as many of `columns` as fit the console,
-    leaving out `drop` columns in order. Only the recipe column may wrap, and it folds rather
-    than cutting a name off with an ellipsis."""
-    shown = list(columns)
-    for gone in (None, *drop):
-        if gone is not None:
-            shown.remove(gone)
-        table = Table(title=title)
-        for col in shown:
-            recipe = col == "recipe"
-            table.add_column(col, justify="left" if recipe else "right", no_wrap=not recipe,
-                             overflow="fold")
-        for rec in records:
-            table.add_row(*(rec.get(col, "") for col in shown))
-        natural = console.measure(table, options=console.options.update_width(10**4)).maximum
-        if natural <= console.width:
-            break
-    return table
 
 
 def _cells(r) -> dict:
