@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import unicodedata
 from enum import Enum
@@ -17,10 +18,11 @@ from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
-# tables at 80 columns, so give them room. Neither console reads rich markup: every string
+# tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console reads rich markup: every string
 # printed, put in a table or a title is shown as it is (a recipe named like a closing tag too);
 # styles are given as Text or style=, never as markup inside text.
-out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+_SIZED = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+out = Console(width=None if _SIZED else 160, markup=False)
 err = Console(stderr=True, markup=False)  # progress and logs: stderr
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)

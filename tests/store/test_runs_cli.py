@@ -183,3 +183,12 @@ def test_the_list_reads_at_a_narrow_terminal_and_whole_with_wide(two_runs, cli, 
     assert all(run_id in r.out for run_id in ids) and "…" in r.out and long not in r.out
     monkeypatch.setattr(common.out, "width", width)
     assert long in cli("runs", "--wide").out
+
+
+@pytest.mark.slow
+def test_columns_sets_the_width_of_a_pipe(two_runs, run_fsc):
+    st, ids = two_runs
+    st.query(f"update runs set command = '{'fsc profile -r x' * 20}' where run_id = '{ids[0]}'",
+             write=True)
+    r = run_fsc("runs", "--store", st.dir, env=dict(os.environ, COLUMNS="100"))
+    assert r.returncode == 0 and max(len(line) for line in r.stdout.splitlines()) == 100
