@@ -393,7 +393,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
-    torch_threads()
+    share = _cpu_share(cfg, scale, torch_threads())
     here = not cfg.device.startswith("cuda") or torch.cuda.is_available()
     spec = device_spec_for(torch.device(cfg.device)) if here else None  # else: each worker's
     if bandwidth is not None:
@@ -410,7 +410,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
             "bandwidth": bandwidth,
             "kernel_tuning": os.environ.get(TUNING_ENV) or None,  # the kernels' launch choices
             "recipe_hashes": {ref: loaded[ref].recipe_hash for ref in cfg.recipes},
-            "executor": scale["executor"], "workers": scale["workers"],
+            "executor": scale["executor"], "workers": scale["workers"], "cpu_share": share,
         }
         run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
     else:
@@ -450,8 +450,21 @@ def _engine(cfg, scale: dict):
                                 work.measure_to_file, _say)
 
 
+def _cpu_share(cfg, scale: dict, threads: int) -> dict | None:
+    """How a CPU sweep timed here shares the cores (fsc.scale.contention), said when they are
+    oversubscribed; None for a GPU or another machine."""
+    if cfg.device != "cpu" or scale["executor"] != "local":
+        return None
+    from fsc.scale.contention import cpu_share, warning
+
+    share = cpu_share(scale["workers"], threads)
+    if share["contended"]:
+        _say(warning(share))
+    return share
+
+
 def _say(text: str) -> None:
-    err.print(text, markup=False, highlight=False)
+    err.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 class _Interrupts:
