@@ -234,3 +234,52 @@ def test_default_profile_figure_skips_a_newer_run_without_ok_points(cli, made, t
     st.finish_run(run)
     assert _plot(cli, "latency", "--store", made.store, "--out", tmp_path / "l.png")["runs"] \
         == [made.run_b]
+
+
+LONG_DEVICE = "Intel(R) Xeon(R) Platinum 8480+ Processor with a long name"
+
+
+def _inside(fig) -> None:
+    """The figure's title lies within it (none of it clipped at an edge)."""
+    fig.canvas.draw()
+    box = fig.get_suptitle() and fig._suptitle.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+
+
+def test_titles_fit_however_long_the_device_and_runs(tmp_path):
+    rows = [point("tiny_attn", 1024, B, 1.0) | {"device_name": LONG_DEVICE,
+                                                "run_id": f"20261202T0631{B}0-f5a857"}
+            for B in (1, 2)]
+    colour = figures.colours(["tiny_attn"])
+    _inside(figures.throughput(rows, colour))  # one panel: the narrowest figure
+    cells = [{"run_id": f"20261202T06310{i}-f5a857", "recipe": "tiny_attn", "task": task,
+              "checkpoint": "c", "length": 256 * m, "length_ratio": float(m), "depth": 0.5,
+              "pairs": 2, "n": 10, "accuracy": 0.5, "device_name": LONG_DEVICE}
+             for i, task in enumerate(("niah", "mqar", "niah")) for m in (1, 2)]
+    _inside(figures.niah(cells[:2], colour))
+    fig = figures.retrieval(cells, colour)
+    _inside(fig)
+    styles = {ln.get_label().split(" · ")[1]: ln.get_linestyle() for ln in fig.axes[0].lines}
+    assert styles["mqar"] != styles["niah"]  # told apart without the legend's colours
+    assert "depths or pair counts" in fig.axes[0].get_ylabel()
+
+
+def test_memory_in_a_unit_that_fits_and_no_line_decades_above_the_data():
+    rows = [point("tiny_mamba", S, 1, 1.0) | {"device": "cpu", "device_name": "cpu box",
+                                              "device_memory_bytes": int(23.5 * 2**30),
+                                              "peak_bytes": 500_000 + 100 * S, "run_id": "r"}
+            for S in (1024, 4096)]
+    fig = figures.memory(rows, figures.colours(["tiny_mamba"]))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "peak memory (KiB)" and ax.get_ylim()[1] < 2**10
+    assert len(ax.lines) == 1  # the data; the device's 23.5 GiB is named in the legend only
+    assert any("23.5 GiB), far above" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_the_no_roof_note_is_beside_the_plot_not_on_it():
+    rows = [point("tiny_attn", S, 1, 1.0) | {"device": "cpu", "step_flops": 1e9,
+                                             "bandwidth": None, "run_id": "r"}
+            for S in (1024, 4096)]
+    fig = figures.roofline(rows, figures.colours(["tiny_attn"]))
+    assert all(not ax.texts for ax in fig.axes)
+    assert any("no roof drawn" in t.get_text() for t in fig.legends[0].get_texts())
