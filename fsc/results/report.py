@@ -38,6 +38,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
+    details: list[tuple[str, str]] = field(default_factory=list)  # (name, long text), folded
 
 
 @dataclass
@@ -142,10 +143,15 @@ def _svg(text: str) -> str:
 
 
 def _num(v: Any, digits: int = 3) -> str:
+    """A number as a reader wants it: 1,069 and 12.3 and 0.0123, never 1.07e+03."""
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        if v != v or abs(v) == float("inf"):
+            return str(v)
+        if abs(v) >= 10 ** (digits - 1):
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.1e}"
     return str(v)
 
 
@@ -166,7 +172,7 @@ def _points_table(points: list[dict]) -> Table:
         ok = p["status"] == "ok"
         rows.append([p["recipe"], str(p["S"]), str(p["B"]), str(p["G"]), str(p["K"]), p["dtype"],
                      p["status"], _num(p["step_ms"]) if ok else "–",
-                     f"{p['step_ms_p10']:.3g}–{p['step_ms_p90']:.3g}" if ok else "–",
+                     f"{_num(p['step_ms_p10'])}–{_num(p['step_ms_p90'])}" if ok else "–",
                      _num(p["fold_ms"]) if ok else "–",
                      _num(p["tokens_per_s"]) if ok else "–", _bytes(p["peak_bytes"]),
                      _num(p["achieved_gbps"]), _num(p["floor_ms"])])
@@ -204,7 +210,7 @@ def _training_table(steps: list[dict]) -> Table:
                      _num(line[0]["loss"]), _num(last["loss"]),
                      _num(sorted(tps)[len(tps) // 2]) if tps else "–",
                      _num(last["elapsed_s"])])
-    return Table("Training", ["run", "recipe", "objective", "data", "steps", "first loss",
+    return Table("Runs", ["run", "recipe", "objective", "data", "steps", "first loss",
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
@@ -235,12 +241,22 @@ def _provenance_table(info: dict) -> Table:
         ["kernel settings", config.get("kernel_tuning") or "defaults"
          if info["kind"] == "profile" else "–"],
         ["kernels ran", backends],
-        ["config", json.dumps({k: v for k, v in config.items() if k != "recipe_hashes"},
-                              sort_keys=True, default=str)],
     ]
+    details = []
+    for key, value in sorted(config.items()):
+        if key == "recipe_hashes" or value is None:
+            continue
+        if isinstance(value, str) and "\n" in value:  # a recipe's YAML: folded below the table
+            details.append((f"config: {key}", value))
+        elif isinstance(value, (list, tuple)):
+            rows.append([f"config: {key}", ", ".join(str(v) for v in value)])
+        elif isinstance(value, dict):
+            rows.append([f"config: {key}", json.dumps(value, sort_keys=True, default=str)])
+        else:
+            rows.append([f"config: {key}", str(value)])
     if info.get("error"):
         rows.append(["error", info["error"]])
-    return Table(f"Run {info['run_id']}", ["", ""], rows)
+    return Table(f"Run {info['run_id']}", ["", ""], rows, details=details)
 
 
 def build(st: Store, run_ids: list[str], baseline: str | None = None,
@@ -310,7 +326,8 @@ h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; ma
 h3 { font-size: 1.05em; margin-top: 1.4em; }
 .meta { color: #666; }
 figure { margin: 1.2em 0; }
-figure svg { max-width: 100%; height: auto; }
+figure svg { width: 100%; height: auto; }
+details pre { background: #f7f7f7; padding: 0.5em 0.8em; overflow-x: auto; }
 figcaption { color: #555; font-size: 0.92em; }
 .missing { color: #8a5a00; background: #fff6e0; padding: 0.4em 0.7em; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
@@ -340,6 +357,8 @@ def _table_html(t: Table) -> str:
         parts.append("</tbody></table>")
     if t.note:
         parts.append(f'<p class="note">{_e(t.note)}</p>')
+    parts += [f"<details><summary>{_e(name)}</summary><pre>{_e(text)}</pre></details>"
+              for name, text in t.details]
     return "\n".join(parts)
 
 
@@ -399,4 +418,6 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
                 lines.append("")
             if t.note:
                 lines += [t.note, ""]
+            for name, text in t.details:
+                lines += [f"{name}:", "", "~~~~", text.rstrip("\n"), "~~~~", ""]
     return "\n".join(lines)

@@ -234,3 +234,25 @@ def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
     html = out.read_text()
     assert f"Run {newer}" in html and f"Run {older}" not in html
     assert "The store holds 2 other runs" in html
+
+
+def test_numbers_read_plainly_training_is_said_once_and_config_is_a_table(cli, tmp_path):
+    made = make_runs(tmp_path / "store")
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile", None,
+                       {"recipes": ["tiny_attn"], "S": [1024], "recipe_yaml": "name: x\nd: 1\n"})
+    st.add_point(run, point("tiny_attn", 1024, 1, 1068.86))
+    st.finish_run(run)
+    ids = train_and_eval_rows(made.store)
+    out = tmp_path / "r.html"
+    assert cli("report", run, *ids["train"], "--store", made.store, "--out", out).code == 0
+    html = out.read_text()
+    assert not re.search(r"\d\.\d+e[+-]\d", " ".join(parse(out).text))  # no 1.07e+03
+    assert "<td>1,069</td>" in html and "1,058–1,080" in html
+    assert html.count(">Training<") == 1
+    assert '<td>config: recipes</td><td class="text">tiny_attn</td>' in html
+    assert "<details><summary>config: recipe_yaml</summary><pre>name: x\nd: 1\n</pre>" in html
+    assert "figure svg { width: 100%" in html
+    md = tmp_path / "r.md"
+    assert cli("report", run, "--store", made.store, "--out", md).code == 0
+    assert "~~~~\nname: x\nd: 1\n~~~~" in md.read_text()
