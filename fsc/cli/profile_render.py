@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from fsc import noise
 from fsc.cli.common import fmt_bytes, printable
 from fsc.cli.tables import fitted
 from fsc.sweep import PointResult, compare
@@ -26,7 +27,8 @@ def _cells(r) -> dict:
         cells["step ms"] = Text(r.status, "red")
         return cells
     return cells | {
-        "step ms": f"{r.step_ms:.3f}",
+        "step ms": Text(f"{r.step_ms:.3f} {noise.MARK}", "yellow") if noise.noisy(r)
+        else f"{r.step_ms:.3f}",
         "p10–p90": f"{r.step_ms_p10:.2f}–{r.step_ms_p90:.2f}",
         "fold ms": f"{r.fold_ms:.3f}",
         "tok/s": f"{r.tokens_per_s:.0f}",
@@ -44,6 +46,8 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     console.print(fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, [_cells(r) for r in rows],
                          console, DROP_FIRST))
+    if any(noise.noisy(r) for r in rows if r.status == "ok"):
+        console.print(noise.LEGEND, style="yellow", markup=False, highlight=False)
     ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
     if ran:
         console.print(f"kernels ran: {', '.join(ran)}", style="dim", markup=False, highlight=False)
@@ -55,8 +59,7 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
                    "recipe": Text(printable(x["recipe"]))}
             for col, k in (("latency ×", "latency_x"), ("memory ×", "memory_x"),
                            ("throughput ×", "throughput_x")):
-                rec[col] = (f"{x[k]:.2f}×" if x[k] is not None
-                            else f"baseline {x['baseline_status']}")
+                rec[col] = noise.versus(x, k)
             records.append(rec)
         title = f"versus {printable(comp[0]['baseline'])} (× > 1: better than the baseline)"
         console.print(fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",

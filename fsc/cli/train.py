@@ -204,7 +204,7 @@ def train(
     if cfg.nproc > 1 and not ranks.launched():
         _launch(cfg.nproc, device)
         return
-    from fsc.loading import check_fits
+    from fsc.loading import check_fits, free_bytes
     from fsc.train import parallel
 
     torch_threads()
@@ -217,6 +217,8 @@ def train(
     if cfg.dtype == "bf16" and not cfg.device.startswith("cuda"):
         raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
     check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch, G=G)
+    check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
+                        free_bytes(cfg.device))
     model = _model(recipe, weights, cfg, state is not None)
     try:
         if rank == 0:

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from fsc import noise
 from fsc.costmodel import device_spec
 from fsc.errors import UsageError
 
@@ -179,6 +180,12 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
                         yerr=[[r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]) for r in good],
                               [(r["step_ms_p90"] or r["step_ms"]) - r["step_ms"] for r in good]],
                         color=c, marker=marker, ms=4, lw=1.4, capsize=2, label=label)
+            loud = [r for r in good if noise.noisy(r)]
+            if loud:  # drawn hollow, larger: a reader should not trust these
+                ax.plot([r["S"] for r in loud], [r["step_ms"] for r in loud], ls="",
+                        marker=marker, ms=9, mfc="white", mec=c, mew=1.4, zorder=3)
+                extra_handles[f"noisy: p10–p90 > {noise.NOISY_SPREAD:.0%} of median"] = Line2D(
+                    [], [], ls="", marker="o", ms=8, mfc="white", mec="0.4")
         floor = [r for r in good if r.get("floor_ms")]
         if floor:
             ax.plot([r["S"] for r in floor], [r["floor_ms"] for r in floor], ls="--", lw=1,

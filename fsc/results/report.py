@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fsc import __version__
+from fsc import __version__, noise
 from fsc.errors import UsageError
 from fsc.results import figures, plots, select
 from fsc.store import Store
@@ -171,12 +171,14 @@ def _points_table(points: list[dict]) -> Table:
     for p in points:
         ok = p["status"] == "ok"
         rows.append([p["recipe"], str(p["S"]), str(p["B"]), str(p["G"]), str(p["K"]), p["dtype"],
-                     p["status"], _num(p["step_ms"]) if ok else "–",
+                     p["status"], _num(p["step_ms"]) + (f" {noise.MARK}" if noise.noisy(p) else "")
+                     if ok else "–",
                      f"{_num(p['step_ms_p10'])}–{_num(p['step_ms_p90'])}" if ok else "–",
                      _num(p["fold_ms"]) if ok else "–",
                      _num(p["tokens_per_s"]) if ok else "–", _bytes(p["peak_bytes"]),
                      _num(p["achieved_gbps"]), _num(p["floor_ms"])])
-    return Table("Points", cols, rows)
+    noisy = any(p["status"] == "ok" and noise.noisy(p) for p in points)
+    return Table("Points", cols, rows, note=noise.LEGEND if noisy else "")
 
 
 _POINT_FIELDS = {f.name for f in fields(PointResult)} - {"samples", "traceback"}
@@ -194,11 +196,12 @@ def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
     if not comp:
         return None
     rows = [[str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"]]
-            + [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
-               for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
+            + [noise.versus(x, k) for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
     return Table(f"Against {comp[0]['baseline']} at each S",
                  ["S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"], rows,
-                 note="× above 1: better than the baseline (faster, smaller, more tokens/s).")
+                 note="× above 1: better than the baseline (faster, smaller, more tokens/s); "
+                 "noise: the p10–p90 intervals overlap, so no ratio is claimed.")
+
 
 
 def _training_table(steps: list[dict]) -> Table:

@@ -1,5 +1,6 @@
-"""Whether a training run fits in memory, checked before any data is prepared or torch is
-loaded for the CPU (the cost model's `training_memory` against the memory free)."""
+"""Whether a training run fits in memory (the cost model's `training_memory` against the memory
+free): on the CPU before any data is prepared or torch is loaded; on a GPU once torch can say
+how much of it is free."""
 
 from __future__ import annotations
 
@@ -21,32 +22,18 @@ def host_free_bytes() -> int:
     return 2**63
 
 
-def free_bytes(device: str) -> int:
-    """Memory the run may take on `device` (cpu, cuda, cuda:N or auto): torch is imported only
-    for a device that may be a GPU."""
-    if device == "cpu":
-        return host_free_bytes()
-    import torch
-
-    from fsc.loading import free_bytes as device_free
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return device_free(device)
-    except (RuntimeError, ValueError):  # a bad --device: its own check says so later
-        return 2**63
-
-
 def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: int = 1,
                         budget: int | None = None) -> None:
     """UsageError (one line, exit 2) when one training step of `recipe` at (seq_len, batch)
-    needs more than `budget` bytes (default: what `device` has free). With `nproc` processes
-    on the CPU, each holds its own copy of the weights and optimizer state."""
+    needs more than `budget` bytes (default: on the CPU, the memory available; elsewhere no
+    check: the caller checks again with the device's free memory). With `nproc` processes on
+    the CPU, each holds its own copy of the weights and optimizer state."""
+    if budget is None and device != "cpu":
+        return
     mem = training_memory(recipe, seq_len, batch)
     copies = nproc if device == "cpu" else 1
     need = mem["total_bytes"] + (copies - 1) * mem["state_bytes"]
-    have = free_bytes(device) if budget is None else budget
+    have = host_free_bytes() if budget is None else budget
     if need <= have:
         return
     parts = ", ".join(f"{name} {mem[key] / GiB:.2f}" for name, key in (
