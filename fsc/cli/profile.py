@@ -512,13 +512,14 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
     from fsc.cli.common import bar_text
 
     kept = stored_before
+    stored: list[int] = []  # point ids: finish_run checks each is there
 
     with _Interrupts() as interrupts:
 
         def record(row) -> None:
             nonlocal kept
             with interrupts.held():
-                st.add_point(run_id, _point_columns(row), row.samples)
+                stored.append(st.add_point(run_id, _point_columns(row), row.samples))
                 kept += 1
 
         sweep.on_point = record
@@ -536,7 +537,8 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
                 rows = sweep.run()
         except KeyboardInterrupt:
             with interrupts.held():
-                st.finish_run(run_id, "interrupted", f"interrupted after {kept} of {total} points")
+                st.finish_run(run_id, "interrupted", f"interrupted after {kept} of {total} points",
+                              stored)
             print(f"interrupted: {kept} of {total} points of run {run_id} are stored; "
                   "continue with:", file=sys.stderr)
             print(f"  {resume_command}", file=sys.stderr)
@@ -544,7 +546,7 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
         except BaseException as e:
             st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
             raise
-    st.finish_run(run_id, "finished")
+    st.finish_run(run_id, "finished", points=stored)
     return rows
 
 
