@@ -43,6 +43,7 @@ from fsc.cli.common import (
     torch_device,
     torch_threads,
 )
+from fsc.cli.tables import WideOpt
 from fsc.errors import UsageError
 
 _SUFFIX = {"k": 2**10, "m": 2**20}
@@ -218,6 +219,7 @@ def profile(
     slurm_time: SlurmTimeOpt = 60,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Time step and fold over S and B for each recipe; record every point in the store.
 
@@ -284,7 +286,7 @@ def profile(
     if dry_run:
         _dry_run(todo, cfg, len(points), as_json)
         return
-    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale)
+    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale, wide)
 
 
 def run_device(device: str, executor: str, remote: bool) -> str:
@@ -378,7 +380,8 @@ def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
                         "is measured or recorded", out)
 
 
-def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale) -> None:
+def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale,
+             wide: bool = False) -> None:
     """Register, run and close the sweep; print its results."""
     import torch
 
@@ -437,7 +440,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     follow_up = f"fsc query \"select * from profile where run_id = '{run_id}'\""
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
-    render_rows(rows, run_id, str(st.file), follow_up, out, err)
+    render_rows(rows, run_id, str(st.file), follow_up, out, err, wide)
 
 
 def _engine(cfg, scale: dict):

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from fsc import noise
 from fsc.cli.common import fmt_bytes, printable
-from fsc.cli.tables import fitted
+from fsc.cli.tables import fitted, show
 from fsc.sweep import PointResult, compare
 
 # Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
@@ -40,12 +40,13 @@ def _cells(r) -> dict:
 
 
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
-                errors: Console) -> None:
+                errors: Console, wide: bool = False) -> None:
     """The results of a sweep, each recipe against the baseline, failed points on `errors`,
     and the query that shows the run (on a line of its own, never wrapped, to copy)."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
-    console.print(fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, [_cells(r) for r in rows],
-                         console, DROP_FIRST))
+    width = None if wide else -1
+    show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS,
+                         [_cells(r) for r in rows], console, DROP_FIRST, width=width), wide)
     if any(noise.noisy(r) for r in rows if r.status == "ok"):
         console.print(noise.LEGEND, style="yellow", markup=False, highlight=False)
     ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
@@ -62,8 +63,8 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
                 rec[col] = noise.versus(x, k)
             records.append(rec)
         title = f"versus {printable(comp[0]['baseline'])} (× > 1: better than the baseline)"
-        console.print(fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
-                                     "throughput ×"), records, console))
+        show(console, fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
+                                     "throughput ×"), records, console, width=width), wide)
     for r in rows:
         if r.status != "ok":
             errors.print(Text.assemble(
