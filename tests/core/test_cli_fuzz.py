@@ -90,7 +90,7 @@ COMMANDS = {
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
-              "--slurm-partition"}
+              "--slurm-partition", "--wide"}
 
 
 def _cases():
