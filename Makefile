@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-wheels bench retrieval clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-wheels bench retrieval stress-store clean
 
 install: $(STAMP)
 
@@ -89,6 +89,11 @@ bench: install
 # depths. About an hour on 2 CPU cores; runs/retrieval holds the checkpoints and the store.
 retrieval: install
 	$(BIN)/python -m tools.retrieval
+
+# Concurrent writers and a read loop on one store, 50 fresh stores; stops at the first lost
+# row (docs/benchmarks.md section 7).
+stress-store: install
+	$(BIN)/python -m tools.stress_store --writers 8 --points 4 --rounds 50
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -65,7 +65,10 @@ class KernelError(FscError):
 
 
 def is_out_of_memory(e: BaseException) -> bool:
-    """A CUDA or host allocation failure (torch.OutOfMemoryError, MemoryError), told apart
-    from other failures without importing torch."""
+    """A CUDA or host allocation failure (torch.OutOfMemoryError, MemoryError, the CPU
+    allocator's "can't allocate memory"), told apart from other failures without importing
+    torch."""
+    text = str(e).lower()
     return (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
-            or "out of memory" in str(e).lower())
+            or any(s in text for s in ("out of memory", "can't allocate memory",
+                                       "cannot allocate memory")))

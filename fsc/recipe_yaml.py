@@ -30,6 +30,9 @@ MAX_SOURCE = 160  # characters of a file name in an error (its end: the file, no
 MAX_MESSAGE = 400  # characters of a whole error (the CLI prints at most as many)
 
 _MERGE = "tag:yaml.org,2002:merge"
+_INT = "tag:yaml.org,2002:int"
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")  # YAML 1.1 reads 0100 as octal 64
+_BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+")  # and 1:30 as 90
 _repr = reprlib.Repr()  # bounded: a huge value costs no more to show than a small one
 _repr.maxlevel, _repr.maxdict, _repr.maxlist = 2, 4, 6
 _repr.maxstring = _repr.maxother = MAX_SHOWN
@@ -125,6 +128,8 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
                            f"allowed: at most {MAX_DEPTH}")
         seen[id(node)] = None
         children = []
+        if isinstance(node, ScalarNode) and node.tag == _INT:
+            _decimal(node.value, where)
         if isinstance(node, SequenceNode):
             children = [(v, (*path, str(i))) for i, v in enumerate(node.value)]
         elif isinstance(node, MappingNode):
@@ -154,6 +159,18 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
         raise _Refused(where, f"expands to more than {MAX_VALUES} values (through aliases); "
                        f"allowed: at most {MAX_VALUES}")
     return size, height
+
+
+def _decimal(text: str, where: str) -> None:
+    """Refuse the integer forms YAML 1.1 reads as something other than the decimal they look
+    like: a leading zero (octal) and colons (base 60)."""
+    if _LEADING_ZERO.fullmatch(text):
+        meant = text.lstrip("+-").replace("_", "").lstrip("0") or "0"
+        raise _Refused(where, f"{text} has a leading zero (YAML reads it as the octal number "
+                       f"{int(yaml.safe_load(text))}); allowed: a decimal integer such as {meant}")
+    if _BASE_60.fullmatch(text):
+        raise _Refused(where, f"{text} is a base-60 number to YAML "
+                       f"({int(yaml.safe_load(text))}); allowed: a decimal integer")
 
 
 def parse_yaml(text: str, source: str) -> object:

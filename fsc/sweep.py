@@ -13,6 +13,7 @@ from datetime import datetime
 
 from fsc.blocks import block_setting
 from fsc.costmodel import DeviceSpec, memory, pass_cost
+from fsc.noise import overlap
 from fsc.recipe import Recipe
 
 CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
@@ -223,7 +224,8 @@ def _baseline(rows: list[PointResult]) -> str:
 def compare(rows: list[PointResult], baseline: str | None = None) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
     baseline recipe (default: the all-attention one, else the first; × > 1: better than the
-    baseline)."""
+    baseline). `latency_noise` / `throughput_noise`: the p10–p90 intervals of the step (and,
+    for throughput, the fold) overlap, so the ratio is inside the noise."""
     if not rows:
         return []
     base_name = baseline or _baseline(rows)
@@ -245,5 +247,7 @@ def compare(rows: list[PointResult], baseline: str | None = None) -> list[dict]:
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
             "baseline_status": base.status if base else "-",
+            "latency_noise": ok and overlap(base, r),
+            "throughput_noise": ok and overlap(base, r) and overlap(base, r, "fold"),
         })
     return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))

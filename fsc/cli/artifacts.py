@@ -96,8 +96,9 @@ def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     for r in rows:
         hub = f"{r['repo']}@{r['revision']}" if r.get("repo") else "-"
         path = r["path"] if r["present"] else f"{r['path']} (gone)"
-        cells = (f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path, r["recipe_hash"],
-                 hub, (r.get("commit_id") or "-")[:12])
+        cells = (f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path,
+                 r.get("recipe") or (r["recipe_hash"] or "-")[:12], hub,
+                 (r.get("commit_id") or "-")[:12])
         t.add_row(*(Text(printable(c)) for c in cells))  # stored text, never markup
     out.print(t)
 

@@ -18,6 +18,7 @@ from fsc.cli.common import (
     out,
     output_dir,
     print_json,
+    printable,
     store_dir,
 )
 
@@ -64,10 +65,11 @@ def build(
 
 
 def _render(rep: dict) -> None:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    out.print(f"[bold]{escape(rep['name'])}[/]  hash {rep['recipe_hash']}  ({rep['built_on']} build)")
+    out.print(Text.assemble((printable(rep["name"]), "bold"),
+                            f"  hash {rep['recipe_hash']}  ({rep['built_on']} build)"))
     out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
               f"{rep['state_dtype']} states")
     if rep["position_encoding"] is not None:
@@ -77,7 +79,7 @@ def _render(rep: dict) -> None:
     t.add_column("params", justify="right")
     for k, v in rep["params_by_kind"].items():
         t.add_row(k, fmt_count(v))
-    t.add_row("[bold]total", f"[bold]{fmt_count(rep['n_params'])}")
+    t.add_row(Text("total", "bold"), Text(fmt_count(rep["n_params"]), "bold"))
     out.print(t)
     c = rep["cache"]
     out.print(f"weights {fmt_bytes(rep['weight_bytes'])}   cache at S={c['S']}, B={c['B']}: "

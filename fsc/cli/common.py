@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import unicodedata
 from enum import Enum
@@ -17,9 +18,12 @@ from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
-# tables at 80 columns, so give them room.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)  # progress and logs: stderr
+# tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console reads rich markup: every string
+# printed, put in a table or a title is shown as it is (a recipe named like a closing tag too);
+# styles are given as Text or style=, never as markup inside text.
+_SIZED = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+out = Console(width=None if _SIZED else 160, markup=False)
+err = Console(stderr=True, markup=False)  # progress and logs: stderr
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
 
@@ -81,10 +85,18 @@ def finite(low: float | None = None, high: float | None = None, *, low_open: boo
     return check
 
 
+def bar_text():
+    """The description column of a progress bar, shown as it is (no markup), like the
+    consoles' text."""
+    from rich.progress import TextColumn
+
+    return TextColumn("{task.description}", markup=False)
+
+
 def printable(text: object, limit: int | None = 200, keep: str = "") -> str:
     """User or stored text made safe for a terminal: control characters (ANSI escapes,
-    newlines unless in `keep`) shown as escapes, and at most `limit` characters. Escape rich
-    markup separately (rich.markup.escape) or print with markup=False."""
+    newlines unless in `keep`) shown as escapes, and at most `limit` characters. (Markup needs
+    no escaping: `out` and `err` read none.)"""
     text = str(text) if limit is None else str(text)[: limit + 1]
     s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") and c not in keep else c
                 for c in text)

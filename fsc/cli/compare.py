@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import JsonOpt, StoreOpt, finite, out, print_json, printable, store_dir
+from fsc.cli.tables import SUMMARY, WideOpt, fitted, show
 from fsc.errors import FscError, UsageError
 
 VERDICT_STYLE = {"slower": "red", "faster": "green", "mixed": "yellow", "status": "red",
@@ -36,6 +36,7 @@ def compare(
         "e.g. 1.05), or a point ok in A did not fit or failed in B.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Compare two profile runs point by point.
 
@@ -66,30 +67,31 @@ def compare(
     if as_json:
         print_json(result.to_dict() | {"fail_above": fail_above, "failed": why})
     else:
-        _show(result)
+        _show(result, wide)
     if why:
         raise Slower("; ".join(why))
 
 
-def _show(c) -> None:
-    table = Table(title=f"{c.run_b} (B) against {c.run_a} (A): ratios B / A")
-    for col in ("recipe", "S", "B", "G", "K", "dtype", "step A ms", "step B ms", "step ×",
-                "fold ×", "time ×", "tok/s ×", "peak ×", "verdict"):
-        table.add_column(col, justify="left" if col in ("recipe", "verdict") else "right")
+COLUMNS = ("recipe", "S", "B", "G", "K", "dtype", "step A ms", "step B ms", "step ×", "fold ×",
+           "time ×", "tok/s ×", "peak ×", "verdict")
+RATIOS = {"step ×": "step", "fold ×": "fold", "time ×": "time", "tok/s ×": "tokens_per_s",
+          "peak ×": "peak_bytes"}
+
+
+def _show(c, wide: bool) -> None:
+    records = []
     for p in c.pairs:
         verdict = (f"{p.status[0]} → {p.status[1]}" if p.verdict == "status" else p.verdict)
-        table.add_row(Text(printable(p.recipe)), str(p.key["S"]), str(p.key["B"]),
-                      str(p.key["G"]), str(p.key["K"]), p.key["dtype"], _ms(p.step[0]),
-                      _ms(p.step[1]), _x(p.ratios.get("step")), _x(p.ratios.get("fold")),
-                      _x(p.ratios.get("time")), _x(p.ratios.get("tokens_per_s")),
-                      _x(p.ratios.get("peak_bytes")),
-                      Text(verdict, VERDICT_STYLE[p.verdict]))
-    g = c.geomean
-    table.add_section()
-    table.add_row(Text("geometric mean", "bold"), "", "", "", "", "", "", "",
-                  _x(g["step"]), _x(g["fold"]), _x(g["time"]), _x(g["tokens_per_s"]),
-                  _x(g["peak_bytes"]), "")
-    out.print(table)
+        records.append({"recipe": Text(printable(p.recipe)), "step A ms": _ms(p.step[0]),
+                        "step B ms": _ms(p.step[1]), "verdict": Text(verdict,
+                                                                     VERDICT_STYLE[p.verdict]),
+                        **{k: str(p.key[k]) for k in ("S", "B", "G", "K", "dtype")},
+                        **{col: _x(p.ratios.get(k)) for col, k in RATIOS.items()}})
+    records.append({SUMMARY: True, "recipe": Text("geometric mean", "bold"),
+                    **{col: _x(c.geomean[k]) for col, k in RATIOS.items()}})
+    show(out, fitted(f"{c.run_b} (B) against {c.run_a} (A): ratios B / A", COLUMNS, records,
+                     out, ("fold ×", "peak ×", "step A ms", "step B ms", "tok/s ×"),
+                     hoist=("G", "K", "dtype"), left=("verdict",), width=None if wide else -1), wide)
     counts: dict[str, int] = {}
     for p in c.pairs:
         counts[p.verdict] = counts.get(p.verdict, 0) + 1

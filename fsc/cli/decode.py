@@ -116,9 +116,9 @@ def decode(
     s = res.stats
     steps_part = f", K {s['K']}" if s["K"] else ""
     out.print(
-        f"[dim]{s['tokens']} tokens, {s['blocks']} blocks, {s['forward_passes']} forward passes, "
+        f"{s['tokens']} tokens, {s['blocks']} blocks, {s['forward_passes']} forward passes, "
         f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
-        f"{'cached' if s['cached'] else 'no cache'})[/]"
+        f"{'cached' if s['cached'] else 'no cache'})", style="dim"
     )
     out.print(f"weights: {printable(s['weights'])}", style="dim", markup=False, highlight=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, between
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
@@ -64,10 +64,10 @@ def _render(e) -> None:
     from rich.table import Table
 
     d, r, spec = e.to_dict(), e.recipe, e.device
-    out.print(
-        f"[bold]{escape(printable(r.name))}[/bold]  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
-        f"K = {e.K}  on {escape(printable(spec.name))} ({_gb(spec.memory_bytes)}, "
-        f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)",
+    out.print(Text.assemble(
+        (printable(r.name), "bold"), f"  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
+        f"K = {e.K}  on {printable(spec.name)} ({_gb(spec.memory_bytes)}, "
+        f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)"),
         soft_wrap=True,
     )
     plan = r.layer_plan

@@ -143,17 +143,17 @@ def evaluate(
         if data is None:
             raise UsageError("--task loss needs --data (a text file or a task)")
         for n in sizes:
-            open_data(data, tok, n, G, seed, options)  # a missing or corrupt file, up front
+            open_data(data, tok, n, G, seed, options, option="--lengths")  # a bad file, up front
     elif data is not None:
         raise UsageError(f"--data is for --task loss; --task {task} makes its own prompts")
     from fsc.train.tasks import MQAR, Passkey
 
     for n in sizes:  # a length too short for the prompt: one line, before any work
         if task == Task.niah:
-            Passkey(tok, n, G, digits)
+            Passkey(tok, n, G, digits, option="--lengths")
         elif task == Task.mqar:
             for p in pair_list:
-                MQAR(tok, n, G, p)
+                MQAR(tok, n, G, p, option="--lengths")
 
 
     from fsc.loading import check_fits
@@ -287,16 +287,24 @@ def _shade(acc: float) -> str:
 
 def _render(rows: list[dict], task: str, recipe: str, run_id: str) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     if task == "loss":
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
                   highlight=False)
         table = Table()
-        for c in ("length", "sequences", "loss / token"):
+        for c in ("length", "sequences", "loss (nats/token)", "± s.e."):
             table.add_column(c, justify="right")
         for r in rows:
-            table.add_row(str(r["length"]), str(r["n"]), f"{r['loss']:.4f}")
+            table.add_row(str(r["length"]), str(r["n"]), f"{r['loss']:.4f}",
+                          "–" if r.get("loss_se") is None else f"{r['loss_se']:.4f}")
         out.print(table)
+        for r in rows:
+            if (r.get("distinct_sequences") or r["n"]) < r["n"]:
+                err.print(f"length {r['length']}: the data holds {r['distinct_sequences']} "
+                          f"distinct sequences; the {r['n']} scored reuse them, so the spread "
+                          "is understated (give --samples at most that, or more text)",
+                          soft_wrap=True)
         return
     key = "depth" if task == "niah" else "pairs"
     cols = sorted({r["length"] for r in rows})
@@ -310,7 +318,8 @@ def _render(rows: list[dict], task: str, recipe: str, run_id: str) -> None:
     for k in sorted({r[key] for r in rows}):
         cells = {r["length"]: r for r in rows if r[key] == k}
         table.add_row(f"{k:g}", *[
-            f"[{_shade(cells[n]['accuracy'])}] {cells[n]['accuracy']:.2f} [/]" if n in cells else "-"
+            Text(f" {cells[n]['accuracy']:.2f} ", style=_shade(cells[n]["accuracy"]))
+            if n in cells else "-"
             for n in cols])
     out.print(table)
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.common import StoreOpt, err, fmt_bytes, printable, store_dir
+from fsc.cli.common import JsonOpt, StoreOpt, err, fmt_bytes, print_json, printable, store_dir
 
 OutOpt = Annotated[
     Path,
@@ -34,9 +34,13 @@ def _what(out_file: Path) -> str:
     return f"--out {out_file}"
 
 
-def save(st, sql: str, out_file: Path, force: bool) -> None:
-    """Write the result of `sql` on Store `st` to `out_file` and say so on stderr."""
+def save(st, sql: str, out_file: Path, force: bool, as_json: bool = False) -> None:
+    """Write the result of `sql` on Store `st` to `out_file` and say so on stderr (with
+    `as_json`: as one JSON document on stdout)."""
     size = st.export(sql, out_file, force=force, what=_what(out_file))
+    if as_json:
+        print_json({"path": str(out_file), "bytes": size})
+        return
     err.print(Text(f"wrote {printable(out_file)} ({fmt_bytes(size)})"), soft_wrap=True)
 
 
@@ -45,15 +49,17 @@ def export(
     out_file: OutOpt,
     force: ForceOpt = False,
     store: StoreOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Write the result of a read-only query to FILE (.parquet, .csv, .json or .jsonl).
+    """Write the result of a read-only query to --out FILE (.parquet, .csv, .json or .jsonl).
 
     The query runs in the same sandbox as `fsc query`; only FILE is written (an existing one
     only with --force). JSON files encode values as `--json` does: non-finite numbers are null.
+    --json prints the file written and its size.
     """
     from fsc.store import Store
 
     check(sql, out_file, force)
     st = Store(store_dir(store))
     st.check(write=False)
-    save(st, sql, out_file, force)
+    save(st, sql, out_file, force, as_json)

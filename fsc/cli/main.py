@@ -25,7 +25,7 @@ from fsc.cli import (
     verify,
 )
 from fsc.cli.common import printable
-from fsc.errors import FscError
+from fsc.errors import FscError, is_out_of_memory
 
 app = typer.Typer(
     name="fsc",
@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     except (Exception, RecursionError, MemoryError) as e:  # the boundary: a bug, in one line
         if debug:
             raise
+        if is_out_of_memory(e):  # not a bug: the sizes asked for did not fit
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            return _fail(f"out of memory ({first}); lower the sizes asked for (--batch, "
+                         "--seq-len, --S, --B, --length) or free memory", 1)
         return _fail(f"internal error ({type(e).__name__}: {e}); rerun with FSC_DEBUG=1 for the "
                      "traceback and please report it", 1)
     return rv if isinstance(rv, int) else 0

@@ -39,7 +39,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 RunOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="Run id to show (repeat for several; `all`: every run of the kind). Default: "
-    "the latest profile run, or the latest training / evaluation run of each recipe.",
+    "the latest run with the rows drawn (loss, niah: of each recipe; retrieval: each task).",
     show_default=False)]
 WhereOpt = Annotated[str | None, typer.Option(
     "--where", help="SQL condition on the rows' view (profile, training or evaluation), e.g. "
@@ -88,17 +88,19 @@ def plot(
     width, height = (round(v) for v in drawn.figure.get_size_inches() * figures.DPI)
     if as_json:
         print_json({"kind": str(kind), "path": str(path), "runs": drawn.run_ids,
+                    "picked": drawn.picked or None,
                     "rows": len(drawn.rows), "width": width, "height": height})
         return
-    err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}", markup=False,
-              highlight=False)
+    err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}"
+              + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
+              highlight=False, soft_wrap=True)
     out.print(str(path), markup=False, highlight=False, soft_wrap=True)
 
 
 def report(
     runs: Annotated[list[str] | None, typer.Argument(
         metavar="[RUN]...", help="Run ids (`all`: every run with results). Default: the latest "
-        "profile run and the latest training and evaluation run of each recipe.",
+        "profile run, and the latest training and evaluation run of each recipe (and task).",
         show_default=False)] = None,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="Report file (default: report.html, or report.md with --format md).",
@@ -125,7 +127,7 @@ def report(
     st = _store(store)
     from fsc.results import report as pages
 
-    page = pages.build(st, pages.pick(st, runs or []), baseline, want_png=fmt is Format.md)
+    page = pages.compose(st, runs or [], baseline, want_png=fmt is Format.md)
     try:
         if fmt is Format.md:
             assets.mkdir(exist_ok=True)

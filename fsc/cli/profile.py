@@ -40,6 +40,7 @@ from fsc.cli.common import (
     torch_device,
     torch_threads,
 )
+from fsc.cli.tables import WideOpt
 from fsc.errors import UsageError
 
 _SUFFIX = {"k": 2**10, "m": 2**20}
@@ -215,6 +216,7 @@ def profile(
     slurm_time: SlurmTimeOpt = 60,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Time step and fold over S and B for each recipe; record every point in the store.
 
@@ -282,7 +284,7 @@ def profile(
     if dry_run:
         _dry_run(todo, cfg, len(points), as_json)
         return
-    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale)
+    _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale, wide)
 
 
 def run_device(device: str, executor: str, remote: bool) -> str:
@@ -376,7 +378,8 @@ def _dry_run(todo, cfg, n_points: int, as_json: bool) -> None:
                         "is measured or recorded", out)
 
 
-def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale) -> None:
+def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, scale,
+             wide: bool = False) -> None:
     """Register, run and close the sweep; print its results."""
     import torch
 
@@ -391,7 +394,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     from fsc.sweep import compare, rough_cpu_seconds
 
     ops.use_backend(cfg.backend)
-    torch_threads()
+    share = _cpu_share(cfg, scale, torch_threads())
     here = not cfg.device.startswith("cuda") or torch.cuda.is_available()
     spec = device_spec_for(torch.device(cfg.device)) if here else None  # else: each worker's
     if bandwidth is not None:
@@ -408,7 +411,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
             "bandwidth": bandwidth,
             "kernel_tuning": os.environ.get(TUNING_ENV) or None,  # the kernels' launch choices
             "recipe_hashes": {ref: loaded[ref].recipe_hash for ref in cfg.recipes},
-            "executor": scale["executor"], "workers": scale["workers"],
+            "executor": scale["executor"], "workers": scale["workers"], "cpu_share": share,
         }
         run_id = st.start_run("profile", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
     else:
@@ -435,7 +438,7 @@ def _measure(cfg, points, todo, loaded, bandwidth, resume, store, st, as_json, s
     follow_up = f"fsc query \"select * from profile where run_id = '{run_id}'\""
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
-    render_rows(rows, run_id, str(st.file), follow_up, out, err)
+    render_rows(rows, run_id, str(st.file), follow_up, out, err, wide)
 
 
 def _engine(cfg, scale: dict):
@@ -448,8 +451,21 @@ def _engine(cfg, scale: dict):
                                 work.measure_to_file, _say)
 
 
+def _cpu_share(cfg, scale: dict, threads: int) -> dict | None:
+    """How a CPU sweep timed here shares the cores (fsc.scale.contention), said when they are
+    oversubscribed; None for a GPU or another machine."""
+    if cfg.device != "cpu" or scale["executor"] != "local":
+        return None
+    from fsc.scale.contention import cpu_share, warning
+
+    share = cpu_share(scale["workers"], threads)
+    if share["contended"]:
+        _say(warning(share))
+    return share
+
+
 def _say(text: str) -> None:
-    err.print(text, markup=False, highlight=False)
+    err.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command: str) -> list[dict]:
@@ -457,30 +473,31 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
     the run as finished, failed or interrupted. On Ctrl-C or another stop signal (see
     fsc.interrupts), say how many points are kept and how to continue, and exit 128 + its
     number."""
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from fsc.cli.common import bar_text
     from fsc.interrupts import StopSignals, exit_code, signal_name, signum_of
 
     kept = stored_before
+    stored: list[int] = []  # point ids: finish_run checks each is there
 
     with StopSignals() as interrupts:
 
         def record(row) -> None:
             nonlocal kept
             with interrupts.held():
-                st.add_point(run_id, _point_columns(row), row.samples)
+                stored.append(st.add_point(run_id, _point_columns(row), row.samples))
                 kept += 1
 
         sweep.on_point = record
         try:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            with Progress(bar_text(), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err, transient=False) as bar:
                 task = bar.add_task(f"profile {run_id}", total=total, completed=stored_before)
 
                 def advance(row) -> None:
                     status = f"{row.step_ms:.2f} ms/step" if row.status == "ok" else row.status
-                    bar.update(task, advance=1, description=escape(
+                    bar.update(task, advance=1, description=(
                         f"{printable(row.recipe, 60)} S={row.S} B={row.B}: {status}"))
 
                 sweep.on_progress = advance
@@ -489,7 +506,7 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
             signum = signum_of(e)
             with interrupts.held():
                 st.finish_run(run_id, "interrupted", f"interrupted ({signal_name(signum)}) after "
-                              f"{kept} of {total} points")
+                              f"{kept} of {total} points", stored)
             print(f"interrupted: {kept} of {total} points of run {run_id} are stored; "
                   "continue with:", file=sys.stderr)
             print(f"  {resume_command}", file=sys.stderr)
@@ -497,7 +514,7 @@ def _run(sweep, st, run_id: str, total: int, stored_before: int, resume_command:
         except BaseException as e:
             st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
             raise
-    st.finish_run(run_id, "finished")
+    st.finish_run(run_id, "finished", points=stored)
     return rows
 
 

@@ -5,10 +5,11 @@ markup) after `printable`, so a name like "[/bold]" or an ANSI escape prints as 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from fsc import noise
 from fsc.cli.common import fmt_bytes, printable
+from fsc.cli.tables import fitted, show
 from fsc.sweep import PointResult, compare
 
 # Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
@@ -16,28 +17,6 @@ from fsc.sweep import PointResult, compare
 RESULT_COLUMNS = ("recipe", "S", "B", "G", "K", "step ms", "p10–p90", "fold ms", "tok/s", "peak",
                   "cache", "GB/s", "floor ms", "roofline")
 DROP_FIRST = ("p10–p90", "floor ms", "GB/s", "cache", "roofline", "fold ms", "peak")
-
-
-def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], console: Console,
-           drop: tuple[str, ...] = ()) -> Table:
-    """A table of `records` (column -> cell) with as many of `columns` as fit the console,
-    leaving out `drop` columns in order. Only the recipe column may wrap, and it folds rather
-    than cutting a name off with an ellipsis."""
-    shown = list(columns)
-    for gone in (None, *drop):
-        if gone is not None:
-            shown.remove(gone)
-        table = Table(title=title)
-        for col in shown:
-            recipe = col == "recipe"
-            table.add_column(col, justify="left" if recipe else "right", no_wrap=not recipe,
-                             overflow="fold")
-        for rec in records:
-            table.add_row(*(rec.get(col, "") for col in shown))
-        natural = console.measure(table, options=console.options.update_width(10**4)).maximum
-        if natural <= console.width:
-            break
-    return table
 
 
 def _cells(r) -> dict:
@@ -48,7 +27,8 @@ def _cells(r) -> dict:
         cells["step ms"] = Text(r.status, "red")
         return cells
     return cells | {
-        "step ms": f"{r.step_ms:.3f}",
+        "step ms": Text(f"{r.step_ms:.3f} {noise.MARK}", "yellow") if noise.noisy(r)
+        else f"{r.step_ms:.3f}",
         "p10–p90": f"{r.step_ms_p10:.2f}–{r.step_ms_p90:.2f}",
         "fold ms": f"{r.fold_ms:.3f}",
         "tok/s": f"{r.tokens_per_s:.0f}",
@@ -60,12 +40,15 @@ def _cells(r) -> dict:
 
 
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
-                errors: Console) -> None:
+                errors: Console, wide: bool = False) -> None:
     """The results of a sweep, each recipe against the baseline, failed points on `errors`,
     and the query that shows the run (on a line of its own, never wrapped, to copy)."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
-    console.print(fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, [_cells(r) for r in rows],
-                         console, DROP_FIRST))
+    width = None if wide else -1
+    show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS,
+                         [_cells(r) for r in rows], console, DROP_FIRST, width=width), wide)
+    if any(noise.noisy(r) for r in rows if r.status == "ok"):
+        console.print(noise.LEGEND, style="yellow", markup=False, highlight=False)
     ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
     if ran:
         console.print(f"kernels ran: {', '.join(ran)}", style="dim", markup=False, highlight=False)
@@ -77,12 +60,11 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
                    "recipe": Text(printable(x["recipe"]))}
             for col, k in (("latency ×", "latency_x"), ("memory ×", "memory_x"),
                            ("throughput ×", "throughput_x")):
-                rec[col] = (f"{x[k]:.2f}×" if x[k] is not None
-                            else f"baseline {x['baseline_status']}")
+                rec[col] = noise.versus(x, k)
             records.append(rec)
         title = f"versus {printable(comp[0]['baseline'])} (× > 1: better than the baseline)"
-        console.print(fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
-                                     "throughput ×"), records, console))
+        show(console, fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
+                                     "throughput ×"), records, console, width=width), wide)
     for r in rows:
         if r.status != "ok":
             errors.print(Text.assemble(

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
 from fsc.cli.confirm import confirm
+from fsc.cli.tables import WideOpt, fitted, show
 
 app = typer.Typer(
     name="runs", help="Recent runs; remove one (rm) or close a dead one (close).",
@@ -78,6 +78,7 @@ def runs(
         "--recipe", help="Only runs that measured (or were asked to measure) this recipe.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Recent runs, newest first: status, point counts, duration.
 
@@ -98,20 +99,19 @@ def runs(
     if not found:
         out.print("no runs" + (" match" if kind or status or recipe else ""))
         return
-    table = Table(title="runs (newest first; times UTC)")
-    table.add_column("run_id", no_wrap=True)
-    for c in ("kind", "status", "started", "duration", "ok/oom/error", "command"):
-        table.add_column(c, overflow="fold", justify="right" if c == "ok/oom/error" else "left")
-    # train and eval runs count their step or cell rows in the ok/oom/error column
-    for r in found:
-        table.add_row(
-            Text(printable(r["run_id"])), Text(printable(r["kind"])), _status(r),
-            r["started_at"].isoformat(sep=" ", timespec="seconds"), _duration(r["duration_s"]),
-            (f"{r['rows_logged']} rows" if r["kind"] in ("train", "eval") else
-             f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}"),
-            Text(printable(r["command"] or "")),
-        )
-    out.print(table)
+    # train and eval runs count their step or cell rows in the ok/oom/error column; the run id
+    # holds the start time, so `started` is the first to go on a narrow terminal
+    records = [{
+        "run_id": Text(printable(r["run_id"])), "kind": Text(printable(r["kind"])),
+        "status": _status(r), "started": r["started_at"].isoformat(sep=" ", timespec="seconds"),
+        "duration": _duration(r["duration_s"]),
+        "ok/oom/error": (f"{r['rows_logged']} rows" if r["kind"] in ("train", "eval") else
+                         f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}"),
+        "command": Text(printable(r["command"] or "", 1000))} for r in found]
+    show(out, fitted("runs (newest first; times UTC)", ("run_id", "kind", "status", "started",
+                     "duration", "ok/oom/error", "command"), records, out,
+                     ("started", "duration"), text=("command",), width=None if wide else -1,
+                     left=("run_id", "kind", "status", "started", "duration")), wide)
 
 
 @app.command("rm")

@@ -31,6 +31,7 @@ from fsc.cli.common import (
 )
 from fsc.errors import UsageError
 from fsc.train import ranks
+from fsc.train.fits import check_training_fits
 
 MAX_STEPS = 10**8
 MAX_NPROC = 1024
@@ -183,6 +184,9 @@ def train(
                                   ("--steps", steps), ("--out", out_dir)) if v is None]
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
+        if warmup is not None and warmup > steps:
+            raise UsageError(f"--warmup {warmup} is longer than --steps {steps}: the learning "
+                             "rate would never reach --lr")
         recipe = load_source_recipe(source)
         G = recipe.block_size
         goal = str(objective) if objective else ("frontier" if G > 1 else "ar")
@@ -209,6 +213,7 @@ def train(
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
+    check_training_fits(recipe, device, cfg.seq_len, cfg.batch, cfg.nproc)
     data_source = open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
 
     # Everything a user can get wrong is checked; now torch (or the processes that import it).
@@ -216,7 +221,7 @@ def train(
     if cfg.nproc > 1 and not ranks.launched():
         _launch(cfg.nproc, device)
         return
-    from fsc.loading import check_fits
+    from fsc.loading import check_fits, free_bytes
     from fsc.train import parallel
 
     torch_threads()
@@ -229,6 +234,8 @@ def train(
     if cfg.dtype == "bf16" and not cfg.device.startswith("cuda"):
         raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
     check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch, G=G)
+    check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
+                        free_bytes(cfg.device))
     model = _model(recipe, weights, cfg, state is not None)
     try:
         if rank == 0:
@@ -325,16 +332,16 @@ def _model(recipe, weights: str, cfg, resuming: bool):
 
 
 def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json) -> None:
-    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
-        TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
 
+    from fsc.cli.common import bar_text
+    from fsc.hub.registry import register_trained
     from fsc.interrupts import exit_code, signal_name, signum_of
     from fsc.provenance import environment
     from fsc.store import Store
@@ -355,13 +362,13 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
     if data_source.supervises == "answer":
         trainer.evaluate = quick_eval
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        with Progress(bar_text(), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), console=err,
                       transient=False) as bar:
-            task = bar.add_task(f"train {recipe.name}", total=cfg.steps, completed=start_step)
+            task = bar.add_task(f"train {printable(recipe.name, 40)}", total=cfg.steps, completed=start_step)
 
             def advance(step: int, loss: float, tokens_per_s: float) -> None:
-                bar.update(task, completed=step, description=escape(
+                bar.update(task, completed=step, description=(
                     f"train {printable(recipe.name, 40)}: loss {loss:.4f}, "
                     f"{tokens_per_s / 1e3:.1f}k tok/s"))
 
@@ -380,6 +387,7 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
     stopped = (f"interrupted at step {res.step} by {signal_name(res.stop_signal)}"
                if res.interrupted else None)
     st.finish_run(run_id, "interrupted" if res.interrupted else "finished", stopped)
+    register_trained(st.dir, cfg.out, start_step, recipe.recipe_hash)  # fsc artifacts lists them
     done = res.losses[start_step:]
     summary = {"run_id": run_id, "store": str(st.file), "recipe": recipe.name,
                "objective": cfg.objective, "data": cfg.data, "step": res.step,

@@ -111,20 +111,23 @@ def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> N
                   f"{rep.max_rel_err:.2e} (tolerance {rep.tol:.0e}); greedy {len(rep.fsc_tokens)} "
                   f"tokens {'the same' if rep.fsc_tokens == rep.reference_tokens else 'DIFFER'}",
                   markup=False, highlight=False)
-        out.print("[green]exact[/]" if rep.exact else "[red]NOT exact[/]")
+        from rich.text import Text
+
+        out.print(Text("exact", style="green") if rep.exact else Text("NOT exact", style="red"))
     if not rep.exact:
         raise typer.Exit(1)
 
 
 def _render(rep) -> None:
     """A VerifyReport as tables."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    name = escape(printable(rep.recipe))
+    name = printable(rep.recipe)
     if rep.reduced_width:
         out.print(f"{name} is too large for this machine: checked the same layer plan "
-                  f"at d_model {rep.d_model} ({escape(printable(rep.checked))})")
+                  f"at d_model {rep.d_model} ({printable(rep.checked)})")
+    no = Text("NO", style="red")
     run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks"
     if rep.dtype == "fp32":
         t = Table(title=f"exactness: cached vs block-causal, {run}, fp32")
@@ -132,7 +135,7 @@ def _render(rep) -> None:
             t.add_column(col)
         for c in rep.checks:
             t.add_row(c.what, f"{c.max_abs_err:.2e}", f"{c.tol:.1e}",
-                      "yes" if c.exact else "[red]NO")
+                      "yes" if c.exact else no)
     else:
         t = Table(title=f"drift: cached {rep.dtype} (states {rep.state_dtype}) vs fp32 "
                         f"block-causal, {run} ({rep.tokens} tokens); error relative to each "
@@ -141,15 +144,14 @@ def _render(rep) -> None:
             t.add_column(col, justify="left" if col == "check" else "right")
         for c in rep.checks:
             t.add_row(c.what, f"{c.first_rel_err:.2e}", f"{c.last_rel_err:.2e}",
-                      f"{c.max_rel_err:.2e}", f"{c.tol:.0e}", "yes" if c.exact else "[red]NO")
+                      f"{c.max_rel_err:.2e}", f"{c.tol:.0e}", "yes" if c.exact else no)
     out.print(t)
     for k in rep.kernels:
-        out.print(f"kernel {k['op']} ({k['dtype']}): max err {k['max_err']:.2e} "
-                  f"{'ok' if k['ok'] else '[red]FAIL'}")
-    if rep.dtype == "fp32":
-        out.print("[green]exact[/]" if rep.exact else "[red]NOT exact[/]")
-    else:
-        out.print("[green]within tolerance[/]" if rep.exact else "[red]drifts past tolerance[/]")
+        out.print(Text.assemble(f"kernel {k['op']} ({k['dtype']}): max err {k['max_err']:.2e} ",
+                                "ok" if k["ok"] else ("FAIL", "red")))
+    verdict = ("exact", "NOT exact") if rep.dtype == "fp32" else ("within tolerance",
+                                                                  "drifts past tolerance")
+    out.print(verdict[0] if rep.exact else verdict[1], style="green" if rep.exact else "red")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fsc.hub.layout import CheckpointInfo
+from fsc.hub.layout import CheckpointInfo, read_checksums
 from fsc.store import Store
 
 
@@ -33,3 +33,20 @@ def list_artifacts(store_dir: str | Path) -> list[dict]:
             row["files_sha256"] = json.loads(row["files_sha256"])
         row["present"] = bool(row.get("path")) and Path(row["path"]).is_dir()
     return rows
+
+
+def register_trained(store_dir: str | Path, out: str | Path, after_step: int,
+                     recipe_hash: str) -> list[str]:
+    """Record the step checkpoints `fsc train` wrote into `out` past `after_step` (action
+    'saved', their files from each checksum list); return their artifact ids."""
+    known = {row["path"] for row in Store(store_dir).artifacts()}
+    ids = []
+    for path in sorted(Path(out).glob("step-*")):
+        step = path.name.removeprefix("step-")
+        if not (step.isdigit() and int(step) > after_step and path.is_dir()):
+            continue
+        if str(path.resolve()) in known:
+            continue
+        info = CheckpointInfo(str(path), path.name, recipe_hash, read_checksums(path))
+        ids.append(register_checkpoint(store_dir, info, "saved"))
+    return ids

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from fsc import noise
 from fsc.costmodel import device_spec
 from fsc.errors import UsageError
 
@@ -69,12 +70,34 @@ def _title(what: str, rows: Rows) -> str:
     return f"{what} · {' / '.join(devices)} · {shown}"
 
 
+TITLE_PT = 10
+CHAR_EM = 0.62  # a title character's mean width, in ems (DejaVu Sans; digits are wider)
+
+
+def wrapped(title: str, width_in: float, size_pt: float = TITLE_PT) -> str:
+    """`title` broken at its " · " separators (else at spaces) into lines that fit `width_in`
+    inches at `size_pt` points, so that no figure's title is clipped at its edges."""
+    room = max(20, int(width_in * 72 / (size_pt * CHAR_EM)) - 2)
+    lines: list[str] = []
+    for part in title.split(" · "):
+        if lines and len(lines[-1]) + 3 + len(part) <= room:
+            lines[-1] += " · " + part
+            continue
+        while len(part) > room:  # a part alone too long: at its last space that fits
+            cut = part.rfind(" ", 0, room)
+            cut = cut if cut > 0 else room
+            lines.append(part[:cut])
+            part = part[cut:].lstrip()
+        lines.append(part)
+    return "\n".join(lines)
+
+
 def _figure(what: str, rows: Rows, size: tuple[float, float] = (8.0, 4.8),
             panels: tuple[int, int] = (1, 1), **subplots: Any) -> tuple[Figure, Any]:
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(*panels, squeeze=False, **subplots)
-    fig.suptitle(_title(what, rows), fontsize=10)
+    fig.suptitle(wrapped(_title(what, rows), size[0]), fontsize=TITLE_PT)
     return fig, axes
 
 
@@ -157,6 +180,12 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
                         yerr=[[r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]) for r in good],
                               [(r["step_ms_p90"] or r["step_ms"]) - r["step_ms"] for r in good]],
                         color=c, marker=marker, ms=4, lw=1.4, capsize=2, label=label)
+            loud = [r for r in good if noise.noisy(r)]
+            if loud:  # drawn hollow, larger: a reader should not trust these
+                ax.plot([r["S"] for r in loud], [r["step_ms"] for r in loud], ls="",
+                        marker=marker, ms=9, mfc="white", mec=c, mew=1.4, zorder=3)
+                extra_handles[f"noisy: p10–p90 > {noise.NOISY_SPREAD:.0%} of median"] = Line2D(
+                    [], [], ls="", marker="o", ms=8, mfc="white", mec="0.4")
         floor = [r for r in good if r.get("floor_ms")]
         if floor:
             ax.plot([r["S"] for r in floor], [r["floor_ms"] for r in floor], ls="--", lw=1,
@@ -192,23 +221,42 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
     fig, axes = _figure("memory", rows)
     ax = axes[0][0]
     extra: dict[str, Line2D] = {}
+    drawn = [r["peak_bytes"] for r in ok] + [r["predicted_total_bytes"] for r in rows
+                                             if r["status"] == "oom"
+                                             and r.get("predicted_total_bytes")]
+    unit, size = byte_unit(max(drawn))
     for line, c, marker, label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["peak_bytes"]]
         if good:
-            ax.plot([r["S"] for r in good], [r["peak_bytes"] / GiB for r in good], color=c,
+            ax.plot([r["S"] for r in good], [r["peak_bytes"] / size for r in good], color=c,
                     marker=marker, ms=4, lw=1.4, label=label)
         oom = [r for r in line if r["status"] == "oom" and r.get("predicted_total_bytes")]
         if oom:
-            ax.scatter([r["S"] for r in oom], [r["predicted_total_bytes"] / GiB for r in oom],
+            ax.scatter([r["S"] for r in oom], [r["predicted_total_bytes"] / size for r in oom],
                        marker="x", s=40, color=c)
             extra["did not fit (oom): predicted need"] = Line2D([], [], ls="", marker="x",
                                                                 color="0.4")
     for name, total in sorted({(r.get("device_name") or r["device"], r.get("device_memory_bytes"))
                                for r in rows if r.get("device_memory_bytes")}):
-        ax.axhline(total / GiB, color="0.3", ls=":", lw=1.2)
-        extra[f"{name} memory ({total / GiB:.1f} GiB)"] = Line2D([], [], ls=":", color="0.3")
-    _against_s(fig, ax, rows, "peak memory (GiB)", extra)
+        label = f"{name} memory ({total / GiB:.1f} GiB)"
+        if total <= DEVICE_LINE_SPAN * max(drawn):
+            ax.axhline(total / size, color="0.3", ls=":", lw=1.2)
+            extra[label] = Line2D([], [], ls=":", color="0.3")
+        else:  # a line decades above the data would squash it: named, not drawn
+            extra[label + ", far above"] = Line2D([], [], ls="", color="0.3")
+    _against_s(fig, ax, rows, f"peak memory ({unit})", extra)
     return fig
+
+
+DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of the data
+
+
+def byte_unit(largest: float) -> tuple[str, int]:
+    """The binary unit that shows `largest` bytes as a number of at least 1: (name, bytes)."""
+    for name, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if largest >= size:
+            return name, size
+    return "bytes", 1
 
 
 def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
@@ -285,10 +333,9 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.25)
         _plain_log(ax.xaxis, ax.yaxis)
-    if not _roofs(rows):
-        flops_ax.text(0.02, 0.98, "no roof drawn: fsc knows this device's peaks only for the\n"
-                      "CUDA parts in its table, or a bandwidth from fsc profile --bandwidth",
-                      transform=flops_ax.transAxes, fontsize=7, color="0.35", va="top")
+    if not _roofs(rows):  # in the legend, beside the plot: a note on the axes hides points
+        seen["no roof drawn: fsc knows a device's peaks\nonly for the CUDA parts in its table,"
+             "\nor a bandwidth from fsc profile --bandwidth"] = Line2D([], [], ls="")
     flops_ax.set_title("marker size grows with S", fontsize=8)
     _legend(fig, list(seen.values()), list(seen))
     return fig
@@ -348,9 +395,20 @@ def _metric(cells: Rows, metric: str) -> float:
     return sum(c[metric] * c["n"] for c in cells) / n if n else float("nan")
 
 
+def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the niah heatmap draws."""
+    return [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+
+
+def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the retrieval figure draws."""
+    return [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
+            and r.get(metric) is not None]
+
+
 def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
     """Needle retrieval as a length × depth heatmap, one panel per checkpoint."""
-    cells = [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+    cells = niah_cells(rows, metric)
     _need(cells, "niah cell", "fsc eval --task niah records them")
     panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
     cols = min(3, len(panels))
@@ -385,8 +443,7 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
 def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
     """Retrieval (over every depth or pair count) against length ÷ training length, one line
     per backbone (and task, when more than one is shown)."""
-    cells = [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
-             and r.get(metric) is not None]
+    cells = retrieval_cells(rows, metric)
     _need(cells, "niah or mqar cell with a training length", "fsc eval on a trained checkpoint")
     fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
@@ -394,18 +451,23 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     for (recipe, task, run_id), line in grouped(cells, ("recipe", "task", "run_id")).items():
         by_ratio = grouped(line, ("length_ratio",))
         x = [k[0] for k in by_ratio]
-        ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], marker="o", ms=4, lw=1.4,
+        ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], lw=1.4, ms=4,
+                marker="s" if task == "mqar" else "o", ls="--" if task == "mqar" else "-",
                 color=colour[recipe], label=f"{recipe}{f' · {task}' if tasks else ''} · {run_id}")
     ax.set_xscale("log", base=2)
     _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("prompt length ÷ training length")
-    ax.set_ylabel(METRICS[metric] + ", mean over depths")
+    over = {"niah": "depths", "mqar": "pair counts"}
+    ax.set_ylabel(f"{METRICS[metric]},\nmean over "
+                  + " or ".join(over[t] for t in over if any(c["task"] == t for c in cells)))
     ax.grid(True, alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
     _legend(fig, handles, labels)
     return fig
 
+
+DRAWS: dict[str, Callable[[Rows], Rows]] = {"niah": niah_cells, "retrieval": retrieval_cells}
 
 BUILDERS: dict[str, Callable[..., Figure]] = {
     "latency": latency, "memory": memory, "throughput": throughput, "roofline": roofline,

@@ -10,9 +10,9 @@ from matplotlib.figure import Figure
 from fsc.results import figures, select
 from fsc.store import Store
 
-SOURCE = {"latency": select.PROFILE, "memory": select.PROFILE, "throughput": select.PROFILE,
-          "roofline": select.PROFILE, "loss": select.TRAINING, "niah": select.EVALUATION,
-          "retrieval": select.EVALUATION}
+SOURCE = {"latency": select.PROFILE_OK, "memory": select.PROFILE_OK,
+          "throughput": select.PROFILE_OK, "roofline": select.PROFILE_OK, "loss": select.TRAINING, "niah": select.NIAH,
+          "retrieval": select.RETRIEVAL}
 
 
 @dataclass
@@ -21,6 +21,7 @@ class Drawn:
     figure: Figure
     rows: list[dict[str, Any]]
     run_ids: list[str]
+    picked: str = ""  # how the runs were picked when none was named, in words
 
 
 def figure(kind: str, rows: list[dict[str, Any]], colour: dict[str, str],
@@ -41,4 +42,5 @@ def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None 
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)
-    return Drawn(kind, figure(kind, rows, colour, metric), rows, run_ids)
+    return Drawn(kind, figure(kind, rows, colour, metric), rows, run_ids,
+                 "" if runs else source.describe())

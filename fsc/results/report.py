@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fsc import __version__
+from fsc import __version__, noise
 from fsc.errors import UsageError
 from fsc.results import figures, plots, select
 from fsc.store import Store
@@ -38,6 +38,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
+    details: list[tuple[str, str]] = field(default_factory=list)  # (name, long text), folded
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Report:
     generated: str
     run_ids: list[str]
     sections: list[Section]
+    note: str = ""  # how the runs were picked
 
 
 # ---- what goes in --------------------------------------------------------------------------
@@ -79,13 +81,17 @@ CAPTIONS = {
 }
 
 
+DEFAULT_SOURCES = (select.PROFILE, select.TRAINING, select.EVALUATION)
+
+
 def pick(st: Store, asked: list[str]) -> list[str]:
     """The runs a report shows: those asked (`all`: every run with results), or by default
-    the latest profile run and the latest training and evaluation run of each recipe."""
+    the latest profile run, the latest training run of each recipe and the latest evaluation
+    run of each recipe and task (so each figure and table finds the newest rows it draws)."""
     if asked and asked != [select.ALL]:
         return select.pick_runs(st, select.PROFILE, asked)
     chosen: list[str] = []
-    for source in (select.PROFILE, select.TRAINING, select.EVALUATION):
+    for source in DEFAULT_SOURCES:
         try:
             chosen += select.pick_runs(st, source, asked)
         except UsageError:
@@ -96,8 +102,29 @@ def pick(st: Store, asked: list[str]) -> list[str]:
     return chosen
 
 
+def compose(st: Store, asked: list[str], baseline: str | None = None,
+            want_png: bool = False) -> Report:
+    """The page of the runs `asked` (see `pick`), saying how they were picked."""
+    run_ids = pick(st, asked)
+    page = build(st, run_ids, baseline, want_png)
+    page.note = _selection_note(st, run_ids, asked)
+    return page
+
+
+def _selection_note(st: Store, run_ids: list[str], asked: list[str]) -> str:
+    """How the page's runs were picked, in words, and how to show others."""
+    others = len(select.runs_table(st)) - len(run_ids)
+    how = ("the runs named" if asked and asked != [select.ALL] else "every run with results"
+           if asked else "by default " + "; ".join(s.describe() for s in DEFAULT_SOURCES))
+    rest = (f" The store holds {others} other run{'s' if others != 1 else ''}: name them "
+            "(fsc report RUN…) or show all (fsc report all)." if others > 0 else "")
+    return f"Runs: {how}.{rest}"
+
+
 def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool) -> Figure:
-    shown = Figure(kind, CAPTIONS[kind])
+    drawn = sorted({r["run_id"] for r in figures.DRAWS.get(kind, list)(rows)})
+    shown = Figure(kind, CAPTIONS[kind] + (f" Run{'s' if len(drawn) > 1 else ''}: "
+                                           f"{', '.join(drawn)}." if drawn else ""))
     try:
         fig = plots.figure(kind, rows, colour)
     except UsageError as e:
@@ -116,10 +143,15 @@ def _svg(text: str) -> str:
 
 
 def _num(v: Any, digits: int = 3) -> str:
+    """A number as a reader wants it: 1,069 and 12.3 and 0.0123, never 1.07e+03."""
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        if v != v or abs(v) == float("inf"):
+            return str(v)
+        if abs(v) >= 10 ** (digits - 1):
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.1e}"
     return str(v)
 
 
@@ -139,12 +171,14 @@ def _points_table(points: list[dict]) -> Table:
     for p in points:
         ok = p["status"] == "ok"
         rows.append([p["recipe"], str(p["S"]), str(p["B"]), str(p["G"]), str(p["K"]), p["dtype"],
-                     p["status"], _num(p["step_ms"]) if ok else "–",
-                     f"{p['step_ms_p10']:.3g}–{p['step_ms_p90']:.3g}" if ok else "–",
+                     p["status"], _num(p["step_ms"]) + (f" {noise.MARK}" if noise.noisy(p) else "")
+                     if ok else "–",
+                     f"{_num(p['step_ms_p10'])}–{_num(p['step_ms_p90'])}" if ok else "–",
                      _num(p["fold_ms"]) if ok else "–",
                      _num(p["tokens_per_s"]) if ok else "–", _bytes(p["peak_bytes"]),
                      _num(p["achieved_gbps"]), _num(p["floor_ms"])])
-    return Table("Points", cols, rows)
+    noisy = any(p["status"] == "ok" and noise.noisy(p) for p in points)
+    return Table("Points", cols, rows, note=noise.LEGEND if noisy else "")
 
 
 _POINT_FIELDS = {f.name for f in fields(PointResult)} - {"samples", "traceback"}
@@ -162,11 +196,12 @@ def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
     if not comp:
         return None
     rows = [[str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"]]
-            + [f"{x[k]:.2f}×" if x[k] is not None else f"baseline {x['baseline_status']}"
-               for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
+            + [noise.versus(x, k) for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
     return Table(f"Against {comp[0]['baseline']} at each S",
                  ["S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"], rows,
-                 note="× above 1: better than the baseline (faster, smaller, more tokens/s).")
+                 note="× above 1: better than the baseline (faster, smaller, more tokens/s); "
+                 "noise: the p10–p90 intervals overlap, so no ratio is claimed.")
+
 
 
 def _training_table(steps: list[dict]) -> Table:
@@ -178,7 +213,7 @@ def _training_table(steps: list[dict]) -> Table:
                      _num(line[0]["loss"]), _num(last["loss"]),
                      _num(sorted(tps)[len(tps) // 2]) if tps else "–",
                      _num(last["elapsed_s"])])
-    return Table("Training", ["run", "recipe", "objective", "data", "steps", "first loss",
+    return Table("Runs", ["run", "recipe", "objective", "data", "steps", "first loss",
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
@@ -209,12 +244,22 @@ def _provenance_table(info: dict) -> Table:
         ["kernel settings", config.get("kernel_tuning") or "defaults"
          if info["kind"] == "profile" else "–"],
         ["kernels ran", backends],
-        ["config", json.dumps({k: v for k, v in config.items() if k != "recipe_hashes"},
-                              sort_keys=True, default=str)],
     ]
+    details = []
+    for key, value in sorted(config.items()):
+        if key == "recipe_hashes" or value is None:
+            continue
+        if isinstance(value, str) and "\n" in value:  # a recipe's YAML: folded below the table
+            details.append((f"config: {key}", value))
+        elif isinstance(value, (list, tuple)):
+            rows.append([f"config: {key}", ", ".join(str(v) for v in value)])
+        elif isinstance(value, dict):
+            rows.append([f"config: {key}", json.dumps(value, sort_keys=True, default=str)])
+        else:
+            rows.append([f"config: {key}", str(value)])
     if info.get("error"):
         rows.append(["error", info["error"]])
-    return Table(f"Run {info['run_id']}", ["", ""], rows)
+    return Table(f"Run {info['run_id']}", ["", ""], rows, details=details)
 
 
 def build(st: Store, run_ids: list[str], baseline: str | None = None,
@@ -284,7 +329,8 @@ h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; ma
 h3 { font-size: 1.05em; margin-top: 1.4em; }
 .meta { color: #666; }
 figure { margin: 1.2em 0; }
-figure svg { max-width: 100%; height: auto; }
+figure svg { width: 100%; height: auto; }
+details pre { background: #f7f7f7; padding: 0.5em 0.8em; overflow-x: auto; }
 figcaption { color: #555; font-size: 0.92em; }
 .missing { color: #8a5a00; background: #fff6e0; padding: 0.4em 0.7em; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
@@ -314,6 +360,8 @@ def _table_html(t: Table) -> str:
         parts.append("</tbody></table>")
     if t.note:
         parts.append(f'<p class="note">{_e(t.note)}</p>')
+    parts += [f"<details><summary>{_e(name)}</summary><pre>{_e(text)}</pre></details>"
+              for name, text in t.details]
     return "\n".join(parts)
 
 
@@ -321,6 +369,8 @@ def to_html(r: Report) -> str:
     body = [f"<h1>{_e(r.title)}</h1>",
             f'<p class="meta">fsc {_e(__version__)} · {_e(r.generated)} · runs '
             f"{_e(', '.join(r.run_ids))}</p>"]
+    if r.note:
+        body.append(f'<p class="note">{_e(r.note)}</p>')
     for s in r.sections:
         body.append(f"<h2>{_e(s.title)}</h2>")
         if s.text:
@@ -349,7 +399,7 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
     """The report as markdown; figures are written as PNG files into `folder`, which the
     markdown names as `folder_ref` (relative to the markdown file)."""
     lines = [f"# {r.title}", "", f"fsc {__version__} · {r.generated} · runs "
-             f"{', '.join(r.run_ids)}", ""]
+             f"{', '.join(r.run_ids)}", ""] + ([r.note, ""] if r.note else [])
     for n, s in enumerate(r.sections):
         lines += [f"## {s.title}", ""]
         if s.text:
@@ -371,4 +421,6 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
                 lines.append("")
             if t.note:
                 lines += [t.note, ""]
+            for name, text in t.details:
+                lines += [f"{name}:", "", "~~~~", text.rstrip("\n"), "~~~~", ""]
     return "\n".join(lines)

@@ -26,18 +26,40 @@ ALL = "all"  # --run all: every run of the kind
 
 @dataclass(frozen=True)
 class Source:
-    """Where a figure's rows come from: a view, the run kind that fills it, and how runs are
-    picked when none is named (latest: the newest run; per_recipe: the newest of each recipe)."""
+    """Where a figure's or a table's rows come from: a view, the run kind that fills it, the
+    rows it draws (`need`, a SQL condition on the view; `what` names them), and how runs are
+    picked when none is named: for each value of the view's columns `by`, the newest run that
+    has such rows (no `by`: the newest run)."""
 
     view: str
     kind: str
-    default: str  # 'latest' | 'per_recipe'
     order: str
+    by: tuple[str, ...] = ()
+    need: str = "true"
+    what: str = "rows"
+    hint: str = ""
+
+    def describe(self) -> str:
+        """How the default picks, in words."""
+        each = f" of each {' and '.join(self.by)}" if self.by else ""
+        return f"the latest {self.kind} run{each} with {self.what}"
 
 
-PROFILE = Source("profile", "profile", "latest", "recipe, G, K, dtype, B, S")
-TRAINING = Source("training", "train", "per_recipe", "run_id, step")
-EVALUATION = Source("evaluation", "eval", "per_recipe", "run_id, length, depth, pairs")
+_PROFILE_ORDER = "recipe, G, K, dtype, B, S"
+_EVAL_ORDER = "run_id, length, depth, pairs"
+PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile")
+PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
+                    what="ok points", hint="fsc profile")  # what the profile figures draw
+TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="training steps",
+                  hint="fsc train")
+EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
+                    what="evaluation cells", hint="fsc eval")
+NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'niah'",
+              what="niah cells", hint="fsc eval --task niah")
+RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
+                   need="task IN ('niah', 'mqar') AND length_ratio IS NOT NULL",
+                   what="niah or mqar cells with a training length",
+                   hint="fsc eval on a trained checkpoint")
 
 
 def _literal(text: str) -> str:
@@ -58,11 +80,12 @@ def runs_table(st: Store) -> list[dict[str, Any]]:
 
 
 def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
-    """The run ids a figure of `source` shows: those asked (each must be in the store; `all`
-    takes every run of the kind), or by default the latest run (per recipe, for training and
-    evaluation) that has rows in the view. UsageError for an unknown id or an empty store."""
+    """The run ids a figure or table of `source` shows: those asked (each must be in the
+    store; `all` takes every run with the rows it draws), or by default the latest run with
+    such rows for each value of `source.by` (see Source). UsageError for an unknown id, or
+    when no run has the rows."""
     runs = runs_table(st)
-    known = {r["run_id"]: r for r in runs}
+    known = {r["run_id"]: n for n, r in enumerate(runs)}  # oldest first
     if asked and asked != [ALL]:
         if ALL in asked:
             raise UsageError(f"--run {ALL} stands alone; drop the run ids beside it")
@@ -70,20 +93,19 @@ def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
             if run_id not in known:
                 raise UsageError(f"--run: no run {run_id!r} in the store (see `fsc runs`)")
         return list(dict.fromkeys(asked))
-    _, found = st.query(f"SELECT DISTINCT run_id FROM {source.view}")
-    with_rows = {r[0] for r in found}
-    candidates = [r for r in runs if r["run_id"] in with_rows]
-    if not candidates:
-        raise UsageError(f"the store has no {source.kind} run with rows to show; "
-                         f"run `fsc {'eval' if source.kind == 'eval' else source.kind}` first")
+    keys = "".join(f", {c}" for c in source.by)
+    _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {source.view} WHERE {source.need}")
+    found = [f for f in found if f[0] in known]
+    if not found:
+        raise UsageError(f"the store has no {source.kind} run with {source.what}; "
+                         f"run `{source.hint}` first")
     if asked == [ALL]:
-        return [r["run_id"] for r in candidates]
-    if source.default == "latest":
-        return [candidates[-1]["run_id"]]
-    newest: dict[str, str] = {}
-    for r in candidates:  # oldest first: the last one seen of each recipe stays
-        newest[r["recipe"] or r["run_id"]] = r["run_id"]
-    return sorted(newest.values())
+        return sorted({f[0] for f in found}, key=known.__getitem__)
+    newest: dict[tuple, str] = {}
+    for run_id, *key in found:
+        if tuple(key) not in newest or known[run_id] > known[newest[tuple(key)]]:
+            newest[tuple(key)] = run_id
+    return sorted(set(newest.values()), key=known.__getitem__)
 
 
 def condition(where: str) -> str:

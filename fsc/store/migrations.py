@@ -259,6 +259,23 @@ def eval_cells_token_accuracy(con: Connection) -> None:
     )
 
 
+def eval_cells_loss_spread(con: Connection) -> None:
+    """A held-out loss's standard error over its sequences, and how many distinct sequences
+    the data held (fewer than n: sequences were scored more than once)."""
+    con.execute(
+        """
+        ALTER TABLE eval_cells ADD COLUMN loss_se DOUBLE;
+        ALTER TABLE eval_cells ADD COLUMN distinct_sequences BIGINT;
+        CREATE OR REPLACE VIEW evaluation AS
+        SELECT c.*, r.status AS run_status, r.command, r.host,
+               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
+        FROM eval_cells c
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -268,6 +285,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     profile_view_follows_the_table,
     create_training_and_evaluation,
     eval_cells_token_accuracy,
+    eval_cells_loss_spread,
 ]
 
 

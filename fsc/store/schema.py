@@ -98,6 +98,8 @@ _EVAL_CELL = {
     "seconds": "Wall time of the cell, s.",
     "recorded_at": "When the row was written (UTC).",
     "token_accuracy": "Fraction of the scored tokens (key digits, answer tokens) decoded right: partial credit beside the exact match.",
+    "loss_se": "loss: standard error of the held-out loss over its n sequences, nats.",
+    "distinct_sequences": "loss on a text file: distinct sequences of this length the file holds; fewer than n means sequences were scored again.",
 }
 
 SCHEMA: dict[str, Relation] = {

@@ -247,10 +247,23 @@ class Store:
                     )
         return point_id
 
-    def finish_run(self, run_id: str, status: str = "finished", error: str | None = None) -> None:
-        """Mark a run finished, failed or interrupted."""
+    def finish_run(self, run_id: str, status: str = "finished", error: str | None = None,
+                   points: list[int] | None = None) -> None:
+        """Mark a run finished, failed or interrupted. With `points` (the ids add_point returned
+        to this process for the run), first check that each is in the store under the run: if
+        one is not, the run is marked failed instead, naming them, and StoreError is raised (a
+        row lost without an error is the worst failure a store can have)."""
         _check_choice("run status", status, RUN_END_STATUSES)
+        lost: list[int] = []
         with self._transaction() as con:
+            if points:
+                found = {pid for (pid,) in con.execute(
+                    "SELECT point_id FROM profile_points WHERE run_id = ? AND point_id IN"
+                    " (SELECT unnest(?::BIGINT[]))", [run_id, list(points)]).fetchall()}
+                lost = sorted(set(points) - found)
+            if lost:
+                status, error = "failed", (f"{len(lost)} of {len(set(points))} points this "
+                                           f"process stored are missing (point ids {lost[:10]})")
             done = con.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE run_id = ?"
                 " RETURNING run_id",
@@ -258,6 +271,8 @@ class Store:
             ).fetchall()
             if not done:
                 raise ValueError(f"no run {run_id!r} in {self.file}")
+        if lost:
+            raise StoreError(f"run {run_id}: {error} in {self.file}; the run is marked failed")
 
     def add_bench(self, run_id: str, name: str, value: float, unit: str,
                   params: dict[str, Any] | None = None) -> None:
@@ -341,10 +356,13 @@ class Store:
         return row["artifact_id"]
 
     def artifacts(self) -> list[dict[str, Any]]:
-        """Every artifact row, oldest first ([] when the store does not exist yet)."""
+        """Every artifact row, oldest first, with `recipe`: the name the store knows for its
+        recipe hash (None if none); [] when the store does not exist yet."""
         if not self.exists():
             return []
-        cols, rows = self.query("SELECT * FROM artifacts ORDER BY created_at, artifact_id")
+        cols, rows = self.query(
+            "SELECT a.*, r.name AS recipe FROM artifacts a LEFT JOIN recipes r USING (recipe_hash)"
+            " ORDER BY a.created_at, a.artifact_id")
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     # ---- reads ---------------------------------------------------------------------------

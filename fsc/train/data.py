@@ -43,14 +43,15 @@ class TaskData:
 
 
 class TextData:
-    def __init__(self, name: str, tokens: np.ndarray, L: int, seed: int):
+    def __init__(self, name: str, tokens: np.ndarray, L: int, seed: int,
+                 option: str = "--seq-len"):
         self.name, self.tokens, self.L, self.seed = name, tokens, L, seed
         self.n = len(tokens) // L
         self.supervises = "all"
         self._order: tuple[int, list[int]] | None = None
         if self.n < 1:
             raise UsageError(f"--data {name}: {len(tokens)} tokens, fewer than one sequence of "
-                             f"--seq-len {L}")
+                             f"{option} {L}")
 
     def sample(self, index: int) -> Sample:
         epoch, i = divmod(index, self.n)
@@ -146,12 +147,15 @@ def _documents(path: Path, field: str) -> list[str]:
 
 
 def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
-              options: DataOptions = DataOptions()) -> TaskData | TextData | HubData:
+              options: DataOptions = DataOptions(),
+              option: str = "--seq-len") -> TaskData | TextData | HubData:
+    """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
+    command-line option L came from)."""
     if spec in TASKS:
         kind = TASKS[spec]
         knobs = {"passkey": {"digits": options.needle_digits},
                  "mqar": {"pairs": options.pairs}}.get(spec, {})
-        return TaskData(kind(tokenizer, L, G, **knobs), seed)
+        return TaskData(kind(tokenizer, L, G, **knobs, option=option), seed)
     if spec.startswith("hf:"):
         return HubData(spec, tokenizer, L, options.text_field)
     path = Path(spec)
@@ -161,4 +165,4 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     ids: list[int] = []
     for doc in _documents(path, options.text_field):
         ids += tokenizer.encode(doc) + _eos(tokenizer)
-    return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed)
+    return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)

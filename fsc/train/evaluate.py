@@ -19,7 +19,7 @@ import torch
 from fsc.decode import banned_ids, denoise, sample
 from fsc.loading import load_model
 from fsc.train.data import DataOptions, open_data
-from fsc.train.objective import EPS, Batch, ar_loss, draw_frontier, frontier_loss
+from fsc.train.objective import Batch, sequence_losses
 from fsc.train.tasks import MQAR, Passkey, derive
 
 TASKS = ("niah", "mqar", "loss")
@@ -168,24 +168,25 @@ def heldout_loss(model, tokenizer, data: str, length: int, settings: EvalSetting
     mask rate drawn per sequence, fixed by the seed; a Monte-Carlo estimate) for diffusion
     checkpoints, the next-token NLL for autoregressive ones."""
     G = model.recipe.block_size
-    source = open_data(data, tokenizer, length, G, derive(settings.seed, 7), options)
-    total, t0, tokens = 0.0, time.perf_counter(), 0
+    source = open_data(data, tokenizer, length, G, derive(settings.seed, 7), options,
+                       option="--lengths")
+    losses, t0, tokens = [], time.perf_counter(), 0
     for start in range(0, settings.samples, settings.batch):
         idx = range(start, min(start + settings.batch, settings.samples))
         batch = Batch.of([source.sample(i) for i in idx], device)
-        if settings.mode == "ar":
-            loss, n = ar_loss(model, batch)
-        else:
-            gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
-            loss, n = frontier_loss(model, draw_frontier(batch, G, tokenizer.mask_id, gen, EPS))
-        total += float(loss) * len(idx)
-        tokens += n
+        gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
+        losses += sequence_losses(model, settings.mode, batch, G, tokenizer.mask_id,
+                                  gen).tolist()
+        tokens += batch.tokens.numel()
     seconds = time.perf_counter() - t0
-    value = total / settings.samples
+    n = len(losses)
+    mean = sum(losses) / n
+    se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
     return [{"task": "loss", "length": length, "length_ratio": _ratio(length, settings),
-             "depth": None, "pairs": None, "n": settings.samples, "correct": None,
-             "accuracy": None, "token_accuracy": None, "loss": value, "tokens_per_s": tokens / seconds,
-             "seconds": seconds}]
+             "depth": None, "pairs": None, "n": n, "correct": None, "accuracy": None,
+             "token_accuracy": None, "loss": mean, "loss_se": se,
+             "distinct_sequences": getattr(source, "n", None),
+             "tokens_per_s": tokens / seconds, "seconds": seconds}]
 
 
 def quick_eval(trainer, n: int = 16) -> dict:

@@ -97,6 +97,12 @@ def frontier_loss(model, f: Frontier, weighting: str = "elbo") -> tuple[torch.Te
     `elbo` weighs each masked position by 1/t over the frontier's supervised positions (the
     masked-diffusion bound); `masked` averages over the masked positions (the same optimum,
     lower variance: no 1/t spikes at small t)."""
+    terms, _ = _frontier_terms(model, f, weighting)
+    return terms.sum() / f.inputs.shape[0], f.inputs.numel()
+
+
+def _frontier_terms(model, f: Frontier, weighting: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each masked position's weighted cross-entropy, the sequence it belongs to)."""
     logits = frontier_logits(model, f)
     ce = F.cross_entropy(logits, f.labels[f.masked], reduction="none")
     rows = f.masked.nonzero()[:, 0].cpu()
@@ -105,19 +111,37 @@ def frontier_loss(model, f: Frontier, weighting: str = "elbo") -> tuple[torch.Te
     else:
         per_row = f.masked.sum(-1).cpu().to(f.rate.dtype)
     weight = (1.0 / per_row)[rows].to(ce.device)
-    B = f.inputs.shape[0]
-    return (ce * weight).sum() / B, f.inputs.numel()
+    return ce * weight, rows
+
+
+def sequence_losses(model, objective: str, batch: Batch, G: int, mask_id: int,
+                    gen: torch.Generator) -> torch.Tensor:
+    """Each sequence's own loss, [B] on the CPU: its frontier bound (the terms whose mean is
+    frontier_loss), or its mean next-token NLL (ar). Their spread is the loss's uncertainty."""
+    B = batch.tokens.shape[0]
+    if objective == "ar":
+        ce, rows = _ar_terms(model, batch)
+        counts = torch.zeros(B).index_add_(0, rows, torch.ones(len(rows)))
+        return torch.zeros(B).index_add_(0, rows, ce.float().cpu()) / counts.clamp(min=1)
+    terms, rows = _frontier_terms(model, draw_frontier(batch, G, mask_id, gen), "elbo")
+    return torch.zeros(B).index_add_(0, rows, terms.float().cpu())
 
 
 def ar_loss(model, batch: Batch) -> tuple[torch.Tensor, int]:
     """(next-token cross-entropy on the supervised positions, tokens read); G = 1 blocks."""
+    ce, _ = _ar_terms(model, batch)
+    return ce.mean(), batch.tokens.numel()
+
+
+def _ar_terms(model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each supervised position's next-token cross-entropy, the sequence it belongs to)."""
     tokens, target = batch.tokens, batch.target
     L = tokens.shape[1]
     select = torch.zeros_like(target)
     select[:, :-1] = target[:, 1:]  # position i predicts token i + 1
     logits = model.forward_blockwise(tokens, [1] * L, select=select)
     labels = tokens[:, 1:][target[:, 1:]]
-    return F.cross_entropy(logits, labels), tokens.numel()
+    return F.cross_entropy(logits, labels, reduction="none"), select.nonzero()[:, 0].cpu()
 
 
 def loss_of(model, objective: str, batch: Batch, G: int, mask_id: int,

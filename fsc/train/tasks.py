@@ -75,7 +75,7 @@ class Passkey:
 
     name = "passkey"
 
-    def __init__(self, tokenizer, L: int, G: int, digits: int = 5):
+    def __init__(self, tokenizer, L: int, G: int, digits: int = 5, option: str = "--seq-len"):
         if not 1 <= digits <= 64:
             raise UsageError(f"--needle-digits {digits} must be between 1 and 64")
         self.lay, self.L, self.digits = Layout(tokenizer, G), L, digits
@@ -83,7 +83,7 @@ class Passkey:
         self.question = self.lay.enc(" What is the pass key? The pass key is ")
         need = len(self._needle(key)) + len(self.question) + len(self._answer(key)[0])
         if L < need:
-            raise UsageError(f"--seq-len {L} is shorter than a passkey prompt with a "
+            raise UsageError(f"{option} {L} is shorter than a passkey prompt with a "
                              f"{digits}-digit needle ({need} tokens at G = {G})")
 
     def _needle(self, key: str) -> list[int]:
@@ -111,13 +111,13 @@ class MQAR:
 
     name = "mqar"
 
-    def __init__(self, tokenizer, L: int, G: int, pairs: int = 8):
+    def __init__(self, tokenizer, L: int, G: int, pairs: int = 8, option: str = "--seq-len"):
         if not 1 <= pairs <= len(LETTERS) ** 2:
             raise UsageError(f"--pairs {pairs} must be between 1 and {len(LETTERS) ** 2}")
         self.lay, self.L, self.pairs = Layout(tokenizer, G), L, pairs
         need = len(self._layout(random.Random(0), 0)[0])
         if L < need:
-            raise UsageError(f"--seq-len {L} is shorter than an mqar sample with {pairs} pairs "
+            raise UsageError(f"{option} {L} is shorter than an mqar sample with {pairs} pairs "
                              f"({need} tokens at G = {G})")
 
     def _layout(self, rng: random.Random, gap: int):
@@ -150,12 +150,12 @@ class Copy:
 
     name = "copy"
 
-    def __init__(self, tokenizer, L: int, G: int):
+    def __init__(self, tokenizer, L: int, G: int, option: str = "--seq-len"):
         self.lay, self.L, self.G = Layout(tokenizer, G), L, G
         self.sep = self.lay.left(self.lay.enc("|"))
         self.n = (L - len(self.sep)) // 2 // G * G
         if self.n < 1:
-            raise UsageError(f"--seq-len {L} is too short to copy anything at G = {G}")
+            raise UsageError(f"{option} {L} is too short to copy anything at G = {G}")
         self.symbols = [self.lay.enc(c)[0] for c in COPY_ALPHABET]  # one token each
 
     def sample(self, seed: int) -> Sample:

@@ -95,7 +95,7 @@ COMMANDS = {
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
-              "--slurm-partition", "--name", "--recipe-only"}
+              "--slurm-partition", "--name", "--recipe-only", "--wide"}
 
 
 def _cases():

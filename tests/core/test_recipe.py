@@ -150,6 +150,17 @@ def test_numbers_and_dates_read_as_yaml_1_2(tmp_path):
     assert (r.name, r.norm_eps) == ("2024-05-01", 1e-6)
 
 
+@pytest.mark.parametrize("text, says", [
+    ("d_model: 0100", "d_model: 0100 has a leading zero (YAML reads it as the octal number 64)"),
+    ("n_layers: 1:30", "n_layers: 1:30 is a base-60 number to YAML (90)"),
+    ("mamba: {d_state: 016}", "mamba.d_state: 016 has a leading zero"),
+])
+def test_integers_yaml_1_1_would_misread_are_refused_naming_the_field(text, says, tmp_path):
+    key = text.split(":", 1)[0]
+    lines = [ln for ln in BASE.splitlines() if not ln.startswith(key + ":")]
+    assert says in _err(tmp_path, "\n".join(lines) + f"\n{text}\nlayers: {{default: mamba}}\n")
+
+
 def test_only_mamba_has_a_default_section(tmp_path):
     r = load_recipe(_write(tmp_path, BASE + "layers: {default: mamba}\n"))
     assert r.mamba.d_state == 16 and r.gla is None and r.linear is None

@@ -179,3 +179,21 @@ def test_narrow_terminal_table_fits_and_keeps_names_whole():
 def test_wide_terminal_table_keeps_every_column():
     text, _ = _render(200)
     assert all(col in text for col in RESULT_COLUMNS)
+
+
+def test_wide_keeps_every_column_on_a_narrow_terminal(tmp_path, monkeypatch, capsys):
+    from fsc.cli import common
+
+    args = ["profile", "-r", "tiny_mamba", "--S", "16", "--B", "1", "--repeats", "1",
+            "--warmup", "0", "--device", "cpu", "--store", str(tmp_path / "s")]
+    monkeypatch.setattr(common.out, "width", 60)
+    assert main(args) == 0
+    narrow = capsys.readouterr().out
+    monkeypatch.setattr(common.out, "width", 60)
+    assert main([*args, "--wide"]) == 0
+    wide = capsys.readouterr().out
+    for col in RESULT_COLUMNS:
+        assert col in wide
+    table = [line for line in narrow.splitlines() if line[:1] in "┏┃┡│└"]
+    assert "floor ms" not in "".join(table), narrow
+    assert max(len(line) for line in table) <= 60

@@ -135,3 +135,26 @@ def check_png(path: Path, min_size=(600, 300), colours: list[str] = ()) -> Image
         near = int((np.abs(pixels - np.array(hex_rgb(c))).sum(axis=1) < 30).sum())
         assert near > 30, f"{path.name}: colour {c} not drawn ({near} pixels)"
     return im
+
+
+def eval_run(store: Path, recipe: str, task: str) -> str:
+    """An eval run of one task on `recipe`'s made-up checkpoint, as `fsc eval` stores it:
+    niah cells by length and depth, mqar cells by pair count, or one held-out loss cell."""
+    st = Store(store)
+    run = st.start_run("eval", f"fsc eval {recipe} --task {task}", _env(st, "AMD EPYC"),
+                       {"recipe": recipe, "task": task})
+    base = {"checkpoint": f"/ckpt/{recipe}", "recipe": recipe, "recipe_hash": "h", "task": task,
+            "mode": "diffusion", "G": 4, "K": 4, "train_length": 256, "n": 10, "correct": 5,
+            "accuracy": 0.5, "token_accuracy": 0.5, "tokens_per_s": 100.0, "seconds": 1.0}
+    if task == "niah":
+        cells = [base | {"length": 256 * m, "length_ratio": float(m), "depth": d}
+                 for m in (1, 2) for d in (0.0, 1.0)]
+    elif task == "mqar":
+        cells = [base | {"length": 256 * m, "length_ratio": float(m), "pairs": p}
+                 for m in (1, 2) for p in (2, 4)]
+    else:
+        cells = [base | {"length": 256, "accuracy": None, "token_accuracy": None, "correct": None,
+                         "loss": 2.0}]
+    st.add_rows("eval_cells", run, cells)
+    st.finish_run(run)
+    return run

@@ -130,3 +130,29 @@ def test_runs_of_other_kinds_or_with_nothing_shared_are_refused(cli, made):
     empty = st.start_run("profile", "fsc profile", None, {})
     r = cli("compare", made.run_a, empty, "--store", made.store)
     assert r.code == 2 and "share no point" in r.err
+
+
+def _at_width(monkeypatch, width: int) -> None:
+    from fsc.cli import common
+
+    monkeypatch.setattr(common.out, "width", width)
+
+
+def test_the_table_reads_at_100_columns_and_whole_with_wide(cli, tmp_path, monkeypatch):
+    """Constant G, K and dtype go to the title; columns go until the rest fits; no ratio or
+    header is cut, no line is wider than the terminal."""
+    made = make_runs(tmp_path / "store", slow=1.10)
+    _at_width(monkeypatch, 100)
+    r = cli("compare", made.run_a, made.run_b, "--store", made.store)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert "…" not in r.out
+    assert "G 4 · K 4 · dtype bf16" in r.out
+    for head in ("recipe", "step ×", "time ×", "verdict"):
+        assert head in r.out
+    assert r.out.count("1.100×") >= 2 * 8 and r.out.count("slower") == 9  # and the summary
+    _at_width(monkeypatch, 100)
+    wide = cli("compare", made.run_a, made.run_b, "--store", made.store, "--wide")
+    assert "fold ×" not in r.out and "fold ×" in wide.out  # the first to go
+    assert max(len(line) for line in wide.out.splitlines()) > 100

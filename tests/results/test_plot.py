@@ -7,7 +7,7 @@ import json
 
 import pytest
 from matplotlib.colors import to_hex
-from results_helpers import check_png, make_runs, train_and_eval_rows
+from results_helpers import check_png, eval_run, make_runs, point, train_and_eval_rows
 
 from fsc.results import figures, plots
 from fsc.store import Store
@@ -93,7 +93,7 @@ def test_floor_and_oom_are_drawn_where_known(tmp_path):
 def test_a_figure_without_known_peaks_says_so(real_profile, tmp_path):
     store, _ = real_profile
     fig = draw(tmp_path, Store(store), "roofline").figure
-    assert any("no roof drawn" in t.get_text() for ax in fig.axes for t in ax.texts)
+    assert any("no roof drawn" in t.get_text() for t in fig.legends[0].get_texts())
 
 
 @pytest.mark.parametrize("suffix, head", [(".svg", b"<?xml"), (".pdf", b"%PDF")])
@@ -200,3 +200,86 @@ def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     doc = _plot(cli, "loss", "--store", store, "--out", tmp_path / "loss.png")
     assert doc["rows"] == 6
     check_png(tmp_path / "loss.png", colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
+
+
+def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_path):
+    """niah, then mqar, then loss (the README's order): the loss eval is the newest, yet niah
+    draws the niah run and retrieval both the niah and the mqar run, and says so."""
+    store = tmp_path / "store"
+    niah, mqar = eval_run(store, "tiny_attn", "niah"), eval_run(store, "tiny_attn", "mqar")
+    eval_run(store, "tiny_attn", "loss")
+    assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [niah]
+    doc = _plot(cli, "retrieval", "--store", store, "--out", tmp_path / "r.png")
+    assert doc["runs"] == [niah, mqar] and "niah or mqar cells" in doc["picked"]
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    assert r.code == 0 and "the latest eval run of each recipe with niah cells" in r.err
+    newer = eval_run(store, "tiny_attn", "niah")
+    assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [newer]
+
+
+def test_no_run_with_the_rows_names_them_and_the_command(cli, tmp_path):
+    store = tmp_path / "store"
+    eval_run(store, "tiny_attn", "loss")
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert "no eval run with niah cells" in r.err and "fsc eval --task niah" in r.err
+
+
+def test_default_profile_figure_skips_a_newer_run_without_ok_points(cli, made, tmp_path):
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile", None, {})
+    keys = ("recipe", "recipe_hash", "layer_plan", "S", "B", "G", "K", "dtype", "backend",
+            "device")
+    st.add_point(run, {k: point("tiny_attn", 1024, 1, 1.0)[k] for k in keys} | {"status": "oom"})
+    st.finish_run(run)
+    assert _plot(cli, "latency", "--store", made.store, "--out", tmp_path / "l.png")["runs"] \
+        == [made.run_b]
+
+
+LONG_DEVICE = "Intel(R) Xeon(R) Platinum 8480+ Processor with a long name"
+
+
+def _inside(fig) -> None:
+    """The figure's title lies within it (none of it clipped at an edge)."""
+    fig.canvas.draw()
+    box = fig.get_suptitle() and fig._suptitle.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+
+
+def test_titles_fit_however_long_the_device_and_runs(tmp_path):
+    rows = [point("tiny_attn", 1024, B, 1.0) | {"device_name": LONG_DEVICE,
+                                                "run_id": f"20261202T0631{B}0-f5a857"}
+            for B in (1, 2)]
+    colour = figures.colours(["tiny_attn"])
+    _inside(figures.throughput(rows, colour))  # one panel: the narrowest figure
+    cells = [{"run_id": f"20261202T06310{i}-f5a857", "recipe": "tiny_attn", "task": task,
+              "checkpoint": "c", "length": 256 * m, "length_ratio": float(m), "depth": 0.5,
+              "pairs": 2, "n": 10, "accuracy": 0.5, "device_name": LONG_DEVICE}
+             for i, task in enumerate(("niah", "mqar", "niah")) for m in (1, 2)]
+    _inside(figures.niah(cells[:2], colour))
+    fig = figures.retrieval(cells, colour)
+    _inside(fig)
+    styles = {ln.get_label().split(" · ")[1]: ln.get_linestyle() for ln in fig.axes[0].lines}
+    assert styles["mqar"] != styles["niah"]  # told apart without the legend's colours
+    assert "depths or pair counts" in fig.axes[0].get_ylabel()
+
+
+def test_memory_in_a_unit_that_fits_and_no_line_decades_above_the_data():
+    rows = [point("tiny_mamba", S, 1, 1.0) | {"device": "cpu", "device_name": "cpu box",
+                                              "device_memory_bytes": int(23.5 * 2**30),
+                                              "peak_bytes": 500_000 + 100 * S, "run_id": "r"}
+            for S in (1024, 4096)]
+    fig = figures.memory(rows, figures.colours(["tiny_mamba"]))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "peak memory (KiB)" and ax.get_ylim()[1] < 2**10
+    assert len(ax.lines) == 1  # the data; the device's 23.5 GiB is named in the legend only
+    assert any("23.5 GiB), far above" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_the_no_roof_note_is_beside_the_plot_not_on_it():
+    rows = [point("tiny_attn", S, 1, 1.0) | {"device": "cpu", "step_flops": 1e9,
+                                             "bandwidth": None, "run_id": "r"}
+            for S in (1024, 4096)]
+    fig = figures.roofline(rows, figures.colours(["tiny_attn"]))
+    assert all(not ax.texts for ax in fig.axes)
+    assert any("no roof drawn" in t.get_text() for t in fig.legends[0].get_texts())

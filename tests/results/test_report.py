@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from results_helpers import check_png, make_runs, point, train_and_eval_rows
+from results_helpers import check_png, eval_run, make_runs, point, train_and_eval_rows
 
 from fsc.results import figures
 from fsc.store import Store
@@ -210,3 +210,49 @@ def test_the_page_loads_in_chromium_without_console_errors(cli, full_store, tmp_
     open_in_browser(blank, tmp_path / "blank.png")
     with pytest.raises(AssertionError):
         check_png(tmp_path / "blank.png")
+
+
+def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
+    """niah, then mqar, then loss: the page still draws the heatmap and the retrieval curve,
+    holds the niah and mqar cells, names the runs each figure drew and how they were picked."""
+    store = tmp_path / "store"
+    niah, mqar = eval_run(store, "tiny_attn", "niah"), eval_run(store, "tiny_attn", "mqar")
+    loss = eval_run(store, "tiny_attn", "loss")
+    other = eval_run(store, "tiny_mamba", "niah")
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", store, "--out", out).code == 0
+    html = out.read_text()
+    assert 'class="missing"' not in html
+    assert all(f"Run {r}" in html for r in (niah, mqar, loss))
+    assert html.count("<td>niah</td>") == 8 and html.count("<td>mqar</td>") == 4
+    assert f"Runs: {', '.join(sorted([niah, other]))}." in html  # the heatmap's
+    assert f"Runs: {', '.join(sorted([niah, mqar, other]))}." in html  # retrieval's
+    assert "latest eval run of each recipe and task" in html
+    older = eval_run(store, "tiny_attn", "niah")
+    newer = eval_run(store, "tiny_attn", "niah")
+    assert cli("report", "--store", store, "--out", out).code == 0
+    html = out.read_text()
+    assert f"Run {newer}" in html and f"Run {older}" not in html
+    assert "The store holds 2 other runs" in html
+
+
+def test_numbers_read_plainly_training_is_said_once_and_config_is_a_table(cli, tmp_path):
+    made = make_runs(tmp_path / "store")
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile", None,
+                       {"recipes": ["tiny_attn"], "S": [1024], "recipe_yaml": "name: x\nd: 1\n"})
+    st.add_point(run, point("tiny_attn", 1024, 1, 1068.86))
+    st.finish_run(run)
+    ids = train_and_eval_rows(made.store)
+    out = tmp_path / "r.html"
+    assert cli("report", run, *ids["train"], "--store", made.store, "--out", out).code == 0
+    html = out.read_text()
+    assert not re.search(r"\d\.\d+e[+-]\d", " ".join(parse(out).text))  # no 1.07e+03
+    assert "<td>1,069</td>" in html and "1,058–1,080" in html
+    assert html.count(">Training<") == 1
+    assert '<td>config: recipes</td><td class="text">tiny_attn</td>' in html
+    assert "<details><summary>config: recipe_yaml</summary><pre>name: x\nd: 1\n</pre>" in html
+    assert "figure svg { width: 100%" in html
+    md = tmp_path / "r.md"
+    assert cli("report", run, "--store", made.store, "--out", md).code == 0
+    assert "~~~~\nname: x\nd: 1\n~~~~" in md.read_text()

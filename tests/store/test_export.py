@@ -118,3 +118,10 @@ def test_export_runs_only_one_read_only_query_in_the_sandbox(two_runs, cli, out_
 def test_query_out_does_not_combine_with_write(two_runs, cli, out_dir):
     result = cli("query", "select 1", "--out", out_dir / "x.csv", "--write")
     assert result.code == 2 and "drop --write" in result.err
+
+
+def test_export_json_names_the_file_and_its_size(two_runs, cli, out_dir):
+    out = out_dir / "r.csv"
+    result = cli("export", SQL, "--out", out, "--json")
+    assert result.code == 0 and result.err == ""
+    assert json.loads(result.out) == {"path": str(out), "bytes": out.stat().st_size}

@@ -157,7 +157,38 @@ def test_markup_in_stored_text_is_shown_not_obeyed(two_runs, cli):
     st, [a, *_] = two_runs
     st.query(f"update runs set command = 'fsc [/bold] \x1b[31mred' where run_id = '{a}'",
              write=True)
-    result = cli("runs")
+    result = cli("runs", "--wide")  # the whole command, at any terminal width
     assert result.code == 0, result.err
     assert "[/bold]" in result.out and "\\x1b[31mred" in result.out
     assert "\x1b" not in result.out
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_list_reads_at_a_narrow_terminal_and_whole_with_wide(two_runs, cli, monkeypatch,
+                                                                width):
+    """No header word is split, no run id or count is cut, the command is cut to one line
+    with "…" (whole with --wide), no line is wider than the terminal."""
+    from fsc.cli import common
+
+    st, ids = two_runs
+    long = "fsc profile " + " ".join(f"-r recipe_{i}" for i in range(30))
+    st.query(f"update runs set command = '{long}' where run_id = '{ids[0]}'", write=True)
+    monkeypatch.setattr(common.out, "width", width)
+    r = cli("runs")
+    lines = r.out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert len(lines) == 1 + 3 + len(ids) + 1  # title, header (3 lines), rows, bottom rule
+    for head in ("run_id", "kind", "status", "ok/oom/error", "command"):
+        assert head in r.out
+    assert all(run_id in r.out for run_id in ids) and "…" in r.out and long not in r.out
+    monkeypatch.setattr(common.out, "width", width)
+    assert long in cli("runs", "--wide").out
+
+
+@pytest.mark.slow
+def test_columns_sets_the_width_of_a_pipe(two_runs, run_fsc):
+    st, ids = two_runs
+    st.query(f"update runs set command = '{'fsc profile -r x' * 20}' where run_id = '{ids[0]}'",
+             write=True)
+    r = run_fsc("runs", "--store", st.dir, env=dict(os.environ, COLUMNS="100"))
+    assert r.returncode == 0 and max(len(line) for line in r.stdout.splitlines()) == 100

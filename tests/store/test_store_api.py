@@ -139,3 +139,32 @@ def test_process_state():
     assert process_state(gone.pid, host, now) == "dead"
     if os.path.exists("/proc/self/stat"):  # this process started long after a run from 2001
         assert process_state(os.getpid(), host, datetime(2001, 1, 1)) == "dead"
+
+
+def test_finishing_checks_every_point_it_stored_is_there(st):
+    run_id = _run(st)
+    ids = [st.add_point(run_id, {"recipe": "tiny", "S": s}, None) for s in (16, 32, 64)]
+    st.finish_run(run_id, points=ids)
+    assert st.runs(5)[0]["status"] == "finished"
+    lossy = _run(st)
+    ids = [st.add_point(lossy, {"recipe": "tiny", "S": s}, None) for s in (16, 32, 64)]
+    st.query(f"delete from profile_points where point_id = {ids[1]}", write=True)  # lost
+    with pytest.raises(StoreError, match=rf"1 of 3 points this process stored are missing "
+                                         rf"\(point ids \[{ids[1]}\]\)"):
+        st.finish_run(lossy, points=ids)
+    _, [(status, error)] = st.query(f"select status, error from runs where run_id = '{lossy}'")
+    assert status == "failed" and str(ids[1]) in error
+
+
+def test_a_sweep_that_lost_a_point_fails_loudly(cli, store_path, monkeypatch):
+    add = Store.add_point
+
+    def misplaced(self, run_id, point, samples=None):  # the id of a row that is not there
+        return add(self, run_id, point, samples) + 1000
+
+    monkeypatch.setattr(Store, "add_point", misplaced)
+    r = cli("profile", "-r", "tiny_mamba", "--S", "16", "--B", "1", "--repeats", "1",
+            "--warmup", "0", "--device", "cpu", "--store", store_path)
+    assert r.code == 1 and r.err.strip().splitlines()[-1].startswith("error: run ")
+    assert "points this process stored are missing" in r.err and "internal error" not in r.err
+    assert Store(store_path).runs(1)[0]["status"] == "failed"

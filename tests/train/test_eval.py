@@ -148,3 +148,21 @@ def test_sigterm_keeps_the_cells_scored_and_marks_the_run_interrupted(fsc_main, 
     assert status == "interrupted" and error == "interrupted (SIGTERM) after 1 cells"
     _, [(length,)] = Store(store).query("select length from evaluation")
     assert length == 64
+
+
+def test_heldout_loss_gives_its_spread_and_says_when_a_short_file_is_reused(fsc_main, tmp_path):
+    (tmp_path / "t.txt").write_text(" ".join(f"w{i}" for i in range(100)))  # ~490 tokens
+    store = tmp_path / "store"
+    res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", tmp_path / "t.txt",
+                   "--lengths", "64", "--samples", "12", "--store", store, check=0)
+    assert "loss (nats/token)" in res.stdout and "± s.e." in res.stdout
+    assert "the data holds 6 distinct sequences; the 12 scored reuse them" in res.stderr
+    _, [(n, distinct, loss, se)] = Store(store).query(
+        "select n, distinct_sequences, loss, loss_se from evaluation")
+    assert (n, distinct) == (12, 6) and 0 < se < loss
+
+
+def test_a_length_too_short_names_lengths(cli, tmp_path):
+    r = cli("eval", "tiny_attn", "--lengths", "8", "--store", tmp_path / "store")
+    assert r.code == 2 and "--lengths 8 is shorter than a passkey prompt" in r.err
+    assert "--seq-len" not in r.err

@@ -1,0 +1,49 @@
+"""Memory of one training step, from the Recipe alone (pure arithmetic, as the rest of the cost
+model): `fsc train` refuses a run that cannot fit before it prepares any data.
+
+The step trains in fp32 with AdamW over the block-causal forward (`LM.forward_blockwise`) of
+`batch` sequences of `seq_len` tokens. Counted, per the model code:
+- state: weights, gradients and AdamW's two moments, 4 fp32 copies of every parameter;
+- activations kept for the backward pass, per layer and token: the residual stream, the two
+  norms' outputs and the mixer's output (4·d_model), every mixer projection's output, and the
+  MLP's hidden activations before and after the nonlinearity (2·top_k·hidden);
+- recurrent mixers: the state carried into each block (their cache's fixed part per block);
+- attention: the T × T boolean block-causal mask each attention layer builds and keeps;
+- the head: fp32 logits of every position and their gradient (an upper bound: the objectives
+  score only some positions).
+Temporaries of a single op, the allocator's slack and the framework are not counted, so the
+figure is a floor a step cannot go under, not a prediction of its peak.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fsc.costmodel.shapes import ffn_shape, kind_shapes, param_counts
+
+if TYPE_CHECKING:
+    from fsc.recipe import Recipe
+
+FP32 = 4
+ADAMW_COPIES = 4  # weights, gradients, exp_avg, exp_avg_sq
+
+
+def training_memory(recipe: Recipe, seq_len: int, batch: int) -> dict[str, int]:
+    """Bytes of one training step at (seq_len, batch): state_bytes (weights, gradients,
+    optimizer), activation_bytes, mask_bytes (attention), logits_bytes and total_bytes."""
+    d, tokens = recipe.d_model, batch * seq_len
+    ffn = ffn_shape(recipe)
+    blocks = -(-seq_len // max(recipe.block_size, 1))
+    per_token = masks = states = 0
+    for shape, n in kind_shapes(recipe):
+        per_token += n * (4 * d + sum(o for _, o in shape.linears)
+                          + 2 * ffn.top_k * ffn.hidden)
+        if shape.growing:
+            masks += n * seq_len * seq_len  # one bool per (query, key) pair
+        else:
+            states += n * sum(fixed for _, fixed in shape.cache.values())
+    state = ADAMW_COPIES * FP32 * param_counts(recipe)["total"]
+    activations = FP32 * (tokens * per_token + batch * blocks * states)
+    logits = 2 * FP32 * tokens * recipe.vocab_size
+    return {"state_bytes": state, "activation_bytes": activations, "mask_bytes": masks,
+            "logits_bytes": logits, "total_bytes": state + activations + masks + logits}

@@ -1,0 +1,45 @@
+"""Whether a training run fits in memory (the cost model's `training_memory` against the memory
+free): on the CPU before any data is prepared or torch is loaded; on a GPU once torch can say
+how much of it is free."""
+
+from __future__ import annotations
+
+from fsc.costmodel.training import training_memory
+from fsc.errors import UsageError
+
+GiB = 2**30
+
+
+def host_free_bytes() -> int:
+    """MemAvailable of this machine (no limit known: a very large number)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2**63
+
+
+def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: int = 1,
+                        budget: int | None = None) -> None:
+    """UsageError (one line, exit 2) when one training step of `recipe` at (seq_len, batch)
+    needs more than `budget` bytes (default: on the CPU, the memory available; elsewhere no
+    check: the caller checks again with the device's free memory). With `nproc` processes on
+    the CPU, each holds its own copy of the weights and optimizer state."""
+    if budget is None and device != "cpu":
+        return
+    mem = training_memory(recipe, seq_len, batch)
+    copies = nproc if device == "cpu" else 1
+    need = mem["total_bytes"] + (copies - 1) * mem["state_bytes"]
+    have = host_free_bytes() if budget is None else budget
+    if need <= have:
+        return
+    parts = ", ".join(f"{name} {mem[key] / GiB:.2f}" for name, key in (
+        ("weights and optimizer", "state_bytes"), ("activations", "activation_bytes"),
+        ("attention masks", "mask_bytes"), ("logits", "logits_bytes")) if mem[key])
+    raise UsageError(
+        f"not enough memory to train {recipe.name} at --seq-len {seq_len}, --batch {batch}: "
+        f"it needs at least {need / GiB:,.1f} GiB ({parts} GiB) but {device} has "
+        f"{have / GiB:,.1f} GiB free; lower --seq-len or --batch")
