@@ -66,14 +66,13 @@ def decode(
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
     from fsc.blocks import block_setting
-    from fsc.source import load_source_recipe, weights_origin
-    from fsc.tokenizer import load_tokenizer
+    from fsc.source import load_source_recipe, starts_with_bos, weights_origin
+    from fsc.tokenizer import load_tokenizer, prompt_ids
 
     # Everything a user can get wrong is checked before torch is imported.
     mode_, g, k = block_setting(mode and str(mode), G, steps, load_source_recipe(source).block_size)
     tok = load_tokenizer(tokenizer)
-    bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
-    prompt_ids = bos + tok.encode(prompt)
+    ids = prompt_ids(tok, prompt, starts_with_bos(source))  # as the checkpoint was trained
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
@@ -83,10 +82,10 @@ def decode(
     torch_threads()
     device = torch_device(device)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
-    recipe, model = load_model(source, device=device, seed=seed, S=len(prompt_ids) + length, B=1, G=g)
+    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
-    res = generate(model, tok, prompt_ids, cfg, device=device)
+    res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = dict(ops.ran)
     res.stats["weights"] = weights_origin(source, seed)
     text = tok.decode(res.token_ids)

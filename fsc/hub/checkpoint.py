@@ -188,13 +188,15 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
 
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
-                    extra=None) -> SavedCheckpoint:
+                    extra=None, bos: bool = False) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
     `seed` records seeded (untrained) weights in the card; `training` what `fsc train` did
-    (data, objective, steps, final loss). `extra(directory)` may write files of its own (the
-    training state) before the rename; they are not in the checksums, and never pushed.
+    (data, objective, steps, final loss). `bos` records whether the model's sequences begin
+    with BOS (fsc trains without; `fsc decode` follows the record). `extra(directory)` may
+    write files of its own (the training state) before the rename; they are not in the
+    checksums, and never pushed.
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -220,6 +222,7 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         "kv_bytes_per_token": cache_token["kv_bytes"],
         "state_bytes_per_sequence": cache_empty["state_bytes"],
         "seed": seed,
+        "bos": bos,
     }
     if training is not None:
         facts["training"] = training

@@ -31,7 +31,7 @@ from fsc.errors import CheckpointError, UsageError
 from fsc.hub.checkpoint import save_checkpoint
 from fsc.model.layers import TORCH_DTYPES
 from fsc.train import parallel
-from fsc.train.data import DataOptions, open_data
+from fsc.train.data import BOS, DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
 from fsc.train.tasks import derive
 
@@ -64,15 +64,18 @@ class TrainConfig:
     save_every: int = 0
     eval_every: int = 0
     log_every: int = 10
-    needle_digits: int = 5
+    needle_digits: int | None = None  # None: the default for G (tasks.key_digits)
+    supervise_needle: bool = False
     pairs: int = 8
     text_field: str = "text"
     tokenizer: str | None = None
     recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
     nproc: int = 1  # data-parallel processes (torchrun); the global batch is nproc × batch
+    stop_at: float | None = None  # end at the first in-loop eval with this exact match
 
     def data_options(self) -> DataOptions:
-        return DataOptions(self.needle_digits, self.pairs, self.text_field)
+        return DataOptions(self.needle_digits, self.pairs, self.text_field,
+                           self.supervise_needle)
 
 
 @dataclass
@@ -83,6 +86,7 @@ class TrainResult:
     interrupted: bool = False
     seconds: float = 0.0
     tokens: int = 0
+    reached: bool = False  # stopped by --stop-at: an in-loop eval reached cfg.stop_at
 
     @property
     def final_loss(self) -> float:
@@ -159,7 +163,8 @@ class Trainer:
         self.on_log = None  # callback(row dict) for every logged step
         self.on_step = None  # callback(step, loss, tokens_per_s) after every step
         self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
-        self.stop = False
+        self.stop = False  # Ctrl-C: end after the step under way
+        self.reached = False  # an in-loop eval reached cfg.stop_at (rank 0 evaluates)
         self.rank, self.world = parallel.world()
         if state is not None:
             self._restore(*state)
@@ -213,8 +218,12 @@ class Trainer:
         cfg = self.cfg
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
-                "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": cfg.needle_digits,
+                "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 "final_loss": self.losses[-1] if self.losses else None}
+
+    def _digits(self) -> int | None:
+        """The pass key's digits (resolved from the default for G), None for other data."""
+        return getattr(getattr(self.data, "task", None), "digits", None)
 
     def save(self) -> Path:
         """Write step-NNNNNN (weights, card, training state) and point `latest` at it (rank 0
@@ -236,7 +245,7 @@ class Trainer:
         facts = self.training_facts()
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
-        save_checkpoint(model, dest, training=facts, extra=extra)
+        save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS)
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")
         os.replace(tmp, out / LATEST)
@@ -282,12 +291,15 @@ class Trainer:
 
     def run(self, stop_after: int | None = None) -> TrainResult:
         """Train to `cfg.steps` (or `stop_after` more steps), saving at --save-every and at
-        the end; Ctrl-C ends after the step under way, saved, with `interrupted` set."""
+        the end; Ctrl-C ends after the step under way, saved, with `interrupted` set; an
+        in-loop eval whose exact match reaches `cfg.stop_at` ends it, saved, with `reached`
+        set."""
         cfg = self.cfg
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
         t0, done_tokens = time.perf_counter(), 0
         with _sigint_sets(self):
-            while self.step < end and not parallel.any_rank(self.stop, self.world, self.device):
+            while self.step < end and not parallel.any_rank(self.stop or self.reached,
+                                                            self.world, self.device):
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -303,13 +315,16 @@ class Trainer:
                            "elapsed_s": time.perf_counter() - t0}
                     if evaluate and self.evaluate is not None:
                         row.update(self.evaluate(self))
+                        self.reached = (cfg.stop_at is not None
+                                        and row["eval_accuracy"] >= cfg.stop_at)
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
         interrupted = parallel.any_rank(self.stop, self.world, self.device)
-        last = self.save()  # the end, a --stop-after, or Ctrl-C
+        reached = parallel.any_rank(self.reached, self.world, self.device)
+        last = self.save()  # the end, a --stop-after, --stop-at, or Ctrl-C
         return TrainResult(self.step, str(last), list(self.losses), interrupted,
-                           time.perf_counter() - t0, done_tokens)
+                           time.perf_counter() - t0, done_tokens, reached)
 
 
 @contextmanager
