@@ -55,7 +55,7 @@ class TrainDType(Choice):
 
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
 # error, not silently ignored); --steps may extend it, --stop-after, --save-every, --eval-every,
-# --log-every and --device may change.
+# --log-every, --stop-at and --device may change.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer")

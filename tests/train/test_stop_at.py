@@ -78,3 +78,15 @@ def test_stop_at_needs_a_task_with_answers(fsc_main, tmp_path):
                    "--steps", "5", "--eval-every", "1", "--stop-at", "0.5",
                    "--out", tmp_path / "run", "--store", tmp_path / "store")
     assert res.returncode == 2 and "on a task (passkey, mqar or copy)" in res.stderr
+
+
+def test_resume_keeps_or_changes_stop_at(fsc_main, tmp_path, scripted_evals):
+    store = ["--store", tmp_path / "store"]
+    fsc_main("train", *COPY, "--steps", "40", "--eval-every", "5", "--stop-at", "1",
+             "--stop-after", "5", "--out", tmp_path / "run", *store, check=0)
+    kept = json.loads(fsc_main("train", "--resume", tmp_path / "run", "--stop-after", "15",
+                               *store, "--json", check=0).stdout)
+    assert kept["stop_at"] == 1 and not kept["reached"] and kept["step"] == 20
+    changed = json.loads(fsc_main("train", "--resume", tmp_path / "run", "--stop-at", "0.9",
+                                  *store, "--json", check=0).stdout)
+    assert changed["reached"] and changed["step"] == 25 and changed["stop_at"] == 0.9
