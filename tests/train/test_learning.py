@@ -1,6 +1,6 @@
 """A tiny attention model learns passkey retrieval with the frontier objective, in `make test`:
 trained by `fsc train` until an in-loop eval reaches 0.95 exact (1,500 steps, about
-40 s of one CPU thread here), then scored by `fsc eval` on prompts it never saw; and `fsc decode`
+35 s of one CPU thread here), then scored by `fsc eval` on prompts it never saw; and `fsc decode`
 of a passkey prompt gives the tokens `fsc eval` decodes (one BOS convention)."""
 
 import json
