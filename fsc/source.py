@@ -53,6 +53,13 @@ def has_published_weights(ref: str | Path) -> bool:
         Path(ref).glob("*.safetensors"))
 
 
+def starts_with_bos(ref: str | Path) -> bool:
+    """Whether the model's sequences begin with BOS, as its checkpoint's config.json says
+    (`bos`). fsc trains without one, so a checkpoint written before the field existed, and a
+    recipe's seeded weights, begin without BOS too."""
+    return checkpoint_config(ref).get("bos") is True
+
+
 def weights_origin(ref: str | Path, seed: int) -> str:
     """Where a model's weights come from, said plainly: seeded random weights are untrained."""
     if has_published_weights(ref):

@@ -81,6 +81,16 @@ class HFTokenizer:
         return [] if self.mask_id is None else [self.mask_id]
 
 
+def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:
+    """`text` as a model's sequence begins: after the BOS token when the model was trained
+    with one (`bos`, from its checkpoint: fsc.source.starts_with_bos), else the text's tokens
+    alone. An empty text starts from BOS either way (there is nothing else to start from),
+    when the tokenizer has one."""
+    ids = tokenizer.encode(text)
+    bos_id = getattr(tokenizer, "bos_id", None)
+    return ([bos_id] if (bos or not ids) and bos_id is not None else []) + ids
+
+
 def load_tokenizer(path: str | Path | None, need_mask: bool = True):
     """The tokenizer at `path` (the byte-level one for None). A published causal LM's tokenizer
     has no mask token: autoregressive decoding loads it with `need_mask=False`."""

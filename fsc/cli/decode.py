@@ -71,8 +71,14 @@ def decode(
     """
     from fsc.blocks import block_setting, parse_ids
     from fsc.errors import UsageError
-    from fsc.source import checkpoint_tokenizer, load_source_recipe, weights_origin
+    from fsc.source import (
+        checkpoint_tokenizer,
+        load_source_recipe,
+        starts_with_bos,
+        weights_origin,
+    )
     from fsc.tokenizer import IdTokenizer, load_tokenizer
+    from fsc.tokenizer import prompt_ids as text_ids
 
     # Everything a user can get wrong is checked before torch is imported.
     source_recipe = load_source_recipe(source)
@@ -88,8 +94,7 @@ def decode(
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)
     else:
-        bos = [tok.bos_id] if getattr(tok, "bos_id", None) is not None else []
-        ids = bos + tok.encode(prompt)
+        ids = text_ids(tok, prompt, starts_with_bos(source))  # as the checkpoint was trained
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate

@@ -37,6 +37,7 @@ from fsc.cli.profile import (
     slurm_folder,
 )
 from fsc.errors import UsageError
+from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_SAMPLES = 100_000
 
@@ -87,7 +88,8 @@ def evaluate(
         "--data", help="loss: a .txt/.jsonl/.parquet file or a task (passkey, mqar, copy).",
         show_default=False)] = None,
     needle_digits: Annotated[int | None, typer.Option(
-        "--needle-digits", min=1, max=64, help="niah: digits of the key (default: as trained, or 5).",
+        "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah: digits of the key (default: as trained, or the "
+        "smallest multiple of G that is at least 4).",
         show_default=False)] = None,
     text_field: Annotated[str, typer.Option("--text-field", help="loss: the text field.")] = "text",
     tokenizer: Annotated[Path | None, typer.Option(
@@ -127,7 +129,7 @@ def evaluate(
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
-    digits = needle_digits or trained.get("needle_digits") or 5
+    digits = needle_digits or trained.get("needle_digits")  # None: the default for G
     base = train_len or 256
     if lengths is None:
         sizes = [base] if task == Task.loss else [base * m for m in (1, 2, 4, 8, 16)]

@@ -32,6 +32,7 @@ from fsc.cli.common import (
 from fsc.errors import UsageError
 from fsc.train import ranks
 from fsc.train.fits import check_training_fits
+from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_STEPS = 10**8
 MAX_NPROC = 1024
@@ -58,10 +59,10 @@ class TrainDType(Choice):
 
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
 # error, not silently ignored); --steps may extend it, --stop-after, --save-every,
-# --save-minutes, --keep, --eval-every, --log-every and --device may change.
+# --save-minutes, --keep, --eval-every, --log-every, --stop-at and --device may change.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
-                "pairs", "text_field", "tokenizer")
+                "supervise_needle", "pairs", "text_field", "tokenizer")
 
 
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS):
@@ -119,8 +120,12 @@ def train(
     eval_every: Annotated[int, _count("--eval-every", "Decode held-out samples of the task "
                                       "every N steps (0: never).", low=0)] = 0,
     log_every: Annotated[int, _count("--log-every", "Store a step row every N steps.")] = 10,
-    needle_digits: Annotated[int, _count("--needle-digits", "passkey: digits of the key.",
-                                         high=64)] = 5,
+    needle_digits: Annotated[int | None, _count(
+        "--needle-digits", "passkey: digits of the key (default: the smallest multiple of G "
+        "that is at least 4, so the key fills its answer blocks).", high=MAX_KEY_DIGITS)] = None,
+    supervise_needle: Annotated[bool, typer.Option(
+        "--supervise-needle", help="passkey: also train on the needle's repeat of the key "
+        "(not scored).")] = False,
     pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.",
                                  high=676)] = 8,
     text_field: Annotated[str, typer.Option(
@@ -133,6 +138,10 @@ def train(
         show_default=False)] = None,
     stop_after: Annotated[int | None, _count(
         "--stop-after", "End this invocation after N more steps, saved and resumable.")] = None,
+    stop_at: Annotated[float | None, typer.Option(
+        "--stop-at", callback=finite(0, 1, low_open=True), metavar="ACC",
+        help="End the run at the first in-loop eval (--eval-every) whose exact match reaches "
+        "ACC, in (0, 1].", show_default=False)] = None,
     nproc: Annotated[int | None, _count(
         "--nproc", "Data-parallel processes on this node (torchrun): one per GPU, or N on the "
         "CPU (gloo); --batch is each one's, the global batch N × --batch. A resumed run keeps "
@@ -170,7 +179,7 @@ def train(
                                  f"{start} has done")
             cfg.steps = steps
         changed = {"save_every": save_every, "save_minutes": save_minutes, "keep": keep,
-                   "eval_every": eval_every, "log_every": log_every}
+                   "eval_every": eval_every, "log_every": log_every, "stop_at": stop_at}
         for name in given_options(ctx, tuple(changed)):  # the stored ones unless given
             key = name.lstrip("-").replace("-", "_")
             setattr(cfg, key, changed[key])
@@ -201,10 +210,10 @@ def train(
             warmup=min(100, steps // 10) if warmup is None else warmup,
             weight_decay=weight_decay, grad_clip=grad_clip, seed=seed, device=device,
             dtype=str(dtype), save_every=save_every, save_minutes=save_minutes, keep=keep,
-            eval_every=eval_every,
-            log_every=log_every, needle_digits=needle_digits, pairs=pairs,
+            eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
+            supervise_needle=supervise_needle, pairs=pairs,
             text_field=text_field, tokenizer=str(tokenizer) if tokenizer else None,
-            recipe_yaml=recipe.to_yaml(), nproc=nproc or 1)
+            recipe_yaml=recipe.to_yaml(), nproc=nproc or 1, stop_at=stop_at)
         weights = source
     G = recipe.block_size
     if cfg.seq_len % G:
@@ -215,6 +224,9 @@ def train(
                          f"vocab_size is {recipe.vocab_size}")
     check_training_fits(recipe, device, cfg.seq_len, cfg.batch, cfg.nproc)
     data_source = open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
+    if cfg.stop_at is not None and not (cfg.eval_every and data_source.supervises == "answer"):
+        raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
+                         "a task (passkey, mqar or copy)")
 
     # Everything a user can get wrong is checked; now torch (or the processes that import it).
 
@@ -358,7 +370,16 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
     run_id = st.start_run("train", " ".join(["fsc", *sys.argv[1:]]), env_id, config)
     facts = {"recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
              "objective": cfg.objective, "data": cfg.data}
-    trainer.on_log = lambda row: st.add_rows("train_steps", run_id, [{**facts, **row}])
+    evals: list[dict] = []  # the in-loop evals, for --json and the console
+
+    def log(row: dict) -> None:
+        st.add_rows("train_steps", run_id, [{**facts, **row}])
+        if "eval_accuracy" in row:
+            evals.append({"step": row["step"], "accuracy": row["eval_accuracy"]})
+            err.print(f"step {row['step']}: in-loop exact match {row['eval_accuracy']:.2f}, "
+                      f"loss {row['loss']:.4f}", markup=False, highlight=False)
+
+    trainer.on_log = log
     if data_source.supervises == "answer":
         trainer.evaluate = quick_eval
     try:
@@ -394,7 +415,8 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
                "steps": cfg.steps, "first_loss": done[0] if done else None,
                "final_loss": res.final_loss if done else None, "seconds": res.seconds,
                "tokens_per_s": res.tokens / res.seconds if res.seconds > 0 else None,
-               "checkpoint": res.checkpoint, "interrupted": res.interrupted}
+               "checkpoint": res.checkpoint, "interrupted": res.interrupted,
+               "stop_at": cfg.stop_at, "reached": res.reached, "evals": evals}
     if as_json:
         print_json(summary)
     else:
@@ -402,14 +424,16 @@ def _run(cfg, recipe, model, tok, data_source, state, stop_after, store, as_json
         loss = f"loss {first}{res.final_loss:.4f}" if done else "no steps"
         rate = summary["tokens_per_s"]
         speed = f", {rate / 1e3:.1f}k tok/s" if rate and math.isfinite(rate) else ""
+        reached = (f"; stopped at exact match {evals[-1]['accuracy']:.2f} ≥ {cfg.stop_at:g} "
+                   f"at step {res.step}" if res.reached else "")
         out.print(f"trained {printable(recipe.name, 60)} to step {res.step} of {cfg.steps} on "
                   f"{printable(cfg.data, 80)} ({cfg.objective}): {loss}, {res.seconds:.1f} s"
-                  f"{speed}; checkpoint {printable(res.checkpoint, None)}; run {run_id}",
+                  f"{speed}{reached}; checkpoint {printable(res.checkpoint, None)}; run {run_id}",
                   markup=False, highlight=False)
     if res.interrupted:
         print(f"{stopped}; continue with:\n  {resume_cmd}", file=sys.stderr)
         raise typer.Exit(exit_code(res.stop_signal))
-    if res.step < cfg.steps:
+    if res.step < cfg.steps and not res.reached:
         print(f"stopped at step {res.step} of {cfg.steps}; continue with:\n  {resume_cmd}",
               file=sys.stderr)
 

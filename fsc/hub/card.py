@@ -1,7 +1,8 @@
 """What a checkpoint says about itself: `config.json` and the `README.md` model card.
 
 Both are derived from the recipe plus facts measured on the model (parameter counts, exact cache
-bytes); neither is read back by fsc (`fsc_recipe.yaml` is the source of truth). Neither holds a
+bytes); `fsc_recipe.yaml` is the source of truth for the model, and fsc reads back from
+config.json only how the weights were trained (`bos`, `training`). Neither holds a
 timestamp, so saving the same weights twice gives identical files.
 """
 
@@ -23,7 +24,8 @@ def config_dict(recipe: Recipe, facts: dict) -> dict:
     """config.json: the recipe's fields, then what fsc derived from them.
 
     `facts` holds n_params, params_by_kind, weight_bytes, weight_files,
-    kv_bytes_per_token, state_bytes_per_sequence and seed (None for trained weights).
+    kv_bytes_per_token, state_bytes_per_sequence, seed (None for trained weights) and bos
+    (whether the model's sequences begin with BOS).
     """
     return {
         **recipe.model_dump(mode="json", exclude_none=True),

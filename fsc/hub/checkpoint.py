@@ -190,16 +190,14 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
                     extra=None, recipe_text: str | None = None,
                     include: tuple[Path, ...] = (),
-                    imported_from: str | None = None) -> SavedCheckpoint:
+                    imported_from: str | None = None, bos: bool = False) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
     `seed` records seeded (untrained) weights in the card; `training` what `fsc train` did
-    (data, objective, steps, final loss). `extra(directory)` may write files of its own (the
-    training state) before the rename; they are not in the checksums, and never pushed.
-    `recipe_text` is the recipe file's text (a recipe with comments; it must validate to the
-    model's recipe); `include` files (an imported model's tokenizer) are copied in, checksummed;
-    `imported_from` names a published model the weights came from (config and card say so).
+                    extra=None, recipe_text: str | None = None,
+                    include: tuple[Path, ...] = (),
+                    imported_from: str | None = None, bos: bool = False) -> SavedCheckpoint:
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -225,6 +223,7 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         "kv_bytes_per_token": cache_token["kv_bytes"],
         "state_bytes_per_sequence": cache_empty["state_bytes"],
         "seed": seed,
+        "bos": bos,
     }
     if training is not None:
         facts["training"] = training

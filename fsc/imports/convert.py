@@ -103,6 +103,17 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     directory = local_dir(ref, files="all")
     tokenizer = tuple(directory / f for f in TOKENIZER_FILES if (directory / f).is_file())
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
-                           imported_from=f"{ref} ({imported.architecture})")
+                           imported_from=f"{ref} ({imported.architecture})",
+                           bos=adds_bos(directory))
     return imported, info
+
+
+def adds_bos(directory: Path) -> bool:
+    """Whether the published tokenizer begins a text with BOS (`add_bos_token` in its
+    tokenizer_config.json, as Llama's and Mistral's say): `fsc decode` then does the same."""
+    try:
+        config = json.loads((directory / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("add_bos_token") is True
 

@@ -169,7 +169,7 @@ class EvalJob:
     depths: tuple[float, ...]
     pairs: tuple[int, ...]
     settings: EvalSettings
-    digits: int
+    digits: int | None  # None: the default for G
     device: str
     tokenizer: str | None
     data: str | None

@@ -22,14 +22,17 @@ from fsc.errors import UsageError
 from fsc.train.tasks import TASKS, Sample, derive
 
 TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json
+# `bos`) and `fsc decode` follows the record, so its prompts begin as training's did
 SYNTHETIC = tuple(TASKS)
 
 
 @dataclass(frozen=True)
 class DataOptions:
-    needle_digits: int = 5
+    needle_digits: int | None = None  # None: the default for G (tasks.key_digits)
     pairs: int = 8
     text_field: str = "text"
+    supervise_needle: bool = False
 
 
 class TaskData:
@@ -153,7 +156,8 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     command-line option L came from)."""
     if spec in TASKS:
         kind = TASKS[spec]
-        knobs = {"passkey": {"digits": options.needle_digits},
+        knobs = {"passkey": {"digits": options.needle_digits,
+                             "needle": options.supervise_needle},
                  "mqar": {"pairs": options.pairs}}.get(spec, {})
         return TaskData(kind(tokenizer, L, G, **knobs, option=option), seed)
     if spec.startswith("hf:"):

@@ -193,7 +193,9 @@ def quick_eval(trainer, n: int = 16) -> dict:
     """The in-loop eval (--eval-every): exact-match accuracy on `n` held-out samples of the
     training task at the training length, decoded by the cached decoder with K = G."""
     cfg, model = trainer.cfg, trainer.model
-    samples = [trainer.data.task.sample(derive(cfg.seed, i, 9)) for i in range(n)]
+    task = trainer.data.task
+    task = task.evaluated() if isinstance(task, Passkey) else task  # one layout per cell
+    samples = [task.sample(derive(cfg.seed, i, 9)) for i in range(n)]
     mode = "ar" if cfg.objective == "ar" else "diffusion"
     settings = EvalSettings(mode, model.recipe.block_size, n, n, cfg.seed, cfg.seq_len)
     was_training = model.training

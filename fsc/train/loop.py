@@ -37,7 +37,7 @@ from fsc.hub.checkpoint import save_checkpoint
 from fsc.interrupts import StopSignals
 from fsc.model.layers import TORCH_DTYPES
 from fsc.train import parallel
-from fsc.train.data import DataOptions, open_data
+from fsc.train.data import BOS, DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
 from fsc.train.tasks import derive
 
@@ -74,15 +74,18 @@ class TrainConfig:
     keep: int = KEEP  # rolling saves kept, newest first (0: all)
     eval_every: int = 0
     log_every: int = 10
-    needle_digits: int = 5
+    needle_digits: int | None = None  # None: the default for G (tasks.key_digits)
+    supervise_needle: bool = False
     pairs: int = 8
     text_field: str = "text"
     tokenizer: str | None = None
     recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
     nproc: int = 1  # data-parallel processes (torchrun); the global batch is nproc × batch
+    stop_at: float | None = None  # end at the first in-loop eval with this exact match
 
     def data_options(self) -> DataOptions:
-        return DataOptions(self.needle_digits, self.pairs, self.text_field)
+        return DataOptions(self.needle_digits, self.pairs, self.text_field,
+                           self.supervise_needle)
 
 
 @dataclass
@@ -94,6 +97,7 @@ class TrainResult:
     seconds: float = 0.0
     tokens: int = 0
     stop_signal: int = 0  # the signal that interrupted the run (fsc.interrupts)
+    reached: bool = False  # stopped by --stop-at: an in-loop eval reached cfg.stop_at
 
     @property
     def final_loss(self) -> float:
@@ -171,6 +175,7 @@ class Trainer:
         self.on_step = None  # callback(step, loss, tokens_per_s) after every step
         self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
         self.clock = time.monotonic  # of the rolling saves
+        self.reached = False  # an in-loop eval reached cfg.stop_at (rank 0 evaluates)
         self.rank, self.world = parallel.world()
         if state is not None:
             self._restore(*state)
@@ -224,8 +229,12 @@ class Trainer:
         cfg = self.cfg
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
-                "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": cfg.needle_digits,
+                "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 "final_loss": self.losses[-1] if self.losses else None}
+
+    def _digits(self) -> int | None:
+        """The pass key's digits (resolved from the default for G), None for other data."""
+        return getattr(getattr(self.data, "task", None), "digits", None)
 
     def save(self, milestone: bool = False) -> Path:
         """Write step-NNNNNN (weights, card, training state) and point `latest` at it (rank 0
@@ -248,7 +257,7 @@ class Trainer:
         facts = self.training_facts()
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
-        save_checkpoint(model, dest, training=facts, extra=extra)
+        save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS)
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")
         os.replace(tmp, out / LATEST)
@@ -296,13 +305,14 @@ class Trainer:
     def run(self, stop_after: int | None = None) -> TrainResult:
         """Train to `cfg.steps` (or `stop_after` more steps), saving at --save-every, every
         --save-minutes and at the end. Ctrl-C, SIGTERM, SIGUSR1 or SIGUSR2 (on any process)
-        ends the run after the step under way, saved, with `interrupted` set."""
+        ends the run after the step under way, saved, with `interrupted` set; an in-loop eval
+        whose exact match reaches `cfg.stop_at` ends it, saved, with `reached` set."""
         cfg = self.cfg
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
         t0, done_tokens = time.perf_counter(), 0
         last_save = self.clock()
         with StopSignals(defer=True) as stops:
-            while self.step < end and not self._stop_signal(stops):
+            while self.step < end and not self._stop_signal(stops) and not self._reached():
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -318,6 +328,8 @@ class Trainer:
                            "elapsed_s": time.perf_counter() - t0}
                     if evaluate and self.evaluate is not None:
                         row.update(self.evaluate(self))
+                        self.reached = (cfg.stop_at is not None
+                                        and row["eval_accuracy"] >= cfg.stop_at)
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
@@ -328,9 +340,16 @@ class Trainer:
                     last_save = self.clock()
             # A signal during the last step stops nothing: the run is done.
             signum = self._stop_signal(stops) if self.step < end else 0
-            last = self.save(milestone=self.step == cfg.steps)  # the end, a --stop-after, a stop
+            reached = self._reached()
+            # the end, --stop-at (both kept for good), a --stop-after or a stop (rolling)
+            last = self.save(milestone=self.step == cfg.steps or reached)
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
-                           time.perf_counter() - t0, done_tokens, signum)
+                           time.perf_counter() - t0, done_tokens, stop_signal=signum,
+                           reached=reached)
+
+    def _reached(self) -> bool:
+        """Whether an in-loop eval reached --stop-at (rank 0 evaluates), on every process."""
+        return parallel.largest(int(self.reached), self.world, self.device) > 0
 
     def _stop_signal(self, stops: StopSignals) -> int:
         """The stop signal any process received (0: none), the same on every process, so that

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fsc.errors import UsageError
 
@@ -21,6 +21,8 @@ FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
           "There and back again. ")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 COPY_ALPHABET = "abcdefghijklmnop"
+KEY_DIGITS = 4  # the shortest default pass key
+MAX_KEY_DIGITS = 64
 
 
 def derive(*parts: int) -> int:
@@ -69,40 +71,63 @@ def _sample(prompt: list[int], answer: list[int], n_score: int, **facts) -> Samp
     return Sample(ids, target, score, **facts)
 
 
+def key_digits(G: int) -> int:
+    """The default pass key length at block size G: the smallest multiple of G that is at
+    least KEY_DIGITS, so the key fills its answer blocks."""
+    return -(-KEY_DIGITS // G) * G
+
+
 class Passkey:
     """A d-digit pass key at a depth in a haystack of filler, then the question; the answer is
-    the key (then a full stop)."""
+    the key's digits, padded to whole blocks (no padding when d is a multiple of G, as the
+    default d is). The question ends "The pass key is" on a block boundary, so every answer
+    block the frontier objective draws holds key digits: with a full stop or padding there a
+    block could hold one digit and nothing to learn.
+
+    `needle=True` also supervises the key where the needle repeats it ("… Remember it. 4821
+    is the pass key."), a copy from a few tokens back (training only: it is not scored, and
+    evaluation's layout leaves it out)."""
 
     name = "passkey"
 
-    def __init__(self, tokenizer, L: int, G: int, digits: int = 5, option: str = "--seq-len"):
-        if not 1 <= digits <= 64:
-            raise UsageError(f"--needle-digits {digits} must be between 1 and 64")
-        self.lay, self.L, self.digits = Layout(tokenizer, G), L, digits
+    def __init__(self, tokenizer, L: int, G: int, digits: int | None = None,
+                 needle: bool = False, option: str = "--seq-len"):
+        digits = key_digits(G) if digits is None else digits
+        if not 1 <= digits <= MAX_KEY_DIGITS:
+            raise UsageError(f"--needle-digits {digits} must be between 1 and {MAX_KEY_DIGITS}")
+        self.lay, self.L, self.digits, self.needle = Layout(tokenizer, G), L, digits, needle
         key = "0" * digits
         self.question = self.lay.enc(" What is the pass key? The pass key is ")
-        need = len(self._needle(key)) + len(self.question) + len(self._answer(key)[0])
+        need = len(self._needle(key)[0]) + len(self.question) + len(self.lay.right(self.lay.enc(key)))
         if L < need:
             raise UsageError(f"{option} {L} is shorter than a passkey prompt with a "
                              f"{digits}-digit needle ({need} tokens at G = {G})")
 
-    def _needle(self, key: str) -> list[int]:
-        return self.lay.enc(f" The pass key is {key}. Remember it. {key} is the pass key. ")
+    def _needle(self, key: str) -> tuple[list[int], int]:
+        """(the needle's tokens, where its repeat of the key starts)."""
+        head = self.lay.enc(f" The pass key is {key}. Remember it. ")
+        return head + self.lay.enc(f"{key} is the pass key. "), len(head)
 
-    def _answer(self, key: str) -> tuple[list[int], int]:
-        core = self.lay.enc(key)
-        return self.lay.right(core + self.lay.enc(".")), len(core)
+    def evaluated(self) -> Passkey:
+        """The task as evaluation lays it out: the answer alone supervised."""
+        return Passkey(self.lay.tok, self.L, self.lay.G, self.digits) if self.needle else self
 
     def sample(self, seed: int, depth: float | None = None) -> Sample:
         rng = random.Random(seed)
         key = "".join(rng.choice("0123456789") for _ in range(self.digits))
         depth = rng.random() if depth is None else depth
-        needle, (answer, n_score) = self._needle(key), self._answer(key)
+        (needle, repeat), core = self._needle(key), self.lay.enc(key)
+        answer = self.lay.right(core)
         room = self.L - len(needle) - len(self.question) - len(answer)
         at = round(depth * room)
         hay = self.lay.filler(room)
         prompt = hay[:at] + needle + hay[at:] + self.question
-        return _sample(prompt, answer, n_score, depth=depth)
+        s = _sample(prompt, answer, len(core), depth=depth)
+        if not self.needle:
+            return s
+        target, start = list(s.target), at + repeat
+        target[start : start + len(core)] = [True] * len(core)
+        return replace(s, target=target)
 
 
 class MQAR:

@@ -79,7 +79,8 @@ COMMANDS = {
         "--device": "device", "--dtype": "choice", "--save-every": "int_nonneg",
         "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
         "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos",
-        "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg"}),
+        "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg",
+        "--stop-at": "unit"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
@@ -95,7 +96,7 @@ COMMANDS = {
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
-              "--slurm-partition", "--name", "--recipe-only", "--wide"}
+              "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle"}
 
 
 def _cases():

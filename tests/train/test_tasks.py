@@ -39,7 +39,51 @@ def test_passkey_answer_is_the_needle_and_depth_moves_it():
     text_early, text_late = TOK.decode(early.ids), TOK.decode(late.ids)
     assert text_early.index(f"pass key is {key}") < 10
     assert text_late.index(f"pass key is {key}") > 300
-    assert text_early.endswith(f"The pass key is {key}.  ")
+    # the answer is the key alone, padded to whole blocks (5 digits at G = 4: 3 pads)
+    assert text_early.endswith(f"The pass key is {key}   ")
+
+
+def _runs(flags):
+    """[start, end) of each run of True in `flags`."""
+    edges = [i for i in range(len(flags) + 1)
+             if (i < len(flags) and flags[i]) != (i > 0 and flags[i - 1])]
+    return list(zip(edges[::2], edges[1::2]))
+
+
+@pytest.mark.parametrize("G", [1, 2, 3, 4, 8, 16])
+@pytest.mark.parametrize("digits", [None, 1, 4, 5, 8, 12])
+def test_the_key_fills_whole_answer_blocks(G, digits):
+    """Every key digit is scored, the answer is the key alone in whole blocks starting on a
+    block boundary, padding only when the digits are not a multiple of G; the default key
+    fills its blocks exactly."""
+    task = Passkey(TOK, -(-256 // G) * G, G, digits)  # L a multiple of G
+    assert task.digits == (digits or -(-4 // G) * G)
+    for seed in range(5):
+        s = task.sample(seed)
+        [(a, b)] = _runs(s.target)
+        [(c, d)] = _runs(s.score)
+        assert a % G == 0 and b == len(s.ids) and (b - a) % G == 0
+        assert (c, d) == (a, a + task.digits)  # the key's digits are the scored positions
+        assert b - a == -(-task.digits // G) * G  # no block without a key digit
+        key = TOK.decode(s.ids[c:d])
+        assert key.isdigit() and f"The pass key is {key}. Remember it." in TOK.decode(s.ids)
+        assert set(s.ids[d:b]) <= {TOK.encode(" ")[0]}
+    if digits is None:
+        assert task.digits % G == 0 and task.digits >= 4
+
+
+def test_supervising_the_needle_adds_its_repeat_of_the_key_to_the_target():
+    task = Passkey(TOK, 256, 4, needle=True)
+    plain = task.evaluated()
+    assert plain.evaluated() is plain and not plain.needle
+    for seed in range(5):
+        s, e = task.sample(seed), plain.sample(seed)
+        assert s.ids == e.ids and s.score == e.score and s.depth == e.depth
+        (r0, r1), answer = _runs(s.target)
+        assert [answer] == _runs(e.target)
+        key = TOK.decode(s.ids[r0:r1])
+        assert TOK.decode(s.ids[r0 - 13 : r1 + 16]) == f"Remember it. {key} is the pass key"
+        assert key == TOK.decode(s.ids[answer[0] : answer[1]])
 
 
 def test_mqar_answers_are_the_values_of_the_asked_keys():
