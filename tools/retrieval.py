@@ -1,14 +1,16 @@
-"""The miniature of the paper's Tables 2 and 8 (`make retrieval`): train the tiny attention,
-Mamba and hybrid recipes on passkey at one length, evaluate each at 1, 2, 4, 8 and 16 times
-that length and five needle depths, and print the tables docs/benchmarks.md shows.
+"""The miniature of the paper's Tables 2 and 8 (`make retrieval`): train the passkey family
+(attention, Mamba-2 and the MMMA hybrid, parameters within 20 % of each other, and the NoPE
+variants of attention and the hybrid) on passkey at one length, evaluate each at 1, 2, 4, 8 and
+16 times that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
-    python -m tools.retrieval [--steps tiny_attn=10000,tiny_mamba=12000,tiny_hybrid=5000]
-        [--seq-len 256] [--jobs 2] [--out DIR] [--store DIR]
+    python -m tools.retrieval [--recipes passkey_attn,...] [--steps 3000 | R=N,...]
+        [--stop-at 0.95] [--seq-len 128] [--jobs 2] [--out DIR] [--store DIR]
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
-each) and evaluation as `fsc eval`; both record their runs in the store, and the tables are
-read back from it. `--skip-train` evaluates checkpoints already under --out; `--tables-only`
-prints the tables from the newest runs in the store.
+each), stopping at the first in-loop eval whose exact match reaches --stop-at, and evaluation
+as `fsc eval`; both record their runs in the store, and the tables are read back from it.
+`--skip-train` evaluates checkpoints already under --out; `--tables-only` prints the tables
+from the newest runs in the store.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import duckdb
 from fsc.store import Store
 
 FSC = [sys.executable, "-m", "fsc"]
-RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
+RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid", "passkey_attn_nope",
+           "passkey_hybrid_nope"]
 RATIOS = [1, 2, 4, 8, 16]
 DEPTHS = "0,0.25,0.5,0.75,1"
 
@@ -42,7 +45,7 @@ def _run(args: list[str]) -> dict:
 
 
 def _steps(text: str, recipes: list[str]) -> dict[str, int]:
-    """'3000' (every recipe) or 'tiny_attn=6000,tiny_mamba=2500,...'."""
+    """'3000' (every recipe) or 'passkey_attn=3000,passkey_mamba=4000,...'."""
     if "=" not in text:
         return dict.fromkeys(recipes, int(text))
     given = {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
@@ -55,7 +58,8 @@ def train(recipe: str, a) -> None:
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
                 "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
                 "--weighting", a.weighting, "--seed", str(a.seed), "--eval-every",
-                str(max(steps // 20, 1)), "--out", str(a.out / recipe), "--store", str(a.store)])
+                str(a.eval_every), "--stop-at", str(a.stop_at), "--out", str(a.out / recipe),
+                "--store", str(a.store)])
     print(f"trained {recipe}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, loss "
           f"{doc['final_loss']:.4f}", flush=True)
 
@@ -124,11 +128,13 @@ def tables(a, recipes: list[str]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", default=",".join(RECIPES))
-    # a budget per backbone sized to its step time here (30 to 40 minutes each on 2 cores)
-    p.add_argument("--steps", default="tiny_attn=10000,tiny_mamba=12000,tiny_hybrid=5000")
-    p.add_argument("--seq-len", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--lr", type=float, default=2e-3)
+    # the most steps a backbone gets; --stop-at ends it sooner once it retrieves
+    p.add_argument("--steps", default="3000")
+    p.add_argument("--stop-at", type=float, default=0.95)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--weighting", default="masked")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=20)
