@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
+from fsc.kernels._tiles import program, state_tile, token_tile
 
 from fsc.errors import KernelError
 
@@ -31,102 +32,47 @@ def _phi(t, FEATURE: tl.constexpr):
 
 @triton.jit
 def _linear_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    st_ptr,
-    zs_ptr,
-    out_ptr,
-    ns_ptr,
-    nz_ptr,
-    G,
-    R,
-    DV,
-    eps,
-    stride_q_batch,
-    stride_q_token,
-    stride_q_head,
-    stride_q_feature,
-    stride_k_batch,
-    stride_k_token,
-    stride_k_head,
-    stride_k_feature,
-    stride_v_batch,
-    stride_v_token,
-    stride_v_head,
-    stride_v_value,
-    stride_state_batch,
-    stride_state_head,
-    stride_state_feature,
-    stride_state_value,
-    stride_z_batch,
-    stride_z_head,
-    stride_z_feature,
-    stride_out_batch,
-    stride_out_token,
-    stride_out_head,
-    stride_out_value,
-    stride_new_state_batch,
-    stride_new_state_head,
-    stride_new_state_feature,
-    stride_new_state_value,
-    stride_new_z_batch,
-    stride_new_z_head,
-    stride_new_z_feature,
-    BLOCK_G: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    FEATURE: tl.constexpr,
-    WRITE_S: tl.constexpr,
-    WRITE_Z: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    v_tile = tl.program_id(2).to(tl.int64)
-    t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
-    r = tl.arange(0, BLOCK_R).to(tl.int64)
-    d = v_tile * BLOCK_V + tl.arange(0, BLOCK_V)
+    q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
+    G, R, DV, eps,
+    stride_q_batch, stride_q_token, stride_q_head, stride_q_feature,
+    stride_k_batch, stride_k_token, stride_k_head, stride_k_feature,
+    stride_v_batch, stride_v_token, stride_v_head, stride_v_value,
+    stride_state_batch, stride_state_head, stride_state_feature, stride_state_value,
+    stride_z_batch, stride_z_head, stride_z_feature,
+    stride_out_batch, stride_out_token, stride_out_head, stride_out_value,
+    stride_new_state_batch, stride_new_state_head, stride_new_state_feature, stride_new_state_value,
+    stride_new_z_batch, stride_new_z_head, stride_new_z_feature,
+    BLOCK_G: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, FEATURE: tl.constexpr,
+    WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    b, h, r, d = program(BLOCK_R, BLOCK_V)
+    t = tl.arange(0, BLOCK_G).to(tl.int64)
     t_mask, r_mask, d_mask = t < G, r < R, d < DV
     tr_mask = t_mask[:, None] & r_mask[None, :]
+    td_mask = t_mask[:, None] & d_mask[None, :]
     rd_mask = r_mask[:, None] & d_mask[None, :]
 
     q = tl.load(
-        q_ptr
-        + b * stride_q_batch
-        + t[:, None] * stride_q_token
-        + h * stride_q_head
-        + r[None, :] * stride_q_feature,
+        token_tile(q_ptr, b, h, t, r, stride_q_batch, stride_q_token, stride_q_head, stride_q_feature),
         mask=tr_mask,
         other=0.0,
     ).to(tl.float32)
     k = tl.load(
-        k_ptr
-        + b * stride_k_batch
-        + t[:, None] * stride_k_token
-        + h * stride_k_head
-        + r[None, :] * stride_k_feature,
+        token_tile(k_ptr, b, h, t, r, stride_k_batch, stride_k_token, stride_k_head, stride_k_feature),
         mask=tr_mask,
         other=0.0,
     ).to(tl.float32)
     v = tl.load(
-        v_ptr
-        + b * stride_v_batch
-        + t[:, None] * stride_v_token
-        + h * stride_v_head
-        + d[None, :] * stride_v_value,
-        mask=t_mask[:, None] & d_mask[None, :],
+        token_tile(v_ptr, b, h, t, d, stride_v_batch, stride_v_token, stride_v_head, stride_v_value),
+        mask=td_mask,
         other=0.0,
     ).to(tl.float32)
     fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
     fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
 
     s0 = tl.load(
-        st_ptr
-        + b * stride_state_batch
-        + h * stride_state_head
-        + r[:, None] * stride_state_feature
-        + d[None, :] * stride_state_value,
+        state_tile(st_ptr, b, h, r, d, stride_state_batch, stride_state_head,
+                   stride_state_feature, stride_state_value),
         mask=rd_mask,
         other=0.0,
     ).to(tl.float32)
@@ -140,21 +86,15 @@ def _linear_kernel(
     num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
     den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
     tl.store(
-        out_ptr
-        + b * stride_out_batch
-        + t[:, None] * stride_out_token
-        + h * stride_out_head
-        + d[None, :] * stride_out_value,
+        token_tile(out_ptr, b, h, t, d, stride_out_batch, stride_out_token, stride_out_head,
+                   stride_out_value),
         (num / den[:, None]).to(out_ptr.dtype.element_ty),
-        mask=t_mask[:, None] & d_mask[None, :],
+        mask=td_mask,
     )
     if WRITE_S:  # element-wise from s0: safe when new_state is state
         tl.store(
-            ns_ptr
-            + b * stride_new_state_batch
-            + h * stride_new_state_head
-            + r[:, None] * stride_new_state_feature
-            + d[None, :] * stride_new_state_value,
+            state_tile(ns_ptr, b, h, r, d, stride_new_state_batch, stride_new_state_head,
+                       stride_new_state_feature, stride_new_state_value),
             s1.to(ns_ptr.dtype.element_ty),
             mask=rd_mask,
         )
@@ -162,7 +102,7 @@ def _linear_kernel(
         tl.store(
             nz_ptr + b * stride_new_z_batch + h * stride_new_z_head + r * stride_new_z_feature,
             z1.to(nz_ptr.dtype.element_ty),
-            mask=r < tl.where(v_tile == 0, R, 0),
+            mask=r < tl.where(tl.program_id(2) == 0, R, 0),
         )
 
 
