@@ -13,13 +13,14 @@ import triton.language as tl
 
 
 @triton.jit
-def program(BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
-    """This program's batch row b, head h, key indices [BLOCK_K] and value columns [BLOCK_V]."""
+def program(BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr):
+    """This program's batch row b and head h, the rows 0..BLOCK_R-1 it walks whole (keys,
+    features or tokens) and its tile of BLOCK_V columns (values or head dims)."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
-    kk = tl.arange(0, BLOCK_K).to(tl.int64)
-    d = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
-    return b, h, kk, d
+    rows = tl.arange(0, BLOCK_R).to(tl.int64)
+    cols = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+    return b, h, rows, cols
 
 
 @triton.jit
@@ -34,3 +35,10 @@ def token_tile(ptr, b, h, t, cols, stride_batch, stride_token, stride_head, stri
     """Pointers of [tokens t, cols] of head h, batch row b, in a token-major [B, T, H, C] tensor."""
     return (ptr + b * stride_batch + t[:, None] * stride_token + h * stride_head
             + cols[None, :] * stride_col)
+
+
+@triton.jit
+def load_f32(ptrs, mask):
+    """A masked load, 0 outside the mask, in fp32: the kernels compute in fp32 (and the
+    interpreter's 16-bit arithmetic is wrong)."""
+    return tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)

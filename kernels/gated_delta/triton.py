@@ -22,15 +22,15 @@ import torch
 import triton
 import triton.language as tl
 from fsc.kernels import _common
-from fsc.kernels._tiles import program, state_tile
+from fsc.kernels._tiles import load_f32, program, state_tile
 
 
 @triton.jit
 def _token(q_ptrs, k_ptrs, v_ptrs, g_ptr, b_ptr, k_mask, d_mask, scale):
     """q_t·scale and k_t over the key tile, v_t over the value tile, exp(g_t) and beta_t; fp32."""
-    q = tl.load(q_ptrs, mask=k_mask, other=0.0).to(tl.float32) * scale
-    k = tl.load(k_ptrs, mask=k_mask, other=0.0).to(tl.float32)
-    v = tl.load(v_ptrs, mask=d_mask, other=0.0).to(tl.float32)
+    q = load_f32(q_ptrs, k_mask) * scale
+    k = load_f32(k_ptrs, k_mask)
+    v = load_f32(v_ptrs, d_mask)
     a = tl.exp(tl.load(g_ptr).to(tl.float32))
     beta = tl.load(b_ptr).to(tl.float32)
     return q, k, v, a, beta
@@ -70,12 +70,11 @@ def _gated_delta_kernel(
     o0 = out_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
     f0 = of_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
 
-    h = tl.load(
+    h = load_f32(
         state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
                    stride_state_key, stride_state_value),
-        mask=kd_mask,
-        other=0.0,
-    ).to(tl.float32)
+        kd_mask,
+    )
     qp, kp, vp, gp, bp, fp = q0, k0, v0, g0, b0, f0
     for _t in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)

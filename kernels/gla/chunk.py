@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from fsc.kernels._tiles import program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
 
 
 @triton.jit
@@ -101,12 +101,11 @@ def _gla_chunk_kernel(
 
     # Pass 2, first sub-chunk first: the forward scan from the cached state, the exact
     # in-sub-chunk part of both directions, and pass 1's output.
-    h = tl.load(
+    h = load_f32(
         state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
                    stride_state_key, stride_state_value),
-        mask=k_mask[:, None] & d_mask[None, :],
-        other=0.0,
-    ).to(tl.float32)
+        k_mask[:, None] & d_mask[None, :],
+    )
     lower = (sub[None, :] <= sub[:, None])[:, :, None]  # s <= t
     for i0 in range(0, G, SUB):
         t = i0 + sub
@@ -129,20 +128,9 @@ def _gla_chunk_kernel(
         for c0 in range(0, DK, KC):  # (SUB, SUB, KC) exponents, a key chunk at a time
             ck = c0 + kc
             m = t_mask[:, None] & (ck < DK)[None, :]
-            qc = (
-                tl.load(
-                    q0 + t[:, None] * stride_q_token + ck[None, :] * stride_q_key, mask=m, other=0.0
-                ).to(tl.float32)
-                * scale
-            )
-            kcv = tl.load(
-                k0 + t[:, None] * stride_k_token + ck[None, :] * stride_k_key, mask=m, other=0.0
-            ).to(tl.float32)
-            gc = tl.load(
-                g0 + t[:, None] * stride_gate_token + ck[None, :] * stride_gate_key,
-                mask=m,
-                other=0.0,
-            ).to(tl.float32)
+            qc = load_f32(q0 + t[:, None] * stride_q_token + ck[None, :] * stride_q_key, m) * scale
+            kcv = load_f32(k0 + t[:, None] * stride_k_token + ck[None, :] * stride_k_key, m)
+            gc = load_f32(g0 + t[:, None] * stride_gate_token + ck[None, :] * stride_gate_key, m)
             lc = tl.cumsum(gc, 0)
             xc = lc - gc
             e = tl.where(lower, lc[:, None, :] - lc[None, :, :], xc[None, :, :] - xc[:, None, :])

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from fsc.kernels._tiles import program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
 
 
 @triton.jit
 def _token(q_ptrs, k_ptrs, g_ptrs, v_ptrs, k_mask, d_mask, scale):
     """q_t·scale, k_t, exp(g_t) over the key tile and v_t over the value tile, in fp32."""
-    q = tl.load(q_ptrs, mask=k_mask, other=0.0).to(tl.float32) * scale
-    k = tl.load(k_ptrs, mask=k_mask, other=0.0).to(tl.float32)
-    a = tl.exp(tl.load(g_ptrs, mask=k_mask, other=0.0).to(tl.float32))
-    v = tl.load(v_ptrs, mask=d_mask, other=0.0).to(tl.float32)
+    q = load_f32(q_ptrs, k_mask) * scale
+    k = load_f32(k_ptrs, k_mask)
+    a = tl.exp(load_f32(g_ptrs, k_mask))
+    v = load_f32(v_ptrs, d_mask)
     return q, k, a, v
 
 
@@ -45,12 +45,11 @@ def _gla_kernel(
     g0 = g_ptr + b * stride_gate_batch + hd * stride_gate_head + kk * stride_gate_key
     v0 = v_ptr + b * stride_v_batch + hd * stride_v_head + d * stride_v_value
 
-    h = tl.load(
+    h = load_f32(
         state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
                    stride_state_key, stride_state_value),
-        mask=kd_mask,
-        other=0.0,
-    ).to(tl.float32)
+        kd_mask,
+    )
     o = tl.zeros([BLOCK_G, BLOCK_V], tl.float32)
     qp, kp, gp, vp = q0, k0, g0, v0
     for t in range(G):

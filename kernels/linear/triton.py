@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
-from fsc.kernels._tiles import program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
 
 from fsc.errors import KernelError
 
@@ -52,35 +52,27 @@ def _linear_kernel(
     td_mask = t_mask[:, None] & d_mask[None, :]
     rd_mask = r_mask[:, None] & d_mask[None, :]
 
-    q = tl.load(
+    q = load_f32(
         token_tile(q_ptr, b, h, t, r, stride_q_batch, stride_q_token, stride_q_head, stride_q_feature),
-        mask=tr_mask,
-        other=0.0,
-    ).to(tl.float32)
-    k = tl.load(
+        tr_mask,
+    )
+    k = load_f32(
         token_tile(k_ptr, b, h, t, r, stride_k_batch, stride_k_token, stride_k_head, stride_k_feature),
-        mask=tr_mask,
-        other=0.0,
-    ).to(tl.float32)
-    v = tl.load(
+        tr_mask,
+    )
+    v = load_f32(
         token_tile(v_ptr, b, h, t, d, stride_v_batch, stride_v_token, stride_v_head, stride_v_value),
-        mask=td_mask,
-        other=0.0,
-    ).to(tl.float32)
+        td_mask,
+    )
     fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
     fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
 
-    s0 = tl.load(
+    s0 = load_f32(
         state_tile(st_ptr, b, h, r, d, stride_state_batch, stride_state_head,
                    stride_state_feature, stride_state_value),
-        mask=rd_mask,
-        other=0.0,
-    ).to(tl.float32)
-    z0 = tl.load(
-        zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature,
-        mask=r_mask,
-        other=0.0,
-    ).to(tl.float32)
+        rd_mask,
+    )
+    z0 = load_f32(zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature, r_mask)
     s1 = s0 + tl.dot(tl.trans(fk), v, input_precision=PRECISION)  # (r, Dv_tile)
     z1 = z0 + tl.sum(fk, 0)
     num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
