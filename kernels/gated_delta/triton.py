@@ -178,35 +178,12 @@ def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
     bv = block_v(B, H, Dv, _common.sm_count(dev), Dk)
     fwd = _common.empty(out.shape, torch.float32, dev)  # forward outputs, strided like out
     ns = new_state if new_state is not None else state
-    strides = (
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *g.stride(),
-        *beta.stride(),
-        *state.stride(),
-        *out.stride(),
-        *ns.stride(),
-    )
+    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
+               *state.stride(), *out.stride(), *ns.stride())
     with _common.device_guard(dev):
         _gated_delta_kernel[(B, H, _common.cdiv(Dv, bv))](
-            q,
-            k,
-            v,
-            g,
-            beta,
-            state,
-            out,
-            ns,
-            fwd,
-            G,
-            Dk,
-            Dv,
-            float(scale),
-            *strides,
-            BLOCK_K=_common.pow2(Dk),
-            BLOCK_V=bv,
-            WRITE=new_state is not None,
+            q, k, v, g, beta, state, out, ns, fwd, G, Dk, Dv, float(scale), *strides,
+            BLOCK_K=_common.pow2(Dk), BLOCK_V=bv, WRITE=new_state is not None,
             num_warps=TUNING.num_warps or 4,
         )
     return out

@@ -85,63 +85,24 @@ def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     kind = form(G, Dk)
     bv = block_v(B, H, Dv, _common.sm_count(dev), kind)
     ns = new_state if new_state is not None else state
-    strides = (
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *gk.stride(),
-        *state.stride(),
-        *out.stride(),
-        *ns.stride(),
-    )
+    strides = (*q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
+               *out.stride(), *ns.stride())
     grid = (B, H, _common.cdiv(Dv, bv))
     block_k = _common.pow2(Dk)
     with _common.device_guard(dev):
         if kind == "chunk":
-            ob = _common.empty(
-                out.shape, torch.float32, dev
-            )  # pass 1's backward part, same strides
+            ob = _common.empty(out.shape, torch.float32, dev)  # pass 1's backward part, same strides
             _gla_chunk_kernel[grid](
-                q,
-                k,
-                v,
-                gk,
-                state,
-                out,
-                ns,
-                ob,
-                G,
-                Dk,
-                Dv,
-                float(scale),
-                *strides,
-                BLOCK_K=block_k,
-                BLOCK_V=bv,
-                SUB=SUB,
-                KC=min(KC, block_k),
-                WRITE=new_state is not None,
-                PRECISION=_common.dot_precision(q.dtype),
+                q, k, v, gk, state, out, ns, ob, G, Dk, Dv, float(scale), *strides,
+                BLOCK_K=block_k, BLOCK_V=bv, SUB=SUB, KC=min(KC, block_k),
+                WRITE=new_state is not None, PRECISION=_common.dot_precision(q.dtype),
                 num_warps=TUNING.num_warps or _common.warps(block_k * bv),
                 **({"num_stages": TUNING.num_stages} if TUNING.num_stages else {}),
             )
         else:
             _gla_kernel[grid](
-                q,
-                k,
-                v,
-                gk,
-                state,
-                out,
-                ns,
-                G,
-                Dk,
-                Dv,
-                float(scale),
-                *strides,
-                BLOCK_G=_common.pow2(G),
-                BLOCK_K=block_k,
-                BLOCK_V=bv,
-                WRITE=new_state is not None,
-                num_warps=TUNING.num_warps or 4,
+                q, k, v, gk, state, out, ns, G, Dk, Dv, float(scale), *strides,
+                BLOCK_G=_common.pow2(G), BLOCK_K=block_k, BLOCK_V=bv,
+                WRITE=new_state is not None, num_warps=TUNING.num_warps or 4,
             )
     return out

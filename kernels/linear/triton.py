@@ -115,18 +115,8 @@ TRIALS = [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)]
 def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_state=None, new_z=None):
     """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
     op = "linear_block"
-    dev = _common.check(
-        op,
-        {
-            "q": q,
-            "k": k,
-            "v": v,
-            "state": state,
-            "z_state": z_state,
-            "new_state": new_state,
-            "new_z": new_z,
-        },
-    )
+    dev = _common.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
+                             "new_state": new_state, "new_z": new_z})
     if feature_map not in FEATURE_CODES:
         raise KernelError(
             f"{op}: feature map {feature_map!r} is not one of {', '.join(FEATURE_CODES)}"
@@ -144,16 +134,7 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     if B * H * R * Dv == 0:
         return out
     tune = TUNING
-    block_v = (
-        min(_common.pow2(Dv), tune.block_v)
-        if tune.block_v is not None
-        else _common.narrow(
-            min(_common.pow2(Dv), 32),
-            16,
-            lambda bv: B * H * _common.cdiv(Dv, bv),
-            _common.sm_count(dev),
-        )
-    )
+    block_v = _common.width(Dv, tune.block_v, B, H, dev)
     v_tiles = _common.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
@@ -163,34 +144,13 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     nz_arg = nz if nz is not None else z_state
     with _common.device_guard(dev):
         _linear_kernel[(B, H, v_tiles)](
-            q,
-            k,
-            v,
-            state,
-            z_state,
-            out,
-            ns_arg,
-            nz_arg,
-            G,
-            R,
-            Dv,
-            float(eps),
-            *q.stride(),
-            *k.stride(),
-            *v.stride(),
-            *state.stride(),
-            *z_state.stride(),
-            *out.stride(),
-            *ns_arg.stride(),
-            *nz_arg.stride(),
-            BLOCK_G=_common.pow2(G),
-            BLOCK_R=_common.pow2(R),
-            BLOCK_V=block_v,
+            q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
+            *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
+            *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
+            BLOCK_G=_common.pow2(G), BLOCK_R=_common.pow2(R), BLOCK_V=block_v,
             num_warps=tune.num_warps or _common.warps(_common.pow2(G) * _common.pow2(R)),
-            FEATURE=FEATURE_CODES[feature_map],
-            WRITE_S=new_state is not None,
-            WRITE_Z=new_z is not None,
-            PRECISION=_common.dot_precision(q.dtype),
+            FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
+            WRITE_Z=new_z is not None, PRECISION=_common.dot_precision(q.dtype),
         )
     if nz is not new_z:
         new_z.copy_(nz)

@@ -186,21 +186,8 @@ TRIALS = [
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
     op = "mamba_block_scan"
-    dev = _common.check(
-        op,
-        {
-            "x": x,
-            "dt": dt,
-            "dt_bias": dt_bias,
-            "A": A,
-            "Bm": Bm,
-            "Cm": Cm,
-            "D": D,
-            "z": z,
-            "state": state,
-            "new_state": new_state,
-        },
-    )
+    dev = _common.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
+                             "D": D, "z": z, "state": state, "new_state": new_state})
     B, G, H, P = x.shape
     N = Bm.shape[-1]
     _common.expect_shape(op, "dt", dt, (B, G, H))
@@ -222,51 +209,18 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             new_state.copy_(state)
         return out
     tune = TUNING
-    block_p = (
-        min(_common.pow2(P), tune.block_p)
-        if tune.block_p is not None
-        else _common.narrow(
-            min(_common.pow2(P), 32),
-            16,
-            lambda bp: B * H * _common.cdiv(P, bp),
-            _common.sm_count(dev),
-        )
-    )
+    block_p = _common.width(P, tune.block_p, B, H, dev)
     block_g, block_n = _common.pow2(G), min(_common.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
     precision = _common.dot_precision(x.dtype)
     with _common.device_guard(dev):
         _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
-            x,
-            dt,
-            dt_bias,
-            A,
-            Bm,
-            Cm,
-            D,
-            zz,
-            state,
-            out,
-            ns,
-            G,
-            P,
-            N,
-            *x.stride(),
-            *dt.stride(),
-            *Bm.stride(),
-            *Cm.stride(),
-            *zz.stride(),
-            *state.stride(),
-            *out.stride(),
-            *ns.stride(),
-            BLOCK_G=block_g,
-            BLOCK_P=block_p,
-            BLOCK_N=block_n,
-            HAS_Z=z is not None,
-            WRITE=new_state is not None,
-            UPCAST=_common.upcast(),
-            PRECISION=precision,
+            x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
+            *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
+            *state.stride(), *out.stride(), *ns.stride(),
+            BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
+            WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out
