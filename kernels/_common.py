@@ -229,5 +229,14 @@ def narrow(width: int, floor: int, programs, sms: int) -> int:
     return width
 
 
+def width(n: int, chosen: int | None, B: int, H: int, device: torch.device, widest: int = 32,
+          least: int = 16) -> int:
+    """Columns of `n` a program of a (B, H, n tiles) grid takes: `chosen` (a `Tuning`'s) within
+    n's power of two, or `widest`, narrowed down to `least` as `narrow` says."""
+    if chosen is not None:
+        return min(pow2(n), chosen)
+    return narrow(min(pow2(n), widest), least, lambda w: B * H * cdiv(n, w), sm_count(device))
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -10,13 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from fsc.mixers.spec import MixerShape, MixerSpec
-from fsc.sections import (
-    MAX_HEAD_DIM,
-    MAX_HEADS,
-    Section,
-    head_dims,
-    square_state_rules,
-)
+from fsc.sections import MAX_HEAD_DIM, MAX_HEADS, Section, head_dims, square_state_rules
 
 
 class GatedDeltaCfg(Section):

@@ -16,6 +16,28 @@ from fsc.store.connect import utcnow
 Connection = Any  # duckdb.DuckDBPyConnection, kept out of this module's imports
 
 
+# A row table's view: every column of the table (`alias.*`), then its run's and its
+# environment's. DuckDB lists a view's columns as they were when the view was created (a query
+# binds `alias.*` afresh), so a migration that adds a column to a table recreates its view with
+# `row_view`: the catalog, `fsc schema` and the schema test read that list.
+ENVIRONMENT = "e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version"
+PROFILE_ENVIRONMENT = (
+    "e.device_name, e.device_memory_bytes, e.git_commit, e.git_dirty,"
+    " e.fsc_version, e.torch_version, e.triton_version, e.cuda_version, e.driver_version"
+)
+
+
+def row_view(view: str, table: str, alias: str, environment: str) -> str:
+    """`CREATE OR REPLACE VIEW view`: `table`'s columns, its run's and `environment`."""
+    return f"""
+        CREATE OR REPLACE VIEW {view} AS
+        SELECT {alias}.*, r.status AS run_status, r.command, r.host, {environment}
+        FROM {table} {alias}
+        LEFT JOIN runs r USING (run_id)
+        LEFT JOIN environments e ON e.env_id = r.env_id;
+        """
+
+
 def create_runs_recipes_environments(con: Connection) -> None:
     con.execute(
         """
@@ -169,19 +191,7 @@ def profile_view_follows_the_table(con: Connection) -> None:
     """The profile view as every column of profile_points (`p.*`: DuckDB binds a view when it
     is queried, so a measurement added by a later migration shows up without a new view),
     then the run's and the environment's."""
-    con.execute(
-        """
-        CREATE OR REPLACE VIEW profile AS
-        SELECT
-            p.*,
-            r.status AS run_status, r.command, r.host,
-            e.device_name, e.device_memory_bytes, e.git_commit, e.git_dirty,
-            e.fsc_version, e.torch_version, e.triton_version, e.cuda_version, e.driver_version
-        FROM profile_points p
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
-        """
-    )
+    con.execute(row_view("profile", "profile_points", "p", PROFILE_ENVIRONMENT))
 
 
 def create_training_and_evaluation(con: Connection) -> None:
@@ -227,36 +237,17 @@ def create_training_and_evaluation(con: Connection) -> None:
             seconds DOUBLE,
             recorded_at TIMESTAMP NOT NULL
         );
-        CREATE VIEW training AS
-        SELECT t.*, r.status AS run_status, r.command, r.host,
-               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
-        FROM train_steps t
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
-        CREATE VIEW evaluation AS
-        SELECT c.*, r.status AS run_status, r.command, r.host,
-               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
-        FROM eval_cells c
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
         """
     )
+    con.execute(row_view("training", "train_steps", "t", ENVIRONMENT))
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
 def eval_cells_token_accuracy(con: Connection) -> None:
     """Partial credit beside exact match: the fraction of scored tokens decoded right."""
-    con.execute(
-        """
-        ALTER TABLE eval_cells ADD COLUMN token_accuracy DOUBLE;
-        -- recreated so that the catalog lists the new column (the query would see it anyway)
-        CREATE OR REPLACE VIEW evaluation AS
-        SELECT c.*, r.status AS run_status, r.command, r.host,
-               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
-        FROM eval_cells c
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
-        """
-    )
+    con.execute("ALTER TABLE eval_cells ADD COLUMN token_accuracy DOUBLE")
+    # recreated so that the catalog lists the new column (the query would see it anyway)
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
 def eval_cells_loss_spread(con: Connection) -> None:

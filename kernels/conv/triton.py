@@ -18,21 +18,11 @@ from fsc.errors import KernelError
 
 @triton.jit
 def _inputs(
-    x_ptr,
-    win_ptr,
-    b,
-    p,
-    p_mask,
-    c,
-    c_mask,
-    stride_x_batch,
-    stride_x_token,
-    stride_x_channel,
-    stride_window_batch,
-    stride_window_channel,
-    stride_window_tap,
+    x_ptr, win_ptr, b, p, p_mask, c, c_mask,
+    stride_x_batch, stride_x_token, stride_x_channel,
+    stride_window_batch, stride_window_channel, stride_window_tap,
     W: tl.constexpr,
-):
+):  # fmt: skip
     """Inputs at block positions `p` (negative: from the window) as an fp32 [len(p), C] tile."""
     from_x = p >= 0
     m = p_mask[:, None] & c_mask[None, :]
@@ -54,34 +44,16 @@ def _inputs(
 
 @triton.jit
 def _conv_kernel(
-    x_ptr,
-    win_ptr,
-    w_ptr,
-    bias_ptr,
-    out_ptr,
-    nw_ptr,
-    G,
-    Cn,
-    stride_x_batch,
-    stride_x_token,
-    stride_x_channel,
-    stride_window_batch,
-    stride_window_channel,
-    stride_window_tap,
-    stride_weight_channel,
-    stride_weight_tap,
-    stride_out_batch,
-    stride_out_token,
-    stride_out_channel,
-    stride_new_window_batch,
-    stride_new_window_channel,
-    stride_new_window_tap,
-    W: tl.constexpr,
-    BLOCK_G: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-    BLOCK_W: tl.constexpr,
+    x_ptr, win_ptr, w_ptr, bias_ptr, out_ptr, nw_ptr,
+    G, Cn,
+    stride_x_batch, stride_x_token, stride_x_channel,
+    stride_window_batch, stride_window_channel, stride_window_tap,
+    stride_weight_channel, stride_weight_tap,
+    stride_out_batch, stride_out_token, stride_out_channel,
+    stride_new_window_batch, stride_new_window_channel, stride_new_window_tap,
+    W: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_W: tl.constexpr,
     WRITE: tl.constexpr,
-):
+):  # fmt: skip
     # int64 indices throughout: no wrap-around, and the interpreter skips its int32 overflow
     # checks (which cost more than the kernel itself)
     b = tl.program_id(0).to(tl.int64)
@@ -97,21 +69,11 @@ def _conv_kernel(
         w = tl.load(w_ptrs, mask=c_mask, other=0.0).to(tl.float32)
         w_ptrs += stride_weight_tap
         acc += w[None, :] * _inputs(
-            x_ptr,
-            win_ptr,
-            b,
-            t + j - (W - 1),
-            t_mask,
-            c,
-            c_mask,
-            stride_x_batch,
-            stride_x_token,
-            stride_x_channel,
-            stride_window_batch,
-            stride_window_channel,
-            stride_window_tap,
+            x_ptr, win_ptr, b, t + j - (W - 1), t_mask, c, c_mask,
+            stride_x_batch, stride_x_token, stride_x_channel,
+            stride_window_batch, stride_window_channel, stride_window_tap,
             W,
-        )
+        )  # fmt: skip
     y = acc * tl.sigmoid(acc)
     tl.store(
         out_ptr
@@ -126,21 +88,11 @@ def _conv_kernel(
         i = tl.arange(0, BLOCK_W).to(tl.int64)
         i_mask = i < W - 1
         nw = _inputs(
-            x_ptr,
-            win_ptr,
-            b,
-            G + i - (W - 1),
-            i_mask,
-            c,
-            c_mask,
-            stride_x_batch,
-            stride_x_token,
-            stride_x_channel,
-            stride_window_batch,
-            stride_window_channel,
-            stride_window_tap,
+            x_ptr, win_ptr, b, G + i - (W - 1), i_mask, c, c_mask,
+            stride_x_batch, stride_x_token, stride_x_channel,
+            stride_window_batch, stride_window_channel, stride_window_tap,
             W,
-        )
+        )  # fmt: skip
         tl.debug_barrier()  # every read of the old window in this program is done
         tl.store(
             nw_ptr
@@ -192,24 +144,9 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
     block_c = min(_common.pow2(Cn), tune.block_c)
     with _common.device_guard(dev):
         _conv_kernel[(B, _common.cdiv(Cn, block_c))](
-            x,
-            window,
-            weight,
-            bias,
-            out,
-            nw,
-            G,
-            Cn,
-            *x.stride(),
-            *window.stride(),
-            *weight.stride(),
-            *out.stride(),
-            *nw_strides,
-            W=W,
-            BLOCK_G=_common.pow2(G),
-            BLOCK_C=block_c,
-            BLOCK_W=_common.pow2(W - 1, lo=2),
-            WRITE=write,
-            num_warps=tune.num_warps or _common.warps(_common.pow2(G) * block_c),
+            x, window, weight, bias, out, nw, G, Cn,
+            *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
+            W=W, BLOCK_G=_common.pow2(G), BLOCK_C=block_c, BLOCK_W=_common.pow2(W - 1, lo=2),
+            WRITE=write, num_warps=tune.num_warps or _common.warps(_common.pow2(G) * block_c),
         )
     return out

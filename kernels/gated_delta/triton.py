@@ -22,14 +22,15 @@ import torch
 import triton
 import triton.language as tl
 from fsc.kernels import _common
+from fsc.kernels._tiles import load_f32, program, state_tile
 
 
 @triton.jit
 def _token(q_ptrs, k_ptrs, v_ptrs, g_ptr, b_ptr, k_mask, d_mask, scale):
     """q_t·scale and k_t over the key tile, v_t over the value tile, exp(g_t) and beta_t; fp32."""
-    q = tl.load(q_ptrs, mask=k_mask, other=0.0).to(tl.float32) * scale
-    k = tl.load(k_ptrs, mask=k_mask, other=0.0).to(tl.float32)
-    v = tl.load(v_ptrs, mask=d_mask, other=0.0).to(tl.float32)
+    q = load_f32(q_ptrs, k_mask) * scale
+    k = load_f32(k_ptrs, k_mask)
+    v = load_f32(v_ptrs, d_mask)
     a = tl.exp(tl.load(g_ptr).to(tl.float32))
     beta = tl.load(b_ptr).to(tl.float32)
     return q, k, v, a, beta
@@ -44,57 +45,19 @@ def _delta_write(h, k, v, beta):
 
 @triton.jit
 def _gated_delta_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    g_ptr,
-    b_ptr,
-    st_ptr,
-    out_ptr,
-    ns_ptr,
-    of_ptr,
-    G,
-    DK,
-    DV,
-    scale,
-    stride_q_batch,
-    stride_q_token,
-    stride_q_head,
-    stride_q_key,
-    stride_k_batch,
-    stride_k_token,
-    stride_k_head,
-    stride_k_key,
-    stride_v_batch,
-    stride_v_token,
-    stride_v_head,
-    stride_v_value,
-    stride_decay_batch,
-    stride_decay_token,
-    stride_decay_head,
-    stride_beta_batch,
-    stride_beta_token,
-    stride_beta_head,
-    stride_state_batch,
-    stride_state_head,
-    stride_state_key,
-    stride_state_value,
-    stride_out_batch,
-    stride_out_token,
-    stride_out_head,
-    stride_out_value,
-    stride_new_state_batch,
-    stride_new_state_head,
-    stride_new_state_key,
-    stride_new_state_value,
-    BLOCK_K: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    WRITE: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    hd = tl.program_id(1).to(tl.int64)
-    kk = tl.arange(0, BLOCK_K).to(tl.int64)  # int64 indices: see _common.py
-    d = tl.program_id(2).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+    q_ptr, k_ptr, v_ptr, g_ptr, b_ptr, st_ptr, out_ptr, ns_ptr, of_ptr,
+    G, DK, DV, scale,
+    stride_q_batch, stride_q_token, stride_q_head, stride_q_key,
+    stride_k_batch, stride_k_token, stride_k_head, stride_k_key,
+    stride_v_batch, stride_v_token, stride_v_head, stride_v_value,
+    stride_decay_batch, stride_decay_token, stride_decay_head,
+    stride_beta_batch, stride_beta_token, stride_beta_head,
+    stride_state_batch, stride_state_head, stride_state_key, stride_state_value,
+    stride_out_batch, stride_out_token, stride_out_head, stride_out_value,
+    stride_new_state_batch, stride_new_state_head, stride_new_state_key, stride_new_state_value,
+    BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr, WRITE: tl.constexpr,
+):  # fmt: skip
+    b, hd, kk, d = program(BLOCK_K, BLOCK_V)
     k_mask, d_mask = kk < DK, d < DV
     kd_mask = k_mask[:, None] & d_mask[None, :]
     # Pointers at token 0, stepped by one token's stride per iteration. of_ptr (the fp32
@@ -107,15 +70,11 @@ def _gated_delta_kernel(
     o0 = out_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
     f0 = of_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
 
-    h = tl.load(
-        st_ptr
-        + b * stride_state_batch
-        + hd * stride_state_head
-        + kk[:, None] * stride_state_key
-        + d[None, :] * stride_state_value,
-        mask=kd_mask,
-        other=0.0,
-    ).to(tl.float32)
+    h = load_f32(
+        state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
+                   stride_state_key, stride_state_value),
+        kd_mask,
+    )
     qp, kp, vp, gp, bp, fp = q0, k0, v0, g0, b0, f0
     for _t in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
@@ -131,11 +90,8 @@ def _gated_delta_kernel(
         )
     if WRITE:
         tl.store(
-            ns_ptr
-            + b * stride_new_state_batch
-            + hd * stride_new_state_head
-            + kk[:, None] * stride_new_state_key
-            + d[None, :] * stride_new_state_value,
+            state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
+                       stride_new_state_key, stride_new_state_value),
             h.to(ns_ptr.dtype.element_ty),
             mask=kd_mask,
         )
@@ -222,35 +178,12 @@ def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
     bv = block_v(B, H, Dv, _common.sm_count(dev), Dk)
     fwd = _common.empty(out.shape, torch.float32, dev)  # forward outputs, strided like out
     ns = new_state if new_state is not None else state
-    strides = (
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *g.stride(),
-        *beta.stride(),
-        *state.stride(),
-        *out.stride(),
-        *ns.stride(),
-    )
+    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
+               *state.stride(), *out.stride(), *ns.stride())
     with _common.device_guard(dev):
         _gated_delta_kernel[(B, H, _common.cdiv(Dv, bv))](
-            q,
-            k,
-            v,
-            g,
-            beta,
-            state,
-            out,
-            ns,
-            fwd,
-            G,
-            Dk,
-            Dv,
-            float(scale),
-            *strides,
-            BLOCK_K=_common.pow2(Dk),
-            BLOCK_V=bv,
-            WRITE=new_state is not None,
+            q, k, v, g, beta, state, out, ns, fwd, G, Dk, Dv, float(scale), *strides,
+            BLOCK_K=_common.pow2(Dk), BLOCK_V=bv, WRITE=new_state is not None,
             num_warps=TUNING.num_warps or 4,
         )
     return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
+from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
 
 from fsc.errors import KernelError
 
@@ -31,130 +32,61 @@ def _phi(t, FEATURE: tl.constexpr):
 
 @triton.jit
 def _linear_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    st_ptr,
-    zs_ptr,
-    out_ptr,
-    ns_ptr,
-    nz_ptr,
-    G,
-    R,
-    DV,
-    eps,
-    stride_q_batch,
-    stride_q_token,
-    stride_q_head,
-    stride_q_feature,
-    stride_k_batch,
-    stride_k_token,
-    stride_k_head,
-    stride_k_feature,
-    stride_v_batch,
-    stride_v_token,
-    stride_v_head,
-    stride_v_value,
-    stride_state_batch,
-    stride_state_head,
-    stride_state_feature,
-    stride_state_value,
-    stride_z_batch,
-    stride_z_head,
-    stride_z_feature,
-    stride_out_batch,
-    stride_out_token,
-    stride_out_head,
-    stride_out_value,
-    stride_new_state_batch,
-    stride_new_state_head,
-    stride_new_state_feature,
-    stride_new_state_value,
-    stride_new_z_batch,
-    stride_new_z_head,
-    stride_new_z_feature,
-    BLOCK_G: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    FEATURE: tl.constexpr,
-    WRITE_S: tl.constexpr,
-    WRITE_Z: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    v_tile = tl.program_id(2).to(tl.int64)
-    t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
-    r = tl.arange(0, BLOCK_R).to(tl.int64)
-    d = v_tile * BLOCK_V + tl.arange(0, BLOCK_V)
+    q_ptr, k_ptr, v_ptr, st_ptr, zs_ptr, out_ptr, ns_ptr, nz_ptr,
+    G, R, DV, eps,
+    stride_q_batch, stride_q_token, stride_q_head, stride_q_feature,
+    stride_k_batch, stride_k_token, stride_k_head, stride_k_feature,
+    stride_v_batch, stride_v_token, stride_v_head, stride_v_value,
+    stride_state_batch, stride_state_head, stride_state_feature, stride_state_value,
+    stride_z_batch, stride_z_head, stride_z_feature,
+    stride_out_batch, stride_out_token, stride_out_head, stride_out_value,
+    stride_new_state_batch, stride_new_state_head, stride_new_state_feature, stride_new_state_value,
+    stride_new_z_batch, stride_new_z_head, stride_new_z_feature,
+    BLOCK_G: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_V: tl.constexpr, FEATURE: tl.constexpr,
+    WRITE_S: tl.constexpr, WRITE_Z: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    b, h, r, d = program(BLOCK_R, BLOCK_V)
+    t = tl.arange(0, BLOCK_G).to(tl.int64)
     t_mask, r_mask, d_mask = t < G, r < R, d < DV
     tr_mask = t_mask[:, None] & r_mask[None, :]
+    td_mask = t_mask[:, None] & d_mask[None, :]
     rd_mask = r_mask[:, None] & d_mask[None, :]
 
-    q = tl.load(
-        q_ptr
-        + b * stride_q_batch
-        + t[:, None] * stride_q_token
-        + h * stride_q_head
-        + r[None, :] * stride_q_feature,
-        mask=tr_mask,
-        other=0.0,
-    ).to(tl.float32)
-    k = tl.load(
-        k_ptr
-        + b * stride_k_batch
-        + t[:, None] * stride_k_token
-        + h * stride_k_head
-        + r[None, :] * stride_k_feature,
-        mask=tr_mask,
-        other=0.0,
-    ).to(tl.float32)
-    v = tl.load(
-        v_ptr
-        + b * stride_v_batch
-        + t[:, None] * stride_v_token
-        + h * stride_v_head
-        + d[None, :] * stride_v_value,
-        mask=t_mask[:, None] & d_mask[None, :],
-        other=0.0,
-    ).to(tl.float32)
+    q = load_f32(
+        token_tile(q_ptr, b, h, t, r, stride_q_batch, stride_q_token, stride_q_head, stride_q_feature),
+        tr_mask,
+    )
+    k = load_f32(
+        token_tile(k_ptr, b, h, t, r, stride_k_batch, stride_k_token, stride_k_head, stride_k_feature),
+        tr_mask,
+    )
+    v = load_f32(
+        token_tile(v_ptr, b, h, t, d, stride_v_batch, stride_v_token, stride_v_head, stride_v_value),
+        td_mask,
+    )
     fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
     fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
 
-    s0 = tl.load(
-        st_ptr
-        + b * stride_state_batch
-        + h * stride_state_head
-        + r[:, None] * stride_state_feature
-        + d[None, :] * stride_state_value,
-        mask=rd_mask,
-        other=0.0,
-    ).to(tl.float32)
-    z0 = tl.load(
-        zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature,
-        mask=r_mask,
-        other=0.0,
-    ).to(tl.float32)
+    s0 = load_f32(
+        state_tile(st_ptr, b, h, r, d, stride_state_batch, stride_state_head,
+                   stride_state_feature, stride_state_value),
+        rd_mask,
+    )
+    z0 = load_f32(zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature, r_mask)
     s1 = s0 + tl.dot(tl.trans(fk), v, input_precision=PRECISION)  # (r, Dv_tile)
     z1 = z0 + tl.sum(fk, 0)
     num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
     den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
     tl.store(
-        out_ptr
-        + b * stride_out_batch
-        + t[:, None] * stride_out_token
-        + h * stride_out_head
-        + d[None, :] * stride_out_value,
+        token_tile(out_ptr, b, h, t, d, stride_out_batch, stride_out_token, stride_out_head,
+                   stride_out_value),
         (num / den[:, None]).to(out_ptr.dtype.element_ty),
-        mask=t_mask[:, None] & d_mask[None, :],
+        mask=td_mask,
     )
     if WRITE_S:  # element-wise from s0: safe when new_state is state
         tl.store(
-            ns_ptr
-            + b * stride_new_state_batch
-            + h * stride_new_state_head
-            + r[:, None] * stride_new_state_feature
-            + d[None, :] * stride_new_state_value,
+            state_tile(ns_ptr, b, h, r, d, stride_new_state_batch, stride_new_state_head,
+                       stride_new_state_feature, stride_new_state_value),
             s1.to(ns_ptr.dtype.element_ty),
             mask=rd_mask,
         )
@@ -162,7 +94,7 @@ def _linear_kernel(
         tl.store(
             nz_ptr + b * stride_new_z_batch + h * stride_new_z_head + r * stride_new_z_feature,
             z1.to(nz_ptr.dtype.element_ty),
-            mask=r < tl.where(v_tile == 0, R, 0),
+            mask=r < tl.where(tl.program_id(2) == 0, R, 0),
         )
 
 
@@ -183,18 +115,8 @@ TRIALS = [{"block_v": v, "num_warps": w} for v in (16, 32, 64) for w in (4, 8)]
 def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_state=None, new_z=None):
     """Triton twin of `linear_block_ref` (same shapes; output in q.dtype)."""
     op = "linear_block"
-    dev = _common.check(
-        op,
-        {
-            "q": q,
-            "k": k,
-            "v": v,
-            "state": state,
-            "z_state": z_state,
-            "new_state": new_state,
-            "new_z": new_z,
-        },
-    )
+    dev = _common.check(op, {"q": q, "k": k, "v": v, "state": state, "z_state": z_state,
+                             "new_state": new_state, "new_z": new_z})
     if feature_map not in FEATURE_CODES:
         raise KernelError(
             f"{op}: feature map {feature_map!r} is not one of {', '.join(FEATURE_CODES)}"
@@ -212,16 +134,7 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     if B * H * R * Dv == 0:
         return out
     tune = TUNING
-    block_v = (
-        min(_common.pow2(Dv), tune.block_v)
-        if tune.block_v is not None
-        else _common.narrow(
-            min(_common.pow2(Dv), 32),
-            16,
-            lambda bv: B * H * _common.cdiv(Dv, bv),
-            _common.sm_count(dev),
-        )
-    )
+    block_v = _common.width(Dv, tune.block_v, B, H, dev)
     v_tiles = _common.cdiv(Dv, block_v)
     # Tile 0 writes z while other tiles may still read it: never in place across tiles.
     nz = new_z
@@ -231,34 +144,13 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     nz_arg = nz if nz is not None else z_state
     with _common.device_guard(dev):
         _linear_kernel[(B, H, v_tiles)](
-            q,
-            k,
-            v,
-            state,
-            z_state,
-            out,
-            ns_arg,
-            nz_arg,
-            G,
-            R,
-            Dv,
-            float(eps),
-            *q.stride(),
-            *k.stride(),
-            *v.stride(),
-            *state.stride(),
-            *z_state.stride(),
-            *out.stride(),
-            *ns_arg.stride(),
-            *nz_arg.stride(),
-            BLOCK_G=_common.pow2(G),
-            BLOCK_R=_common.pow2(R),
-            BLOCK_V=block_v,
+            q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
+            *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
+            *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
+            BLOCK_G=_common.pow2(G), BLOCK_R=_common.pow2(R), BLOCK_V=block_v,
             num_warps=tune.num_warps or _common.warps(_common.pow2(G) * _common.pow2(R)),
-            FEATURE=FEATURE_CODES[feature_map],
-            WRITE_S=new_state is not None,
-            WRITE_Z=new_z is not None,
-            PRECISION=_common.dot_precision(q.dtype),
+            FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,
+            WRITE_Z=new_z is not None, PRECISION=_common.dot_precision(q.dtype),
         )
     if nz is not new_z:
         new_z.copy_(nz)

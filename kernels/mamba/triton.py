@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
+from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
 
 from fsc.errors import KernelError
 
@@ -45,7 +46,7 @@ def _log_decays(dt_ptr, t, G, stride_dt_token, dt_bias, A):
     [G] vectors take (see tools/compile_sm90.py)."""
     j = tl.arange(0, 2)
     tj = t[:, None] + j[None, :]
-    raw = tl.load(dt_ptr + tj * stride_dt_token, mask=tj < G, other=0.0).to(tl.float32) + dt_bias
+    raw = load_f32(dt_ptr + tj * stride_dt_token, tj < G) + dt_bias
     dt = tl.where(tj < G, _softplus(raw), 0.0)
     la = dt * A
     this = j[None, :] == 0
@@ -58,61 +59,21 @@ def _log_decays(dt_ptr, t, G, stride_dt_token, dt_bias, A):
 
 @triton.jit
 def _mamba_kernel(
-    x_ptr,
-    dt_ptr,
-    dtb_ptr,
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    d_ptr,
-    z_ptr,
-    st_ptr,
-    out_ptr,
-    ns_ptr,
-    G,
-    P,
-    N,
-    stride_x_batch,
-    stride_x_token,
-    stride_x_head,
-    stride_x_headdim,
-    stride_dt_batch,
-    stride_dt_token,
-    stride_dt_head,
-    stride_B_batch,
-    stride_B_token,
-    stride_B_dstate,
-    stride_C_batch,
-    stride_C_token,
-    stride_C_dstate,
-    stride_z_batch,
-    stride_z_token,
-    stride_z_head,
-    stride_z_headdim,
-    stride_state_batch,
-    stride_state_head,
-    stride_state_headdim,
-    stride_state_dstate,
-    stride_out_batch,
-    stride_out_token,
-    stride_out_head,
-    stride_out_headdim,
-    stride_new_state_batch,
-    stride_new_state_head,
-    stride_new_state_headdim,
+    x_ptr, dt_ptr, dtb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, st_ptr, out_ptr, ns_ptr,
+    G, P, N,
+    stride_x_batch, stride_x_token, stride_x_head, stride_x_headdim,
+    stride_dt_batch, stride_dt_token, stride_dt_head,
+    stride_B_batch, stride_B_token, stride_B_dstate,
+    stride_C_batch, stride_C_token, stride_C_dstate,
+    stride_z_batch, stride_z_token, stride_z_head, stride_z_headdim,
+    stride_state_batch, stride_state_head, stride_state_headdim, stride_state_dstate,
+    stride_out_batch, stride_out_token, stride_out_head, stride_out_headdim,
+    stride_new_state_batch, stride_new_state_head, stride_new_state_headdim,
     stride_new_state_dstate,
-    BLOCK_G: tl.constexpr,
-    BLOCK_P: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HAS_Z: tl.constexpr,
-    WRITE: tl.constexpr,
-    UPCAST: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    p = tl.program_id(2).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
-    t = tl.arange(0, BLOCK_G).to(tl.int64)  # int64 indices: see _common.py
+    BLOCK_G: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_Z: tl.constexpr, WRITE: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    b, h, t, p = program(BLOCK_G, BLOCK_P)  # t: the tokens of the block, p: head-dim rows
     s = t  # the key-side token index of G×G tiles
     nn = tl.arange(0, BLOCK_N).to(tl.int64)
     p_mask, t_mask = p < P, t < G
@@ -129,15 +90,11 @@ def _mamba_kernel(
     cum = tl.cumsum(la, 0)
     total = tl.sum(tl.where(t == BLOCK_G - 1, cum, 0.0), 0)  # c_G (padding adds zeros)
     tail = tl.cumsum(la_next, 0, reverse=True)  # la_{s+1} + … + la_G: exactly 0 for the last
-    x = tl.load(
-        x_ptr
-        + b * stride_x_batch
-        + t[:, None] * stride_x_token
-        + h * stride_x_head
-        + p[None, :] * stride_x_headdim,
-        mask=tp_mask,
-        other=0.0,
-    ).to(tl.float32)
+    x = load_f32(
+        token_tile(x_ptr, b, h, t, p, stride_x_batch, stride_x_token, stride_x_head,
+                   stride_x_headdim),
+        tp_mask,
+    )
     xw = x * (tl.exp(tail) * dt)[:, None]  # token s's weight in the final state
 
     # Over N in chunks (registers stay small): C·Bᵀ, C·h0ᵀ and the new state.
@@ -161,15 +118,11 @@ def _mamba_kernel(
         if UPCAST:
             Bm = Bm.to(tl.float32)
             Cm = Cm.to(tl.float32)
-        h0 = tl.load(
-            st_ptr
-            + b * stride_state_batch
-            + h * stride_state_head
-            + p[:, None] * stride_state_headdim
-            + n[None, :] * stride_state_dstate,
-            mask=pn_mask,
-            other=0.0,
-        ).to(tl.float32)
+        h0 = load_f32(
+            state_tile(st_ptr, b, h, p, n, stride_state_batch, stride_state_head,
+                       stride_state_headdim, stride_state_dstate),
+            pn_mask,
+        )
         cb += tl.dot(Cm, tl.trans(Bm), input_precision=PRECISION)  # (t, s): C_t·B_s
         ch += tl.dot(Cm.to(tl.float32), tl.trans(h0), input_precision=PRECISION)  # (t, p)
         if WRITE:
@@ -179,11 +132,8 @@ def _mamba_kernel(
             # Element (p, n) of the new state depends on the same element of the old one, so
             # it is stored only after that element was read: new_state may alias state.
             tl.store(
-                ns_ptr
-                + b * stride_new_state_batch
-                + h * stride_new_state_head
-                + p[:, None] * stride_new_state_headdim
-                + n[None, :] * stride_new_state_dstate,
+                state_tile(ns_ptr, b, h, p, n, stride_new_state_batch, stride_new_state_head,
+                           stride_new_state_headdim, stride_new_state_dstate),
                 hn.to(ns_ptr.dtype.element_ty),
                 mask=pn_mask,
             )
@@ -199,22 +149,15 @@ def _mamba_kernel(
     y = tl.dot(w, x, input_precision=PRECISION) + tl.exp(cum)[:, None] * ch  # (G, P)
     y += tl.load(d_ptr + h).to(tl.float32) * x
     if HAS_Z:
-        zv = tl.load(
-            z_ptr
-            + b * stride_z_batch
-            + t[:, None] * stride_z_token
-            + h * stride_z_head
-            + p[None, :] * stride_z_headdim,
-            mask=tp_mask,
-            other=0.0,
-        ).to(tl.float32)
+        zv = load_f32(
+            token_tile(z_ptr, b, h, t, p, stride_z_batch, stride_z_token, stride_z_head,
+                       stride_z_headdim),
+            tp_mask,
+        )
         y = y * (zv * tl.sigmoid(zv))
     tl.store(
-        out_ptr
-        + b * stride_out_batch
-        + t[:, None] * stride_out_token
-        + h * stride_out_head
-        + p[None, :] * stride_out_headdim,
+        token_tile(out_ptr, b, h, t, p, stride_out_batch, stride_out_token, stride_out_head,
+                   stride_out_headdim),
         y.to(out_ptr.dtype.element_ty),
         mask=tp_mask,
     )
@@ -243,21 +186,8 @@ TRIALS = [
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
     op = "mamba_block_scan"
-    dev = _common.check(
-        op,
-        {
-            "x": x,
-            "dt": dt,
-            "dt_bias": dt_bias,
-            "A": A,
-            "Bm": Bm,
-            "Cm": Cm,
-            "D": D,
-            "z": z,
-            "state": state,
-            "new_state": new_state,
-        },
-    )
+    dev = _common.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
+                             "D": D, "z": z, "state": state, "new_state": new_state})
     B, G, H, P = x.shape
     N = Bm.shape[-1]
     _common.expect_shape(op, "dt", dt, (B, G, H))
@@ -279,51 +209,18 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             new_state.copy_(state)
         return out
     tune = TUNING
-    block_p = (
-        min(_common.pow2(P), tune.block_p)
-        if tune.block_p is not None
-        else _common.narrow(
-            min(_common.pow2(P), 32),
-            16,
-            lambda bp: B * H * _common.cdiv(P, bp),
-            _common.sm_count(dev),
-        )
-    )
+    block_p = _common.width(P, tune.block_p, B, H, dev)
     block_g, block_n = _common.pow2(G), min(_common.pow2(N), tune.block_n)
     ns = new_state if new_state is not None else state
     zz = z if z is not None else x
     precision = _common.dot_precision(x.dtype)
     with _common.device_guard(dev):
         _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
-            x,
-            dt,
-            dt_bias,
-            A,
-            Bm,
-            Cm,
-            D,
-            zz,
-            state,
-            out,
-            ns,
-            G,
-            P,
-            N,
-            *x.stride(),
-            *dt.stride(),
-            *Bm.stride(),
-            *Cm.stride(),
-            *zz.stride(),
-            *state.stride(),
-            *out.stride(),
-            *ns.stride(),
-            BLOCK_G=block_g,
-            BLOCK_P=block_p,
-            BLOCK_N=block_n,
-            HAS_Z=z is not None,
-            WRITE=new_state is not None,
-            UPCAST=_common.upcast(),
-            PRECISION=precision,
+            x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
+            *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
+            *state.stride(), *out.stride(), *ns.stride(),
+            BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
+            WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out

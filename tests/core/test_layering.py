@@ -1,5 +1,6 @@
-"""Imports go one way: errors → recipe → cost model → kernels/ops → model → hub/store →
-profile/decode/verify → cli. Every import of an fsc module, at module level or inside a
+"""Imports go one way: base → registry/recipe → cost model → kernels/ops → model →
+hub/store/imports → profile/decode/verify → train → results/scale → cli (LAYERS below;
+docs/architecture.md draws it). Every import of an fsc module, at module level or inside a
 function, is read from the source (AST) and must point at its own layer or a lower one."""
 
 import ast

@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from model_checks import blockwise, mixing_model
 
 from fsc.hub.card import model_card
 from fsc.model.lm import build_model
@@ -34,16 +35,6 @@ def _with_position(name: str, position: str | None):
     if position is not None:
         data["attention"]["position"] = position
     return parse_recipe(data)
-
-
-def _model(recipe, scale=5.0):
-    m = build_model(recipe, seed=3).eval()
-    with torch.no_grad():  # larger weights make every mixer matter to the logits
-        for layer in m.layers:
-            for p in layer.mixer.parameters():
-                if p.ndim == 2:
-                    p.mul_(scale)
-    return m
 
 
 def test_shipped_recipes_keep_their_hashes():
@@ -80,15 +71,12 @@ def test_nope_allows_an_odd_head_dim():
 @pytest.mark.parametrize("G", [1, 4])
 @torch.no_grad()
 def test_nope_cached_equals_blockwise(name, G):
-    m = _model(_with_position(name, "none").model_copy(update={"block_size": G}))
-    B, nb = 2, 3
-    tokens = torch.randint(0, 280, (B, G * nb), generator=torch.Generator().manual_seed(G))
-    ref = m.forward_blockwise(tokens, [G] * nb)
-    cache = m.empty_cache(B, G * nb, block_size=G)
-    for b in range(nb):
-        blk = tokens[:, b * G : (b + 1) * G]
+    m = mixing_model(_with_position(name, "none").model_copy(update={"block_size": G}))
+    tokens, ref, cache, spans = blockwise(m, G, 280)
+    for span in spans:
+        blk = tokens[:, span]
         step = m(blk, cache)
-        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-5)
+        torch.testing.assert_close(step, ref[:, span], rtol=0, atol=1e-5)
         torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
 
 
@@ -110,8 +98,8 @@ def _peer_attention(mixer, x, block_lengths):
 def test_nope_attention_equals_a_peer_without_rotation():
     lengths = [4, 4, 3, 4]
     x = torch.randn(2, sum(lengths), 64, generator=torch.Generator().manual_seed(1))
-    nope = _model(_with_position("tiny_attn", "none")).layers[0].mixer
-    rope = _model(_with_position("tiny_attn", "rope")).layers[0].mixer
+    nope = mixing_model(_with_position("tiny_attn", "none")).layers[0].mixer
+    rope = mixing_model(_with_position("tiny_attn", "rope")).layers[0].mixer
     peer = _peer_attention(nope, x, lengths)
     torch.testing.assert_close(nope.forward_blockwise(x, lengths), peer, rtol=1e-5, atol=1e-5)
     cache, start = nope.empty_cache(2, sum(lengths), "cpu"), 0

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import yaml
+from model_checks import blockwise
 
 from fsc.errors import RecipeError
 from fsc.model.layers import rope_frequencies
@@ -97,14 +98,9 @@ def test_cached_equals_blockwise_with_every_option(G):
             p.mul_(5.0)
         elif ".mixer.w" in name and name.endswith("bias"):
             p.fill_(0.1)
-    B, nb = 2, 3
-    tokens = torch.randint(0, 97, (B, G * nb), generator=torch.Generator().manual_seed(G))
-    ref = m.forward_blockwise(tokens, [G] * nb)
-    cache = m.empty_cache(B, G * nb, block_size=G)
-    for b in range(nb):
-        blk = tokens[:, b * G : (b + 1) * G]
-        torch.testing.assert_close(m.fold(blk, cache), ref[:, b * G : (b + 1) * G],
-                                   rtol=0, atol=1e-5)
+    tokens, ref, cache, spans = blockwise(m, G, 97)
+    for span in spans:
+        torch.testing.assert_close(m.fold(tokens[:, span], cache), ref[:, span], rtol=0, atol=1e-5)
 
 
 def test_llama3_rope_frequencies_follow_the_published_rule():

@@ -34,3 +34,25 @@ def nan_like(t: torch.Tensor) -> torch.Tensor:
 
 def dname(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def check_step(kernel, ref, args, state_at: int, dtype: torch.dtype):
+    """A step (no new state): `args[state_at]`, the state, is left as it was; the output is the
+    reference's."""
+    before = args[state_at].clone()
+    out = kernel(*args)
+    assert torch.equal(args[state_at], before)
+    assert_close(out, ref(*args), dtype)
+
+
+def check_fold(kernel, ref, args, state_at: int, alias: bool, dtype: torch.dtype,
+               state_dtype: torch.dtype):
+    """A fold into the state itself (`alias`) or into a NaN-filled buffer: output and new state
+    are the reference's."""
+    state = args[state_at]
+    want = torch.empty_like(state)
+    expected = ref(*args, want)
+    new = state if alias else nan_like(state)
+    out = kernel(*args, new)
+    assert_close(out, expected, dtype)
+    assert_close(new, want, state_dtype, "new state")

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from fsc.kernels import _common
 from fsc.kernels.gated_delta import triton as gd
 from fsc.kernels.gated_delta.reference import gated_delta_block_ref
-from kernel_checks import assert_close, dname, nan_like, randn
+from kernel_checks import assert_close, check_fold, check_step, dname, nan_like, randn
 
 from fsc.errors import KernelError
 
@@ -69,24 +69,14 @@ def _bidirectional64(q, k, v, g, beta, state, scale):
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_gated_delta_step_leaves_state_and_matches(case):
-    args = _inputs(*case)
-    state0 = args[5].clone()
-    out = gd.gated_delta_block(*args)
-    assert torch.equal(args[5], state0)
-    assert_close(out, gated_delta_block_ref(*args), case[5])
+    check_step(gd.gated_delta_block, gated_delta_block_ref, _inputs(*case), 5, case[5])
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 @pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
 def test_gated_delta_fold_writes_new_state(case, alias):
-    args = _inputs(*case, seed=1)
-    state = args[5]
-    want = torch.empty_like(state)
-    ref = gated_delta_block_ref(*args, want)
-    new = state if alias else nan_like(state)
-    out = gd.gated_delta_block(*args, new)
-    assert_close(out, ref, case[5])
-    assert_close(new, want, case[6], "new state")
+    check_fold(gd.gated_delta_block, gated_delta_block_ref, _inputs(*case, seed=1), 5, alias,
+               case[5], case[6])
 
 
 @pytest.mark.parametrize("case", [(2, 5, 2, 20, 70), (1, 9, 3, 16, 8)], ids=str)

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from fsc.kernels import _common
 from fsc.kernels.gla import triton as gla
 from fsc.kernels.gla.reference import gla_block_ref
-from kernel_checks import assert_close, dname, nan_like, randn
+from kernel_checks import assert_close, check_fold, check_step, dname, nan_like, randn
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
@@ -40,24 +40,13 @@ def _id(c):
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_gla_step_leaves_state_and_matches(case):
-    args = _inputs(*case)
-    state0 = args[4].clone()
-    out = gla.gla_block(*args)
-    assert torch.equal(args[4], state0)
-    assert_close(out, gla_block_ref(*args), case[5])
+    check_step(gla.gla_block, gla_block_ref, _inputs(*case), 4, case[5])
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 @pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
 def test_gla_fold_writes_new_state(case, alias):
-    args = _inputs(*case)
-    state = args[4]
-    want = torch.empty_like(state)
-    ref = gla_block_ref(*args, want)
-    new = state if alias else nan_like(state)
-    out = gla.gla_block(*args, new)
-    assert_close(out, ref, case[5])
-    assert_close(new, want, case[6], "new state")
+    check_fold(gla.gla_block, gla_block_ref, _inputs(*case), 4, alias, case[5], case[6])
 
 
 @pytest.mark.parametrize("kind", ["chunk", "scan"])

@@ -2,7 +2,7 @@ import pytest
 import torch
 from fsc.kernels.mamba import triton as mamba
 from fsc.kernels.mamba.reference import mamba_block_scan_ref
-from kernel_checks import assert_close, dname, nan_like, randn, rel_err
+from kernel_checks import assert_close, check_fold, check_step, dname, randn, rel_err
 
 from fsc.errors import KernelError
 
@@ -38,24 +38,14 @@ def _id(c):
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_mamba_step_leaves_state_and_matches(case):
-    args = _inputs(*case)
-    state0 = args[-1].clone()
-    out = mamba.mamba_block_scan(*args)
-    assert torch.equal(args[-1], state0)
-    assert_close(out, mamba_block_scan_ref(*args), case[5])
+    check_step(mamba.mamba_block_scan, mamba_block_scan_ref, _inputs(*case), -1, case[5])
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 @pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
 def test_mamba_fold_writes_new_state(case, alias):
-    args = _inputs(*case)
-    state = args[-1]
-    want = torch.empty_like(state)
-    ref = mamba_block_scan_ref(*args, want)
-    new = state if alias else nan_like(state)
-    out = mamba.mamba_block_scan(*args, new)
-    assert_close(out, ref, case[5])
-    assert_close(new, want, case[6], "new state")
+    check_fold(mamba.mamba_block_scan, mamba_block_scan_ref, _inputs(*case), -1, alias, case[5],
+               case[6])
 
 
 def test_mamba_reads_strided_views():

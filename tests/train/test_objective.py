@@ -3,9 +3,9 @@ cached decoder's (`fold` of the clean prefix, then a `step` of the masked fronti
 
 import pytest
 import torch
+from model_checks import mixing_model
 
 from fsc.mixers import KINDS
-from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, shipped_recipes
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.objective import Batch, ar_loss, draw_frontier, frontier_logits, frontier_loss
@@ -17,16 +17,6 @@ EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
 
 def test_the_tiny_recipes_cover_every_mixer_kind():
     assert {k for n in EVERY_MIXER for k in load_recipe(n).layer_plan} == set(KINDS)
-
-
-def _model(name, scale=5.0):
-    m = build_model(load_recipe(name), seed=3).eval()
-    with torch.no_grad():  # larger weights make every mixer matter to the logits
-        for layer in m.layers:
-            for p in layer.mixer.parameters():
-                if p.ndim == 2:
-                    p.mul_(scale)
-    return m
 
 
 def _text_batch(B=4, L=32, seed=0):
@@ -67,7 +57,7 @@ def test_rates_spread_and_frontiers_are_uniform():
 @pytest.mark.parametrize("weighting", ["elbo", "masked"])
 @torch.no_grad()
 def test_later_blocks_and_unmasked_labels_change_nothing(weighting):
-    m = _model("tiny_hybrid")
+    m = mixing_model("tiny_hybrid")
     batch = _text_batch()
     f = draw_frontier(batch, 4, MASK, torch.Generator().manual_seed(1))
     loss, _ = frontier_loss(m, f, weighting)
@@ -91,7 +81,7 @@ def test_later_blocks_and_unmasked_labels_change_nothing(weighting):
 @pytest.mark.parametrize("name", EVERY_MIXER)
 @torch.no_grad()
 def test_training_frontier_logits_equal_fold_then_step(name):
-    m = _model(name)
+    m = mixing_model(name)
     G = m.recipe.block_size
     batch = _text_batch(B=3, L=6 * G, seed=2)
     f = draw_frontier(batch, G, MASK, torch.Generator().manual_seed(5))
@@ -112,7 +102,7 @@ def test_training_frontier_logits_equal_fold_then_step(name):
 
 
 def test_ar_loss_scores_next_tokens_of_supervised_positions():
-    m = _model("tiny_attn")
+    m = mixing_model("tiny_attn")
     recipe = m.recipe.model_copy(update={"block_size": 1})
     m.recipe = recipe
     batch = _text_batch(B=2, L=12)
