@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from fsc.model.lm import build_model
+from fsc.model.mixer import Mixer
 from fsc.recipe import load_recipe, shipped_recipes
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
@@ -104,7 +105,7 @@ def test_each_block_loss_is_its_frontier_loss_alone(name, weighting):
     torch.testing.assert_close(changed[:b], got[:b], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", ["tiny_attn", "tiny_mamba", "tiny_hybrid"])
+@pytest.mark.parametrize("name", EVERY_MIXER)
 def test_gradients_equal_those_of_each_block_alone(name):
     m = _model(name, scale=2.0)
     G = m.recipe.block_size
@@ -124,17 +125,20 @@ def test_gradients_equal_those_of_each_block_alone(name):
             torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=name_)
 
 
+@pytest.mark.parametrize("G", [1, 2, 5])
 @pytest.mark.parametrize("name", EVERY_MIXER)
 @torch.no_grad()
-def test_every_mixer_two_stream_form_equals_its_reference_loop(name):
+def test_every_mixer_two_stream_form_equals_its_reference_loop(name, G):
+    """Every mixer's batched form against `Mixer.forward_two_stream_loop` (a
+    `forward_blockwise` per noised block), at block sizes that change the chunk layouts."""
     m = _model(name)
-    G = m.recipe.block_size
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 5 * G, m.recipe.d_model, generator=g)
     xn = torch.randn(2, 3 * G, m.recipe.d_model, generator=g)
     blocks = torch.tensor([[0, 2, 4], [3, 1, 3]])
     for layer in m.layers:
         mixer = layer.mixer
+        assert type(mixer).forward_two_stream is not Mixer.forward_two_stream  # a batched form
         yc, yn = mixer.forward_two_stream(x, xn, blocks)
         rc, rn = mixer.forward_two_stream_loop(x, xn, blocks)
         torch.testing.assert_close(yc, rc, rtol=1e-5, atol=1e-5)
