@@ -40,15 +40,16 @@ class Layer(nn.Module):
         x = x + mixed
         return x if self.ffn is None else x + self.ffn(self.norm2(x))
 
-    def two_stream(self, x_clean, x_noised, blocks):
+    def two_stream(self, x_clean, x_noised, blocks, last: bool = False):
         """Both streams through the layer (`Mixer.forward_two_stream`); the FFN reads each
-        token alone, so both streams pass it as one batch of tokens."""
+        token alone, so both streams pass it as one batch of tokens. In the `last` layer nothing
+        reads the clean stream's output: only the noised one goes on (clean returns None)."""
         mc, mn = self.mixer.forward_two_stream(self.norm1(x_clean), self.norm1(x_noised), blocks)
-        T = x_clean.shape[1]
-        x = torch.cat([x_clean + mc, x_noised + mn], 1)  # (B, T + K·G, d)
+        T = 0 if last else x_clean.shape[1]
+        x = x_noised + mn if last else torch.cat([x_clean + mc, x_noised + mn], 1)  # (B, T + K·G, d)
         if self.ffn is not None:
             x = x + self.ffn(self.norm2(x))
-        return x[:, :T], x[:, T:]
+        return (None if last else x[:, :T]), x[:, T:]
 
 
 class LM(nn.Module):
@@ -146,8 +147,8 @@ class LM(nn.Module):
         G = self.recipe.block_size
         assert noised.shape[1] == blocks.shape[1] * G and clean.shape[1] % G == 0
         xc, xn = self.embed(clean).to(self.dtype), self.embed(noised).to(self.dtype)
-        for layer in self.layers:
-            xc, xn = layer.two_stream(xc, xn, blocks)
+        for i, layer in enumerate(self.layers):
+            xc, xn = layer.two_stream(xc, xn, blocks, last=i == len(self.layers) - 1)
         h = self.norm_f(xn)
         return self.head(h if select is None else h[select])
 
