@@ -176,13 +176,16 @@ def block_losses(model, d: Blocks, weighting: str = "elbo") -> torch.Tensor:
     logits = model.forward_two_stream(d.clean, d.noised, d.blocks, select=d.masked)
     ce = F.cross_entropy(logits, d.labels[d.masked], reduction="none")
     B, K = d.blocks.shape
-    unit = (d.masked.nonzero()[:, 0] * K + d.masked.nonzero()[:, 1] // d.G).cpu()  # row-major
+    at = d.masked.nonzero()  # (n, 2), row-major like the logits
+    unit = (at[:, 0] * K + at[:, 1] // d.G).cpu()  # the block each masked position is in
     if weighting == "elbo":
         per_block = d.rate * d.supervised
     else:
         per_block = d.masked.view(B, K, d.G).sum(-1).cpu().to(d.rate.dtype)
-    weight = (1.0 / per_block.clamp_min(1e-30)).flatten()[unit].to(ce.device)
-    return torch.zeros(B * K, device=ce.device).index_add(0, unit.to(ce.device), ce * weight).view(B, K)
+    # (a padding block's 0 is never read: it holds no masked position)
+    weight = (1.0 / per_block).flatten()[unit].to(ce.device)
+    losses = torch.zeros(B * K, device=ce.device).index_add(0, unit.to(ce.device), ce * weight)
+    return losses.view(B, K)
 
 
 def blocks_loss(model, d: Blocks, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
