@@ -73,15 +73,17 @@ class LinearAttention(Mixer):
         """In chunks of whole blocks: inside a chunk the block-causal quadratic form φ(q)φ(k)ᵀ,
         plus the sums of the earlier chunks (an exclusive cumsum over chunks, no loop). The
         normaliser rides along as a column of ones beside v."""
-        fq, fk, v1 = self._features(x)
-        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+        return self._read(self._chunked(*self._features(x), block_lengths), x.dtype)
+
+    def _chunked(self, fq, fk, v1, block_lengths):
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), fq.device)
         fq, fk, v1 = ch.pack(fq), ch.pack(fk), ch.pack(v1)  # (B, n, C, H, ·)
         att = torch.einsum("bcthr,bcshr->bchts", fq, fk)
         att = att.masked_fill(~(ch.causal | ch.later_in_block), 0.0)  # earlier blocks, own block
         out = torch.einsum("bchts,bcshd->bcthd", att, v1)
         kv = torch.einsum("bcshr,bcshd->bchrd", fk, v1)  # (B, n, H, r, Dv + 1): each chunk's sums
         before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)
-        return self._read(ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before)), x.dtype)
+        return ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """Each noised block reads the clean blocks' sums before its block (an exclusive
@@ -89,14 +91,15 @@ class LinearAttention(Mixer):
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
-        _, fk, v1 = self._features(x_clean)
+        fq, fk, v1 = self._features(x_clean)
+        y_clean = self._read(self._chunked(fq, fk, v1, [G] * (T // G)), x_clean.dtype)
         kv = torch.einsum("bngHr,bngHd->bnHrd", fk.unflatten(1, (T // G, G)), v1.unflatten(1, (T // G, G)))
         before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)  # (B, nb, H, r, Dv + 1)
         fq, fk, v1 = (t.unflatten(1, (K, G)) for t in self._features(x_noised))  # (B, K, G, H, ·)
         out = torch.einsum("bkthr,bkshr,bkshd->bkthd", fq, fk, v1)
         state = before[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, r, Dv + 1)
         out = out + torch.einsum("bkthr,bkhrd->bkthd", fq, state)
-        return self.forward_blockwise(x_clean, [G] * (T // G)), self._read(out.flatten(1, 2), x_noised.dtype)
+        return y_clean, self._read(out.flatten(1, 2), x_noised.dtype)
 
     def forward_blockwise_loop(self, x, block_lengths):
         """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token:
