@@ -3,7 +3,7 @@ Mamba and hybrid recipes on passkey at one length, evaluate each at 1, 2, 4, 8 a
 that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
     python -m tools.retrieval [--steps tiny_attn=10000,tiny_mamba=12000,tiny_hybrid=5000]
-        [--seq-len 256] [--jobs 2] [--out DIR] [--store DIR]
+        [--seq-len 256] [--objective blocks|frontier] [--jobs 2] [--out DIR] [--store DIR]
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
 each) and evaluation as `fsc eval`; both record their runs in the store, and the tables are
@@ -54,7 +54,8 @@ def train(recipe: str, a) -> None:
     steps = a.steps[recipe]
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
                 "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
-                "--weighting", a.weighting, "--seed", str(a.seed), "--eval-every",
+                "--weighting", a.weighting, "--objective", a.objective, "--seed", str(a.seed),
+                "--eval-every",
                 str(max(steps // 20, 1)), "--out", str(a.out / recipe), "--store", str(a.store)])
     print(f"trained {recipe}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, loss "
           f"{doc['final_loss']:.4f}", flush=True)
@@ -130,6 +131,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--weighting", default="masked")
+    # every answer block a frontier per step (docs/training.md, the blocks objective)
+    p.add_argument("--objective", default="blocks", choices=["frontier", "blocks"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--jobs", type=int, default=2)
