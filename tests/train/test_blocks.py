@@ -19,6 +19,7 @@ from fsc.train.objective import (
     blocks_loss,
     draw_blocks,
     frontier_loss,
+    loss_of,
 )
 from fsc.train.tasks import Passkey
 
@@ -162,3 +163,17 @@ def test_fsc_train_objective_blocks_records_it_and_resumes(fsc_main, tmp_path):
     assert "(objective `blocks`" in (tmp_path / "split" / "step-000004" / "README.md").read_text()
     _, rows = Store(tmp_path / "store").query("select distinct objective from training")
     assert rows == [("blocks",)]
+
+
+@torch.no_grad()
+def test_a_process_share_of_the_draw_adds_up_to_the_whole_batch():
+    """`loss_of(..., part)`: the draws are made for the whole batch and cut, so the shares'
+    losses average to the whole batch's (data-parallel training)."""
+    m = _model("tiny_mamba").eval()
+    batch = _batch(4)  # 3 sequences
+    whole, _ = loss_of(m, "blocks", batch, 4, MASK, torch.Generator().manual_seed(7))
+    shares = [loss_of(m, "blocks", batch, 4, MASK, torch.Generator().manual_seed(7), part=p)[0]
+              for p in (slice(0, 1), slice(1, 3))]
+    torch.testing.assert_close((shares[0] + 2 * shares[1]) / 3, whole, rtol=1e-5, atol=1e-6)
+    other, _ = loss_of(m, "blocks", batch, 4, MASK, torch.Generator().manual_seed(8))
+    assert abs(float(other - whole)) > 1e-3  # another draw, another loss
