@@ -4,7 +4,8 @@ variants of attention and the hybrid) on passkey at one length, evaluate each at
 16 times that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
     python -m tools.retrieval [--recipes passkey_attn,...] [--steps 3000 | R=N,...]
-        [--stop-at 0.95] [--seq-len 128] [--jobs 2] [--out DIR] [--store DIR]
+        [--stop-at 0.95] [--seq-len 128] [--objective blocks|frontier] [--jobs 2] [--out DIR]
+        [--store DIR]
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
 each), stopping at the first in-loop eval whose exact match reaches --stop-at, and evaluation
@@ -57,9 +58,9 @@ def train(recipe: str, a) -> None:
     steps = a.steps[recipe]
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
                 "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
-                "--weighting", a.weighting, "--seed", str(a.seed), "--eval-every",
-                str(a.eval_every), "--stop-at", str(a.stop_at), "--out", str(a.out / recipe),
-                "--store", str(a.store)])
+                "--weighting", a.weighting, "--objective", a.objective, "--seed", str(a.seed),
+                "--eval-every", str(a.eval_every), "--stop-at", str(a.stop_at),
+                "--out", str(a.out / recipe), "--store", str(a.store)])
     print(f"trained {recipe}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, loss "
           f"{doc['final_loss']:.4f}", flush=True)
 
@@ -136,6 +137,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--weighting", default="masked")
+    # every answer block a frontier per step (docs/training.md, the blocks objective)
+    p.add_argument("--objective", default="blocks", choices=["frontier", "blocks"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--jobs", type=int, default=2)

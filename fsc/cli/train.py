@@ -44,6 +44,7 @@ TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
 class Objective(Choice):
     frontier = "frontier"
     ar = "ar"
+    blocks = "blocks"
 
 
 class Weighting(Choice):
@@ -85,7 +86,8 @@ def train(
         "--out", help="Training directory: step-NNNNNN checkpoints and `latest`.",
         show_default=False)] = None,
     objective: Annotated[Objective | None, typer.Option(
-        "--objective", help="frontier (default when G > 1) or ar (trains the recipe at G = 1).",
+        "--objective", help="frontier (default when G > 1), blocks (every block a frontier in one "
+        "two-stream forward) or ar (trains the recipe at G = 1).",
         show_default=False)] = None,
     weighting: Annotated[Weighting | None, typer.Option(
         "--weighting", help="Frontier loss: elbo (1/t, the bound) or masked (a mean over the "

@@ -68,18 +68,40 @@ class Attention(Mixer):
             vc[:, S : S + G] = v.to(vc.dtype)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
-    def forward_blockwise(self, x, block_lengths):
-        B, T, _ = x.shape
-        q, k, v = self._qkv(x, torch.arange(T, device=x.device))
+    def _attend(self, q, k, v, allowed, dtype):
+        """fp32 softmax attention of q (B, Tq, H, D) over k, v (B, Tk, Hkv, D) where `allowed`
+        ([B,] Tq, Tk) says so, fused (the training path's hot spot); wo of it, (B, Tq, d)."""
         rep = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
-        ids = block_ids(block_lengths, x.device)
-        allowed = ids[None, :] <= ids[:, None]  # (T query, T key): earlier blocks and own block
-        # fp32 softmax attention over the allowed keys, fused (the training path's hot spot)
+        mask = allowed if allowed.ndim == 2 else allowed[:, None]  # one mask for every head
         o = F.scaled_dot_product_attention(
             q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2),
-            attn_mask=allowed, scale=1 / math.sqrt(self.head_dim)).transpose(1, 2)
-        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+            attn_mask=mask, scale=1 / math.sqrt(self.head_dim)).transpose(1, 2)
+        return self.wo(o.reshape(*q.shape[:2], -1).to(dtype))
+
+    def forward_blockwise(self, x, block_lengths):
+        T = x.shape[1]
+        q, k, v = self._qkv(x, torch.arange(T, device=x.device))
+        ids = block_ids(block_lengths, x.device)
+        return self._attend(q, k, v, ids[None, :] <= ids[:, None], x.dtype)  # earlier blocks, own block
+
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """The clean stream block-causally; each noised block's queries see the clean keys
+        before its block and its own keys, at the positions of its clean twin."""
+        T, K = x_clean.shape[1], blocks.shape[1]
+        G = x_noised.shape[1] // K
+        q, k, v = self._qkv(x_clean, torch.arange(T, device=x_clean.device))
+        ids = torch.arange(T, device=x_clean.device) // G
+        y_clean = self._attend(q, k, v, ids[None, :] <= ids[:, None], x_clean.dtype)
+        at = torch.arange(G, device=blocks.device)
+        pos = (blocks[..., None] * G + at).flatten(1)  # (B, K·G): the twin's positions
+        qn, kn, vn = self._qkv(x_noised, pos)
+        unit = torch.arange(K * G, device=blocks.device) // G
+        before = ids[None, None, :] < blocks.repeat_interleave(G, 1)[..., None]  # (B, K·G, T)
+        own = (unit[:, None] == unit[None, :]).expand(len(blocks), -1, -1)  # (B, K·G, K·G)
+        y_noised = self._attend(qn, torch.cat([k, kn], 1), torch.cat([v, vn], 1),
+                                torch.cat([before, own], -1), x_noised.dtype)
+        return y_clean, y_noised
 
 
 MIXER = Attention

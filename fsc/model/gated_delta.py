@@ -78,9 +78,27 @@ class GatedDelta(Mixer):
         (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
         from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
         chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop."""
-        B, T, _ = x.shape
         q, k, v, g, beta = self._proj(x)
-        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
+        return self.wo(self._chunked(q, k, v, g, beta, block_lengths).flatten(2).to(x.dtype))
+
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """The clean stream's chunked form also gives the state at every block end; each
+        noised block is then a chunk of its own, starting from its clean twin's state."""
+        B, T, _ = x_clean.shape
+        K = blocks.shape[1]
+        G = x_noised.shape[1] // K
+        o, ends = self._chunked(*self._proj(x_clean), [G] * (T // G), ends=True)
+        starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, Dk, Dv)
+        h = starts[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, Dk, Dv)
+        on = self._chunked(*self._proj(x_noised), [G] * K, starts=h)
+        return (self.wo(o.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype)))
+
+    def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, ends=False):
+        """o (B, T, H, Dv) of the chunked form. With `starts` (B, n_blocks, H, Dk, Dv) every
+        block is a chunk of its own and starts from the state given (nothing carried); with
+        `ends`, also the state at the end of every block, (B, n_blocks, H, Dk, Dv)."""
+        G = max(block_lengths)
+        ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), q.device)
         dec = decay_matrix(ch.pack(g), ch)  # (B, n, H, t, s)
 
         def heads(t):  # (B, T, H, ...) -> (B, n, H, C, ...)
@@ -103,17 +121,26 @@ class GatedDelta(Mixer):
         read = q * into - seen @ w  # (B, n, H, C, Dk): o += read @ h
         # across chunks h ← M h + N, with M = exp(cum_C) I − (Kᵀ ⊙ D_C) w and N = (Kᵀ ⊙ D_C) u0
         kc = kt * dec[..., -1:, :]  # (B, n, H, Dk, C): each key decayed to the chunk's end
-        eye = torch.eye(k.shape[-1], device=x.device)
-        M = into[..., -1:, :] * eye - kc @ w  # (B, n, H, Dk, Dk)
-        N = kc @ u0  # (B, n, H, Dk, Dv)
-        h = torch.zeros_like(N[:, 0])  # (B, H, Dk, Dv)
-        starts = []
-        for M_c, N_c in zip(M.unbind(1), N.unbind(1)):
-            starts.append(h)
-            h = M_c @ h + N_c
-        o = o + read @ torch.stack(starts, 1)  # the state each chunk starts from
-        o = ch.unpack(o.transpose(2, 3))  # (B, T, H, Dv)
-        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+        if starts is None:
+            eye = torch.eye(k.shape[-1], device=q.device)
+            M = into[..., -1:, :] * eye - kc @ w  # (B, n, H, Dk, Dk)
+            N = kc @ u0  # (B, n, H, Dk, Dv)
+            h = torch.zeros_like(N[:, 0])  # (B, H, Dk, Dv)
+            carried = []
+            for M_c, N_c in zip(M.unbind(1), N.unbind(1)):
+                carried.append(h)
+                h = M_c @ h + N_c
+            starts = torch.stack(carried, 1)  # (B, n, H, Dk, Dv): the state each chunk starts from
+        o = ch.unpack((o + read @ starts).transpose(2, 3))  # (B, T, H, Dv)
+        if not ends:
+            return o
+        # a block's last row of dec holds only the forward scan: the state at its end is
+        # exp(cum) h0 + Σ_s k_s D(end, s) u_s, with the forward writes u = u0 − w h0
+        last = slice(ch.G - 1, None, ch.G)
+        u = u0 - w @ starts  # (B, n, H, C, Dv)
+        h = torch.einsum("bchis,bchsk,bchsv->bcihkv", dec[..., last, :], k, u)  # (B, n, m, H, Dk, Dv)
+        h = h + into[..., last, :].transpose(2, 3)[..., None] * starts[:, :, None]
+        return o, h.flatten(1, 2)[:, : len(block_lengths)]
 
     def forward_blockwise_loop(self, x, block_lengths):
         """The delta rule in its matrix form h ← (I − beta k kᵀ) exp(g) h + beta k vᵀ, token by

@@ -58,10 +58,35 @@ class GLA(Mixer):
         is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
         the state each group starts from, from the chunk's earlier groups, as a masked product
         over group pairs; the forward state carried from chunk to chunk."""
-        B, T, _ = x.shape
         q, k, v, gk = self._proj(x)
-        per = max(1, GROUP // max(block_lengths))  # blocks a group holds
-        ch = Chunks(block_lengths, CHUNK_GROUPS * per, x.device, unit=per)
+        o, _ = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)))
+        return self.wo(o.flatten(2).to(x.dtype))
+
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """The clean stream in groups of one block gives the state every block starts from;
+        each noised block is then one group of its own, reading its clean twin's state."""
+        B, T, _ = x_clean.shape
+        K = blocks.shape[1]
+        G = x_noised.shape[1] // K
+        q, k, v, gk = self._proj(x_clean)
+        o, starts = self._chunked(q, k, v, gk, [G] * (T // G), 1, starts=True)
+        q, k, v, gk = self._proj(x_noised)
+
+        def units(t):  # (B, K·G, H, D) -> (B, 1, K, G, H, D): one chunk of K one-block groups
+            return t.float().unflatten(1, (K, G))[:, None]
+
+        qb, kb, vb, gb = units(q / math.sqrt(self.head_dim)), units(k), units(v), units(gk)
+        cum = gb.cumsum(3)  # (B, 1, K, G, H, Dk)
+        h = starts[torch.arange(B, device=blocks.device)[:, None], blocks][:, None]  # (B, 1, K, H, Dk, Dv)
+        on = self._in_block(qb, kb, vb, gb, cum, None)
+        on = on + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h)
+        return self.wo(o.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(1, 3).flatten(2).to(x_noised.dtype))
+
+    def _chunked(self, q, k, v, gk, block_lengths, per, starts=False):
+        """o (B, T, H, Dv) of the chunked form, groups of `per` blocks; with `starts` (and
+        per = 1) also the forward state each block starts from, (B, n_blocks, H, Dk, Dv)."""
+        assert per == 1 or not starts
+        ch = Chunks(block_lengths, CHUNK_GROUPS * per, q.device, unit=per)
         S = per * ch.G  # tokens a group holds
         mg = ch.m // per  # groups a chunk holds
         visible = (ch.causal | ch.later_in_block)[:S, :S]  # the same in every group
@@ -79,7 +104,7 @@ class GLA(Mixer):
         # extra row i = mg is what the chunk hands on. fp64 running sums: exact segment sums.
         run = total.double().cumsum(2)  # (B, n, mg, H, K)
         start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, mg + 1, H, K): before group i
-        i, j = torch.arange(mg + 1, device=x.device)[:, None], torch.arange(mg, device=x.device)
+        i, j = torch.arange(mg + 1, device=q.device)[:, None], torch.arange(mg, device=q.device)
         seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
         pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
         h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, mg + 1, H, K, V)
@@ -93,7 +118,10 @@ class GLA(Mixer):
         o = o + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h_in[:, :, :-1])
         o = o + torch.einsum("bcmthk,bchkv->bcmthv", qb * from_chunk, h0)
         o = ch.unpack(o.flatten(2, 3))
-        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+        if not starts:
+            return o, None
+        h = h_in[:, :, :-1] + torch.exp(start[:, :, :-1].float())[..., None] * h0[:, :, None]
+        return o, h.flatten(1, 2)[:, : len(block_lengths)]  # (B, n_blocks, H, Dk, Dv)
 
     @staticmethod
     def _in_block(qb, kb, vb, gb, cum, visible):

@@ -135,15 +135,15 @@ def rope_frequencies(d: int, theta: float, scaling=None, device=None) -> torch.T
 
 
 def rope(x, positions, theta: float, scaling=None, dims: int | None = None):
-    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) absolute token positions. With
+    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) or (B, T) absolute token positions. With
     `dims`, only the first `dims` of D rotate (partial RoPE); the rest pass through."""
     if dims is not None and dims < x.shape[-1]:
         return torch.cat([rope(x[..., :dims], positions, theta, scaling), x[..., dims:]], dim=-1)
     d = x.shape[-1]
     inv = rope_frequencies(d, theta, scaling, x.device)
-    ang = positions.to(torch.float32)[:, None] * inv[None, :]  # (T, D/2)
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)[None, :, None, :]
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)[None, :, None, :]
+    ang = positions.to(torch.float32)[..., None] * inv  # ([B,] T, D/2)
+    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)[..., None, :]  # ([B,] T, 1, D)
+    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)[..., None, :]
     xf = x.float()
     x1, x2 = xf[..., : d // 2], xf[..., d // 2 :]
     rotated = torch.cat([-x2, x1], dim=-1)

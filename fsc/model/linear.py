@@ -57,24 +57,49 @@ class LinearAttention(Mixer):
                    st if commit else None, z if commit else None)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
+    def _features(self, x):
+        """φ(q), φ(k) (B, T, H, r) and v with a column of ones for the normaliser
+        (B, T, H, Dv + 1), fp32."""
+        q, k, v = self._qkv(x)
+        phi = FEATURE_MAPS[self.feature_map]
+        return phi(q.float()), phi(k.float()), F.pad(v.float(), (0, 1), value=1.0)
+
+    def _read(self, out, dtype):
+        """wo of the normalised numerators out (B, T, H, Dv + 1), the normaliser last."""
+        o = out[..., :-1] / out[..., -1:].clamp_min(self.eps)
+        return self.wo(o.flatten(2).to(dtype))
+
     def forward_blockwise(self, x, block_lengths):
         """In chunks of whole blocks: inside a chunk the block-causal quadratic form φ(q)φ(k)ᵀ,
         plus the sums of the earlier chunks (an exclusive cumsum over chunks, no loop). The
         normaliser rides along as a column of ones beside v."""
-        B, T, _ = x.shape
-        q, k, v = self._qkv(x)
-        phi = FEATURE_MAPS[self.feature_map]
-        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), x.device)
-        fq, fk = ch.pack(phi(q.float())), ch.pack(phi(k.float()))  # (B, n, C, H, r)
-        v1 = ch.pack(F.pad(v.float(), (0, 1), value=1.0))  # (B, n, C, H, Dv + 1)
+        return self._read(self._chunked(*self._features(x), block_lengths), x.dtype)
+
+    def _chunked(self, fq, fk, v1, block_lengths):
+        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), fq.device)
+        fq, fk, v1 = ch.pack(fq), ch.pack(fk), ch.pack(v1)  # (B, n, C, H, ·)
         att = torch.einsum("bcthr,bcshr->bchts", fq, fk)
         att = att.masked_fill(~(ch.causal | ch.later_in_block), 0.0)  # earlier blocks, own block
         out = torch.einsum("bchts,bcshd->bcthd", att, v1)
         kv = torch.einsum("bcshr,bcshd->bchrd", fk, v1)  # (B, n, H, r, Dv + 1): each chunk's sums
         before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)
-        out = ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
-        o = out[..., :-1] / out[..., -1:].clamp_min(self.eps)
-        return self.wo(o.reshape(B, T, -1).to(x.dtype))
+        return ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
+
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """Each noised block reads the clean blocks' sums before its block (an exclusive
+        cumsum over the clean blocks) and all of itself."""
+        B, T, _ = x_clean.shape
+        K = blocks.shape[1]
+        G = x_noised.shape[1] // K
+        fq, fk, v1 = self._features(x_clean)
+        y_clean = self._read(self._chunked(fq, fk, v1, [G] * (T // G)), x_clean.dtype)
+        kv = torch.einsum("bngHr,bngHd->bnHrd", fk.unflatten(1, (T // G, G)), v1.unflatten(1, (T // G, G)))
+        before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)  # (B, nb, H, r, Dv + 1)
+        fq, fk, v1 = (t.unflatten(1, (K, G)) for t in self._features(x_noised))  # (B, K, G, H, ·)
+        out = torch.einsum("bkthr,bkshr,bkshd->bkthd", fq, fk, v1)
+        state = before[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, r, Dv + 1)
+        out = out + torch.einsum("bkthr,bkhrd->bkthd", fq, state)
+        return y_clean, self._read(out.flatten(1, 2), x_noised.dtype)
 
     def forward_blockwise_loop(self, x, block_lengths):
         """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token:

@@ -40,6 +40,17 @@ class Layer(nn.Module):
         x = x + mixed
         return x if self.ffn is None else x + self.ffn(self.norm2(x))
 
+    def two_stream(self, x_clean, x_noised, blocks, last: bool = False):
+        """Both streams through the layer (`Mixer.forward_two_stream`); the FFN reads each
+        token alone, so both streams pass it as one batch of tokens. In the `last` layer nothing
+        reads the clean stream's output: only the noised one goes on (clean returns None)."""
+        mc, mn = self.mixer.forward_two_stream(self.norm1(x_clean), self.norm1(x_noised), blocks)
+        T = 0 if last else x_clean.shape[1]
+        x = x_noised + mn if last else torch.cat([x_clean + mc, x_noised + mn], 1)  # (B, T + K·G, d)
+        if self.ffn is not None:
+            x = x + self.ffn(self.norm2(x))
+        return (None if last else x[:, :T]), x[:, T:]
+
 
 class LM(nn.Module):
     """Block-diffusion (or, with G = 1, autoregressive) language model over one recipe.
@@ -48,6 +59,8 @@ class LM(nn.Module):
     fold(tokens, cache)           -> the same logits, and the block is written into the cache.
     forward_blockwise(tokens [B, T], block_lengths) -> logits [B, T, vocab], no cache (the
         training path).
+    forward_two_stream(clean, noised, blocks) -> logits of every noised block against the clean
+        blocks before it, in one forward (the `blocks` objective).
     """
 
     def __init__(self, recipe: Recipe, dtype: torch.dtype | None = None,
@@ -120,6 +133,24 @@ class LM(nn.Module):
 
     def fold(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=True)
+
+    def forward_two_stream(self, clean, noised, blocks, select=None):
+        """Logits of noised blocks, each read against the clean blocks before it, in one
+        forward (the `blocks` training objective).
+
+        clean  [B, T] tokens, blocks of G = the recipe's block size
+        noised [B, K·G] tokens: K blocks per sequence, the k-th standing at block blocks[b, k]
+        blocks [B, K] long
+        Returns logits [B, K·G, vocab] of the noised blocks (or, with `select` [B, K·G] bool,
+        [n, vocab] of the selected positions): those of `forward(noised block, cache)` after a
+        fold of the clean blocks before it."""
+        G = self.recipe.block_size
+        assert noised.shape[1] == blocks.shape[1] * G and clean.shape[1] % G == 0
+        xc, xn = self.embed(clean).to(self.dtype), self.embed(noised).to(self.dtype)
+        for i, layer in enumerate(self.layers):
+            xc, xn = layer.two_stream(xc, xn, blocks, last=i == len(self.layers) - 1)
+        h = self.norm_f(xn)
+        return self.head(h if select is None else h[select])
 
     def forward_blockwise(self, tokens, block_lengths: list[int] | None = None, select=None):
         """With `select` (a [B, T] bool mask) only the selected positions' logits, [n, vocab]:

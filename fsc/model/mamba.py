@@ -99,42 +99,88 @@ class Mamba(Mixer):
         return self._blockwise(x, block_lengths, self._blocks_in_turn)
 
     def _blockwise(self, x, block_lengths, scan):
-        Bsz, T, _ = x.shape
         z, xbc, dt = self._split(x)
-        w = self.conv_weight.float().unsqueeze(1)
-        xbc = F.conv1d(F.pad(xbc.float().transpose(1, 2), (self.d_conv - 1, 0)), w,
-                       self.conv_bias.float(), groups=self.conv_dim)
-        xbc = F.silu(xbc).transpose(1, 2)
-        xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        xs = self._heads(xs)
-        dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
-        la = dtf * -torch.exp(self.A_log.float())  # log a_t
-        y = scan(xs, Bm, Cm, dtf, la, block_lengths) + self.D.float()[:, None] * xs
-        y = y * F.silu(self._heads(z).float())
-        return self._out(y.reshape(Bsz, T, self.d_inner), x.dtype)
+        xs, Bm, Cm, dtf, la = self._inputs(self._conv(F.pad(xbc, (0, 0, self.d_conv - 1, 0))), dt)
+        return self._output(scan(xs, Bm, Cm, dtf, la, block_lengths), xs, z, x.dtype)
 
-    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths):
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """The clean stream's chunked form also gives the forward state at every block end;
+        each noised block is then its own chunk, starting from the state its clean twin starts
+        from, its conv window the clean stream's W-1 tokens before it."""
+        B, T, _ = x_clean.shape
+        K = blocks.shape[1]
+        G, W = x_noised.shape[1] // K, self.d_conv
+        z, xbc, dt = self._split(x_clean)
+        padded = F.pad(xbc, (0, 0, W - 1, 0))  # (B, W-1+T, C): zeros before the sequence
+        xs, Bm, Cm, dtf, la = self._inputs(self._conv(padded), dt)
+        y, ends = self._chunked(xs, Bm, Cm, dtf, la, [G] * (T // G), ends=True)
+        y_clean = self._output(y, xs, z, x_clean.dtype)
+        starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, P, N)
+        rows = torch.arange(B, device=blocks.device)[:, None]
+        zn, xbcn, dtn = self._split(x_noised)
+        window = padded[rows[..., None], blocks[..., None] * G + torch.arange(W - 1, device=blocks.device)]
+        full = torch.cat([window, xbcn.unflatten(1, (K, G))], 2).flatten(0, 1)  # (B·K, W-1+G, C)
+        xs, Bm, Cm, dtf, la = self._inputs(self._conv(full).reshape(B, K * G, -1), dtn)
+        y = self._chunked(xs, Bm, Cm, dtf, la, [G] * K, starts=starts[rows, blocks])
+        return y_clean, self._output(y, xs, zn, x_noised.dtype)
+
+    def _conv(self, xbc):
+        """SiLU of the depthwise causal conv of xbc (N, W-1+L, C), its first W-1 rows the window
+        before the L tokens: (N, L, C) fp32."""
+        w = self.conv_weight.float().unsqueeze(1)
+        y = F.conv1d(xbc.float().transpose(1, 2), w, self.conv_bias.float(), groups=self.conv_dim)
+        return F.silu(y).transpose(1, 2)
+
+    def _inputs(self, xbc, dt):
+        """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H): x (B, T, H, P),
+        B and C (B, T, N), dt after softplus and log a_t = dt_t A (B, T, H), fp32."""
+        xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
+        dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
+        return self._heads(xs), Bm, Cm, dtf, dtf * -torch.exp(self.A_log.float())
+
+    def _output(self, y, xs, z, dtype):
+        """The scan's y (B, T, H, P) with the skip D x, gated by silu(z), through out_proj."""
+        y = (y + self.D.float()[:, None] * xs) * F.silu(self._heads(z).float())
+        return self._out(y.flatten(2), dtype)
+
+    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths, starts=None, ends=False):
         """SSD in chunks of whole blocks. Inside a chunk one masked quadratic form holds the
         forward scan (s <= t), the in-block backward scan (s after t in t's block) and the
-        diagonal once; the forward state is carried from chunk to chunk."""
-        ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), xs.device)
+        diagonal once; the forward state is carried from chunk to chunk.
+
+        With `starts` (B, n_blocks, H, P, N) every block is a chunk of its own and starts from
+        the state given (nothing is carried). With `ends`, also the forward state at the end of
+        every block, (B, n_blocks, H, P, N)."""
+        G = max(block_lengths)
+        ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), xs.device)
         dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
         x = ch.pack(xs * dtf[..., None]).permute(0, 1, 3, 2, 4)  # (B, n, H, C, P): dt_s x_s
         Bc, Cc = ch.pack(Bm), ch.pack(Cm)  # (B, n, C, N)
         cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
         y = (dec * cb) @ x  # (B, n, H, t, P)
-        # what each chunk adds to the forward state by its end, then the state carried
-        local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
         into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
+        h0 = starts if starts is not None else self._carry(x, Bc, dec, into)  # (B, n, H, P, N)
+        y = ch.unpack((y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]).transpose(2, 3))
+        if not ends:
+            return y
+        # a block's last row of dec holds only the forward scan: the state at its end
+        last = slice(ch.G - 1, None, ch.G)
+        h = torch.einsum("bchis,bchsp,bcsn->bcihpn", dec[..., last, :], x, Bc)  # (B, n, m, H, P, N)
+        h = h + into[..., last].transpose(2, 3)[..., None, None] * h0[:, :, None]
+        return y, h.flatten(1, 2)[:, : len(block_lengths)]
+
+    @staticmethod
+    def _carry(x, Bc, dec, into):
+        """The forward state each chunk starts from (B, n, H, P, N): what each chunk adds by its
+        end, carried from chunk to chunk."""
+        local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
         h = torch.zeros_like(local[:, 0])  # (B, H, P, N)
         starts = []
         # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per chunk
         for dec_c, add in zip(into[..., -1].unbind(1), local.unbind(1)):
             starts.append(h)
             h = h * dec_c[..., None, None] + add
-        h0 = torch.stack(starts, 1)  # (B, n, H, P, N): the state each chunk starts from
-        y = y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]
-        return ch.unpack(y.transpose(2, 3))
+        return torch.stack(starts, 1)
 
     @staticmethod
     def _segments(lab, g: int):

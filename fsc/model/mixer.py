@@ -16,6 +16,9 @@ class Mixer(nn.Module):
     fold(x, cache)     -> the same output, and writes the block into the cache.
     forward_blockwise(x, block_lengths) -> [B, T, d_model]: the uncached block-causal forward
         over a whole sequence (the training path and the exactness reference).
+    forward_two_stream(x_clean, x_noised, blocks) -> (y_clean, y_noised): the clean sequence
+        block-causally, and K noised blocks per sequence, each read against the clean blocks
+        before it (the `blocks` objective: every block a frontier in one forward).
     """
 
     kind: str = ""
@@ -44,6 +47,28 @@ class Mixer(nn.Module):
 
     def forward_blockwise(self, x, block_lengths: list[int]):
         raise NotImplementedError
+
+    def forward_two_stream(self, x_clean, x_noised, blocks):
+        """x_clean [B, T, d_model] (blocks of G), x_noised [B, K·G, d_model]: K noised blocks,
+        the k-th standing at block blocks[b, k] (B, K) of sequence b. Returns y_clean
+        [B, T, d_model] (`forward_blockwise`) and y_noised [B, K·G, d_model]: each noised block
+        as a `step` of it against a cache of the clean blocks before it.
+
+        This is the reference (one `forward_blockwise` per noised block); a mixer overrides it
+        with a form batched over the blocks."""
+        return self.forward_two_stream_loop(x_clean, x_noised, blocks)
+
+    def forward_two_stream_loop(self, x_clean, x_noised, blocks):
+        B, T, _ = x_clean.shape
+        K = blocks.shape[1]
+        G = x_noised.shape[1] // K
+        y_noised = torch.empty_like(x_noised)
+        for b in range(B):
+            for k in range(K):
+                j = int(blocks[b, k])
+                seq = torch.cat([x_clean[b : b + 1, : j * G], x_noised[b : b + 1, k * G : (k + 1) * G]], 1)
+                y_noised[b, k * G : (k + 1) * G] = self.forward_blockwise(seq, [G] * (j + 1))[0, j * G :]
+        return self.forward_blockwise(x_clean, [G] * (T // G)), y_noised
 
     def init_parameter(self, leaf: str, p: torch.Tensor, gen: torch.Generator) -> None:
         """Seeded initial value of this mixer's parameter `leaf` (see fsc.model.lm.init_weights)."""

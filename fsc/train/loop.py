@@ -45,7 +45,7 @@ STATE_JSON = "training_state.json"
 STATE_TENSORS = "training_state.safetensors"
 LATEST = "latest"
 STATE_FORMAT = 1
-OBJECTIVES = ("frontier", "ar")
+OBJECTIVES = ("frontier", "blocks", "ar")
 SAVE_MINUTES = 10.0  # the default wall time between rolling saves
 KEEP = 3  # the default number of rolling saves kept
 

@@ -1,4 +1,5 @@
-"""The training objectives: the single-frontier masked-diffusion bound and next-token NLL.
+"""The training objectives: the masked-diffusion bound of one frontier block (`frontier`) or of
+every block at once (`blocks`), and next-token NLL (`ar`).
 
 Frontier (G > 1), per sequence: one frontier block drawn uniformly among the blocks that hold
 supervised positions (all blocks for text; the answer's blocks for a synthetic task), a mask
@@ -10,6 +11,11 @@ the frontier's supervised positions: a per-token estimate of the block's NLL bou
 
 The frontier logits are the ones the cached decoder computes: `fold` of the clean prefix, then
 a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer).
+
+Blocks (G > 1): every block with supervised positions gets the frontier's draw (its own t and
+mask) and is scored in one two-stream forward: the clean sequence gives the KV or state at
+every block boundary, each masked block reads the one before it. Each block's loss is the
+frontier loss of that block drawn alone (tests/train/test_blocks.py).
 """
 
 from __future__ import annotations
@@ -127,6 +133,88 @@ def sequence_losses(model, objective: str, batch: Batch, G: int, mask_id: int,
     return torch.zeros(B).index_add_(0, rows, terms.float().cpu())
 
 
+@dataclass
+class Blocks:
+    """One draw of the blocks objective: every block that holds supervised positions is a
+    frontier, read in one two-stream forward (`LM.forward_two_stream`) against the clean
+    blocks before it. K is the most such blocks a sequence has; a sequence with fewer holds
+    padding blocks (nothing masked, not scored)."""
+
+    clean: torch.Tensor  # [B, T]: the clean sequence, cut after the last scored block
+    noised: torch.Tensor  # [B, K·G]: the scored blocks, masked
+    labels: torch.Tensor  # [B, K·G]: their clean tokens
+    masked: torch.Tensor  # [B, K·G] bool
+    blocks: torch.Tensor  # [B, K] long: where each scored block stands (0 for padding)
+    scored: torch.Tensor  # [B, K] bool: a real block, not padding
+    rate: torch.Tensor  # [B, K]: each block's mask rate t
+    supervised: torch.Tensor  # [B, K]: supervised positions in each block
+    G: int
+
+    def rows(self, part: slice) -> Blocks:
+        return Blocks(self.clean[part], self.noised[part], self.labels[part], self.masked[part],
+                      self.blocks[part], self.scored[part], self.rate[part],
+                      self.supervised[part], self.G)
+
+
+def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
+                eps: float = EPS) -> Blocks:
+    """Per block with supervised positions, the frontier's draw: t ~ U(eps, 1] and each
+    supervised position masked with probability t, at least one."""
+    tokens, target = batch.tokens, batch.target
+    B, L = tokens.shape
+    assert L % G == 0, "the sequence length is a multiple of G"
+    cpu = torch.device("cpu")
+    sup = target.view(B, L // G, G).to(cpu)  # (B, n, G)
+    has = sup.any(-1)  # (B, n): blocks that may be a frontier
+    counts = has.sum(-1)
+    if (counts == 0).any():
+        raise ValueError("a sequence has no supervised position")
+    K = int(counts.max())
+    order = (~has).to(torch.uint8).argsort(dim=-1, stable=True)[:, :K]  # supervised blocks first
+    scored = torch.arange(K) < counts[:, None]  # (B, K)
+    blocks = torch.where(scored, order, 0)
+    rate = 1 - (1 - eps) * torch.rand(B, K, generator=gen)  # in (eps, 1]
+    u = torch.rand(B, K, G, generator=gen)
+    frontier = sup.gather(1, blocks[..., None].expand(-1, -1, G)) & scored[..., None]  # (B, K, G)
+    m = frontier & (u < rate[..., None])
+    lowest = torch.where(frontier, u, 2.0).argmin(-1, keepdim=True)  # at least one
+    m.scatter_(-1, lowest, scored[..., None])
+    T = int(torch.where(scored, blocks, 0).max() + 1) * G
+    dev = tokens.device
+    at = (blocks[..., None] * G + torch.arange(G)).flatten(1).to(dev)  # (B, K·G)
+    labels = tokens.gather(1, at)
+    masked = m.flatten(1).to(dev)
+    return Blocks(tokens[:, :T], labels.masked_fill(masked, mask_id), labels, masked,
+                  blocks.to(dev), scored, rate, frontier.sum(-1), G)
+
+
+def block_losses(model, d: Blocks, weighting: str = "elbo") -> torch.Tensor:
+    """[B, K]: each scored block's loss as `frontier_loss` computes it for a frontier there
+    (0 for padding blocks)."""
+    logits = model.forward_two_stream(d.clean, d.noised, d.blocks, select=d.masked)
+    ce = F.cross_entropy(logits, d.labels[d.masked], reduction="none")
+    B, K = d.blocks.shape
+    at = d.masked.nonzero()  # (n, 2), row-major like the logits
+    unit = (at[:, 0] * K + at[:, 1] // d.G).cpu()  # the block each masked position is in
+    if weighting == "elbo":
+        per_block = d.rate * d.supervised
+    else:
+        per_block = d.masked.view(B, K, d.G).sum(-1).cpu().to(d.rate.dtype)
+    # (a padding block's 0 is never read: it holds no masked position)
+    weight = (1.0 / per_block).flatten()[unit].to(ce.device)
+    losses = torch.zeros(B * K, device=ce.device).index_add(0, unit.to(ce.device), ce * weight)
+    return losses.view(B, K)
+
+
+def blocks_loss(model, d: Blocks, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
+    """(mean over sequences of the mean over their scored blocks of the block loss, tokens the
+    forward read). Its expectation is the frontier loss's (a frontier drawn uniformly among a
+    sequence's scored blocks), from every block at once."""
+    per_row = d.scored.sum(-1).to(d.rate.dtype).to(d.clean.device)
+    loss = (block_losses(model, d, weighting).sum(-1) / per_row).mean()
+    return loss, d.clean.numel() + d.noised.numel()
+
+
 def ar_loss(model, batch: Batch) -> tuple[torch.Tensor, int]:
     """(next-token cross-entropy on the supervised positions, tokens read); G = 1 blocks."""
     ce, _ = _ar_terms(model, batch)
@@ -152,4 +240,6 @@ def loss_of(model, objective: str, batch: Batch, G: int, mask_id: int,
     part = part or slice(None)
     if objective == "ar":
         return ar_loss(model, batch.rows(part))
+    if objective == "blocks":
+        return blocks_loss(model, draw_blocks(batch, G, mask_id, gen).rows(part), weighting)
     return frontier_loss(model, draw_frontier(batch, G, mask_id, gen).rows(part), weighting)
