@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from fsc.costmodel import memory
+from fsc.costmodel.devices import host_free_bytes
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.hub.checkpoint import load_checkpoint
 from fsc.imports.convert import load_published
@@ -42,14 +43,7 @@ def free_bytes(device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 2**63
+    return host_free_bytes()
 
 
 def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,

@@ -16,6 +16,18 @@ from fsc.errors import UsageError
 MiB = 2**20
 
 
+def host_free_bytes() -> int:
+    """MemAvailable of this machine in bytes (no limit known: a very large number)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 2**63
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """One accelerator as the cost model sees it.

@@ -4,22 +4,11 @@ how much of it is free."""
 
 from __future__ import annotations
 
+from fsc.costmodel.devices import host_free_bytes
 from fsc.costmodel.training import training_memory
 from fsc.errors import UsageError
 
 GiB = 2**30
-
-
-def host_free_bytes() -> int:
-    """MemAvailable of this machine (no limit known: a very large number)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 2**63
 
 
 def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: int = 1,
