@@ -361,7 +361,9 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
     when the runs logged it."""
     _need(rows, "training step", "fsc train records them")
     acc = [r for r in rows if r.get("eval_accuracy") is not None]
-    fig, axes = _figure("training loss", rows, size=(8.0, 6.0 if acc else 4.4),
+    tasks = sorted({f"{r['data']} ({r['objective']})" for r in rows if r.get("data")})
+    title = "training loss" + (f" on {', '.join(tasks)}" if tasks else "")
+    fig, axes = _figure(title, rows, size=(8.0, 6.0 if acc else 4.4),
                         panels=(2 if acc else 1, 1), sharex=True,
                         **({"height_ratios": [3, 1]} if acc else {}))
     ax = axes[0][0]

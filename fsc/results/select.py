@@ -120,12 +120,63 @@ def condition(where: str) -> str:
         raise QueryError(f"--where: not one SQL condition ({one_line(e)})") from None
 
 
+def continued(st: Store, run_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """For each of `run_ids` that is a resumed training run, the runs it continues, newest
+    first, each with the last step it contributes: the run before it into the same training
+    directory (`out`) for the same recipe, up to the step the resumed run started from, and so
+    on back. One logical training run is drawn as one curve."""
+    _, found = st.query(
+        "SELECT run_id, json_extract_string(config, '$.out'),"
+        " json_extract_string(config, '$.recipe_hash'),"
+        " TRY_CAST(json_extract(config, '$.resumed_from_step') AS BIGINT)"
+        " FROM runs WHERE kind = 'train' AND json_valid(config) ORDER BY started_at, run_id")
+    earlier: dict[str, tuple[str | None, int | None]] = {}  # run -> (the run before, resumed at)
+    last: dict[tuple, str] = {}
+    for run_id, out, recipe_hash, resumed in found:
+        earlier[run_id] = (last.get((out, recipe_hash)) if resumed is not None else None, resumed)
+        last[(out, recipe_hash)] = run_id
+    chains = {}
+    for head in run_ids:
+        chain, run_id, seen = [], head, {head}
+        while run_id in earlier and earlier[run_id][0] is not None:
+            before, step = earlier[run_id]
+            if before in seen:
+                break
+            chain.append((before, step if not chain else min(step, chain[-1][1])))
+            seen.add(before)
+            run_id = before
+        if chain:
+            chains[head] = chain
+    return chains
+
+
 def rows(st: Store, source: Source, run_ids: list[str],
          where: str | None = None) -> list[dict[str, Any]]:
     """Rows of `source.view` for `run_ids`, filtered by the user's `where` (a SQL condition on
-    that view's columns, see `condition`). The query runs
+    that view's columns, see `condition`). Training rows of a resumed run come with those of
+    the runs it continues, under its run id (`continued`). The query runs
     through the store's sandbox like any `fsc query`; a failing where is a QueryError naming
     --where."""
+    if source.view != "training":
+        return _view_rows(st, source, run_ids, where)
+    chains = continued(st, run_ids)
+    inside = {r for chain in chains.values() for r, _ in chain}
+    heads = [r for r in run_ids if r not in inside]  # a run another one continues is part of it
+    found = _view_rows(st, source, list(dict.fromkeys(heads + sorted(inside))), where)
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for row in found:
+        by_run.setdefault(row["run_id"], []).append(row)
+    out = []
+    for head in heads:
+        for before, step in reversed(chains.get(head, [])):
+            out += [{**r, "run_id": head, "part_of_run": before}
+                    for r in by_run.get(before, []) if r["step"] <= step]
+        out += by_run.get(head, [])
+    return out
+
+
+def _view_rows(st: Store, source: Source, run_ids: list[str],
+               where: str | None) -> list[dict[str, Any]]:
     ids = ", ".join(_literal(r) for r in run_ids)
     conditions = [f"run_id IN ({ids})"]
     if where is not None:

@@ -202,6 +202,37 @@ def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     check_png(tmp_path / "loss.png", colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
 
 
+def test_a_resumed_training_is_one_curve_named_by_its_task(cli, tmp_path, monkeypatch):
+    """Stopped at step 4 (saved), resumed to 8: two runs in the store, one curve of 8 steps
+    under the resumed run's id; steps the first run logged past its last save are left out."""
+    from fsc.results import select
+
+    monkeypatch.chdir(tmp_path)
+    store, out = tmp_path / "store", tmp_path / "run"
+    common = ("--log-every", "1", "--store", store)
+    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "8",
+               "--stop-after", "4", "--out", out, *common).code == 0
+    assert cli("train", "--resume", out, *common).code == 0
+    st = Store(store)
+    _, runs = st.query("select run_id from runs where kind = 'train' order by started_at")
+    first, second = (r[0] for r in runs)
+    # the first run's rows past its save at step 4 are not part of the curve
+    st.query(f"insert into train_steps select * replace (5 as step) from train_steps "
+             f"where run_id = '{first}' and step = 4", write=True)
+    assert select.continued(st, [second]) == {second: [(first, 4)]}
+    doc = _plot(cli, "loss", "--store", store, "--out", tmp_path / "loss.png")
+    assert doc["runs"] == [second] and doc["rows"] == 8
+    got = select.rows(st, select.TRAINING, [second])
+    assert [r["step"] for r in got] == list(range(1, 9))
+    assert [r["run_id"] for r in got] == [second] * 8
+    assert [r.get("part_of_run") for r in got] == [first] * 4 + [None] * 4
+    # asked for both, the continued run is drawn once, inside the one that resumed it
+    both = select.rows(st, select.TRAINING, [first, second])
+    assert [r["step"] for r in both] == list(range(1, 9))
+    fig = figures.loss(got, figures.colours(["tiny_attn"]))
+    assert "training loss on copy (frontier)" in fig._suptitle.get_text()
+
+
 def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_path):
     """niah, then mqar, then loss (the README's order): the loss eval is the newest, yet niah
     draws the niah run and retrieval both the niah and the mqar run, and says so."""
