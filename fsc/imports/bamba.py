@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fsc.imports import llama
 from fsc.imports.config import Config
-from fsc.imports.mamba2 import check_time_step_limit
+from fsc.imports.mamba2 import check_mixer
 
 ARCHITECTURES = ("BambaForCausalLM",)
 
@@ -30,12 +30,7 @@ ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # mamba_conv_bias: false
 
 
 def recipe(cfg: Config, name: str) -> dict:
-    groups = cfg.int("mamba_n_groups", 1)
-    if groups != 1:
-        raise cfg.refuse(f"mamba_n_groups {groups}", "fsc's Mamba-2 mixer has one B/C group")
-    if cfg.get("mamba_proj_bias", False):
-        raise cfg.refuse("mamba_proj_bias", "fsc's Mamba-2 projections have no biases")
-    check_time_step_limit(cfg)
+    check_mixer(cfg, "mamba_n_groups", 1, "mamba_proj_bias")
     out = cfg.common(name, tie_default=False)
     d = out["d_model"]
     expand, heads = cfg.int("mamba_expand", 2), cfg.int("mamba_n_heads", 128)

@@ -35,8 +35,14 @@ def _number(x) -> float | None:
         return None
 
 
-def check_time_step_limit(cfg: Config) -> None:
-    """Refused unless dt is never clamped: (0, inf)."""
+def check_mixer(cfg: Config, groups_key: str, groups_default: int, bias_key: str) -> None:
+    """Refused unless the Mamba-2 mixer is one fsc expresses: one B/C group, no projection
+    biases, dt never clamped (time_step_limit (0, inf)). The keys are the family's names."""
+    groups = cfg.int(groups_key, groups_default)
+    if groups != 1:
+        raise cfg.refuse(f"{groups_key} {groups}", "fsc's Mamba-2 mixer has one B/C group")
+    if cfg.get(bias_key, False):
+        raise cfg.refuse(bias_key, "fsc's Mamba-2 projections have no biases")
     limit = [_number(x) for x in cfg.get("time_step_limit", [0.0, "inf"]) or [0.0, "inf"]]
     if limit != [0.0, float("inf")]:
         raise cfg.refuse(f"time_step_limit {limit}", "fsc never clamps dt")
@@ -44,12 +50,7 @@ def check_time_step_limit(cfg: Config) -> None:
 
 def recipe(cfg: Config, name: str) -> dict:
     cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
-    groups = cfg.int("n_groups", 8)
-    if groups != 1:
-        raise cfg.refuse(f"n_groups {groups}", "fsc's Mamba-2 mixer has one B/C group")
-    if cfg.get("use_bias", False):
-        raise cfg.refuse("use_bias", "fsc's Mamba-2 projections have no biases")
-    check_time_step_limit(cfg)
+    check_mixer(cfg, "n_groups", 8, "use_bias")
     out = cfg.common(name, tie_default=False)
     d, expand = out["d_model"], cfg.int("expand", 2)
     head_dim, heads = cfg.int("head_dim", 64), cfg.int("num_heads", 128)
