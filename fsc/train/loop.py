@@ -312,7 +312,7 @@ class Trainer:
         t0, done_tokens = time.perf_counter(), 0
         last_save = self.clock()
         with StopSignals(defer=True) as stops:
-            while self.step < end and not self._stop_signal(stops) and not self._reached():
+            while self.step < end and not any(self._stops(stops)):
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -338,23 +338,22 @@ class Trainer:
                       and self.clock() - last_save >= 60 * cfg.save_minutes):
                     self.save()
                     last_save = self.clock()
-            # A signal during the last step stops nothing: the run is done.
-            signum = self._stop_signal(stops) if self.step < end else 0
-            reached = self._reached()
+            signum, reached = self._stops(stops)
+            if self.step >= end:  # a signal during the last step stops nothing: the run is done
+                signum = 0
             # the end, --stop-at (both kept for good), a --stop-after or a stop (rolling)
             last = self.save(milestone=self.step == cfg.steps or reached)
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
                            time.perf_counter() - t0, done_tokens, stop_signal=signum,
                            reached=reached)
 
-    def _reached(self) -> bool:
-        """Whether an in-loop eval reached --stop-at (rank 0 evaluates), on every process."""
-        return parallel.largest(int(self.reached), self.world, self.device) > 0
-
-    def _stop_signal(self, stops: StopSignals) -> int:
-        """The stop signal any process received (0: none), the same on every process, so that
-        all of them end after the same step."""
-        return parallel.largest(stops.signum or 0, self.world, self.device)
+    def _stops(self, stops: StopSignals) -> tuple[int, bool]:
+        """(the stop signal any process received (0: none), whether an in-loop eval reached
+        --stop-at (rank 0 evaluates)), the same on every process, so that all of them end after
+        the same step."""
+        signum, reached = parallel.largest((stops.signum or 0, int(self.reached)), self.world,
+                                           self.device)
+        return signum, bool(reached)
 
 
 def prune(out: Path, keep: int, newest: Path) -> None:

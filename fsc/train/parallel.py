@@ -68,14 +68,15 @@ def mean(value: float, size: int, device: torch.device) -> float:
     return float(t) / size
 
 
-def largest(value: int, size: int, device: torch.device) -> int:
-    """The largest of a per-process integer over the processes, on every one (a stop signal
-    seen by one stops all, after the same step)."""
+def largest(values: tuple[int, ...], size: int, device: torch.device) -> tuple[int, ...]:
+    """Each per-process integer's largest value over the processes, on every one, in one
+    all-reduce (a stop signal or a reached --stop-at seen by one stops all, after the same
+    step)."""
     if size == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.int64, device=device)
+        return values
+    t = torch.tensor(values, dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
+    return tuple(int(v) for v in t.tolist())
 
 
 def close() -> None:
