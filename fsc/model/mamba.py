@@ -104,24 +104,23 @@ class Mamba(Mixer):
         return self._output(scan(xs, Bm, Cm, dtf, la, block_lengths), xs, z, x.dtype)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
-        """The clean stream's chunked form also gives the forward state at every block end;
-        each noised block is then its own chunk, starting from the state its clean twin starts
-        from, its conv window the clean stream's W-1 tokens before it."""
+        """The clean stream's chunked form also gives the forward state each scored block starts
+        from; each noised block is then its own chunk, starting from that state, its conv
+        window the clean stream's W-1 tokens before it."""
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G, W = x_noised.shape[1] // K, self.d_conv
         z, xbc, dt = self._split(x_clean)
         padded = F.pad(xbc, (0, 0, W - 1, 0))  # (B, W-1+T, C): zeros before the sequence
         xs, Bm, Cm, dtf, la = self._inputs(self._conv(padded), dt)
-        y, ends = self._chunked(xs, Bm, Cm, dtf, la, [G] * (T // G), ends=True)
+        y, starts = self._chunked(xs, Bm, Cm, dtf, la, [G] * (T // G), at=blocks)
         y_clean = self._output(y, xs, z, x_clean.dtype)
-        starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, P, N)
         rows = torch.arange(B, device=blocks.device)[:, None]
         zn, xbcn, dtn = self._split(x_noised)
         window = padded[rows[..., None], blocks[..., None] * G + torch.arange(W - 1, device=blocks.device)]
         full = torch.cat([window, xbcn.unflatten(1, (K, G))], 2).flatten(0, 1)  # (B·K, W-1+G, C)
         xs, Bm, Cm, dtf, la = self._inputs(self._conv(full).reshape(B, K * G, -1), dtn)
-        y = self._chunked(xs, Bm, Cm, dtf, la, [G] * K, starts=starts[rows, blocks])
+        y = self._chunked(xs, Bm, Cm, dtf, la, [G] * K, starts=starts)
         return y_clean, self._output(y, xs, zn, x_noised.dtype)
 
     def _conv(self, xbc):
@@ -143,7 +142,7 @@ class Mamba(Mixer):
         y = (y + self.D.float()[:, None] * xs) * F.silu(self._heads(z).float())
         return self._out(y.flatten(2), dtype)
 
-    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths, starts=None, ends=False):
+    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths, starts=None, at=None):
         """SSD in chunks of whole blocks. Inside a chunk one masked quadratic form holds the
         forward scan (s <= t), the in-block backward scan (s after t in t's block) and the
         diagonal once; the forward state is carried from chunk to chunk.
@@ -161,13 +160,19 @@ class Mamba(Mixer):
         into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
         h0 = starts if starts is not None else self._carry(x, Bc, dec, into)  # (B, n, H, P, N)
         y = ch.unpack((y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]).transpose(2, 3))
-        if not ends:
+        if at is None:
             return y
-        # a block's last row of dec holds only the forward scan: the state at its end
-        last = slice(ch.G - 1, None, ch.G)
-        h = torch.einsum("bchis,bchsp,bcsn->bcihpn", dec[..., last, :], x, Bc)  # (B, n, m, H, P, N)
-        h = h + into[..., last].transpose(2, 3)[..., None, None] * h0[:, :, None]
-        return y, h.flatten(1, 2)[:, : len(block_lengths)]
+        # The state block j starts from is the one at the previous block's last token e: row e
+        # of dec holds only the forward scan (nothing of e's block lies after it). Only the K
+        # blocks asked for are formed, not every block end.
+        e = (at * ch.G - 1).clamp(min=0)  # (B, K)
+        c, r = e // ch.C, e % ch.C
+        rows = torch.arange(at.shape[0], device=at.device)[:, None]
+        row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
+        xg, Bg = x[rows, c], Bc[rows, c]  # (B, K, H, C, P), (B, K, C, N)
+        h = (xg * row[..., None]).transpose(-1, -2) @ Bg[:, :, None]  # (B, K, H, P, N)
+        h = h + into.transpose(2, 3)[rows, c, r][..., None, None] * h0[rows, c]
+        return y, h * (at > 0)[..., None, None, None]
 
     @staticmethod
     def _carry(x, Bc, dec, into):
