@@ -29,6 +29,7 @@ from fsc.store.migrations import migrate
 from fsc.store.process import process_state
 from fsc.store.sandbox import READ_ONLY_MESSAGE
 from fsc.store.schema import SCHEMA
+from fsc.store.session import RunSession
 
 DB_NAME = "fsc.duckdb"
 
@@ -219,6 +220,32 @@ class Store:
         with self._transaction() as con:
             _insert(con, "runs", row)
         return run_id
+
+    @contextmanager
+    def run(self, kind: str, command: str, config: dict, *, recipes=(), device: str | None = None,
+            resume: str | None = None) -> Iterator[RunSession]:
+        """A run's session (fsc.store.session): `recipes` (fsc Recipe objects) and the
+        environment of `device` registered, the run started (or profile run `resume` claimed
+        again, see resume_run), and on leaving marked finished, failed or interrupted."""
+        for r in recipes:
+            self.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
+        env_id = None
+        if device is not None:
+            from fsc.provenance import environment
+
+            env_id = self.register_environment(environment(device))
+        if resume is None:
+            run_id = self.start_run(kind, command, env_id, config)
+        else:
+            self.resume_run(resume, env_id)
+            run_id = resume
+        session = RunSession(self, run_id)
+        try:
+            yield session
+        except BaseException as e:
+            session._close(e)
+            raise
+        session._close(None)
 
     def add_point(
         self, run_id: str, point: dict[str, Any], samples: dict[str, list[float]] | None = None

@@ -1,0 +1,60 @@
+"""One run's life in the store, in one place: `Store.run(...)` registers the recipes and the
+environment, starts the run, hands out the writes, and on leaving marks it finished, failed or
+interrupted. Profile, train, eval and tools/bench all go through it.
+
+    with store.run("train", command, config, recipes=[recipe], device="cpu") as run:
+        run.interrupt_note = lambda signal: f"interrupted in step {n} by {signal}"
+        ...
+        run.add_rows("train_steps", rows)
+        run.end("interrupted", "stopped by SIGTERM after step 40, saved")  # not finished
+
+On leaving without an exception the run is finished, or ended as `end` said; the points this
+process stored are checked to be there first (`Store.finish_run`). A KeyboardInterrupt (Ctrl-C
+or any stop signal, see fsc.interrupts) marks it interrupted with `interrupt_note`, another
+exception marks it failed with the exception's type and text; both propagate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fsc.interrupts import signal_name, signum_of
+
+if TYPE_CHECKING:
+    from fsc.store.store import Store
+
+
+@dataclass
+class RunSession:
+    store: Store
+    run_id: str
+    # How an interruption reads, given the signal's name: 'interrupted (SIGTERM) after ...'.
+    interrupt_note: Callable[[str], str] = lambda name: f"interrupted ({name})"
+    points: list[int] = field(default_factory=list)  # ids add_point returned here
+    ending: tuple[str, str | None] = ("finished", None)
+
+    def add_point(self, point: dict[str, Any], samples: dict[str, list[float]] | None = None) -> int:
+        point_id = self.store.add_point(self.run_id, point, samples)
+        self.points.append(point_id)
+        return point_id
+
+    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        self.store.add_rows(table, self.run_id, rows)
+
+    def add_bench(self, name: str, value: float, unit: str, params: dict | None = None) -> None:
+        self.store.add_bench(self.run_id, name, value, unit, params)
+
+    def end(self, status: str, note: str | None = None) -> None:
+        """How the run ends when the block is left without an exception."""
+        self.ending = (status, note)
+
+    def _close(self, exc: BaseException | None) -> None:
+        if exc is None:
+            self.store.finish_run(self.run_id, *self.ending, points=self.points)
+        elif isinstance(exc, KeyboardInterrupt):
+            self.store.finish_run(self.run_id, "interrupted",
+                                  self.interrupt_note(signal_name(signum_of(exc))), self.points)
+        else:
+            self.store.finish_run(self.run_id, "failed", f"{type(exc).__name__}: {exc}")
