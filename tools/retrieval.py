@@ -4,14 +4,17 @@ variants of attention and the hybrid) on passkey at one length, evaluate each at
 16 times that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
     python -m tools.retrieval [--recipes passkey_attn,...] [--steps 3000 | R=N,...]
-        [--stop-at 0.95] [--seq-len 128] [--objective blocks|frontier] [--jobs 2] [--out DIR]
-        [--store DIR]
+        [--seeds 0,1,2] [--stop-at 0.95] [--seq-len 128] [--objective blocks|frontier]
+        [--supervise-needle] [--jobs 2] [--out DIR] [--store DIR] [--figures DIR]
 
 Training runs as `fsc train` (one process per recipe, `--jobs` at a time, one torch thread
 each), stopping at the first in-loop eval whose exact match reaches --stop-at, and evaluation
 as `fsc eval`; both record their runs in the store, and the tables are read back from it.
 `--skip-train` evaluates checkpoints already under --out; `--tables-only` prints the tables
-from the newest runs in the store.
+from the newest runs in the store. Each (recipe, seed) trains into --out/RECIPE (seed 0) or
+--out/RECIPE-sSEED; the headline table gives the mean and range over the seeds. With
+--figures, `fsc plot retrieval`, `fsc plot niah` and `fsc plot loss` of the seed-0 runs are
+written there (retrieval.png, niah.png, loss.png).
 """
 
 from __future__ import annotations
@@ -53,23 +56,29 @@ def _steps(text: str, recipes: list[str]) -> dict[str, int]:
     return {r: given[r] for r in recipes}
 
 
-def train(recipe: str, a) -> None:
+def tag(recipe: str, seed: int) -> str:
+    """The name of a (recipe, seed) training: its folder under --out."""
+    return recipe if seed == 0 else f"{recipe}-s{seed}"
+
+
+def train(job: tuple[str, int], a) -> None:
+    recipe, seed = job
     t0 = time.perf_counter()
-    steps = a.steps[recipe]
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
-                "--steps", str(steps), "--batch", str(a.batch), "--lr", str(a.lr),
-                "--weighting", a.weighting, "--objective", a.objective, "--seed", str(a.seed),
+                "--steps", str(a.steps[recipe]), "--batch", str(a.batch), "--lr", str(a.lr),
+                "--weighting", a.weighting, "--objective", a.objective, "--seed", str(seed),
                 "--eval-every", str(a.eval_every), "--stop-at", str(a.stop_at),
-                "--out", str(a.out / recipe), "--store", str(a.store)])
-    print(f"trained {recipe}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, loss "
-          f"{doc['final_loss']:.4f}", flush=True)
+                *(["--supervise-needle"] if a.supervise_needle else []),
+                "--out", str(a.out / tag(recipe, seed)), "--store", str(a.store)])
+    print(f"trained {tag(recipe, seed)}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
+          f"loss {doc['final_loss']:.4f}", flush=True)
 
 
-def evaluate(recipe: str, a) -> None:
+def evaluate(job: tuple[str, int], a) -> None:
     lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
-    doc = _run(["eval", str(a.out / recipe), "--lengths", lengths, "--depths", DEPTHS,
+    doc = _run(["eval", str(a.out / tag(*job)), "--lengths", lengths, "--depths", DEPTHS,
                 "--samples", str(a.samples), "--store", str(a.store)])
-    print(f"evaluated {recipe}: run {doc['run_id']}", flush=True)
+    print(f"evaluated {tag(*job)}: run {doc['run_id']}", flush=True)
 
 
 class _Reader:
@@ -82,48 +91,84 @@ class _Reader:
         return None, self.con.execute(sql, params).fetchall()
 
 
-def _latest_runs(st: _Reader, kind: str, recipes: list[str]) -> dict[str, str]:
-    """The newest finished run of `kind` per recipe in the store."""
-    _, rows = st.query("select json_extract_string(config, '$.recipe'), run_id from runs where"
+def _latest_runs(st: _Reader, kind: str, tags: list[str]) -> dict[str, str]:
+    """The newest finished run of `kind` per training tag (the folder its checkpoint is in)."""
+    key = "out" if kind == "train" else "checkpoint"
+    _, rows = st.query(f"select json_extract_string(config, '$.{key}'), run_id from runs where"
                        " kind = ? and status = 'finished' order by started_at", [kind])
-    found = dict(rows)
-    return {r: found[r] for r in recipes if r in found}
+    found = {Path(path).name: run for path, run in rows if path}
+    return {t: found[t] for t in tags if t in found}
+
+
+def _cells(st: _Reader, run: str) -> dict[float, tuple[float, float]]:
+    _, rows = st.query("select length_ratio, avg(accuracy), avg(token_accuracy) from evaluation"
+                       " where run_id = ? group by length_ratio order by length_ratio", [run])
+    return {ratio: (acc, tok) for ratio, acc, tok in rows}
 
 
 def tables(a, recipes: list[str]) -> str:
     """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
-    recipe in the store."""
+    (recipe, seed) in the store."""
     st = _Reader(a.store)
-    lines = ["| recipe | steps | wall time | tokens/s | last loss | in-loop accuracy (last) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r, run in _latest_runs(st, "train", recipes).items():
-        _, [(steps, wall, rate, loss, acc)] = st.query(
+    tags = [tag(r, s) for r in recipes for s in a.seeds]
+    lines = ["| training | steps | wall time | tokens/s | last loss | in-loop exact match by step |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for t, run in _latest_runs(st, "train", tags).items():
+        _, [(steps, wall, rate, loss)] = st.query(
             "select max(step), max(elapsed_s), max(tokens) / max(elapsed_s),"
-            " last(loss order by step), last(eval_accuracy order by step)"
-            " filter (where eval_accuracy is not null) from training where run_id = ?", [run])
-        lines.append(f"| {r} | {steps} | {wall:.0f} s | {rate:.0f} | {loss:.4f} | "
-                     f"{'-' if acc is None else f'{acc:.2f}'} |")
-    evals = _latest_runs(st, "eval", recipes)
+            " last(loss order by step) from training where run_id = ?", [run])
+        _, accs = st.query("select step, eval_accuracy from training where run_id = ? and"
+                           " eval_accuracy is not null order by step", [run])
+        curve = ", ".join(f"{acc:.2f}" for _, acc in accs)
+        lines.append(f"| {t} | {steps} | {wall:.0f} s | {rate:.0f} | {loss:.4f} | {curve} |")
+    evals = _latest_runs(st, "eval", tags)
     head = " | ".join(f"{x}×" for x in RATIOS)
     lines += ["", f"Exact match of the whole key (digits right in brackets), mean over the five "
               f"depths, {a.samples} prompts each, by length ÷ training length ({a.seq_len}):", "",
-              f"| backbone | {head} |", "| --- |" + " ---: |" * len(RATIOS)]
-    for r, run in evals.items():
-        _, rows = st.query("select length_ratio, avg(accuracy), avg(token_accuracy) from"
-                           " evaluation where run_id = ? group by length_ratio"
-                           " order by length_ratio", [run])
-        lines.append(f"| {r} | " + " | ".join(f"{acc:.2f} ({tok:.2f})" for _, acc, tok in rows)
-                     + " |")
-    for ratio in (2, 4):
+              f"| training | {head} |", "| --- |" + " ---: |" * len(RATIOS)]
+    cells = {t: _cells(st, run) for t, run in evals.items()}
+    for t, by_ratio in cells.items():
+        lines.append(f"| {t} | " + " | ".join(f"{acc:.2f} ({tok:.2f})"
+                                              for acc, tok in by_ratio.values()) + " |")
+    if len(a.seeds) > 1:
+        lines += ["", f"Over seeds {', '.join(map(str, a.seeds))}: mean exact match "
+                  "[lowest, highest]:", "", f"| recipe | seeds | {head} |",
+                  "| --- | ---: |" + " ---: |" * len(RATIOS)]
+        for r in recipes:
+            runs = [cells[tag(r, s)] for s in a.seeds if tag(r, s) in cells]
+            if not runs:
+                continue
+            row = []
+            for ratio in RATIOS:
+                accs = [c[float(ratio)][0] for c in runs if float(ratio) in c]
+                row.append(f"{sum(accs) / len(accs):.2f} [{min(accs):.2f}, {max(accs):.2f}]")
+            lines.append(f"| {r} | {len(runs)} | " + " | ".join(row) + " |")
+    for ratio in (1, 2, 4):
         lines += ["", f"By needle depth at {ratio}× the training length, exact match (digits "
-                  "right):", "", "| backbone | " + " | ".join(DEPTHS.split(",")) + " |",
+                  "right):", "", "| training | " + " | ".join(DEPTHS.split(",")) + " |",
                   "| --- |" + " ---: |" * 5]
-        for r, run in evals.items():
+        for t, run in evals.items():
             _, rows = st.query("select depth, accuracy, token_accuracy from evaluation where"
                                " run_id = ? and length_ratio = ? order by depth", [run, float(ratio)])
-            lines.append(f"| {r} | " + " | ".join(f"{acc:.2f} ({tok:.2f})" for _, acc, tok in rows)
+            lines.append(f"| {t} | " + " | ".join(f"{acc:.2f} ({tok:.2f})" for _, acc, tok in rows)
                          + " |")
     return "\n".join(lines)
+
+
+def figures(a, recipes: list[str]) -> None:
+    """`fsc plot retrieval`, `niah` and `loss` of the seed-0 runs, into --figures."""
+    st = _Reader(a.store)
+    tags = [tag(r, 0) for r in recipes]
+    evals = list(_latest_runs(st, "eval", tags).values())
+    trains = list(_latest_runs(st, "train", tags).values())
+    st.con.close()
+    a.figures.mkdir(parents=True, exist_ok=True)
+    for kind, runs in (("retrieval", evals), ("niah", evals), ("loss", trains)):
+        if runs:
+            out = a.figures / f"{kind}.png"
+            _run(["plot", kind, *(x for run in runs for x in ("--run", run)), "--out", str(out),
+                  "--store", str(a.store)])
+            print(f"wrote {out}", flush=True)
 
 
 def main() -> None:
@@ -139,24 +184,32 @@ def main() -> None:
     p.add_argument("--weighting", default="masked")
     # every answer block a frontier per step (docs/training.md, the blocks objective)
     p.add_argument("--objective", default="blocks", choices=["frontier", "blocks"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--supervise-needle", action="store_true",
+                   help="also train on the needle's repeat of the key (fsc train's option)")
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out", type=Path, default=Path("runs/retrieval"))
     p.add_argument("--store", type=Path, default=Path("runs/retrieval/store"))
+    p.add_argument("--figures", type=Path, default=None,
+                   help="write retrieval.png, niah.png and loss.png of the seed-0 runs here")
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--tables-only", action="store_true",
                    help="print the tables from the newest runs in --store; run nothing")
     a = p.parse_args()
     recipes = a.recipes.split(",")
     a.steps = _steps(a.steps, recipes)
+    a.seeds = [int(x) for x in a.seeds.split(",")]
+    jobs = [(r, seed) for seed in a.seeds for r in recipes]
     if not a.tables_only:
         with ThreadPoolExecutor(a.jobs) as pool:
             if not a.skip_train:
-                list(pool.map(lambda r: train(r, a), recipes))
-            list(pool.map(lambda r: evaluate(r, a), recipes))
+                list(pool.map(lambda job: train(job, a), jobs))
+            list(pool.map(lambda job: evaluate(job, a), jobs))
         print()
     print(tables(a, recipes))
+    if a.figures is not None:
+        figures(a, recipes)
 
 
 if __name__ == "__main__":
