@@ -182,16 +182,43 @@ class MlpCfg(Section):
 
 
 class MoeCfg(Section):
+    """Top-k of n_experts experts per token, their gate weights the softmax over the chosen k
+    router logits. Experts are GELU (up, down) or SwiGLU (gate, up, down) of width
+    int(hidden_ratio × d_model) or `hidden`. With `shared_hidden`, every token also runs one
+    shared expert of that width (the same kind), its output scaled by sigmoid(w·x), one gate
+    per token, when `shared_gate` (Qwen3-Next)."""
+
     n_experts: int = Field(ge=1, le=MAX_EXPERTS)
     top_k: int = Field(2, ge=1, le=MAX_EXPERTS)
     hidden_ratio: float = Field(4, gt=0, le=MAX_RATIO, allow_inf_nan=False)
+    kind: Literal["gelu", "swiglu"] = Field("gelu", json_schema_extra=ADDED)
+    hidden: int | None = Field(None, ge=1, le=MAX_WIDTH * MAX_RATIO, json_schema_extra=ADDED)
+    shared_hidden: int | None = Field(None, ge=1, le=MAX_WIDTH * MAX_RATIO,
+                                      json_schema_extra=ADDED)
+    shared_gate: bool = Field(False, json_schema_extra=ADDED)
 
     @model_validator(mode="after")
     def _k(self):
         if self.top_k > self.n_experts:
             raise Bad(("top_k",), f"exceeds n_experts {self.n_experts}", self.top_k,
                        f"1..{self.n_experts}")
+        if self.hidden is not None and "hidden_ratio" in self.model_fields_set:
+            raise Bad(("hidden",), "given beside hidden_ratio", self.hidden,
+                      "hidden or hidden_ratio, not both")
+        if self.shared_gate and self.shared_hidden is None:
+            raise Bad(("shared_gate",), "gates no shared expert", self.shared_gate,
+                      "shared_gate with shared_hidden")
         return self
+
+    def hashed_fields(self) -> dict:
+        out = super().hashed_fields()
+        if self.hidden is not None:  # no ratio in use
+            del out["hidden_ratio"]
+        return out
+
+    def width(self, d_model: int) -> int:
+        """Each routed expert's hidden width."""
+        return self.hidden if self.hidden is not None else int(self.hidden_ratio * d_model)
 
 
 class _Recipe(Section):
@@ -208,6 +235,10 @@ class _Recipe(Section):
     norm_eps: float = Field(1e-5, allow_inf_nan=False, **EPS_RANGE)
     # The head reads the embedding matrix (one [vocab_size, d_model] matrix, not two).
     tie_embeddings: bool = Field(False, json_schema_extra=ADDED)
+    # Zero-centred norms (Qwen3-Next): RMSNorm weights stored as their offset from 1, y·(1 + w),
+    # initialised to 0. The layer norms, the final norm and attention's qk-norm; the mixers'
+    # gated output norms keep y·w.
+    norm_offset: bool = Field(False, json_schema_extra=ADDED)
     layers: Layers
 
     @field_validator("name")
@@ -239,9 +270,9 @@ class _Recipe(Section):
             if cfg is not None and spec.check is not None:
                 spec.check(cfg, d)
         ffn = "moe" if self.moe is not None else "mlp"
-        ratio = (self.moe if self.moe is not None else self.mlp_cfg).hidden_ratio
-        by_ratio = self.moe is not None or (self.mlp_cfg.kind != "none"
-                                            and self.mlp_cfg.hidden is None)
+        ffn_cfg = self.moe if self.moe is not None else self.mlp_cfg
+        ratio = ffn_cfg.hidden_ratio
+        by_ratio = ffn_cfg.hidden is None and (self.moe is not None or ffn_cfg.kind != "none")
         if by_ratio and int(ratio * d) < 1:
             raise Bad((ffn, "hidden_ratio"), f"makes the FFN width int(hidden_ratio × d_model {d}) "
                        "zero", ratio, f"at least 1/{d}")
@@ -327,12 +358,13 @@ class _Recipe(Section):
         return self if dtype == self.dtype else self.model_copy(update={"dtype": dtype})
 
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
-        """The same layer plan at another width (heads scaled to keep head sizes valid; an
-        explicit FFN width scaled with it)."""
+        """The same layer plan at another width (heads scaled to keep head sizes valid; explicit
+        FFN and expert widths scaled with it)."""
         data = _pruned(self.hashed_fields())
         scale = d_model / self.d_model
-        if "hidden" in data.get("mlp", {}):
-            data["mlp"]["hidden"] = max(1, round(data["mlp"]["hidden"] * scale))
+        for ffn, key in (("mlp", "hidden"), ("moe", "hidden"), ("moe", "shared_hidden")):
+            if key in data.get(ffn, {}):
+                data[ffn][key] = max(1, round(data[ffn][key] * scale))
         data["d_model"] = d_model
         suffix = f"@d{d_model}"
         data["name"] = self.name[: MAX_NAME - len(suffix)] + suffix

@@ -24,7 +24,7 @@ MAX_STATE = 1024  # mamba d_state [256]
 MAX_EXPAND = 16  # mamba expand [2]
 MAX_CONV = 64  # mamba d_conv [4]
 MAX_FEATURES = 4096  # linear feature_dim r [273, Based's Taylor map]
-MAX_EXPERTS = 1024  # moe n_experts [384, Kimi K2]
+MAX_EXPERTS = 1024  # moe n_experts [512, Qwen3-Next]
 MAX_RATIO = 64  # mlp/moe hidden_ratio [8]
 EPS_RANGE = {"ge": 1e-12, "le": 1.0}  # norm_eps, linear.eps: fp32 keeps 1e-12 > 0
 
@@ -95,7 +95,7 @@ def head_dims(cfg, d_model: int) -> HeadDims:
 
 def square_state_rules(kind: str):
     """The rules and width change of a section of `n_heads` and an optional `head_dim` whose
-    heads keep a [head_dim, head_dim] state (gla, gated_delta): (check, at_width)."""
+    heads keep a [head_dim, head_dim] state (gla): (check, at_width)."""
 
     def check(cfg, d_model: int) -> None:
         heads_dividing(d_model, kind, cfg.n_heads, cfg.head_dim)

@@ -126,6 +126,9 @@ def main():
     x, win = rnd(1, 32, 5376), rnd(1, 5376, 3, dtype=f32)
     compile_launches("conv fold", conv, ["_conv_kernel"],
                      lambda: conv.causal_conv_block(x, win, rnd(5376, 4), rnd(5376), win))
+    x, win = rnd(1, 1, 8192), rnd(1, 8192, 3, dtype=f32)  # Qwen3-Next's Gated DeltaNet: no bias
+    compile_launches("conv fold, no bias", conv, ["_conv_kernel"],
+                     lambda: conv.causal_conv_block(x, win, rnd(8192, 4), None, win))
     m = (rnd(1, 32, 80, 64), rnd(1, 32, 80), rnd(80, dtype=f32), rnd(80, dtype=f32),
          rnd(1, 32, 128), rnd(1, 32, 128), rnd(80, dtype=f32), rnd(1, 32, 80, 64),
          rnd(1, 80, 64, 128, dtype=f32))

@@ -69,7 +69,7 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
     mixer_params = sum(n * s.params for s, n in shapes)
     linear_weights = sum(n * i * o for s, n in shapes for i, o in s.linears) + d * V  # + lm_head
     norms = norm_params(recipe)
-    ffn_read = ffn.router_params + ffn.experts_read(T) * ffn.expert_params
+    ffn_read = ffn.router_params + ffn.experts_read(T) * ffn.expert_params + ffn.shared_params
     # the embedding rows of the pass's tokens, then the head's whole matrix (tied: one read)
     embed_read = V * d if recipe.tie_embeddings else min(T, V) * d + V * d
     weights = mixer_params + norms + embed_read + recipe.n_layers * ffn_read
@@ -84,11 +84,13 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
             state_read += state
             write += state
 
-    # Per token: each projection's input and output; the MoE token visits top_k experts.
+    # Per token: each projection's input and output; the MoE token visits top_k experts, the
+    # shared one and its gate.
     ffn_io = (ffn.top_k * ffn.matrices * (d + ffn.hidden) if ffn.hidden else 0) + (
-        d + ffn.n_experts if ffn.kind == "moe" else 0)
+        d + ffn.n_experts if ffn.kind == "moe" else 0) + (
+        ffn.matrices * (d + ffn.shared) if ffn.shared else 0) + (d + 1 if ffn.shared_gate else 0)
     io = d + sum(n * (i + o) for s, n in shapes for i, o in s.linears) + recipe.n_layers * ffn_io + d + V
-    ffn_macs = ffn.router_params + ffn.top_k * ffn.expert_params
+    ffn_macs = ffn.router_params + ffn.top_k * ffn.expert_params + ffn.shared_params
     return PassCost(
         weight_bytes=weights * act,
         kv_read_bytes=kv_read,
@@ -113,7 +115,8 @@ def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
     d, T = recipe.d_model, B * G
     ffn = ffn_shape(recipe)
     widest = max([sum(o for _, o in s.linears) for s, _ in kind_shapes(recipe)]
-                 + [ffn.top_k * (ffn.matrices - 1) * ffn.hidden + (ffn.n_experts if ffn.kind == "moe" else 0)])
+                 + [(ffn.matrices - 1) * (ffn.top_k * ffn.hidden + ffn.shared)
+                    + (ffn.n_experts if ffn.kind == "moe" else 0)])
     weight_bytes = param_counts(recipe)["total"] * act
     cache = cache_bytes(recipe, B, S + G)["total_bytes"]
     activations = T * (2 * d + widest) * act + T * recipe.vocab_size * (act + 4)

@@ -2,8 +2,9 @@
 
 Every figure mirrors a module definition in fsc/model (no torch here). Each mixer kind's layer
 is its registry entry's `MixerShape` (fsc/mixers/<kind>.py); the rest is here: RMSNorm weights,
-the MoE router plus stacked experts, the embedding and (untied) lm_head, FFN hidden =
-int(hidden_ratio × d_model) or the recipe's explicit mlp.hidden; SwiGLU has three matrices.
+the MoE router plus stacked experts (and a shared expert), the embedding and (untied) lm_head,
+FFN hidden = int(hidden_ratio × d_model) or the recipe's explicit width; SwiGLU has three
+matrices.
 Parameters are stored in recipe.dtype, KV caches in recipe.dtype, recurrent states in state_dtype,
 except linear attention's un-decayed sums: fp32 always.
 """
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FfnShape:
-    """The MLP or MoE block of every layer. An MoE token runs top_k of n_experts experts."""
+    """The MLP or MoE block of every layer. An MoE token runs top_k of n_experts experts and,
+    when there is one, the shared expert (width `shared`, its gate a [d, 1] projection)."""
 
     kind: str  # "mlp" | "moe"
     d_model: int
@@ -30,6 +32,8 @@ class FfnShape:
     n_experts: int = 1
     top_k: int = 1
     matrices: int = 2  # up [d, hidden] + down [hidden, d]; SwiGLU adds gate [d, hidden]
+    shared: int = 0
+    shared_gate: bool = False
 
     @property
     def expert_params(self) -> int:
@@ -40,8 +44,13 @@ class FfnShape:
         return self.d_model * self.n_experts if self.kind == "moe" else 0
 
     @property
+    def shared_params(self) -> int:
+        """The shared expert and its gate: read and run for every token."""
+        return self.matrices * self.d_model * self.shared + (self.d_model if self.shared_gate else 0)
+
+    @property
     def params(self) -> int:
-        return self.router_params + self.n_experts * self.expert_params
+        return self.router_params + self.n_experts * self.expert_params + self.shared_params
 
     def experts_read(self, tokens: int) -> int:
         """Experts whose weights one pass over `tokens` tokens reads, at most (every token routed
@@ -53,7 +62,8 @@ def ffn_shape(recipe: Recipe) -> FfnShape:
     d = recipe.d_model
     if recipe.moe is not None:
         moe = recipe.moe
-        return FfnShape("moe", d, int(moe.hidden_ratio * d), moe.n_experts, moe.top_k)
+        return FfnShape("moe", d, moe.width(d), moe.n_experts, moe.top_k,
+                        3 if moe.kind == "swiglu" else 2, moe.shared_hidden or 0, moe.shared_gate)
     mlp = recipe.mlp_cfg
     return FfnShape("mlp", d, mlp.width(d), matrices=3 if mlp.kind == "swiglu" else 2)
 

@@ -44,28 +44,44 @@ def published_name(imported: Imported, name: str) -> str | None:
 
 
 def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tensor], set[str]]:
-    """(fsc's state dict, the published names used) from `where`: published name -> open file."""
+    """(fsc's state dict, the published names used) from `where`: published name -> open file.
+    A family's `tensor` hook, where it has one, builds a tensor from published ones (a split,
+    a stack); otherwise NAMES renames one."""
     expected = build_model(imported.recipe, device="meta").state_dict()
     zero_ok = getattr(imported.family, "ABSENT_AS_ZERO", ())
+    hook = getattr(imported.family, "tensor", None)
     dtype = TORCH_DTYPES[imported.recipe.dtype]
     state, used = {}, set()
-    for name, meta in expected.items():
-        src = published_name(imported, name)
+
+    def read(src: str) -> torch.Tensor:
         if src not in where:
+            raise ImportRefused(f"{imported.source}: tensor {src} is missing from the "
+                                "published weights")
+        used.add(src)
+        return where[src].get_tensor(src)
+
+    for name, meta in expected.items():
+        try:
+            t = hook(name, read, imported.recipe) if hook is not None else None
+        except RuntimeError as e:  # a split or stack the published shapes do not allow
+            raise ImportRefused(f"{imported.source}: the published tensors of fsc's {name} do "
+                                f"not fit its shape {list(meta.shape)} ({e})") from None
+        src = published_name(imported, name)
+        if t is None and src not in where:
             if any(re.fullmatch(p, name) for p in zero_ok):
                 state[name] = torch.zeros(meta.shape, dtype=dtype, device=device)
                 continue
             raise ImportRefused(f"{imported.source}: tensor {src or name} is missing from the "
                                 "published weights")
-        t = where[src].get_tensor(src)
+        if t is None:
+            t = read(src)
         if tuple(t.shape) != tuple(meta.shape):
             squeezed = [s for s in t.shape if s != 1] == [s for s in meta.shape if s != 1]
             if not squeezed:
-                raise ImportRefused(f"{imported.source}: tensor {src} has shape {list(t.shape)} "
-                                    f"but fsc's {name} needs {list(meta.shape)}")
+                raise ImportRefused(f"{imported.source}: tensor {src or name} has shape "
+                                    f"{list(t.shape)} but fsc's {name} needs {list(meta.shape)}")
             t = t.reshape(meta.shape)
         state[name] = t.to(dtype)
-        used.add(src)
     return state, used
 
 
@@ -79,8 +95,10 @@ def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, to
                   for f in files]
         where = {k: st for st in opened for k in st.keys()}
         state, used = _fill(imported, where, device)
-    extra = sorted(set(where) - used - ({"lm_head.weight"} if imported.recipe.tie_embeddings
-                                         else set()))
+    ignored = getattr(imported.family, "IGNORED", ())
+    extra = sorted(k for k in set(where) - used
+                   - ({"lm_head.weight"} if imported.recipe.tie_embeddings else set())
+                   if not any(re.fullmatch(p, k) for p in ignored))
     if extra:
         raise ImportRefused(f"{imported.source}: published tensor {extra[0]} has no place in "
                             "fsc's model (a feature fsc does not express)")

@@ -7,6 +7,8 @@ transformers is an optional extra (`pip install 'fsc[hf]'`); without it a one-li
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -23,6 +25,10 @@ from fsc.imports.convert import load_published
 LOGIT_TOL = 1e-4  # max |fsc - reference| / max |reference|, fp32
 NEW_TOKENS = 32
 PROMPT_TOKENS = 8
+# Packages whose kernels transformers binds into a model's code when that code is first
+# imported, whatever the device (Qwen3-Next's Gated DeltaNet calls flash-linear-attention's
+# once it imports); the reference runs on the CPU, where they cannot run.
+GPU_KERNEL_PACKAGES = ("fla", "causal_conv1d", "mamba_ssm")
 
 
 @dataclass
@@ -52,6 +58,22 @@ def _require_transformers() -> None:
     transformers.logging.set_verbosity_error()  # its notes and progress bars: not ours to show
     transformers.logging.disable_progress_bar()
     return transformers
+
+
+@contextmanager
+def torch_paths():
+    """transformers' model code imported inside takes its own torch paths: the packages of
+    GPU_KERNEL_PACKAGES cannot be imported meanwhile (a None in sys.modules)."""
+    saved = {name: sys.modules.get(name) for name in GPU_KERNEL_PACKAGES}
+    sys.modules.update(dict.fromkeys(GPU_KERNEL_PACKAGES))
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
 
 
 def default_prompt(vocab_size: int, seed: int = 0) -> list[int]:
@@ -90,8 +112,9 @@ def check(source: str, prompt: list[int] | None = None, new_tokens: int = NEW_TO
     imported, model = load_published(source)
     model = model.float()
     prompt = prompt or default_prompt(imported.recipe.vocab_size, seed)
-    ref = transformers.AutoModelForCausalLM.from_pretrained(
-        str(local_dir(source, files="all")), dtype=torch.float32).eval()
+    with torch_paths():
+        ref = transformers.AutoModelForCausalLM.from_pretrained(
+            str(local_dir(source, files="all")), dtype=torch.float32).eval()
     tokens, logits = fsc_greedy(model, prompt, new_tokens)
     with torch.no_grad():
         want = ref(torch.tensor([prompt + tokens[:-1]]), use_cache=False).logits[0].float()

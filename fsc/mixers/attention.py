@@ -50,6 +50,9 @@ class AttentionCfg(Section):
     bias: Literal["none", "qkv", "qkvo"] = Field("none", json_schema_extra=ADDED)
     # RMSNorm (eps: the recipe's norm_eps) over each head of q and of k, before RoPE (Qwen3).
     qk_norm: bool = Field(False, json_schema_extra=ADDED)
+    # Gated attention (Qwen3-Next): the heads' output o is multiplied by sigmoid(wg x), one gate
+    # per element, before wo; wg has a bias when q has one.
+    output_gate: bool = Field(False, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):
@@ -111,8 +114,11 @@ def _shape(recipe) -> MixerShape:
     a = recipe.attention
     extra = {"none": 0, "qkv": (h + 2 * hkv) * hd, "qkvo": (h + 2 * hkv) * hd + d}[a.bias]
     extra += 2 * hd if a.qk_norm else 0
-    return MixerShape("attention", ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d)), extra,
-                      {"k": kv, "v": kv}, attn_flops_per_pair=4 * h * hd)
+    extra += h * hd if a.output_gate and a.bias != "none" else 0
+    linears = ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d))
+    linears += ((d, h * hd),) if a.output_gate else ()  # wg
+    return MixerShape("attention", linears, extra, {"k": kv, "v": kv},
+                      attn_flops_per_pair=4 * h * hd)
 
 
 SPEC = MixerSpec(kind="attention", letter="A", order=0, section=AttentionCfg, shape=_shape,

@@ -1,5 +1,5 @@
-"""Attention mixer: MHA/GQA with RoPE or no position encoding (NoPE); the block sees the cached
-prefix and all of itself."""
+"""Attention mixer: MHA/GQA with RoPE or no position encoding (NoPE), optionally gated at its
+output; the block sees the cached prefix and all of itself."""
 
 from __future__ import annotations
 
@@ -33,10 +33,11 @@ class Attention(Mixer):
         self.wv = nn.Linear(d, hkv * hd, bias=qkv_bias)
         self.wo = nn.Linear(h * hd, d, bias=o_bias)
         if cfg.qk_norm:
-            self.q_norm = RMSNorm(hd, recipe.norm_eps)
-            self.k_norm = RMSNorm(hd, recipe.norm_eps)
+            self.q_norm = RMSNorm(hd, recipe.norm_eps, recipe.norm_offset)
+            self.k_norm = RMSNorm(hd, recipe.norm_eps, recipe.norm_offset)
         else:
             self.q_norm = self.k_norm = None
+        self.wg = nn.Linear(d, h * hd, bias=qkv_bias) if cfg.output_gate else None
 
     def cache_shapes(self, batch, capacity):
         shape = (batch, capacity, self.n_kv_heads, self.head_dim)
@@ -55,7 +56,7 @@ class Attention(Mixer):
                 rope(k, positions, self.theta, self.scaling, self.rope_dims), v)
 
     def _block(self, x, cache: LayerCache, commit: bool):
-        B, G, _ = x.shape
+        G = x.shape[1]
         S = cache.length
         if commit and S + G > cache.capacity:
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
@@ -66,24 +67,33 @@ class Attention(Mixer):
         if commit:
             kc[:, S : S + G] = k.to(kc.dtype)
             vc[:, S : S + G] = v.to(vc.dtype)
-        return self.wo(o.reshape(B, G, -1).to(x.dtype))
+        return self._out(o, x)
 
-    def _attend(self, q, k, v, allowed, dtype):
+    def _out(self, o, x):
+        """wo of the heads' output o (B, T, H, D) for the inputs x (B, T, d); with
+        `output_gate`, o is first multiplied by sigmoid(wg x)."""
+        o = o.reshape(*x.shape[:2], -1).to(x.dtype)
+        if self.wg is not None:
+            o = o * torch.sigmoid(self.wg(x))
+        return self.wo(o)
+
+    def _attend(self, q, k, v, allowed, x):
         """fp32 softmax attention of q (B, Tq, H, D) over k, v (B, Tk, Hkv, D) where `allowed`
-        ([B,] Tq, Tk) says so, fused (the training path's hot spot); wo of it, (B, Tq, d)."""
+        ([B,] Tq, Tk) says so, fused (the training path's hot spot); its output (`_out`) for
+        the queries' inputs x, (B, Tq, d)."""
         rep = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
         mask = allowed if allowed.ndim == 2 else allowed[:, None]  # one mask for every head
         o = F.scaled_dot_product_attention(
             q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2),
             attn_mask=mask, scale=1 / math.sqrt(self.head_dim)).transpose(1, 2)
-        return self.wo(o.reshape(*q.shape[:2], -1).to(dtype))
+        return self._out(o, x)
 
     def forward_blockwise(self, x, block_lengths):
         T = x.shape[1]
         q, k, v = self._qkv(x, torch.arange(T, device=x.device))
         ids = block_ids(block_lengths, x.device)
-        return self._attend(q, k, v, ids[None, :] <= ids[:, None], x.dtype)  # earlier blocks, own block
+        return self._attend(q, k, v, ids[None, :] <= ids[:, None], x)  # earlier blocks, own block
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream block-causally; each noised block's queries see the clean keys
@@ -92,7 +102,7 @@ class Attention(Mixer):
         G = x_noised.shape[1] // K
         q, k, v = self._qkv(x_clean, torch.arange(T, device=x_clean.device))
         ids = torch.arange(T, device=x_clean.device) // G
-        y_clean = self._attend(q, k, v, ids[None, :] <= ids[:, None], x_clean.dtype)
+        y_clean = self._attend(q, k, v, ids[None, :] <= ids[:, None], x_clean)
         at = torch.arange(G, device=blocks.device)
         pos = (blocks[..., None] * G + at).flatten(1)  # (B, K·G): the twin's positions
         qn, kn, vn = self._qkv(x_noised, pos)
@@ -100,7 +110,7 @@ class Attention(Mixer):
         before = ids[None, None, :] < blocks.repeat_interleave(G, 1)[..., None]  # (B, K·G, T)
         own = (unit[:, None] == unit[None, :]).expand(len(blocks), -1, -1)  # (B, K·G, K·G)
         y_noised = self._attend(qn, torch.cat([k, kn], 1), torch.cat([v, vn], 1),
-                                torch.cat([before, own], -1), x_noised.dtype)
+                                torch.cat([before, own], -1), x_noised)
         return y_clean, y_noised
 
 

@@ -1,5 +1,7 @@
 """Gated DeltaNet mixer: the delta rule with a scalar per-head decay; forward scan from the
-cached state, backward scan inside the block from zero (see fsc/mixers/gated_delta.py)."""
+cached state, backward scan inside the block from zero (see fsc/mixers/gated_delta.py). Its
+options: grouped value heads, a short causal conv over q, k and v, a gated RMSNorm on the
+output."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from fsc import ops
 from fsc.mixers import gated_delta as spec
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
+from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
+from fsc.model.layers import RMSNorm
 from fsc.model.mixer import Mixer
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
@@ -23,50 +27,96 @@ class GatedDelta(Mixer):
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
-        self.n_heads, self.head_dim = spec.dims(recipe.gated_delta, recipe.d_model)
-        d, h, hd = recipe.d_model, self.n_heads, self.head_dim
-        self.wq = nn.Linear(d, h * hd, bias=False)
-        self.wk = nn.Linear(d, h * hd, bias=False)
+        cfg = recipe.gated_delta
+        self.n_heads, self.n_qk_heads, self.head_dim, self.d_conv, conv_dim = spec.dims(
+            cfg, recipe.d_model)
+        self.l2norm_eps = cfg.l2norm_eps
+        d, h, hqk, hd = recipe.d_model, self.n_heads, self.n_qk_heads, self.head_dim
+        self.wq = nn.Linear(d, hqk * hd, bias=False)
+        self.wk = nn.Linear(d, hqk * hd, bias=False)
         self.wv = nn.Linear(d, h * hd, bias=False)
         self.wa = nn.Linear(d, h, bias=False)  # decay input, per head
         self.wb = nn.Linear(d, h, bias=False)  # write strength, per head
         self.A_log = nn.Parameter(torch.empty(h))
         self.dt_bias = nn.Parameter(torch.empty(h))
         self.wo = nn.Linear(h * hd, d, bias=False)
+        if self.d_conv:  # over q | k | v, no bias
+            self.conv_weight = nn.Parameter(torch.empty(conv_dim, self.d_conv))
+        if cfg.gated_norm:
+            self.wz = nn.Linear(d, h * hd, bias=False)  # the output gate's input
+            self.norm = RMSNorm(hd, recipe.norm_eps)
+        else:
+            self.norm = None
 
     def init_parameter(self, leaf, p, gen):
-        """Mamba-2's decay: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus)."""
+        """Mamba-2's decay: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus);
+        the conv as Mamba-2's."""
         if leaf == "A_log":
             p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
         elif leaf == "dt_bias":
             lo, hi = math.log(1e-3), math.log(0.1)
             dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
             p.copy_(dt + torch.log(-torch.expm1(-dt)))
-        else:
+        elif not init_conv(leaf, p, gen):
             super().init_parameter(leaf, p, gen)
 
     def cache_shapes(self, batch, capacity):
-        return {"state": ((batch, self.n_heads, self.head_dim, self.head_dim), self.state_dtype)}
+        shapes = {"state": ((batch, self.n_heads, self.head_dim, self.head_dim), self.state_dtype)}
+        if self.d_conv:
+            shapes["conv"] = ((batch, self.conv_weight.shape[0], self.d_conv - 1), self.state_dtype)
+        return shapes
 
-    def _proj(self, x):
-        """q, k (L2-normalised), v [B, T, H, D]; log decay g and write strength beta [B, T, H],
-        fp32."""
+    def _mixed(self, x):
+        """q | k | v of x (B, T, d), the conv's input: (B, T, C)."""
+        return torch.cat([self.wq(x), self.wk(x), self.wv(x)], -1)
+
+    def _l2(self, t):
+        """t (B, T, H, D) L2-normalised over D in fp32 (`l2norm_eps`), back in t's dtype."""
+        tf = t.float()
+        if self.l2norm_eps is None:
+            return F.normalize(tf, dim=-1).to(t.dtype)
+        return (tf * torch.rsqrt((tf * tf).sum(-1, keepdim=True) + self.l2norm_eps)).to(t.dtype)
+
+    def _inputs(self, qkv, x):
+        """q, k (L2-normalised, each query/key head repeated for the value heads it serves),
+        v [B, T, H, D] in x's dtype; log decay g and write strength beta [B, T, H], fp32; from
+        q | k | v (after the conv, when there is one) and x (B, T, d)."""
         B, T, _ = x.shape
-        shape = (B, T, self.n_heads, self.head_dim)
-        q = F.normalize(self.wq(x).float().view(shape), dim=-1).to(x.dtype)
-        k = F.normalize(self.wk(x).float().view(shape), dim=-1).to(x.dtype)
-        v = self.wv(x).view(shape)
+        hqk, hd = self.n_qk_heads * self.head_dim, self.head_dim
+        q, k, v = qkv.to(x.dtype).split([hqk, hqk, self.n_heads * hd], -1)
+        q, k = (self._l2(t.reshape(B, T, self.n_qk_heads, hd)) for t in (q, k))
+        if self.n_qk_heads != self.n_heads:
+            group = self.n_heads // self.n_qk_heads
+            q, k = q.repeat_interleave(group, 2), k.repeat_interleave(group, 2)
         g = -torch.exp(self.A_log.float()) * F.softplus(self.wa(x).float() + self.dt_bias.float())
         beta = torch.sigmoid(self.wb(x).float())
-        return q, k, v, g, beta
+        return q, k, v.reshape(B, T, self.n_heads, hd), g, beta
+
+    def _proj(self, x):
+        """`_inputs` of whole sequences x (B, T, d), the conv (if any) running from zeros."""
+        qkv = self._mixed(x)
+        if self.d_conv:
+            qkv = conv_sequence(qkv, self.conv_weight, None)
+        return self._inputs(qkv, x)
+
+    def _out(self, o, x):
+        """wo of the heads' outputs o (B, T, H, Dv) for the inputs x; with `gated_norm`, each
+        head RMS-normalised and gated by silu(wz x) first."""
+        if self.norm is not None:
+            o = self.norm(o.float()) * F.silu(self.wz(x).float()).view(o.shape)
+        return self.wo(o.flatten(2).to(x.dtype))
 
     def _block(self, x, cache: LayerCache, commit: bool):
-        B, G, _ = x.shape
-        q, k, v, g, beta = self._proj(x)
+        qkv = self._mixed(x)
+        if self.d_conv:
+            conv = cache.tensors["conv"]
+            qkv = ops.call("causal_conv_block", qkv, conv, self.conv_weight, None,
+                           conv if commit else None)
+        q, k, v, g, beta = self._inputs(qkv, x)
         st = cache.tensors["state"]
         o = ops.call("gated_delta_block", q, k, v, g, beta, st, 1 / math.sqrt(self.head_dim),
                      st if commit else None)
-        return self.wo(o.reshape(B, G, -1).to(x.dtype))
+        return self._out(o, x)
 
     def forward_blockwise(self, x, block_lengths):
         """The chunked (WY) form of the delta rule, in chunks of whole blocks.
@@ -78,20 +128,26 @@ class GatedDelta(Mixer):
         (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
         from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
         chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop."""
-        q, k, v, g, beta = self._proj(x)
-        return self.wo(self._chunked(q, k, v, g, beta, block_lengths).flatten(2).to(x.dtype))
+        return self._out(self._chunked(*self._proj(x), block_lengths), x)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the state at every block end; each
-        noised block is then a chunk of its own, starting from its clean twin's state."""
+        noised block is then a chunk of its own, starting from its clean twin's state, its
+        conv window the clean stream's W-1 inputs before it."""
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
-        o, ends = self._chunked(*self._proj(x_clean), [G] * (T // G), ends=True)
+        if self.d_conv:
+            mixed, mixed_n = conv_two_stream(self._mixed(x_clean), self._mixed(x_noised), blocks,
+                                             self.conv_weight, None)
+            inputs, inputs_n = self._inputs(mixed, x_clean), self._inputs(mixed_n, x_noised)
+        else:
+            inputs, inputs_n = self._proj(x_clean), self._proj(x_noised)
+        o, ends = self._chunked(*inputs, [G] * (T // G), ends=True)
         starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, Dk, Dv)
         h = starts[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, Dk, Dv)
-        on = self._chunked(*self._proj(x_noised), [G] * K, starts=h)
-        return (self.wo(o.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype)))
+        on = self._chunked(*inputs_n, [G] * K, starts=h)
+        return self._out(o, x_clean), self._out(on, x_noised)
 
     def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, ends=False):
         """o (B, T, H, Dv) of the chunked form. With `starts` (B, n_blocks, H, Dk, Dv) every
@@ -173,7 +229,7 @@ class GatedDelta(Mixer):
                 out[:, t] += read(later, t)
                 later = write(later, t)
             start += n
-        return self.wo(out.reshape(B, T, -1).to(x.dtype))
+        return self._out(out, x)
 
     def _synthetic_fill(self, name, t, generator):
         t.normal_(0.0, 0.5, generator=generator)

@@ -25,15 +25,19 @@ def init_parameter(leaf: str, p: torch.Tensor, gen: torch.Generator) -> None:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
+    """y = x / sqrt(mean(x²) + eps) · w in fp32; with `offset` (zero-centred) the weight is
+    stored as its offset from 1: y · (1 + w)."""
+
+    def __init__(self, dim: int, eps: float, offset: bool = False):
         super().__init__()
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * self.weight.float()).to(x.dtype)
+        w = self.weight.float()
+        return (y * (1.0 + w if self.offset else w)).to(x.dtype)
 
 
 class MLP(nn.Module):
@@ -62,24 +66,46 @@ class SwiGLU(nn.Module):
 
 
 class MoE(nn.Module):
-    """Top-k mixture of GELU experts; gate weights are the softmax over the chosen k.
+    """Top-k mixture of GELU (up, down) or SwiGLU (gate, up, down) experts; gate weights are the
+    softmax over the chosen k. With `shared_hidden`, a shared expert of that width (the same
+    kind) runs on every token, scaled by sigmoid(shared_gate x) when `shared_gate`.
 
     The (token, choice) pairs are sorted by expert and each projection is one grouped matmul
     (`F.grouped_mm`, jagged groups, no padding) on the CPU. On other devices, and for widths
     that are not a multiple of 16 bytes (grouped_mm's layout rule), the experts run one after
     another (`forward_loop`, also the reference the grouped form is tested against)."""
 
-    def __init__(self, d_model: int, hidden: int, n_experts: int, top_k: int):
+    def __init__(self, d_model: int, hidden: int, n_experts: int, top_k: int,
+                 swiglu: bool = False, shared_hidden: int | None = None,
+                 shared_gate: bool = False):
         super().__init__()
         self.top_k = top_k
         self.router = nn.Linear(d_model, n_experts, bias=False)
         self.up = nn.Parameter(torch.empty(n_experts, d_model, hidden))
         self.down = nn.Parameter(torch.empty(n_experts, hidden, d_model))
+        self.gate = nn.Parameter(torch.empty(n_experts, d_model, hidden)) if swiglu else None
+        self.shared = (None if shared_hidden is None
+                       else (SwiGLU if swiglu else MLP)(d_model, shared_hidden))
+        self.shared_gate = nn.Linear(d_model, 1, bias=False) if shared_gate else None
 
     def _route(self, flat):
         """The chosen experts (N, k) and their gate weights (N, k) of each token."""
         top, idx = self.router(flat).float().topk(self.top_k, dim=-1)
         return idx, torch.softmax(top, dim=-1).to(flat.dtype)
+
+    def _hidden(self, x, mm):
+        """The experts' activations of rows x: act(mm(x, up)), or silu(mm(x, gate)) · mm(x, up)
+        (SwiGLU); `mm(x, w)` multiplies each row by its own expert's slice of w."""
+        if self.gate is None:
+            return F.gelu(mm(x, self.up))
+        return F.silu(mm(x, self.gate)) * mm(x, self.up)
+
+    def _with_shared(self, flat, y):
+        """y [N, d] plus the shared expert's output, when there is one."""
+        if self.shared is None:
+            return y
+        s = self.shared(flat)
+        return y + (s if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * s)
 
     def _grouped_fits(self, x) -> bool:
         align = 16 // x.element_size()
@@ -94,12 +120,13 @@ class MoE(nn.Module):
         flat = x.reshape(-1, shape[-1])
         idx, gates = self._route(flat)  # (N, k)
         N, k = idx.shape
-        expert = idx.flatten()  # (N k): the expert of each (token, choice)
+        expert = idx.flatten()  # the expert of each (token, choice)
         order = expert.argsort(stable=True)  # the pairs grouped by expert
         ends = torch.bincount(expert, minlength=self.up.shape[0]).cumsum(0).to(torch.int32)
-        h = F.gelu(F.grouped_mm(flat[order // k], self.up, offs=ends))  # (N k, hidden)
+        h = self._hidden(flat[order // k], lambda t, w: F.grouped_mm(t, w, offs=ends))
         y = F.grouped_mm(h, self.down, offs=ends)[order.argsort()]  # back in (token, choice) order
-        return (y.view(N, k, -1) * gates[..., None]).sum(1).reshape(shape)
+        y = (y.view(N, k, -1) * gates[..., None]).sum(1)
+        return self._with_shared(flat, y).reshape(shape)
 
     def forward_loop(self, x):  # (B, T, d)
         shape = x.shape
@@ -110,9 +137,9 @@ class MoE(nn.Module):
             rows, slot = (idx == e).nonzero(as_tuple=True)
             if rows.numel() == 0:
                 continue
-            h = F.gelu(flat[rows] @ self.up[e]) @ self.down[e]
+            h = self._hidden(flat[rows], lambda t, w, e=e: t @ w[e]) @ self.down[e]
             out[rows] += h * gates[rows, slot, None]  # rows are distinct within one expert
-        return out.reshape(shape)
+        return self._with_shared(flat, out).reshape(shape)
 
 
 def rope_frequencies(d: int, theta: float, scaling=None, device=None) -> torch.Tensor:

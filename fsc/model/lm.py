@@ -15,16 +15,16 @@ from fsc.recipe import Recipe
 class Layer(nn.Module):
     def __init__(self, recipe: Recipe, kind: str, dtype, state_dtype):
         super().__init__()
-        self.norm1 = RMSNorm(recipe.d_model, recipe.norm_eps)
+        self.norm1 = RMSNorm(recipe.d_model, recipe.norm_eps, recipe.norm_offset)
         self.mixer = MIXER_REGISTRY[kind](recipe, dtype, state_dtype)
-        d, mlp = recipe.d_model, recipe.mlp_cfg
+        d, mlp, moe = recipe.d_model, recipe.mlp_cfg, recipe.moe
         if mlp is not None and mlp.kind == "none":  # norm → mixer only (Mamba-2 stacks)
             self.norm2 = self.ffn = None
             return
-        self.norm2 = RMSNorm(d, recipe.norm_eps)
-        if recipe.moe is not None:
-            hidden = int(recipe.moe.hidden_ratio * d)
-            self.ffn = MoE(d, hidden, recipe.moe.n_experts, recipe.moe.top_k)
+        self.norm2 = RMSNorm(d, recipe.norm_eps, recipe.norm_offset)
+        if moe is not None:
+            self.ffn = MoE(d, moe.width(d), moe.n_experts, moe.top_k, moe.kind == "swiglu",
+                           moe.shared_hidden, moe.shared_gate)
         else:
             self.ffn = (SwiGLU if mlp.kind == "swiglu" else MLP)(d, mlp.width(d))
 
@@ -76,7 +76,7 @@ class LM(nn.Module):
         self.layers = nn.ModuleList(
             Layer(recipe, kind, self.dtype, self.state_dtype) for kind in recipe.layer_plan
         )
-        self.norm_f = RMSNorm(recipe.d_model, recipe.norm_eps)
+        self.norm_f = RMSNorm(recipe.d_model, recipe.norm_eps, recipe.norm_offset)
         # Tied: the head is the embedding matrix (no lm_head parameter, none in checkpoints).
         self.lm_head = (None if recipe.tie_embeddings
                         else nn.Linear(recipe.d_model, recipe.vocab_size, bias=False))
@@ -170,13 +170,17 @@ class LM(nn.Module):
 def init_weights(model: LM, seed: int = 0) -> LM:
     """Seeded initial weights, drawn in place on the model's device, parameter by parameter in
     the model's order from one generator: a mixer's own through `Mixer.init_parameter` (Mamba-2
-    style A, dt and conv, for instance), every other one by `init_parameter`. Reproducible for a
-    given seed and device type."""
+    style A, dt and conv, for instance), a zero-centred norm's weight 0 (the scale 1), every
+    other one by `init_parameter`. Reproducible for a given seed and device type."""
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             parts = name.split(".")  # layers.<i>.mixer.<...>.<leaf> for a mixer's own
+            owner = model.get_submodule(".".join(parts[:-1]))
+            if isinstance(owner, RMSNorm) and owner.offset:
+                p.zero_()  # draws nothing from the generator, as the fill of a plain norm
+                continue
             init = init_parameter
             if parts[0] == "layers" and parts[2] == "mixer":
                 init = model.layers[int(parts[1])].mixer.init_parameter

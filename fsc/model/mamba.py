@@ -16,6 +16,7 @@ from fsc import ops
 from fsc.mixers import mamba as spec
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
+from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
 from fsc.model.layers import RMSNorm
 from fsc.model.mixer import Mixer
 
@@ -54,12 +55,7 @@ class Mamba(Mixer):
             lo, hi = math.log(1e-3), math.log(0.1)
             dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
             p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
-        elif leaf == "conv_weight":
-            bound = 1 / math.sqrt(p.shape[-1])
-            p.uniform_(-bound, bound, generator=gen)
-        elif leaf == "conv_bias":
-            p.uniform_(-0.1, 0.1, generator=gen)
-        else:
+        elif not init_conv(leaf, p, gen):
             super().init_parameter(leaf, p, gen)
 
     def cache_shapes(self, batch, capacity):
@@ -100,35 +96,24 @@ class Mamba(Mixer):
 
     def _blockwise(self, x, block_lengths, scan):
         z, xbc, dt = self._split(x)
-        xs, Bm, Cm, dtf, la = self._inputs(self._conv(F.pad(xbc, (0, 0, self.d_conv - 1, 0))), dt)
+        xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias), dt)
         return self._output(scan(xs, Bm, Cm, dtf, la, block_lengths), xs, z, x.dtype)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the forward state each scored block starts
         from; each noised block is then its own chunk, starting from that state, its conv
         window the clean stream's W-1 tokens before it."""
-        B, T, _ = x_clean.shape
-        K = blocks.shape[1]
-        G, W = x_noised.shape[1] // K, self.d_conv
+        T, K = x_clean.shape[1], blocks.shape[1]
+        G = x_noised.shape[1] // K
         z, xbc, dt = self._split(x_clean)
-        padded = F.pad(xbc, (0, 0, W - 1, 0))  # (B, W-1+T, C): zeros before the sequence
-        xs, Bm, Cm, dtf, la = self._inputs(self._conv(padded), dt)
+        zn, xbcn, dtn = self._split(x_noised)
+        conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias)
+        xs, Bm, Cm, dtf, la = self._inputs(conv, dt)
         y, starts = self._chunked(xs, Bm, Cm, dtf, la, [G] * (T // G), at=blocks)
         y_clean = self._output(y, xs, z, x_clean.dtype)
-        rows = torch.arange(B, device=blocks.device)[:, None]
-        zn, xbcn, dtn = self._split(x_noised)
-        window = padded[rows[..., None], blocks[..., None] * G + torch.arange(W - 1, device=blocks.device)]
-        full = torch.cat([window, xbcn.unflatten(1, (K, G))], 2).flatten(0, 1)  # (B·K, W-1+G, C)
-        xs, Bm, Cm, dtf, la = self._inputs(self._conv(full).reshape(B, K * G, -1), dtn)
+        xs, Bm, Cm, dtf, la = self._inputs(conv_n, dtn)
         y = self._chunked(xs, Bm, Cm, dtf, la, [G] * K, starts=starts)
         return y_clean, self._output(y, xs, zn, x_noised.dtype)
-
-    def _conv(self, xbc):
-        """SiLU of the depthwise causal conv of xbc (N, W-1+L, C), its first W-1 rows the window
-        before the L tokens: (N, L, C) fp32."""
-        w = self.conv_weight.float().unsqueeze(1)
-        y = F.conv1d(xbc.float().transpose(1, 2), w, self.conv_bias.float(), groups=self.conv_dim)
-        return F.silu(y).transpose(1, 2)
 
     def _inputs(self, xbc, dt):
         """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H): x (B, T, H, P),

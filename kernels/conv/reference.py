@@ -8,14 +8,15 @@ def causal_conv_block_ref(x, window, weight, bias, new_window=None):
     x:          [B, G, C]        the block's inputs
     window:     [B, C, W-1]      the last W-1 inputs before the block (state_dtype)
     weight:     [C, W]
-    bias:       [C]
+    bias:       [C] or None (no bias)
     new_window: [B, C, W-1] or None; when given it receives the window after the block
                 (it may be `window` itself: the fold).
     returns     [B, G, C] in x.dtype
     """
     W = weight.shape[1]
     full = torch.cat([window.float(), x.transpose(1, 2).float()], dim=2)  # (B, C, W-1+G)
-    y = F.conv1d(full, weight.float().unsqueeze(1), bias.float(), groups=weight.shape[0])
+    y = F.conv1d(full, weight.float().unsqueeze(1), None if bias is None else bias.float(),
+                 groups=weight.shape[0])
     if new_window is not None:
         new_window.copy_(full[:, :, full.shape[2] - (W - 1) :])
     return F.silu(y).transpose(1, 2).to(x.dtype)

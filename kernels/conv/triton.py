@@ -52,7 +52,7 @@ def _conv_kernel(
     stride_out_batch, stride_out_token, stride_out_channel,
     stride_new_window_batch, stride_new_window_channel, stride_new_window_tap,
     W: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_W: tl.constexpr,
-    WRITE: tl.constexpr,
+    HAS_BIAS: tl.constexpr, WRITE: tl.constexpr,
 ):  # fmt: skip
     # int64 indices throughout: no wrap-around, and the interpreter skips its int32 overflow
     # checks (which cost more than the kernel itself)
@@ -62,8 +62,9 @@ def _conv_kernel(
     t = tl.arange(0, BLOCK_G).to(tl.int64)
     t_mask = t < G
 
-    bias = tl.load(bias_ptr + c, mask=c_mask, other=0.0).to(tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_C], tl.float32) + bias[None, :]
+    acc = tl.zeros([BLOCK_G, BLOCK_C], tl.float32)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + c, mask=c_mask, other=0.0).to(tl.float32)[None, :]
     w_ptrs = w_ptr + c * stride_weight_channel
     for j in tl.static_range(W):
         w = tl.load(w_ptrs, mask=c_mask, other=0.0).to(tl.float32)
@@ -140,6 +141,8 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
     write = new_window is not None and W > 1
     nw = new_window if write else out  # a placeholder pointer when nothing is written
     nw_strides = new_window.stride() if write else (0, 0, 0)
+    has_bias = bias is not None
+    bias = bias if has_bias else weight  # a placeholder pointer when there is no bias
     tune = TUNING
     block_c = min(_common.pow2(Cn), tune.block_c)
     with _common.device_guard(dev):
@@ -147,6 +150,6 @@ def causal_conv_block(x, window, weight, bias, new_window=None):
             x, window, weight, bias, out, nw, G, Cn,
             *x.stride(), *window.stride(), *weight.stride(), *out.stride(), *nw_strides,
             W=W, BLOCK_G=_common.pow2(G), BLOCK_C=block_c, BLOCK_W=_common.pow2(W - 1, lo=2),
-            WRITE=write, num_warps=tune.num_warps or _common.warps(_common.pow2(G) * block_c),
+            HAS_BIAS=has_bias, WRITE=write, num_warps=tune.num_warps or _common.warps(_common.pow2(G) * block_c),
         )
     return out

@@ -7,6 +7,7 @@ import importlib
 import pytest
 import torch
 
+from fsc.mixers.gated_delta import GatedDeltaCfg
 from fsc.model.chunked import Chunks
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
@@ -69,6 +70,21 @@ def test_chunked_equals_loop_under_strong_decays(kind):
     with torch.no_grad():
         mixer.dt_bias.add_(4.0)
     _check(mixer, [4] * 12, seed=2)
+
+
+@pytest.mark.parametrize("lengths", [[4, 4, 3, 4, 1, 4], [1] * 12])
+def test_gated_delta_options_chunked_equals_loop(lengths):
+    """Qwen3-Next's Gated DeltaNet (grouped value heads, conv, gated output norm, l2norm eps):
+    the chunked form and the token loop read the same projections and conv."""
+    recipe = load_recipe(RECURRENT["gated_delta"]).model_copy(update={
+        "gated_delta": GatedDeltaCfg(n_heads=2, n_v_heads=4, head_dim=16, d_conv=4,
+                                     gated_norm=True, l2norm_eps=1e-6)})
+    mixer = build_model(recipe, seed=3).layers[0].mixer
+    with torch.no_grad():
+        for p in mixer.parameters():
+            if p.ndim == 2:
+                p.mul_(5.0)
+    _check(mixer, lengths)
 
 
 def test_chunks_layout_pads_blocks_and_restores_tokens():

@@ -1,5 +1,6 @@
 """The MoE's grouped form (tokens sorted by expert, one grouped matmul per projection) equals
-the expert-by-expert loop: outputs and gradients, fp32."""
+the expert-by-expert loop: outputs and gradients, fp32, GELU experts and SwiGLU experts with a
+gated shared expert."""
 
 import pytest
 import torch
@@ -7,9 +8,9 @@ import torch
 from fsc.model.layers import MoE
 
 
-def _moe(n_experts, top_k, d=64, hidden=128, seed=0):
+def _moe(n_experts, top_k, d=64, hidden=128, seed=0, **options):
     gen = torch.Generator().manual_seed(seed)
-    moe = MoE(d, hidden, n_experts, top_k)
+    moe = MoE(d, hidden, n_experts, top_k, **options)
     with torch.no_grad():
         for p in moe.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
@@ -38,6 +39,21 @@ def test_grouped_equals_loop_outputs_and_gradients(n_experts, top_k, idle):
         assert float(want[3][0].abs().max()) == 0.0  # no gradient reaches the idle expert
     for g, w in zip(got, want, strict=True):
         assert (g - w).abs().max() <= 1e-5 * w.abs().max()
+
+
+def test_swiglu_experts_and_a_gated_shared_expert_grouped_equals_loop():
+    """Qwen3-Next's MoE: SwiGLU experts, and a shared SwiGLU expert scaled by sigmoid(w·x)."""
+    moe = _moe(8, 3, swiglu=True, shared_hidden=48, shared_gate=True)
+    x = torch.randn(3, 40, 64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    got, want = (_outputs_and_grads(moe, f, x) for f in (moe.forward, moe.forward_loop))
+    for g, w in zip(got, want, strict=True):
+        assert (g - w).abs().max() <= 1e-5 * w.abs().max()
+    with torch.no_grad():  # the shared expert's part: sigmoid(shared_gate x) · shared(x)
+        flat = x.reshape(-1, 64)
+        shared = torch.sigmoid(moe.shared_gate(flat)) * moe.shared(flat)
+        full = moe.forward_loop(x).reshape(-1, 64)
+        moe.shared = moe.shared_gate = None
+        torch.testing.assert_close(full - moe.forward_loop(x).reshape(-1, 64), shared)
 
 
 def test_widths_grouped_matmul_cannot_take_run_the_loop():

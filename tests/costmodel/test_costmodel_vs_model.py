@@ -36,6 +36,16 @@ EXTRA = [
     {"name": "published_mamba", "d_model": 64, "n_layers": 2, "vocab_size": 91,
      "tie_embeddings": True, "layers": {"default": "mamba"},
      "mamba": {"head_dim": 16, "gated_norm": True}, "mlp": {"kind": "none"}},
+    # Qwen3-Next's: gated attention (with biases), Gated DeltaNet with grouped value heads, a
+    # conv and a gated norm, SwiGLU experts with a gated shared expert, zero-centred norms.
+    {"name": "published_qwen3_next", "d_model": 64, "n_layers": 4, "vocab_size": 91,
+     "norm_offset": True, "layers": {"default": "gated_delta", "attention": {"every": 4}},
+     "attention": {"n_heads": 4, "n_kv_heads": 2, "head_dim": 24, "bias": "qkvo",
+                   "qk_norm": True, "output_gate": True, "rope_dims": 6},
+     "gated_delta": {"n_heads": 2, "n_v_heads": 6, "head_dim": 16, "d_conv": 3,
+                     "gated_norm": True, "l2norm_eps": 1e-6},
+     "moe": {"n_experts": 5, "top_k": 2, "kind": "swiglu", "hidden": 20, "shared_hidden": 36,
+             "shared_gate": True}},
 ]
 
 

@@ -1,6 +1,6 @@
 """Tiny random-weight published models, built with transformers and saved with
 save_pretrained (no network): one per imported family, each with the options that family
-brings (GQA, RoPE theta and scaling, biases, qk-norm, tied embeddings, gated norm)."""
+brings (GQA, RoPE theta and scaling, biases, qk-norm, tied embeddings, gated norm, experts)."""
 
 from pathlib import Path
 
@@ -23,6 +23,22 @@ FAMILIES = {
     "bamba": ("bamba", {**ATTN, "attn_layer_indices": [1], "mamba_n_heads": 8,
                         "mamba_d_head": 16, "mamba_d_state": 16, "mamba_n_groups": 1,
                         "mamba_chunk_size": 16, "rope_theta": 20000.0}),
+    # Layers D D D A: Gated DeltaNet (2 query/key heads, 4 value heads) and gated attention
+    # (rotating a quarter of each head); 8 SwiGLU experts, 2 a token, a gated shared expert.
+    "qwen3_next": ("qwen3_next", {**ATTN, "num_hidden_layers": 4, "head_dim": 32,
+                                  "rope_theta": 20000.0, "linear_num_key_heads": 2,
+                                  "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+                                  "linear_value_head_dim": 16, "num_experts": 8,
+                                  "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+                                  "shared_expert_intermediate_size": 40}),
+    # Its other branches: layers A D D A (positions, not every), projection biases, one value
+    # head per query/key head, no experts (a SwiGLU MLP), tied embeddings.
+    "qwen3_next_dense": ("qwen3_next", {
+        **ATTN, "num_hidden_layers": 4, "head_dim": 16, "attention_bias": True,
+        "layer_types": ["full_attention", "linear_attention", "linear_attention",
+                        "full_attention"],
+        "linear_num_key_heads": 4, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16, "num_experts": 0, "tie_word_embeddings": True}),
 }
 
 
@@ -31,13 +47,16 @@ def save_published(family: str, folder: Path, seed: int = 0, **overrides) -> Pat
     the logits), saved with save_pretrained into `folder`."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from fsc.imports.reference import torch_paths
+
     model_type, kwargs = FAMILIES[family]
     config = AutoConfig.for_model(model_type, **{**COMMON, **kwargs, **overrides})
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config)
+    with torch_paths():  # the model's code, first imported here, runs on the CPU
+        model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.ndim == 2 and "embed" not in name:
+            if (p.ndim == 2 and "embed" not in name) or "experts." in name:  # + stacked experts
                 p.normal_(0.0, 0.15)
             elif name.endswith("bias"):
                 p.normal_(0.0, 0.1)

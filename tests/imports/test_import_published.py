@@ -78,6 +78,20 @@ def test_recipes_name_their_options(published):
     b = import_config(published("bamba")).recipe
     assert b.layer_plan == ["mamba", "attention"] and b.attention.rope_dims == 8
     assert b.mamba.gated_norm and b.mlp.kind == "swiglu"
+    n = import_config(published("qwen3_next")).recipe
+    assert n.layer_plan == ["gated_delta"] * 3 + ["attention"] and n.layers.attention.every == 4
+    assert n.norm_offset and n.norm_eps == 1e-6 and not n.tie_embeddings
+    a = n.attention
+    assert (a.qk_norm, a.output_gate, a.rope_dims, a.head_dim) == (True, True, 8, 32)
+    gd = n.gated_delta
+    assert (gd.n_heads, gd.n_v_heads, gd.head_dim, gd.d_conv) == (2, 4, 16, 4)
+    assert gd.gated_norm and gd.l2norm_eps == 1e-6
+    assert (n.moe.n_experts, n.moe.top_k, n.moe.kind, n.moe.hidden) == (8, 2, "swiglu", 24)
+    assert (n.moe.shared_hidden, n.moe.shared_gate) == (40, True)
+    nd = import_config(published("qwen3_next_dense")).recipe
+    assert nd.layers.attention.positions == [1, 4] and nd.tie_embeddings
+    assert nd.attention.bias == "qkvo" and nd.gated_delta.n_v_heads is None
+    assert nd.moe is None and (nd.mlp.kind, nd.mlp.hidden) == ("swiglu", 88)
 
 
 def _tokenizer(folder, vocab_size):
@@ -145,6 +159,14 @@ def _config(published, family, **changes):
     ("llama", {"mlp_bias": True}, "mlp_bias"),
     ("llama", {"architectures": ["GPT2LMHeadModel"]}, "architecture GPT2LMHeadModel"),
     ("llama", {"num_key_value_heads": 3}, "n_kv_heads"),
+    ("qwen3_next", {"norm_topk_prob": False}, "norm_topk_prob false"),
+    ("qwen3_next", {"mlp_only_layers": [0]}, "mlp_only_layers [0]"),
+    ("qwen3_next", {"decoder_sparse_step": 2}, "decoder_sparse_step 2"),
+    ("qwen3_next", {"linear_value_head_dim": 32}, "linear_value_head_dim 32"),
+    ("qwen3_next", {"layer_types": ["linear_attention", "sliding_attention"] * 2},
+     "layer_types ['sliding_attention']"),
+    ("qwen3_next", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+                                        "partial_rotary_factor": 0.25}}, "RoPE scaling 'yarn'"),
 ])
 def test_what_fsc_cannot_express_is_refused(published, fsc_main, tmp_path, family, changes,
                                             words):
@@ -175,6 +197,20 @@ def test_weights_that_do_not_fit_are_refused(published, fsc_main, tmp_path):
     (src / "config.json").unlink()
     res = fsc_main("import", src)
     assert res.returncode == 2 and "cannot read config.json" in res.stderr
+
+
+def test_the_multi_token_prediction_head_is_left_out(published, fsc_main, tmp_path):
+    """Qwen3-Next's published weights hold an `mtp.*` head beside the causal LM (transformers
+    leaves it out too); any other published tensor fsc has no place for is still refused."""
+    src = tmp_path / "src"
+    shutil.copytree(published("qwen3_next"), src)
+    state = load_file(src / "model.safetensors")
+    save_file({**state, "mtp.fc.weight": torch.ones(64, 128)}, src / "model.safetensors")
+    assert check(str(src)).exact
+    save_file({**state, "model.layers.0.linear_attn.extra": torch.ones(2)},
+              src / "model.safetensors")
+    res = fsc_main("import", src, "--out", "ck")
+    assert res.returncode == 2 and "linear_attn.extra has no place" in res.stderr
 
 
 def test_a_config_alone_is_a_recipe_for_estimate_build_profile(published, fsc_main, tmp_path):

@@ -13,7 +13,8 @@ NAMES = sorted(p.name for p in PUBLISHED.iterdir() if p.is_dir())
 
 
 def test_there_are_published_configs_and_they_are_not_shipped_recipes():
-    assert {"Llama-3.1-8B", "Qwen3-8B", "Mamba2-2.7B", "Bamba-9B"} <= set(NAMES)
+    assert {"Llama-3.1-8B", "Qwen3-8B", "Mamba2-2.7B", "Bamba-9B",
+            "Qwen3-Next-80B-A3B"} <= set(NAMES)
     assert not set(NAMES) & set(shipped_recipes())
 
 
@@ -29,13 +30,17 @@ def test_each_recipe_is_what_fsc_import_makes_of_its_config(name, monkeypatch):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_recipe_narrows_for_verify(name):
-    """`fsc verify` checks a large recipe at a reduced width: the explicit FFN width and the
-    rotated fraction of each head scale with it."""
+    """`fsc verify` checks a large recipe at a reduced width: the explicit FFN and expert
+    widths and the rotated fraction of each head scale with it."""
     recipe = load_recipe(PUBLISHED / f"{name}.yaml")
     narrow = recipe.with_width(256, vocab_size=1024)
     assert narrow.layer_plan == recipe.layer_plan and narrow.d_model == 256
-    if recipe.mlp.hidden is not None:
-        assert narrow.mlp.hidden == round(recipe.mlp.hidden * 256 / recipe.d_model)
-    if recipe.attention is not None and recipe.attention.rope_dims is not None:
+    for ffn, key in (("mlp", "hidden"), ("moe", "hidden"), ("moe", "shared_hidden")):
+        width = getattr(getattr(recipe, ffn), key, None)
+        if width is not None:
+            assert getattr(getattr(narrow, ffn), key) == round(width * 256 / recipe.d_model)
+    a = recipe.attention
+    if a is not None and a.rope_dims is not None:  # Bamba: half of each head; Qwen3-Next: 1/4
+        fraction = a.rope_dims / (a.head_dim or recipe.d_model // a.n_heads)
         head_dim = 256 // narrow.attention.n_heads
-        assert narrow.attention.rope_dims == head_dim // 2  # Bamba: half of each head
+        assert narrow.attention.rope_dims == 2 * round(fraction * head_dim / 2)

@@ -45,3 +45,16 @@ def test_conv_fold_writes_new_window(case, alias):
     out = conv.causal_conv_block(x, win, w, b, new)
     assert_close(out, ref, case[4])
     assert torch.equal(new, want_win)  # a copy of inputs: exact
+
+
+@pytest.mark.parametrize("case", CASES[:2] + CASES[3:4], ids=_id)
+def test_conv_without_bias_is_the_conv_with_a_zero_bias(case):
+    """bias None (Gated DeltaNet's conv): the kernel and the reference both leave it out."""
+    x, win, w, _ = _inputs(*case)
+    zero = torch.zeros(w.shape[0], dtype=w.dtype)
+    want_win = torch.empty_like(win)
+    ref = causal_conv_block_ref(x, win, w, zero, want_win)
+    assert torch.equal(causal_conv_block_ref(x, win, w, None), ref)
+    new = nan_like(win)
+    assert_close(conv.causal_conv_block(x, win, w, None, new), ref, case[4])
+    assert torch.equal(new, want_win)

@@ -1,0 +1,50 @@
+"""The short causal depthwise conv (then SiLU) that Mamba-2 and Gated DeltaNet run before their
+scans: its seeded weights and its uncached forms (a whole sequence; the two streams of the
+`blocks` objective). The cached block form is the `causal_conv_block` op."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def init_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> bool:
+    """Seed a conv parameter (weight uniform within 1/sqrt(width), bias within 0.1); False when
+    `leaf` names none."""
+    if leaf == "conv_weight":
+        bound = 1 / math.sqrt(p.shape[-1])
+        p.uniform_(-bound, bound, generator=gen)
+    elif leaf == "conv_bias":
+        p.uniform_(-0.1, 0.1, generator=gen)
+    else:
+        return False
+    return True
+
+
+def causal_conv(x, weight, bias):
+    """SiLU of the depthwise causal conv of x (N, W-1+L, C), its first W-1 rows the window
+    before the L tokens; weight [C, W], bias [C] or None. Returns (N, L, C) fp32."""
+    y = F.conv1d(x.float().transpose(1, 2), weight.float().unsqueeze(1),
+                 None if bias is None else bias.float(), groups=weight.shape[0])
+    return F.silu(y).transpose(1, 2)
+
+
+def conv_sequence(x, weight, bias):
+    """The conv over whole sequences x (B, T, C), zeros before them: (B, T, C) fp32."""
+    return causal_conv(F.pad(x, (0, 0, weight.shape[1] - 1, 0)), weight, bias)
+
+
+def conv_two_stream(x_clean, x_noised, blocks, weight, bias):
+    """The conv of both streams: the clean sequences x_clean (B, T, C) from zeros, and each of
+    the K noised blocks of G in x_noised (B, K·G, C) continuing from the W-1 clean inputs before
+    the block it stands at (blocks (B, K)). Returns both, fp32."""
+    B, K, W = blocks.shape[0], blocks.shape[1], weight.shape[1]
+    G = x_noised.shape[1] // K
+    padded = F.pad(x_clean, (0, 0, W - 1, 0))  # (B, W-1+T, C): zeros before the sequence
+    rows = torch.arange(B, device=blocks.device)[:, None, None]
+    window = padded[rows, blocks[..., None] * G + torch.arange(W - 1, device=blocks.device)]
+    full = torch.cat([window, x_noised.unflatten(1, (K, G))], 2).flatten(0, 1)  # (B·K, W-1+G, C)
+    return (causal_conv(padded, weight, bias),
+            causal_conv(full, weight, bias).reshape(B, K * G, -1))
