@@ -147,3 +147,8 @@ def torch_device(text: str) -> str:
     from fsc.loading import torch_device as checked
 
     return checked(text)
+
+
+def say(text: str) -> None:
+    """A notice on stderr, shown as it is (no markup) on one line."""
+    err.print(text, markup=False, highlight=False, soft_wrap=True)
