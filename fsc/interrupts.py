@@ -47,6 +47,15 @@ class Interrupted(KeyboardInterrupt):
         return exit_code(self.signum)
 
 
+class Stopped(Interrupted):
+    """A run a stop signal ended, raised once its session has marked it interrupted: the run,
+    how many of its points or cells the store keeps, and of how many (None: not known)."""
+
+    def __init__(self, signum: int, run_id: str, kept: int, total: int | None = None):
+        super().__init__(signum)
+        self.run_id, self.kept, self.total = run_id, kept, total
+
+
 def signum_of(e: BaseException) -> int:
     """The signal behind an interruption (SIGINT for a plain KeyboardInterrupt)."""
     return getattr(e, "signum", signal.SIGINT)

@@ -37,6 +37,25 @@ def set_threads() -> int:
     return n
 
 
+def torch_device(text: str) -> str:
+    """A --device value checked and resolved: 'auto' (CUDA when present), 'cpu', 'cuda',
+    'cuda:N'. UsageError for anything else, or for CUDA that is not there."""
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise UsageError(f"--device {text!r} is not a device (auto, cpu, cuda or cuda:N)") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {text!r}: fsc runs on cpu or cuda")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {text}: no CUDA device is available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
+    return str(dev)
+
+
 def free_bytes(device) -> int:
     """Memory new tensors may take: free device memory, or MemAvailable on the CPU."""
     device = torch.device(device)

@@ -1,20 +1,31 @@
 """What a profile sweep measures, decided before any tensor exists.
 
-The settings (`SweepConfig`), the points they expand to (`plan`), the points a resumed run
-still lacks (`unmeasured`) and what the cost model says of them (`predict`). Pure Python and
+The settings (`SweepConfig`), the sweep a command asks for, checked (`request`), the points
+it expands to (`plan`), what a resumed run must find unchanged (`unchanged`) and still lacks
+(`unmeasured`), and what the cost model says of the points (`predict`). Pure Python and
 arithmetic, no torch: `fsc profile` checks every option, lists a sweep (`--dry-run`) and says
 how long it will roughly take before importing anything heavy.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fsc.blocks import block_setting
 from fsc.costmodel import DeviceSpec, memory, pass_cost
+from fsc.errors import UsageError
+from fsc.kernels import TUNING_ENV
 from fsc.noise import overlap
 from fsc.recipe import Recipe
+from fsc.source import load_source_recipe
+from fsc.text import printable
+
+if TYPE_CHECKING:
+    from fsc.store import Store
 
 CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
 CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
@@ -118,6 +129,61 @@ def plan(cfg: SweepConfig, recipes: dict[str, Recipe]) -> tuple[list[Point], dic
     return points, left_out
 
 
+@dataclass
+class SweepRequest:
+    """A sweep as a command asked for it, checked: its settings, the recipes it names (loaded;
+    the default ones wait for the device), the bandwidth its floor uses (TB/s; None: the device
+    table's), and the run it continues (None: a new one)."""
+
+    cfg: SweepConfig
+    recipes: dict[str, Recipe]
+    bandwidth: float | None = None
+    resume: str | None = None
+
+
+def request(st: Store, cfg: SweepConfig | None, bandwidth: float | None = None,
+            resume: str | None = None) -> SweepRequest:
+    """The sweep `cfg` asks for or, with `resume`, the one run `resume` in `st` recorded (its
+    settings and bandwidth; UsageError unless it may be resumed and finds its recipes and
+    kernel settings unchanged). Every recipe is loaded and every (mode, G, K) checked here,
+    without torch, so a mistake costs one line before anything heavy is imported."""
+    config = None
+    if resume is not None:
+        config = st.run_config(resume)
+        cfg = SweepConfig(**{f.name: config[f.name] for f in fields(SweepConfig)
+                             if f.name in config})
+        bandwidth = config.get("bandwidth")
+    loaded = {r: load_source_recipe(r) for r in cfg.recipes}
+    if config is not None:
+        check_unchanged(resume, config, loaded)
+    if loaded:  # a bad (mode, G, K) fails here, not after torch is imported
+        plan(cfg, loaded)
+    elif cfg.mode == "ar":  # the default recipes wait for the device; ar's rule needs none
+        block_setting("ar", (cfg.G or [None])[0], (cfg.K or [None])[0])
+    return SweepRequest(cfg, loaded, bandwidth, resume)
+
+
+def unchanged(cfg: SweepConfig, recipes: dict[str, Recipe]) -> dict:
+    """What a resumed run must find as it was, in the run's config: each recipe's content
+    hash and the kernels' launch choices ($FSC_KERNEL_TUNING)."""
+    return {"kernel_tuning": os.environ.get(TUNING_ENV) or None,
+            "recipe_hashes": {ref: recipes[ref].recipe_hash for ref in cfg.recipes}}
+
+
+def check_unchanged(run_id: str, config: dict, recipes: dict[str, Recipe]) -> None:
+    """UsageError unless resumed run `run_id` (its stored `config`) measures what it measured
+    before: the same recipes (`recipes`: loaded now) and kernel settings."""
+    for ref, recipe_hash in (config.get("recipe_hashes") or {}).items():
+        now = recipes[ref].recipe_hash
+        if now != recipe_hash:
+            raise UsageError(f"--resume {run_id}: recipe {printable(ref, 80)} changed since the "
+                             f"run began (hash {recipe_hash[:12]}, now {now[:12]})")
+    tuning = os.environ.get(TUNING_ENV) or None
+    if tuning != config.get("kernel_tuning"):
+        raise UsageError(f"--resume {run_id}: the run measured with {TUNING_ENV}="
+                         f"{printable(config.get('kernel_tuning') or '', 80)!r}; set it the same")
+
+
 def unmeasured(points: list[Point], stored: dict[tuple, int], cfg: SweepConfig) -> list[Point]:
     """The points a resumed run still lacks: each stored point (`stored` counts them by key)
     accounts for one planned point with its key, so a sweep that repeats a point resumes
@@ -208,9 +274,24 @@ class PointResult:
                 self.device)
 
     def columns(self) -> dict:
-        """The profile_points columns (what the store and `--json` get)."""
+        """The point's profile_points row: what the store writes (it keeps mixer_backends as
+        JSON text), `--json` prints and a worker sends (with samples and traceback)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in ("samples", "traceback")}
+
+    @classmethod
+    def from_columns(cls, row: dict) -> PointResult:
+        """The point a row of profile_points columns describes: a stored row (mixer_backends as
+        JSON text) or a worker's (times as ISO text after a JSON-lines file); keys that are not
+        fields are left out."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in row.items() if k in names}
+        if isinstance(values.get("mixer_backends"), str):
+            values["mixer_backends"] = json.loads(values["mixer_backends"])
+        for k in ("started_at", "ended_at"):
+            if isinstance(values.get(k), str):
+                values[k] = datetime.fromisoformat(values[k])
+        return cls(**values)
 
 
 def _baseline(rows: list[PointResult]) -> str:

@@ -1,18 +1,30 @@
-"""Bounds of the values `fsc profile` and `fsc estimate` take: far beyond any real decoding point
-or device, small enough that a typo (`--B 1e9`, `--memory 1e-30`) is refused rather than
-computed with. G's bound is fsc.blocks.MAX_G (the recipe schema's)."""
+"""Bounds of the values `fsc profile`, `fsc eval` and `fsc estimate` take, and the parsers of
+their lists and sizes: far beyond any real decoding point or device, small enough that a typo
+(`--B 1e9`, `--memory 1e-30`) is refused rather than computed with. G's bound is
+fsc.blocks.MAX_G (the recipe schema's)."""
 
 from __future__ import annotations
 
+import math
+import re
+
 import typer
+
+from fsc.errors import UsageError
 
 MAX_S = 2**24  # tokens of context (16M)
 MAX_B = 4096  # sequences decoded together
+MAX_WORKERS = 1024  # worker processes or groups of a sweep
 
 # Device figures, (low, high). Below these the floor time divides by next to nothing.
 TB_S = (1e-3, 1e3)  # memory bandwidth, TB/s
 TFLOPS = (1e-3, 1e6)  # dense matrix peak, TFLOP/s
 GB = (1e-3, 1e6)  # device memory, GB
+MIN_BUDGET = 2**20  # a --memory-budget below 1 MiB holds no model
+MAX_BUDGET = 2**60
+
+_SUFFIX = {"k": 2**10, "m": 2**20}
+_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
 
 
 def between(low: int, high: int):
@@ -25,3 +37,55 @@ def between(low: int, high: int):
         return value
 
     return check
+
+
+def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
+    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high]."""
+    if not text.strip():
+        raise UsageError(f"{option} is empty; give sizes such as 1024,4096 or 4k")
+    values = []
+    for part in text.split(","):
+        p = part.strip().lower()
+        mult = _SUFFIX.get(p[-1:], 1)
+        digits = p[:-1] if mult > 1 else p
+        if not re.fullmatch(r"[0-9]{1,12}", digits):
+            raise UsageError(f"{option}: {part.strip()[:40]!r} is not an integer "
+                             "(e.g. 1024,4096 or 4k)")
+        v = int(digits) * mult
+        if v < low:
+            raise UsageError(f"{option}: {v} is below {low}")
+        if v > high:
+            raise UsageError(f"{option}: {v} is above {high}, the largest fsc takes")
+        values.append(v)
+    return values
+
+
+def parse_bytes(text: str, option: str = "--memory-budget") -> int:
+    """'2GiB', '512MiB', '1.5GB' or '1000000' (bytes) -> bytes, between 1 MiB and 1 EiB."""
+    t = text.strip().lower()
+    unit = next((u for u in _UNITS if t.endswith(u)), "")
+    try:
+        value = float(t[: len(t) - len(unit)]) * _UNITS.get(unit, 1)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise UsageError(f"{option}: {text[:40]!r} is not a size (e.g. 2GiB, 512MiB or 1000000 "
+                         "bytes)")
+    if not MIN_BUDGET <= value <= MAX_BUDGET:
+        raise UsageError(f"{option}: {text[:40]!r} must be between 1MiB and 1EiB (a budget holds "
+                         "a model's weights, cache and activations)")
+    return int(value)
+
+
+def parse_depths(text: str) -> list[float]:
+    """--depths '0,0.5,1' -> [0.0, 0.5, 1.0]: where needles sit, each in [0, 1]."""
+    values = []
+    for part in text.split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise UsageError(f"--depths: {part.strip()[:40]!r} is not a number in [0, 1]") from None
+        if not 0 <= v <= 1:
+            raise UsageError(f"--depths: {v} is not in [0, 1] (0 = start, 1 = end)")
+        values.append(v)
+    return values

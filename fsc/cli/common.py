@@ -6,7 +6,6 @@ import json
 import math
 import os
 import sys
-import unicodedata
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from rich.console import Console
 
 from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
+from fsc.text import printable  # noqa: F401 - re-exported for every command
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
 # tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console reads rich markup: every string
@@ -93,16 +93,6 @@ def bar_text():
     return TextColumn("{task.description}", markup=False)
 
 
-def printable(text: object, limit: int | None = 200, keep: str = "") -> str:
-    """User or stored text made safe for a terminal: control characters (ANSI escapes,
-    newlines unless in `keep`) shown as escapes, and at most `limit` characters. (Markup needs
-    no escaping: `out` and `err` read none.)"""
-    text = str(text) if limit is None else str(text)[: limit + 1]
-    s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") and c not in keep else c
-                for c in text)
-    return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
-
-
 def output_path(path: Path, option: str, *, force: bool = True) -> Path:
     """A file the command is about to write, given by `option` (see fsc.paths.output_file)."""
     from fsc.paths import output_file
@@ -153,22 +143,12 @@ def torch_threads() -> int:
 
 
 def torch_device(text: str) -> str:
-    """Validate --device: 'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:N'."""
-    import torch
+    """Validate --device (fsc.loading.torch_device)."""
+    from fsc.loading import torch_device as checked
 
-    from fsc.errors import UsageError
+    return checked(text)
 
-    if text == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(text)
-    except RuntimeError:
-        raise UsageError(f"--device {text!r} is not a device (auto, cpu, cuda or cuda:N)") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise UsageError(f"--device {text!r}: fsc runs on cpu or cuda")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {text}: no CUDA device is available")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise UsageError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
-    return str(dev)
+
+def say(text: str) -> None:
+    """A notice on stderr, shown as it is (no markup) on one line."""
+    err.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -1,16 +1,54 @@
-"""What `fsc profile` prints: the results fitted to the terminal, each recipe against a baseline,
-and the points of a dry run. Recipe names and error text go to rich as plain Text (never as
-markup) after `printable`, so a name like "[/bold]" or an ANSI escape prints as itself."""
+"""What `fsc profile` prints: the sweep's progress, the results fitted to the terminal, each
+recipe against a baseline, and the points of a dry run. Recipe names and error text go to rich
+as plain Text (never as markup) after `printable`, so a name like "[/bold]" or an ANSI escape
+prints as itself."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.text import Text
 
 from fsc import noise
-from fsc.cli.common import fmt_bytes, printable
+from fsc.cli.common import bar_text, err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
 from fsc.sweep import PointResult, compare
+
+if TYPE_CHECKING:
+    from fsc.scale.profiling import DryRun
+
+class SweepBar:
+    """The sweep's progress bar on stderr, from the moment its run is recorded (`start`,
+    after a notice when the points left would take over `notice_s` on a CPU) to the end of
+    the block."""
+
+    def __init__(self, notice_s: float):
+        self.notice_s = notice_s
+        self.bar: Progress | None = None
+
+    def __enter__(self) -> SweepBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start(self, run_id: str, total: int, done: int, rough_s: float | None) -> None:
+        if rough_s is not None and rough_s > self.notice_s:
+            err.print(f"{total - done} points, roughly {duration(rough_s)} on this CPU (large "
+                      "recipes are slow here); --dry-run lists them, Ctrl-C stops and --resume "
+                      "continues", markup=False, highlight=False)
+        self.bar = Progress(bar_text(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=err, transient=False)
+        self.bar.start()
+        self.bar.add_task(f"profile {run_id}", total=total, completed=done)
+
+    def advance(self, row: PointResult) -> None:
+        status = f"{row.step_ms:.2f} ms/step" if row.status == "ok" else row.status
+        self.bar.update(self.bar.task_ids[0], advance=1, description=(
+            f"{printable(row.recipe, 60)} S={row.S} B={row.B}: {status}"))
 
 # Result columns in display order. On a narrow terminal the DROP_FIRST ones go, in that order,
 # until the table fits: recipe names stay whole, and every figure stays in the store and --json.
@@ -75,19 +113,22 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
 
 
-def render_plan(plan: list[dict], summary: str, console: Console) -> None:
+def render_dry_run(dry: DryRun, console: Console) -> None:
     """The points of a dry run (predicted memory, whether it fits, and on a CPU a rough time),
-    then `summary` below them."""
+    then what they add up to."""
     columns = ("recipe", "S", "B", "G", "K", "dtype", "memory", "fits")
-    if any("rough_s" in p for p in plan):
+    if any("rough_s" in p for p in dry.points):
         columns += ("≈ time",)
     records = [{"recipe": Text(printable(p["recipe"])), "S": str(p["S"]), "B": str(p["B"]),
                 "G": str(p["G"]), "K": str(p["K"]), "dtype": p["dtype"],
                 "memory": fmt_bytes(p["predicted_total_bytes"]),
                 "fits": "yes" if p["fits"] else Text("oom", "red"),
-                "≈ time": duration(p["rough_s"]) if "rough_s" in p else ""} for p in plan]
+                "≈ time": duration(p["rough_s"]) if "rough_s" in p else ""} for p in dry.points]
     console.print(fitted(None, columns, records, console))
-    console.print(summary, markup=False, highlight=False)
+    skipped = f", {dry.stored} already stored" if dry.stored else ""
+    about = f", roughly {duration(dry.rough_s)} on this CPU" if dry.rough_s is not None else ""
+    console.print(f"dry run: {len(dry.points)} points on {dry.device}{skipped}{about}; nothing "
+                  "is measured or recorded", markup=False, highlight=False)
 
 
 def duration(seconds: float) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -181,11 +181,8 @@ def _points_table(points: list[dict]) -> Table:
     return Table("Points", cols, rows, note=noise.LEGEND if noisy else "")
 
 
-_POINT_FIELDS = {f.name for f in fields(PointResult)} - {"samples", "traceback"}
-
-
 def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
-    results = [PointResult(**{k: v for k, v in p.items() if k in _POINT_FIELDS}) for p in points]
+    results = [PointResult.from_columns(p) for p in points]
     names = {r.recipe for r in results}
     if len(names) < 2:
         return None

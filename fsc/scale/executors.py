@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from fsc.errors import FscError, UsageError
-from fsc.scale import work
+from fsc.loading import torch_device
+from fsc.scale import ExecutorSettings, work
 from fsc.sweep import Point, PointResult, SweepConfig
 
 POLL_S = 0.5
@@ -295,24 +296,42 @@ def leftovers(folder: Path) -> list[dict[str, Any]]:
 
 # ---- choosing one ------------------------------------------------------------------------------
 
-def engine_for(scale: dict, cuda: bool, fn: Callable, file_fn: Callable,
+def engine_for(settings: ExecutorSettings, cuda: bool, fn: Callable, file_fn: Callable,
                say: Callable[[str], None], rows_per_point: int = 1) -> Any:
-    """The executor `scale` (the CLI's settings) names, running `fn(job, group)` (`file_fn(job,
-    group, path)` as a Slurm task). Ray is joined here; a Slurm folder is set once the run id is
-    known. UsageError for more local workers than GPUs."""
-    kind, workers, retries = scale["executor"], scale["workers"], scale["retries"]
+    """The executor `settings` name, running `fn(job, group)` (`file_fn(job, group, path)` as a
+    Slurm task). Ray is joined here; a Slurm folder is set once the run id is known. UsageError
+    for more local workers than GPUs."""
+    kind, workers, retries = settings.executor, settings.workers, settings.retries
     if kind == "local":
         if cuda and workers > len(visible_gpus()):
             raise UsageError(f"--workers {workers}: this machine shows {len(visible_gpus())} "
                              "GPUs (one worker per GPU)")
         return LocalWorkers(workers, retries, cuda, fn)
     if kind == "ray":
-        engine = RayCluster(scale["address"], retries, cuda, fn)
+        engine = RayCluster(settings.address, retries, cuda, fn)
         engine.connect()
         return engine
-    return SlurmArrays(None, scale["slurm_partition"], scale["slurm_gpus_per_node"],
-                       scale["slurm_time"], cuda, fn=file_fn, say=say,
+    return SlurmArrays(None, settings.slurm_partition, settings.slurm_gpus_per_node,
+                       settings.slurm_time, cuda, fn=file_fn, say=say,
                        rows_per_point=rows_per_point)
+
+
+def run_device(device: str, settings: ExecutorSettings) -> str:
+    """The device a run measures on, from --device. Points measured here (or in local workers)
+    need it here; a Ray or Slurm driver may run where the GPUs are not (a login node): there
+    `cuda` is taken as asked, and each worker runs on the one GPU it is given (cuda:0 in its
+    own view)."""
+    if settings.executor == "local":
+        resolved = torch_device(device)
+        return "cuda:0" if settings.remote and resolved.startswith("cuda") else resolved
+    if device == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    return "cuda:0" if device.startswith("cuda") else device
+
+
+def slurm_folder(store_dir: Path, run_id: str) -> Path:
+    """Where a run's Slurm tasks write their rows: beside the store (shared storage)."""
+    return store_dir / "slurm" / run_id
 
 
 # ---- the driver's side -------------------------------------------------------------------------
@@ -341,7 +360,7 @@ class Distributed:
         got = {g.index: 0 for g in self.groups}
         for arrival in self.executor.arrivals(self.cfg, self.groups):
             g = arrival.group
-            results = [work.from_row(r) for r in arrival.rows]
+            results = [PointResult.from_columns(r) for r in arrival.rows]
             if arrival.failure is not None:
                 results += [error_row(self.cfg, p, arrival.failure)
                             for p in g.points[got[g.index] + len(arrival.rows):]]

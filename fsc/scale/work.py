@@ -1,9 +1,10 @@
-"""The unit of work an executor hands to a worker: a group of sweep points of one recipe,
-measured in the worker's process with the worker's device, returned (or written) as plain rows.
+"""The unit of work an executor hands to a worker: a group of sweep points of one recipe (or
+of an eval grid's lengths), run in the worker's process with the worker's device, returned (or
+written) as plain rows.
 
-A row is a dict: the profile_points columns plus `samples` and `traceback`, with datetimes as
-ISO text, so it crosses a process pool, a Ray object store or a JSON-lines file unchanged and
-becomes the same PointResult on the driver.
+A row is a dict: a point's profile_points columns (PointResult.columns) plus `samples` and
+`traceback`, or a cell's eval_cells columns (EvalCell.columns), so it crosses a process pool, a
+Ray object store or a JSON-lines file and becomes the same record on the driver.
 """
 
 from __future__ import annotations
@@ -12,23 +13,17 @@ import importlib
 import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from fsc import ops
 from fsc.loading import set_threads
 from fsc.profile import Sweep
 from fsc.sweep import Point, PointResult, SweepConfig
 from fsc.tokenizer import load_tokenizer
-from fsc.train.data import DataOptions
-from fsc.train.evaluate import EvalSettings, heldout_loss, model_to_score, mqar, niah
-
-_DATES = ("started_at", "ended_at")
-_FIELDS = {f.name for f in fields(PointResult)}
+from fsc.train.evaluate import model_to_score, score
+from fsc.train.grid import EvalGrid
 
 
 @dataclass(frozen=True)
@@ -69,19 +64,8 @@ def groups(points: list[Point], lanes: int) -> list[Group]:
 
 
 def to_row(r: PointResult) -> dict[str, Any]:
-    row = {f: getattr(r, f) for f in _FIELDS}
-    for k in _DATES:
-        if row[k] is not None:
-            row[k] = row[k].isoformat()
-    return row
-
-
-def from_row(row: dict[str, Any]) -> PointResult:
-    row = dict(row)
-    for k in _DATES:
-        if isinstance(row.get(k), str):
-            row[k] = datetime.fromisoformat(row[k])
-    return PointResult(**{k: v for k, v in row.items() if k in _FIELDS})
+    """A point as a worker sends it: its columns, its timings and its traceback."""
+    return {**r.columns(), "samples": r.samples, "traceback": r.traceback}
 
 
 def worker_device(cfg: SweepConfig) -> SweepConfig:
@@ -161,36 +145,21 @@ def whole_rows(path: Path) -> int:
 
 @dataclass(frozen=True)
 class EvalJob:
-    """What every worker of an `fsc eval` grid needs: the checkpoint and the cells' settings.
-    A group's `points` are the prompt lengths it scores."""
+    """What every worker of an `fsc eval` grid needs: the grid and the device it runs on. A
+    group's `points` are the prompt lengths it scores."""
 
-    source: str
-    task: str  # niah | mqar | loss
-    depths: tuple[float, ...]
-    pairs: tuple[int, ...]
-    settings: EvalSettings
-    digits: int | None  # None: the default for G
+    grid: EvalGrid
     device: str
-    tokenizer: str | None
-    data: str | None
-    options: DataOptions
-    ar: bool  # decode a G > 1 checkpoint at G = 1
 
 
 def evaluate(job: EvalJob, group: Group) -> list[dict[str, Any]]:
     """Score a group's lengths in this process: one row per cell, as `fsc eval` stores it."""
     set_threads()
     device = "cuda:0" if job.device.startswith("cuda") else job.device
-    tok = load_tokenizer(job.tokenizer)
-    model = model_to_score(job.source, device, job.settings.seed, job.ar)
-    lengths = list(group.points)
-    with torch.no_grad():
-        if job.task == "niah":
-            return niah(model, tok, lengths, list(job.depths), job.settings, job.digits, device)
-        if job.task == "mqar":
-            return mqar(model, tok, lengths, list(job.pairs), job.settings, device)
-        return [row for n in lengths for row in heldout_loss(model, tok, job.data, n, job.settings,
-                                                             job.options, device)]
+    grid = job.grid
+    model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
+    cells = score(model, load_tokenizer(grid.tokenizer), grid, list(group.points), device)
+    return [c.columns() for c in cells]
 
 
 def evaluate_to_file(job: EvalJob, group: Group, path: str) -> int:

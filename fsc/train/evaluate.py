@@ -7,33 +7,24 @@ fold. After an answer block the true block is folded (teacher forcing), so the n
 an mqar sample is asked after the right history; an exact match over a whole passkey is the
 same as with free decoding, since decoding agrees with the truth up to its first error.
 Samples of one cell share a layout, so they are decoded together, `batch` at a time.
+
+`score` runs a grid's cells (fsc.train.grid) in this process: `fsc eval` calls it here, and so
+does each of its workers (fsc.scale.work).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 
 import torch
 
 from fsc.decode import banned_ids, denoise, sample
 from fsc.loading import load_model
 from fsc.train.data import DataOptions, open_data
+from fsc.train.grid import EvalCell, EvalGrid, EvalSettings
 from fsc.train.objective import Batch, sequence_losses
-from fsc.train.tasks import MQAR, Passkey, derive
-
-TASKS = ("niah", "mqar", "loss")
-DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-@dataclass
-class EvalSettings:
-    mode: str  # diffusion | ar
-    steps: int  # K (diffusion)
-    samples: int
-    batch: int
-    seed: int
-    train_len: int | None  # the checkpoint's training length (for length ÷ training length)
+from fsc.train.tasks import Passkey, derive
 
 
 def model_to_score(source: str, device, seed: int, ar: bool):
@@ -87,52 +78,53 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     return out
 
 
+def score(model, tokenizer, grid: EvalGrid, lengths, device,
+          on_cell: Callable[[EvalCell], None] | None = None) -> list[EvalCell]:
+    """The cells of `grid` at `lengths`, scored by `model` in this process, each handed to
+    `on_cell` as it is done."""
+    cells = []
+    with torch.no_grad():
+        if grid.task == "loss":
+            measured = (m for n in lengths for m in heldout_loss(
+                model, tokenizer, grid.data, n, grid.settings, grid.options, device))
+        else:
+            measured = (niah if grid.task == "niah" else mqar)(model, tokenizer, grid, lengths,
+                                                               device)
+        for m in measured:
+            cells.append(grid.cell(m))
+            if on_cell is not None:
+                on_cell(cells[-1])
+    return cells
+
+
 def _ratio(length: int, settings: EvalSettings) -> float | None:
     return length / settings.train_len if settings.train_len else None
 
 
-def niah(model, tokenizer, lengths, depths, settings: EvalSettings, digits: int, device,
-         on_cell=None) -> list[dict]:
-    """Passkey retrieval: one row per (length, depth), exact match of the whole key."""
-    G = model.recipe.block_size
+def niah(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+    """Passkey retrieval: a cell per (length, depth), exact match of the whole key."""
+    settings = grid.settings
+    for length in lengths:
+        task = grid.prompts(tokenizer, length)
+        for depth in grid.depths:
+            samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
+                       for i in range(settings.samples)]
+            yield {"task": "niah", "length": length, "depth": depth,
+                   "length_ratio": _ratio(length, settings),
+                   **_cell(model, tokenizer, samples, settings, device)}
 
-    def cells():
+
+def mqar(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+    """Associative recall: a cell per (pairs, length); accuracy per query (each answer)."""
+    settings = grid.settings
+    for pairs in grid.pairs:
         for length in lengths:
-            task = Passkey(tokenizer, length, G, digits)
-            for depth in depths:
-                yield ({"task": "niah", "length": length, "depth": depth, "pairs": None},
-                       [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
-                        for i in range(settings.samples)])
-
-    return _grid(model, tokenizer, cells(), settings, device, on_cell)
-
-
-def mqar(model, tokenizer, lengths, pairs_list, settings: EvalSettings, device,
-         on_cell=None) -> list[dict]:
-    """Associative recall: one row per (pairs, length); accuracy per query (each answer)."""
-    G = model.recipe.block_size
-
-    def cells():
-        for pairs in pairs_list:
-            for length in lengths:
-                task = MQAR(tokenizer, length, G, pairs)
-                yield ({"task": "mqar", "length": length, "depth": None, "pairs": pairs},
-                       [task.sample(derive(settings.seed, length, pairs, i, 6))
-                        for i in range(settings.samples)])
-
-    return _grid(model, tokenizer, cells(), settings, device, on_cell)
-
-
-def _grid(model, tokenizer, cells, settings: EvalSettings, device, on_cell) -> list[dict]:
-    """A row per (facts, samples) cell, handed to `on_cell` as it is done."""
-    rows = []
-    for facts, samples in cells:
-        row = {**facts, "length_ratio": _ratio(facts["length"], settings),
-               **_cell(model, tokenizer, samples, settings, device)}
-        rows.append(row)
-        if on_cell is not None:
-            on_cell(row)
-    return rows
+            task = grid.prompts(tokenizer, length, pairs)
+            samples = [task.sample(derive(settings.seed, length, pairs, i, 6))
+                       for i in range(settings.samples)]
+            yield {"task": "mqar", "length": length, "pairs": pairs,
+                   "length_ratio": _ratio(length, settings),
+                   **_cell(model, tokenizer, samples, settings, device)}
 
 
 def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
@@ -164,9 +156,10 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
 @torch.no_grad()
 def heldout_loss(model, tokenizer, data: str, length: int, settings: EvalSettings,
                  options: DataOptions, device) -> list[dict]:
-    """Per-token loss on `samples` sequences of `data`: the frontier bound (one frontier and
-    mask rate drawn per sequence, fixed by the seed; a Monte-Carlo estimate) for diffusion
-    checkpoints, the next-token NLL for autoregressive ones."""
+    """A loss cell's measures: the per-token loss on `samples` sequences of `data`, the
+    frontier bound (one frontier and mask rate drawn per sequence, fixed by the seed; a
+    Monte-Carlo estimate) for diffusion checkpoints, the next-token NLL for autoregressive
+    ones."""
     G = model.recipe.block_size
     source = open_data(data, tokenizer, length, G, derive(settings.seed, 7), options,
                        option="--lengths")
@@ -183,9 +176,7 @@ def heldout_loss(model, tokenizer, data: str, length: int, settings: EvalSetting
     mean = sum(losses) / n
     se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
     return [{"task": "loss", "length": length, "length_ratio": _ratio(length, settings),
-             "depth": None, "pairs": None, "n": n, "correct": None, "accuracy": None,
-             "token_accuracy": None, "loss": mean, "loss_se": se,
-             "distinct_sequences": getattr(source, "n", None),
+             "n": n, "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
              "tokens_per_s": tokens / seconds, "seconds": seconds}]
 
 

@@ -89,6 +89,8 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ("import fsc.cli.main", ("torch", "matplotlib", "duckdb", "transformers")),
     # a published config read as a recipe (fsc estimate hf:...) needs neither
     ("import fsc.source", ("torch", "transformers")),
+    # fsc profile and fsc eval check the executor options and the sweep before torch
+    ("import fsc.scale, fsc.sweep", ("torch", "duckdb")),
 ])
 def test_light_modules_stay_light(statement, watched):
     assert _loaded_after(statement, watched) == []

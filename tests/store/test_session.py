@@ -4,7 +4,8 @@ import signal
 
 import pytest
 
-from fsc.interrupts import Interrupted
+from fsc.interrupts import Interrupted, StopSignals
+from fsc.provenance import environment
 from fsc.recipe import load_recipe
 from fsc.store import Store
 
@@ -16,10 +17,12 @@ def _run_row(st, run_id):
 def test_finished_with_recipe_environment_and_rows(tmp_path):
     st = Store(tmp_path)
     recipe = load_recipe("tiny_attn")
-    with st.run("eval", "fsc eval x", {"a": 1}, recipes=[recipe], device="cpu") as run:
+    with st.run("eval", "fsc eval x", {"a": 1}, recipes=[recipe],
+                environment=environment("cpu")) as run:
         run.add_rows("eval_cells", [{"task": "passkey", "length": 16, "accuracy": 1.0}])
     status, error, env_id = _run_row(st, run.run_id)
     assert (status, error) == ("finished", None) and env_id is not None
+    assert run.rows == 1
     assert st.query("SELECT count(*) FROM recipes")[1][0][0] == 1
     assert st.query("SELECT count(*) FROM eval_cells")[1][0][0] == 1
 
@@ -51,3 +54,23 @@ def test_points_are_checked_on_finish(tmp_path):
     with st.run("profile", "fsc profile", {}) as run:
         run.add_point({"recipe": "tiny_attn", "S": 16, "B": 1, "step_ms": 1.0}, {"step": [1.0]})
     assert run.points and _run_row(st, run.run_id)[0] == "finished"
+
+
+def test_a_signal_during_a_held_write_waits_for_it(tmp_path):
+    """With `held` set, a stop signal that comes while a row is written raises once it is
+    stored and counted; the run is marked interrupted with that row."""
+    st = Store(tmp_path)
+    with pytest.raises(Interrupted), StopSignals() as stops, st.run("eval", "fsc eval", {}) as run:
+        run.held = stops.held
+        run.interrupt_note = lambda name: f"interrupted ({name}) after {run.rows} cells"
+        real = st.add_rows
+
+        def signalled(*args):
+            signal.raise_signal(signal.SIGTERM)  # arrives mid-write
+            real(*args)
+
+        st.add_rows = signalled
+        run.add_rows("eval_cells", [{"task": "niah", "length": 16, "accuracy": 1.0}])
+    assert run.rows == 1
+    assert _run_row(st, run.run_id)[:2] == ("interrupted", "interrupted (SIGTERM) after 1 cells")
+    assert st.query("SELECT count(*) FROM eval_cells")[1][0][0] == 1
