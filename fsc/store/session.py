@@ -2,7 +2,8 @@
 environment, starts the run, hands out the writes, and on leaving marks it finished, failed or
 interrupted. Profile, train, eval and tools/bench all go through it.
 
-    with store.run("train", command, config, recipes=[recipe], device="cpu") as run:
+    with store.run("train", command, config, recipes=[recipe],
+                   environment=environment("cpu")) as run:
         run.interrupt_note = lambda signal: f"interrupted in step {n} by {signal}"
         ...
         run.add_rows("train_steps", rows)

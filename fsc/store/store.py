@@ -222,18 +222,16 @@ class Store:
         return run_id
 
     @contextmanager
-    def run(self, kind: str, command: str, config: dict, *, recipes=(), device: str | None = None,
+    def run(self, kind: str, command: str, config: dict, *, recipes=(),
+            environment: dict[str, Any] | None = None,
             resume: str | None = None) -> Iterator[RunSession]:
-        """A run's session (fsc.store.session): `recipes` (fsc Recipe objects) and the
-        environment of `device` registered, the run started (or profile run `resume` claimed
-        again, see resume_run), and on leaving marked finished, failed or interrupted."""
+        """A run's session (fsc.store.session): `recipes` (fsc Recipe objects) and
+        `environment` (fsc.provenance.environment(device)) registered, the run started (or
+        profile run `resume` claimed again, see resume_run), and on leaving marked finished,
+        failed or interrupted."""
         for r in recipes:
             self.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
-        env_id = None
-        if device is not None:
-            from fsc.provenance import environment
-
-            env_id = self.register_environment(environment(device))
+        env_id = None if environment is None else self.register_environment(environment)
         if resume is None:
             run_id = self.start_run(kind, command, env_id, config)
         else:

@@ -5,6 +5,7 @@ import signal
 import pytest
 
 from fsc.interrupts import Interrupted
+from fsc.provenance import environment
 from fsc.recipe import load_recipe
 from fsc.store import Store
 
@@ -16,7 +17,8 @@ def _run_row(st, run_id):
 def test_finished_with_recipe_environment_and_rows(tmp_path):
     st = Store(tmp_path)
     recipe = load_recipe("tiny_attn")
-    with st.run("eval", "fsc eval x", {"a": 1}, recipes=[recipe], device="cpu") as run:
+    with st.run("eval", "fsc eval x", {"a": 1}, recipes=[recipe],
+                environment=environment("cpu")) as run:
         run.add_rows("eval_cells", [{"task": "passkey", "length": 16, "accuracy": 1.0}])
     status, error, env_id = _run_row(st, run.run_id)
     assert (status, error) == ("finished", None) and env_id is not None
