@@ -257,16 +257,15 @@ def main(argv=None) -> None:
     from fsc.store import Store
 
     st = Store(store_dir(a.store))
-    run_id = st.start_run("bench", " ".join(["python -m tools.bench", *sys.argv[1:]]),
-                          st.register_environment(environment("cpu")), vars(a) | {"store": str(st.dir)})
     figures = []
-
-    def record(name, value, unit, params):
-        st.add_bench(run_id, name, value, unit, params)
-        figures.append({"name": name, "value": value, "unit": unit, **params})
-
     skip = set(filter(None, a.skip.split(",")))
-    try:
+    with st.run("bench", " ".join(["python -m tools.bench", *sys.argv[1:]]),
+                vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
+
+        def record(name, value, unit, params):
+            run.add_bench(name, value, unit, params)
+            figures.append({"name": name, "value": value, "unit": unit, **params})
+
         if "startup" not in skip:
             startup(record)
         if "decode" not in skip:
@@ -281,11 +280,7 @@ def main(argv=None) -> None:
             results(record, st.dir)
         if "scale" not in skip:
             scale(record)
-    except BaseException as e:
-        st.finish_run(run_id, "failed", f"{type(e).__name__}: {e}")
-        raise
-    st.finish_run(run_id, "finished")
-    print(json.dumps({"run_id": run_id, "figures": figures}))
+    print(json.dumps({"run_id": run.run_id, "figures": figures}))
 
 
 if __name__ == "__main__":

@@ -44,22 +44,14 @@ class Choice(str, Enum):
         return self.value
 
 
-class Backend(Choice):
-    auto = "auto"
-    torch = "torch"
-    triton = "triton"
+def choices(name: str, *values: str) -> type[Choice]:
+    """A Choice class `name` with one member per value, named by it: `Mode.ar == "ar"`."""
+    return Choice(name, [(v, v) for v in values])
 
 
-class Mode(Choice):
-    diffusion = "diffusion"
-    ar = "ar"
-
-
-class DType(Choice):
-    bf16 = "bf16"
-    fp16 = "fp16"
-    fp32 = "fp32"
-
+Backend = choices("Backend", "auto", "torch", "triton")
+Mode = choices("Mode", "diffusion", "ar")
+DType = choices("DType", "bf16", "fp16", "fp32")
 
 BackendOpt = Annotated[
     Backend,

@@ -11,29 +11,22 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, output_path, print_json, store_dir
+from fsc.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    choices,
+    err,
+    out,
+    output_path,
+    print_json,
+    store_dir,
+)
 from fsc.errors import FscError, UsageError
 
-
-class Kind(Choice):
-    latency = "latency"
-    memory = "memory"
-    throughput = "throughput"
-    roofline = "roofline"
-    loss = "loss"
-    niah = "niah"
-    retrieval = "retrieval"
-
-
-class Metric(Choice):
-    accuracy = "accuracy"
-    token_accuracy = "token_accuracy"
-
-
-class Format(Choice):
-    html = "html"
-    md = "md"
-
+Kind = choices("Kind", "latency", "memory", "throughput", "roofline", "loss", "niah",
+               "retrieval")
+Metric = choices("Metric", "accuracy", "token_accuracy")
+Format = choices("Format", "html", "md")
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 

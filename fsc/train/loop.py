@@ -89,6 +89,27 @@ class TrainConfig:
 
 
 @dataclass
+class TrainStep:
+    """A logged step of a run (every --log-every steps, and at an in-loop eval): one row of the
+    store's train_steps table, `row()` its columns."""
+    recipe: str
+    recipe_hash: str
+    objective: str
+    data: str
+    step: int
+    loss: float
+    lr: float
+    grad_norm: float  # before clipping
+    tokens: int  # read by this invocation so far
+    tokens_per_s: float  # of this step
+    elapsed_s: float  # since this invocation began training
+    eval_accuracy: float | None = None  # exact match of the in-loop eval (--eval-every)
+
+    def row(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
 class TrainResult:
     step: int
     checkpoint: str
@@ -171,9 +192,9 @@ class Trainer:
         self.opt = make_optimizer(model, cfg)
         self.step = 0
         self.losses: list[float] = []
-        self.on_log = None  # callback(row dict) for every logged step
+        self.on_log = None  # callback(TrainStep) for every logged step
         self.on_step = None  # callback(step, loss, tokens_per_s) after every step
-        self.evaluate = None  # callback(trainer) -> dict of in-loop eval figures
+        self.evaluate = None  # callback(trainer) -> {"eval_accuracy": the exact match}
         self.clock = time.monotonic  # of the rolling saves
         self.reached = False  # an in-loop eval reached cfg.stop_at (rank 0 evaluates)
         self.rank, self.world = parallel.world()
@@ -322,15 +343,14 @@ class Trainer:
                 log = self.step % cfg.log_every == 0 or self.step == end
                 evaluate = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
                 if (log or evaluate) and self.on_log is not None:
-                    row = {"step": self.step, "loss": loss, "lr": lr_at(cfg, self.step - 1),
-                           "grad_norm": norm, "tokens": done_tokens,
-                           "tokens_per_s": tokens / seconds,
-                           "elapsed_s": time.perf_counter() - t0}
+                    logged = TrainStep(self.recipe.name, self.recipe.recipe_hash, cfg.objective,
+                                       cfg.data, self.step, loss, lr_at(cfg, self.step - 1), norm,
+                                       done_tokens, tokens / seconds, time.perf_counter() - t0)
                     if evaluate and self.evaluate is not None:
-                        row.update(self.evaluate(self))
+                        logged.eval_accuracy = self.evaluate(self)["eval_accuracy"]
                         self.reached = (cfg.stop_at is not None
-                                        and row["eval_accuracy"] >= cfg.stop_at)
-                    self.on_log(row)
+                                        and logged.eval_accuracy >= cfg.stop_at)
+                    self.on_log(logged)
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
                     last_save = self.clock()

@@ -14,6 +14,7 @@ from PIL import Image
 from fsc.cli.main import main
 from fsc.recipe import load_recipe
 from fsc.store import Store
+from fsc.train.loop import TrainStep
 
 REAL_SWEEP = ["-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16,64", "--B", "1,2",
               "--repeats", "3", "--warmup", "1"]
@@ -96,10 +97,9 @@ def train_and_eval_rows(store: Path) -> dict[str, list[str]]:
     for recipe, final in (("tiny_attn", 0.5), ("tiny_mamba", 1.5)):
         run = st.start_run("train", f"fsc train {recipe}", env, {"recipe": recipe})
         st.add_rows("train_steps", run, [
-            {"recipe": recipe, "recipe_hash": "h", "objective": "frontier", "data": "passkey",
-             "step": s, "loss": 3.0 - (3.0 - final) * s / 100, "lr": 1e-3, "grad_norm": 1.0,
-             "tokens": 256 * s, "tokens_per_s": 1000.0, "elapsed_s": s / 10,
-             "eval_accuracy": (s / 100 if s % 50 == 0 else None)} for s in range(10, 101, 10)])
+            TrainStep(recipe, "h", "frontier", "passkey", s, 3.0 - (3.0 - final) * s / 100,
+                      1e-3, 1.0, 256 * s, 1000.0, s / 10,
+                      s / 100 if s % 50 == 0 else None).row() for s in range(10, 101, 10)])
         st.finish_run(run)
         out["train"].append(run)
         run = st.start_run("eval", f"fsc eval {recipe}", env, {"recipe": recipe})

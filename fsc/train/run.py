@@ -1,0 +1,232 @@
+"""A training run as `fsc train` makes it, for any caller.
+
+A job is planned first, a new one (`new_job`) or one resumed from its training directory
+(`resumed_job`), and everything a user can get wrong is checked before torch works. `train`
+then trains it in this process: rank 0 inside a store session (a train_steps row per logged
+step, the in-loop eval, the run ended as finished, interrupted or failed) and the checkpoints
+it wrote registered as artifacts; the other ranks of an --nproc run (launch.py) take the same
+steps on their share of each batch and write nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fsc.errors import UsageError
+from fsc.hub.checkpoint import load_checkpoint
+from fsc.hub.registry import register_trained
+from fsc.interrupts import signal_name
+from fsc.loading import check_fits, free_bytes, set_threads
+from fsc.model.lm import build_model
+from fsc.paths import output_dir
+from fsc.provenance import environment
+from fsc.recipe import Recipe
+from fsc.source import is_checkpoint, load_source_recipe
+from fsc.store import Store
+from fsc.tokenizer import load_tokenizer
+from fsc.train import data, evaluate, parallel, ranks
+from fsc.train.fits import check_training_fits
+from fsc.train.loop import (
+    TrainConfig,
+    Trainer,
+    TrainResult,
+    TrainStep,
+    read_state,
+    resolve_checkpoint,
+)
+
+# A progress display of the loop: given the step it starts at, a context that yields what the
+# trainer calls after every step (Trainer.on_step: step, loss, tokens per second).
+Progress = Callable[[int], AbstractContextManager[Callable[[int, float, float], None] | None]]
+
+
+@dataclass
+class TrainJob:
+    """A checked run, ready to train: its config, the recipe it trains (at G = 1 for ar), where
+    its weights start (a checkpoint, or the recipe's seeded initial ones), the training state
+    of a resumed run, its tokenizer and its data."""
+    cfg: TrainConfig
+    recipe: Recipe
+    weights: str
+    state: tuple[dict, dict[str, torch.Tensor]] | None
+    tokenizer: Any
+    data: Any
+
+
+def new_job(source: str, objective: str | None, warmup: int | None, **settings: Any) -> TrainJob:
+    """A new run of `source` (a recipe, or a checkpoint to start from); `settings` are the
+    other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
+    trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
+    The training directory (`out`) must not hold anything yet."""
+    recipe = load_source_recipe(source)
+    goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
+    if goal == "ar" and recipe.block_size > 1:
+        recipe = recipe.model_copy(update={"block_size": 1})
+    if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
+        out = Path(settings["out"])
+        output_dir(out, f"--out {out}",
+                   hint="; continue a run with --resume DIR, or pick a new --out")
+    cfg = TrainConfig(source=source, objective=goal, recipe_yaml=recipe.to_yaml(),
+                      warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
+                      **settings)
+    return _checked(cfg, recipe, source, None)
+
+
+def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
+                changes: dict[str, Any]) -> TrainJob:
+    """The run of a training directory (its newest checkpoint) or of one step checkpoint, with
+    its stored settings, on `device`: `steps` may extend it, `changes` (TrainConfig fields a
+    resumed run may change, such as save_every or stop_at) replace the stored ones, and
+    `nproc`, when given, must be the run's own (its global batch)."""
+    start = resolve_checkpoint(path)
+    state = read_state(start)
+    done = state[0]["step"]
+    cfg = TrainConfig(**state[0]["config"])
+    cfg.out = str(start.parent)
+    cfg.device = device
+    if steps is not None:
+        if steps < done:
+            raise UsageError(f"--steps {steps} is below the {done} steps {start} has done")
+        cfg.steps = steps
+    for key, value in changes.items():
+        setattr(cfg, key, value)
+    if nproc is not None and nproc != cfg.nproc:
+        raise UsageError(f"--nproc {nproc}: the run trains with {cfg.nproc} process(es) "
+                         "(its global batch); resume it with the same")
+    recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
+    return _checked(cfg, recipe, str(start), state)
+
+
+def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
+    """The job, once what its settings ask of the recipe, the tokenizer, the memory and the
+    data holds (UsageError, exit 2, otherwise)."""
+    G = recipe.block_size
+    if cfg.seq_len % G:
+        raise UsageError(f"--seq-len {cfg.seq_len} is not a multiple of the block size G = {G}")
+    tok = load_tokenizer(cfg.tokenizer)
+    if tok.vocab_size > recipe.vocab_size:
+        raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
+                         f"vocab_size is {recipe.vocab_size}")
+    check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
+    samples = data.open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
+    if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
+        raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
+                         "a task (passkey, mqar or copy)")
+    return TrainJob(cfg, recipe, weights, state, tok, samples)
+
+
+@dataclass
+class Trained:
+    """What one invocation of a run trained: the loop's result and the step it began at; on
+    rank 0 also its run in the store and the in-loop evals (step, exact match)."""
+    job: TrainJob
+    result: TrainResult
+    start_step: int
+    store: Store | None = None  # None on the other ranks: only rank 0 writes the store
+    run_id: str | None = None
+    evals: list[dict] = field(default_factory=list)
+
+    @property
+    def losses(self) -> list[float]:
+        """The losses of the steps this invocation took."""
+        return self.result.losses[self.start_step:]
+
+    @property
+    def stopped(self) -> str | None:
+        """How a stop signal ended it ('interrupted at step 40 by SIGTERM'); None if none did."""
+        res = self.result
+        return (f"interrupted at step {res.step} by {signal_name(res.stop_signal)}"
+                if res.interrupted else None)
+
+    def summary(self) -> dict:
+        """What `fsc train --json` prints."""
+        cfg, res, done = self.job.cfg, self.result, self.losses
+        return {"run_id": self.run_id, "store": str(self.store.file) if self.store else None,
+                "recipe": self.job.recipe.name, "objective": cfg.objective, "data": cfg.data,
+                "step": res.step, "steps": cfg.steps, "first_loss": done[0] if done else None,
+                "final_loss": res.final_loss if done else None, "seconds": res.seconds,
+                "tokens_per_s": res.tokens / res.seconds if res.seconds > 0 else None,
+                "checkpoint": res.checkpoint, "interrupted": res.interrupted,
+                "stop_at": cfg.stop_at, "reached": res.reached, "evals": self.evals}
+
+
+def train(job: TrainJob, device: str, store: Store, command: str, *,
+          stop_after: int | None = None, progress: Progress | None = None,
+          on_eval: Callable[[TrainStep], None] | None = None) -> Trained:
+    """Train `job` on `device` (a torch device string) to its steps, or `stop_after` more;
+    rank 0 records it in `store` as a run of kind 'train' started by `command`. `progress`
+    shows the loop (rank 0), `on_eval` is told each step with an in-loop eval. A stop signal
+    ends the run after the step under way, saved (`result.interrupted`)."""
+    cfg, recipe = job.cfg, job.recipe
+    set_threads()
+    cfg.device = device
+    rank, size = parallel.setup(cfg.device)
+    if size != cfg.nproc:
+        raise UsageError(f"--nproc {cfg.nproc}, but {size} processes were launched")
+    if cfg.dtype == "auto":
+        cfg.dtype = "bf16" if cfg.device.startswith("cuda") else "fp32"
+    if cfg.dtype == "bf16" and not cfg.device.startswith("cuda"):
+        raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
+    check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch,
+               G=recipe.block_size)
+    check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
+                        free_bytes(cfg.device))
+    model = _model(job)
+    try:
+        trainer = Trainer(cfg, recipe, model, job.tokenizer, state=job.state, data=job.data)
+        if rank != 0:
+            start = trainer.step
+            return Trained(job, trainer.run(stop_after), start)
+        return _lead(job, trainer, store, command, stop_after, progress, on_eval)
+    finally:
+        parallel.close()
+
+
+def _model(job: TrainJob):
+    """fp32 master weights on the device: a checkpoint's (resuming, or starting from one) or
+    the recipe's seeded initial ones."""
+    cfg = job.cfg
+    if job.state is not None or is_checkpoint(job.weights):
+        _, model = load_checkpoint(job.weights, device=cfg.device, dtype=torch.float32)
+        model.recipe = job.recipe  # ar training of a G > 1 checkpoint: the same weights at G = 1
+        return model
+    return build_model(job.recipe, device=cfg.device, seed=cfg.seed, dtype=torch.float32,
+                       state_dtype=torch.float32)
+
+
+def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_after: int | None,
+          progress: Progress | None, on_eval: Callable[[TrainStep], None] | None) -> Trained:
+    """Rank 0's part: the loop inside the run's store session, then the checkpoints registered."""
+    cfg, recipe = job.cfg, job.recipe
+    start = trainer.step
+    config = {**asdict(cfg), "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+              "resumed_from_step": start if job.state is not None else None}
+    with store.run("train", command, config, recipes=[recipe],
+                   environment=environment(cfg.device)) as run:
+        run.interrupt_note = (  # a second Ctrl-C: the step under way is lost
+            lambda name: f"interrupted in step {trainer.step + 1} by {name}, not saved")
+        evals: list[dict] = []
+
+        def log(step: TrainStep) -> None:
+            run.add_rows("train_steps", [step.row()])
+            if step.eval_accuracy is not None:
+                evals.append({"step": step.step, "accuracy": step.eval_accuracy})
+                if on_eval is not None:
+                    on_eval(step)
+
+        trainer.on_log = log
+        if job.data.supervises == "answer":
+            trainer.evaluate = evaluate.quick_eval
+        with progress(start) if progress is not None else nullcontext() as on_step:
+            trainer.on_step = on_step
+            res = trainer.run(stop_after)
+        trained = Trained(job, res, start, store, run.run_id, evals)
+        run.end("interrupted" if res.interrupted else "finished", trained.stopped)
+    register_trained(store.dir, cfg.out, start, recipe.recipe_hash)  # fsc artifacts lists them
+    return trained
