@@ -114,7 +114,15 @@ def grouped(rows: Rows, by: tuple[str, ...]) -> dict[tuple, Rows]:
     groups: dict[tuple, Rows] = defaultdict(list)
     for r in rows:
         groups[tuple(r.get(f) for f in by)].append(r)
-    return dict(sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])))
+    return dict(sorted(groups.items(), key=lambda kv: tuple(_order(v) for v in kv[0])))
+
+
+def _order(value) -> tuple:
+    """A sort key that puts numbers in numeric order (2 before 16, which their text would not),
+    then text, then missing values."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (2, 0, "") if value is None else (1, 0, str(value))
 
 
 def _need(rows: Rows, what: str, hint: str) -> None:

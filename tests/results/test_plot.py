@@ -314,3 +314,12 @@ def test_the_no_roof_note_is_beside_the_plot_not_on_it():
     fig = figures.roofline(rows, figures.colours(["tiny_attn"]))
     assert all(not ax.texts for ax in fig.axes)
     assert any("no roof drawn" in t.get_text() for t in fig.legends[0].get_texts())
+
+
+def test_lines_run_in_numeric_order_of_their_keys():
+    """1, 2, 16 (not 1, 16, 2 as their text sorts): a line drawn through grouped keys would
+    otherwise zigzag back from 16× to 2×."""
+    rows = [{"recipe": "r", "length_ratio": x} for x in (16.0, 1.0, 2.0, 8.0, 4.0)]
+    assert [k[1] for k in figures.grouped(rows, ("recipe", "length_ratio"))] == [1, 2, 4, 8, 16]
+    mixed = [{"recipe": v} for v in ("b", None, "a")]
+    assert [k[0] for k in figures.grouped(mixed, ("recipe",))] == ["a", "b", None]
