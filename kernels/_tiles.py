@@ -1,9 +1,10 @@
-"""Pointer tiles the recurrent kernels (GLA, Gated DeltaNet, linear attention, Mamba) share.
+"""Pointer tiles, loads and stores the recurrent kernels (GLA, Gated DeltaNet, linear attention,
+Mamba) share.
 
 Their tensors come in two layouts: token-major `[B, T, H, C]` (inputs, outputs) and head-major
 `[B, H, R, C]` (states). A program owns one batch row and one head (program ids 0 and 1) and a
 tile of value columns (program id 2); indices are int64 (see _common.py). The helpers are
-inlined by the compiler: the pointer sums are the ones each kernel used to write out.
+inlined by the compiler: a kernel compiles as if it spelled them out.
 """
 
 from __future__ import annotations
@@ -42,3 +43,10 @@ def load_f32(ptrs, mask):
     """A masked load, 0 outside the mask, in fp32: the kernels compute in fp32 (and the
     interpreter's 16-bit arithmetic is wrong)."""
     return tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def store(ptrs, value, mask):
+    """A masked store of `value` (fp32) in the pointers' element type: the outputs' or states'
+    dtype."""
+    tl.store(ptrs, value.to(ptrs.dtype.element_ty), mask=mask)

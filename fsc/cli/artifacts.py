@@ -10,6 +10,19 @@ import typer
 from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, printable, store_dir
 
 
+def _record(rep, action: str, store, as_json: bool, *lines: str) -> None:
+    """Record a pushed or pulled checkpoint's report in the store, then show it: its JSON, or
+    `lines` as plain text (names and paths are never markup)."""
+    from fsc.hub.registry import register_checkpoint
+
+    register_checkpoint(store_dir(store), rep, action)
+    if as_json:
+        print_json(rep.to_dict())
+        return
+    for line in lines:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def push(
     path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull).")],
     repo: Annotated[str, typer.Option("--repo", help="Hub repository OWNER/NAME.")],
@@ -30,17 +43,11 @@ def push(
     check_repo_id(repo, "--repo")
     check_revision(revision, "--revision")
     from fsc.hub.push import push_checkpoint
-    from fsc.hub.registry import register_checkpoint
 
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
-    register_checkpoint(store_dir(store), rep, "pushed")
-    if as_json:
-        print_json(rep.to_dict())
-        return
-    out.print(f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "
-              f"{rep.repo}@{rep.revision}, commit {rep.commit_id[:12]}",
-              highlight=False, markup=False, soft_wrap=True)
-    out.print(rep.commit_url, highlight=False, markup=False, soft_wrap=True)
+    _record(rep, "pushed", store, as_json,
+            f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "
+            f"{rep.repo}@{rep.revision}, commit {rep.commit_id[:12]}", rep.commit_url)
 
 
 def pull(
@@ -65,15 +72,11 @@ def pull(
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     from fsc.hub.hub import pull_checkpoint
-    from fsc.hub.registry import register_checkpoint
+
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)
-    register_checkpoint(store_dir(store), rep, "pulled")
-    if as_json:
-        print_json(rep.to_dict())
-        return
-    out.print(f"pulled {rep.repo}@{rep.revision} (commit {rep.commit_id[:12]}, "
-              f"{rep.name}, {len(rep.files)} files verified) into {rep.path}",
-              highlight=False, markup=False, soft_wrap=True)
+    _record(rep, "pulled", store, as_json,
+            f"pulled {rep.repo}@{rep.revision} (commit {rep.commit_id[:12]}, "
+            f"{rep.name}, {len(rep.files)} files verified) into {rep.path}")
 
 
 def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:

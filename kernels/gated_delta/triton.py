@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 from fsc.kernels import _common
-from fsc.kernels._tiles import load_f32, program, state_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, store
 
 
 @triton.jit
@@ -70,11 +70,8 @@ def _gated_delta_kernel(
     o0 = out_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
     f0 = of_ptr + b * stride_out_batch + hd * stride_out_head + d * stride_out_value
 
-    h = load_f32(
-        state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
-                   stride_state_key, stride_state_value),
-        kd_mask,
-    )
+    h = load_f32(state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
+                            stride_state_key, stride_state_value), kd_mask)
     qp, kp, vp, gp, bp, fp = q0, k0, v0, g0, b0, f0
     for _t in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
@@ -89,12 +86,8 @@ def _gated_delta_kernel(
             fp + stride_out_token,
         )
     if WRITE:
-        tl.store(
-            state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
-                       stride_new_state_key, stride_new_state_value),
-            h.to(ns_ptr.dtype.element_ty),
-            mask=kd_mask,
-        )
+        store(state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
+                         stride_new_state_key, stride_new_state_value), h, kd_mask)
     tl.debug_barrier()  # the backward pass reads forward outputs other threads stored
 
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)

@@ -9,17 +9,14 @@ split where both factors are <= 1. Pass 1 walks the sub-chunks backwards carryin
 state of the later ones (as seen from just after the current one) and leaves each row's share in
 an fp32 scratch; pass 2 walks forwards carrying the forward state from the cache (as seen from
 just before the current sub-chunk), adds the exact in-sub-chunk part (one exponential per
-element) and pass 1's share, and ends with the new state.
-
-Grid (B, H, Dv tiles); a program reads its [Dk, Dv_tile] slice of the state once and writes it
-once, element by element from the old one (so new_state may be state).
+element) and pass 1's share, and ends with the new state. Grid and state access: see triton.py.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, store, token_tile
 
 
 @triton.jit
@@ -101,11 +98,9 @@ def _gla_chunk_kernel(
 
     # Pass 2, first sub-chunk first: the forward scan from the cached state, the exact
     # in-sub-chunk part of both directions, and pass 1's output.
-    h = load_f32(
-        state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
-                   stride_state_key, stride_state_value),
-        k_mask[:, None] & d_mask[None, :],
-    )
+    kd_mask = k_mask[:, None] & d_mask[None, :]
+    h = load_f32(state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
+                            stride_state_key, stride_state_value), kd_mask)
     lower = (sub[None, :] <= sub[:, None])[:, :, None]  # s <= t
     for i0 in range(0, G, SUB):
         t = i0 + sub
@@ -136,12 +131,8 @@ def _gla_chunk_kernel(
             e = tl.where(lower, lc[:, None, :] - lc[None, :, :], xc[None, :, :] - xc[:, None, :])
             a_in += tl.sum(qc[:, None, :] * kcv[None, :, :] * tl.exp(tl.minimum(e, 0.0)), 2)
         o += tl.dot(a_in, vi, input_precision=PRECISION)
-        tl.store(
-            token_tile(out_ptr, b, hd, t, d, stride_out_batch, stride_out_token, stride_out_head,
-                       stride_out_value),
-            o.to(out_ptr.dtype.element_ty),
-            mask=td_mask,
-        )
+        store(token_tile(out_ptr, b, hd, t, d, stride_out_batch, stride_out_token, stride_out_head,
+                         stride_out_value), o, td_mask)
         # Token s's weight in the new state: the gates after it in the sub-chunk, summed on
         # their own (tot - li[s] would cancel to an ulp of tot); the last token's is exp(0).
         gn = tl.load(
@@ -152,9 +143,5 @@ def _gla_chunk_kernel(
         kf = ki * tl.exp(tl.cumsum(gn.to(tl.float32), 0, reverse=True))
         h = tl.exp(tot)[:, None] * h + tl.dot(tl.trans(kf), vi, input_precision=PRECISION)
     if WRITE:
-        tl.store(
-            state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
-                       stride_new_state_key, stride_new_state_value),
-            h.to(ns_ptr.dtype.element_ty),
-            mask=k_mask[:, None] & d_mask[None, :],
-        )
+        store(state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
+                         stride_new_state_key, stride_new_state_value), h, kd_mask)

@@ -1,15 +1,13 @@
 """GLA's scan form (any G): steps through the G tokens twice in fp32 registers, forward from the
-cached state, then backward from zero, where token t sees exp(g_t) ⊙ h'_{t+1}.
-
-Grid (B, H, Dv tiles); a program reads its [Dk, Dv_tile] slice of the state once and writes it
-once, element by element from the old one (so new_state may be state).
+cached state, then backward from zero, where token t sees exp(g_t) ⊙ h'_{t+1}. Grid and state
+access: see triton.py.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
-from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, store, token_tile
 
 
 @triton.jit
@@ -45,11 +43,8 @@ def _gla_kernel(
     g0 = g_ptr + b * stride_gate_batch + hd * stride_gate_head + kk * stride_gate_key
     v0 = v_ptr + b * stride_v_batch + hd * stride_v_head + d * stride_v_value
 
-    h = load_f32(
-        state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
-                   stride_state_key, stride_state_value),
-        kd_mask,
-    )
+    h = load_f32(state_tile(st_ptr, b, hd, kk, d, stride_state_batch, stride_state_head,
+                            stride_state_key, stride_state_value), kd_mask)
     o = tl.zeros([BLOCK_G, BLOCK_V], tl.float32)
     qp, kp, gp, vp = q0, k0, g0, v0
     for t in range(G):
@@ -63,12 +58,8 @@ def _gla_kernel(
             vp + stride_v_token,
         )
     if WRITE:
-        tl.store(
-            state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
-                       stride_new_state_key, stride_new_state_value),
-            h.to(ns_ptr.dtype.element_ty),
-            mask=kd_mask,
-        )
+        store(state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
+                         stride_new_state_key, stride_new_state_value), h, kd_mask)
 
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
     last = G - 1
@@ -89,9 +80,5 @@ def _gla_kernel(
             gp - stride_gate_token,
             vp - stride_v_token,
         )
-    tl.store(
-        token_tile(out_ptr, b, hd, rows, d, stride_out_batch, stride_out_token, stride_out_head,
-                   stride_out_value),
-        o.to(out_ptr.dtype.element_ty),
-        mask=(rows < G)[:, None] & d_mask[None, :],
-    )
+    store(token_tile(out_ptr, b, hd, rows, d, stride_out_batch, stride_out_token, stride_out_head,
+                     stride_out_value), o, (rows < G)[:, None] & d_mask[None, :])

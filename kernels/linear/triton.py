@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
-from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, store, token_tile
 
 from fsc.errors import KernelError
 
@@ -67,35 +67,21 @@ def _linear_kernel(
     fq = tl.where(tr_mask, _phi(q, FEATURE), 0.0)  # padding must not count (elu1(0) = 1)
     fk = tl.where(tr_mask, _phi(k, FEATURE), 0.0)
 
-    s0 = load_f32(
-        state_tile(st_ptr, b, h, r, d, stride_state_batch, stride_state_head,
-                   stride_state_feature, stride_state_value),
-        rd_mask,
-    )
+    s0 = load_f32(state_tile(st_ptr, b, h, r, d, stride_state_batch, stride_state_head,
+                             stride_state_feature, stride_state_value), rd_mask)
     z0 = load_f32(zs_ptr + b * stride_z_batch + h * stride_z_head + r * stride_z_feature, r_mask)
     s1 = s0 + tl.dot(tl.trans(fk), v, input_precision=PRECISION)  # (r, Dv_tile)
     z1 = z0 + tl.sum(fk, 0)
     num = tl.dot(fq, s1, input_precision=PRECISION)  # (G, Dv_tile)
     den = tl.maximum(tl.sum(fq * z1[None, :], 1), eps)
-    tl.store(
-        token_tile(out_ptr, b, h, t, d, stride_out_batch, stride_out_token, stride_out_head,
-                   stride_out_value),
-        (num / den[:, None]).to(out_ptr.dtype.element_ty),
-        mask=td_mask,
-    )
+    store(token_tile(out_ptr, b, h, t, d, stride_out_batch, stride_out_token, stride_out_head,
+                     stride_out_value), num / den[:, None], td_mask)
     if WRITE_S:  # element-wise from s0: safe when new_state is state
-        tl.store(
-            state_tile(ns_ptr, b, h, r, d, stride_new_state_batch, stride_new_state_head,
-                       stride_new_state_feature, stride_new_state_value),
-            s1.to(ns_ptr.dtype.element_ty),
-            mask=rd_mask,
-        )
+        store(state_tile(ns_ptr, b, h, r, d, stride_new_state_batch, stride_new_state_head,
+                         stride_new_state_feature, stride_new_state_value), s1, rd_mask)
     if WRITE_Z:  # by tile 0 only
-        tl.store(
-            nz_ptr + b * stride_new_z_batch + h * stride_new_z_head + r * stride_new_z_feature,
-            z1.to(nz_ptr.dtype.element_ty),
-            mask=r < tl.where(tl.program_id(2) == 0, R, 0),
-        )
+        store(nz_ptr + b * stride_new_z_batch + h * stride_new_z_head + r * stride_new_z_feature,
+              z1, r < tl.where(tl.program_id(2) == 0, R, 0))
 
 
 @dataclass(frozen=True)

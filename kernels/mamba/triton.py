@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 from fsc.kernels import _common
-from fsc.kernels._tiles import load_f32, program, state_tile, token_tile
+from fsc.kernels._tiles import load_f32, program, state_tile, store, token_tile
 
 from fsc.errors import KernelError
 
@@ -118,11 +118,8 @@ def _mamba_kernel(
         if UPCAST:
             Bm = Bm.to(tl.float32)
             Cm = Cm.to(tl.float32)
-        h0 = load_f32(
-            state_tile(st_ptr, b, h, p, n, stride_state_batch, stride_state_head,
-                       stride_state_headdim, stride_state_dstate),
-            pn_mask,
-        )
+        h0 = load_f32(state_tile(st_ptr, b, h, p, n, stride_state_batch, stride_state_head,
+                                 stride_state_headdim, stride_state_dstate), pn_mask)
         cb += tl.dot(Cm, tl.trans(Bm), input_precision=PRECISION)  # (t, s): C_t·B_s
         ch += tl.dot(Cm.to(tl.float32), tl.trans(h0), input_precision=PRECISION)  # (t, p)
         if WRITE:
@@ -131,12 +128,8 @@ def _mamba_kernel(
             )  # (P, N chunk)
             # Element (p, n) of the new state depends on the same element of the old one, so
             # it is stored only after that element was read: new_state may alias state.
-            tl.store(
-                state_tile(ns_ptr, b, h, p, n, stride_new_state_batch, stride_new_state_head,
-                           stride_new_state_headdim, stride_new_state_dstate),
-                hn.to(ns_ptr.dtype.element_ty),
-                mask=pn_mask,
-            )
+            store(state_tile(ns_ptr, b, h, p, n, stride_new_state_batch, stride_new_state_head,
+                             stride_new_state_headdim, stride_new_state_dstate), hn, pn_mask)
 
     # Inside the block: (G, G) mixing weights, then one product with x; plus the prefix.
     # L's exponents as columnwise scans over the summed token u (the rows): forward, la over
@@ -155,12 +148,8 @@ def _mamba_kernel(
             tp_mask,
         )
         y = y * (zv * tl.sigmoid(zv))
-    tl.store(
-        token_tile(out_ptr, b, h, t, p, stride_out_batch, stride_out_token, stride_out_head,
-                   stride_out_headdim),
-        y.to(out_ptr.dtype.element_ty),
-        mask=tp_mask,
-    )
+    store(token_tile(out_ptr, b, h, t, p, stride_out_batch, stride_out_token, stride_out_head,
+                     stride_out_headdim), y, tp_mask)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ import json
 
 import pytest
 import torch
+from model_checks import mixing_model
 from safetensors.torch import load_file
 
-from fsc.model.lm import build_model
 from fsc.model.mixer import Mixer
-from fsc.recipe import load_recipe, shipped_recipes
+from fsc.recipe import shipped_recipes
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.objective import (
@@ -25,16 +25,6 @@ from fsc.train.tasks import Passkey
 
 MASK = ByteTokenizer.mask_id
 EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
-
-
-def _model(name, scale=5.0):
-    m = build_model(load_recipe(name), seed=3)
-    with torch.no_grad():  # larger weights make every mixer matter to the logits
-        for layer in m.layers:
-            for p in layer.mixer.parameters():
-                if p.ndim == 2:
-                    p.mul_(scale)
-    return m
 
 
 def _batch(G, B=3, n=6, seed=0):
@@ -87,7 +77,7 @@ def test_draws_mask_every_supervised_block_and_nothing_else():
 @pytest.mark.parametrize("weighting", ["elbo", "masked"])
 @torch.no_grad()
 def test_each_block_loss_is_its_frontier_loss_alone(name, weighting):
-    m = _model(name).eval()
+    m = mixing_model(name)
     G = m.recipe.block_size
     d = draw_blocks(_batch(G), G, MASK, torch.Generator().manual_seed(1))
     got = block_losses(m, d, weighting)
@@ -108,7 +98,7 @@ def test_each_block_loss_is_its_frontier_loss_alone(name, weighting):
 
 @pytest.mark.parametrize("name", EVERY_MIXER)
 def test_gradients_equal_those_of_each_block_alone(name):
-    m = _model(name, scale=2.0)
+    m = mixing_model(name, scale=2.0)
     G = m.recipe.block_size
     d = draw_blocks(_batch(G), G, MASK, torch.Generator().manual_seed(2))
     loss, n = blocks_loss(m, d, "elbo")
@@ -132,7 +122,7 @@ def test_gradients_equal_those_of_each_block_alone(name):
 def test_every_mixer_two_stream_form_equals_its_reference_loop(name, G):
     """Every mixer's batched form against `Mixer.forward_two_stream_loop` (a
     `forward_blockwise` per noised block), at block sizes that change the chunk layouts."""
-    m = _model(name)
+    m = mixing_model(name)
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 5 * G, m.recipe.d_model, generator=g)
     xn = torch.randn(2, 3 * G, m.recipe.d_model, generator=g)
@@ -169,7 +159,7 @@ def test_fsc_train_objective_blocks_records_it_and_resumes(fsc_main, tmp_path):
 def test_a_process_share_of_the_draw_adds_up_to_the_whole_batch():
     """`loss_of(..., part)`: the draws are made for the whole batch and cut, so the shares'
     losses average to the whole batch's (data-parallel training)."""
-    m = _model("tiny_mamba").eval()
+    m = mixing_model("tiny_mamba")
     batch = _batch(4)  # 3 sequences
     whole, _ = loss_of(m, "blocks", batch, 4, MASK, torch.Generator().manual_seed(7))
     shares = [loss_of(m, "blocks", batch, 4, MASK, torch.Generator().manual_seed(7), part=p)[0]
