@@ -5,9 +5,22 @@
 Each round starts a fresh store, then `--writers` processes at once, each as a sweep does it
 (Store.start_run, one Store.add_point per point, Store.finish_run with the point ids, which
 checks they are all stored), while this process queries the store read-only in a loop, like
-`fsc query`. After the round every run must be finished and hold all its points. The first
-round that loses a row stops the check with exit 1 and says which. The last stdout line is
-JSON. No torch: a round takes about a second, so many rounds fit where a full sweep would not.
+`fsc query`. After the round every run must be finished and hold all its points. No torch, so
+many rounds fit where full sweeps would not.
+
+A failed round is diagnosed, so that the ways a row can go missing are told apart:
+- `ids_returned_twice`: point ids add_point returned to two writers. The sequence went back,
+  so a committed transaction was undone: some process loaded an older state of the store.
+- `missing`: for each id a writer got that its run lacks, whether a full scan finds it
+  (`scan`) and whether a primary-key lookup does (`index`): a row the index hides is found by
+  the scan only, a lost row by neither.
+- `store`: rows by full scan, max(point_id), the sequence's last value, a WAL left beside
+  the file; `errors`: what the writers raised.
+A round fails on any of these and on a writer's error: an I/O error, or a lock wait longer
+than --timeout (a heavily loaded machine can make eight writers wait that long);
+`rounds_losing_rows` counts the rounds with missing ids or ids returned twice. The first failed
+round ends the check (exit 1) unless --keep-going; --keep DIR copies each failed round (store
+and writer records) there. --seconds bounds the time. The last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -15,27 +28,71 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from fsc.errors import StoreError
 from fsc.store import Store
+from fsc.store.connect import DEFAULT_TIMEOUT_S
 
 
-def _writer(store: str, name: str, points: int) -> None:
+def _writer(store: str, name: str, points: int, timeout_s: float, record: str) -> None:
+    """One sweep's writes; what the store returned goes to `record` (JSON), even on error."""
+    st = Store(store, timeout_s=timeout_s)
+    got: dict = {"name": name, "ids": []}
+    try:
+        got["run_id"] = st.start_run("profile", f"stress {name}", None, {"recipes": [name]})
+        for i in range(points):
+            got["ids"].append(st.add_point(
+                got["run_id"], {"recipe": name, "S": 16 * (i + 1), "B": 1, "step_ms": 1.0},
+                {"step": [1.0, 1.1]}))
+        st.finish_run(got["run_id"], points=got["ids"])
+    except Exception as e:
+        got["error"] = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        Path(record).write_text(json.dumps(got))
+
+
+def _diagnose(store: Path, records: list[dict]) -> dict:
+    """What the store holds of the ids the writers got (see the module docstring)."""
     st = Store(store)
-    run_id = st.start_run("profile", f"stress {name}", None, {"recipes": [name]})
-    ids = [st.add_point(run_id, {"recipe": name, "S": 16 * (i + 1), "B": 1, "step_ms": 1.0},
-                        {"step": [1.0, 1.1]}) for i in range(points)]
-    st.finish_run(run_id, points=ids)
+    returned = Counter(pid for r in records for pid in r["ids"])
+    missing = []
+    for r in records:
+        if "run_id" not in r:
+            continue
+        # run_id has no index in profile_points: this is a full scan
+        _, [(scanned,)] = st.query(
+            f"select list(point_id) from profile_points where run_id = '{r['run_id']}'")
+        for pid in sorted(set(r["ids"]) - set(scanned or [])):
+            _, [(anywhere,)] = st.query(
+                f"select count(*) filter (where point_id = {pid}) from profile_points")
+            _, [(indexed,)] = st.query(
+                f"select count(*) from profile_points where point_id = {pid}")
+            missing.append({"run": r["name"], "point_id": pid, "scan": anywhere,
+                            "index": indexed})
+    _, [(rows, top)] = st.query("select count(*), max(point_id) from profile_points")
+    _, [(last,)] = st.query("select last_value from duckdb_sequences()"
+                            " where sequence_name = 'point_id_seq'")
+    return {
+        "ids_returned_twice": sorted(pid for pid, n in returned.items() if n > 1),
+        "missing": missing,
+        "store": {"rows": rows, "ids_returned": sum(returned.values()), "max_point_id": top,
+                  "sequence_last_value": last, "wal": (store / "fsc.duckdb.wal").exists()},
+        "errors": [f"{r['name']}: {r['error']}" for r in records if "error" in r],
+    }
 
 
-def _round(folder: Path, writers: int, points: int) -> dict:
+def _round(folder: Path, writers: int, points: int, timeout_s: float) -> dict:
     store = folder / "store"
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(str(store), f"r{i}", points))
+    procs = [ctx.Process(target=_writer, args=(str(store), f"r{i}", points, timeout_s,
+                                               str(folder / f"r{i}.json")))
              for i in range(writers)]
     for p in procs:
         p.start()
@@ -43,7 +100,7 @@ def _round(folder: Path, writers: int, points: int) -> dict:
     while any(p.is_alive() for p in procs):
         if (store / "fsc.duckdb").exists():
             try:
-                Store(store).query("select count(*) from profile")
+                Store(store, timeout_s=timeout_s).query("select count(*) from profile")
                 reads += 1
             except StoreError:
                 pass  # a store still being created: the writers' business
@@ -54,8 +111,12 @@ def _round(folder: Path, writers: int, points: int) -> dict:
         "select r.run_id, r.status, count(p.point_id) from runs r"
         " left join profile_points p using (run_id) group by all")
     lost = [(run, status, n) for run, status, n in rows if status != "finished" or n != points]
-    return {"exit_codes": [p.exitcode for p in procs], "runs": len(rows), "reads": reads,
-            "lost": lost}
+    got = {"exit_codes": [p.exitcode for p in procs], "runs": len(rows), "reads": reads,
+           "lost": lost}
+    if lost or any(got["exit_codes"]) or len(rows) != writers:
+        records = [json.loads(f.read_text()) for f in sorted(folder.glob("r*.json"))]
+        got["diagnosis"] = _diagnose(store, records)
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,20 +124,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--points", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--seconds", type=float, help="start no round after this many seconds")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                    help="how long a connection waits for the store's lock (fsc's default)")
+    ap.add_argument("--keep-going", action="store_true", help="run every round, count failures")
+    ap.add_argument("--keep", type=Path, help="copy each failed round's folder here")
     args = ap.parse_args(argv)
-    failed = None
-    for n in range(1, args.rounds + 1):
+    failed, n = [], 0
+    t0 = time.perf_counter()
+    while n < args.rounds and (args.seconds is None or time.perf_counter() - t0 < args.seconds):
+        n += 1
         with tempfile.TemporaryDirectory() as tmp:
-            got = _round(Path(tmp), args.writers, args.points)
-        bad = got["lost"] or any(code != 0 for code in got["exit_codes"]) \
-            or got["runs"] != args.writers
+            got = _round(Path(tmp), args.writers, args.points, args.timeout)
+            if "diagnosis" in got and args.keep:
+                shutil.copytree(tmp, args.keep / f"round{n}", dirs_exist_ok=True)
         print(f"round {n}: {got['runs']} runs, {got['reads']} reads"
-              + (f", LOST {got}" if bad else ""), file=sys.stderr)
-        if bad:
-            failed = {"round": n, **got}
-            break
-    print(json.dumps({"writers": args.writers, "points": args.points, "rounds": args.rounds,
-                      "failed": failed}))
+              + (f", LOST {json.dumps(got)}" if "diagnosis" in got else ""), file=sys.stderr)
+        if "diagnosis" in got:
+            failed.append({"round": n, **got})
+            if not args.keep_going:
+                break
+    losing = [f["round"] for f in failed
+              if f["diagnosis"]["missing"] or f["diagnosis"]["ids_returned_twice"]]
+    print(json.dumps({"writers": args.writers, "points": args.points, "rounds": n,
+                      "failed_rounds": len(failed), "rounds_losing_rows": len(losing),
+                      "seconds": round(time.perf_counter() - t0), "failed": failed}))
     return 1 if failed else 0
 
 

@@ -1,13 +1,24 @@
-"""Short-lived DuckDB connections with a bounded, jittered retry on the file lock.
+"""Short-lived DuckDB connections under the store's lock, with a bounded, jittered retry.
 
 DuckDB lets one process at a time open a database file for writing, and a read-only
 connection in another process conflicts with that writer too; a second opener fails at once
 with a lock error. So nothing in fsc holds a connection: each write or query opens one, does
 its work, closes it, and an opener that finds the file locked backs off and tries again.
+
+DuckDB's own lock is not enough to make that safe. DuckDB 2 reads the file's header (which
+names the current checkpoint) while it checks the file's type, before it locks the file, and
+loads the database from those bytes. A process that another one's checkpoint overtakes in
+between loads the older checkpoint: it does not see the transactions committed since, hands
+out sequence values again, and its own checkpoint on close overwrites theirs, so they are lost
+without an error. Hence every connection fsc opens first takes an advisory lock on a file
+beside the database (`<file>.lock`), shared to read and exclusive to write, and keeps it until
+the connection, and the checkpoint DuckDB runs when it closes, are done: no fsc process can
+checkpoint between another's reading of the header and its lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import time
@@ -55,6 +66,34 @@ def _is_lock_error(e: duckdb.Error) -> bool:
     return isinstance(e, duckdb.IOException) and "lock" in str(e).lower()
 
 
+def _lock_file(file: Path, read_only: bool) -> int | None:
+    """A descriptor of `file`'s lock file, created if missing. None for a reader where it is
+    missing and cannot be created: a folder this user may not write to, where no fsc writer of
+    this user can be at work either."""
+    lock = file.with_name(file.name + ".lock")
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        pass
+    try:
+        return os.open(lock, os.O_RDONLY)  # flock needs no write access
+    except OSError as e:
+        if read_only:
+            return None
+        raise StoreError(f"cannot open the store's lock file {lock}: {e.strerror}") from e
+
+
+def _try_lock(fd: int | None, read_only: bool) -> bool:
+    """Take the lock on `fd` (shared to read, exclusive to write) if it is free now."""
+    if fd is None:
+        return True
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -64,7 +103,8 @@ def connect(
     file: Path, *, read_only: bool, timeout_s: float = DEFAULT_TIMEOUT_S,
     sandbox: bool = False, allowed_dir: Path | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open `file`, retrying while another process holds the lock, and always close it.
+    """Open `file` under its lock (see the module docstring), retrying while another process
+    holds it, and always close it before the lock is let go.
 
     With `sandbox`, the connection reaches nothing but the store (SANDBOX), except the folder
     `allowed_dir` when given: the one place a result may be written to (see export.py).
@@ -75,28 +115,43 @@ def connect(
     if allowed_dir is not None:
         assert sandbox, "allowed_dir only loosens a sandbox"
         del config["enable_external_access"], config["lock_configuration"]
+    lock = _lock_file(file, read_only)
+    try:
+        con = _open(file, lock, read_only, config, timeout_s)
+        try:
+            if allowed_dir is not None:  # the trailing separator keeps sibling prefixes out
+                con.execute(f"SET allowed_directories = [{_literal(str(allowed_dir) + os.sep)}]")
+                con.execute("SET enable_external_access = false")
+                con.execute("SET lock_configuration = true")
+            yield con
+        finally:
+            con.close()  # DuckDB checkpoints here, still under the lock
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock
+
+
+def _open(
+    file: Path, lock: int | None, read_only: bool, config: dict, timeout_s: float
+) -> duckdb.DuckDBPyConnection:
+    """Take the store's lock, then DuckDB's, backing off while another process holds either."""
     deadline = time.monotonic() + timeout_s
     delay = _FIRST_DELAY_S
     while True:
-        try:
-            con = duckdb.connect(str(file), read_only=read_only, config=config)
-            break
-        except duckdb.Error as e:
-            if not _is_lock_error(e):
-                raise StoreError(f"cannot open store {file}: {one_line(e)}") from e
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StoreError(
-                    f"store {file} stayed locked by another process for {timeout_s:.0f} s"
-                    f" ({one_line(e)})"
-                ) from e
-            time.sleep(min(left, delay * random.uniform(0.5, 1.5)))
-            delay = min(2 * delay, _MAX_DELAY_S)
-    try:
-        if allowed_dir is not None:  # the trailing separator keeps sibling prefixes out
-            con.execute(f"SET allowed_directories = [{_literal(str(allowed_dir) + os.sep)}]")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-        yield con
-    finally:
-        con.close()
+        if not _try_lock(lock, read_only):
+            why = "another fsc process is using it"
+        else:
+            try:
+                return duckdb.connect(str(file), read_only=read_only, config=config)
+            except duckdb.Error as e:
+                if not _is_lock_error(e):
+                    raise StoreError(f"cannot open store {file}: {one_line(e)}") from e
+                why = one_line(e)  # a process outside fsc holds DuckDB's lock
+                if lock is not None:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StoreError(
+                f"store {file} stayed locked by another process for {timeout_s:.0f} s ({why})")
+        time.sleep(min(left, delay * random.uniform(0.5, 1.5)))
+        delay = min(2 * delay, _MAX_DELAY_S)

@@ -147,7 +147,7 @@ class Store:
             except FileExistsError:
                 return []
         finally:
-            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            for leftover in (tmp, *(tmp.with_name(tmp.name + end) for end in (".wal", ".lock"))):
                 leftover.unlink(missing_ok=True)
         return applied
 
