@@ -58,9 +58,16 @@ class TrainDType(Choice):
     bf16 = "bf16"
 
 
+class TrainBackend(Choice):
+    auto = "auto"
+    torch = "torch"
+    fla = "fla"
+
+
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
 # error, not silently ignored); --steps may extend it, --stop-after, --save-every,
-# --save-minutes, --keep, --eval-every, --log-every, --stop-at and --device may change.
+# --save-minutes, --keep, --eval-every, --log-every, --stop-at, --device and --train-backend
+# may change.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer")
@@ -109,6 +116,10 @@ def train(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     dtype: Annotated[TrainDType, typer.Option(
         "--dtype", help="auto: bf16 autocast on CUDA, fp32 on the CPU.")] = TrainDType.auto,
+    train_backend: Annotated[TrainBackend, typer.Option(
+        "--train-backend", help="The recurrent mixers' training forms: torch (chunked forms), "
+        "fla (flash-linear-attention kernels, CUDA; pip install 'fsc[fla]'), or auto: fla on "
+        "CUDA when it is installed.")] = TrainBackend.auto,
     save_every: Annotated[int, _count("--save-every", "Save a checkpoint every N steps, "
                                       "kept for good (0: none but the others).", low=0)] = 0,
     save_minutes: Annotated[float, typer.Option(
@@ -181,7 +192,8 @@ def train(
                                  f"{start} has done")
             cfg.steps = steps
         changed = {"save_every": save_every, "save_minutes": save_minutes, "keep": keep,
-                   "eval_every": eval_every, "log_every": log_every, "stop_at": stop_at}
+                   "eval_every": eval_every, "log_every": log_every, "stop_at": stop_at,
+                   "train_backend": str(train_backend)}
         for name in given_options(ctx, tuple(changed)):  # the stored ones unless given
             key = name.lstrip("-").replace("-", "_")
             setattr(cfg, key, changed[key])
@@ -211,7 +223,8 @@ def train(
             objective=goal, weighting=str(weighting or "elbo"), batch=batch, accum=accum, lr=lr,
             warmup=min(100, steps // 10) if warmup is None else warmup,
             weight_decay=weight_decay, grad_clip=grad_clip, seed=seed, device=device,
-            dtype=str(dtype), save_every=save_every, save_minutes=save_minutes, keep=keep,
+            dtype=str(dtype), train_backend=str(train_backend), save_every=save_every,
+            save_minutes=save_minutes, keep=keep,
             eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
             supervise_needle=supervise_needle, pairs=pairs,
             text_field=text_field, tokenizer=str(tokenizer) if tokenizer else None,

@@ -11,6 +11,7 @@ from torch import nn
 
 from fsc import ops
 from fsc.mixers import gated_delta as spec
+from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.mixer import Mixer
@@ -20,6 +21,7 @@ CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class GatedDelta(Mixer):
     kind = "gated_delta"
+    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -77,13 +79,22 @@ class GatedDelta(Mixer):
         the chunk starts from; the backward scan's writes u' solve the upper one
         (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
         from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
-        chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop."""
+        chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop. On
+        fla: chunk_gated_delta_rule (fsc/model/fla_scan.py)."""
         q, k, v, g, beta = self._proj(x)
-        return self.wo(self._chunked(q, k, v, g, beta, block_lengths).flatten(2).to(x.dtype))
+        if self.backend == "fla":
+            o = fla_scan.blockwise("delta", q, k, v, g, block_lengths, 1 / math.sqrt(self.head_dim), beta)
+        else:
+            o = self._chunked(q, k, v, g, beta, block_lengths)
+        return self.wo(o.flatten(2).to(x.dtype))
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the state at every block end; each
         noised block is then a chunk of its own, starting from its clean twin's state."""
+        if self.backend == "fla":
+            clean, noised = (self._proj(x) for x in (x_clean, x_noised))
+            oc, on = fla_scan.two_stream("delta", clean, noised, blocks, 1 / math.sqrt(self.head_dim))
+            return self.wo(oc.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype))
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
