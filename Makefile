@@ -70,12 +70,14 @@ gpu-check:
 	  python3 -m pytest -q -m gpu -o addopts="" tests/gpu; tests=$$?; \
 	  exit $$((check || tests))
 
-# On the GPU machine after gpu-check (same install): training tokens/s and MFU of the 3B trio.
+# On the GPU machine after gpu-check (same install): training tokens/s and MFU of the 3B trio,
+# on the torch and the fla training backends (fla from .whl/, see gpu-wheels).
 gpu-train:
 	PYTHONPATH=$(GPU_SITE) python3 -m tools.train_gpu
 
-# Here, before a device run: the cp312 wheels the GPU image may lack (pydantic, duckdb, pyyaml).
-GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 duckdb==2.0.1 pyyaml==6.0.3
+# Here, before a device run: the cp312 wheels the GPU image may lack (pydantic, duckdb, pyyaml,
+# and fla-core with einops for the fla training backend).
+GPU_WHEELS := pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 duckdb==2.0.1 pyyaml==6.0.3 fla-core==0.6.0 einops==0.8.2
 gpu-wheels:
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \

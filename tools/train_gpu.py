@@ -1,13 +1,16 @@
 """Training throughput of the 3B-width recipes on a GPU (`make gpu-train`): tokens/s and MFU of
-`fsc train`'s step (frontier objective, passkey at --seq-len, bf16 autocast, fp32 master
-weights and AdamW moments), median of --repeats steps after 2 warm-up steps.
+`fsc train`'s step (--objective, passkey at --seq-len, bf16 autocast, fp32 master weights and
+AdamW moments), median of --repeats steps after 2 warm-up steps, on each training backend of
+--backends (torch: the chunked forms; fla: flash-linear-attention's kernels, where fla is
+installed; a recipe without recurrent layers runs on torch alone).
 
     python3 -m tools.train_gpu [--recipes attn_3b,mamba_3b,hybrid_3b] [--seq-len 1024] [--batch 4]
+                               [--backends torch,fla] [--objective frontier]
 
 MFU counts 6 FLOPs per parameter a token passes (MoE: its top-k experts) per token read (forward and backward of every matrix) plus
 attention's score and value products (12 * layers * heads * head_dim * T per token, halved
 for the block-causal mask), against the device's dense bf16 peak (fsc.costmodel.devices).
-Prints one JSON line per recipe.
+Prints one JSON line per recipe and backend.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +26,8 @@ from pathlib import Path
 import torch
 
 from fsc.costmodel import DEVICES
+from fsc.errors import UsageError
+from fsc.model.fla_scan import train_backend
 from fsc.model.lm import build_model, count_params
 from fsc.profile import device_spec_for
 from fsc.recipe import load_recipe
@@ -36,6 +42,20 @@ def flops_per_token(recipe, n_params: int, T: int) -> float:
     return 6 * n_params + score
 
 
+def runs(recipes: list[str], backends: list[str], device) -> list[tuple[str, str]]:
+    """(recipe, backend) pairs to measure: fla only where it can run (said on stderr
+    otherwise), and only for recipes with a recurrent layer (attention has no fla form)."""
+    usable = []
+    for backend in backends:
+        try:
+            train_backend(backend, device)
+            usable.append(backend)
+        except UsageError as e:
+            print(f"skipping backend {backend}: {e}", file=sys.stderr)
+    return [(name, b) for name in recipes for b in usable
+            if b == "torch" or set(load_recipe(name).layer_plan) != {"attention"}]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", default="attn_3b,mamba_3b,hybrid_3b")
@@ -43,6 +63,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--device", default="cuda", help="cpu runs the same loop (a dry run)")
+    p.add_argument("--backends", default="torch,fla")
+    p.add_argument("--objective", default="frontier", choices=["frontier", "blocks"])
     a = p.parse_args()
     device = torch.device(a.device)
     cuda = device.type == "cuda"
@@ -50,7 +72,7 @@ def main() -> None:
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     tmp = Path(tempfile.mkdtemp())
     try:
-        for name in a.recipes.split(","):
+        for name, backend in runs(a.recipes.split(","), a.backends.split(","), device):
             recipe = load_recipe(name)
             model = build_model(recipe, device=device, dtype=torch.float32,
                                 state_dtype=torch.float32)
@@ -60,7 +82,8 @@ def main() -> None:
                 n -= counts["moe"] * (1 - recipe.moe.top_k / recipe.moe.n_experts)
             cfg = TrainConfig(source=name, data="passkey", seq_len=a.seq_len, steps=100,
                               out=str(tmp / name), batch=a.batch, device=str(device),
-                              dtype="bf16" if cuda else "fp32")
+                              dtype="bf16" if cuda else "fp32", objective=a.objective,
+                              train_backend=backend)
             trainer = Trainer(cfg, recipe, model, ByteTokenizer())
             times = []
             for i in range(2 + a.repeats):
@@ -73,7 +96,8 @@ def main() -> None:
             s = sorted(times)[len(times) // 2]
             rate = tokens / s
             mfu = rate * flops_per_token(recipe, n, a.seq_len) / spec.peak_flops
-            print(json.dumps({"recipe": name, "active_params": n, "seq_len": a.seq_len,
+            print(json.dumps({"recipe": name, "backend": backend, "objective": a.objective,
+                              "active_params": n, "seq_len": a.seq_len,
                               "batch": a.batch, "step_s": s, "tokens_per_s": rate, "mfu": mfu,
                               "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
                               "device": spec.name if cuda else "cpu"}), flush=True)

@@ -38,6 +38,8 @@ MAX_MINUTES = 10**6
 Objective = choices("Objective", "frontier", "ar", "blocks")
 Weighting = choices("Weighting", "elbo", "masked")
 TrainDType = choices("TrainDType", "auto", "fp32", "bf16")
+TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
+
 
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
 # error, not silently ignored); --steps may extend it, --stop-after and the options of
@@ -45,7 +47,8 @@ TrainDType = choices("TrainDType", "auto", "fp32", "bf16")
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer")
-RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at")
+RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
+                  "train_backend")
 
 
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS):
@@ -91,6 +94,8 @@ def train(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     dtype: Annotated[TrainDType, typer.Option(
         "--dtype", help="auto: bf16 autocast on CUDA, fp32 on the CPU.")] = TrainDType.auto,
+    train_backend: Annotated[TrainBackend, typer.Option("--train-backend", help="torch, fla "
+        "(flash-linear-attention, CUDA; fsc[fla]) or auto (fla where it runs).")] = TrainBackend.auto,
     save_every: Annotated[int, _count("--save-every", "Save a checkpoint every N steps, "
                                       "kept for good (0: none but the others).", low=0)] = 0,
     save_minutes: Annotated[float, typer.Option(
@@ -153,8 +158,8 @@ def train(
             given.insert(0, "RECIPE")
         if given:
             raise UsageError(f"--resume keeps the run's settings; drop {', '.join(given)}")
-        changes = {key: ctx.params[key] for key in RESUME_CHANGES  # the stored ones unless given
-                   if ctx.get_parameter_source(key).name != "DEFAULT"}
+        changes = {key: getattr(ctx.params[key], "value", ctx.params[key])  # stored unless given
+                   for key in RESUME_CHANGES if ctx.get_parameter_source(key).name != "DEFAULT"}
         job = resumed_job(resume, device, steps, nproc, changes)
     else:
         missing = [n for n, v in (("RECIPE", source), ("--data", data), ("--seq-len", seq_len),
@@ -171,7 +176,8 @@ def train(
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
             supervise_needle=supervise_needle, pairs=pairs, text_field=text_field,
-            tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at)
+            tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at,
+            train_backend=str(train_backend))
     cfg = job.cfg
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)
@@ -194,16 +200,10 @@ def train(
 @contextmanager
 def _bar(name: str, total: int, start: int):
     """The steps as a progress bar on stderr; yields what the trainer calls after each."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich import progress as rp
 
-    with Progress(bar_text(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=err, transient=False) as bar:
+    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
+                     rp.TimeRemainingColumn(), console=err, transient=False) as bar:
         task = bar.add_task(f"train {name}", total=total, completed=start)
         yield lambda step, loss, rate: bar.update(task, completed=step, description=(
             f"train {name}: loss {loss:.4f}, {rate / 1e3:.1f}k tok/s"))

@@ -13,6 +13,7 @@ from torch import nn
 
 from fsc import ops
 from fsc.mixers import gated_delta as spec
+from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
@@ -24,6 +25,7 @@ CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class GatedDelta(Mixer):
     kind = "gated_delta"
+    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -127,13 +129,20 @@ class GatedDelta(Mixer):
         the chunk starts from; the backward scan's writes u' solve the upper one
         (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
         from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
-        chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop."""
-        return self._out(self._chunked(*self._proj(x), block_lengths), x)
+        chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop. On
+        fla: chunk_gated_delta_rule (fsc/model/fla_scan.py)."""
+        q, k, v, g, beta = self._proj(x)
+        if self.backend == "fla":
+            o = fla_scan.blockwise("delta", q, k, v, g, block_lengths, 1 / math.sqrt(self.head_dim), beta)
+        else:
+            o = self._chunked(q, k, v, g, beta, block_lengths)
+        return self._out(o, x)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the state at every block end; each
         noised block is then a chunk of its own, starting from its clean twin's state, its
-        conv window the clean stream's W-1 inputs before it."""
+        conv window the clean stream's W-1 inputs before it. On fla, the scans of both streams
+        are `fla_scan.two_stream`'s."""
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
@@ -143,6 +152,9 @@ class GatedDelta(Mixer):
             inputs, inputs_n = self._inputs(mixed, x_clean), self._inputs(mixed_n, x_noised)
         else:
             inputs, inputs_n = self._proj(x_clean), self._proj(x_noised)
+        if self.backend == "fla":
+            o, on = fla_scan.two_stream("delta", inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
+            return self._out(o, x_clean), self._out(on, x_noised)
         o, ends = self._chunked(*inputs, [G] * (T // G), ends=True)
         starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, Dk, Dv)
         h = starts[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, Dk, Dv)

@@ -10,6 +10,7 @@ from torch import nn
 
 from fsc import ops
 from fsc.mixers import gla as spec
+from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
 from fsc.model.mixer import Mixer
@@ -22,6 +23,7 @@ CHUNK_GROUPS = 8
 
 class GLA(Mixer):
     kind = "gla"
+    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -57,14 +59,22 @@ class GLA(Mixer):
         GROUP tokens). Inside each group both directions as one pairwise decayed form (the gate
         is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
         the state each group starts from, from the chunk's earlier groups, as a masked product
-        over group pairs; the forward state carried from chunk to chunk."""
+        over group pairs; the forward state carried from chunk to chunk. On fla: chunk_gla
+        (fsc/model/fla_scan.py)."""
         q, k, v, gk = self._proj(x)
+        if self.backend == "fla":
+            o = fla_scan.blockwise("gla", q, k, v, gk, block_lengths, 1 / math.sqrt(self.head_dim))
+            return self.wo(o.flatten(2).to(x.dtype))
         o, _ = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)))
         return self.wo(o.flatten(2).to(x.dtype))
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream in groups of one block gives the state every block starts from;
         each noised block is then one group of its own, reading its clean twin's state."""
+        if self.backend == "fla":
+            clean, noised = ((*self._proj(x), None) for x in (x_clean, x_noised))
+            oc, on = fla_scan.two_stream("gla", clean, noised, blocks, 1 / math.sqrt(self.head_dim))
+            return self.wo(oc.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype))
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K

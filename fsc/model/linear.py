@@ -9,6 +9,7 @@ from torch import nn
 from fsc import ops
 from fsc.kernels.linear.reference import FEATURE_MAPS
 from fsc.mixers import linear as spec
+from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
 from fsc.model.layers import block_ids
@@ -19,6 +20,7 @@ CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class LinearAttention(Mixer):
     kind = "linear"
+    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -72,8 +74,12 @@ class LinearAttention(Mixer):
     def forward_blockwise(self, x, block_lengths):
         """In chunks of whole blocks: inside a chunk the block-causal quadratic form φ(q)φ(k)ᵀ,
         plus the sums of the earlier chunks (an exclusive cumsum over chunks, no loop). The
-        normaliser rides along as a column of ones beside v."""
-        return self._read(self._chunked(*self._features(x), block_lengths), x.dtype)
+        normaliser rides along as a column of ones beside v. On fla: chunk_simple_gla without
+        a gate."""
+        fq, fk, v1 = self._features(x)
+        if self.backend == "fla":
+            return self._read(fla_scan.blockwise("scalar", fq, fk, v1, None, block_lengths, 1.0), x.dtype)
+        return self._read(self._chunked(fq, fk, v1, block_lengths), x.dtype)
 
     def _chunked(self, fq, fk, v1, block_lengths):
         ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), fq.device)
@@ -88,6 +94,10 @@ class LinearAttention(Mixer):
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """Each noised block reads the clean blocks' sums before its block (an exclusive
         cumsum over the clean blocks) and all of itself."""
+        if self.backend == "fla":
+            clean, noised = ((*self._features(x), None, None) for x in (x_clean, x_noised))
+            oc, on = fla_scan.two_stream("scalar", clean, noised, blocks, 1.0)
+            return self._read(oc, x_clean.dtype), self._read(on, x_noised.dtype)
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K

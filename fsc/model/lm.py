@@ -87,6 +87,12 @@ class LM(nn.Module):
             return F.linear(h, self.embed.weight).float()
         return self.lm_head(h).float()
 
+    def set_train_backend(self, name: str) -> None:
+        """Run the mixers' training forms on `name` (torch or fla); a mixer without an fla form
+        (attention) stays on torch."""
+        for layer in self.layers:
+            layer.mixer.backend = name if name in layer.mixer.backends else "torch"
+
     # -- caches -------------------------------------------------------------------------------
     def empty_cache(self, batch: int, capacity: int, device=None, block_size: int | None = None):
         device = device or self.embed.weight.device

@@ -14,6 +14,7 @@ from torch import nn
 
 from fsc import ops
 from fsc.mixers import mamba as spec
+from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
@@ -25,6 +26,7 @@ CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class Mamba(Mixer):
     kind = "mamba"
+    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -87,8 +89,9 @@ class Mamba(Mixer):
         return self._out(y.reshape(B, G, self.d_inner), x.dtype)
 
     def forward_blockwise(self, x, block_lengths):
-        """Whole-sequence conv, then the chunked SSD form (`_chunked`)."""
-        return self._blockwise(x, block_lengths, self._chunked)
+        """Whole-sequence conv, then the chunked SSD form (`_chunked`), or on fla a scalar-decay
+        scan (`_fla_scan`)."""
+        return self._blockwise(x, block_lengths, self._fla_scan if self.backend == "fla" else self._chunked)
 
     def forward_blockwise_loop(self, x, block_lengths):
         """The same, block by block with a carried state: the reference of the chunked form."""
@@ -102,18 +105,32 @@ class Mamba(Mixer):
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the forward state each scored block starts
         from; each noised block is then its own chunk, starting from that state, its conv
-        window the clean stream's W-1 tokens before it."""
+        window the clean stream's W-1 tokens before it. On fla, the scans of both streams are
+        `fla_scan.two_stream`'s."""
         T, K = x_clean.shape[1], blocks.shape[1]
         G = x_noised.shape[1] // K
         z, xbc, dt = self._split(x_clean)
         zn, xbcn, dtn = self._split(x_noised)
         conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias)
-        xs, Bm, Cm, dtf, la = self._inputs(conv, dt)
-        y, starts = self._chunked(xs, Bm, Cm, dtf, la, [G] * (T // G), at=blocks)
-        y_clean = self._output(y, xs, z, x_clean.dtype)
-        xs, Bm, Cm, dtf, la = self._inputs(conv_n, dtn)
-        y = self._chunked(xs, Bm, Cm, dtf, la, [G] * K, starts=starts)
-        return y_clean, self._output(y, xs, zn, x_noised.dtype)
+        clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
+        if self.backend == "fla":
+            y, yn = fla_scan.two_stream("scalar", (*self._fla_operands(*clean), None),
+                                        (*self._fla_operands(*noised), None), blocks, 1.0)
+        else:
+            y, starts = self._chunked(*clean, [G] * (T // G), at=blocks)
+            yn = self._chunked(*noised, [G] * K, starts=starts)
+        return (self._output(y, clean[0], z, x_clean.dtype),
+                self._output(yn, noised[0], zn, x_noised.dtype))
+
+    def _fla_operands(self, xs, Bm, Cm, dtf, la):
+        """The scan's inputs as fla's scalar-decay operands q, k, v, g: C and B of every head,
+        dt x, the log decay."""
+        heads = (-1, -1, self.n_heads, -1)
+        return Cm[:, :, None].expand(heads), Bm[:, :, None].expand(heads), xs * dtf[..., None], la
+
+    def _fla_scan(self, xs, Bm, Cm, dtf, la, block_lengths):
+        """y (B, T, H, P) on fla's chunk_simple_gla (fsc/model/fla_scan.py)."""
+        return fla_scan.blockwise("scalar", *self._fla_operands(xs, Bm, Cm, dtf, la), block_lengths, 1.0)
 
     def _inputs(self, xbc, dt):
         """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H): x (B, T, H, P),

@@ -19,10 +19,16 @@ class Mixer(nn.Module):
     forward_two_stream(x_clean, x_noised, blocks) -> (y_clean, y_noised): the clean sequence
         block-causally, and K noised blocks per sequence, each read against the clean blocks
         before it (the `blocks` objective: every block a frontier in one forward).
+
+    `backend` says what those two training forms run on: `torch` (the chunked forms), or `fla`
+    (flash-linear-attention's kernels, fsc/model/fla_scan.py) for a mixer that lists it in
+    `backends`.
     """
 
     kind: str = ""
     growing: bool = False
+    backends: tuple[str, ...] = ("torch",)
+    backend: str = "torch"
 
     def __init__(self, d_model: int, dtype: torch.dtype, state_dtype: torch.dtype):
         super().__init__()

@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from fsc.errors import CheckpointError, UsageError
 from fsc.hub.checkpoint import save_checkpoint
 from fsc.interrupts import StopSignals
+from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES
 from fsc.train import parallel
 from fsc.train.data import BOS, DataOptions, open_data
@@ -69,6 +70,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "fp32"  # of the computation: bf16 autocasts on CUDA; weights stay fp32
+    train_backend: str = "auto"  # recurrent mixers' training forms: torch, fla or auto (fla_scan)
     save_every: int = 0  # milestone saves every N steps (0: none)
     save_minutes: float = SAVE_MINUTES  # a rolling save after this much wall time (0: none)
     keep: int = KEEP  # rolling saves kept, newest first (0: all)
@@ -198,6 +200,8 @@ class Trainer:
         self.clock = time.monotonic  # of the rolling saves
         self.reached = False  # an in-loop eval reached cfg.stop_at (rank 0 evaluates)
         self.rank, self.world = parallel.world()
+        self.backend = train_backend(cfg.train_backend, self.device)
+        model.set_train_backend(self.backend)
         if state is not None:
             self._restore(*state)
 
@@ -251,6 +255,7 @@ class Trainer:
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
+                "train_backend": self.backend,
                 "final_loss": self.losses[-1] if self.losses else None}
 
     def _digits(self) -> int | None:
