@@ -6,6 +6,7 @@ import importlib
 
 import pytest
 import torch
+from model_checks import mixing_model
 
 from fsc.mixers.gated_delta import GatedDeltaCfg
 from fsc.model.chunked import Chunks
@@ -18,12 +19,9 @@ LENGTHS = [[4] * 6, [4, 4, 3, 4, 1, 4], [1] * 20, [2, 1, 2, 2, 2, 2, 1], [8, 8, 
 
 
 def _mixer(kind, scale=5.0):
-    mixer = build_model(load_recipe(RECURRENT[kind]), seed=3).layers[0].mixer
-    with torch.no_grad():  # larger weights: sharper gates and decays, larger states
-        for p in mixer.parameters():
-            if p.ndim == 2:
-                p.mul_(scale)
-    return mixer
+    """Layer 0's mixer of the kind's tiny recipe, its matrices × scale (sharper gates and
+    decays, larger states)."""
+    return mixing_model(RECURRENT[kind], scale).layers[0].mixer
 
 
 def _outputs_and_grads(mixer, form, x, lengths):

@@ -16,13 +16,14 @@ import importlib.util
 
 import pytest
 import torch
+from model_checks import mixing_model
 from triton.runtime import interpreter
 from triton.runtime.autotuner import Autotuner
 
 from fsc.errors import UsageError
 from fsc.model import fla_scan
 from fsc.model.lm import build_model
-from fsc.recipe import load_recipe, parse_recipe
+from fsc.recipe import parse_recipe
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, Trainer
 
@@ -71,12 +72,9 @@ def interpreted_fla():
 
 
 def _mixer(kind, scale=3.0):
-    mixer = build_model(load_recipe(RECURRENT[kind]), seed=3).layers[0].mixer
-    with torch.no_grad():  # larger weights: sharper gates and decays, larger states
-        for p in mixer.parameters():
-            if p.ndim == 2:
-                p.mul_(scale)
-    return mixer
+    """Layer 0's mixer of the kind's tiny recipe, its matrices × scale (sharper gates and
+    decays, larger states)."""
+    return mixing_model(RECURRENT[kind], scale).layers[0].mixer
 
 
 def _run(mixer, backend, form, inputs):
