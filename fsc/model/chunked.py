@@ -55,6 +55,16 @@ class Chunks:
             x = torch.cat([x, x.new_zeros(B, L - self.T, *rest)], 1)
         return x.reshape(B, self.n, self.C, *rest)
 
+    def before(self, at: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Where the last token before each of the blocks `at` (B, K) stands in the packed
+        layout, blocks of G tokens each: (rows (B, 1), chunk (B, K), place in the chunk (B, K)).
+        A block's start state is read there: a block's last row of a decay matrix holds only
+        the forward scan. Block 0 has no token before it: it points at token 0, and its state
+        is the zero state, which the caller masks in."""
+        e = (at * self.G - 1).clamp(min=0)
+        rows = torch.arange(at.shape[0], device=at.device)[:, None]
+        return rows, e // self.C, e % self.C
+
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(x.shape[0], self.n * self.C, *x.shape[3:])
         return x[:, : self.T] if self.index is None else x[:, self.index]

@@ -139,12 +139,11 @@ class GatedDelta(Mixer):
         return self._out(o, x)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
-        """The clean stream's chunked form also gives the state at every block end; each
-        noised block is then a chunk of its own, starting from its clean twin's state, its
+        """The clean stream's chunked form also gives the state each scored block starts from;
+        each noised block is then a chunk of its own, starting from that state, its
         conv window the clean stream's W-1 inputs before it. On fla, the scans of both streams
         are `fla_scan.two_stream`'s."""
-        B, T, _ = x_clean.shape
-        K = blocks.shape[1]
+        T, K = x_clean.shape[1], blocks.shape[1]
         G = x_noised.shape[1] // K
         if self.d_conv:
             mixed, mixed_n = conv_two_stream(self._mixed(x_clean), self._mixed(x_noised), blocks,
@@ -155,16 +154,15 @@ class GatedDelta(Mixer):
         if self.backend == "fla":
             o, on = fla_scan.two_stream("delta", inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
             return self._out(o, x_clean), self._out(on, x_noised)
-        o, ends = self._chunked(*inputs, [G] * (T // G), ends=True)
-        starts = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], 1)  # (B, nb, H, Dk, Dv)
-        h = starts[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, Dk, Dv)
+        o, h = self._chunked(*inputs, [G] * (T // G), at=blocks)  # h: (B, K, H, Dk, Dv)
         on = self._chunked(*inputs_n, [G] * K, starts=h)
         return self._out(o, x_clean), self._out(on, x_noised)
 
-    def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, ends=False):
+    def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, at=None):
         """o (B, T, H, Dv) of the chunked form. With `starts` (B, n_blocks, H, Dk, Dv) every
         block is a chunk of its own and starts from the state given (nothing carried); with
-        `ends`, also the state at the end of every block, (B, n_blocks, H, Dk, Dv)."""
+        `at` (B, K), indices of blocks of G tokens each, also the state each of those blocks
+        starts from, (B, K, H, Dk, Dv)."""
         G = max(block_lengths)
         ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), q.device)
         dec = decay_matrix(ch.pack(g), ch)  # (B, n, H, t, s)
@@ -200,15 +198,16 @@ class GatedDelta(Mixer):
                 h = M_c @ h + N_c
             starts = torch.stack(carried, 1)  # (B, n, H, Dk, Dv): the state each chunk starts from
         o = ch.unpack((o + read @ starts).transpose(2, 3))  # (B, T, H, Dv)
-        if not ends:
+        if at is None:
             return o
-        # a block's last row of dec holds only the forward scan: the state at its end is
-        # exp(cum) h0 + Σ_s k_s D(end, s) u_s, with the forward writes u = u0 − w h0
-        last = slice(ch.G - 1, None, ch.G)
-        u = u0 - w @ starts  # (B, n, H, C, Dv)
-        h = torch.einsum("bchis,bchsk,bchsv->bcihkv", dec[..., last, :], k, u)  # (B, n, m, H, Dk, Dv)
-        h = h + into[..., last, :].transpose(2, 3)[..., None] * starts[:, :, None]
-        return o, h.flatten(1, 2)[:, : len(block_lengths)]
+        # the state at the last token e before a block is exp(cum_e) h0 + Σ_s k_s D(e, s) u_s,
+        # with the forward writes u = u0 − w h0; only the K blocks asked for are formed
+        rows, c, r = ch.before(at)
+        row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
+        u = (u0 - w @ starts)[rows, c]  # (B, K, H, C, Dv)
+        h = (k[rows, c] * row[..., None]).transpose(-1, -2) @ u  # (B, K, H, Dk, Dv)
+        h = h + into[..., 0].transpose(2, 3)[rows, c, r][..., None, None] * starts[rows, c]
+        return o, h * (at > 0)[..., None, None, None]
 
     def forward_blockwise_loop(self, x, block_lengths):
         """The delta rule in its matrix form h ← (I − beta k kᵀ) exp(g) h + beta k vᵀ, token by

@@ -164,12 +164,8 @@ class Mamba(Mixer):
         y = ch.unpack((y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]).transpose(2, 3))
         if at is None:
             return y
-        # The state block j starts from is the one at the previous block's last token e: row e
-        # of dec holds only the forward scan (nothing of e's block lies after it). Only the K
-        # blocks asked for are formed, not every block end.
-        e = (at * ch.G - 1).clamp(min=0)  # (B, K)
-        c, r = e // ch.C, e % ch.C
-        rows = torch.arange(at.shape[0], device=at.device)[:, None]
+        # only the K blocks asked for are formed, not every block end
+        rows, c, r = ch.before(at)
         row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
         xg, Bg = x[rows, c], Bc[rows, c]  # (B, K, H, C, P), (B, K, C, N)
         h = (xg * row[..., None]).transpose(-1, -2) @ Bg[:, :, None]  # (B, K, H, P, N)
