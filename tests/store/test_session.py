@@ -4,6 +4,7 @@ import signal
 
 import pytest
 
+from fsc.errors import StoreError
 from fsc.interrupts import Interrupted, StopSignals
 from fsc.provenance import environment
 from fsc.recipe import load_recipe
@@ -54,6 +55,17 @@ def test_points_are_checked_on_finish(tmp_path):
     with st.run("profile", "fsc profile", {}) as run:
         run.add_point({"recipe": "tiny_attn", "S": 16, "B": 1, "step_ms": 1.0}, {"step": [1.0]})
     assert run.points and _run_row(st, run.run_id)[0] == "finished"
+
+
+def test_a_point_missing_at_finish_fails_the_run(tmp_path):
+    st = Store(tmp_path)
+    with pytest.raises(StoreError, match="missing"), st.run("profile", "fsc profile", {}) as run:
+        point = run.add_point({"recipe": "tiny_attn", "S": 16, "B": 1, "step_ms": 1.0},
+                              {"step": [1.0]})
+        st.query(f"DELETE FROM samples WHERE point_id = {point};"
+                 f" DELETE FROM profile_points WHERE point_id = {point}", write=True)
+    status, error, _ = _run_row(st, run.run_id)
+    assert status == "failed" and str(point) in error
 
 
 def test_a_signal_during_a_held_write_waits_for_it(tmp_path):
