@@ -342,7 +342,8 @@ class _Recipe(Section):
         if "attention" not in self.layer_plan:
             return None
         a = self.attention
-        return f"RoPE, theta {a.rope_theta:g}" if a.position == "rope" else "none (NoPE)"
+        encoding = f"RoPE, theta {a.rope_theta:g}" if a.position == "rope" else "none (NoPE)"
+        return encoding if a.window is None else f"{encoding}; sliding window of {a.window} tokens"
 
     @property
     def mlp_cfg(self) -> MlpCfg | None:

@@ -9,7 +9,8 @@ the store (a run of kind 'bench', table bench_results) and ends with one JSON li
 4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
 5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
    batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, the recipes in turn,
-   and its ratio to tiny_attn's step in the same run;
+   and its ratio to tiny_attn's step and to its attention twin's (the same recipe with every
+   layer attention) in the same run;
 6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
    profile run in the store (the sweep of 3.), wall time of the whole command, median of 3;
 7. scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
@@ -125,10 +126,28 @@ def threads(record) -> None:
     out.print(t)
 
 
+def attention_twin(recipe):
+    """`recipe` with every layer attention (its own attention section, else tiny_attn's) and
+    everything else kept: the layers, the width, the MLP or MoE. A recipe's step against its
+    twin's is the cost of its mixers alone; against tiny_attn's it is also the cost of its shape
+    (tiny_hybrid has four layers and a top-2 MoE where tiny_attn has two and an MLP)."""
+    from fsc.recipe import load_recipe, parse_recipe
+
+    data = recipe.model_dump(mode="json", exclude_none=True)
+    if set(recipe.layer_plan) == {"attention"}:
+        return recipe
+    attention = data.get("attention") or load_recipe("tiny_attn").model_dump(mode="json")["attention"]
+    kinds = set(recipe.layer_plan)
+    data = {k: v for k, v in data.items() if k not in kinds}
+    return parse_recipe({**data, "name": f"{recipe.name}_attention_twin",
+                         "layers": {"default": "attention"}, "attention": attention})
+
+
 def training(record) -> None:
-    """One optimizer step per tiny recipe and objective, and its ratio to tiny_attn's. The
-    recipes take their steps in turn (round robin, after 2 warm-up steps each), so that a
-    machine whose load changes during the run slows them alike and the ratios hold."""
+    """One optimizer step per tiny recipe and objective, its ratio to tiny_attn's and to its
+    attention twin's (`attention_twin`). Every model takes its steps in turn (round robin, after
+    2 warm-up steps each), so that a machine whose load changes during the run slows them alike
+    and the ratios hold."""
     import shutil
     import tempfile
 
@@ -141,42 +160,56 @@ def training(record) -> None:
 
     torch.set_num_threads(1)
     t = Table(title="one training step: passkey, 256 tokens, batch 8, fp32, 1 thread (median ms)")
-    for col in ("recipe", "frontier ms", "frontier tok/s", "vs attn", "ar ms", "ar tok/s",
-                "vs attn"):
+    for col in ("recipe", "frontier ms", "frontier tok/s", "vs attn", "vs twin", "ar ms",
+                "ar tok/s", "vs attn", "vs twin"):
         t.add_column(col, justify="right")
     tmp = Path(tempfile.mkdtemp())
     cells: dict[str, list[str]] = {name: [] for name in TINY}
+    recipes = {name: load_recipe(name) for name in TINY}
+
+    def shape(r):  # a recipe but its name
+        return json.dumps({**r.model_dump(mode="json"), "name": None}, sort_keys=True)
+
+    models, twin_of = dict(recipes), {}
+    for name, r in recipes.items():  # a twin timed once, and not at all where it is tiny_attn
+        twin = attention_twin(r)
+        twin_of[name] = next((k for k, m in models.items() if shape(m) == shape(twin)),
+                             f"{name}/twin")
+        models.setdefault(twin_of[name], twin)
     try:
         for objective in ("frontier", "ar"):
             trainers = {}
-            for name in TINY:
-                recipe = load_recipe(name)
+            for key, recipe in models.items():
                 if objective == "ar":
                     recipe = recipe.model_copy(update={"block_size": 1})
                 model = build_model(recipe, dtype=torch.float32)
-                cfg = TrainConfig(source=name, data="passkey", seq_len=256, steps=10,
-                                  out=str(tmp / name), batch=8, objective=objective)
-                trainers[name] = Trainer(cfg, recipe, model, ByteTokenizer())
-            times: dict[str, list[float]] = {name: [] for name in TINY}
+                cfg = TrainConfig(source=recipe.name, data="passkey", seq_len=256, steps=10,
+                                  out=str(tmp / key.replace("/", "-")), batch=8, objective=objective)
+                trainers[key] = Trainer(cfg, recipe, model, ByteTokenizer())
+            times: dict[str, list[float]] = {key: [] for key in trainers}
             for i in range(7):
-                for name, trainer in trainers.items():
+                for key, trainer in trainers.items():
                     t0 = time.perf_counter()
                     trainer.train_step()
                     if i >= 2:
-                        times[name].append(time.perf_counter() - t0)
-            ms = {name: sorted(v)[len(v) // 2] * 1e3 for name, v in times.items()}
+                        times[key].append(time.perf_counter() - t0)
+            ms = {key: sorted(v)[len(v) // 2] * 1e3 for key, v in times.items()}
             for name in TINY:
                 ratio = ms[name] / ms["tiny_attn"]
+                twin = ms[twin_of[name]]
                 params = {"recipe": name, "objective": objective, "seq_len": 256, "batch": 8}
                 record("train.step_ms", ms[name], "ms", params)
                 record("train.tokens_per_s", 8 * 256 / ms[name] * 1e3, "tok/s", params)
                 record("train.step_vs_attn", ratio, "x", params)
-                cells[name] += [f"{ms[name]:.0f}", f"{8 * 256 / ms[name] * 1e3:.0f}", f"{ratio:.2f}×"]
+                record("train.twin_step_ms", twin, "ms", params)
+                record("train.step_vs_twin", ms[name] / twin, "x", params)
+                cells[name] += [f"{ms[name]:.0f}", f"{8 * 256 / ms[name] * 1e3:.0f}", f"{ratio:.2f}×",
+                                f"{ms[name] / twin:.2f}×"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for name in TINY:
         t.add_row(name, *cells[name])
-    Console(width=120).print(t)
+    Console(width=140).print(t)
 
 
 def results(record, store: Path) -> None:

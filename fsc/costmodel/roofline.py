@@ -98,7 +98,8 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
         cache_write_bytes=write if fold else 0,
         activation_bytes=T * io * act,
         matmul_flops=2 * T * (linear_weights + recipe.n_layers * ffn_macs),
-        attention_flops=sum(n * s.attn_flops_per_pair for s, n in shapes) * T * (S + G),
+        attention_flops=T * sum(n * s.attn_flops_per_pair * (min(S, s.window or S) + G)
+                                for s, n in shapes),
         scan_flops=T * sum(n * s.scan_flops_per_token for s, n in shapes),
     )
 

@@ -38,7 +38,7 @@ def training_memory(recipe: Recipe, seq_len: int, batch: int) -> dict[str, int]:
     for shape, n in kind_shapes(recipe):
         per_token += n * (4 * d + sum(o for _, o in shape.linears)
                           + 2 * ffn.top_k * ffn.hidden)
-        if shape.growing:
+        if shape.attn_flops_per_pair:
             masks += n * seq_len * seq_len  # one bool per (query, key) pair
         else:
             states += n * sum(fixed for _, fixed in shape.cache.values())

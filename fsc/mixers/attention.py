@@ -53,6 +53,12 @@ class AttentionCfg(Section):
     # Gated attention (Qwen3-Next): the heads' output o is multiplied by sigmoid(wg x), one gate
     # per element, before wo; wg has a bias when q has one.
     output_gate: bool = Field(False, json_schema_extra=ADDED)
+    # Sliding window: each block reads its own tokens and the `window` tokens before its start,
+    # no further back (None: the whole prefix). The cache is then a ring of `window` slots, a
+    # fixed state like a recurrent mixer's, and nothing the layer computes depends on how far
+    # back the context goes: a hybrid whose attention is local has to carry anything older in
+    # its recurrent layers (Samba's design), which is what lets it read past its training length.
+    window: int | None = Field(None, ge=1, le=2**24, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):
@@ -110,15 +116,17 @@ def _at_width(cfg: dict, d_model: int, scale: float) -> dict:
 def _shape(recipe) -> MixerShape:
     d = recipe.d_model
     h, hkv, hd = dims(recipe.attention, d)
-    kv = (hkv * hd, 0)  # k, v: [B, capacity, Hkv, D]
     a = recipe.attention
+    # k, v: [B, capacity, Hkv, D]; windowed, a ring [B, window, Hkv, D] in the recipe's dtype
+    kv = (hkv * hd, 0) if a.window is None else (0, a.window * hkv * hd)
     extra = {"none": 0, "qkv": (h + 2 * hkv) * hd, "qkvo": (h + 2 * hkv) * hd + d}[a.bias]
     extra += 2 * hd if a.qk_norm else 0
     extra += h * hd if a.output_gate and a.bias != "none" else 0
     linears = ((d, h * hd), (d, hkv * hd), (d, hkv * hd), (h * hd, d))
     linears += ((d, h * hd),) if a.output_gate else ()  # wg
     return MixerShape("attention", linears, extra, {"k": kv, "v": kv},
-                      attn_flops_per_pair=4 * h * hd)
+                      attn_flops_per_pair=4 * h * hd, window=a.window,
+                      cache_dtype=None if a.window is None else recipe.dtype)
 
 
 SPEC = MixerSpec(kind="attention", letter="A", order=0, section=AttentionCfg, shape=_shape,

@@ -22,6 +22,7 @@ class MixerShape:
         the recurrent mixers' are fixed.
     scan_flops_per_token: FLOPs of the recurrence (and conv) per token, both directions.
     attn_flops_per_pair: FLOPs per (query token, key position) pair: QKᵀ and PV, 2 each per MAC.
+    window: the most prefix positions a query reads (sliding-window attention); None: all S.
     cache_dtype: the dtype of its cache when the mixer fixes it, whatever the recipe says.
     """
 
@@ -31,6 +32,7 @@ class MixerShape:
     cache: dict[str, tuple[int, int]]
     scan_flops_per_token: int = 0
     attn_flops_per_pair: int = 0
+    window: int | None = None
     cache_dtype: str | None = None
 
     @property

@@ -1,5 +1,6 @@
 """Attention mixer: MHA/GQA with RoPE or no position encoding (NoPE), optionally gated at its
-output; the block sees the cached prefix and all of itself."""
+output; the block sees the cached prefix (or, with a sliding window, its last `window` tokens)
+and all of itself."""
 
 from __future__ import annotations
 
@@ -38,9 +39,14 @@ class Attention(Mixer):
         else:
             self.q_norm = self.k_norm = None
         self.wg = nn.Linear(d, h * hd, bias=qkv_bias) if cfg.output_gate else None
+        # Sliding window: the cache is a ring of `window` slots (position p in slot p % window),
+        # a fixed state rather than a growing one.
+        self.window = cfg.window
+        self.growing = cfg.window is None
 
     def cache_shapes(self, batch, capacity):
-        shape = (batch, capacity, self.n_kv_heads, self.head_dim)
+        slots = capacity if self.window is None else self.window
+        shape = (batch, slots, self.n_kv_heads, self.head_dim)
         return {"k": (shape, self.act_dtype), "v": (shape, self.act_dtype)}
 
     def _qkv(self, x, positions):
@@ -58,6 +64,8 @@ class Attention(Mixer):
     def _block(self, x, cache: LayerCache, commit: bool):
         G = x.shape[1]
         S = cache.length
+        if self.window is not None:
+            return self._window_block(x, cache, commit)
         if commit and S + G > cache.capacity:
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
         positions = torch.arange(S, S + G, device=x.device)
@@ -68,6 +76,31 @@ class Attention(Mixer):
             kc[:, S : S + G] = k.to(kc.dtype)
             vc[:, S : S + G] = v.to(vc.dtype)
         return self._out(o, x)
+
+    def _window_block(self, x, cache: LayerCache, commit: bool):
+        """The block against the last `window` tokens before it, read from the ring in order
+        of position (the same op as the whole prefix); a fold writes the block's last
+        `window` tokens into their slots."""
+        G, S, W = x.shape[1], cache.length, self.window
+        q, k, v = self._qkv(x, torch.arange(S, S + G, device=x.device))
+        ring_k, ring_v = cache.tensors["k"], cache.tensors["v"]
+        n = min(S, W)
+        slots = torch.arange(S - n, S, device=x.device) % W
+        o = ops.call("block_attention", q, ring_k[:, slots], ring_v[:, slots], k.to(ring_k.dtype),
+                     v.to(ring_v.dtype), n, 1 / math.sqrt(self.head_dim))
+        if commit:
+            keep = min(G, W)
+            slots = torch.arange(S + G - keep, S + G, device=x.device) % W
+            ring_k[:, slots] = k[:, G - keep :].to(ring_k.dtype)
+            ring_v[:, slots] = v[:, G - keep :].to(ring_v.dtype)
+        return self._out(o, x)
+
+    def _reach(self, allowed, key_pos, block_start):
+        """`allowed` narrowed to the window: a query whose block starts at block_start [..., Tq]
+        reads the keys at positions key_pos [Tk] from block_start - window on."""
+        if self.window is None:
+            return allowed
+        return allowed & (key_pos >= block_start[..., None] - self.window)
 
     def _out(self, o, x):
         """wo of the heads' output o (B, T, H, D) for the inputs x (B, T, d); with
@@ -91,23 +124,30 @@ class Attention(Mixer):
 
     def forward_blockwise(self, x, block_lengths):
         T = x.shape[1]
-        q, k, v = self._qkv(x, torch.arange(T, device=x.device))
+        pos = torch.arange(T, device=x.device)
+        q, k, v = self._qkv(x, pos)
         ids = block_ids(block_lengths, x.device)
-        return self._attend(q, k, v, ids[None, :] <= ids[:, None], x)  # earlier blocks, own block
+        lengths = torch.tensor(block_lengths, device=x.device)
+        start = (torch.cumsum(lengths, 0) - lengths)[ids]  # where each token's block starts
+        allowed = self._reach(ids[None, :] <= ids[:, None], pos, start)  # earlier blocks, own block
+        return self._attend(q, k, v, allowed, x)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream block-causally; each noised block's queries see the clean keys
         before its block and its own keys, at the positions of its clean twin."""
         T, K = x_clean.shape[1], blocks.shape[1]
         G = x_noised.shape[1] // K
-        q, k, v = self._qkv(x_clean, torch.arange(T, device=x_clean.device))
-        ids = torch.arange(T, device=x_clean.device) // G
-        y_clean = self._attend(q, k, v, ids[None, :] <= ids[:, None], x_clean)
+        clean_pos = torch.arange(T, device=x_clean.device)
+        q, k, v = self._qkv(x_clean, clean_pos)
+        ids = clean_pos // G
+        y_clean = self._attend(q, k, v, self._reach(ids[None, :] <= ids[:, None], clean_pos, ids * G),
+                               x_clean)
         at = torch.arange(G, device=blocks.device)
         pos = (blocks[..., None] * G + at).flatten(1)  # (B, K·G): the twin's positions
         qn, kn, vn = self._qkv(x_noised, pos)
         unit = torch.arange(K * G, device=blocks.device) // G
-        before = ids[None, None, :] < blocks.repeat_interleave(G, 1)[..., None]  # (B, K·G, T)
+        block = blocks.repeat_interleave(G, 1)  # (B, K·G): each noised query's block
+        before = self._reach(ids[None, None, :] < block[..., None], clean_pos, block * G)  # (B, K·G, T)
         own = (unit[:, None] == unit[None, :]).expand(len(blocks), -1, -1)  # (B, K·G, K·G)
         y_noised = self._attend(qn, torch.cat([k, kn], 1), torch.cat([v, vn], 1),
                                 torch.cat([before, own], -1), x_noised)
