@@ -125,7 +125,7 @@ def connect(
                 con.execute("SET lock_configuration = true")
             yield con
         finally:
-            con.close()  # DuckDB checkpoints here, still under the lock
+            con.close()  # a writer's checkpoint runs here, still under the lock
     finally:
         if lock is not None:
             os.close(lock)  # releases the lock

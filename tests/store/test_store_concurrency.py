@@ -3,7 +3,6 @@ the store's lock that keeps a process from loading a checkpoint another one has 
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 from fsc.errors import StoreError
 from fsc.store import Store
 from fsc.store.connect import connect
+from tools import delay_lock
 
 N_WRITERS = 4
 N_POINTS = 30
@@ -100,56 +100,17 @@ def test_a_connection_keeps_writers_out_and_a_writer_keeps_everyone_out(store_pa
     st.finish_run(st.start_run("profile", "after", None, {}))  # let go on close
 
 
-# Makes a process sleep before each fcntl lock it takes on a file named $DELAY_LOCK_SUFFIX: in
-# DuckDB 2 that lies after it has read the file's header, so another process can commit and
-# checkpoint in between.
-_DELAY_LOCK_C = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-static void delay(int fd, int cmd) {
-    const char *suffix = getenv("DELAY_LOCK_SUFFIX");
-    char link[64], path[4096];
-    if (cmd != F_SETLK || !suffix) return;
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, path, sizeof path - 1);
-    size_t k = strlen(suffix);
-    if (n < (ssize_t)k || strncmp(path + n - k, suffix, k) != 0) return;
-    fprintf(stderr, "about to lock\n");
-    usleep(1000 * atoi(getenv("DELAY_LOCK_MS")));
-}
-
-#define WRAP(name) int name(int fd, int cmd, ...) { \
-    va_list ap; va_start(ap, cmd); void *arg = va_arg(ap, void *); va_end(ap); \
-    int (*real)(int, int, ...) = dlsym(RTLD_NEXT, #name); \
-    delay(fd, cmd); return real(fd, cmd, arg); }
-WRAP(fcntl)
-WRAP(fcntl64)
-"""
-
-
 @pytest.mark.slow  # make test-slow (CI) and make test-all
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("cc"),
-                    reason="needs Linux and a C compiler for the LD_PRELOAD shim")
+@pytest.mark.skipif(not delay_lock.available(), reason="needs Linux and a C compiler")
 def test_a_checkpoint_cannot_overtake_a_process_between_header_and_lock(store_path, tmp_path):
-    shim = tmp_path / "delay_lock.so"
-    (tmp_path / "delay_lock.c").write_text(_DELAY_LOCK_C)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, tmp_path / "delay_lock.c", "-ldl"],
-                   check=True)
+    shim = delay_lock.build(tmp_path)
     st = Store(store_path)
     run_id = st.start_run("profile", "race", None, {})
     late = subprocess.Popen(
         [sys.executable, "-c", "import sys; from fsc.store import Store;"
          " print(Store(sys.argv[1]).add_point(sys.argv[2], {'recipe': 'late'}))",
          str(store_path), run_id],
-        env={**os.environ, "LD_PRELOAD": str(shim), "DELAY_LOCK_SUFFIX": "/fsc.duckdb",
-             "DELAY_LOCK_MS": "2000"},
+        env={**os.environ, **delay_lock.environ(shim, 2000, tell=True)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert late.stderr.readline().strip() == "about to lock"
