@@ -110,18 +110,25 @@ def connect(
     `allowed_dir` when given: the one place a result may be written to (see export.py).
     DuckDB accepts allowed_directories only while external access is still on, so that case
     opens with extensions off, then allows the folder, turns external access off and locks.
+    Every connection has DuckDB's progress bar off: it writes to stdout during a query slower
+    than two seconds, into whatever `fsc query` prints (a session setting, so it is set before
+    the sandbox locks the configuration).
     """
     config = dict(SANDBOX) if sandbox else {}
+    if sandbox:
+        del config["lock_configuration"]
     if allowed_dir is not None:
         assert sandbox, "allowed_dir only loosens a sandbox"
-        del config["enable_external_access"], config["lock_configuration"]
+        del config["enable_external_access"]
     lock = _lock_file(file, read_only)
     try:
         con = _open(file, lock, read_only, config, timeout_s)
         try:
+            con.execute("SET enable_progress_bar = false")
             if allowed_dir is not None:  # the trailing separator keeps sibling prefixes out
                 con.execute(f"SET allowed_directories = [{_literal(str(allowed_dir) + os.sep)}]")
                 con.execute("SET enable_external_access = false")
+            if sandbox:
                 con.execute("SET lock_configuration = true")
             yield con
         finally:

@@ -140,6 +140,19 @@ def test_the_sandboxed_connection_alone_refuses(two_runs, outside, snapshot, nam
     assert snapshot(outside) == files
 
 
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "plain"])
+@pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "write"])
+def test_no_progress_bar_reaches_stdout(two_runs, sandbox, read_only):
+    """DuckDB's progress bar writes to stdout during a query slower than two seconds, into what
+    `fsc query` prints: every connection has it off, and a sandbox cannot turn it back on."""
+    st, _ = two_runs
+    with connect(st.file, read_only=read_only, sandbox=sandbox) as con:
+        assert con.execute("select current_setting('enable_progress_bar')").fetchone() == (False,)
+        if sandbox:
+            with pytest.raises(duckdb.Error):
+                con.execute("SET enable_progress_bar = true")
+
+
 def test_the_sandbox_still_reads_the_store(two_runs, cli):
     result = cli("query", "select count(*) as n from profile", "--json")
     assert result.code == 0, result.err
