@@ -85,12 +85,12 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         model.fold(tokens, cache)
         _rewind(cache, S)
 
-    ops.ran.clear()
-    for _ in range(cfg.warmup):
-        step()
-        fold()
-    steps = [timer(step) for _ in range(cfg.repeats)]
-    folds = [timer(fold) for _ in range(cfg.repeats)]
+    with ops.trace() as ran:
+        for _ in range(cfg.warmup):
+            step()
+            fold()
+        steps = [timer(step) for _ in range(cfg.repeats)]
+        folds = [timer(fold) for _ in range(cfg.repeats)]
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device))
     else:  # no allocator statistics on the CPU: the tensors this point holds
@@ -105,14 +105,15 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         "fold_ms_p90": _percentile(folds, 0.9),
         "tokens_per_s": B * G / ((K * t_step + t_fold) / 1e3),
         "peak_bytes": peak,
-        "mixer_backends": _mixer_backends(model),
+        "mixer_backends": _mixer_backends(model, ran.backends),
         "samples": {"step": steps, "fold": folds},
     }
 
 
-def _mixer_backends(model) -> dict[str, str]:
+def _mixer_backends(model, ran: dict[str, str]) -> dict[str, str]:
+    """Mixer kind -> the backends its ops ran on (`ran`: a trace's op -> backend)."""
     kinds = dict.fromkeys(layer.mixer.kind for layer in model.layers)
-    return {k: "+".join(sorted({ops.ran.get(op, "?") for op in MIXERS[k].ops})) for k in kinds}
+    return {k: "+".join(sorted({ran.get(op, "?") for op in MIXERS[k].ops})) for k in kinds}
 
 
 
