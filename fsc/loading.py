@@ -72,7 +72,7 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
     device's free memory). The message says what is needed and what is available."""
     mem = memory(recipe, S, B, G)
     budget = free_bytes(device) if budget is None else budget
-    need, weights = mem["total_bytes"], mem["weight_bytes"]
+    need, weights = mem.total_bytes, mem.weight_bytes
     if need <= budget:
         return
     have = f"{device} has {budget} bytes ({budget / 2**30:.1f} GiB) free"
@@ -82,8 +82,8 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
                               "try `fsc build` or `fsc estimate` instead")
     raise WeightsDoNotFit(
         f"{recipe.name}: needs {need / 2**30:.2f} GiB at S {S}, B {B}, G {G} (weights "
-        f"{weights / 2**30:.2f}, cache {mem['cache_capacity_bytes'] / 2**30:.2f}, activations "
-        f"{mem['activation_bytes'] / 2**30:.2f} GiB) but {have}"
+        f"{weights / 2**30:.2f}, cache {mem.cache_capacity_bytes / 2**30:.2f}, activations "
+        f"{mem.activation_bytes / 2**30:.2f} GiB) but {have}"
     )
 
 

@@ -1,10 +1,10 @@
 """Op dispatch: the Triton kernel on CUDA tensors, the pure-torch reference elsewhere.
 
 The ops are the folders of fsc.kernels (`op_folders`): `call(op, *args)` runs `op` with the
-reference's signature. `use_backend("auto" | "torch" | "triton")` picks the policy; `ran`
-records which backend each op actually ran last, so profile rows can say what they timed.
-"triton" on CPU tensors needs the Triton interpreter (TRITON_INTERPRET=1 set before fsc.kernels
-are imported).
+reference's signature. `use_backend("auto" | "torch" | "triton")` picks the policy; a caller
+that needs to know which backend each op actually ran on holds a `trace()` around the work (so
+profile rows can say what they timed). "triton" on CPU tensors needs the Triton interpreter
+(TRITON_INTERPRET=1 set before fsc.kernels are imported).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import os
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,7 +27,36 @@ REFERENCES = {op: getattr(importlib.import_module(f"fsc.kernels.{folder}.referen
               for op, folder in FOLDERS.items()}
 
 _backend = "auto"
-ran: dict[str, str] = {}
+
+
+@dataclass
+class Trace:
+    """What ran inside one `trace()` block: op name -> the backend its last call ran on
+    ("triton" | "torch"), in the order the ops first ran."""
+
+    backends: dict[str, str] = field(default_factory=dict)
+
+
+# The traces open in this context, outermost first: each call is recorded in all of them, so a
+# trace sees its nested ones' ops, and callers in other contexts see none of them.
+_traces: ContextVar[tuple[Trace, ...]] = ContextVar("fsc_ops_traces", default=())
+
+
+@contextmanager
+def trace():
+    """`with trace() as t: ...` records in `t.backends` the backend of every op called in the
+    block; outside any trace nothing is recorded."""
+    t = Trace()
+    token = _traces.set((*_traces.get(), t))
+    try:
+        yield t
+    finally:
+        _traces.reset(token)
+
+
+def _record(op: str, backend_name: str) -> None:
+    for t in _traces.get():
+        t.backends[op] = backend_name
 
 
 def interpreting() -> bool:
@@ -77,7 +108,7 @@ def call(op: str, *args, **kwargs):
             raise KernelError(
                 f"the Triton backend needs a CUDA device (or TRITON_INTERPRET=1) for {op}"
             )
-        ran[op] = "triton"
+        _record(op, "triton")
         return fn(*args, **kwargs)
-    ran[op] = "torch"
+    _record(op, "torch")
     return REFERENCES[op](*args, **kwargs)

@@ -85,16 +85,16 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         model.fold(tokens, cache)
         _rewind(cache, S)
 
-    ops.ran.clear()
-    for _ in range(cfg.warmup):
-        step()
-        fold()
-    steps = [timer(step) for _ in range(cfg.repeats)]
-    folds = [timer(fold) for _ in range(cfg.repeats)]
+    with ops.trace() as ran:
+        for _ in range(cfg.warmup):
+            step()
+            fold()
+        steps = [timer(step) for _ in range(cfg.repeats)]
+        folds = [timer(fold) for _ in range(cfg.repeats)]
     if device.type == "cuda":
         peak = int(torch.cuda.max_memory_allocated(device))
     else:  # no allocator statistics on the CPU: the tensors this point holds
-        peak = sum(p.numel() * p.element_size() for p in model.parameters()) + cache.nbytes()["total_bytes"]
+        peak = sum(p.numel() * p.element_size() for p in model.parameters()) + cache.nbytes().total_bytes
     t_step, t_fold = statistics.median(steps), statistics.median(folds)
     return {
         "step_ms": t_step,
@@ -105,14 +105,15 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         "fold_ms_p90": _percentile(folds, 0.9),
         "tokens_per_s": B * G / ((K * t_step + t_fold) / 1e3),
         "peak_bytes": peak,
-        "mixer_backends": _mixer_backends(model),
+        "mixer_backends": _mixer_backends(model, ran.backends),
         "samples": {"step": steps, "fold": folds},
     }
 
 
-def _mixer_backends(model) -> dict[str, str]:
+def _mixer_backends(model, ran: dict[str, str]) -> dict[str, str]:
+    """Mixer kind -> the backends its ops ran on (`ran`: a trace's op -> backend)."""
     kinds = dict.fromkeys(layer.mixer.kind for layer in model.layers)
-    return {k: "+".join(sorted({ops.ran.get(op, "?") for op in MIXERS[k].ops})) for k in kinds}
+    return {k: "+".join(sorted({ran.get(op, "?") for op in MIXERS[k].ops})) for k in kinds}
 
 
 
@@ -167,9 +168,9 @@ class Sweep:
         """The row of a point whose model could not be built (its weights do not fit)."""
         mem = memory(recipe.with_dtype(self.cfg.dtype or recipe.dtype), S, B, G)
         return self._result(recipe, S, B, G, K, status="oom", error=reason,
-                            weight_bytes=mem["weight_bytes"],
-                            cache_bytes=cache_bytes(recipe, B, S)["total_bytes"],
-                            predicted_total_bytes=mem["total_bytes"], ended_at=_now())
+                            weight_bytes=mem.weight_bytes,
+                            cache_bytes=cache_bytes(recipe, B, S).total_bytes,
+                            predicted_total_bytes=mem.total_bytes, ended_at=_now())
 
     def _load(self, ref: str):
         """(recipe, model, None), or (recipe, None, reason) when the weights would not fit."""
@@ -189,13 +190,13 @@ class Sweep:
             pred = predict_point(ran_as, S, B, G, K, self.spec)
         else:  # no device figures (the CPU): bytes are still known, the floor is not
             pred = {"predicted_step_bytes": pass_cost(ran_as, S, B, G).bytes,
-                    "predicted_total_bytes": mem["total_bytes"]}
+                    "predicted_total_bytes": mem.total_bytes}
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         row = self._result(
             recipe, S, B, G, K, predicted_step_bytes=pred.get("predicted_step_bytes"),
             predicted_total_bytes=pred.get("predicted_total_bytes"),
             floor_ms=pred.get("floor_ms"), bound=pred.get("bound"), weight_bytes=weight_bytes,
-            cache_bytes=model.cache_bytes(B, S)["total_bytes"])
+            cache_bytes=model.cache_bytes(B, S).total_bytes)
         reason = self._does_not_fit(ran_as, S, B, G, weight_bytes)
         if reason is not None:
             row.status, row.error = "oom", reason

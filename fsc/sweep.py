@@ -202,7 +202,7 @@ def unmeasured(points: list[Point], stored: dict[tuple, int], cfg: SweepConfig) 
 def predict(p: Point, budget: int) -> dict:
     """The cost model on one point: the bytes it needs in all (weights, cache with room for
     S + G, one pass's activations) and whether that fits in `budget` bytes."""
-    need = memory(p.recipe.with_dtype(p.dtype), p.S, p.B, p.G)["total_bytes"]
+    need = memory(p.recipe.with_dtype(p.dtype), p.S, p.B, p.G).total_bytes
     return {"predicted_total_bytes": need, "fits": need <= budget}
 
 
@@ -215,13 +215,13 @@ def rough_cpu_seconds(points: list[Point], cfg: SweepConfig, budget: int) -> lis
     for p in points:
         ran_as = p.recipe.with_dtype(p.dtype)
         mem = memory(ran_as, p.S, p.B, p.G)
-        if mem["total_bytes"] > budget:
+        if mem.total_bytes > budget:
             seconds.append(CPU_POINT_OVERHEAD_S)
             continue
         cost = pass_cost(ran_as, p.S, p.B, p.G)
         per_pass = (p.recipe.n_layers * CPU_LAYER_OVERHEAD_S + cost.flops / CPU_FLOPS
                     + cost.kv_read_bytes / CPU_KV_BYTES_PER_S)
-        fill = mem["cache_capacity_bytes"] + (0 if p.ref in built else mem["weight_bytes"])
+        fill = mem.cache_capacity_bytes + (0 if p.ref in built else mem.weight_bytes)
         built.add(p.ref)
         seconds.append(passes * per_pass + fill / CPU_FILL_BYTES_PER_S + CPU_POINT_OVERHEAD_S)
     return seconds

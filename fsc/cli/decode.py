@@ -107,8 +107,9 @@ def decode(
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
-    res = generate(model, tok, ids, cfg, device=device)
-    res.stats["backends"] = dict(ops.ran)
+    with ops.trace() as ran:
+        res = generate(model, tok, ids, cfg, device=device)
+    res.stats["backends"] = ran.backends
     res.stats["weights"] = weights_origin(source, seed)
     text = tok.decode(res.token_ids)
     if as_json:

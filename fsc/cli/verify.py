@@ -77,10 +77,11 @@ def verify(
     ops.use_backend(str(backend))
     torch_threads()
     device = torch_device(device)
-    report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
-                        checkpoint=Path(source) if is_checkpoint(source) else None,
-                        dtype=str(dtype))
-    report.backends = dict(ops.ran)
+    with ops.trace() as ran:
+        report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
+                            checkpoint=Path(source) if is_checkpoint(source) else None,
+                            dtype=str(dtype))
+    report.backends = ran.backends
     if backend == Backend.triton:
         from fsc.kernels.selfcheck import check_kernels
 

@@ -6,8 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fsc.costmodel.devices import DeviceSpec, resolve_device
-from fsc.costmodel.roofline import PassCost, check_point, max_batch, memory, oom_context, pass_cost
-from fsc.costmodel.shapes import cache_bytes, ffn_shape, param_counts
+from fsc.costmodel.roofline import (
+    Memory,
+    PassCost,
+    check_point,
+    max_batch,
+    memory,
+    oom_context,
+    pass_cost,
+)
+from fsc.costmodel.shapes import CacheBytes, cache_bytes, ffn_shape, param_counts
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import UsageError
 
@@ -31,8 +39,8 @@ class Estimate:
     K: int  # denoising steps per block; 0 in ar mode (the fold predicts)
     device: DeviceSpec
     params: dict[str, int]
-    cache: dict[str, int]  # kv_bytes, state_bytes, total_bytes at S
-    memory: dict[str, int]  # weight_bytes, cache_capacity_bytes, activation_bytes, total_bytes
+    cache: CacheBytes  # at S
+    memory: Memory  # with room for S + G
     max_batch: int
     oom_context: int | None
     step: PassCost
@@ -41,7 +49,7 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory["total_bytes"] <= self.device.memory_bytes
+        return self.memory.total_bytes <= self.device.memory_bytes
 
     def time_per_block(self) -> float:
         """K·t_step + t_fold, seconds (ar: t_fold per token)."""
@@ -79,13 +87,13 @@ class Estimate:
             "device": spec.to_dict(),
             "params": self.params,
             "param_count": self.params["total"],
-            "weight_bytes": self.memory["weight_bytes"],
-            "kv_bytes": self.cache["kv_bytes"],
-            "state_bytes": self.cache["state_bytes"],
-            "cache_bytes": self.cache["total_bytes"],
-            "cache_capacity_bytes": self.memory["cache_capacity_bytes"],
-            "activation_bytes": self.memory["activation_bytes"],
-            "total_bytes": self.memory["total_bytes"],
+            "weight_bytes": self.memory.weight_bytes,
+            "kv_bytes": self.cache.kv_bytes,
+            "state_bytes": self.cache.state_bytes,
+            "cache_bytes": self.cache.total_bytes,
+            "cache_capacity_bytes": self.memory.cache_capacity_bytes,
+            "activation_bytes": self.memory.activation_bytes,
+            "total_bytes": self.memory.total_bytes,
             "device_memory_bytes": spec.memory_bytes,
             "fits": self.fits,
             "max_batch": self.max_batch,
@@ -192,7 +200,7 @@ def predict_point(recipe: Recipe, S: int, B: int, G: int, K: int, spec: DeviceSp
         "predicted_fold_bytes": fold.bytes,
         "predicted_step_flops": step.flops,
         "predicted_fold_flops": fold.flops,
-        "predicted_total_bytes": memory(recipe, S, B, G)["total_bytes"],
+        "predicted_total_bytes": memory(recipe, S, B, G).total_bytes,
         "floor_ms": t_step * 1e3,
         "bound": bound,
         "fold_floor_ms": t_fold * 1e3,
@@ -204,4 +212,4 @@ def predict_point(recipe: Recipe, S: int, B: int, G: int, K: int, spec: DeviceSp
 def fits(recipe: Recipe, S: int, B: int, G: int, free_bytes: int) -> bool:
     """Whether weights + cache (capacity S + G) + activations fit in `free_bytes`."""
     check_point(S, B, G)
-    return memory(recipe, S, B, G)["total_bytes"] <= free_bytes
+    return memory(recipe, S, B, G).total_bytes <= free_bytes

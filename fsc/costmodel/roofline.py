@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from fsc.costmodel.devices import DeviceSpec
 from fsc.costmodel.shapes import (
+    ByteParts,
     cache_bytes,
     ffn_shape,
     kind_shapes,
@@ -104,14 +105,20 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
     )
 
 
-def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
-    """Device memory of a decoding point, in bytes.
+@dataclass(frozen=True)
+class Memory(ByteParts):
+    """Device memory of a decoding point in three parts, in bytes (`total_bytes`: their sum).
+    The CUDA context and allocator slack are not included."""
 
-    weight_bytes: every parameter in recipe.dtype. cache_capacity_bytes: the cache with room for
-    S + G tokens (the block being folded). activation_bytes: the live set of one pass with fused
-    mixer kernels: residual stream and its norm, the widest layer intermediate, and the logits in
-    recipe.dtype plus their fp32 copy. The CUDA context and allocator slack are not included.
-    """
+    weight_bytes: int  # every parameter in recipe.dtype
+    cache_capacity_bytes: int  # the cache with room for S + G tokens (the block being folded)
+    # The live set of one pass with fused mixer kernels: residual stream and its norm, the widest
+    # layer intermediate, and the logits in recipe.dtype plus their fp32 copy.
+    activation_bytes: int
+
+
+def memory(recipe: Recipe, S: int, B: int, G: int) -> Memory:
+    """Device memory of a decoding point at S cached tokens, B sequences, block size G."""
     act = DTYPE_BYTES[recipe.dtype]
     d, T = recipe.d_model, B * G
     ffn = ffn_shape(recipe)
@@ -119,32 +126,27 @@ def memory(recipe: Recipe, S: int, B: int, G: int) -> dict[str, int]:
                  + [(ffn.matrices - 1) * (ffn.top_k * ffn.hidden + ffn.shared)
                     + (ffn.n_experts if ffn.kind == "moe" else 0)])
     weight_bytes = param_counts(recipe)["total"] * act
-    cache = cache_bytes(recipe, B, S + G)["total_bytes"]
+    cache = cache_bytes(recipe, B, S + G).total_bytes
     activations = T * (2 * d + widest) * act + T * recipe.vocab_size * (act + 4)
-    return {
-        "weight_bytes": weight_bytes,
-        "cache_capacity_bytes": cache,
-        "activation_bytes": activations,
-        "total_bytes": weight_bytes + cache + activations,
-    }
+    return Memory(weight_bytes, cache, activations)
 
 
 def max_batch(recipe: Recipe, S: int, G: int, memory_bytes: int) -> int:
     """The largest B whose point fits `memory_bytes` (0: not even one sequence).
     Memory is weights plus a per-sequence part exactly linear in B."""
     one = memory(recipe, S, 1, G)
-    free = memory_bytes - one["weight_bytes"]
-    per_seq = one["total_bytes"] - one["weight_bytes"]
+    free = memory_bytes - one.weight_bytes
+    per_seq = one.total_bytes - one.weight_bytes
     return free // per_seq if free >= 0 else 0
 
 
 def oom_context(recipe: Recipe, B: int, G: int, memory_bytes: int) -> int | None:
     """The smallest S that no longer fits `memory_bytes` at batch B: 0 when not even an empty
     cache fits, None when memory never runs out (no growing cache and S = 0 fits)."""
-    at0 = memory(recipe, 0, B, G)["total_bytes"]
+    at0 = memory(recipe, 0, B, G).total_bytes
     if at0 > memory_bytes:
         return 0
-    per_token = memory(recipe, 1, B, G)["total_bytes"] - at0  # B · KV bytes per token
+    per_token = memory(recipe, 1, B, G).total_bytes - at0  # B · KV bytes per token
     if per_token == 0:
         return None
     return (memory_bytes - at0) // per_token + 1

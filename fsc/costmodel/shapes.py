@@ -11,7 +11,7 @@ except linear attention's un-decayed sums: fp32 always.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
 from fsc.dtypes import DTYPE_BYTES
@@ -19,6 +19,27 @@ from fsc.dtypes import DTYPE_BYTES
 if TYPE_CHECKING:
     from fsc.mixers.spec import MixerShape
     from fsc.recipe import Recipe
+
+
+@dataclass(frozen=True)
+class ByteParts:
+    """A byte count in named parts (the fields); `total_bytes` is their sum. `as_dict()` is the
+    parts then the total, as JSON output shows them."""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def as_dict(self) -> dict[str, int]:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+@dataclass(frozen=True)
+class CacheBytes(ByteParts):
+    """Bytes of a cache: the parts that grow with S (attention K/V) and the fixed states."""
+
+    kv_bytes: int
+    state_bytes: int
 
 
 @dataclass(frozen=True)
@@ -112,7 +133,7 @@ def tensor_bytes(recipe: Recipe, kind: str, batch: int, capacity: int) -> dict[s
     return shape_tensor_bytes(recipe, recipe.mixer_shape(kind), batch, capacity)
 
 
-def cache_bytes(recipe: Recipe, batch: int, S: int) -> dict[str, int]:
+def cache_bytes(recipe: Recipe, batch: int, S: int) -> CacheBytes:
     """Exact bytes of a cache holding S tokens (capacity S); equals `LM.cache_bytes(batch, S)`."""
     kv = state = 0
     for shape, n in kind_shapes(recipe):
@@ -121,4 +142,4 @@ def cache_bytes(recipe: Recipe, batch: int, S: int) -> dict[str, int]:
             kv += n * layer
         else:
             state += n * layer
-    return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}
+    return CacheBytes(kv, state)

@@ -17,9 +17,10 @@ figure is a floor a step cannot go under, not a prediction of its peak.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fsc.costmodel.shapes import ffn_shape, kind_shapes, param_counts
+from fsc.costmodel.shapes import ByteParts, ffn_shape, kind_shapes, param_counts
 
 if TYPE_CHECKING:
     from fsc.recipe import Recipe
@@ -28,9 +29,18 @@ FP32 = 4
 ADAMW_COPIES = 4  # weights, gradients, exp_avg, exp_avg_sq
 
 
-def training_memory(recipe: Recipe, seq_len: int, batch: int) -> dict[str, int]:
-    """Bytes of one training step at (seq_len, batch): state_bytes (weights, gradients,
-    optimizer), activation_bytes, mask_bytes (attention), logits_bytes and total_bytes."""
+@dataclass(frozen=True)
+class TrainingMemory(ByteParts):
+    """Bytes of one training step (`total_bytes`: their sum)."""
+
+    state_bytes: int  # weights, gradients, optimizer
+    activation_bytes: int
+    mask_bytes: int  # attention
+    logits_bytes: int
+
+
+def training_memory(recipe: Recipe, seq_len: int, batch: int) -> TrainingMemory:
+    """Bytes of one training step at (seq_len, batch)."""
     d, tokens = recipe.d_model, batch * seq_len
     ffn = ffn_shape(recipe)
     blocks = -(-seq_len // max(recipe.block_size, 1))
@@ -45,5 +55,4 @@ def training_memory(recipe: Recipe, seq_len: int, batch: int) -> dict[str, int]:
     state = ADAMW_COPIES * FP32 * param_counts(recipe)["total"]
     activations = FP32 * (tokens * per_token + batch * blocks * states)
     logits = 2 * FP32 * tokens * recipe.vocab_size
-    return {"state_bytes": state, "activation_bytes": activations, "mask_bytes": masks,
-            "logits_bytes": logits, "total_bytes": state + activations + masks + logits}
+    return TrainingMemory(state, activations, masks, logits)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from fsc.costmodel.shapes import CacheBytes
+
 
 @dataclass
 class LayerCache:
@@ -39,7 +41,8 @@ class ModelCache:
     batch: int
     length: int = 0
 
-    def nbytes(self) -> dict[str, int]:
+    def nbytes(self) -> CacheBytes:
+        """Bytes allocated: the growing (KV) and fixed (state) layers' tensors."""
         kv = sum(c.nbytes() for c in self.layers if c.growing)
         state = sum(c.nbytes() for c in self.layers if not c.growing)
-        return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}
+        return CacheBytes(kv, state)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fsc.costmodel.shapes import CacheBytes
 from fsc.model import MIXER_REGISTRY
 from fsc.model.cache import ModelCache
 from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm, SwiGLU, init_parameter
@@ -109,7 +110,7 @@ class LM(nn.Module):
         layers = [layer.mixer.synthetic_cache(batch, S, device, gen, cap) for layer in self.layers]
         return ModelCache(layers, G, batch, length=S)
 
-    def cache_bytes(self, batch: int, S: int) -> dict[str, int]:
+    def cache_bytes(self, batch: int, S: int) -> CacheBytes:
         """Exact bytes of a cache holding S tokens: growing (KV) and fixed (state) parts."""
         kv = state = 0
         for layer in self.layers:
@@ -118,7 +119,7 @@ class LM(nn.Module):
                 kv += n
             else:
                 state += n
-        return {"kv_bytes": kv, "state_bytes": state, "total_bytes": kv + state}
+        return CacheBytes(kv, state)
 
     # -- passes -------------------------------------------------------------------------------
     def _run(self, tokens, cache: ModelCache, commit: bool):
@@ -251,5 +252,5 @@ def build_report(recipe, S: int, B: int, device: str = "auto") -> dict:
         "params_by_kind": {k: v for k, v in params.items() if k != "total"},
         "weight_bytes": weight_bytes,
         "built_on": str(torch.device(device)),
-        "cache": {"S": S, "B": B, **cache},
+        "cache": {"S": S, "B": B, **cache.as_dict()},
     }

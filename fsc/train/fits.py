@@ -21,13 +21,13 @@ def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: in
         return
     mem = training_memory(recipe, seq_len, batch)
     copies = nproc if device == "cpu" else 1
-    need = mem["total_bytes"] + (copies - 1) * mem["state_bytes"]
+    need = mem.total_bytes + (copies - 1) * mem.state_bytes
     have = host_free_bytes() if budget is None else budget
     if need <= have:
         return
-    parts = ", ".join(f"{name} {mem[key] / GiB:.2f}" for name, key in (
-        ("weights and optimizer", "state_bytes"), ("activations", "activation_bytes"),
-        ("attention masks", "mask_bytes"), ("logits", "logits_bytes")) if mem[key])
+    parts = ", ".join(f"{name} {part / GiB:.2f}" for name, part in (
+        ("weights and optimizer", mem.state_bytes), ("activations", mem.activation_bytes),
+        ("attention masks", mem.mask_bytes), ("logits", mem.logits_bytes)) if part)
     raise UsageError(
         f"not enough memory to train {recipe.name} at --seq-len {seq_len}, --batch {batch}: "
         f"it needs at least {need / GiB:,.1f} GiB ({parts} GiB) but {device} has "

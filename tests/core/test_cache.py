@@ -22,8 +22,8 @@ def test_cache_bytes_equal_allocation(name):
 def test_kv_grows_state_does_not():
     m = build_model(load_recipe("tiny_hybrid"), device="meta")
     a, b = m.cache_bytes(2, 100), m.cache_bytes(2, 200)
-    assert b["kv_bytes"] == 2 * a["kv_bytes"] > 0
-    assert b["state_bytes"] == a["state_bytes"] > 0
+    assert b.kv_bytes == 2 * a.kv_bytes > 0
+    assert b.state_bytes == a.state_bytes > 0
 
 
 def test_synthetic_cache_is_random_and_sized():
@@ -34,11 +34,11 @@ def test_synthetic_cache_is_random_and_sized():
         for name, t in lc.tensors.items():
             filled = t[:, :16] if lc.growing else t
             assert (filled != 0).float().mean() > 0.99, (lc.kind, name)
-    assert c.nbytes()["total_bytes"] == m.cache_bytes(2, 16 + 4)["total_bytes"]
+    assert c.nbytes() == m.cache_bytes(2, 16 + 4)
 
 
 def test_large_recipe_builds_on_meta_quickly():
     m = build_model(load_recipe("hybrid_24_8"), device="meta")
     assert all(p.device.type == "meta" for p in m.parameters())
     assert sum(p.numel() for p in m.parameters()) > 7e9
-    assert m.cache_bytes(1, 8192)["kv_bytes"] == 8 * 128 * 2**20  # 8 layers × 128 MiB
+    assert m.cache_bytes(1, 8192).kv_bytes == 8 * 128 * 2**20  # 8 layers × 128 MiB

@@ -37,6 +37,7 @@ def test_build_json(fsc_cli):
     c = d["cache"]
     # 5 attention layers × 2 (K, V) × S × B × 20 heads × 128 × 2 bytes (bf16)
     assert c["kv_bytes"] == 5 * 2 * 262144 * 8 * 20 * 128 * 2
+    assert list(c) == ["S", "B", "kv_bytes", "state_bytes", "total_bytes"]
     assert c["total_bytes"] == c["kv_bytes"] + c["state_bytes"]
 
 

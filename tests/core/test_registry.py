@@ -52,7 +52,7 @@ def test_spec_and_module_agree(kind):
         allocated = sum(t.numel() * t.element_size() for lc in cache.layers
                         for t in lc.tensors.values())
         assert model.cache_bytes(3, S) == cache_bytes(recipe, 3, S)
-        assert allocated == cache_bytes(recipe, 3, S)["total_bytes"]
+        assert allocated == cache_bytes(recipe, 3, S).total_bytes
     assert mixer.growing == shape.growing
     assert set(shape.cache) == set(mixer.cache_shapes(1, 1))
 

@@ -4,7 +4,9 @@ import pytest
 
 from fsc.costmodel import (
     DEVICES,
+    CacheBytes,
     DeviceSpec,
+    Memory,
     cache_bytes,
     device_spec,
     estimate,
@@ -36,10 +38,10 @@ def test_mission_unit_example():
     for S in (0, 8192, 262144):
         assert tensor_bytes(r, "mamba", 1, S) == {"ssm": 256 * KiB, "conv": 49_344}
     # Whole model, B = 1: 8 attention layers · 128 MiB = 1 GiB; 24 Mamba layers · 311,488 B.
-    assert cache_bytes(r, 1, 8192) == {
-        "kv_bytes": GiB, "state_bytes": 24 * 311_488, "total_bytes": GiB + 24 * 311_488}
+    assert cache_bytes(r, 1, 8192) == CacheBytes(kv_bytes=GiB, state_bytes=24 * 311_488)
+    assert cache_bytes(r, 1, 8192).total_bytes == GiB + 24 * 311_488
     # B multiplies both (each sequence owns its cache): B = 8 → 8 GiB of KV.
-    assert cache_bytes(r, 8, 8192)["kv_bytes"] == 8 * GiB
+    assert cache_bytes(r, 8, 8192).kv_bytes == 8 * GiB
 
 
 def test_linear_attention_state():
@@ -51,7 +53,7 @@ def test_linear_attention_state():
     assert tensor_bytes(r, "linear", 1, 0) == {"state": 2 * MiB, "z": 16 * KiB}
     assert tensor_bytes(r, "linear", 3, 100_000) == {"state": 6 * MiB, "z": 48 * KiB}
     # 24 linear layers hold the fixed state; 8 attention layers hold 2 · 32 · 128 · 2 B per token.
-    assert cache_bytes(r, 1, 10) == {
+    assert cache_bytes(r, 1, 10).as_dict() == {
         "kv_bytes": 8 * 10 * 16 * KiB,
         "state_bytes": 24 * (2 * MiB + 16 * KiB),
         "total_bytes": 8 * 10 * 16 * KiB + 24 * (2 * MiB + 16 * KiB),
@@ -133,8 +135,14 @@ def test_floor_time_by_hand():
     # Memory: weights 13,061,120 · 2 B; cache with room for S + G = 4100 tokens
     # 2 · 2 · 4100 · 256 · 2 B = 8,396,800; activations 8 · (2 · 1024 + 4096) · 2 B = 98,304
     # plus logits 8 · 1000 · (2 + 4) B = 48,000.
-    assert memory(r, 4096, 2, 4) == {"weight_bytes": 26_122_240, "cache_capacity_bytes": 8_396_800,
-                                     "activation_bytes": 146_304, "total_bytes": 34_665_344}
+    mem = memory(r, 4096, 2, 4)
+    assert mem == Memory(weight_bytes=26_122_240, cache_capacity_bytes=8_396_800,
+                         activation_bytes=146_304)
+    assert mem.total_bytes == 34_665_344
+    # The parts in order, then the total: the keys `fsc estimate --json` and the store show.
+    assert list(mem.as_dict().items()) == [
+        ("weight_bytes", 26_122_240), ("cache_capacity_bytes", 8_396_800),
+        ("activation_bytes", 146_304), ("total_bytes", 34_665_344)]
     assert pred["predicted_total_bytes"] == 34_665_344
     assert fits(r, 4096, 2, 4, 34_665_344) and not fits(r, 4096, 2, 4, 34_665_343)
 
@@ -161,10 +169,10 @@ def test_max_batch_and_oom_context_are_the_edges():
     e = estimate(r, S=262144, B=8, gpu="h100")
     b = e.max_batch
     assert b >= 1 and not e.fits
-    total = {B: memory(r, 262144, B, 32)["total_bytes"] for B in (b, b + 1)}
+    total = {B: memory(r, 262144, B, 32).total_bytes for B in (b, b + 1)}
     assert total[b] <= M < total[b + 1]
     s = e.oom_context
-    assert memory(r, s - 1, 8, 32)["total_bytes"] <= M < memory(r, s, 8, 32)["total_bytes"]
+    assert memory(r, s - 1, 8, 32).total_bytes <= M < memory(r, s, 8, 32).total_bytes
     # No growing cache: memory never runs out with S; weights alone too big: nothing fits.
     assert estimate(load_recipe("mamba_3b"), S=8192, B=8).oom_context is None
     tiny = estimate(r, S=0, B=1, memory_gb=1.0)
@@ -216,7 +224,8 @@ def test_sums_over_layers_are_count_times_one_kind():
     two, many = _stack(2), _stack(1024)
     p2, pn = param_counts(two), param_counts(many)
     assert (pn["attention"], pn["mamba"]) == (512 * p2["attention"], 512 * p2["mamba"])
-    assert cache_bytes(many, 3, 100) == {k: 512 * v for k, v in cache_bytes(two, 3, 100).items()}
+    c2, cn = cache_bytes(two, 3, 100), cache_bytes(many, 3, 100)
+    assert (cn.kv_bytes, cn.state_bytes) == (512 * c2.kv_bytes, 512 * c2.state_bytes)
     s2, sn = pass_cost(two, 100, 3, 4), pass_cost(many, 100, 3, 4)
     assert (sn.kv_read_bytes, sn.state_read_bytes) == (512 * s2.kv_read_bytes, 512 * s2.state_read_bytes)
     assert (sn.attention_flops, sn.scan_flops) == (512 * s2.attention_flops, 512 * s2.scan_flops)

@@ -59,7 +59,7 @@ def test_params_and_cache_bytes_equal_the_built_model(recipe):
     assert param_counts(recipe) == count_params(model)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     e = estimate(recipe, S=4096, B=3, G=1, K=1)
-    assert e.memory["weight_bytes"] == weight_bytes
+    assert e.memory.weight_bytes == weight_bytes
     for B, S in ((1, 0), (3, 17), (8, 262144)):
         assert cache_bytes(recipe, B, S) == model.cache_bytes(B, S)
     assert e.cache == model.cache_bytes(3, 4096)
@@ -85,5 +85,5 @@ def test_allocated_cache_bytes_at_full_and_reduced_width(name):
     small = recipe.with_width(64)
     model = build_model(small, device="meta")
     G = small.block_size
-    made = model.synthetic_cache(2, 11, device="cpu").nbytes()["total_bytes"]
-    assert made == memory(small, 11, 2, G)["cache_capacity_bytes"]
+    made = model.synthetic_cache(2, 11, device="cpu").nbytes().total_bytes
+    assert made == memory(small, 11, 2, G).cache_capacity_bytes

@@ -44,8 +44,8 @@ def test_save_writes_a_complete_verifiable_directory(tmp_path):
     config = json.loads((d / "config.json").read_text())
     assert config["recipe_hash"] == recipe.recipe_hash and config["G"] == recipe.block_size
     assert config["layer_plan"] == recipe.layer_plan and config["d_model"] == recipe.d_model
-    assert config["kv_bytes_per_token"] == model.cache_bytes(1, 1)["kv_bytes"] > 0
-    assert config["state_bytes_per_sequence"] == model.cache_bytes(1, 0)["state_bytes"] > 0
+    assert config["kv_bytes_per_token"] == model.cache_bytes(1, 1).kv_bytes > 0
+    assert config["state_bytes_per_sequence"] == model.cache_bytes(1, 0).state_bytes > 0
     assert config["fsc_version"] and config["dtype"] == "fp32"
 
     card = (d / "README.md").read_text()

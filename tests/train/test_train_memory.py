@@ -21,18 +21,18 @@ HUGE = ["train", "tiny_attn", "--data", "copy", "--seq-len", "16777216", "--batc
 def test_training_memory_counts_optimizer_state_activations_masks_and_logits():
     r = load_recipe("tiny_attn")
     m = training_memory(r, 256, 8)
-    assert m["state_bytes"] == 16 * param_counts(r)["total"]  # fp32 weights, grads, 2 moments
-    assert m["mask_bytes"] == r.n_layers * 256 * 256
-    assert m["logits_bytes"] == 2 * 4 * 8 * 256 * r.vocab_size
-    assert m["total_bytes"] == sum(v for k, v in m.items() if k != "total_bytes")
+    assert m.state_bytes == 16 * param_counts(r)["total"]  # fp32 weights, grads, 2 moments
+    assert m.mask_bytes == r.n_layers * 256 * 256
+    assert m.logits_bytes == 2 * 4 * 8 * 256 * r.vocab_size
+    assert m.total_bytes == m.state_bytes + m.activation_bytes + m.mask_bytes + m.logits_bytes
     twice = training_memory(r, 256, 16)
-    assert twice["activation_bytes"] == 2 * m["activation_bytes"]
-    assert training_memory(load_recipe("tiny_mamba"), 256, 8)["mask_bytes"] == 0
+    assert twice.activation_bytes == 2 * m.activation_bytes
+    assert training_memory(load_recipe("tiny_mamba"), 256, 8).mask_bytes == 0
 
 
 def test_a_step_that_fits_passes_and_one_that_does_not_is_named():
     r = load_recipe("tiny_attn")
-    need = training_memory(r, 256, 8)["total_bytes"]
+    need = training_memory(r, 256, 8).total_bytes
     check_training_fits(r, "cpu", 256, 8, budget=need)
     with pytest.raises(UsageError) as e:
         check_training_fits(r, "cpu", 256, 8, budget=need - 1)
