@@ -37,7 +37,7 @@ class PassCost:
     cache_write_bytes: int  # fold only: G new K/V positions, states rewritten in full
     activation_bytes: int  # each projection reads its input and writes its output once
     matmul_flops: int  # 2 per weight per token through it
-    attention_flops: int  # 4·T·(S+G)·H·D per attention layer
+    attention_flops: int  # 4·T·(min(S, window)+G)·H·D per attention layer
     scan_flops: int  # recurrences and short convs
 
     @property

@@ -122,6 +122,6 @@ def test_the_ring_is_a_fixed_state_the_cost_model_counts(S):
     m = build_model(r)
     want = m.cache_bytes(2, S)
     assert want == cache_bytes(r, 2, S)
-    assert want["kv_bytes"] == 0  # nothing grows with S
+    assert want.kv_bytes == 0  # nothing grows with S
     assert want == m.cache_bytes(2, 1)
-    assert m.empty_cache(2, S + 4, block_size=4).nbytes()["total_bytes"] == want["total_bytes"]
+    assert m.empty_cache(2, S + 4, block_size=4).nbytes().total_bytes == want.total_bytes
