@@ -92,7 +92,8 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     cfg.device = device
     if steps is not None:
         if steps < done:
-            raise UsageError(f"--steps {steps} is below the {done} steps {start} has done")
+            raise UsageError(f"--train-steps {steps} is below the {done} steps {start} has "
+                             "done")
         cfg.steps = steps
     for key, value in changes.items():
         setattr(cfg, key, value)

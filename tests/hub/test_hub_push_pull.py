@@ -91,7 +91,7 @@ def test_a_trained_checkpoint_pushes_without_its_training_state(fsc, hub, tmp_pa
     the optimizer state behind; the pulled card says what was trained."""
     from fsc_run import in_process
 
-    in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+    in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "2",
                "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "store", check=0)
     step = tmp_path / "run" / "step-000002"
     pushed = fsc("push", step, "--repo", "alice/trained", "--json")
