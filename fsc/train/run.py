@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from fsc.checkpoint.io import load_checkpoint
+from fsc.checkpoint.registry import register_trained
 from fsc.errors import UsageError
-from fsc.hub.checkpoint import load_checkpoint
-from fsc.hub.registry import register_trained
 from fsc.interrupts import signal_name
 from fsc.loading import check_fits, free_bytes, set_threads
 from fsc.model.lm import build_model

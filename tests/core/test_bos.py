@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fsc.hub.checkpoint import save_checkpoint
-from fsc.hub.layout import CHECKSUMS_FILE, read_checksums, write_checksums
+from fsc.checkpoint.io import save_checkpoint
+from fsc.checkpoint.layout import CHECKSUMS_FILE, read_checksums, write_checksums
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.source import starts_with_bos

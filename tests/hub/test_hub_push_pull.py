@@ -6,7 +6,7 @@ import json
 
 from hub_helpers import digest
 
-from fsc.hub.registry import list_artifacts, register_checkpoint
+from fsc.checkpoint.registry import list_artifacts, register_checkpoint
 
 
 def _decode(path) -> list[int]:
@@ -66,7 +66,7 @@ def test_save_push_pull_gives_identical_files_and_tokens(save_tiny, fsc, hub, to
 
 
 def test_register_checkpoint_records_a_saved_checkpoint(save_tiny, tmp_path):
-    from fsc.hub.checkpoint import verify_checkpoint
+    from fsc.checkpoint.io import verify_checkpoint
 
     info = verify_checkpoint(save_tiny())
     register_checkpoint(tmp_path / "store", info, "saved")

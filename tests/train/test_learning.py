@@ -9,7 +9,7 @@ import pytest
 import torch
 from fsc_run import in_process
 
-from fsc.hub.checkpoint import load_checkpoint
+from fsc.checkpoint.io import load_checkpoint
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.evaluate import decode_answers
 from fsc.train.tasks import Passkey, derive

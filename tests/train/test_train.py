@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from fsc.hub.checkpoint import load_checkpoint, verify_checkpoint
+from fsc.checkpoint.io import load_checkpoint, verify_checkpoint
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.store import Store
