@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
+from fsc.checkpoint.io import load_checkpoint
 from fsc.costmodel import memory
 from fsc.costmodel.devices import host_free_bytes
 from fsc.errors import UsageError, WeightsDoNotFit
-from fsc.hub.checkpoint import load_checkpoint
 from fsc.imports.convert import load_published
 from fsc.model.layers import DTYPE_NAMES
 from fsc.model.lm import build_model

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fsc.hub.layout import CONFIG_FILE, RECIPE_FILE
+from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
 from fsc.imports import import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
 

@@ -20,10 +20,10 @@ from contextlib import contextmanager
 
 import torch
 
+from fsc.checkpoint.io import load_checkpoint
 from fsc.costmodel import param_counts
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import WeightsDoNotFit
-from fsc.hub.checkpoint import load_checkpoint
 from fsc.loading import check_fits, free_bytes
 from fsc.model.layers import TORCH_DTYPES, MoE
 from fsc.model.lm import build_model

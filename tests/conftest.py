@@ -50,6 +50,22 @@ def snapshot():
     return take
 
 
+@pytest.fixture
+def save_tiny(tmp_path):
+    """save_tiny(name, **save_checkpoint kwargs) -> directory of a seeded tiny_hybrid checkpoint."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    def save(name: str = "ckpt", seed: int = 1, **kwargs) -> Path:
+        path = tmp_path / name
+        model = build_model(load_recipe("tiny_hybrid"), seed=seed)
+        save_checkpoint(model, path, seed=seed, **kwargs)
+        return path
+
+    return save
+
+
 @dataclass
 class Result:
     code: int

@@ -1,7 +1,7 @@
 """Supervised tokens per second of the `blocks` objective against `frontier` (docs/training.md).
 
     python -m tools.bench_blocks [--recipes tiny_attn,tiny_mamba] [--seq-len 128] [--batch 8]
-        [--steps 15] [--data passkey,text]
+        [--repeats 15] [--data passkey,text]
 
 One optimizer step (forward, backward, AdamW) per recipe × data × objective, taken in turn
 (round robin after 2 warm-up steps, one torch thread) so that a machine whose load changes
@@ -26,6 +26,7 @@ from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, make_optimizer
 from fsc.train.objective import Batch, blocks_loss, draw_blocks, draw_frontier, frontier_loss
 from fsc.train.tasks import Passkey
+from tools.options import renamed
 
 OBJECTIVES = ("frontier", "blocks")
 
@@ -83,12 +84,13 @@ def main(argv=None) -> None:
     ap.add_argument("--data", default="passkey,text")
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=15, help="timed optimizer steps per cell")
+    renamed(ap, "--steps", "--repeats", type=int)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     cells = {(r, d, o): Cell(r, d, o, a.seq_len, a.batch) for r in a.recipes.split(",")
              for d in a.data.split(",") for o in OBJECTIVES}
-    for i in range(a.steps + 2):
+    for i in range(a.repeats + 2):
         for cell in cells.values():
             cell.step(timed=i >= 2)
     rows = []

@@ -3,7 +3,7 @@
 variants of attention and the hybrid with --recipes) on passkey at one length, evaluate each at 1, 2, 4, 8 and
 16 times that length and five needle depths, and print the tables docs/benchmarks.md shows.
 
-    python -m tools.retrieval [--recipes passkey_attn,...] [--steps N | R=N,...] [--lr X | R=X,...]
+    python -m tools.retrieval [--recipes passkey_attn,...] [--train-steps N | R=N,...] [--lr X | R=X,...]
         [--seeds 0,1,2] [--stop-at 0.95] [--seq-len 128] [--objective blocks|frontier]
         [--supervise-needle] [--jobs 2] [--out DIR] [--store DIR] [--figures DIR]
 
@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 
 from fsc.store import Store
+from tools.options import renamed
 
 FSC = [sys.executable, "-m", "fsc"]
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]  # the default trio
@@ -68,7 +69,7 @@ def train(job: tuple[str, int], a) -> None:
     recipe, seed = job
     t0 = time.perf_counter()
     doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
-                "--steps", str(a.steps[recipe]), "--batch", str(a.batch), "--lr", str(a.lr[recipe]),
+                "--train-steps", str(a.train_steps[recipe]), "--batch", str(a.batch), "--lr", str(a.lr[recipe]),
                 "--weighting", a.weighting, "--objective", a.objective, "--seed", str(seed),
                 "--eval-every", str(a.eval_every), "--stop-at", str(a.stop_at),
                 *(["--supervise-needle"] if a.supervise_needle else []),
@@ -185,8 +186,10 @@ def main() -> None:
     # passkey_mamba stayed at chance for 4,000 steps at 3e-3; passkey_attn did not learn in
     # 4,000 steps at 1e-2 and learned by 5,750 at 3e-3. The step budget also sets the cosine
     # schedule, so it is part of the recipe, not only a limit.
-    p.add_argument("--steps", default="passkey_attn=8000,passkey_mamba=6000,passkey_hybrid=4000,"
-                   "passkey_attn_nope=8000,passkey_hybrid_nope=4000")
+    p.add_argument("--train-steps", default="passkey_attn=8000,passkey_mamba=6000,"
+                   "passkey_hybrid=4000,passkey_attn_nope=8000,passkey_hybrid_nope=4000",
+                   help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
+    renamed(p, "--steps", "--train-steps")
     p.add_argument("--stop-at", type=float, default=0.95)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seq-len", type=int, default=128)
@@ -210,7 +213,7 @@ def main() -> None:
                    help="print the tables from the newest runs in --store; run nothing")
     a = p.parse_args()
     recipes = a.recipes.split(",")
-    a.steps = _per_recipe(a.steps, recipes)
+    a.train_steps = _per_recipe(a.train_steps, recipes)
     a.lr = _per_recipe(a.lr, recipes, float)
     a.seeds = [int(x) for x in a.seeds.split(",")]
     jobs = [(r, seed) for seed in a.seeds for r in recipes]

@@ -13,7 +13,7 @@ from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, print
 def _record(rep, action: str, store, as_json: bool, *lines: str) -> None:
     """Record a pushed or pulled checkpoint's report in the store, then show it: its JSON, or
     `lines` as plain text (names and paths are never markup)."""
-    from fsc.hub.registry import register_checkpoint
+    from fsc.checkpoint.registry import register_checkpoint
 
     register_checkpoint(store_dir(store), rep, action)
     if as_json:
@@ -81,7 +81,7 @@ def pull(
 
 def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Checkpoints the store knows: where they live, where they were pushed or pulled."""
-    from fsc.hub.registry import list_artifacts
+    from fsc.checkpoint.registry import list_artifacts
 
     rows = list_artifacts(store_dir(store))
     if as_json:

@@ -49,11 +49,11 @@ def build(
 
     report = build_report(r, S, B)
     if save is not None:
-        from fsc.hub.checkpoint import save_checkpoint
+        from fsc.checkpoint.io import save_checkpoint
         from fsc.model.lm import build_model
 
         err.print(f"building {r.name} with seed {seed} and writing {save} ...")
-        from fsc.hub.registry import register_checkpoint
+        from fsc.checkpoint.registry import register_checkpoint
 
         info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
         register_checkpoint(store_dir(store), info, "saved")

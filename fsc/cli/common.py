@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fsc.errors import UsageError
 from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
 from fsc.text import printable  # noqa: F401 - re-exported for every command
@@ -103,6 +104,20 @@ def given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
     """The options among `names` set on the command line (not left at their defaults)."""
     return [p.opts[0] for p in ctx.command.params
             if p.name in names and ctx.get_parameter_source(p.name).name != "DEFAULT"]
+
+
+def renamed(ctx: typer.Context, old: str, new: str, old_value: Any, new_value: Any, *,
+            quiet: bool = False) -> Any:
+    """The value of an option renamed from `old` to `new`. The old spelling stays accepted (a
+    hidden option) and works as the new one, after one line on stderr (none with `quiet`);
+    giving both is an error."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise UsageError(f"{old} is the old spelling of {new}; give {new} only")
+    if not quiet:
+        say(f"{ctx.command_path}: {old} is deprecated, use {new}")
+    return old_value
 
 
 def print_json(doc: Any) -> None:

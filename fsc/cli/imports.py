@@ -48,7 +48,7 @@ def import_cmd(
     weights = not recipe_only and any(directory.glob("*.safetensors"))
     if weights:
         output_dir(out_path, "--out")
-        from fsc.hub.registry import register_checkpoint
+        from fsc.checkpoint.registry import register_checkpoint
         from fsc.imports.convert import import_checkpoint
 
         err.print(f"importing {imported.architecture} weights from {source} into {out_path} ...")

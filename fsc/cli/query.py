@@ -17,7 +17,7 @@ from fsc.cli import export as export_cmd
 from fsc.cli import runs as runs_cmd
 from fsc.cli.common import JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
 from fsc.cli.confirm import confirm
-from fsc.cli.results import TABLE_MAX_ROWS, print_csv, records, show
+from fsc.cli.query_render import TABLE_MAX_ROWS, print_csv, records, show
 from fsc.errors import UsageError
 
 

@@ -24,6 +24,7 @@ from fsc.cli.common import (
     out,
     print_json,
     printable,
+    renamed,
     store_dir,
     torch_device,
 )
@@ -42,7 +43,7 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 
 
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
-# error, not silently ignored); --steps may extend it, --stop-after and the options of
+# error, not silently ignored); --train-steps may extend it, --stop-after and the options of
 # RESUME_CHANGES may change it, and --device says where it goes on.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
@@ -51,8 +52,8 @@ RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every
                   "train_backend")
 
 
-def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS):
-    return typer.Option(name, min=low, max=high, help=help, show_default=False)
+def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
+    return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
 
 def train(
@@ -65,8 +66,12 @@ def train(
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
     seq_len: Annotated[int | None, _count("--seq-len", "Tokens per sequence (a multiple of G).",
                                           high=MAX_S)] = None,
-    steps: Annotated[int | None, _count("--steps", "Optimizer steps in all (the schedule's "
-                                        "length; with --resume, may extend it).")] = None,
+    train_steps: Annotated[int | None, _count(
+        "--train-steps", "Optimizer steps in all (the schedule's length; with --resume, may "
+        "extend it).")] = None,
+    old_steps: Annotated[int | None, _count(
+        "--steps", "The old spelling of --train-steps (--steps is K of decoding).",
+        hidden=True)] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", help="Training directory: step-NNNNNN checkpoints and `latest`.",
         show_default=False)] = None,
@@ -84,7 +89,7 @@ def train(
     lr: Annotated[float, typer.Option("--lr", callback=finite(0, 10, low_open=True),
                                       help="Peak learning rate.")] = 3e-3,
     warmup: Annotated[int | None, _count("--warmup", "Linear warmup steps (default: a tenth "
-                                         "of --steps, at most 100).", low=0)] = None,
+                                         "of --train-steps, at most 100).", low=0)] = None,
     weight_decay: Annotated[float, typer.Option(
         "--weight-decay", callback=finite(0, 10), help="AdamW decay of the matrices.")] = 0.1,
     grad_clip: Annotated[float, typer.Option(
@@ -150,6 +155,9 @@ def train(
     from fsc.train.run import new_job, resumed_job
     from fsc.train.run import train as train_job
 
+    # the processes --nproc starts run the same command line: only the first says it
+    steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
+                    quiet=ranks.launched())
     if ranks.launched():
         nproc = nproc or ranks.world_size()
     if resume is not None:
@@ -163,12 +171,12 @@ def train(
         job = resumed_job(resume, device, steps, nproc, changes)
     else:
         missing = [n for n, v in (("RECIPE", source), ("--data", data), ("--seq-len", seq_len),
-                                  ("--steps", steps), ("--out", out_dir)) if v is None]
+                                  ("--train-steps", steps), ("--out", out_dir)) if v is None]
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
         if warmup is not None and warmup > steps:
-            raise UsageError(f"--warmup {warmup} is longer than --steps {steps}: the learning "
-                             "rate would never reach --lr")
+            raise UsageError(f"--warmup {warmup} is longer than --train-steps {steps}: the "
+                             "learning rate would never reach --lr")
         job = new_job(
             source, str(objective) if objective else None, warmup, data=data, seq_len=seq_len,
             steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,

@@ -1,5 +1,5 @@
-"""Checkpoints and the Hugging Face Hub.
+"""The Hugging Face Hub: checkpoint directories (fsc.checkpoint) pushed and pulled.
 
-layout (files, checksums, atomic placement; no torch) · card (config.json, README.md) ·
-checkpoint (save / verify / load) · hub (push / pull) · registry (the store's artifacts rows).
+names (repository ids, revisions, the pull directory; checked before any network call) ·
+hub (the client's errors, the token, pull) · push (verify, then commit).
 """

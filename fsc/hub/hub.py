@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
@@ -20,18 +21,18 @@ from huggingface_hub import get_token as hf_get_token
 from huggingface_hub.errors import RemoteEntryNotFoundError
 from huggingface_hub.utils import disable_progress_bars
 
-from fsc.errors import CheckpointError, FscError, HubError, RecipeError
-from fsc.hub.layout import (
+from fsc.checkpoint.layout import (
     CHECKSUMS_FILE,
     INDEX_FILE,
     RECIPE_FILE,
-    PulledCheckpoint,
+    CheckpointInfo,
     move_into_place,
     read_checksums,
     refuse_existing,
     temp_dir_beside,
     verify_checksums,
 )
+from fsc.errors import CheckpointError, FscError, HubError, RecipeError
 from fsc.hub.names import (
     DEFAULT_REVISION,
     check_repo_id,
@@ -44,6 +45,17 @@ from fsc.recipe import load_recipe
 STALE_WEIGHTS = ["*.safetensors", INDEX_FILE]
 
 _TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
+
+
+@dataclass
+class PulledCheckpoint(CheckpointInfo):
+    """A checkpoint pulled from the Hub: the repository, the revision asked for and the commit
+    it resolved to."""
+
+    repo: str
+    revision: str
+    commit_id: str
+    artifact_id: str | None = None
 
 
 def _endpoint() -> str:

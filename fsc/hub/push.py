@@ -3,14 +3,25 @@ the Hub client; this part reads the checkpoint's tensors' shapes, so it needs to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from fsc.hub.checkpoint import verify_checkpoint
+from fsc.checkpoint.io import verify_checkpoint
+from fsc.checkpoint.layout import CHECKSUMS_FILE, VerifiedCheckpoint
 from fsc.hub.hub import STALE_WEIGHTS, get_token, hub_calls, quiet_unless_terminal
-from fsc.hub.layout import CHECKSUMS_FILE, PushedCheckpoint
 from fsc.hub.names import DEFAULT_REVISION, check_repo_id, check_revision
+
+
+@dataclass
+class PushedCheckpoint(VerifiedCheckpoint):
+    """A verified checkpoint as committed to the Hub: the repository, branch and new commit."""
+
+    repo: str = ""
+    revision: str = ""
+    commit_id: str = ""
+    commit_url: str = ""
 
 
 def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,

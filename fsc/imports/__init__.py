@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from fsc.checkpoint.layout import RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
-from fsc.hub.layout import RECIPE_FILE
 from fsc.imports import bamba, llama, mamba2, qwen3_next
 from fsc.imports.config import Config, recipe_name
 from fsc.imports.fetch import snapshot

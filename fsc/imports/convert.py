@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import ImportRefused
-from fsc.hub.checkpoint import save_checkpoint
 from fsc.imports import Imported, from_config, local_dir, read_config
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model

@@ -32,8 +32,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import CheckpointError, UsageError
-from fsc.hub.checkpoint import save_checkpoint
 from fsc.interrupts import StopSignals
 from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES

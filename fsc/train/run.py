@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from fsc.checkpoint.io import load_checkpoint
+from fsc.checkpoint.registry import register_trained
 from fsc.errors import UsageError
-from fsc.hub.checkpoint import load_checkpoint
-from fsc.hub.registry import register_trained
 from fsc.interrupts import signal_name
 from fsc.loading import check_fits, free_bytes, set_threads
 from fsc.model.lm import build_model
@@ -92,7 +92,8 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     cfg.device = device
     if steps is not None:
         if steps < done:
-            raise UsageError(f"--steps {steps} is below the {done} steps {start} has done")
+            raise UsageError(f"--train-steps {steps} is below the {done} steps {start} has "
+                             "done")
         cfg.steps = steps
     for key, value in changes.items():
         setattr(cfg, key, value)

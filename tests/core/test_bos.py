@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fsc.hub.checkpoint import save_checkpoint
-from fsc.hub.layout import CHECKSUMS_FILE, read_checksums, write_checksums
+from fsc.checkpoint.io import save_checkpoint
+from fsc.checkpoint.layout import CHECKSUMS_FILE, read_checksums, write_checksums
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.source import starts_with_bos
@@ -65,7 +65,7 @@ def test_decode_follows_the_checkpoint(fsc_main, tmp_path, kind, bos):
 
 
 def test_a_trained_checkpoint_says_no_bos(fsc_main, tmp_path):
-    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "1",
+    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "1",
              "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "s", check=0)
     config = json.loads((tmp_path / "run" / "step-000001" / "config.json").read_text())
     assert config["bos"] is False

@@ -28,6 +28,36 @@ def test_every_command_has_help(command):
     assert "Usage" in r.output and len(r.output.splitlines()) > 4
 
 
+def _shown_options():
+    """(command, option, help) of every option that some `fsc ... --help` shows."""
+    import typer.main
+
+    from fsc.cli.main import app
+
+    for name, cmd in typer.main.get_command(app).commands.items():
+        subs = getattr(cmd, "commands", None) or {None: cmd}
+        for sub_name, sub in subs.items():
+            where = " ".join(n for n in (name, sub_name) if n)
+            for p in sub.params:
+                if not getattr(p, "hidden", False):
+                    yield from ((where, opt, p.help or "") for opt in p.opts if opt[:2] == "--")
+
+
+def test_steps_is_K_wherever_it_is_shown():
+    """--steps is K, the denoising steps per block, in every command that shows it; fsc train's
+    optimizer steps are --train-steps (its old --steps is hidden)."""
+    from typer.testing import CliRunner
+
+    from fsc.cli.main import app
+
+    shown = {where: text for where, opt, text in _shown_options() if opt == "--steps"}
+    assert {"decode", "estimate", "eval", "profile"} <= shown.keys(), shown
+    assert all(text.startswith("Denoising steps K per block") for text in shown.values()), shown
+    assert [w for w, opt, _ in _shown_options() if opt == "--train-steps"] == ["train"]
+    r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "--train-steps" in r.output and "--steps" not in r.output
+
+
 def test_build_json(fsc_cli):
     res = fsc_cli("build", "hybrid_3b", "--S", "262144", "--B", "8", "--json", check=0)
     d = json.loads(res.stdout)

@@ -179,7 +179,7 @@ def test_the_model_keeps_attention_on_torch():
 
 def test_fsc_train_refuses_fla_off_cuda_in_one_line(fsc_main, monkeypatch, tmp_path):
     monkeypatch.delenv("TRITON_INTERPRET")
-    res = fsc_main("train", "tiny_gla", "--data", "copy", "--seq-len", "32", "--steps", "1",
+    res = fsc_main("train", "tiny_gla", "--data", "copy", "--seq-len", "32", "--train-steps", "1",
                    "--out", tmp_path / "run", "--train-backend", "fla", "--store", tmp_path / "s")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "--train-backend fla" in res.stderr

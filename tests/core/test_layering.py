@@ -1,6 +1,6 @@
 """Imports go one way: base → registry/recipe → cost model → kernels/ops → model →
-hub/store/imports → profile/decode/verify → train → results/scale → cli (LAYERS below;
-docs/architecture.md draws it). Every import of an fsc module, at module level or inside a
+checkpoint/store → hub/imports → profile/decode/verify → train → results/scale → cli (LAYERS
+below; docs/architecture.md draws it). Every import of an fsc module, at module level or inside a
 function, is read from the source (AST) and must point at its own layer or a lower one."""
 
 import ast
@@ -17,7 +17,8 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.costmodel"],
     ["fsc.kernels", "fsc.ops"],
     ["fsc.model"],
-    ["fsc.tokenizer", "fsc.hub", "fsc.store", "fsc.provenance", "fsc.imports"],
+    ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance"],
+    ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
     ["fsc.train"],
     ["fsc.results", "fsc.scale"],
@@ -70,6 +71,7 @@ def test_the_check_sees_a_wrong_import(tmp_path):
     bad.write_text("def f():\n    from fsc.cli.common import out\n")
     assert [name for _, name in imports(bad)] == ["fsc.cli.common"]
     assert layer("fsc.cli.common") > layer("fsc.recipe")
+    assert layer("fsc.hub.push") > layer("fsc.checkpoint.io")
 
 
 def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
@@ -87,6 +89,8 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
      ("torch", "triton", "duckdb")),
     # every command is registered at start-up; plotting loads matplotlib only when it runs
     ("import fsc.cli.main", ("torch", "matplotlib", "duckdb", "transformers")),
+    # checkpoints are saved, loaded and recorded without the Hub's client
+    ("import fsc.checkpoint.io, fsc.checkpoint.registry", ("huggingface_hub",)),
     # a published config read as a recipe (fsc estimate hf:...) needs neither
     ("import fsc.source", ("torch", "transformers")),
     # fsc profile and fsc eval check the executor options and the sweep before torch

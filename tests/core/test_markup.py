@@ -33,7 +33,7 @@ def test_the_consoles_read_no_markup_and_no_bar_is_built_another_way():
 
 
 def test_train_on_a_recipe_named_with_markup(cli, odd, tmp_path):
-    r = cli("train", odd, "--data", "copy", "--seq-len", "16", "--batch", "2", "--steps", "2",
+    r = cli("train", odd, "--data", "copy", "--seq-len", "16", "--batch", "2", "--train-steps", "2",
             "--out", tmp_path / "run", "--store", tmp_path / "store")
     assert r.code == 0, r.err
     assert f"train {NAME}" in r.err and f"trained {NAME}" in r.out

@@ -12,7 +12,7 @@ import pytest
 import torch
 from model_checks import blockwise, mixing_model
 
-from fsc.hub.card import model_card
+from fsc.checkpoint.card import model_card
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, parse_recipe, shipped_recipes
 

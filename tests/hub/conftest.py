@@ -1,5 +1,5 @@
 """Fixtures of the hub tests: a fake Hub per test, the environment the real client reads,
-`fsc` run as a subprocess (huggingface_hub reads its settings at import), a saved checkpoint."""
+`fsc` run as a subprocess (huggingface_hub reads its settings at import)."""
 
 from __future__ import annotations
 
@@ -49,18 +49,3 @@ def fsc(hf_env, tmp_path):
 
     return run
 
-
-@pytest.fixture
-def save_tiny(tmp_path):
-    """save_tiny(name, **save_checkpoint kwargs) -> directory of a seeded tiny_hybrid checkpoint."""
-    from fsc.hub.checkpoint import save_checkpoint
-    from fsc.model.lm import build_model
-    from fsc.recipe import load_recipe
-
-    def save(name: str = "ckpt", seed: int = 1, **kwargs) -> Path:
-        path = tmp_path / name
-        model = build_model(load_recipe("tiny_hybrid"), seed=seed)
-        save_checkpoint(model, path, seed=seed, **kwargs)
-        return path
-
-    return save

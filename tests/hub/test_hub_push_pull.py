@@ -6,7 +6,7 @@ import json
 
 from hub_helpers import digest
 
-from fsc.hub.registry import list_artifacts, register_checkpoint
+from fsc.checkpoint.registry import list_artifacts, register_checkpoint
 
 
 def _decode(path) -> list[int]:
@@ -66,7 +66,7 @@ def test_save_push_pull_gives_identical_files_and_tokens(save_tiny, fsc, hub, to
 
 
 def test_register_checkpoint_records_a_saved_checkpoint(save_tiny, tmp_path):
-    from fsc.hub.checkpoint import verify_checkpoint
+    from fsc.checkpoint.io import verify_checkpoint
 
     info = verify_checkpoint(save_tiny())
     register_checkpoint(tmp_path / "store", info, "saved")
@@ -91,7 +91,7 @@ def test_a_trained_checkpoint_pushes_without_its_training_state(fsc, hub, tmp_pa
     the optimizer state behind; the pulled card says what was trained."""
     from fsc_run import in_process
 
-    in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+    in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "2",
                "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "store", check=0)
     step = tmp_path / "run" / "step-000002"
     pushed = fsc("push", step, "--repo", "alice/trained", "--json")

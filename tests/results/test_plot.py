@@ -194,7 +194,7 @@ def test_niah_heatmap_holds_each_cell(tmp_path):
 def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "store"
-    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "6",
+    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "6",
                "--log-every", "1", "--eval-every", "3", "--out", tmp_path / "run",
                "--store", store).code == 0
     doc = _plot(cli, "loss", "--store", store, "--out", tmp_path / "loss.png")
@@ -210,7 +210,7 @@ def test_a_resumed_training_is_one_curve_named_by_its_task(cli, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     store, out = tmp_path / "store", tmp_path / "run"
     common = ("--log-every", "1", "--store", store)
-    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "8",
+    assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "8",
                "--stop-after", "4", "--out", out, *common).code == 0
     assert cli("train", "--resume", out, *common).code == 0
     st = Store(store)

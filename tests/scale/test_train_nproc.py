@@ -35,10 +35,10 @@ def _losses(store) -> list[tuple[int, float]]:
 @pytest.fixture(scope="module")
 def two_and_one(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
-    two = _fsc("train", *BASE, "--steps", "4", "--batch", "4", "--nproc", "2", "--out", "o2",
+    two = _fsc("train", *BASE, "--train-steps", "4", "--batch", "4", "--nproc", "2", "--out", "o2",
                "--store", "s2", "--json", cwd=root)
     assert two.returncode == 0, two.stderr[-3000:]
-    one = _fsc("train", *BASE, "--steps", "4", "--batch", "8", "--out", "o1", "--store", "s1",
+    one = _fsc("train", *BASE, "--train-steps", "4", "--batch", "8", "--out", "o1", "--store", "s1",
                cwd=root)
     assert one.returncode == 0, one.stderr[-3000:]
     return root, two
@@ -71,10 +71,10 @@ def test_rank_0_alone_writes(two_and_one):
 
 def test_the_run_resumes_with_its_own_process_count(two_and_one, tmp_path):
     root, _ = two_and_one
-    refused = _fsc("train", "--resume", root / "o2", "--nproc", "3", "--steps", "6",
+    refused = _fsc("train", "--resume", root / "o2", "--nproc", "3", "--train-steps", "6",
                    "--store", root / "s2", cwd=root)
     assert refused.returncode == 2 and "resume it with the same" in refused.stderr
-    more = _fsc("train", "--resume", root / "o2", "--steps", "6", "--store", root / "s2",
+    more = _fsc("train", "--resume", root / "o2", "--train-steps", "6", "--store", root / "s2",
                 cwd=root)
     assert more.returncode == 0, more.stderr[-3000:]
     assert "training in 2 processes" in more.stderr
@@ -90,7 +90,7 @@ def test_sigterm_to_the_launcher_stops_every_rank_saved(tmp_path):
     import subprocess
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *BASE, "--steps", "100000",
+    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *BASE, "--train-steps", "100000",
                              "--batch", "2", "--nproc", "2", "--out", "o", "--store", "s"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

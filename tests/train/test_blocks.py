@@ -139,7 +139,7 @@ def test_every_mixer_two_stream_form_equals_its_reference_loop(name, G):
 
 def test_fsc_train_objective_blocks_records_it_and_resumes(fsc_main, tmp_path):
     store = ["--store", tmp_path / "store"]
-    run = ["tiny_mamba", "--data", "copy", "--seq-len", "32", "--batch", "4", "--steps", "4"]
+    run = ["tiny_mamba", "--data", "copy", "--seq-len", "32", "--batch", "4", "--train-steps", "4"]
     fsc_main("train", *run, "--objective", "blocks", "--out", tmp_path / "whole", *store, check=0)
     half = fsc_main("train", *run, "--objective", "blocks", "--out", tmp_path / "split",
                     "--stop-after", "2", *store, check=0)

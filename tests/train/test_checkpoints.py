@@ -80,7 +80,7 @@ def test_a_save_cut_short_leaves_latest_on_the_last_whole_checkpoint(tmp_path, m
 def test_the_options_say_their_defaults_and_refuse_bad_values(fsc_main, tmp_path):
     text = " ".join(fsc_main("train", "--help", check=0).stdout.split())
     assert "--save-minutes" in text and "10.0" in text and "--keep" in text and "default 3" in text
-    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "2",
                    "--out", tmp_path / "o", "--save-minutes", "-1")
     assert res.returncode == 2 and "--save-minutes" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
@@ -89,7 +89,7 @@ def test_the_options_say_their_defaults_and_refuse_bad_values(fsc_main, tmp_path
 def test_a_resumed_run_may_change_its_saving(fsc_main, tmp_path):
     common = ["--store", tmp_path / "s"]
     fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2",
-             "--steps", "4", "--stop-after", "1", "--out", tmp_path / "o", *common, check=0)
+             "--train-steps", "4", "--stop-after", "1", "--out", tmp_path / "o", *common, check=0)
     fsc_main("train", "--resume", tmp_path / "o", "--save-minutes", "0", "--keep", "5",
              "--stop-after", "1", *common, check=0)
     cfg = read_state(resolve_checkpoint(tmp_path / "o"))[0]["config"]

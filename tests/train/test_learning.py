@@ -9,7 +9,7 @@ import pytest
 import torch
 from fsc_run import in_process
 
-from fsc.hub.checkpoint import load_checkpoint
+from fsc.checkpoint.io import load_checkpoint
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.evaluate import decode_answers
 from fsc.train.tasks import Passkey, derive
@@ -38,7 +38,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("learning")
     (root / "recipe.yaml").write_text(RECIPE)
     res = in_process("train", root / "recipe.yaml", "--data", "passkey", "--seq-len", L,
-                     "--steps", STEPS, "--batch", 16, "--lr", "1e-2", "--warmup", 50,
+                     "--train-steps", STEPS, "--batch", 16, "--lr", "1e-2", "--warmup", 50,
                      "--weighting", "masked", "--supervise-needle", "--eval-every", 100,
                      "--log-every", 100, "--stop-at", "0.95", "--seed", 2,
                      "--out", root / "run", "--store", root / "store", "--json", check=0)

@@ -43,12 +43,12 @@ def test_a_resumed_job_keeps_its_settings_and_takes_the_changes(tmp_path):
     job = resumed_job(out, "cpu", 6, None, {"log_every": 3})
     assert (job.cfg.steps, job.cfg.log_every, job.cfg.objective, job.cfg.warmup) == (6, 3, "ar", 1)
     assert job.recipe.block_size == 1 and job.state[0]["step"] == 2
-    with pytest.raises(UsageError, match="--steps 1 is below the 2 steps"):
+    with pytest.raises(UsageError, match="--train-steps 1 is below the 2 steps"):
         resumed_job(out, "cpu", 1, None, {})
     with pytest.raises(UsageError, match="--nproc 2: the run trains with 1 process"):
         resumed_job(out, "cpu", None, 2, {})
 
 
 def test_the_workers_command_leaves_nproc_out():
-    args = ["train", "tiny_attn", "--nproc", "2", "--steps", "4", "--nproc=3", "--json"]
-    assert without_nproc(args) == ["train", "tiny_attn", "--steps", "4", "--json"]
+    args = ["train", "tiny_attn", "--nproc", "2", "--train-steps", "4", "--nproc=3", "--json"]
+    assert without_nproc(args) == ["train", "tiny_attn", "--train-steps", "4", "--json"]

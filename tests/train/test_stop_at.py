@@ -28,7 +28,7 @@ def scripted_evals(monkeypatch):
 
 def test_a_run_stops_at_the_first_eval_that_reaches_acc(fsc_main, tmp_path, scripted_evals):
     store = tmp_path / "store"
-    res = fsc_main("train", *COPY, "--steps", "40", "--eval-every", "5", "--stop-at", "0.9",
+    res = fsc_main("train", *COPY, "--train-steps", "40", "--eval-every", "5", "--stop-at", "0.9",
                    "--out", tmp_path / "run", "--store", store, "--json", check=0)
     doc = json.loads(res.stdout)
     assert scripted_evals == [5, 10, 15]
@@ -44,7 +44,7 @@ def test_a_run_stops_at_the_first_eval_that_reaches_acc(fsc_main, tmp_path, scri
 
 
 def test_the_console_summary_says_where_it_stopped(fsc_main, tmp_path, scripted_evals):
-    res = fsc_main("train", *COPY, "--steps", "40", "--eval-every", "15", "--stop-at", "0.95",
+    res = fsc_main("train", *COPY, "--train-steps", "40", "--eval-every", "15", "--stop-at", "0.95",
                    "--out", tmp_path / "run", "--store", tmp_path / "store", check=0)
     assert "to step 15 of 40" in res.stdout
     assert "stopped at exact match 0.95 ≥ 0.95 at step 15" in res.stdout
@@ -52,7 +52,7 @@ def test_the_console_summary_says_where_it_stopped(fsc_main, tmp_path, scripted_
 
 
 def test_acc_not_reached_trains_every_step(fsc_main, tmp_path, scripted_evals):
-    res = fsc_main("train", *COPY, "--steps", "12", "--eval-every", "4", "--stop-at", "1",
+    res = fsc_main("train", *COPY, "--train-steps", "12", "--eval-every", "4", "--stop-at", "1",
                    "--out", tmp_path / "run", "--store", tmp_path / "store", "--json", check=0)
     doc = json.loads(res.stdout)
     assert doc["step"] == 12 and not doc["reached"] and len(doc["evals"]) == 3
@@ -66,7 +66,7 @@ def test_acc_not_reached_trains_every_step(fsc_main, tmp_path, scripted_evals):
     (["--stop-at", "0.9"], "--stop-at 0.9 needs an in-loop eval: --eval-every N"),
 ])
 def test_bad_stop_at_is_one_line_and_exit_2(fsc_main, tmp_path, extra, message):
-    res = fsc_main("train", *COPY, "--steps", "5", "--out", tmp_path / "run",
+    res = fsc_main("train", *COPY, "--train-steps", "5", "--out", tmp_path / "run",
                    "--store", tmp_path / "store", *extra)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "run").exists()
@@ -75,14 +75,14 @@ def test_bad_stop_at_is_one_line_and_exit_2(fsc_main, tmp_path, extra, message):
 def test_stop_at_needs_a_task_with_answers(fsc_main, tmp_path):
     (tmp_path / "t.txt").write_text("the quick brown fox. " * 40)
     res = fsc_main("train", "tiny_attn", "--data", tmp_path / "t.txt", "--seq-len", "32",
-                   "--steps", "5", "--eval-every", "1", "--stop-at", "0.5",
+                   "--train-steps", "5", "--eval-every", "1", "--stop-at", "0.5",
                    "--out", tmp_path / "run", "--store", tmp_path / "store")
     assert res.returncode == 2 and "on a task (passkey, mqar or copy)" in res.stderr
 
 
 def test_resume_keeps_or_changes_stop_at(fsc_main, tmp_path, scripted_evals):
     store = ["--store", tmp_path / "store"]
-    fsc_main("train", *COPY, "--steps", "40", "--eval-every", "5", "--stop-at", "1",
+    fsc_main("train", *COPY, "--train-steps", "40", "--eval-every", "5", "--stop-at", "1",
              "--stop-after", "5", "--out", tmp_path / "run", *store, check=0)
     kept = json.loads(fsc_main("train", "--resume", tmp_path / "run", "--stop-after", "15",
                                *store, "--json", check=0).stdout)

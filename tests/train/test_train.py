@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from fsc.hub.checkpoint import load_checkpoint, verify_checkpoint
+from fsc.checkpoint.io import load_checkpoint, verify_checkpoint
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.store import Store
@@ -60,10 +60,11 @@ def test_schedule_warms_up_then_decays_to_the_floor():
 
 def test_resume_is_bit_identical(fsc_main, tmp_path):
     store = ["--store", tmp_path / "store"]
-    fsc_main("train", "tiny_hybrid", *COPY, "--steps", "6", "--out", tmp_path / "whole",
+    fsc_main("train", "tiny_hybrid", *COPY, "--train-steps", "6", "--out", tmp_path / "whole",
              "--batch", "4", *store, check=0)
-    half = fsc_main("train", "tiny_hybrid", *COPY, "--steps", "6", "--out", tmp_path / "split",
-                    "--batch", "4", "--stop-after", "3", *store, check=0)
+    half = fsc_main("train", "tiny_hybrid", *COPY, "--train-steps", "6",
+                    "--out", tmp_path / "split", "--batch", "4", "--stop-after", "3", *store,
+                    check=0)
     assert "stopped at step 3 of 6; continue with" in half.stderr
     assert json.loads((tmp_path / "split" / "step-000003" / "training_state.json")
                       .read_text())["step"] == 3
@@ -78,6 +79,29 @@ def test_resume_is_bit_identical(fsc_main, tmp_path):
     assert not all(torch.equal(start[k], b[k]) for k in b)  # the resumed steps trained
 
 
+def test_the_old_spelling_of_train_steps_trains_the_same(cli, tmp_path):
+    """fsc train's optimizer steps were --steps, which is K in the other commands: the old
+    spelling still works, after one line on stderr, and gives the same weights."""
+    runs = {}
+    for opt in ("--train-steps", "--steps"):
+        out = tmp_path / opt.strip("-")
+        r = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2", opt,
+                "2", "--out", out, "--store", tmp_path / "store", "--json")
+        assert r.code == 0, r.err
+        notices = [line for line in r.err.splitlines() if "deprecated" in line]
+        runs[opt] = json.loads(r.out), notices, _weights(out / "step-000002")
+    (new, new_notices, a), (old, old_notices, b) = runs.values()
+    assert new_notices == [] and old_notices == ["fsc train: --steps is deprecated, use "
+                                                 "--train-steps"]
+    assert (old["step"], old["steps"]) == (new["step"], new["steps"]) == (2, 2)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    both = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--steps", "2",
+               "--train-steps", "2", "--out", tmp_path / "both")
+    assert both.code == 2
+    assert both.err.strip() == "error: --steps is the old spelling of --train-steps; give " \
+                               "--train-steps only"
+
+
 def test_resume_refuses_new_settings_and_a_plain_checkpoint(fsc_main, tmp_path):
     fsc_main("build", "tiny_attn", "--save", tmp_path / "plain", "--store", tmp_path / "s", check=0)
     res = fsc_main("train", "--resume", tmp_path / "plain")
@@ -88,7 +112,7 @@ def test_resume_refuses_new_settings_and_a_plain_checkpoint(fsc_main, tmp_path):
 
 def test_store_card_and_checkpoint_of_a_run(fsc_main, tmp_path):
     store = tmp_path / "store"
-    res = fsc_main("train", "tiny_attn", *COPY, "--steps", "20", "--log-every", "5",
+    res = fsc_main("train", "tiny_attn", *COPY, "--train-steps", "20", "--log-every", "5",
                    "--eval-every", "10", "--save-every", "10", "--out", tmp_path / "run",
                    "--store", store, "--json", check=0)
     summary = json.loads(res.stdout)
@@ -117,7 +141,7 @@ def test_store_card_and_checkpoint_of_a_run(fsc_main, tmp_path):
 
 
 def test_ar_objective_trains_the_recipe_at_G_1(fsc_main, tmp_path):
-    fsc_main("train", "tiny_attn", *COPY, "--steps", "2", "--objective", "ar",
+    fsc_main("train", "tiny_attn", *COPY, "--train-steps", "2", "--objective", "ar",
              "--out", tmp_path / "ar", "--store", tmp_path / "s", check=0)
     recipe, _ = load_checkpoint(tmp_path / "ar" / "step-000002")
     assert recipe.block_size == 1
@@ -126,7 +150,7 @@ def test_ar_objective_trains_the_recipe_at_G_1(fsc_main, tmp_path):
 def test_training_a_text_file(fsc_main, tmp_path):
     (tmp_path / "t.txt").write_text("the quick brown fox jumps over the lazy dog. " * 20)
     res = fsc_main("train", "tiny_mamba", "--data", tmp_path / "t.txt", "--seq-len", "64",
-                   "--steps", "3", "--batch", "2", "--out", tmp_path / "o",
+                   "--train-steps", "3", "--batch", "2", "--out", tmp_path / "o",
                    "--store", tmp_path / "s", check=0)
     assert "trained tiny_mamba to step 3 of 3 on" in res.stdout
 
@@ -158,7 +182,7 @@ def _training(tmp_path, *args, steps=2):
 ])
 def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
     out = tmp_path / "run"
-    proc = _training(tmp_path, "tiny_attn", *COPY, "--steps", "100000", "--out", out)
+    proc = _training(tmp_path, "tiny_attn", *COPY, "--train-steps", "100000", "--out", out)
     proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
@@ -177,7 +201,7 @@ def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
 def test_a_run_killed_outright_resumes_from_its_last_save_bit_exact(fsc_main, tmp_path):
     """kill -9 leaves the rolling saves (here every 0.01 minutes); `--resume` goes on from
     the newest, and three steps later holds the weights of a run never stopped."""
-    setting = ["tiny_hybrid", *COPY, "--batch", "4", "--steps", "100000"]
+    setting = ["tiny_hybrid", *COPY, "--batch", "4", "--train-steps", "100000"]
     killed = tmp_path / "killed"
     proc = _training(tmp_path, *setting, "--out", killed, "--save-minutes", "0.01", steps=4)
     deadline = time.time() + 60

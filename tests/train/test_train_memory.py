@@ -15,7 +15,7 @@ from fsc.recipe import load_recipe
 from fsc.train.fits import check_training_fits
 
 HUGE = ["train", "tiny_attn", "--data", "copy", "--seq-len", "16777216", "--batch", "2",
-        "--steps", "1"]
+        "--train-steps", "1"]
 
 
 def test_training_memory_counts_optimizer_state_activations_masks_and_logits():
@@ -59,23 +59,23 @@ def test_an_allocation_failing_at_run_time_is_one_line_naming_memory(cli, tmp_pa
 
     monkeypatch.setattr("fsc.train.data.open_data", fail)
     r = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--batch", "2",
-            "--steps", "1", "--out", tmp_path / "x", "--store", tmp_path / "store")
+            "--train-steps", "1", "--out", tmp_path / "x", "--store", tmp_path / "store")
     assert r.code == 1 and r.err.count("\n") == 1, r.err
     assert r.err.startswith("error: out of memory (") and "internal error" not in r.err
 
 
 def test_warmup_longer_than_the_run_is_refused(cli, tmp_path):
-    r = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--steps", "1",
+    r = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--train-steps", "1",
             "--warmup", "1000", "--out", tmp_path / "x", "--store", tmp_path / "store")
     assert r.code == 2 and r.err.count("\n") == 1
-    assert "--warmup 1000 is longer than --steps 1" in r.err
+    assert "--warmup 1000 is longer than --train-steps 1" in r.err
     assert not (tmp_path / "x").exists()
 
 
 def test_artifacts_lists_the_checkpoints_train_wrote_by_recipe_name(cli, tmp_path):
     store = tmp_path / "store"
     assert cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--batch", "2",
-               "--steps", "2", "--save-every", "1", "--out", tmp_path / "run",
+               "--train-steps", "2", "--save-every", "1", "--out", tmp_path / "run",
                "--store", store).code == 0
     r = cli("artifacts", "--json", "--store", store)
     rows = json.loads(r.out)

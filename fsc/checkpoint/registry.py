@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fsc.hub.layout import CheckpointInfo, read_checksums
+from fsc.checkpoint.layout import CheckpointInfo, read_checksums
 from fsc.store import Store
 
 

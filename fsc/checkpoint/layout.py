@@ -50,22 +50,6 @@ class SavedCheckpoint(VerifiedCheckpoint):
     seed: int | None = None  # seeded (untrained) weights; None for any other
 
 
-@dataclass
-class PushedCheckpoint(VerifiedCheckpoint):
-    repo: str = ""
-    revision: str = ""
-    commit_id: str = ""
-    commit_url: str = ""
-
-
-@dataclass
-class PulledCheckpoint(CheckpointInfo):
-    repo: str
-    revision: str
-    commit_id: str
-    artifact_id: str | None = None
-
-
 RECIPE_FILE = "fsc_recipe.yaml"  # the recipe the weights belong to: the source of truth
 CONFIG_FILE = "config.json"
 CARD_FILE = "README.md"

@@ -10,13 +10,12 @@ import subprocess
 import pytest
 import torch
 import yaml
-from hub_helpers import digest
 from safetensors.torch import load_file, save_file
 
+from fsc.checkpoint import io as ckpt_mod
+from fsc.checkpoint.io import load_checkpoint, save_checkpoint, verify_checkpoint
+from fsc.checkpoint.layout import CHECKSUMS_FILE, write_checksums
 from fsc.errors import CheckpointError
-from fsc.hub import checkpoint as ckpt_mod
-from fsc.hub.checkpoint import load_checkpoint, save_checkpoint, verify_checkpoint
-from fsc.hub.layout import CHECKSUMS_FILE, write_checksums
 from fsc.model.lm import build_model, count_params
 from fsc.recipe import load_recipe
 
@@ -155,11 +154,11 @@ def test_tensors_that_do_not_match_the_recipe_are_named(save_tiny, change, messa
         load_checkpoint(d)
 
 
-def test_checksum_file_names_cannot_leave_the_directory(save_tiny):
+def test_checksum_file_names_cannot_leave_the_directory(save_tiny, snapshot):
     d = save_tiny()
-    before = digest(d)
+    before = snapshot(d)
     lines = (d / CHECKSUMS_FILE).read_text() + f"{'0' * 64}  ../outside.txt\n"
     (d / CHECKSUMS_FILE).write_text(lines)
     with pytest.raises(CheckpointError, match=re.escape("'../outside.txt' is not an allowed")):
         load_checkpoint(d)
-    assert set(digest(d)) == set(before)
+    assert set(snapshot(d)) == set(before)

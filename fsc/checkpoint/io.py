@@ -1,6 +1,6 @@
 """Save, verify and load checkpoint directories: safetensors weights, never anything pickled.
 
-Layout (see docs/hub.md): `fsc_recipe.yaml`, `config.json`, `README.md`, the weights as
+Layout (see docs/checkpoint.md): `fsc_recipe.yaml`, `config.json`, `README.md`, the weights as
 `model.safetensors` or, past `max_shard_bytes` of tensor data, `model-0000i-of-0000n.safetensors`
 shards plus `model.safetensors.index.json`, and `checksums.sha256` over all of them.
 
@@ -18,9 +18,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from fsc.errors import CheckpointError
-from fsc.hub.card import config_json, model_card
-from fsc.hub.layout import (
+from fsc.checkpoint.card import config_json, model_card
+from fsc.checkpoint.layout import (
     CARD_FILE,
     CONFIG_FILE,
     INDEX_FILE,
@@ -36,6 +35,7 @@ from fsc.hub.layout import (
     verify_checksums,
     write_checksums,
 )
+from fsc.errors import CheckpointError
 from fsc.model.lm import build_model, count_params
 from fsc.recipe import Recipe, load_recipe
 
@@ -195,9 +195,13 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
     `seed` records seeded (untrained) weights in the card; `training` what `fsc train` did
-                    extra=None, recipe_text: str | None = None,
-                    include: tuple[Path, ...] = (),
-                    imported_from: str | None = None, bos: bool = False) -> SavedCheckpoint:
+    (data, objective, steps, final loss); `bos` whether the model's sequences begin with BOS
+    (fsc trains without; `fsc decode` follows the record). `extra(directory)` may write files
+    of its own (the training state) before the rename; they are not in the checksums, and
+    never pushed. `recipe_text` is the recipe file's text (a recipe with comments; it must
+    validate to the model's recipe); `include` files (an imported model's tokenizer) are copied
+    in, checksummed; `imported_from` names a published model the weights came from (config and
+    card say so).
     """
     dest = Path(path)
     recipe: Recipe = model.recipe

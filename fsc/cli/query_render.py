@@ -1,5 +1,5 @@
-"""A query's result for a person (a table that fits the terminal, or one record per row when
-it does not) or for a program (csv, json)."""
+"""What `fsc query` prints: a query's result for a person (a table that fits the terminal, or
+one record per row when it does not) or for a program (csv, json)."""
 
 from __future__ import annotations
 
