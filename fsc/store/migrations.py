@@ -1,8 +1,9 @@
 """The store's schema as an ordered list of small migrations, each recorded once.
 
-Append new migrations to `MIGRATIONS`; never edit or reorder one that has shipped. Version n is
-the n-th function of the list. `migrate` runs the missing ones in one transaction, so a store is
-never left half-migrated and two processes racing to migrate cannot both apply the same step.
+Append new migrations to `MIGRATIONS`; never reorder them or change what a shipped one does (a
+store that applied it keeps what it did). Version n is the n-th function of the list. `migrate`
+runs the missing ones in one transaction, so a store is never left half-migrated and two
+processes racing to migrate cannot both apply the same step.
 """
 
 from __future__ import annotations
