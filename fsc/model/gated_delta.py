@@ -19,14 +19,13 @@ from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.conv import conv_sequence, conv_two_stream
 from fsc.model.layers import RMSNorm
 from fsc.model.mamba import init_decay_and_conv
-from fsc.model.mixer import Mixer
+from fsc.model.mixer import FixedState
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
-class GatedDelta(Mixer):
+class GatedDelta(FixedState):
     kind = "gated_delta"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -235,9 +234,6 @@ class GatedDelta(Mixer):
                 later = write(later, t)
             start += n
         return self._out(out, x)
-
-    def _synthetic_fill(self, name, t, generator):
-        t.normal_(0.0, 0.5, generator=generator)
 
 
 MIXER = GatedDelta

@@ -19,7 +19,7 @@ from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
 from fsc.model.layers import RMSNorm
-from fsc.model.mixer import Mixer
+from fsc.model.mixer import FixedState
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
@@ -38,9 +38,8 @@ def init_decay_and_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> boo
     return True
 
 
-class Mamba(Mixer):
+class Mamba(FixedState):
     kind = "mamba"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
