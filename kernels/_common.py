@@ -238,5 +238,10 @@ def width(n: int, chosen: int | None, B: int, H: int, device: torch.device, wide
     return narrow(min(pow2(n), widest), least, lambda w: B * H * cdiv(n, w), sm_count(device))
 
 
+def strides(*tensors: torch.Tensor) -> tuple[int, ...]:
+    """Every stride of each tensor in turn: a kernel's stride arguments, in its order."""
+    return tuple(s for t in tensors for s in t.stride())
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import torch
 
 from fsc.model.lm import build_model
-from fsc.recipe import Recipe, load_recipe
+from fsc.recipe import Recipe, load_recipe, shipped_recipes
+
+# The tiny shipped recipes: together they hold every mixer kind.
+EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
 
 
 def mixing_model(recipe: Recipe | str, scale: float = 5.0, seed: int = 3):
@@ -29,3 +32,14 @@ def blockwise(m, G: int, vocab: int, B: int = 2, nb: int = 3):
     ref = m.forward_blockwise(tokens, [G] * nb)
     cache = m.empty_cache(B, G * nb, block_size=G)
     return tokens, ref, cache, [slice(b * G, (b + 1) * G) for b in range(nb)]
+
+
+def passkey_batch(n: int, G: int):
+    """A batch of the first `n` passkey samples (128 tokens, blocks of G), on the CPU: a task
+    whose supervised positions are its answers."""
+    from fsc.tokenizer import ByteTokenizer
+    from fsc.train.objective import Batch
+    from fsc.train.tasks import Passkey
+
+    task = Passkey(ByteTokenizer(), 128, G, 5)
+    return Batch.of([task.sample(i) for i in range(n)], "cpu")

@@ -7,30 +7,19 @@ mixer is transformers' Mamba2 one (gated RMSNorm, eps rms_norm_eps), with one B/
 
 from __future__ import annotations
 
-from fsc.imports import llama
+from fsc.imports import llama, mamba2
 from fsc.imports.config import Config
-from fsc.imports.mamba2 import check_mixer
 
 ARCHITECTURES = ("BambaForCausalLM",)
 
-NAMES = (
-    (r"embed\.weight", "model.embed_tokens.weight"),
-    (r"layers\.(\d+)\.norm1\.weight", r"model.layers.\1.input_layernorm.weight"),
-    (r"layers\.(\d+)\.norm2\.weight", r"model.layers.\1.pre_ff_layernorm.weight"),
-    (r"layers\.(\d+)\.mixer\.w([qkvo])\.(weight|bias)", r"model.layers.\1.self_attn.\2_proj.\3"),
-    (r"layers\.(\d+)\.mixer\.conv_(weight|bias)", r"model.layers.\1.mamba.conv1d.\2"),
-    (r"layers\.(\d+)\.mixer\.(in_proj|out_proj|norm)\.weight", r"model.layers.\1.mamba.\2.weight"),
-    (r"layers\.(\d+)\.mixer\.(A_log|dt_bias|D)", r"model.layers.\1.mamba.\2"),
-    (r"layers\.(\d+)\.ffn\.(gate|up|down)\.weight", r"model.layers.\1.feed_forward.\2_proj.weight"),
-    (r"norm_f\.weight", "model.final_layernorm.weight"),
-    (r"lm_head\.weight", "lm_head.weight"),
-)
+NAMES = llama.names("pre_ff_layernorm", "feed_forward", "final_layernorm",
+                    *mamba2.mixer_names(r"model.layers.\1.mamba"))
 
 ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # mamba_conv_bias: false
 
 
 def recipe(cfg: Config, name: str) -> dict:
-    check_mixer(cfg, "mamba_n_groups", 1, "mamba_proj_bias")
+    mamba2.check_mixer(cfg, "mamba_n_groups", 1, "mamba_proj_bias")
     out = cfg.common(name, tie_default=False)
     d = out["d_model"]
     expand, heads = cfg.int("mamba_expand", 2), cfg.int("mamba_n_heads", 128)

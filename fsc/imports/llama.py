@@ -12,17 +12,26 @@ from fsc.imports.config import Config
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                  "Qwen3ForCausalLM")
 
-# fsc tensor name -> the published one (regex substitution; \1 the layer).
-NAMES = (
-    (r"embed\.weight", "model.embed_tokens.weight"),
-    (r"layers\.(\d+)\.norm1\.weight", r"model.layers.\1.input_layernorm.weight"),
-    (r"layers\.(\d+)\.mixer\.w([qkvo])\.(weight|bias)", r"model.layers.\1.self_attn.\2_proj.\3"),
-    (r"layers\.(\d+)\.mixer\.([qk])_norm\.weight", r"model.layers.\1.self_attn.\2_norm.weight"),
-    (r"layers\.(\d+)\.norm2\.weight", r"model.layers.\1.post_attention_layernorm.weight"),
-    (r"layers\.(\d+)\.ffn\.(gate|up|down)\.weight", r"model.layers.\1.mlp.\2_proj.weight"),
-    (r"norm_f\.weight", "model.norm.weight"),
-    (r"lm_head\.weight", "lm_head.weight"),
-)
+
+def names(norm2: str, ffn: str, norm_f: str, *mixer: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """fsc tensor name -> the published one (regex substitution; \\1 the layer) in a stack laid
+    out as Llama's (`model.layers.N`): the embedding, both norms, attention's projections, the
+    SwiGLU and the final norm, under the family's names of the second norm, the feed-forward
+    block and the final norm (`model.<norm_f>`), then the family's own `mixer` rows."""
+    return (
+        (r"embed\.weight", "model.embed_tokens.weight"),
+        (r"layers\.(\d+)\.norm1\.weight", r"model.layers.\1.input_layernorm.weight"),
+        (r"layers\.(\d+)\.norm2\.weight", rf"model.layers.\1.{norm2}.weight"),
+        (r"layers\.(\d+)\.mixer\.w([qkvo])\.(weight|bias)", r"model.layers.\1.self_attn.\2_proj.\3"),
+        *mixer,
+        (r"layers\.(\d+)\.ffn\.(gate|up|down)\.weight", rf"model.layers.\1.{ffn}.\2_proj.weight"),
+        (r"norm_f\.weight", f"model.{norm_f}.weight"),
+        (r"lm_head\.weight", "lm_head.weight"),
+    )
+
+
+NAMES = names("post_attention_layernorm", "mlp", "norm",
+              (r"layers\.(\d+)\.mixer\.([qk])_norm\.weight", r"model.layers.\1.self_attn.\2_norm.weight"))
 
 
 def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:

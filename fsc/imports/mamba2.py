@@ -10,13 +10,20 @@ from fsc.imports.config import Config
 
 ARCHITECTURES = ("Mamba2ForCausalLM",)
 
+
+def mixer_names(prefix: str) -> tuple[tuple[str, str], ...]:
+    """The rows of fsc's Mamba-2 mixer tensors, published under `prefix` (\\1 the layer)."""
+    return (
+        (r"layers\.(\d+)\.mixer\.conv_(weight|bias)", prefix + r".conv1d.\2"),
+        (r"layers\.(\d+)\.mixer\.(in_proj|out_proj|norm)\.weight", prefix + r".\2.weight"),
+        (r"layers\.(\d+)\.mixer\.(A_log|dt_bias|D)", prefix + r".\2"),
+    )
+
+
 NAMES = (
     (r"embed\.weight", "backbone.embeddings.weight"),
     (r"layers\.(\d+)\.norm1\.weight", r"backbone.layers.\1.norm.weight"),
-    (r"layers\.(\d+)\.mixer\.conv_(weight|bias)", r"backbone.layers.\1.mixer.conv1d.\2"),
-    (r"layers\.(\d+)\.mixer\.(in_proj|out_proj|norm)\.weight",
-     r"backbone.layers.\1.mixer.\2.weight"),
-    (r"layers\.(\d+)\.mixer\.(A_log|dt_bias|D)", r"backbone.layers.\1.mixer.\2"),
+    *mixer_names(r"backbone.layers.\1.mixer"),
     (r"norm_f\.weight", "backbone.norm_f.weight"),
     (r"lm_head\.weight", "lm_head.weight"),
 )

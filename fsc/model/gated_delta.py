@@ -16,16 +16,16 @@ from fsc.mixers import gated_delta as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
-from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
+from fsc.model.conv import conv_sequence, conv_two_stream
 from fsc.model.layers import RMSNorm
-from fsc.model.mixer import Mixer
+from fsc.model.mamba import init_decay_and_conv
+from fsc.model.mixer import FixedState
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
-class GatedDelta(Mixer):
+class GatedDelta(FixedState):
     kind = "gated_delta"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -51,15 +51,8 @@ class GatedDelta(Mixer):
             self.norm = None
 
     def init_parameter(self, leaf, p, gen):
-        """Mamba-2's decay: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus);
-        the conv as Mamba-2's."""
-        if leaf == "A_log":
-            p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
-        elif leaf == "dt_bias":
-            lo, hi = math.log(1e-3), math.log(0.1)
-            dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
-            p.copy_(dt + torch.log(-torch.expm1(-dt)))
-        elif not init_conv(leaf, p, gen):
+        """Mamba-2's decay and conv."""
+        if not init_decay_and_conv(leaf, p, gen):
             super().init_parameter(leaf, p, gen)
 
     def cache_shapes(self, batch, capacity):
@@ -241,9 +234,6 @@ class GatedDelta(Mixer):
                 later = write(later, t)
             start += n
         return self._out(out, x)
-
-    def _synthetic_fill(self, name, t, generator):
-        t.normal_(0.0, 0.5, generator=generator)
 
 
 MIXER = GatedDelta

@@ -13,7 +13,7 @@ from fsc.mixers import gla as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
-from fsc.model.mixer import Mixer
+from fsc.model.mixer import FixedState
 
 # The training form's pairs carry a key axis: tokens pair inside a group of whole blocks of at
 # least GROUP tokens (B·T·S·H·K values), groups pair inside a chunk of CHUNK_GROUPS groups.
@@ -21,9 +21,8 @@ GROUP = 4
 CHUNK_GROUPS = 8
 
 
-class GLA(Mixer):
+class GLA(FixedState):
     kind = "gla"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -175,9 +174,6 @@ class GLA(Mixer):
             h = h * torch.exp(cum[:, -1])[..., None] + torch.einsum("bshk,bshv->bhkv", kb * tail, vb)
         o = torch.cat(outs, dim=1)
         return self.wo(o.reshape(B, T, -1).to(x.dtype))
-
-    def _synthetic_fill(self, name, t, generator):
-        t.normal_(0.0, 0.5, generator=generator)
 
 
 MIXER = GLA

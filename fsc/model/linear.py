@@ -13,14 +13,13 @@ from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks
 from fsc.model.layers import block_ids
-from fsc.model.mixer import Mixer
+from fsc.model.mixer import FixedState
 
 CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
-class LinearAttention(Mixer):
+class LinearAttention(FixedState):
     kind = "linear"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)

@@ -19,14 +19,27 @@ from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
 from fsc.model.layers import RMSNorm
-from fsc.model.mixer import Mixer
+from fsc.model.mixer import FixedState
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
-class Mamba(Mixer):
+def init_decay_and_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> bool:
+    """Seed Mamba-2's decay and conv parameters: A in [1, 16], dt in [1e-3, 0.1] (stored as its
+    inverse softplus), the conv as `init_conv` does; False when `leaf` names none of them."""
+    if leaf == "A_log":
+        p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
+    elif leaf == "dt_bias":
+        lo, hi = math.log(1e-3), math.log(0.1)
+        dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
+        p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
+    else:
+        return init_conv(leaf, p, gen)
+    return True
+
+
+class Mamba(FixedState):
     kind = "mamba"
-    backends = ("torch", "fla")
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -49,15 +62,7 @@ class Mamba(Mixer):
         return self.out_proj((y if self.norm is None else self.norm(y)).to(dtype))
 
     def init_parameter(self, leaf, p, gen):
-        """Mamba-2 style: A in [1, 16], dt in [1e-3, 0.1] (stored as its inverse softplus), the
-        conv uniform within 1/sqrt(width), its bias within 0.1."""
-        if leaf == "A_log":
-            p.copy_(torch.empty(p.shape, device=p.device).uniform_(1, 16, generator=gen).log_())
-        elif leaf == "dt_bias":
-            lo, hi = math.log(1e-3), math.log(0.1)
-            dt = torch.empty(p.shape, device=p.device).uniform_(lo, hi, generator=gen).exp_()
-            p.copy_(dt + torch.log(-torch.expm1(-dt)))  # inverse softplus
-        elif not init_conv(leaf, p, gen):
+        if not init_decay_and_conv(leaf, p, gen):
             super().init_parameter(leaf, p, gen)
 
     def cache_shapes(self, batch, capacity):

@@ -22,7 +22,7 @@ class Mixer(nn.Module):
 
     `backend` says what those two training forms run on: `torch` (the chunked forms), or `fla`
     (flash-linear-attention's kernels, fsc/model/fla_scan.py) for a mixer that lists it in
-    `backends`.
+    `backends` (every `FixedState` mixer).
     """
 
     kind: str = ""
@@ -110,3 +110,16 @@ class Mixer(nn.Module):
                 n *= s
             total += n * torch.empty((), dtype=dt).element_size()
         return total
+
+
+class FixedState(Mixer):
+    """A mixer whose cache is a state of fixed size, whatever the prefix length (Mamba, linear
+    attention, GLA, Gated DeltaNet). Its training forms run on torch or, every one of them
+    being a block-bidirectional recurrence, on fla (fsc/model/fla_scan.py)."""
+
+    backends = ("torch", "fla")
+
+    def _synthetic_fill(self, name: str, t: torch.Tensor, generator) -> None:
+        """normal(0, 0.5), the size of a trained state; Mamba (its conv window) and linear
+        attention (its sums) fill their own."""
+        t.normal_(0.0, 0.5, generator=generator)

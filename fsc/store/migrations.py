@@ -1,8 +1,9 @@
 """The store's schema as an ordered list of small migrations, each recorded once.
 
-Append new migrations to `MIGRATIONS`; never edit or reorder one that has shipped. Version n is
-the n-th function of the list. `migrate` runs the missing ones in one transaction, so a store is
-never left half-migrated and two processes racing to migrate cannot both apply the same step.
+Append new migrations to `MIGRATIONS`; never reorder them or change what a shipped one does (a
+store that applied it keeps what it did). Version n is the n-th function of the list. `migrate`
+runs the missing ones in one transaction, so a store is never left half-migrated and two
+processes racing to migrate cannot both apply the same step.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ PROFILE_ENVIRONMENT = (
 )
 
 
-def row_view(view: str, table: str, alias: str, environment: str) -> str:
-    """`CREATE OR REPLACE VIEW view`: `table`'s columns, its run's and `environment`."""
+def row_view(view: str, table: str, alias: str, environment: str, columns: str = "") -> str:
+    """`CREATE OR REPLACE VIEW view`: `table`'s `columns` (default all of them, `alias.*`), its
+    run's and `environment`."""
     return f"""
         CREATE OR REPLACE VIEW {view} AS
-        SELECT {alias}.*, r.status AS run_status, r.command, r.host, {environment}
+        SELECT {columns or f"{alias}.*"}, r.status AS run_status, r.command, r.host, {environment}
         FROM {table} {alias}
         LEFT JOIN runs r USING (run_id)
         LEFT JOIN environments e ON e.env_id = r.env_id;
@@ -151,25 +153,16 @@ def create_artifacts(con: Connection) -> None:
 
 
 def create_profile_view(con: Connection) -> None:
-    con.execute(
-        """
-        CREATE OR REPLACE VIEW profile AS
-        SELECT
-            p.point_id, p.run_id, p.recipe, p.recipe_hash, p.layer_plan,
-            p."S", p."B", p."G", p."K", p.dtype, p.backend, p.mixer_backends, p.device,
-            p.status, p.error,
-            p.step_ms, p.step_ms_p10, p.step_ms_p90, p.fold_ms, p.fold_ms_p10, p.fold_ms_p90,
-            p.tokens_per_s, p.peak_bytes, p.cache_bytes, p.weight_bytes,
-            p.predicted_step_bytes, p.predicted_total_bytes, p.floor_ms, p.bound,
-            p.achieved_gbps, p.roofline_fraction, p.started_at, p.ended_at,
-            r.status AS run_status, r.command, r.host,
-            e.device_name, e.device_memory_bytes, e.git_commit, e.git_dirty,
-            e.fsc_version, e.torch_version, e.triton_version, e.cuda_version, e.driver_version
-        FROM profile_points p
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
-        """
-    )
+    """The profile view as it first shipped: the columns profile_points had then, by name."""
+    columns = """
+        p.point_id, p.run_id, p.recipe, p.recipe_hash, p.layer_plan,
+        p."S", p."B", p."G", p."K", p.dtype, p.backend, p.mixer_backends, p.device,
+        p.status, p.error,
+        p.step_ms, p.step_ms_p10, p.step_ms_p90, p.fold_ms, p.fold_ms_p10, p.fold_ms_p90,
+        p.tokens_per_s, p.peak_bytes, p.cache_bytes, p.weight_bytes,
+        p.predicted_step_bytes, p.predicted_total_bytes, p.floor_ms, p.bound,
+        p.achieved_gbps, p.roofline_fraction, p.started_at, p.ended_at"""
+    con.execute(row_view("profile", "profile_points", "p", PROFILE_ENVIRONMENT, columns))
 
 
 def create_bench_results(con: Connection) -> None:
@@ -253,18 +246,9 @@ def eval_cells_token_accuracy(con: Connection) -> None:
 def eval_cells_loss_spread(con: Connection) -> None:
     """A held-out loss's standard error over its sequences, and how many distinct sequences
     the data held (fewer than n: sequences were scored more than once)."""
-    con.execute(
-        """
-        ALTER TABLE eval_cells ADD COLUMN loss_se DOUBLE;
-        ALTER TABLE eval_cells ADD COLUMN distinct_sequences BIGINT;
-        CREATE OR REPLACE VIEW evaluation AS
-        SELECT c.*, r.status AS run_status, r.command, r.host,
-               e.device_name, e.git_commit, e.git_dirty, e.fsc_version, e.torch_version
-        FROM eval_cells c
-        LEFT JOIN runs r USING (run_id)
-        LEFT JOIN environments e ON e.env_id = r.env_id;
-        """
-    )
+    con.execute("ALTER TABLE eval_cells ADD COLUMN loss_se DOUBLE")
+    con.execute("ALTER TABLE eval_cells ADD COLUMN distinct_sequences BIGINT")
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
 MIGRATIONS: list[Callable[[Connection], None]] = [

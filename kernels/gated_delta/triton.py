@@ -77,14 +77,8 @@ def _gated_delta_kernel(
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
         h = _delta_write(a * h, k, v, beta)
         tl.store(fp, tl.sum(q[:, None] * h, 0), mask=d_mask)
-        qp, kp, vp, gp, bp, fp = (
-            qp + stride_q_token,
-            kp + stride_k_token,
-            vp + stride_v_token,
-            gp + stride_decay_token,
-            bp + stride_beta_token,
-            fp + stride_out_token,
-        )
+        qp, kp, vp = qp + stride_q_token, kp + stride_k_token, vp + stride_v_token
+        gp, bp, fp = gp + stride_decay_token, bp + stride_beta_token, fp + stride_out_token
     if WRITE:
         store(state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
                          stride_new_state_key, stride_new_state_value), h, kd_mask)
@@ -93,25 +87,16 @@ def _gated_delta_kernel(
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
     last = G - 1
     qp, kp, vp = q0 + last * stride_q_token, k0 + last * stride_k_token, v0 + last * stride_v_token
-    gp, bp, fp, op = (
-        g0 + last * stride_decay_token,
-        b0 + last * stride_beta_token,
-        f0 + last * stride_out_token,
-        o0 + last * stride_out_token,
-    )
+    gp, bp = g0 + last * stride_decay_token, b0 + last * stride_beta_token
+    fp, op = f0 + last * stride_out_token, o0 + last * stride_out_token
     for _i in range(G):
         q, k, v, a, beta = _token(qp, kp, vp, gp, bp, k_mask, d_mask, scale)
         hb = a * hb
         o = tl.load(fp, mask=d_mask, other=0.0) + tl.sum(q[:, None] * hb, 0)
         tl.store(op, o.to(out_ptr.dtype.element_ty), mask=d_mask)
         hb = _delta_write(hb, k, v, beta)
-        qp, kp, vp, gp, bp = (
-            qp - stride_q_token,
-            kp - stride_k_token,
-            vp - stride_v_token,
-            gp - stride_decay_token,
-            bp - stride_beta_token,
-        )
+        qp, kp, vp = qp - stride_q_token, kp - stride_k_token, vp - stride_v_token
+        gp, bp = gp - stride_decay_token, bp - stride_beta_token
         fp, op = fp - stride_out_token, op - stride_out_token
 
 
@@ -171,8 +156,7 @@ def gated_delta_block(q, k, v, g, beta, state, scale: float, new_state=None):
     bv = block_v(B, H, Dv, _common.sm_count(dev), Dk)
     fwd = _common.empty(out.shape, torch.float32, dev)  # forward outputs, strided like out
     ns = new_state if new_state is not None else state
-    strides = (*q.stride(), *k.stride(), *v.stride(), *g.stride(), *beta.stride(),
-               *state.stride(), *out.stride(), *ns.stride())
+    strides = _common.strides(q, k, v, g, beta, state, out, ns)
     with _common.device_guard(dev):
         _gated_delta_kernel[(B, H, _common.cdiv(Dv, bv))](
             q, k, v, g, beta, state, out, ns, fwd, G, Dk, Dv, float(scale), *strides,

@@ -51,34 +51,22 @@ def _gla_kernel(
         q, k, a, v = _token(qp, kp, gp, vp, k_mask, d_mask, scale)
         h = a[:, None] * h + k[:, None] * v[None, :]
         o = tl.where(rows[:, None] == t, tl.sum(q[:, None] * h, 0)[None, :], o)
-        qp, kp, gp, vp = (
-            qp + stride_q_token,
-            kp + stride_k_token,
-            gp + stride_gate_token,
-            vp + stride_v_token,
-        )
+        qp, kp = qp + stride_q_token, kp + stride_k_token
+        gp, vp = gp + stride_gate_token, vp + stride_v_token
     if WRITE:
         store(state_tile(ns_ptr, b, hd, kk, d, stride_new_state_batch, stride_new_state_head,
                          stride_new_state_key, stride_new_state_value), h, kd_mask)
 
     hb = tl.zeros([BLOCK_K, BLOCK_V], tl.float32)
     last = G - 1
-    qp, kp, gp, vp = (
-        q0 + last * stride_q_token,
-        k0 + last * stride_k_token,
-        g0 + last * stride_gate_token,
-        v0 + last * stride_v_token,
-    )
+    qp, kp = q0 + last * stride_q_token, k0 + last * stride_k_token
+    gp, vp = g0 + last * stride_gate_token, v0 + last * stride_v_token
     for i in range(G):
         q, k, a, v = _token(qp, kp, gp, vp, k_mask, d_mask, scale)
         hb = a[:, None] * hb
         o += tl.where(rows[:, None] == last - i, tl.sum(q[:, None] * hb, 0)[None, :], 0.0)
         hb += k[:, None] * v[None, :]
-        qp, kp, gp, vp = (
-            qp - stride_q_token,
-            kp - stride_k_token,
-            gp - stride_gate_token,
-            vp - stride_v_token,
-        )
+        qp, kp = qp - stride_q_token, kp - stride_k_token
+        gp, vp = gp - stride_gate_token, vp - stride_v_token
     store(token_tile(out_ptr, b, hd, rows, d, stride_out_batch, stride_out_token, stride_out_head,
                      stride_out_value), o, (rows < G)[:, None] & d_mask[None, :])

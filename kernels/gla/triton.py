@@ -85,8 +85,7 @@ def gla_block(q, k, v, gk, state, scale: float, new_state=None):
     kind = form(G, Dk)
     bv = block_v(B, H, Dv, _common.sm_count(dev), kind)
     ns = new_state if new_state is not None else state
-    strides = (*q.stride(), *k.stride(), *v.stride(), *gk.stride(), *state.stride(),
-               *out.stride(), *ns.stride())
+    strides = _common.strides(q, k, v, gk, state, out, ns)
     grid = (B, H, _common.cdiv(Dv, bv))
     block_k = _common.pow2(Dk)
     with _common.device_guard(dev):

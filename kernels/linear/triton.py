@@ -131,8 +131,7 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     with _common.device_guard(dev):
         _linear_kernel[(B, H, v_tiles)](
             q, k, v, state, z_state, out, ns_arg, nz_arg, G, R, Dv, float(eps),
-            *q.stride(), *k.stride(), *v.stride(), *state.stride(), *z_state.stride(),
-            *out.stride(), *ns_arg.stride(), *nz_arg.stride(),
+            *_common.strides(q, k, v, state, z_state, out, ns_arg, nz_arg),
             BLOCK_G=_common.pow2(G), BLOCK_R=_common.pow2(R), BLOCK_V=block_v,
             num_warps=tune.num_warps or _common.warps(_common.pow2(G) * _common.pow2(R)),
             FEATURE=FEATURE_CODES[feature_map], WRITE_S=new_state is not None,

@@ -206,8 +206,7 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     with _common.device_guard(dev):
         _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
             x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
-            *x.stride(), *dt.stride(), *Bm.stride(), *Cm.stride(), *zz.stride(),
-            *state.stride(), *out.stride(), *ns.stride(),
+            *_common.strides(x, dt, Bm, Cm, zz, state, out, ns),
             BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
             WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),

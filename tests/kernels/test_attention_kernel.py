@@ -5,11 +5,9 @@ import torch
 from fsc.kernels import _common
 from fsc.kernels.attention import triton as attn
 from fsc.kernels.attention.reference import block_attention_ref
-from kernel_checks import assert_close, dname, randn
+from kernel_checks import BF16, F16, F32, assert_close, dname, randn
 
 from fsc.errors import KernelError
-
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
 # (B, G, H, Hkv, D, S, capacity, dtype)
 CASES = [

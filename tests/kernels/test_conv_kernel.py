@@ -2,9 +2,7 @@ import pytest
 import torch
 from fsc.kernels.conv import triton as conv
 from fsc.kernels.conv.reference import causal_conv_block_ref
-from kernel_checks import assert_close, dname, nan_like, randn
-
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+from kernel_checks import BF16, F16, F32, assert_close, dname, nan_like, randn
 
 # (B, G, C, W, x dtype, window dtype)
 CASES = [

@@ -1,27 +1,18 @@
 import math
+from functools import partial
 
+import kernel_checks as kc
 import pytest
 import torch
 import torch.nn.functional as F
 from fsc.kernels import _common
 from fsc.kernels.gated_delta import triton as gd
 from fsc.kernels.gated_delta.reference import gated_delta_block_ref
-from kernel_checks import assert_close, check_fold, check_step, dname, nan_like, randn
+from kernel_checks import BF16, F32, assert_close, nan_like, randn
 
 from fsc.errors import KernelError
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-
-# (B, G, H, Dk, Dv, dtype, state dtype)
-CASES = [
-    (2, 1, 3, 16, 16, F32, F32),      # one token: the causal gated delta rule
-    (2, 5, 2, 20, 70, F32, F32),      # Dk padded, three Dv tiles
-    (1, 8, 2, 32, 16, F32, F32),
-    (2, 4, 2, 16, 32, BF16, F32),
-    (1, 3, 2, 16, 16, F16, F32),
-    (1, 4, 2, 16, 16, F32, BF16),     # bf16 state
-    (1, 6, 2, 20, 24, BF16, BF16),
-]
+CASES = kc.KEY_VALUE_CASES + [(1, 6, 2, 20, 24, BF16, BF16)]
 
 
 def _inputs(B, G, H, Dk, Dv, dtype, sdtype, seed=0):
@@ -34,10 +25,6 @@ def _inputs(B, G, H, Dk, Dv, dtype, sdtype, seed=0):
     beta = torch.sigmoid(randn(B, G, H, gen=gen))
     state = randn(B, H, Dk, Dv, dtype=sdtype, gen=gen)
     return q, k, v, g, beta, state, 1 / math.sqrt(Dk)
-
-
-def _id(c):
-    return f"B{c[0]}G{c[1]}H{c[2]}Dk{c[3]}Dv{c[4]}-{dname(c[5])}-state_{dname(c[6])}"
 
 
 def _delta64(q, k, v, g, beta, h, scale, later_only=False):
@@ -67,16 +54,13 @@ def _bidirectional64(q, k, v, g, beta, state, scale):
     return fwd + bwd.flip(1), h
 
 
-@pytest.mark.parametrize("case", CASES, ids=_id)
-def test_gated_delta_step_leaves_state_and_matches(case):
-    check_step(gd.gated_delta_block, gated_delta_block_ref, _inputs(*case), 5, case[5])
+_check = partial(kc.check_block, gd.gated_delta_block, gated_delta_block_ref, 5)
 
 
-@pytest.mark.parametrize("case", CASES, ids=_id)
-@pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
-def test_gated_delta_fold_writes_new_state(case, alias):
-    check_fold(gd.gated_delta_block, gated_delta_block_ref, _inputs(*case, seed=1), 5, alias,
-               case[5], case[6])
+@pytest.mark.parametrize("case", CASES, ids=kc.key_value_id)
+@pytest.mark.parametrize("writes", kc.WRITES)
+def test_gated_delta_matches_the_reference(case, writes):
+    _check(_inputs(*case), writes, case[5], case[6])
 
 
 @pytest.mark.parametrize("case", [(2, 5, 2, 20, 70), (1, 9, 3, 16, 8)], ids=str)
@@ -107,13 +91,7 @@ def test_one_token_is_the_causal_gated_delta_rule():
 
 def test_long_block_beyond_a_register_tile():
     """G = 130 (past _common.MAX_G): the forward outputs wait in scratch, not in registers."""
-    args = _inputs(1, 130, 1, 16, 8, F32, F32, seed=4)
-    want = torch.empty_like(args[5])
-    ref = gated_delta_block_ref(*args, want)
-    new = nan_like(args[5])
-    out = gd.gated_delta_block(*args, new)
-    assert_close(out, ref, F32)
-    assert_close(new, want, F32, "new state")
+    _check(_inputs(1, 130, 1, 16, 8, F32, F32, seed=4))
 
 
 def test_strided_inputs():
@@ -128,20 +106,14 @@ def test_strided_inputs():
     state = randn(B, H, Dv, Dk, gen=gen).transpose(-1, -2)
     args = (q, k, v, g, beta, state, 0.25)
     assert not any(x.is_contiguous() for x in (q, v, g, beta, state))
-    assert_close(gd.gated_delta_block(*args), gated_delta_block_ref(*args), F32)
+    _check(args, "step")
 
 
 @pytest.mark.parametrize("width", [8, 64])
 def test_other_widths_stay_exact(width):
-    args = _inputs(1, 5, 2, 20, 70, F32, F32, seed=6)
-    want = torch.empty_like(args[5])
-    ref = gated_delta_block_ref(*args, want)
-    new = nan_like(args[5])
     with _common.tuned(gd, block_v=width):
         assert gd.block_v(1, 2, 70, 4, 20) == width
-        out = gd.gated_delta_block(*args, new)
-    assert_close(out, ref, F32)
-    assert_close(new, want, F32, "new state")
+        _check(_inputs(1, 5, 2, 20, 70, F32, F32, seed=6))
 
 
 def test_block_v_fills_the_gpu():

@@ -2,11 +2,10 @@ import pytest
 import torch
 from fsc.kernels.linear import triton as lin
 from fsc.kernels.linear.reference import linear_block_ref
-from kernel_checks import assert_close, dname, nan_like, randn
+from kernel_checks import BF16, F16, F32, assert_close, dname, nan_like, randn
 
 from fsc.errors import KernelError
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 EPS = 1e-6
 
 # (B, G, H, r, Dv, feature map, dtype, state dtype)

@@ -2,11 +2,9 @@ import pytest
 import torch
 from fsc.kernels.mamba import triton as mamba
 from fsc.kernels.mamba.reference import mamba_block_scan_ref
-from kernel_checks import assert_close, check_fold, check_step, dname, randn, rel_err
+from kernel_checks import BF16, F16, F32, WRITES, assert_close, check_block, dname, randn, rel_err
 
 from fsc.errors import KernelError
-
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
 # (B, G, H, P, N, dtype, state dtype, with z)
 CASES = [
@@ -37,15 +35,10 @@ def _id(c):
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
-def test_mamba_step_leaves_state_and_matches(case):
-    check_step(mamba.mamba_block_scan, mamba_block_scan_ref, _inputs(*case), -1, case[5])
-
-
-@pytest.mark.parametrize("case", CASES, ids=_id)
-@pytest.mark.parametrize("alias", [True, False], ids=["fold-in-place", "separate"])
-def test_mamba_fold_writes_new_state(case, alias):
-    check_fold(mamba.mamba_block_scan, mamba_block_scan_ref, _inputs(*case), -1, alias, case[5],
-               case[6])
+@pytest.mark.parametrize("writes", WRITES)
+def test_mamba_matches_the_reference(case, writes):
+    check_block(mamba.mamba_block_scan, mamba_block_scan_ref, -1, _inputs(*case), writes, case[5],
+                case[6])
 
 
 def test_mamba_reads_strided_views():

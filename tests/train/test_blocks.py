@@ -5,11 +5,10 @@ import json
 
 import pytest
 import torch
-from model_checks import mixing_model
+from model_checks import EVERY_MIXER, mixing_model, passkey_batch
 from safetensors.torch import load_file
 
 from fsc.model.mixer import Mixer
-from fsc.recipe import shipped_recipes
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.objective import (
@@ -21,10 +20,8 @@ from fsc.train.objective import (
     frontier_loss,
     loss_of,
 )
-from fsc.train.tasks import Passkey
 
 MASK = ByteTokenizer.mask_id
-EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
 
 
 def _batch(G, B=3, n=6, seed=0):
@@ -54,8 +51,7 @@ def _alone(d, b, k) -> Frontier:
 
 def test_draws_mask_every_supervised_block_and_nothing_else():
     G = 4
-    task = Passkey(ByteTokenizer(), 128, G, 5)
-    batch = Batch.of([task.sample(i) for i in range(8)], "cpu")
+    batch = passkey_batch(8, G)
     for seed in range(10):
         d = draw_blocks(batch, G, MASK, torch.Generator().manual_seed(seed))
         for b in range(8):

@@ -3,16 +3,14 @@ cached decoder's (`fold` of the clean prefix, then a `step` of the masked fronti
 
 import pytest
 import torch
-from model_checks import mixing_model
+from model_checks import EVERY_MIXER, mixing_model, passkey_batch
 
 from fsc.mixers import KINDS
-from fsc.recipe import load_recipe, shipped_recipes
+from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.objective import Batch, ar_loss, draw_frontier, frontier_logits, frontier_loss
-from fsc.train.tasks import Passkey
 
 MASK = ByteTokenizer.mask_id
-EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
 
 
 def test_the_tiny_recipes_cover_every_mixer_kind():
@@ -27,8 +25,7 @@ def _text_batch(B=4, L=32, seed=0):
 
 def test_masks_only_supervised_frontier_positions_and_at_least_one():
     G = 4
-    task = Passkey(ByteTokenizer(), 128, G, 5)
-    batch = Batch.of([task.sample(i) for i in range(16)], "cpu")
+    batch = passkey_batch(16, G)
     for seed in range(20):
         f = draw_frontier(batch, G, MASK, torch.Generator().manual_seed(seed))
         T = f.inputs.shape[1]
