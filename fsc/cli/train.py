@@ -158,8 +158,7 @@ def train(
     # the processes --nproc starts run the same command line: only the first says it
     steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
                     quiet=ranks.launched())
-    if ranks.launched():
-        nproc = nproc or ranks.world_size()
+    nproc = nproc or (ranks.world_size() if ranks.launched() else None)
     if resume is not None:
         given = given_options(ctx, RUN_SETTINGS)
         if source is not None:
@@ -174,9 +173,6 @@ def train(
                                   ("--train-steps", steps), ("--out", out_dir)) if v is None]
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
-        if warmup is not None and warmup > steps:
-            raise UsageError(f"--warmup {warmup} is longer than --train-steps {steps}: the "
-                             "learning rate would never reach --lr")
         job = new_job(
             source, str(objective) if objective else None, warmup, data=data, seq_len=seq_len,
             steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,
@@ -241,14 +237,13 @@ def _report(trained, store: Path | None, as_json: bool) -> None:
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
                   f"{printable(res.checkpoint, None)}; run {trained.run_id}",
                   markup=False, highlight=False)
-    resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}"
-    if store is not None:
-        resume_cmd += f" --store {shlex.quote(str(store))}"
-    if res.interrupted:
-        print(f"{trained.stopped}; continue with:\n  {resume_cmd}", file=sys.stderr)
-    elif res.step < cfg.steps and not res.reached:
-        print(f"stopped at step {res.step} of {cfg.steps}; continue with:\n  {resume_cmd}",
-              file=sys.stderr)
+    resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
+        f" --store {shlex.quote(str(store))}" if store is not None else "")
+    cut = trained.stopped if res.interrupted else (
+        f"stopped at step {res.step} of {cfg.steps}" if res.step < cfg.steps and not res.reached
+        else None)
+    if cut:
+        print(f"{cut}; continue with:\n  {resume_cmd}", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

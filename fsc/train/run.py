@@ -64,6 +64,9 @@ def new_job(source: str, objective: str | None, warmup: int | None, **settings: 
     other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
     trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
     The training directory (`out`) must not hold anything yet."""
+    if warmup is not None and warmup > settings["steps"]:
+        raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
+                         "the learning rate would never reach --lr")
     recipe = load_source_recipe(source)
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:

@@ -113,3 +113,11 @@ def test_imports_inside_functions_only_in_the_cli():
                              for node in ast.walk(fn)
                              if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert not deferred, "imports inside functions outside fsc/cli:\n" + "\n".join(deferred)
+
+
+def test_no_cli_module_grows_past_250_lines():
+    """The command line parses, calls the library and renders: a module past 250 lines is
+    doing the library's work."""
+    cli = Path(__file__).resolve().parents[2] / "fsc" / "cli"
+    long = {p.name: n for p in cli.glob("*.py") if (n := len(p.read_text().splitlines())) > 250}
+    assert not long, long
