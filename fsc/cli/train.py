@@ -32,9 +32,7 @@ from fsc.errors import UsageError
 from fsc.train import ranks
 from fsc.train.tasks import MAX_KEY_DIGITS
 
-MAX_STEPS = 10**8
-MAX_NPROC = 1024
-MAX_MINUTES = 10**6
+MAX_STEPS, MAX_NPROC, MAX_MINUTES = 10**8, 1024, 10**6
 
 Objective = choices("Objective", "frontier", "ar", "blocks")
 Weighting = choices("Weighting", "elbo", "masked")
@@ -47,7 +45,7 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 # RESUME_CHANGES may change it, and --device says where it goes on.
 RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
-                "supervise_needle", "pairs", "text_field", "tokenizer")
+                "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing")
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
                   "train_backend")
 
@@ -120,6 +118,8 @@ def train(
     supervise_needle: Annotated[bool, typer.Option(
         "--supervise-needle", help="passkey: also train on the needle's repeat of the key "
         "(not scored).")] = False,
+    state_passing: Annotated[bool, typer.Option("--state-passing", help="Start each sequence's "
+        "recurrent layers where the previous batch's same row ended (blocks or ar).")] = False,
     pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.",
                                  high=676)] = 8,
     text_field: Annotated[str, typer.Option(
@@ -181,7 +181,7 @@ def train(
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
             supervise_needle=supervise_needle, pairs=pairs, text_field=text_field,
             tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at,
-            train_backend=str(train_backend))
+            train_backend=str(train_backend), state_passing=state_passing)
     cfg = job.cfg
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)

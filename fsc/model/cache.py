@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -46,3 +46,18 @@ class ModelCache:
         kv = sum(c.nbytes() for c in self.layers if c.growing)
         state = sum(c.nbytes() for c in self.layers if not c.growing)
         return CacheBytes(kv, state)
+
+
+@dataclass
+class Carry:
+    """State passing (`fsc train --state-passing`): a training forward whose fixed-state layers
+    start from `start` (per layer, the cache tensors a fold of another sequence left; None: an
+    empty cache) and leave in `end` the tensors a fold of this sequence would. Attention layers
+    start empty and leave None: a sequence's attention reads that sequence alone."""
+
+    start: list[dict[str, torch.Tensor] | None]
+    end: list[dict[str, torch.Tensor] | None] = field(default_factory=list)
+
+    def detached(self) -> list[dict[str, torch.Tensor] | None]:
+        """`end`, cut from the graph: the next forward's `start`."""
+        return [None if e is None else {k: v.detach() for k, v in e.items()} for e in self.end]

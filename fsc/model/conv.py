@@ -31,18 +31,27 @@ def causal_conv(x, weight, bias):
     return F.silu(y).transpose(1, 2)
 
 
-def conv_sequence(x, weight, bias):
-    """The conv over whole sequences x (B, T, C), zeros before them: (B, T, C) fp32."""
-    return causal_conv(F.pad(x, (0, 0, weight.shape[1] - 1, 0)), weight, bias)
+def with_window(x, weight, window=None):
+    """x (B, T, C) after the W-1 inputs before it: `window` (B, C, W-1, a cache's conv window)
+    or zeros."""
+    if window is None:
+        return F.pad(x, (0, 0, weight.shape[1] - 1, 0))
+    return torch.cat([window.transpose(1, 2).to(x.dtype), x], 1)
 
 
-def conv_two_stream(x_clean, x_noised, blocks, weight, bias):
-    """The conv of both streams: the clean sequences x_clean (B, T, C) from zeros, and each of
-    the K noised blocks of G in x_noised (B, K·G, C) continuing from the W-1 clean inputs before
-    the block it stands at (blocks (B, K)). Returns both, fp32."""
+def conv_sequence(x, weight, bias, window=None):
+    """The conv over whole sequences x (B, T, C), after `window` (zeros by default): (B, T, C)
+    fp32."""
+    return causal_conv(with_window(x, weight, window), weight, bias)
+
+
+def conv_two_stream(x_clean, x_noised, blocks, weight, bias, window=None):
+    """The conv of both streams: the clean sequences x_clean (B, T, C) after `window` (B, C, W-1;
+    zeros by default), and each of the K noised blocks of G in x_noised (B, K·G, C) continuing
+    from the W-1 inputs before the block it stands at (blocks (B, K)). Returns both, fp32."""
     B, K, W = blocks.shape[0], blocks.shape[1], weight.shape[1]
     G = x_noised.shape[1] // K
-    padded = F.pad(x_clean, (0, 0, W - 1, 0))  # (B, W-1+T, C): zeros before the sequence
+    padded = with_window(x_clean, weight, window)  # (B, W-1+T, C)
     rows = torch.arange(B, device=blocks.device)[:, None, None]
     window = padded[rows, blocks[..., None] * G + torch.arange(W - 1, device=blocks.device)]
     full = torch.cat([window, x_noised.unflatten(1, (K, G))], 2).flatten(0, 1)  # (B·K, W-1+G, C)

@@ -8,7 +8,7 @@ from torch import nn
 
 from fsc.costmodel.shapes import CacheBytes
 from fsc.model import MIXER_REGISTRY
-from fsc.model.cache import ModelCache
+from fsc.model.cache import Carry, ModelCache
 from fsc.model.layers import MLP, TORCH_DTYPES, MoE, RMSNorm, SwiGLU, init_parameter
 from fsc.recipe import Recipe
 
@@ -29,23 +29,42 @@ class Layer(nn.Module):
         else:
             self.ffn = (SwiGLU if mlp.kind == "swiglu" else MLP)(d, mlp.width(d))
 
-    def forward(self, x, cache=None, commit: bool = False, block_lengths=None):
+    def forward(self, x, cache=None, commit: bool = False, block_lengths=None,
+                carry: Carry | None = None):
         """x [B, T, d_model] through the mixer (a step against `cache`, a fold with `commit`,
-        or with `block_lengths` the uncached block-causal forward) and the FFN, residuals
-        around each."""
+        or with `block_lengths` the uncached block-causal forward, from `carry`'s state when
+        given) and the FFN, residuals around each."""
         h = self.norm1(x)
-        if block_lengths is not None:
+        if block_lengths is not None and self._passes(carry):
+            mixed, end = self.mixer.forward_blockwise_from(h, block_lengths, carry.start[len(carry.end)])
+            carry.end.append(end)
+        elif block_lengths is not None:
+            if carry is not None:
+                carry.end.append(None)
             mixed = self.mixer.forward_blockwise(h, block_lengths)
         else:
             mixed = self.mixer.fold(h, cache) if commit else self.mixer(h, cache)
         x = x + mixed
         return x if self.ffn is None else x + self.ffn(self.norm2(x))
 
-    def two_stream(self, x_clean, x_noised, blocks, last: bool = False):
-        """Both streams through the layer (`Mixer.forward_two_stream`); the FFN reads each
-        token alone, so both streams pass it as one batch of tokens. In the `last` layer nothing
-        reads the clean stream's output: only the noised one goes on (clean returns None)."""
-        mc, mn = self.mixer.forward_two_stream(self.norm1(x_clean), self.norm1(x_noised), blocks)
+    def _passes(self, carry: Carry | None) -> bool:
+        """Whether the mixer starts from `carry`'s state (attention layers start empty; a
+        fixed-state mixer without the `_from` forms is refused before training starts)."""
+        return carry is not None and not self.mixer.growing
+
+    def two_stream(self, x_clean, x_noised, blocks, last: bool = False, carry: Carry | None = None):
+        """Both streams through the layer (`Mixer.forward_two_stream`, from `carry`'s state
+        when given); the FFN reads each token alone, so both streams pass it as one batch of
+        tokens. In the `last` layer nothing reads the clean stream's output: only the noised
+        one goes on (clean returns None)."""
+        if self._passes(carry):
+            mc, mn, end = self.mixer.forward_two_stream_from(
+                self.norm1(x_clean), self.norm1(x_noised), blocks, carry.start[len(carry.end)])
+            carry.end.append(end)
+        else:
+            if carry is not None:
+                carry.end.append(None)
+            mc, mn = self.mixer.forward_two_stream(self.norm1(x_clean), self.norm1(x_noised), blocks)
         T = 0 if last else x_clean.shape[1]
         x = x_noised + mn if last else torch.cat([x_clean + mc, x_noised + mn], 1)  # (B, T + K·G, d)
         if self.ffn is not None:
@@ -62,6 +81,7 @@ class LM(nn.Module):
         training path).
     forward_two_stream(clean, noised, blocks) -> logits of every noised block against the clean
         blocks before it, in one forward (the `blocks` objective).
+    Both training forms take a `Carry` (state passing).
     """
 
     def __init__(self, recipe: Recipe, dtype: torch.dtype | None = None,
@@ -93,6 +113,18 @@ class LM(nn.Module):
         (attention) stays on torch."""
         for layer in self.layers:
             layer.mixer.backend = name if name in layer.mixer.backends else "torch"
+
+    def state_passing_gap(self) -> str | None:
+        """Why this model's training forms cannot start from a passed state (`Carry`), or None:
+        every layer either attention reading its sequence alone or a mixer with `_from` forms
+        on its training backend."""
+        for i, layer in enumerate(self.layers):
+            m = layer.mixer
+            if m.growing or (m.carries and m.backend == "torch"):
+                continue
+            what = "windowed attention" if m.kind == "attention" else f"{m.kind} on {m.backend}"
+            return f"layer {i} ({what}) cannot start from a passed state"
+        return None
 
     # -- caches -------------------------------------------------------------------------------
     def empty_cache(self, batch: int, capacity: int, device=None, block_size: int | None = None):
@@ -141,7 +173,7 @@ class LM(nn.Module):
     def fold(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=True)
 
-    def forward_two_stream(self, clean, noised, blocks, select=None):
+    def forward_two_stream(self, clean, noised, blocks, select=None, carry: Carry | None = None):
         """Logits of noised blocks, each read against the clean blocks before it, in one
         forward (the `blocks` training objective).
 
@@ -150,18 +182,21 @@ class LM(nn.Module):
         blocks [B, K] long
         Returns logits [B, K·G, vocab] of the noised blocks (or, with `select` [B, K·G] bool,
         [n, vocab] of the selected positions): those of `forward(noised block, cache)` after a
-        fold of the clean blocks before it."""
+        fold of the clean blocks before it. With `carry`, the fixed-state layers start from
+        its state and leave the clean stream's end in it (state passing)."""
         G = self.recipe.block_size
         assert noised.shape[1] == blocks.shape[1] * G and clean.shape[1] % G == 0
         xc, xn = self.embed(clean).to(self.dtype), self.embed(noised).to(self.dtype)
         for i, layer in enumerate(self.layers):
-            xc, xn = layer.two_stream(xc, xn, blocks, last=i == len(self.layers) - 1)
+            xc, xn = layer.two_stream(xc, xn, blocks, last=i == len(self.layers) - 1, carry=carry)
         h = self.norm_f(xn)
         return self.head(h if select is None else h[select])
 
-    def forward_blockwise(self, tokens, block_lengths: list[int] | None = None, select=None):
+    def forward_blockwise(self, tokens, block_lengths: list[int] | None = None, select=None,
+                          carry: Carry | None = None):
         """With `select` (a [B, T] bool mask) only the selected positions' logits, [n, vocab]:
-        the training objectives score a few positions and skip the head on the rest."""
+        the training objectives score a few positions and skip the head on the rest. With
+        `carry`, the fixed-state layers start from its state and leave their end in it."""
         T = tokens.shape[1]
         if block_lengths is None:
             G = self.recipe.block_size
@@ -169,7 +204,7 @@ class LM(nn.Module):
         assert sum(block_lengths) == T, "block lengths must cover the sequence"
         x = self.embed(tokens).to(self.dtype)
         for layer in self.layers:
-            x = layer(x, block_lengths=block_lengths)
+            x = layer(x, block_lengths=block_lengths, carry=carry)
         h = self.norm_f(x)
         return self.head(h if select is None else h[select])
 

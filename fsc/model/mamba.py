@@ -17,7 +17,7 @@ from fsc.mixers import mamba as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
-from fsc.model.conv import conv_sequence, conv_two_stream, init_conv
+from fsc.model.conv import conv_sequence, conv_two_stream, init_conv, with_window
 from fsc.model.layers import RMSNorm
 from fsc.model.mixer import FixedState
 
@@ -40,6 +40,7 @@ def init_decay_and_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> boo
 
 class Mamba(FixedState):
     kind = "mamba"
+    carries = True  # on torch (the chunked forms)
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -107,25 +108,62 @@ class Mamba(FixedState):
         xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias), dt)
         return self._output(scan(xs, Bm, Cm, dtf, la, block_lengths), xs, z, x.dtype)
 
+    def forward_blockwise_from(self, x, block_lengths, start):
+        """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
+        state it ends in (see `Mixer.forward_blockwise_from`)."""
+        z, xbc, dt = self._split(x)
+        window = None if start is None else start["conv"]
+        xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias,
+                                                         window), dt)
+        y, h = self._chunked(xs, Bm, Cm, dtf, la, block_lengths, h_init=self._ssm(start),
+                             final=True)
+        return self._output(y, xs, z, x.dtype), self._end(xbc, window, h)
+
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the forward state each scored block starts
         from; each noised block is then its own chunk, starting from that state, its conv
         window the clean stream's W-1 tokens before it. On fla, the scans of both streams are
         `fla_scan.two_stream`'s."""
-        T, K = x_clean.shape[1], blocks.shape[1]
-        G = x_noised.shape[1] // K
+        if self.backend != "fla":
+            return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
         z, xbc, dt = self._split(x_clean)
         zn, xbcn, dtn = self._split(x_noised)
         conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias)
         clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
-        if self.backend == "fla":
-            y, yn = fla_scan.two_stream("scalar", (*self._fla_operands(*clean), None),
-                                        (*self._fla_operands(*noised), None), blocks, 1.0)
-        else:
-            y, starts = self._chunked(*clean, [G] * (T // G), at=blocks)
-            yn = self._chunked(*noised, [G] * K, starts=starts)
+        y, yn = fla_scan.two_stream("scalar", (*self._fla_operands(*clean), None),
+                                    (*self._fla_operands(*noised), None), blocks, 1.0)
         return (self._output(y, clean[0], z, x_clean.dtype),
                 self._output(yn, noised[0], zn, x_noised.dtype))
+
+    def forward_two_stream_from(self, x_clean, x_noised, blocks, start):
+        """`forward_two_stream` (the chunked form) after a prefix that left `start`, and the
+        state the clean stream ends in (see `Mixer.forward_two_stream_from`)."""
+        T, K = x_clean.shape[1], blocks.shape[1]
+        G = x_noised.shape[1] // K
+        z, xbc, dt = self._split(x_clean)
+        zn, xbcn, dtn = self._split(x_noised)
+        window = None if start is None else start["conv"]
+        conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias, window)
+        clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
+        y, starts, h = self._chunked(*clean, [G] * (T // G), at=blocks, h_init=self._ssm(start),
+                                     final=True)
+        yn = self._chunked(*noised, [G] * K, starts=starts)
+        return (self._output(y, clean[0], z, x_clean.dtype),
+                self._output(yn, noised[0], zn, x_noised.dtype), self._end(xbc, window, h))
+
+    @staticmethod
+    def _ssm(start):
+        """The scan's starting state (B, H, P, N) fp32 of a `start` (None: zeros)."""
+        return None if start is None else start["ssm"].float()
+
+    def _end(self, xbc, window, h):
+        """The cache's tensors after the sequence whose conv inputs are xbc (B, T, C), read after
+        `window`, and whose scan ended in h: the last W-1 inputs (B, C, W-1) and h, in the
+        state dtype."""
+        W = self.conv_weight.shape[1]
+        inputs = with_window(xbc, self.conv_weight, window)
+        return {"conv": inputs[:, inputs.shape[1] - (W - 1):].transpose(1, 2).to(self.state_dtype),
+                "ssm": h.to(self.state_dtype)}
 
     def _fla_operands(self, xs, Bm, Cm, dtf, la):
         """The scan's inputs as fla's scalar-decay operands q, k, v, g: C and B of every head,
@@ -149,14 +187,16 @@ class Mamba(FixedState):
         y = (y + self.D.float()[:, None] * xs) * F.silu(self._heads(z).float())
         return self._out(y.flatten(2), dtype)
 
-    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths, starts=None, at=None):
+    def _chunked(self, xs, Bm, Cm, dtf, la, block_lengths, starts=None, at=None, h_init=None,
+                 final=False):
         """SSD in chunks of whole blocks. Inside a chunk one masked quadratic form holds the
         forward scan (s <= t), the in-block backward scan (s after t in t's block) and the
-        diagonal once; the forward state is carried from chunk to chunk.
+        diagonal once; the forward state is carried from chunk to chunk, from `h_init`
+        (B, H, P, N; zeros by default).
 
         With `starts` (B, n_blocks, H, P, N) every block is a chunk of its own and starts from
-        the state given (nothing is carried). With `ends`, also the forward state at the end of
-        every block, (B, n_blocks, H, P, N)."""
+        the state given (nothing is carried). With `at` (B, K), also the forward state each of
+        those blocks starts from, (B, K, H, P, N); with `final`, last, the state at the end."""
         G = max(block_lengths)
         ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), xs.device)
         dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
@@ -165,30 +205,33 @@ class Mamba(FixedState):
         cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
         y = (dec * cb) @ x  # (B, n, H, t, P)
         into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
-        h0 = starts if starts is not None else self._carry(x, Bc, dec, into)  # (B, n, H, P, N)
+        h0, end = (starts, None) if starts is not None else self._carry(x, Bc, dec, into, h_init)
         y = ch.unpack((y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]).transpose(2, 3))
         if at is None:
-            return y
+            return (y, end) if final else y
         # only the K blocks asked for are formed, not every block end
         rows, c, r = ch.before(at)
         row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
         xg, Bg = x[rows, c], Bc[rows, c]  # (B, K, H, C, P), (B, K, C, N)
         h = (xg * row[..., None]).transpose(-1, -2) @ Bg[:, :, None]  # (B, K, H, P, N)
         h = h + into.transpose(2, 3)[rows, c, r][..., None, None] * h0[rows, c]
-        return y, h * (at > 0)[..., None, None, None]
+        first = (at == 0)[..., None, None, None]  # a block at 0 starts from h_init
+        h = h.masked_fill(first, 0.0) if h_init is None else torch.where(first, h_init[:, None], h)
+        return (y, h, end) if final else (y, h)
 
     @staticmethod
-    def _carry(x, Bc, dec, into):
-        """The forward state each chunk starts from (B, n, H, P, N): what each chunk adds by its
-        end, carried from chunk to chunk."""
+    def _carry(x, Bc, dec, into, h_init=None):
+        """(the forward state each chunk starts from (B, n, H, P, N), the state at the end
+        (B, H, P, N)): what each chunk adds by its end, carried from chunk to chunk from
+        `h_init` (zeros by default)."""
         local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
-        h = torch.zeros_like(local[:, 0])  # (B, H, P, N)
+        h = torch.zeros_like(local[:, 0]) if h_init is None else h_init.to(local.dtype)
         starts = []
         # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per chunk
         for dec_c, add in zip(into[..., -1].unbind(1), local.unbind(1)):
             starts.append(h)
             h = h * dec_c[..., None, None] + add
-        return torch.stack(starts, 1)
+        return torch.stack(starts, 1), h
 
     @staticmethod
     def _segments(lab, g: int):

@@ -27,6 +27,7 @@ class Mixer(nn.Module):
 
     kind: str = ""
     growing: bool = False
+    carries: bool = False  # its training forms start from a passed state (`..._from`)
     backends: tuple[str, ...] = ("torch",)
     backend: str = "torch"
 
@@ -75,6 +76,18 @@ class Mixer(nn.Module):
                 seq = torch.cat([x_clean[b : b + 1, : j * G], x_noised[b : b + 1, k * G : (k + 1) * G]], 1)
                 y_noised[b, k * G : (k + 1) * G] = self.forward_blockwise(seq, [G] * (j + 1))[0, j * G :]
         return self.forward_blockwise(x_clean, [G] * (T // G)), y_noised
+
+    def forward_blockwise_from(self, x, block_lengths: list[int], start: dict | None):
+        """(`forward_blockwise` of x after a prefix that left this mixer's cache tensors
+        `start` (None: an empty cache), the tensors a fold of the prefix and then x would
+        leave). The training forms of state passing (`fsc train --state-passing`): a mixer
+        whose state is fixed implements them (`carries`)."""
+        raise NotImplementedError(f"{self.kind} layers do not start from a passed state")
+
+    def forward_two_stream_from(self, x_clean, x_noised, blocks, start: dict | None):
+        """(y_clean, y_noised, end): `forward_two_stream` after a prefix that left `start`, and
+        the tensors the clean stream's fold would leave (see `forward_blockwise_from`)."""
+        raise NotImplementedError(f"{self.kind} layers do not start from a passed state")
 
     def init_parameter(self, leaf: str, p: torch.Tensor, gen: torch.Generator) -> None:
         """Seeded initial value of this mixer's parameter `leaf` (see fsc.model.lm.init_weights)."""

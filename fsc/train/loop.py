@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
+from fsc.model.cache import Carry
 from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES
 from fsc.train import parallel
@@ -84,6 +85,9 @@ class TrainConfig:
     recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
     nproc: int = 1  # data-parallel processes (torchrun); the global batch is nproc × batch
     stop_at: float | None = None  # end at the first in-loop eval with this exact match
+    # each sequence's fixed-state layers start from the state the same row of the previous
+    # step's batch ended in (fsc.model.cache.Carry); attention layers start empty
+    state_passing: bool = False
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
@@ -182,6 +186,22 @@ def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return state, tensors
 
 
+def _carried_tensors(carried: dict[int, list]) -> dict[str, torch.Tensor]:
+    """State passing's carried states as training-state tensors: carry.MICRO.LAYER.NAME."""
+    return {f"carry.{micro}.{i}.{name}": t for micro, ends in carried.items()
+            for i, end in enumerate(ends) if end is not None for name, t in end.items()}
+
+
+def _carried_of(tensors: dict[str, torch.Tensor], device) -> dict[int, list]:
+    """The carried states a training state holds (the inverse of `_carried_tensors`)."""
+    carried: dict[int, dict[int, dict]] = {}
+    for key, t in tensors.items():
+        if key.startswith("carry."):
+            _, micro, layer, name = key.split(".", 3)
+            carried.setdefault(int(micro), {}).setdefault(int(layer), {})[name] = t.to(device)
+    return {m: [layers.get(i) for i in range(max(layers) + 1)] for m, layers in carried.items()}
+
+
 class Trainer:
     """One training run: model, optimizer and data, from scratch or from a saved state."""
 
@@ -199,9 +219,13 @@ class Trainer:
         self.evaluate = None  # callback(trainer) -> {"eval_accuracy": the exact match}
         self.clock = time.monotonic  # of the rolling saves
         self.reached = False  # an in-loop eval reached cfg.stop_at (rank 0 evaluates)
+        self.carried: dict[int, list] = {}  # state passing: micro-batch -> its rows' end states
         self.rank, self.world = parallel.world()
         self.backend = train_backend(cfg.train_backend, self.device)
         model.set_train_backend(self.backend)
+        gap = model.state_passing_gap() if cfg.state_passing else None
+        if gap:
+            raise UsageError(f"--state-passing: {gap}")
         if state is not None:
             self._restore(*state)
 
@@ -227,6 +251,7 @@ class Trainer:
         self.opt.load_state_dict(sd)
         self.step = int(state["step"])
         self.losses = [float(x) for x in state.get("losses", [])]
+        self.carried = _carried_of(tensors, self.device)
         torch.set_rng_state(tensors["rng.torch"])
         if self.device.type == "cuda" and "rng.cuda" in tensors:
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
@@ -244,6 +269,7 @@ class Trainer:
         if self.recipe.dtype != "fp32":
             for name, p in self.model.named_parameters():
                 tensors[f"master.{name}"] = p.detach()
+        tensors.update(_carried_tensors(self.carried))
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
                  "data_position": self.step * cfg.accum * cfg.batch * self.world,
@@ -296,6 +322,13 @@ class Trainer:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return nullcontext()
 
+    def _carry(self, micro: int) -> Carry:
+        """State passing: micro-batch `micro` starts from the states its rows ended in at the
+        previous step (at the first step, empty)."""
+        n = len(self.model.layers)
+        ends = self.carried.get(micro, [])
+        return Carry(list(ends) + [None] * (n - len(ends)))
+
     def train_step(self) -> tuple[float, float, int]:
         """One optimizer step: (loss, grad norm before clipping, tokens read)."""
         cfg, step = self.cfg, self.step
@@ -310,10 +343,13 @@ class Trainer:
             first = (step * cfg.accum + micro) * size
             batch = Batch.of([self.data.sample(first + j) for j in range(size)], self.device)
             gen = torch.Generator().manual_seed(derive(cfg.seed, step, micro, 3))
+            carry = self._carry(micro) if cfg.state_passing else None
             with self._autocast():
                 loss, n = loss_of(self.model, cfg.objective, batch, self.G, self.tok.mask_id, gen,
-                                  cfg.weighting, mine)
+                                  cfg.weighting, mine, carry)
             (loss / cfg.accum).backward()
+            if carry is not None:
+                self.carried[micro] = carry.detached()
             total += float(loss.detach()) / cfg.accum
             tokens += n
         parallel.average_gradients(self.model, self.world)

@@ -188,10 +188,10 @@ def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
                   blocks.to(dev), scored, rate, frontier.sum(-1), G)
 
 
-def block_losses(model, d: Blocks, weighting: str = "elbo") -> torch.Tensor:
+def block_losses(model, d: Blocks, weighting: str = "elbo", carry=None) -> torch.Tensor:
     """[B, K]: each scored block's loss as `frontier_loss` computes it for a frontier there
-    (0 for padding blocks)."""
-    logits = model.forward_two_stream(d.clean, d.noised, d.blocks, select=d.masked)
+    (0 for padding blocks); with `carry` (fsc.model.cache.Carry), from its passed state."""
+    logits = model.forward_two_stream(d.clean, d.noised, d.blocks, select=d.masked, carry=carry)
     ce = F.cross_entropy(logits, d.labels[d.masked], reduction="none")
     B, K = d.blocks.shape
     at = d.masked.nonzero()  # (n, 2), row-major like the logits
@@ -206,40 +206,43 @@ def block_losses(model, d: Blocks, weighting: str = "elbo") -> torch.Tensor:
     return losses.view(B, K)
 
 
-def blocks_loss(model, d: Blocks, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
+def blocks_loss(model, d: Blocks, weighting: str = "elbo", carry=None) -> tuple[torch.Tensor, int]:
     """(mean over sequences of the mean over their scored blocks of the block loss, tokens the
     forward read). Its expectation is the frontier loss's (a frontier drawn uniformly among a
     sequence's scored blocks), from every block at once."""
     per_row = d.scored.sum(-1).to(d.rate.dtype).to(d.clean.device)
-    loss = (block_losses(model, d, weighting).sum(-1) / per_row).mean()
+    loss = (block_losses(model, d, weighting, carry).sum(-1) / per_row).mean()
     return loss, d.clean.numel() + d.noised.numel()
 
 
-def ar_loss(model, batch: Batch) -> tuple[torch.Tensor, int]:
+def ar_loss(model, batch: Batch, carry=None) -> tuple[torch.Tensor, int]:
     """(next-token cross-entropy on the supervised positions, tokens read); G = 1 blocks."""
-    ce, _ = _ar_terms(model, batch)
+    ce, _ = _ar_terms(model, batch, carry)
     return ce.mean(), batch.tokens.numel()
 
 
-def _ar_terms(model, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+def _ar_terms(model, batch: Batch, carry=None) -> tuple[torch.Tensor, torch.Tensor]:
     """(each supervised position's next-token cross-entropy, the sequence it belongs to)."""
     tokens, target = batch.tokens, batch.target
     L = tokens.shape[1]
     select = torch.zeros_like(target)
     select[:, :-1] = target[:, 1:]  # position i predicts token i + 1
-    logits = model.forward_blockwise(tokens, [1] * L, select=select)
+    logits = model.forward_blockwise(tokens, [1] * L, select=select, carry=carry)
     labels = tokens[:, 1:][target[:, 1:]]
     return F.cross_entropy(logits, labels, reduction="none"), select.nonzero()[:, 0].cpu()
 
 
 def loss_of(model, objective: str, batch: Batch, G: int, mask_id: int,
             gen: torch.Generator, weighting: str = "elbo",
-            part: slice | None = None) -> tuple[torch.Tensor, int]:
+            part: slice | None = None, carry=None) -> tuple[torch.Tensor, int]:
     """The loss of `batch`, or of its rows `part` (a data-parallel process's share: the draws
-    are made for the whole batch, then cut, so the shares add up to one process's batch)."""
+    are made for the whole batch, then cut, so the shares add up to one process's batch).
+    `carry` (state passing) starts the forward from its state: ar and blocks only, whose
+    forward reads the clean sequence (fsc.train.run refuses frontier)."""
     part = part or slice(None)
     if objective == "ar":
-        return ar_loss(model, batch.rows(part))
+        return ar_loss(model, batch.rows(part), carry)
     if objective == "blocks":
-        return blocks_loss(model, draw_blocks(batch, G, mask_id, gen).rows(part), weighting)
+        return blocks_loss(model, draw_blocks(batch, G, mask_id, gen).rows(part), weighting, carry)
+    assert carry is None, "state passing reads the clean sequence: ar or blocks"
     return frontier_loss(model, draw_frontier(batch, G, mask_id, gen).rows(part), weighting)

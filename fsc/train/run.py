@@ -122,6 +122,9 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
                          "a task (passkey, mqar or copy)")
+    if cfg.state_passing and cfg.objective == "frontier":
+        raise UsageError("--state-passing needs --objective blocks or ar (a forward over the "
+                         "clean sequence, whose end state the next step starts from)")
     return TrainJob(cfg, recipe, weights, state, tok, samples)
 
 
