@@ -57,8 +57,8 @@ def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bo
 def train(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(
-        metavar="RECIPE", help="Recipe file, shipped recipe name or checkpoint dir to start "
-        "from (not with --resume).", show_default=False)] = None,
+        metavar="RECIPE", help="Recipe file, shipped recipe name, or a checkpoint or training "
+        "dir to start from (not with --resume).", show_default=False)] = None,
     data: Annotated[str | None, typer.Option(
         "--data", help="passkey, mqar, copy, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,

@@ -67,6 +67,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, **settings: 
     if warmup is not None and warmup > settings["steps"]:
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
+    source = str(resolve_checkpoint(source))  # a training directory: its newest checkpoint
     recipe = load_source_recipe(source)
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:

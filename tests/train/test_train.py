@@ -221,3 +221,17 @@ def test_a_run_killed_outright_resumes_from_its_last_save_bit_exact(fsc_main, tm
     name = f"step-{saved + 3:06d}"
     a, b = _weights(tmp_path / "whole" / name), _weights(killed / name)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_training_directory_starts_a_new_run_from_its_newest_checkpoint(fsc_main, tmp_path):
+    """`fsc train RUN_DIR ...` (post-training): the new run starts from the weights `latest`
+    names and records that step directory as its source."""
+    store = ["--store", tmp_path / "store"]
+    fsc_main("train", "tiny_attn", *COPY, "--batch", "2", "--train-steps", "2",
+             "--out", tmp_path / "first", *store, check=0)
+    fsc_main("train", tmp_path / "first", *COPY, "--batch", "2", "--train-steps", "1",
+             "--lr", "1e-9", "--out", tmp_path / "then", *store, check=0)
+    state = json.loads((tmp_path / "then" / "step-000001" / "training_state.json").read_text())
+    assert state["config"]["source"] == str(tmp_path / "first" / "step-000002")
+    a, b = _weights(tmp_path / "first" / "step-000002"), _weights(tmp_path / "then" / "step-000001")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # a step of lr 1e-9 from them

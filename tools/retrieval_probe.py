@@ -1,0 +1,73 @@
+"""Which layers of a trained hybrid carry the pass key: evaluate a checkpoint as `fsc eval`
+does (passkey, the same prompts, the cached decoder), with its attention layers changed at
+evaluation time only.
+
+    python -m tools.retrieval_probe CHECKPOINT|RUN_DIR [--lengths 128,256] [--window W] [--scale C]
+
+--window W: every attention layer reads only the W tokens before its block (a ring cache, as
+`attention.window` trains): if retrieval holds where the needle is farther than W, the
+recurrent layers carried the key. --scale C: every attention layer's queries times C (a
+softmax temperature; C = 0 attends uniformly). Prints exact match by length and needle depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from fsc.loading import load_model
+from fsc.model.attention import Attention
+from fsc.source import checkpoint_tokenizer
+from fsc.tokenizer import load_tokenizer
+from fsc.train.evaluate import _cell
+from fsc.train.grid import DEFAULT_DEPTHS, EvalSettings
+from fsc.train.loop import resolve_checkpoint
+from fsc.train.tasks import Passkey, derive
+
+
+def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,
+          samples: int = 20) -> dict[int, list[float]]:
+    """Exact match by length, one value per depth of DEFAULT_DEPTHS (fsc eval's prompts) of a
+    checkpoint or a training directory (its newest)."""
+    checkpoint = str(resolve_checkpoint(checkpoint))
+    _, model = load_model(checkpoint, device="cpu")
+    tok = load_tokenizer(checkpoint_tokenizer(checkpoint))
+    model.eval()
+    for layer in model.layers:
+        m = layer.mixer
+        if isinstance(m, Attention):
+            if window is not None:
+                m.window, m.growing = window, False
+            if scale != 1.0:
+                qkv = m._qkv
+                m._qkv = lambda x, pos, qkv=qkv: (lambda q, k, v: (q * scale, k, v))(*qkv(x, pos))
+    G = model.recipe.block_size
+    settings = EvalSettings("diffusion", G, samples, samples, 0, None)
+    out = {}
+    for n in lengths:
+        task = Passkey(tok, n, G)
+        out[n] = [_cell(model, tok, [task.sample(derive(0, n, round(d * 1e6), i, 5), d)
+                                     for i in range(samples)], settings, "cpu")["accuracy"]
+                  for d in DEFAULT_DEPTHS]
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint")
+    p.add_argument("--lengths", default="128,256")
+    p.add_argument("--window", type=int, default=None)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--samples", type=int, default=20)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    result = probe(a.checkpoint, [int(x) for x in a.lengths.split(",")], a.window, a.scale,
+                   a.samples)
+    print("length  " + "  ".join(f"depth {d:g}" for d in DEFAULT_DEPTHS) + "  mean")
+    for n, accs in result.items():
+        print(f"{n:6d}  " + "  ".join(f"{x:7.2f}" for x in accs) + f"  {sum(accs) / len(accs):.2f}")
+
+
+if __name__ == "__main__":
+    main()
