@@ -17,6 +17,7 @@ class LayerCache:
     mamba:     conv [B, C, W-1], ssm [B, H, P, N]     (fixed)
     linear:    state [B, H, r, Dv], z [B, H, r]       (fixed)
     gla:       state [B, H, Dk, Dv]                   (fixed)
+    gated_delta: state [B, H, Dk, Dv], with a conv also conv [B, C, W-1]  (fixed)
     """
 
     kind: str

@@ -39,6 +39,13 @@ def with_window(x, weight, window=None):
     return torch.cat([window.transpose(1, 2).to(x.dtype), x], 1)
 
 
+def window_after(x, weight, window=None):
+    """The conv window a cache holds after x (B, T, C) read after `window` (zeros by default):
+    its last W-1 inputs, (B, C, W-1)."""
+    inputs = with_window(x, weight, window)
+    return inputs[:, inputs.shape[1] - (weight.shape[1] - 1):].transpose(1, 2)
+
+
 def conv_sequence(x, weight, bias, window=None):
     """The conv over whole sequences x (B, T, C), after `window` (zeros by default): (B, T, C)
     fp32."""

@@ -16,7 +16,7 @@ from fsc.mixers import gated_delta as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
-from fsc.model.conv import conv_sequence, conv_two_stream
+from fsc.model.conv import conv_sequence, conv_two_stream, window_after
 from fsc.model.layers import RMSNorm
 from fsc.model.mamba import init_decay_and_conv
 from fsc.model.mixer import FixedState
@@ -26,6 +26,7 @@ CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class GatedDelta(FixedState):
     kind = "gated_delta"
+    carries = True  # on torch (the chunked forms)
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -87,11 +88,12 @@ class GatedDelta(FixedState):
         beta = torch.sigmoid(self.wb(x).float())
         return q, k, v.reshape(B, T, self.n_heads, hd), g, beta
 
-    def _proj(self, x):
-        """`_inputs` of whole sequences x (B, T, d), the conv (if any) running from zeros."""
+    def _proj(self, x, window=None):
+        """`_inputs` of whole sequences x (B, T, d), the conv (if any) running from `window`
+        (zeros by default)."""
         qkv = self._mixed(x)
         if self.d_conv:
-            qkv = conv_sequence(qkv, self.conv_weight, None)
+            qkv = conv_sequence(qkv, self.conv_weight, None, window)
         return self._inputs(qkv, x)
 
     def _out(self, o, x):
@@ -131,31 +133,72 @@ class GatedDelta(FixedState):
             o = self._chunked(q, k, v, g, beta, block_lengths)
         return self._out(o, x)
 
+    def forward_blockwise_from(self, x, block_lengths, start):
+        """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
+        state it ends in (see `Mixer.forward_blockwise_from`)."""
+        window = self._window(start)
+        o, h = self._chunked(*self._proj(x, window), block_lengths, h_init=self._state(start),
+                             final=True)
+        return self._out(o, x), self._end(x, window, h)
+
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream's chunked form also gives the state each scored block starts from;
         each noised block is then a chunk of its own, starting from that state, its
         conv window the clean stream's W-1 inputs before it. On fla, the scans of both streams
         are `fla_scan.two_stream`'s."""
-        T, K = x_clean.shape[1], blocks.shape[1]
-        G = x_noised.shape[1] // K
-        if self.d_conv:
-            mixed, mixed_n = conv_two_stream(self._mixed(x_clean), self._mixed(x_noised), blocks,
-                                             self.conv_weight, None)
-            inputs, inputs_n = self._inputs(mixed, x_clean), self._inputs(mixed_n, x_noised)
-        else:
-            inputs, inputs_n = self._proj(x_clean), self._proj(x_noised)
-        if self.backend == "fla":
-            o, on = fla_scan.two_stream("delta", inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
-            return self._out(o, x_clean), self._out(on, x_noised)
-        o, h = self._chunked(*inputs, [G] * (T // G), at=blocks)  # h: (B, K, H, Dk, Dv)
-        on = self._chunked(*inputs_n, [G] * K, starts=h)
+        if self.backend != "fla":
+            return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
+        inputs, inputs_n = self._streams(x_clean, x_noised, blocks)
+        o, on = fla_scan.two_stream("delta", inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
         return self._out(o, x_clean), self._out(on, x_noised)
 
-    def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, at=None):
-        """o (B, T, H, Dv) of the chunked form. With `starts` (B, n_blocks, H, Dk, Dv) every
+    def forward_two_stream_from(self, x_clean, x_noised, blocks, start):
+        """`forward_two_stream` (the chunked form) after a prefix that left `start`, and the
+        state the clean stream ends in (see `Mixer.forward_two_stream_from`)."""
+        T, K = x_clean.shape[1], blocks.shape[1]
+        G = x_noised.shape[1] // K
+        window = self._window(start)
+        inputs, inputs_n = self._streams(x_clean, x_noised, blocks, window)
+        o, h, end = self._chunked(*inputs, [G] * (T // G), at=blocks, h_init=self._state(start),
+                                  final=True)  # h: (B, K, H, Dk, Dv)
+        on = self._chunked(*inputs_n, [G] * K, starts=h)
+        return self._out(o, x_clean), self._out(on, x_noised), self._end(x_clean, window, end)
+
+    def _streams(self, x_clean, x_noised, blocks, window=None):
+        """`_inputs` of both streams, the clean one's conv (if any) running from `window`
+        (zeros by default), each noised block's from the clean inputs before its block."""
+        if not self.d_conv:
+            return self._proj(x_clean), self._proj(x_noised)
+        mixed, mixed_n = conv_two_stream(self._mixed(x_clean), self._mixed(x_noised), blocks,
+                                         self.conv_weight, None, window)
+        return self._inputs(mixed, x_clean), self._inputs(mixed_n, x_noised)
+
+    def _window(self, start):
+        """The conv window (B, C, W-1) of a `start` (None: zeros, or no conv)."""
+        return None if start is None or not self.d_conv else start["conv"]
+
+    @staticmethod
+    def _state(start):
+        """The forward state (B, H, Dk, Dv) fp32 of a `start` (None: zeros)."""
+        return None if start is None else start["state"].float()
+
+    def _end(self, x, window, h):
+        """The cache's tensors after the sequence x (B, T, d), read after `window`, whose scan
+        ended in h: h and, with a conv, the last W-1 conv inputs, in the state dtype."""
+        end = {"state": h.to(self.state_dtype)}
+        if self.d_conv:
+            tail = x[:, max(0, x.shape[1] - (self.d_conv - 1)):]  # the inputs the window keeps
+            conv = window_after(self._mixed(tail), self.conv_weight, window)
+            end["conv"] = conv.to(self.state_dtype)
+        return end
+
+    def _chunked(self, q, k, v, g, beta, block_lengths, starts=None, at=None, h_init=None,
+                 final=False):
+        """o (B, T, H, Dv) of the chunked form, the state carried from chunk to chunk from
+        `h_init` (B, H, Dk, Dv; zeros by default). With `starts` (B, n_blocks, H, Dk, Dv) every
         block is a chunk of its own and starts from the state given (nothing carried); with
         `at` (B, K), indices of blocks of G tokens each, also the state each of those blocks
-        starts from, (B, K, H, Dk, Dv)."""
+        starts from, (B, K, H, Dk, Dv); with `final`, last, the state at the end."""
         G = max(block_lengths)
         ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), q.device)
         dec = decay_matrix(ch.pack(g), ch)  # (B, n, H, t, s)
@@ -184,7 +227,7 @@ class GatedDelta(FixedState):
             eye = torch.eye(k.shape[-1], device=q.device)
             M = into[..., -1:, :] * eye - kc @ w  # (B, n, H, Dk, Dk)
             N = kc @ u0  # (B, n, H, Dk, Dv)
-            h = torch.zeros_like(N[:, 0])  # (B, H, Dk, Dv)
+            h = torch.zeros_like(N[:, 0]) if h_init is None else h_init  # (B, H, Dk, Dv)
             carried = []
             for M_c, N_c in zip(M.unbind(1), N.unbind(1)):
                 carried.append(h)
@@ -192,15 +235,17 @@ class GatedDelta(FixedState):
             starts = torch.stack(carried, 1)  # (B, n, H, Dk, Dv): the state each chunk starts from
         o = ch.unpack((o + read @ starts).transpose(2, 3))  # (B, T, H, Dv)
         if at is None:
-            return o
+            return (o, h) if final else o
         # the state at the last token e before a block is exp(cum_e) h0 + Σ_s k_s D(e, s) u_s,
         # with the forward writes u = u0 − w h0; only the K blocks asked for are formed
         rows, c, r = ch.before(at)
         row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
         u = (u0 - w @ starts)[rows, c]  # (B, K, H, C, Dv)
-        h = (k[rows, c] * row[..., None]).transpose(-1, -2) @ u  # (B, K, H, Dk, Dv)
-        h = h + into[..., 0].transpose(2, 3)[rows, c, r][..., None, None] * starts[rows, c]
-        return o, h * (at > 0)[..., None, None, None]
+        hb = (k[rows, c] * row[..., None]).transpose(-1, -2) @ u  # (B, K, H, Dk, Dv)
+        hb = hb + into[..., 0].transpose(2, 3)[rows, c, r][..., None, None] * starts[rows, c]
+        first = (at == 0)[..., None, None, None]  # a block at 0 starts from h_init
+        hb = hb * ~first if h_init is None else torch.where(first, h_init[:, None], hb)
+        return (o, hb, h) if final else (o, hb)
 
     def forward_blockwise_loop(self, x, block_lengths):
         """The delta rule in its matrix form h ← (I − beta k kᵀ) exp(g) h + beta k vᵀ, token by

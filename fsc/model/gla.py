@@ -23,6 +23,7 @@ CHUNK_GROUPS = 8
 
 class GLA(FixedState):
     kind = "gla"
+    carries = True  # on torch (the chunked forms)
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -67,18 +68,32 @@ class GLA(FixedState):
         o, _ = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)))
         return self.wo(o.flatten(2).to(x.dtype))
 
+    def forward_blockwise_from(self, x, block_lengths, start):
+        """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
+        state it ends in (see `Mixer.forward_blockwise_from`)."""
+        q, k, v, gk = self._proj(x)
+        o, _, h = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)),
+                                h_init=self._state(start), final=True)
+        return self.wo(o.flatten(2).to(x.dtype)), {"state": h.to(self.state_dtype)}
+
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """The clean stream in groups of one block gives the state every block starts from;
         each noised block is then one group of its own, reading its clean twin's state."""
-        if self.backend == "fla":
-            clean, noised = ((*self._proj(x), None) for x in (x_clean, x_noised))
-            oc, on = fla_scan.two_stream("gla", clean, noised, blocks, 1 / math.sqrt(self.head_dim))
-            return self.wo(oc.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype))
+        if self.backend != "fla":
+            return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
+        clean, noised = ((*self._proj(x), None) for x in (x_clean, x_noised))
+        oc, on = fla_scan.two_stream("gla", clean, noised, blocks, 1 / math.sqrt(self.head_dim))
+        return self.wo(oc.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype))
+
+    def forward_two_stream_from(self, x_clean, x_noised, blocks, start):
+        """`forward_two_stream` (the chunked form) after a prefix that left `start`, and the
+        state the clean stream ends in (see `Mixer.forward_two_stream_from`)."""
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
         q, k, v, gk = self._proj(x_clean)
-        o, starts = self._chunked(q, k, v, gk, [G] * (T // G), 1, starts=True)
+        o, starts, end = self._chunked(q, k, v, gk, [G] * (T // G), 1, starts=True,
+                                       h_init=self._state(start), final=True)
         q, k, v, gk = self._proj(x_noised)
 
         def units(t):  # (B, K·G, H, D) -> (B, 1, K, G, H, D): one chunk of K one-block groups
@@ -89,11 +104,20 @@ class GLA(FixedState):
         h = starts[torch.arange(B, device=blocks.device)[:, None], blocks][:, None]  # (B, 1, K, H, Dk, Dv)
         on = self._in_block(qb, kb, vb, gb, cum, None)
         on = on + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h)
-        return self.wo(o.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(1, 3).flatten(2).to(x_noised.dtype))
+        return (self.wo(o.flatten(2).to(x_clean.dtype)),
+                self.wo(on.flatten(1, 3).flatten(2).to(x_noised.dtype)),
+                {"state": end.to(self.state_dtype)})
 
-    def _chunked(self, q, k, v, gk, block_lengths, per, starts=False):
-        """o (B, T, H, Dv) of the chunked form, groups of `per` blocks; with `starts` (and
-        per = 1) also the forward state each block starts from, (B, n_blocks, H, Dk, Dv)."""
+    @staticmethod
+    def _state(start):
+        """The forward state (B, H, Dk, Dv) fp32 of a `start` (None: zeros)."""
+        return None if start is None else start["state"].float()
+
+    def _chunked(self, q, k, v, gk, block_lengths, per, starts=False, h_init=None, final=False):
+        """o (B, T, H, Dv) of the chunked form, groups of `per` blocks, the forward state
+        carried from `h_init` (B, H, Dk, Dv; zeros by default); with `starts` (and per = 1)
+        also the forward state each block starts from, (B, n_blocks, H, Dk, Dv) (else None);
+        with `final`, last, the state at the end."""
         assert per == 1 or not starts
         ch = Chunks(block_lengths, CHUNK_GROUPS * per, q.device, unit=per)
         S = per * ch.G  # tokens a group holds
@@ -117,20 +141,22 @@ class GLA(FixedState):
         seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
         pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
         h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, mg + 1, H, K, V)
-        h = torch.zeros_like(h_in[:, 0, 0])  # (B, H, K, V)
-        starts = []
+        h = torch.zeros_like(h_in[:, 0, 0]) if h_init is None else h_init  # (B, H, K, V)
+        carried = []
         for dec_c, add in zip(torch.exp(start[:, :, -1].float()).unbind(1), h_in[:, :, -1].unbind(1)):
-            starts.append(h)
+            carried.append(h)
             h = h * dec_c[..., None] + add
-        h0 = torch.stack(starts, 1)  # (B, n, H, K, V): the state each chunk starts from
+        h0 = torch.stack(carried, 1)  # (B, n, H, K, V): the state each chunk starts from
         from_chunk = torch.exp(cum + start[:, :, :-1, None].float())  # decay from the chunk's start
         o = o + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h_in[:, :, :-1])
         o = o + torch.einsum("bcmthk,bchkv->bcmthv", qb * from_chunk, h0)
         o = ch.unpack(o.flatten(2, 3))
-        if not starts:
-            return o, None
-        h = h_in[:, :, :-1] + torch.exp(start[:, :, :-1].float())[..., None] * h0[:, :, None]
-        return o, h.flatten(1, 2)[:, : len(block_lengths)]  # (B, n_blocks, H, Dk, Dv)
+        firsts = None
+        if starts:
+            into = torch.exp(start[:, :, :-1].float())[..., None]  # from the chunk's start
+            firsts = (h_in[:, :, :-1] + into * h0[:, :, None]).flatten(1, 2)
+            firsts = firsts[:, : len(block_lengths)]  # (B, n_blocks, H, Dk, Dv)
+        return (o, firsts, h) if final else (o, firsts)
 
     @staticmethod
     def _in_block(qb, kb, vb, gb, cum, visible):

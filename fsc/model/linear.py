@@ -20,6 +20,7 @@ CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least 
 
 class LinearAttention(FixedState):
     kind = "linear"
+    carries = True  # on torch (the chunked forms)
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)
@@ -80,7 +81,9 @@ class LinearAttention(FixedState):
             return self._read(fla_scan.blockwise("scalar", fq, fk, v1, None, block_lengths, 1.0), x.dtype)
         return self._read(self._chunked(fq, fk, v1, block_lengths), x.dtype)
 
-    def _chunked(self, fq, fk, v1, block_lengths):
+    def _chunked(self, fq, fk, v1, block_lengths, h_init=None, final=False):
+        """The chunked form's numerators (B, T, H, Dv + 1), the sums before the sequence
+        `h_init` (B, H, r, Dv + 1; zeros by default); with `final`, also the sums at its end."""
         ch = Chunks(block_lengths, max(1, CHUNK // max(block_lengths)), fq.device)
         fq, fk, v1 = ch.pack(fq), ch.pack(fk), ch.pack(v1)  # (B, n, C, H, ·)
         att = torch.einsum("bcthr,bcshr->bchts", fq, fk)
@@ -88,27 +91,57 @@ class LinearAttention(FixedState):
         out = torch.einsum("bchts,bcshd->bcthd", att, v1)
         kv = torch.einsum("bcshr,bcshd->bchrd", fk, v1)  # (B, n, H, r, Dv + 1): each chunk's sums
         before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)
-        return ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
+        if h_init is not None:
+            before = before + h_init[:, None]
+        out = ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
+        return (out, before[:, -1] + kv[:, -1]) if final else out
+
+    def forward_blockwise_from(self, x, block_lengths, start):
+        """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
+        sums it ends in (see `Mixer.forward_blockwise_from`)."""
+        out, end = self._chunked(*self._features(x), block_lengths, self._sums(start), final=True)
+        return self._read(out, x.dtype), self._end(end)
 
     def forward_two_stream(self, x_clean, x_noised, blocks):
         """Each noised block reads the clean blocks' sums before its block (an exclusive
         cumsum over the clean blocks) and all of itself."""
-        if self.backend == "fla":
-            clean, noised = ((*self._features(x), None, None) for x in (x_clean, x_noised))
-            oc, on = fla_scan.two_stream("scalar", clean, noised, blocks, 1.0)
-            return self._read(oc, x_clean.dtype), self._read(on, x_noised.dtype)
+        if self.backend != "fla":
+            return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
+        clean, noised = ((*self._features(x), None, None) for x in (x_clean, x_noised))
+        oc, on = fla_scan.two_stream("scalar", clean, noised, blocks, 1.0)
+        return self._read(oc, x_clean.dtype), self._read(on, x_noised.dtype)
+
+    def forward_two_stream_from(self, x_clean, x_noised, blocks, start):
+        """`forward_two_stream` (the chunked form) after a prefix that left `start`, and the
+        sums the clean stream ends in (see `Mixer.forward_two_stream_from`)."""
         B, T, _ = x_clean.shape
         K = blocks.shape[1]
         G = x_noised.shape[1] // K
+        h0 = self._sums(start)
         fq, fk, v1 = self._features(x_clean)
-        y_clean = self._read(self._chunked(fq, fk, v1, [G] * (T // G)), x_clean.dtype)
+        y_clean = self._read(self._chunked(fq, fk, v1, [G] * (T // G), h0), x_clean.dtype)
         kv = torch.einsum("bngHr,bngHd->bnHrd", fk.unflatten(1, (T // G, G)), v1.unflatten(1, (T // G, G)))
         before = torch.cat([torch.zeros_like(kv[:, :1]), kv[:, :-1]], 1).cumsum(1)  # (B, nb, H, r, Dv + 1)
+        if h0 is not None:
+            before = before + h0[:, None]
         fq, fk, v1 = (t.unflatten(1, (K, G)) for t in self._features(x_noised))  # (B, K, G, H, ·)
         out = torch.einsum("bkthr,bkshr,bkshd->bkthd", fq, fk, v1)
         state = before[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, r, Dv + 1)
         out = out + torch.einsum("bkthr,bkhrd->bkthd", fq, state)
-        return y_clean, self._read(out.flatten(1, 2), x_noised.dtype)
+        end = self._end(before[:, -1] + kv[:, -1])
+        return y_clean, self._read(out.flatten(1, 2), x_noised.dtype), end
+
+    @staticmethod
+    def _sums(start):
+        """The sums (B, H, r, Dv + 1) of a `start`, the normaliser's last (None: zeros)."""
+        if start is None:
+            return None
+        return torch.cat([start["state"], start["z"][..., None]], -1).float()
+
+    @staticmethod
+    def _end(sums):
+        """The cache's tensors (fp32, see `cache_shapes`) of the sums (B, H, r, Dv + 1)."""
+        return {"state": sums[..., :-1].float(), "z": sums[..., -1].float()}
 
     def forward_blockwise_loop(self, x, block_lengths):
         """Per-block sums of φ(k)vᵀ and φ(k), inclusive cumsum over blocks, one read per token:

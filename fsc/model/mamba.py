@@ -17,7 +17,7 @@ from fsc.mixers import mamba as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix
-from fsc.model.conv import conv_sequence, conv_two_stream, init_conv, with_window
+from fsc.model.conv import conv_sequence, conv_two_stream, init_conv, window_after
 from fsc.model.layers import RMSNorm
 from fsc.model.mixer import FixedState
 
@@ -160,9 +160,7 @@ class Mamba(FixedState):
         """The cache's tensors after the sequence whose conv inputs are xbc (B, T, C), read after
         `window`, and whose scan ended in h: the last W-1 inputs (B, C, W-1) and h, in the
         state dtype."""
-        W = self.conv_weight.shape[1]
-        inputs = with_window(xbc, self.conv_weight, window)
-        return {"conv": inputs[:, inputs.shape[1] - (W - 1):].transpose(1, 2).to(self.state_dtype),
+        return {"conv": window_after(xbc, self.conv_weight, window).to(self.state_dtype),
                 "ssm": h.to(self.state_dtype)}
 
     def _fla_operands(self, xs, Bm, Cm, dtf, la):

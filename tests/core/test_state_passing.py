@@ -6,10 +6,23 @@ import pytest
 import torch
 from model_checks import mixing_model
 
+from fsc.mixers.gated_delta import GatedDeltaCfg
 from fsc.model.cache import Carry
 from fsc.recipe import load_recipe
 
-MAMBA_RECIPES = ["tiny_mamba", "passkey_mamba"]
+RECIPES = ["tiny_mamba", "passkey_mamba", "tiny_linear", "tiny_gla", "tiny_gated_delta",
+           "gated_delta_conv"]
+# not shipped: Gated DeltaNet with Qwen3-Next's options (grouped value heads, a conv whose
+# window is passed too, a gated output norm)
+VARIANTS = {"gated_delta_conv": ("tiny_gated_delta", {"gated_delta": GatedDeltaCfg(
+    n_heads=2, n_v_heads=4, head_dim=16, d_conv=4, gated_norm=True, l2norm_eps=1e-6)})}
+
+
+def _model(name):
+    if name in VARIANTS:
+        base, update = VARIANTS[name]
+        return mixing_model(load_recipe(base).model_copy(update=update))
+    return mixing_model(name)
 
 
 def _folded(m, tokens, G, cache=None):
@@ -29,10 +42,10 @@ def _tokens(m, B, T, seed):
     return torch.randint(0, m.recipe.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("name", MAMBA_RECIPES)
+@pytest.mark.parametrize("name", RECIPES)
 @torch.no_grad()
 def test_blockwise_from_a_passed_state_is_the_cached_decoder_after_it(name):
-    m = mixing_model(name)
+    m = _model(name)
     G = m.recipe.block_size
     prefix, seq = _tokens(m, 2, 5 * G, 1), _tokens(m, 2, 6 * G, 2)
     cache = _folded(m, prefix, G)
@@ -47,10 +60,10 @@ def test_blockwise_from_a_passed_state_is_the_cached_decoder_after_it(name):
             torch.testing.assert_close(end[k], v, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", MAMBA_RECIPES)
+@pytest.mark.parametrize("name", RECIPES)
 @torch.no_grad()
 def test_two_stream_from_a_passed_state_is_the_cached_decoder_after_it(name):
-    m = mixing_model(name)
+    m = _model(name)
     G, V = m.recipe.block_size, m.recipe.vocab_size
     B, n = 2, 5
     prefix, clean = _tokens(m, B, 3 * G, 3), _tokens(m, B, n * G, 4)
@@ -103,11 +116,15 @@ def test_the_hybrids_attention_starts_empty():
                               m.forward_blockwise(seq, [G] * 4))
 
 
-@pytest.mark.parametrize("name,why", [("tiny_gla", "gla on torch"),
-                                      ("passkey_hybrid_swa", "windowed attention")])
-def test_a_model_that_cannot_carry_says_which_layer(name, why):
+@pytest.mark.parametrize("name,backend,why", [("tiny_mamba", "fla", "mamba on fla"),
+                                              ("passkey_hybrid_swa", None, "windowed attention")])
+def test_a_model_that_cannot_carry_says_which_layer(name, backend, why):
     from fsc.model.lm import build_model
 
-    gap = build_model(load_recipe(name), seed=0).state_passing_gap()
+    m = build_model(load_recipe(name), seed=0)
+    if backend is not None:
+        for layer in m.layers:
+            layer.mixer.backend = backend
+    gap = m.state_passing_gap()
     assert gap is not None and why in gap
     assert build_model(load_recipe("passkey_hybrid"), seed=0).state_passing_gap() is None

@@ -66,8 +66,8 @@ def test_a_step_starts_where_the_previous_batch_ended(tmp_path):
 
 def test_what_cannot_pass_a_state_is_refused(cli, tmp_path):
     for args, said in [
-        (["tiny_gla", *COPY], "error: --state-passing: layer 0 (gla on torch) cannot start from a "
-                              "passed state"),
+        (["passkey_hybrid_swa", *COPY], "error: --state-passing: layer 0 (windowed attention) "
+                                        "cannot start from a passed state"),
         (["tiny_mamba", "--data", "copy", "--seq-len", "32", "--objective", "frontier"],
          "error: --state-passing needs --objective blocks or ar"),
     ]:
