@@ -214,7 +214,7 @@ class Mamba(FixedState):
         h = (xg * row[..., None]).transpose(-1, -2) @ Bg[:, :, None]  # (B, K, H, P, N)
         h = h + into.transpose(2, 3)[rows, c, r][..., None, None] * h0[rows, c]
         first = (at == 0)[..., None, None, None]  # a block at 0 starts from h_init
-        h = h.masked_fill(first, 0.0) if h_init is None else torch.where(first, h_init[:, None], h)
+        h = h * ~first if h_init is None else torch.where(first, h_init[:, None], h)
         return (y, h, end) if final else (y, h)
 
     @staticmethod
