@@ -99,7 +99,8 @@ COMMANDS = {
 NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokenizer", "--force",
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
-              "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle"}
+              "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
+              "--state-passing"}
 
 
 def _cases():
