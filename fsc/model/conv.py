@@ -42,8 +42,12 @@ def with_window(x, weight, window=None):
 def window_after(x, weight, window=None):
     """The conv window a cache holds after x (B, T, C) read after `window` (zeros by default):
     its last W-1 inputs, (B, C, W-1)."""
-    inputs = with_window(x, weight, window)
-    return inputs[:, inputs.shape[1] - (weight.shape[1] - 1):].transpose(1, 2)
+    keep = weight.shape[1] - 1
+    tail = x[:, x.shape[1] - min(keep, x.shape[1]):]  # the last inputs alone, not a padded copy
+    if tail.shape[1] < keep:  # a sequence shorter than the window: the window's end before it
+        tail = with_window(tail, weight, window)
+        tail = tail[:, tail.shape[1] - keep:]
+    return tail.transpose(1, 2)
 
 
 def conv_sequence(x, weight, bias, window=None):

@@ -35,36 +35,36 @@ class Layer(nn.Module):
         or with `block_lengths` the uncached block-causal forward, from `carry`'s state when
         given) and the FFN, residuals around each."""
         h = self.norm1(x)
-        if block_lengths is not None and self._passes(carry):
-            mixed, end = self.mixer.forward_blockwise_from(h, block_lengths, carry.start[len(carry.end)])
-            carry.end.append(end)
-        elif block_lengths is not None:
-            if carry is not None:
-                carry.end.append(None)
-            mixed = self.mixer.forward_blockwise(h, block_lengths)
+        if block_lengths is not None:
+            mixed = self._mix(lambda: self.mixer.forward_blockwise(h, block_lengths),
+                              lambda start: self.mixer.forward_blockwise_from(h, block_lengths, start),
+                              carry)
         else:
             mixed = self.mixer.fold(h, cache) if commit else self.mixer(h, cache)
         x = x + mixed
         return x if self.ffn is None else x + self.ffn(self.norm2(x))
 
-    def _passes(self, carry: Carry | None) -> bool:
-        """Whether the mixer starts from `carry`'s state (attention layers start empty; a
-        fixed-state mixer without the `_from` forms is refused before training starts)."""
-        return carry is not None and not self.mixer.growing
+    def _mix(self, plain, passed, carry: Carry | None):
+        """`plain()`, or with `carry` `passed(start)` from this layer's start state, its end
+        state recorded in `carry` (attention layers start empty and record None; a fixed-state
+        mixer without the `_from` forms is refused before training starts)."""
+        if carry is None or self.mixer.growing:
+            if carry is not None:
+                carry.end.append(None)
+            return plain()
+        *out, end = passed(carry.start[len(carry.end)])
+        carry.end.append(end)
+        return out[0] if len(out) == 1 else tuple(out)
 
     def two_stream(self, x_clean, x_noised, blocks, last: bool = False, carry: Carry | None = None):
         """Both streams through the layer (`Mixer.forward_two_stream`, from `carry`'s state
         when given); the FFN reads each token alone, so both streams pass it as one batch of
         tokens. In the `last` layer nothing reads the clean stream's output: only the noised
         one goes on (clean returns None)."""
-        if self._passes(carry):
-            mc, mn, end = self.mixer.forward_two_stream_from(
-                self.norm1(x_clean), self.norm1(x_noised), blocks, carry.start[len(carry.end)])
-            carry.end.append(end)
-        else:
-            if carry is not None:
-                carry.end.append(None)
-            mc, mn = self.mixer.forward_two_stream(self.norm1(x_clean), self.norm1(x_noised), blocks)
+        hc, hn = self.norm1(x_clean), self.norm1(x_noised)
+        mc, mn = self._mix(lambda: self.mixer.forward_two_stream(hc, hn, blocks),
+                           lambda start: self.mixer.forward_two_stream_from(hc, hn, blocks, start),
+                           carry)
         T = 0 if last else x_clean.shape[1]
         x = x_noised + mn if last else torch.cat([x_clean + mc, x_noised + mn], 1)  # (B, T + K·G, d)
         if self.ffn is not None:
