@@ -188,9 +188,9 @@ def main() -> None:
     # passkey_mamba stayed at chance for 4,000 steps at 3e-3; passkey_attn did not learn in
     # 4,000 steps at 1e-2 and learned by 5,750 at 3e-3. The step budget also sets the cosine
     # schedule, so it is part of the recipe, not only a limit.
-    p.add_argument("--train-steps", default="passkey_attn=8000,passkey_mamba=6000,"
-                   "passkey_hybrid=4000,passkey_attn_nope=8000,passkey_hybrid_nope=4000,"
-                   "passkey_hybrid_swa=4000",
+    p.add_argument("--train-steps", default="passkey_attn=8000,passkey_mamba=8000,"
+                   "passkey_hybrid=8000,passkey_attn_nope=8000,passkey_hybrid_nope=8000,"
+                   "passkey_hybrid_swa=8000",
                    help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
     renamed(p, "--steps", "--train-steps")
     p.add_argument("--stop-at", type=float, default=0.95)

@@ -59,9 +59,14 @@ class Layout:
         """`ids` padded on the left to whole blocks."""
         return [self.pad] * (-len(ids) % self.G) + ids
 
-    def filler(self, n: int) -> list[int]:
+    def filler(self, n: int, rng: random.Random) -> list[int]:
+        """n tokens of the repeated filler text, from a point of it that `rng` draws: every part
+        of the text appears in training however short its haystacks (from the start each time,
+        a haystack shorter than the text would never show its end, which longer evaluation
+        prompts are made of)."""
         unit = self.enc(FILLER)
-        return (unit * (n // len(unit) + 1))[:n]
+        start = rng.randrange(len(unit))
+        return (unit * ((start + n) // len(unit) + 1))[start : start + n]
 
 
 def _sample(prompt: list[int], answer: list[int], n_score: int, **facts) -> Sample:
@@ -120,7 +125,7 @@ class Passkey:
         answer = self.lay.right(core)
         room = self.L - len(needle) - len(self.question) - len(answer)
         at = round(depth * room)
-        hay = self.lay.filler(room)
+        hay = self.lay.filler(room, rng)
         prompt = hay[:at] + needle + hay[at:] + self.question
         s = _sample(prompt, answer, len(core), depth=depth)
         if not self.needle:
@@ -149,7 +154,7 @@ class MQAR:
         keys = rng.sample([a + b for a in LETTERS for b in LETTERS], self.pairs)
         values = [f"{rng.randrange(100):02d}" for _ in keys]
         head = self.lay.enc("".join(f"{k}:{v} " for k, v in zip(keys, values)))
-        head = self.lay.left(head + self.lay.filler(gap))
+        head = self.lay.left(head + self.lay.filler(gap, rng))
         queries = []
         for i in rng.sample(range(self.pairs), self.pairs):
             ask = self.lay.left(self.lay.enc(f" {keys[i]}:"))

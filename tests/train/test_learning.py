@@ -1,6 +1,6 @@
 """A tiny attention model learns passkey retrieval with the frontier objective, in `make test`:
 trained by `fsc train` until an in-loop eval reaches 0.95 exact (1,500 steps, about
-35 s of one CPU thread here), then scored by `fsc eval` on prompts it never saw; and `fsc decode`
+30 s of one CPU thread here), then scored by `fsc eval` on prompts it never saw; and `fsc decode`
 of a passkey prompt gives the tokens `fsc eval` decodes (one BOS convention)."""
 
 import json
@@ -29,7 +29,7 @@ attention: {n_heads: 4, n_kv_heads: 4, head_dim: 8}
 mlp: {hidden_ratio: 2}
 """
 L = 104  # the shortest passkey prompt with a 4-digit key (100 tokens) and room to move it
-STEPS = 2000
+STEPS = 3000  # the most; --stop-at ends it at 1,500
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def trained(tmp_path_factory):
     res = in_process("train", root / "recipe.yaml", "--data", "passkey", "--seq-len", L,
                      "--train-steps", STEPS, "--batch", 16, "--lr", "1e-2", "--warmup", 50,
                      "--weighting", "masked", "--supervise-needle", "--eval-every", 100,
-                     "--log-every", 100, "--stop-at", "0.95", "--seed", 2,
+                     "--log-every", 100, "--stop-at", "0.95", "--seed", 1,
                      "--out", root / "run", "--store", root / "store", "--json", check=0)
     return root, json.loads(res.stdout)
 

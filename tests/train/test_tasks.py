@@ -8,7 +8,7 @@ import pytest
 from fsc.errors import UsageError
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.data import DataOptions, open_data
-from fsc.train.tasks import MQAR, Copy, Passkey
+from fsc.train.tasks import FILLER, MQAR, Copy, Passkey
 
 TOK = ByteTokenizer()
 
@@ -90,12 +90,26 @@ def test_mqar_answers_are_the_values_of_the_asked_keys():
     task = MQAR(TOK, 256, 4, 5)
     s = task.sample(7)
     text = TOK.decode(s.ids)
-    pairs = dict(p.split(":") for p in text.split("The grass")[0].split())
+    pairs = dict(p.split(":") for p in text.split()[:5])
     starts = [i for i in range(1, len(s.ids)) if s.score[i] and not s.score[i - 1]]
     assert len(starts) == 5 == len(pairs)
     for a in starts:  # each answer block follows its query " k:" in the block before
         assert TOK.decode(s.ids[a - 1 : a]) == ":"
         assert pairs[TOK.decode(s.ids[a - 3 : a - 1])] == TOK.decode(s.ids[a : a + 2])
+
+
+def test_short_haystacks_show_all_of_the_filler_text():
+    """At 128 tokens a haystack holds 27 filler tokens, well short of the 88-token text
+    repeated in longer prompts: drawn from the start each time, training would never show the
+    text's end, which evaluation's longer haystacks are made of. Every window of the text
+    shows up in some haystack, and the key and depth are those drawn before."""
+    task, unit = Passkey(TOK, 128, 4), FILLER * 2
+    texts = [TOK.decode(task.sample(seed).ids) for seed in range(200)]
+    for i in range(len(FILLER)):
+        assert any(unit[i : i + 8] in t for t in texts), unit[i : i + 8]
+    s = task.sample(5, depth=0.5)
+    key = TOK.decode(s.ids[-4:])
+    assert f" The pass key is {key}. Remember it. " in TOK.decode(s.ids)
 
 
 def test_too_short_lengths_say_what_they_need():
