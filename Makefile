@@ -87,11 +87,13 @@ bench: install
 	$(BIN)/python -m tools.bench
 
 # The miniature of the paper's Tables 2 and 8 (docs/benchmarks.md section 9): train the passkey
-# family (attention, Mamba-2, the MMMA hybrid, and attention and the hybrid without position
-# encoding) on passkey at 128 tokens until each retrieves (--stop-at 0.95, at most 3,000 steps),
-# evaluate at 1x..16x and five depths; runs/retrieval holds the checkpoints and the store.
+# trio (attention, Mamba-2, the MMMA hybrid) on passkey at 128 tokens until each retrieves
+# (--stop-at 0.95, at most 8,000 steps each), evaluate at 1x..16x and five depths, print the
+# tables and draw the figures into docs/img/retrieval; runs/retrieval holds the checkpoints and
+# the store.
 retrieval: install
-	$(BIN)/python -m tools.retrieval
+	$(BIN)/python -m tools.retrieval --out runs/retrieval --store runs/retrieval/store \
+		--figures docs/img/retrieval
 
 # Concurrent writers and a read loop on one store, 50 fresh stores, each writer delayed at
 # random up to 50 ms between DuckDB's header read and its file lock (needs cc); stops at the
