@@ -92,8 +92,7 @@ bench: install
 # tables and draw the figures into docs/img/retrieval; runs/retrieval holds the checkpoints and
 # the store.
 retrieval: install
-	$(BIN)/python -m tools.retrieval --out runs/retrieval --store runs/retrieval/store \
-		--figures docs/img/retrieval
+	$(BIN)/python -m tools.retrieval --figures docs/img/retrieval
 
 # Concurrent writers and a read loop on one store, 50 fresh stores, each writer delayed at
 # random up to 50 ms between DuckDB's header read and its file lock (needs cc); stops at the

@@ -187,11 +187,9 @@ def main() -> None:
     # learning rate, each the better measured of 3e-3 and 1e-2 (docs/benchmarks.md section 9):
     # passkey_mamba stayed at chance for 4,000 steps at 3e-3; passkey_attn did not learn in
     # 4,000 steps at 1e-2. On haystacks drawn from anywhere in the filler text attention
-    # learned at 5,250 steps and the hybrid at 5,500, past the 4,000 they had before. The step
+    # learned at 5,250 steps and the hybrid at 5,500, past the 4,000 it had before. The step
     # budget also sets the cosine schedule, so it is part of the recipe, not only a limit.
-    p.add_argument("--train-steps", default="passkey_attn=8000,passkey_mamba=8000,"
-                   "passkey_hybrid=8000,passkey_attn_nope=8000,passkey_hybrid_nope=8000,"
-                   "passkey_hybrid_swa=8000",
+    p.add_argument("--train-steps", default="8000",
                    help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
     renamed(p, "--steps", "--train-steps")
     p.add_argument("--stop-at", type=float, default=0.95)

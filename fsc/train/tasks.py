@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, replace
+from itertools import cycle, islice
 
 from fsc.errors import UsageError
 
@@ -45,6 +46,7 @@ class Layout:
 
     def __init__(self, tokenizer, G: int):
         self.tok, self.G = tokenizer, G
+        self.unit = tokenizer.encode(FILLER)  # the filler text, encoded once
         pad = tokenizer.encode(" ")
         self.pad = pad[0] if pad else 0
 
@@ -64,9 +66,8 @@ class Layout:
         of the text appears in training however short its haystacks (from the start each time,
         a haystack shorter than the text would never show its end, which longer evaluation
         prompts are made of)."""
-        unit = self.enc(FILLER)
-        start = rng.randrange(len(unit))
-        return (unit * ((start + n) // len(unit) + 1))[start : start + n]
+        start = rng.randrange(len(self.unit))
+        return list(islice(cycle(self.unit), start, start + n))
 
 
 def _sample(prompt: list[int], answer: list[int], n_score: int, **facts) -> Sample:

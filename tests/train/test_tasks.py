@@ -2,6 +2,7 @@
 bad data sources refused in one line."""
 
 import json
+import random
 
 import pytest
 
@@ -107,9 +108,12 @@ def test_short_haystacks_show_all_of_the_filler_text():
     texts = [TOK.decode(task.sample(seed).ids) for seed in range(200)]
     for i in range(len(FILLER)):
         assert any(unit[i : i + 8] in t for t in texts), unit[i : i + 8]
-    s = task.sample(5, depth=0.5)
-    key = TOK.decode(s.ids[-4:])
-    assert f" The pass key is {key}. Remember it. " in TOK.decode(s.ids)
+    for seed in range(20):  # the haystack's start is drawn after the key and the depth
+        rng = random.Random(seed)
+        key = "".join(rng.choice("0123456789") for _ in range(4))
+        s = task.sample(seed)
+        assert s.depth == rng.random() and TOK.decode(s.ids[-4:]) == key
+        assert f" The pass key is {key}. Remember it. " in TOK.decode(s.ids)
 
 
 def test_too_short_lengths_say_what_they_need():
