@@ -116,11 +116,11 @@ def _cells(st: _Reader, run: str) -> dict[float, tuple[float, float]]:
     return {ratio: (acc, tok) for ratio, acc, tok in rows}
 
 
-def tables(a, recipes: list[str]) -> str:
+def tables(a) -> str:
     """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
     (recipe, seed) in the store."""
     st = _Reader(a.store)
-    tags = [tag(r, s) for r in recipes for s in a.seeds]
+    tags = [tag(r, s) for r in a.recipes for s in a.seeds]
     lines = ["| training | steps | wall time | tokens/s | last loss | in-loop exact match by step |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
     for t, run in _latest_runs(st, "train", tags).items():
@@ -144,7 +144,7 @@ def tables(a, recipes: list[str]) -> str:
         lines += ["", f"Over seeds {', '.join(map(str, a.seeds))}: mean exact match "
                   "[lowest, highest]:", "", f"| recipe | seeds | {head} |",
                   "| --- | ---: |" + " ---: |" * len(RATIOS)]
-        for r in recipes:
+        for r in a.recipes:
             runs = [cells[tag(r, s)] for s in a.seeds if tag(r, s) in cells]
             if not runs:
                 continue
@@ -165,10 +165,10 @@ def tables(a, recipes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def figures(a, recipes: list[str]) -> None:
+def figures(a) -> None:
     """`fsc plot retrieval`, `niah` and `loss` of the seed-0 runs, into --figures."""
     st = _Reader(a.store)
-    tags = [tag(r, 0) for r in recipes]
+    tags = [tag(r, 0) for r in a.recipes]
     evals = list(_latest_runs(st, "eval", tags).values())
     trains = list(_latest_runs(st, "train", tags).values())
     st.con.close()
@@ -229,17 +229,16 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     a = options()
-    recipes = a.recipes
-    jobs = [(r, seed) for seed in a.seeds for r in recipes]
+    jobs = [(r, seed) for seed in a.seeds for r in a.recipes]
     if not a.tables_only:
         with ThreadPoolExecutor(a.jobs) as pool:
             if not a.skip_train:
                 list(pool.map(lambda job: train(job, a), jobs))
             list(pool.map(lambda job: evaluate(job, a), jobs))
         print()
-    print(tables(a, recipes))
+    print(tables(a))
     if a.figures is not None:
-        figures(a, recipes)
+        figures(a)
 
 
 if __name__ == "__main__":
