@@ -8,4 +8,5 @@ setup(
     packages=[*find_packages(include=["fsc", "fsc.*"]), "fsc.kernels",
               *(f"fsc.kernels.{p}" for p in find_packages("kernels"))],
     package_dir={"fsc.kernels": "kernels"},
+    package_data={"fsc.corpora": ["*.txt.gz"]},  # the shipped natural text (fsc/corpora)
 )

@@ -1,5 +1,6 @@
-"""What `--data` names, as a source of samples: a synthetic task, a local text file, or a
-Hugging Face dataset streamed through the optional `datasets` library.
+"""What `--data` names, as a source of samples: a synthetic task, a shipped corpus (fsc.corpora:
+`shakespeare`, `shakespeare:train`, `shakespeare:val`), a local text file, or a Hugging Face
+dataset streamed through the optional `datasets` library.
 
 `open_data(...)` checks the source up front (a missing or corrupt file is one line, exit 2)
 and returns an object whose `sample(index)` is the index-th training sample: the same for a
@@ -18,6 +19,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from fsc import corpora
 from fsc.errors import UsageError
 from fsc.train.tasks import TASKS, Sample, derive
 
@@ -151,9 +153,9 @@ def _documents(path: Path, field: str) -> list[str]:
 
 def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               options: DataOptions = DataOptions(),
-              option: str = "--seq-len") -> TaskData | TextData | HubData:
+              option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
-    command-line option L came from)."""
+    command-line option L came from). A shipped corpus named without a split is `split`."""
     if spec in TASKS:
         kind = TASKS[spec]
         knobs = {"passkey": {"digits": options.needle_digits,
@@ -162,9 +164,14 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
         return TaskData(kind(tokenizer, L, G, **knobs, option=option), seed)
     if spec.startswith("hf:"):
         return HubData(spec, tokenizer, L, options.text_field)
+    if corpora.is_corpus(spec):
+        corpus, part = corpora.split_of(spec, split)
+        ids = tokenizer.encode(corpora.read(spec, split)) + _eos(tokenizer)
+        return TextData(f"{corpus.name}:{part}", np.asarray(ids, dtype=np.int64), L, seed, option)
     path = Path(spec)
     if path.suffix not in TEXT_SUFFIXES:
-        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, a "
+        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, "
+                         f"{', '.join(corpora.CORPORA)}[:train|val], a "
                          f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
     ids: list[int] = []
     for doc in _documents(path, options.text_field):

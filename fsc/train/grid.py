@@ -99,8 +99,8 @@ class EvalGrid:
         """The task whose samples fill a niah cell at `length`, or an mqar cell at `length`
         with `pairs`; UsageError (naming --lengths) when the length is too short for it."""
         if self.task == "niah":
-            return Passkey(tokenizer, length, self.G, self.digits, option="--lengths")
-        return MQAR(tokenizer, length, self.G, pairs, option="--lengths")
+            return Passkey(tokenizer, length, self.G, self.digits, option="--lengths", split="val")
+        return MQAR(tokenizer, length, self.G, pairs, option="--lengths", split="val")
 
     def check(self, tokenizer) -> None:
         """UsageError, before any model is loaded, for a length that is no multiple of G or too
@@ -113,7 +113,7 @@ class EvalGrid:
                 raise UsageError("--task loss needs --data (a text file or a task)")
             for n in self.lengths:  # a bad file, up front
                 open_data(self.data, tokenizer, n, self.G, self.settings.seed, self.options,
-                          option="--lengths")
+                          option="--lengths", split="val")
         elif self.data is not None:
             raise UsageError(f"--data is for --task loss; --task {self.task} makes its own prompts")
         for n in self.lengths:
