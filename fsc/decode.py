@@ -20,6 +20,8 @@ import torch
 from fsc.blocks import check_block
 from fsc.errors import UsageError
 
+POLICIES = ("confidence", "random", "margin", "entropy")
+
 
 @dataclass
 class DecodeConfig:
@@ -32,6 +34,7 @@ class DecodeConfig:
     threshold: float | None = None
     seed: int = 0
     use_cache: bool = True
+    policy: str = "confidence"
 
     def check(self) -> None:
         if self.mode not in ("diffusion", "ar"):

@@ -89,3 +89,26 @@ def parse_depths(text: str) -> list[float]:
             raise UsageError(f"--depths: {v} is not in [0, 1] (0 = start, 1 = end)")
         values.append(v)
     return values
+
+
+def parse_floats(text: str, option: str, low: float, high: float, low_open: bool = False,
+                 none: bool = False) -> list[float | None]:
+    """'0.5,1' -> [0.5, 1.0], each in [low, high] ((low, high] with `low_open`); with `none`,
+    the word none stands for no value (e.g. no threshold)."""
+    values: list[float | None] = []
+    for part in text.split(","):
+        p = part.strip()
+        if none and p.lower() == "none":
+            values.append(None)
+            continue
+        try:
+            v = float(p)
+        except ValueError:
+            v = math.nan
+        inside = (low < v if low_open else low <= v) and v <= high
+        if not inside:
+            span = f"({low:g}, {high:g}]" if low_open else f"[{low:g}, {high:g}]"
+            raise UsageError(f"{option}: {p[:40]!r} is not a number in {span}"
+                             + (" or none" if none else ""))
+        values.append(v)
+    return values

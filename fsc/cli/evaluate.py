@@ -1,5 +1,5 @@
-"""`fsc eval`: needle retrieval by length × depth, mqar by pairs × length, held-out loss. The
-work itself is fsc.scale.evaluation."""
+"""`fsc eval`: needle retrieval by length × depth, mqar by pairs × length, held-out loss,
+generative perplexity by decoding setting. The work itself is fsc.scale.evaluation."""
 
 from __future__ import annotations
 
@@ -10,20 +10,18 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S, parse_depths, parse_sizes
+from fsc.cli.bounds import MAX_B, MAX_S, parse_depths, parse_floats, parse_sizes
 from fsc.cli.common import (
     Choice,
     JsonOpt,
     Mode,
     StoreOpt,
-    err,
-    out,
     print_json,
-    printable,
     say,
     store_dir,
     torch_threads,
 )
+from fsc.cli.eval_render import render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.scale import ExecutorSettings
 from fsc.train.tasks import MAX_KEY_DIGITS
@@ -36,6 +34,7 @@ class Task(Choice):
     niah = "niah"
     mqar = "mqar"
     loss = "loss"
+    genppl = "genppl"
 
 
 @with_executor_options
@@ -45,18 +44,19 @@ def evaluate(
         metavar="CKPT",
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.")],
-    task: Annotated[Task, typer.Option("--task", help="niah, mqar or loss.")] = Task.niah,
+    task: Annotated[Task, typer.Option("--task", help="niah, mqar, loss or genppl.")] = Task.niah,
     lengths: Annotated[str | None, typer.Option(
         "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
-        "times the training length; loss: the training length).", show_default=False)] = None,
+        "times the training length; loss: the training length; genppl: tokens per sample, "
+        "128).", show_default=False)] = None,
     depths: Annotated[str, typer.Option(
         "--depths", help="niah: needle depths in [0, 1].")] = "0,0.25,0.5,0.75,1",
     pairs: Annotated[str, typer.Option("--pairs", help="mqar: numbers of pairs, e.g. 4,8,16.")] = "8",
     samples: Annotated[int, typer.Option("--samples", min=1, max=MAX_SAMPLES,
                                          help="Prompts per cell (loss: sequences).")] = 20,
-    steps: Annotated[int | None, typer.Option(
-        "--steps", min=1, max=MAX_G, help="Denoising steps K per block (default: G).",
-        show_default=False)] = None,
+    steps: Annotated[str | None, typer.Option(
+        "--steps", help="Denoising steps K per block (default: G; genppl: a list, default "
+        "1, 2, 4 ... G).", show_default=False)] = None,
     mode: Annotated[Mode | None, typer.Option(
         "--mode", help="diffusion or ar (default: how the checkpoint was trained; ar when G is 1).",
         show_default=False)] = None,
@@ -74,6 +74,33 @@ def evaluate(
         "--tokenizer", help="Local Hugging Face tokenizer directory (default: as trained).",
         show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts.")] = 0,
+    scorer: Annotated[str | None, typer.Option(
+        "--scorer", help="genppl: the autoregressive model that scores the samples: an fsc "
+        "checkpoint, training dir or recipe (G 1), or a transformers model directory.",
+        show_default=False)] = None,
+    G: Annotated[str | None, typer.Option(
+        "--G", help="genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).",
+        show_default=False)] = None,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="genppl: reveal policies, a list of confidence, random, margin, "
+        "entropy.")] = "confidence",
+    threshold: Annotated[str | None, typer.Option(
+        "--threshold", help="genppl: thresholds τ in (0, 1] of adaptive parallel decoding, "
+        "e.g. none,0.9 (default: none).", show_default=False)] = None,
+    temperature: Annotated[str, typer.Option(
+        "--temperature", help="genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy).")] = "1",
+    top_p: Annotated[float, typer.Option(
+        "--top-p", min=0, max=1, help="genppl: nucleus sampling mass, in (0, 1].")] = 1.0,
+    prompt_length: Annotated[int, typer.Option(
+        "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of validation text before "
+        "each sample (0: from BOS).")] = 64,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="genppl: an autoregressive checkpoint decoded on the same prompts, "
+        "as a row.", show_default=False)] = None,
+    ngram: Annotated[int, typer.Option("--ngram", min=1, max=64,
+                                       help="genppl: n of the repeated n-gram fraction.")] = 4,
+    mauve: Annotated[bool, typer.Option(
+        "--mauve", help="genppl: MAUVE against the validation text too (fsc[quality]).")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -82,23 +109,33 @@ def evaluate(
 ) -> None:
     """Score a checkpoint: the answers are decoded by the cached decoder; a row per cell in the
     store (view `evaluation`), printed as a heatmap table."""
+    from fsc.errors import UsageError
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
     from fsc.scale.evaluation import EvalRequest, evaluate
     from fsc.store import Store
 
+    if top_p <= 0:
+        raise UsageError(f"--top-p {top_p:g} must be in (0, 1]")
     asked = EvalRequest(
         source, str(task),
         lengths=tuple(parse_sizes(lengths, "--lengths", 1, MAX_S)) if lengths is not None else None,
         depths=tuple(parse_depths(depths)), pairs=tuple(parse_sizes(pairs, "--pairs", 1, MAX_PAIRS)),
-        samples=samples, steps=steps, mode=mode and str(mode), batch=batch, data=data,
+        samples=samples, mode=mode and str(mode), batch=batch, data=data,
+        steps=tuple(parse_sizes(steps, "--steps", 1, MAX_G)) if steps is not None else None,
         needle_digits=needle_digits, text_field=text_field,
-        tokenizer=str(tokenizer) if tokenizer is not None else None, seed=seed, device=device)
+        tokenizer=str(tokenizer) if tokenizer is not None else None, seed=seed, device=device,
+        scorer=scorer, G=tuple(parse_sizes(G, "--G", 1, MAX_G)) if G is not None else None,
+        policies=tuple(p.strip() for p in policy.split(",")),
+        thresholds=tuple(parse_floats(threshold, "--threshold", 0, 1, low_open=True, none=True))
+        if threshold is not None else (None,),
+        temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100)), top_p=top_p,
+        prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve)
     torch_threads()
     st = Store(store_dir(store))
     try:
         done = evaluate(asked, scale, st, " ".join(["fsc", *sys.argv[1:]]),
-                        Watch(say=say, stored=_show_cell))
+                        Watch(say=say, stored=show_cell))
     except Stopped as e:
         print(f"interrupted: {e.kept} cells of run {e.run_id} are stored", file=sys.stderr)
         raise typer.Exit(e.exit_code) from None
@@ -107,63 +144,7 @@ def evaluate(
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task,
                     "rows": [c.columns() for c in done.cells]})
         return
-    _render(done.cells, done.grid.task, done.grid.recipe, done.run_id)
-
-
-def _show_cell(c) -> None:
-    """A cell's line on stderr as it is stored."""
-    err.print(f"  {c.task} length {c.length}"
-              + (f" depth {c.depth:g}" if c.depth is not None else "")
-              + (f" pairs {c.pairs}" if c.pairs is not None else "")
-              + (f": {c.accuracy:.2f}" if c.accuracy is not None else ""),
-              markup=False, highlight=False)
-
-
-def _shade(acc: float) -> str:
-    """A heatmap cell style: red at 0 through yellow to green at 1."""
-    r = int(255 * min(1.0, 2 * (1 - acc)))
-    g = int(255 * min(1.0, 2 * acc))
-    return f"black on rgb({r},{g},60)"
-
-
-def _render(cells: list, task: str, recipe: str, run_id: str) -> None:
-    """The cells (fsc.train.grid.EvalCell) as a loss table, or as an accuracy heatmap by depth
-    (or pairs) × length."""
-    from rich.table import Table
-    from rich.text import Text
-
-    if task == "loss":
-        out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
-                  highlight=False)
-        table = Table()
-        for c in ("length", "sequences", "loss (nats/token)", "± s.e."):
-            table.add_column(c, justify="right")
-        for c in cells:
-            table.add_row(str(c.length), str(c.n), f"{c.loss:.4f}",
-                          "–" if c.loss_se is None else f"{c.loss_se:.4f}")
-        out.print(table)
-        for c in cells:
-            if (c.distinct_sequences or c.n) < c.n:
-                err.print(f"length {c.length}: the data holds {c.distinct_sequences} "
-                          f"distinct sequences; the {c.n} scored reuse them, so the spread "
-                          "is understated (give --samples at most that, or more text)",
-                          soft_wrap=True)
-        return
-    key = "depth" if task == "niah" else "pairs"
-    lengths = sorted({c.length for c in cells})
-    out.print(f"{printable(recipe, 60)}: {task} accuracy by {key} × length (run {run_id})",
-              markup=False, highlight=False)
-    table = Table()
-    table.add_column(key, justify="right")
-    for n in lengths:
-        ratio = next(c.length_ratio for c in cells if c.length == n)
-        table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
-    for k in sorted({getattr(c, key) for c in cells}):
-        row = {c.length: c for c in cells if getattr(c, key) == k}
-        table.add_row(f"{k:g}", *[
-            Text(f" {row[n].accuracy:.2f} ", style=_shade(row[n].accuracy)) if n in row else "-"
-            for n in lengths])
-    out.print(table)
+    render(done.cells, done.grid.task, done.grid.recipe, done.run_id)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""`fsc eval`'s work: the grid a request asks of a checkpoint (fsc.train.grid), filled in from
+"""`fsc eval`'s work: the grid a request asks of a checkpoint (fsc.eval.grid), filled in from
 what training recorded and checked before any model is loaded, then scored into an eval run in
 this process or by an executor's workers (one group per length), each cell stored as it
 arrives.
@@ -9,8 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fsc import corpora
 from fsc.blocks import block_setting
+from fsc.decode import POLICIES
 from fsc.errors import UsageError
+from fsc.eval import check, model_to_score, score, task_of
+from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings
+from fsc.eval.mauve import available as mauve_available
+from fsc.eval.scorers import check_scorer
 from fsc.loading import check_fits
 from fsc.provenance import environment
 from fsc.recipe import Recipe
@@ -18,13 +24,12 @@ from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.source import checkpoint_config, load_source_recipe
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
-from fsc.train.data import DataOptions
-from fsc.train.evaluate import model_to_score, score
-from fsc.train.grid import DEFAULT_DEPTHS, EvalCell, EvalGrid, EvalSettings
+from fsc.train.data import TEXT_SUFFIXES, DataOptions
 from fsc.train.loop import resolve_checkpoint
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none
+GENPPL_LENGTH = 128  # genppl: tokens per sample unless --lengths says
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class EvalRequest:
     depths: tuple[float, ...] = DEFAULT_DEPTHS
     pairs: tuple[int, ...] = (8,)
     samples: int = 20
-    steps: int | None = None
+    steps: tuple[int, ...] | None = None  # K; genppl takes several
     mode: str | None = None
     batch: int = 20
     data: str | None = None
@@ -46,6 +51,17 @@ class EvalRequest:
     tokenizer: str | None = None
     seed: int = 0
     device: str = "cpu"
+    # genppl
+    scorer: str | None = None
+    G: tuple[int, ...] | None = None  # block sizes decoded with (default: the recipe's)
+    policies: tuple[str, ...] = ("confidence",)
+    thresholds: tuple[float | None, ...] = (None,)
+    temperatures: tuple[float, ...] = (1.0,)
+    top_p: float = 1.0
+    prompt_length: int = 64
+    baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
+    ngram: int = 4
+    mauve: bool = False
 
 
 @dataclass
@@ -69,7 +85,12 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     mode = request.mode
     if mode is None and trained.get("objective") is not None:
         mode = "ar" if trained["objective"] == "ar" else "diffusion"
-    mode, G, K = block_setting(mode, None, request.steps, recipe.block_size)
+    if request.task != "genppl" and request.steps is not None and len(request.steps) > 1:
+        raise UsageError("--steps takes one K except with --task genppl")
+    if request.task != "genppl" and (request.scorer or request.baseline or request.G):
+        raise UsageError("--scorer, --baseline and --G are for --task genppl")
+    one_k = request.steps[0] if request.steps and request.task != "genppl" else None
+    mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
     tok_spec = request.tokenizer if request.tokenizer is not None else trained.get("tokenizer")
     tok = load_tokenizer(tok_spec)
     if tok.vocab_size > recipe.vocab_size:
@@ -80,16 +101,77 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     lengths = request.lengths
     if lengths is None:
         base = train_len or UNKNOWN_TRAIN_LENGTH
-        lengths = (base,) if request.task == "loss" else tuple(base * m for m in LENGTH_MULTIPLES)
+        lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
+            request.task, tuple(base * m for m in LENGTH_MULTIPLES))
+    data = request.data
+    if data is None and request.task == "genppl" and _is_text(trained.get("data")):
+        data = trained["data"]  # prompts from the text it was trained on (its val split)
+    gen = _gen_settings(request, mode, recipe.block_size) if request.task == "genppl" else None
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     request.depths, request.pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
                                  train_len),
-                    digits, request.data,
+                    digits, data,
                     DataOptions(digits, request.pairs[0], request.text_field),
-                    str(tok_spec) if tok_spec is not None else None)
-    grid.check(tok)
+                    str(tok_spec) if tok_spec is not None else None, gen)
+    check(grid, tok)
     return grid, recipe, tok
+
+
+def _is_text(data) -> bool:
+    """Whether training data `data` (as recorded) is natural text genppl can draw from."""
+    return isinstance(data, str) and (corpora.is_corpus(data) or data.endswith(TEXT_SUFFIXES))
+
+
+def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
+    """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
+    per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
+    if request.scorer is None:
+        raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
+                         "recipe, or a transformers model)")
+    check_scorer(request.scorer)
+    for p in request.policies:
+        if p not in POLICIES:
+            raise UsageError(f"--policy {p!r} is not one of {', '.join(POLICIES)}")
+    for t in request.thresholds:
+        if t is not None and not 0 < t <= 1:
+            raise UsageError(f"--threshold {t} must be in (0, 1]")
+    if request.mauve:
+        mauve_available()
+    decodings: list[Decoding] = []
+    for temp in request.temperatures:
+        if mode == "ar":
+            if request.G or request.steps:
+                raise UsageError("an autoregressive checkpoint decodes at G 1 with no steps: "
+                                 "drop --G and --steps")
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p))
+            continue
+        for g in request.G or (recipe_G,):
+            for k in request.steps or _powers_to(g):
+                block_setting("diffusion", g, k)  # K <= G, G in range: one line otherwise
+                for p in request.policies:
+                    for t in request.thresholds:
+                        decodings.append(Decoding("diffusion", g, k, p, t, temp, request.top_p))
+    if request.baseline is not None:
+        base = load_source_recipe(str(resolve_checkpoint(request.baseline)))
+        if base.block_size != 1:
+            raise UsageError(f"--baseline {request.baseline}: a block-diffusion checkpoint "
+                             f"(G = {base.block_size}); the baseline row decodes an "
+                             "autoregressive one")
+        for temp in request.temperatures:
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p,
+                                      checkpoint=str(resolve_checkpoint(request.baseline))))
+    return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
+                       request.mauve)
+
+
+def _powers_to(G: int) -> tuple[int, ...]:
+    """K = 1, 2, 4, ... up to G (and G itself)."""
+    ks, k = [], 1
+    while k < G:
+        ks.append(k)
+        k *= 2
+    return (*ks, G)
 
 
 def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, command: str,
@@ -105,13 +187,16 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     engine = model = None
     if settings.remote:  # Ray is joined here: a cluster out of reach costs a line, not a run
         engine = executors.engine_for(settings, device.startswith("cuda"), work.evaluate,
-                                      work.evaluate_to_file, watch.say, grid.cells_per_length)
+                                      work.evaluate_to_file, watch.say,
+                                      task_of(grid).cells_per_length(grid))
     else:
         model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
     config = {"checkpoint": grid.checkpoint, "task": grid.task, "lengths": list(grid.lengths),
               "depths": list(grid.depths), "pairs": list(grid.pairs), "samples": request.samples,
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
+              **({"scorer": grid.gen.scorer, "prompt_length": grid.gen.prompt_length,
+                  "cells": 1 + len(grid.gen.decodings)} if grid.gen else {}),
               "recipe": recipe.name, "recipe_hash": recipe.recipe_hash}
     with recording(st, "eval", command, config, recipes=[recipe],
                    environment=environment(device)) as run:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from fsc import ops
+from fsc.eval import model_to_score, score
+from fsc.eval.grid import EvalGrid
 from fsc.loading import set_threads
 from fsc.profile import Sweep
 from fsc.sweep import Point, PointResult, SweepConfig
 from fsc.tokenizer import load_tokenizer
-from fsc.train.evaluate import model_to_score, score
-from fsc.train.grid import EvalGrid
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,22 @@ def eval_cells_loss_spread(con: Connection) -> None:
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
+def eval_cells_quality(con: Connection) -> None:
+    """Text quality: a held-out loss in bits per byte, and genppl's cells (each names its own
+    decoding: policy, threshold, sampling; what scored it; Gen-PPL with its interval, entropy,
+    repeats, speed, steps used)."""
+    for name, kind in (("bits_per_byte", "DOUBLE"), ("policy", "VARCHAR"),
+                       ("threshold", "DOUBLE"), ("temperature", "DOUBLE"), ("top_p", "DOUBLE"),
+                       ("prompt_length", "BIGINT"), ("scorer", "VARCHAR"),
+                       ("gen_ppl", "DOUBLE"), ("gen_ppl_lo", "DOUBLE"), ("gen_ppl_hi", "DOUBLE"),
+                       ("scored_tokens", "BIGINT"), ("entropy", "DOUBLE"),
+                       ("entropy_se", "DOUBLE"), ("repeat_ngram", "DOUBLE"),
+                       ("passes_per_token", "DOUBLE"), ("steps_per_block", "DOUBLE"),
+                       ("ended_early", "INTEGER"), ("mauve", "DOUBLE")):
+        con.execute(f"ALTER TABLE eval_cells ADD COLUMN {name} {kind}")
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -261,6 +277,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     create_training_and_evaluation,
     eval_cells_token_accuracy,
     eval_cells_loss_spread,
+    eval_cells_quality,
 ]
 
 

@@ -21,6 +21,7 @@ import torch
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
 from fsc.errors import UsageError
+from fsc.eval import retrieval
 from fsc.interrupts import signal_name
 from fsc.loading import check_fits, free_bytes, set_threads
 from fsc.model.lm import build_model
@@ -30,7 +31,7 @@ from fsc.recipe import Recipe
 from fsc.source import is_checkpoint, load_source_recipe
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
-from fsc.train import data, evaluate, parallel, ranks
+from fsc.train import data, parallel, ranks
 from fsc.train.fits import check_training_fits
 from fsc.train.loop import (
     TrainConfig,
@@ -230,7 +231,7 @@ def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_afte
 
         trainer.on_log = log
         if job.data.supervises == "answer":
-            trainer.evaluate = evaluate.quick_eval
+            trainer.evaluate = retrieval.quick_eval
         with progress(start) if progress is not None else nullcontext() as on_step:
             trainer.on_step = on_step
             res = trainer.run(stop_after)

@@ -20,7 +20,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance"],
     ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
-    ["fsc.train"],
+    ["fsc.train", "fsc.eval"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)
     ["fsc.results", "fsc.scale"],
     ["fsc.cli", "fsc.__main__"],
 ]

@@ -4,10 +4,10 @@ eval cell (EvalCell.columns) cross a worker's JSON-lines file and the store unch
 import json
 from datetime import UTC, datetime
 
+from fsc.eval.grid import LOSS_ONLY, EvalCell
 from fsc.scale import work
 from fsc.store import Store
 from fsc.sweep import PointResult
-from fsc.train.grid import LOSS_ONLY, EvalCell
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 

@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from fsc.decode import DecodeConfig, generate
+from fsc.eval.grid import EvalSettings
+from fsc.eval.retrieval import decode_answers
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.evaluate import decode_answers
 from fsc.train.tasks import MQAR, Passkey
 
 TOK = ByteTokenizer()
@@ -107,7 +108,7 @@ def test_heldout_loss(fsc_main, tmp_path):
 def test_token_accuracy_gives_partial_credit(monkeypatch):
     """A decoder that gets every answer but its first digit right: no exact match, 3 of 4
     digits."""
-    import fsc.train.evaluate as ev
+    import fsc.eval.retrieval as ev
 
     task = Passkey(TOK, 128, 4, 4)
     samples = [task.sample(i) for i in range(3)]
@@ -119,7 +120,7 @@ def test_token_accuracy_gives_partial_credit(monkeypatch):
         return out
 
     monkeypatch.setattr(ev, "decode_answers", first_digit_wrong)
-    cell = ev._cell(None, TOK, samples, ev.EvalSettings("diffusion", 4, 3, 3, 0, 128), "cpu")
+    cell = ev._cell(None, TOK, samples, EvalSettings("diffusion", 4, 3, 3, 0, 128), "cpu")
     assert cell["accuracy"] == 0 and cell["token_accuracy"] == pytest.approx(3 / 4)
 
 
@@ -128,16 +129,16 @@ def test_sigterm_keeps_the_cells_scored_and_marks_the_run_interrupted(fsc_main, 
     import os
     import signal
 
-    from fsc.train import evaluate
+    from fsc.eval import loss
 
-    real = evaluate.heldout_loss
+    real = loss.heldout_loss
 
-    def stopped_at_the_second_length(model, tok, data, n, *args):
+    def stopped_at_the_second_length(model, tok, grid, n, device):
         if n == 128:
             os.kill(os.getpid(), signal.SIGTERM)  # what `timeout` sends
-        yield from real(model, tok, data, n, *args)
+        return real(model, tok, grid, n, device)
 
-    monkeypatch.setattr(evaluate, "heldout_loss", stopped_at_the_second_length)
+    monkeypatch.setattr(loss, "heldout_loss", stopped_at_the_second_length)
     (tmp_path / "t.txt").write_text(" ".join(f"w{i}" for i in range(400)))
     store = tmp_path / "store"
     res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", tmp_path / "t.txt",

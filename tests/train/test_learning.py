@@ -10,8 +10,8 @@ import torch
 from fsc_run import in_process
 
 from fsc.checkpoint.io import load_checkpoint
+from fsc.eval.retrieval import decode_answers
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.evaluate import decode_answers
 from fsc.train.tasks import Passkey, derive
 
 TOK = ByteTokenizer()

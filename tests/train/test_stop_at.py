@@ -14,7 +14,7 @@ COPY = ["tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "4"]
 @pytest.fixture
 def scripted_evals(monkeypatch):
     """The in-loop eval replaced by a script: exact match 0.5 until step 15, then 0.95."""
-    import fsc.train.evaluate as ev
+    import fsc.eval.retrieval as ev
 
     seen = []
 

@@ -15,11 +15,12 @@ import torch
 from safetensors.torch import load_file
 
 from fsc.checkpoint.io import load_checkpoint, verify_checkpoint
+from fsc.eval.grid import EvalSettings
+from fsc.eval.retrieval import _cell
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.evaluate import EvalSettings, _cell
 from fsc.train.loop import TrainConfig, Trainer, lr_at
 from fsc.train.tasks import Copy, derive
 

@@ -1,4 +1,5 @@
-"""Evaluation: needle retrieval by length × depth, mqar by pairs × length, held-out loss.
+"""Retrieval tasks: needle retrieval (niah) by length × depth, associative recall (mqar) by
+pairs × length.
 
 Answers are decoded by the cached decoder: the prompt folded block by block into the cache,
 each answer block filled by `fsc.decode.denoise` (K steps against the cache, the most
@@ -7,33 +8,38 @@ fold. After an answer block the true block is folded (teacher forcing), so the n
 an mqar sample is asked after the right history; an exact match over a whole passkey is the
 same as with free decoding, since decoding agrees with the truth up to its first error.
 Samples of one cell share a layout, so they are decoded together, `batch` at a time.
-
-`score` runs a grid's cells (fsc.train.grid) in this process: `fsc eval` calls it here, and so
-does each of its workers (fsc.scale.work).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
 from fsc.decode import banned_ids, denoise, sample
-from fsc.loading import load_model
-from fsc.train.data import DataOptions, open_data
-from fsc.train.grid import EvalCell, EvalGrid, EvalSettings
-from fsc.train.objective import Batch, sequence_losses
-from fsc.train.tasks import Passkey, derive
+from fsc.errors import UsageError
+from fsc.eval.grid import EvalGrid, EvalSettings
+from fsc.train.tasks import MQAR, Passkey, derive
 
 
-def model_to_score(source: str, device, seed: int, ar: bool):
-    """The model `fsc eval` scores: a checkpoint (or a recipe's seeded weights), decoded at
-    G = 1 when `ar` asks it of a G > 1 checkpoint."""
-    _, model = load_model(source, device=device, seed=seed)
-    if ar and model.recipe.block_size != 1:
-        model.recipe = model.recipe.model_copy(update={"block_size": 1})
-    return model
+def prompts(grid: EvalGrid, tokenizer, length: int, pairs: int | None = None) -> Passkey | MQAR:
+    """The task whose samples fill a niah cell at `length`, or an mqar cell at `length` with
+    `pairs`; UsageError (naming --lengths) when the length is too short for it."""
+    if grid.task == "niah":
+        return Passkey(tokenizer, length, grid.G, grid.digits, option="--lengths")
+    return MQAR(tokenizer, length, grid.G, pairs, option="--lengths")
+
+
+def check(grid: EvalGrid, tokenizer) -> None:
+    """UsageError, before any model is loaded, for a length too short for a cell's prompts,
+    or for --data (these tasks make their own prompts)."""
+    if grid.data is not None:
+        raise UsageError(f"--data is for --task loss or genppl; --task {grid.task} makes its "
+                         "own prompts")
+    for n in grid.lengths:
+        for p in (grid.pairs if grid.task == "mqar" else (None,)):
+            prompts(grid, tokenizer, n, p)
 
 
 def _picker(tokenizer, vocab: int):
@@ -78,26 +84,7 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     return out
 
 
-def score(model, tokenizer, grid: EvalGrid, lengths, device,
-          on_cell: Callable[[EvalCell], None] | None = None) -> list[EvalCell]:
-    """The cells of `grid` at `lengths`, scored by `model` in this process, each handed to
-    `on_cell` as it is done."""
-    cells = []
-    with torch.no_grad():
-        if grid.task == "loss":
-            measured = (m for n in lengths for m in heldout_loss(
-                model, tokenizer, grid.data, n, grid.settings, grid.options, device))
-        else:
-            measured = (niah if grid.task == "niah" else mqar)(model, tokenizer, grid, lengths,
-                                                               device)
-        for m in measured:
-            cells.append(grid.cell(m))
-            if on_cell is not None:
-                on_cell(cells[-1])
-    return cells
-
-
-def _ratio(length: int, settings: EvalSettings) -> float | None:
+def ratio(length: int, settings: EvalSettings) -> float | None:
     return length / settings.train_len if settings.train_len else None
 
 
@@ -105,12 +92,12 @@ def niah(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
     """Passkey retrieval: a cell per (length, depth), exact match of the whole key."""
     settings = grid.settings
     for length in lengths:
-        task = grid.prompts(tokenizer, length)
+        task = prompts(grid, tokenizer, length)
         for depth in grid.depths:
             samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
                        for i in range(settings.samples)]
             yield {"task": "niah", "length": length, "depth": depth,
-                   "length_ratio": _ratio(length, settings),
+                   "length_ratio": ratio(length, settings),
                    **_cell(model, tokenizer, samples, settings, device)}
 
 
@@ -119,11 +106,11 @@ def mqar(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
     settings = grid.settings
     for pairs in grid.pairs:
         for length in lengths:
-            task = grid.prompts(tokenizer, length, pairs)
+            task = prompts(grid, tokenizer, length, pairs)
             samples = [task.sample(derive(settings.seed, length, pairs, i, 6))
                        for i in range(settings.samples)]
             yield {"task": "mqar", "length": length, "pairs": pairs,
-                   "length_ratio": _ratio(length, settings),
+                   "length_ratio": ratio(length, settings),
                    **_cell(model, tokenizer, samples, settings, device)}
 
 
@@ -151,33 +138,6 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
     return {"n": n, "correct": correct, "accuracy": correct / n,
             "token_accuracy": right / (len(samples) * int(score.sum())),
             "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds}
-
-
-@torch.no_grad()
-def heldout_loss(model, tokenizer, data: str, length: int, settings: EvalSettings,
-                 options: DataOptions, device) -> list[dict]:
-    """A loss cell's measures: the per-token loss on `samples` sequences of `data`, the
-    frontier bound (one frontier and mask rate drawn per sequence, fixed by the seed; a
-    Monte-Carlo estimate) for diffusion checkpoints, the next-token NLL for autoregressive
-    ones."""
-    G = model.recipe.block_size
-    source = open_data(data, tokenizer, length, G, derive(settings.seed, 7), options,
-                       option="--lengths")
-    losses, t0, tokens = [], time.perf_counter(), 0
-    for start in range(0, settings.samples, settings.batch):
-        idx = range(start, min(start + settings.batch, settings.samples))
-        batch = Batch.of([source.sample(i) for i in idx], device)
-        gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
-        losses += sequence_losses(model, settings.mode, batch, G, tokenizer.mask_id,
-                                  gen).tolist()
-        tokens += batch.tokens.numel()
-    seconds = time.perf_counter() - t0
-    n = len(losses)
-    mean = sum(losses) / n
-    se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
-    return [{"task": "loss", "length": length, "length_ratio": _ratio(length, settings),
-             "n": n, "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
-             "tokens_per_s": tokens / seconds, "seconds": seconds}]
 
 
 def quick_eval(trainer, n: int = 16) -> dict:

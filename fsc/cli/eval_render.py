@@ -1,0 +1,112 @@
+"""How `fsc eval` shows its cells: a line on stderr per cell as it is stored, then a loss
+table, an accuracy heatmap (niah, mqar) or a genppl table."""
+
+from __future__ import annotations
+
+from fsc.cli.common import err, out, printable
+
+
+def show_cell(c) -> None:
+    """A cell's line on stderr as it is stored."""
+    err.print(f"  {c.task} length {c.length}"
+              + (f" depth {c.depth:g}" if c.depth is not None else "")
+              + (f" pairs {c.pairs}" if c.pairs is not None else "")
+              + (f" {_setting(c)}" if c.task == "genppl" else "")
+              + (f": {c.accuracy:.2f}" if c.accuracy is not None else "")
+              + (f": Gen-PPL {c.gen_ppl:.2f}" if c.gen_ppl is not None else ""),
+              markup=False, highlight=False)
+
+
+def _shade(acc: float) -> str:
+    """A heatmap cell style: red at 0 through yellow to green at 1."""
+    r = int(255 * min(1.0, 2 * (1 - acc)))
+    g = int(255 * min(1.0, 2 * acc))
+    return f"black on rgb({r},{g},60)"
+
+
+def render(cells: list, task: str, recipe: str, run_id: str) -> None:
+    """The cells (fsc.train.grid.EvalCell) as a loss table, or as an accuracy heatmap by depth
+    (or pairs) × length."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if task == "genppl":
+        _render_genppl(cells, recipe, run_id)
+        return
+    if task == "loss":
+        out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
+                  highlight=False)
+        table = Table()
+        for c in ("length", "sequences", "loss (nats/token)", "± s.e."):
+            table.add_column(c, justify="right")
+        for c in cells:
+            table.add_row(str(c.length), str(c.n), f"{c.loss:.4f}",
+                          "–" if c.loss_se is None else f"{c.loss_se:.4f}")
+        out.print(table)
+        for c in cells:
+            if (c.distinct_sequences or c.n) < c.n:
+                err.print(f"length {c.length}: the data holds {c.distinct_sequences} "
+                          f"distinct sequences; the {c.n} scored reuse them, so the spread "
+                          "is understated (give --samples at most that, or more text)",
+                          soft_wrap=True)
+        return
+    key = "depth" if task == "niah" else "pairs"
+    lengths = sorted({c.length for c in cells})
+    out.print(f"{printable(recipe, 60)}: {task} accuracy by {key} × length (run {run_id})",
+              markup=False, highlight=False)
+    table = Table()
+    table.add_column(key, justify="right")
+    for n in lengths:
+        ratio = next(c.length_ratio for c in cells if c.length == n)
+        table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
+    for k in sorted({getattr(c, key) for c in cells}):
+        row = {c.length: c for c in cells if getattr(c, key) == k}
+        table.add_row(f"{k:g}", *[
+            Text(f" {row[n].accuracy:.2f} ", style=_shade(row[n].accuracy)) if n in row else "-"
+            for n in lengths])
+    out.print(table)
+
+
+def _setting(c) -> str:
+    """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1'."""
+    if c.mode == "reference":
+        return "validation text"
+    head = "ar" if c.mode == "ar" else f"G {c.G} K {c.K}"
+    if c.policy and c.policy != "confidence":
+        head += f" {c.policy}"
+    if c.threshold is not None:
+        head += f" τ {c.threshold:g}"
+    return head + (f" T {c.temperature:g}" if c.temperature is not None else "")
+
+
+def _fmt(v, spec: str = ".2f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
+    """A row per decoding: Gen-PPL with its interval, entropy, repeats, speed."""
+    from rich.table import Table
+
+    scorer = next((c.scorer for c in cells if c.scorer), "?")
+    out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)} "
+              f"(run {run_id})", markup=False, highlight=False)
+    table = Table()
+    for col in ("decoding", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s", "passes/tok",
+                "steps/block", "n"):
+        table.add_column(col, justify="left" if col == "decoding" else "right")
+    for c in cells:
+        name = _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
+                              and c.checkpoint != cells[0].checkpoint else "")
+        table.add_row(name, _fmt(c.gen_ppl), f"{_fmt(c.gen_ppl_lo)}–{_fmt(c.gen_ppl_hi)}",
+                      _fmt(c.entropy, ".3f"), _fmt(c.repeat_ngram, ".3f"),
+                      _fmt(c.tokens_per_s, ".0f"), _fmt(c.passes_per_token),
+                      _fmt(c.steps_per_block), str(c.n))
+    out.print(table)
+    early = sum(c.ended_early or 0 for c in cells)
+    if early:
+        err.print(f"{early} samples ended at EOS before their length; each is scored on what "
+                  "it holds", soft_wrap=True)
+    if any(c.mauve is not None for c in cells):
+        for c in cells:
+            if c.mauve is not None:
+                out.print(f"MAUVE {_setting(c)}: {c.mauve:.3f}", markup=False, highlight=False)

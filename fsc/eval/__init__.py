@@ -1,0 +1,77 @@
+"""`fsc eval`'s tasks, registered by name: each is one module with a `check(grid, tokenizer)`
+(before any model is loaded) and a `measure(model, tokenizer, grid, lengths, device)` that
+yields each cell's measures; `score` is the one dispatch the driver and every worker call.
+
+- niah, mqar (fsc.eval.retrieval): retrieval by length × depth, recall by pairs × length
+- loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
+- genppl (fsc.eval.genppl): generative perplexity of samples under a separate scorer
+
+A new task is one module and a line in TASKS. Scorers (fsc checkpoints or transformers
+models) are adapters in fsc.eval.scorers; the model and the store never import them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from fsc.errors import UsageError
+from fsc.eval import genppl, loss, retrieval
+from fsc.eval.grid import EvalCell, EvalGrid
+from fsc.loading import load_model
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    check: Callable  # (grid, tokenizer) -> None; UsageError for a grid it cannot score
+    measure: Callable  # (model, tokenizer, grid, lengths, device) -> Iterator[dict]
+    cells_per_length: Callable[[EvalGrid], int]
+
+
+TASKS = {t.name: t for t in (
+    Task("niah", retrieval.check, retrieval.niah, lambda g: len(g.depths)),
+    Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
+    Task("loss", loss.check, loss.measure, lambda g: 1),
+    Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings)),
+)}
+
+
+def task_of(grid: EvalGrid) -> Task:
+    return TASKS[grid.task]
+
+
+def check(grid: EvalGrid, tokenizer) -> None:
+    """UsageError, before any model is loaded, for a grid its task cannot score."""
+    if grid.task not in TASKS:
+        raise UsageError(f"--task {grid.task!r} is not one of {', '.join(TASKS)}")
+    if grid.task in ("niah", "mqar"):  # genppl's cells name their own G; loss checks its own
+        for n in grid.lengths:
+            if n % grid.G:
+                raise UsageError(f"--lengths: {n} is not a multiple of the block size "
+                                 f"G = {grid.G}")
+    TASKS[grid.task].check(grid, tokenizer)
+
+
+def model_to_score(source: str, device, seed: int, ar: bool):
+    """The model `fsc eval` scores: a checkpoint (or a recipe's seeded weights), decoded at
+    G = 1 when `ar` asks it of a G > 1 checkpoint."""
+    _, model = load_model(source, device=device, seed=seed)
+    if ar and model.recipe.block_size != 1:
+        model.recipe = model.recipe.model_copy(update={"block_size": 1})
+    return model
+
+
+def score(model, tokenizer, grid: EvalGrid, lengths, device,
+          on_cell: Callable[[EvalCell], None] | None = None) -> list[EvalCell]:
+    """The cells of `grid` at `lengths`, scored by `model` in this process, each handed to
+    `on_cell` as it is done."""
+    cells = []
+    with torch.no_grad():
+        for measured in TASKS[grid.task].measure(model, tokenizer, grid, lengths, device):
+            cells.append(grid.cell(measured))
+            if on_cell is not None:
+                on_cell(cells[-1])
+    return cells

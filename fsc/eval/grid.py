@@ -1,0 +1,144 @@
+"""An `fsc eval` grid: what it scores (a checkpoint decoded one way, or several ways for
+genppl), the cells it spans (lengths × depths for niah, pairs × lengths for mqar, lengths for
+held-out loss, decode settings for genppl) and the record each cell becomes (`EvalCell`: one
+eval_cells row). The driver builds and checks the grid before any model is loaded; every
+worker gets it as it is. Pure Python: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from fsc.train.data import DataOptions
+
+DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+LOSS_ONLY = ("loss", "loss_se", "distinct_sequences", "bits_per_byte")
+GENPPL_ONLY = ("policy", "threshold", "temperature", "top_p", "prompt_length", "scorer",
+               "gen_ppl", "gen_ppl_lo", "gen_ppl_hi", "scored_tokens", "entropy", "entropy_se",
+               "repeat_ngram", "passes_per_token", "steps_per_block", "ended_early", "mauve")
+OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY}  # columns only one task's rows have
+
+
+@dataclass
+class EvalSettings:
+    mode: str  # diffusion | ar
+    steps: int  # K (diffusion)
+    samples: int
+    batch: int
+    seed: int
+    train_len: int | None  # the checkpoint's training length (for length ÷ training length)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """One way a genppl cell decodes: mode, G, K, the reveal policy and threshold, sampling."""
+
+    mode: str  # diffusion | ar | reference (the validation text itself, not decoded)
+    G: int
+    K: int
+    policy: str | None = None
+    threshold: float | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    checkpoint: str | None = None  # another checkpoint decoded in this cell (a baseline)
+
+
+@dataclass(frozen=True)
+class GenSettings:
+    """genppl: the decodings its cells span and how samples are drawn and scored."""
+
+    decodings: tuple[Decoding, ...]
+    prompt_length: int  # tokens of validation text before each sample (0: from BOS)
+    scorer: str  # an fsc AR checkpoint or recipe, or a transformers model directory / id
+    ngram: int = 4  # the n of the repeated n-gram fraction
+    mauve: bool = False
+
+
+@dataclass(frozen=True)
+class EvalCell:
+    """One scored cell: what was scored and how it was decoded, where the cell sits in the
+    grid, and what it measured."""
+
+    checkpoint: str
+    recipe: str
+    recipe_hash: str
+    mode: str
+    G: int
+    K: int
+    train_length: int | None
+    task: str
+    length: int
+    depth: float | None = None  # niah
+    pairs: int | None = None  # mqar
+    length_ratio: float | None = None
+    n: int = 0  # items scored: samples (niah, genppl), queries (mqar), sequences (loss)
+    correct: int | None = None
+    accuracy: float | None = None
+    token_accuracy: float | None = None
+    loss: float | None = None
+    loss_se: float | None = None
+    distinct_sequences: int | None = None
+    bits_per_byte: float | None = None
+    policy: str | None = None
+    threshold: float | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    prompt_length: int | None = None
+    scorer: str | None = None
+    gen_ppl: float | None = None
+    gen_ppl_lo: float | None = None
+    gen_ppl_hi: float | None = None
+    scored_tokens: int | None = None
+    entropy: float | None = None
+    entropy_se: float | None = None
+    repeat_ngram: float | None = None
+    passes_per_token: float | None = None
+    steps_per_block: float | None = None
+    ended_early: int | None = None
+    mauve: float | None = None
+    tokens_per_s: float | None = None
+    seconds: float | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The cell's eval_cells row: what the store writes, `--json` prints and a worker
+        sends (`EvalCell(**row)` reads it back). A task's own columns (OWN_COLUMNS) are in
+        its rows only."""
+        others = {c for task, cols in OWN_COLUMNS.items() if task != self.task for c in cols}
+        own = OWN_COLUMNS.get(self.task, ())
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in own or f.name not in others}
+
+
+@dataclass(frozen=True)
+class EvalGrid:
+    """What every cell of an `fsc eval` run shares, and the axes its cells span."""
+
+    checkpoint: str  # a checkpoint directory, or a recipe (its seeded weights)
+    recipe: str
+    recipe_hash: str
+    G: int  # the block size decoded with (1: autoregressive)
+    K: int  # denoising steps per block (0: autoregressive)
+    task: str  # niah | mqar | loss | genppl
+    lengths: tuple[int, ...]  # prompt lengths; loss: sequence lengths; genppl: sample lengths
+    depths: tuple[float, ...]  # niah
+    pairs: tuple[int, ...]  # mqar
+    settings: EvalSettings
+    digits: int | None  # niah: the key's digits (None: the default for G)
+    data: str | None  # loss, genppl: a corpus, a text file or a task
+    options: DataOptions
+    tokenizer: str | None  # a tokenizer directory (None: fsc's byte-level one)
+    gen: GenSettings | None = None  # genppl
+
+    @property
+    def ar(self) -> bool:
+        """Decoded autoregressively (a G > 1 checkpoint at G = 1)."""
+        return self.settings.mode == "ar"
+
+    def cell(self, measured: dict[str, Any]) -> EvalCell:
+        """The record of a cell: the grid's facts, overridden by what `measured` holds (a
+        genppl cell names its own mode, G and K)."""
+        base = EvalCell(self.checkpoint, self.recipe, self.recipe_hash, self.settings.mode,
+                        self.G, self.K, self.settings.train_len, measured["task"],
+                        measured["length"])
+        return replace(base, **measured)

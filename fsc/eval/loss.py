@@ -1,0 +1,107 @@
+"""Held-out loss (`--task loss`): the per-token NLL, or its bound, on sequences of a text, in a
+form comparable across backbones and between diffusion and autoregressive checkpoints.
+
+- Autoregressive checkpoints (and `--mode ar`): the exact next-token NLL of every position
+  but the first of each sequence, in nats per token.
+- Block-diffusion checkpoints: the masked-diffusion bound (the ELBO) of every block of the
+  sequence given the clean blocks before it, read in one two-stream forward. The bound of a
+  block of G positions is ∫₀¹ (1/t) E[Σ_masked CE] dt with each position masked with
+  probability t; integrating t out leaves Σ_{l=1..G} (the mean CE of a position when l
+  positions are masked), so one draw per block of l ~ U{1..G} and l positions masked at
+  random, scored by (1/l) Σ_masked CE, is an unbiased estimate of the block's bound per
+  token (the form LLaDA evaluates with; never an empty mask, so no 1/t spikes and no forced
+  mask to bias it, unlike the training draw). The mean over blocks and sequences is an upper
+  bound on the true NLL per token, in expectation.
+
+Each sequence gives one number (its mean over tokens); the cell reports their mean and its
+standard error over sequences, and bits per byte: the summed NLL in bits over the UTF-8 bytes
+of the text the tokens decode to (for fsc's byte tokenizer, tokens are bytes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+import torch
+
+from fsc.errors import UsageError
+from fsc.eval.grid import EvalGrid
+from fsc.eval.retrieval import ratio
+from fsc.train.data import open_data
+from fsc.train.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
+from fsc.train.tasks import derive
+
+
+def check(grid: EvalGrid, tokenizer) -> None:
+    """UsageError for a missing or unreadable --data, or a length it cannot fill."""
+    if grid.data is None:
+        raise UsageError("--task loss needs --data (shakespeare, a text file or a task)")
+    for n in grid.lengths:
+        if n % grid.G:
+            raise UsageError(f"--lengths: {n} is not a multiple of the block size G = {grid.G}")
+        open_data(grid.data, tokenizer, n, grid.G, grid.settings.seed, grid.options,
+                  option="--lengths", split="val")
+
+
+def draw_bound(batch: Batch, G: int, mask_id: int, gen: torch.Generator) -> Blocks:
+    """Every block with supervised positions, l ~ U{1..n} of its n supervised positions
+    masked at random (see the module docstring)."""
+    d = draw_blocks(batch, G, mask_id, gen)  # the layout: which blocks, their clean tokens
+    B, K = d.blocks.shape
+    sup = d.supervised  # (B, K)
+    u = torch.rand(B, K, G, generator=gen)
+    at = (d.blocks[..., None].cpu() * G + torch.arange(G))  # (B, K, G) positions
+    target = batch.target.cpu().gather(1, at.flatten(1)).view(B, K, G) & d.scored[..., None]
+    rank = torch.where(target, u, 2.0).argsort(-1).argsort(-1)  # supervised positions first
+    count = (torch.rand(B, K, generator=gen) * sup).long() + 1  # l in 1..n
+    masked = (rank < count[..., None]) & target
+    masked = masked.flatten(1).to(d.labels.device)
+    return Blocks(d.clean, d.labels.masked_fill(masked, mask_id), d.labels, masked, d.blocks,
+                  d.scored, d.rate, d.supervised, G)
+
+
+def sequence_bounds(model, batch: Batch, G: int, mask_id: int, gen: torch.Generator) -> torch.Tensor:
+    """[B] on the CPU: each sequence's per-token NLL bound, every block drawn once."""
+    d = draw_bound(batch, G, mask_id, gen)
+    per_block = block_losses(model, d, "masked")  # [B, K]: each block's per-token bound
+    scored = d.scored.to(per_block.device)
+    return (per_block.sum(-1) / scored.sum(-1)).float().cpu()
+
+
+@torch.no_grad()
+def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+    for length in lengths:
+        yield heldout_loss(model, tokenizer, grid, length, device)
+
+
+def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
+    """A loss cell: `samples` sequences of `length` tokens of the validation split."""
+    settings = grid.settings
+    G = model.recipe.block_size
+    source = open_data(grid.data, tokenizer, length, G, derive(settings.seed, 7), grid.options,
+                       option="--lengths", split="val")
+    losses, nbytes, t0, tokens = [], [], time.perf_counter(), 0
+    for start in range(0, settings.samples, settings.batch):
+        idx = range(start, min(start + settings.batch, settings.samples))
+        samples = [source.sample(i) for i in idx]
+        batch = Batch.of(samples, device)
+        gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
+        if settings.mode == "ar":
+            losses += sequence_losses(model, "ar", batch, G, tokenizer.mask_id, gen).tolist()
+        else:
+            losses += sequence_bounds(model, batch, G, tokenizer.mask_id, gen).tolist()
+        nbytes += [len(tokenizer.decode(s.ids).encode("utf-8")) for s in samples]
+        tokens += batch.tokens.numel()
+    seconds = time.perf_counter() - t0
+    n = len(losses)
+    mean = sum(losses) / n
+    se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
+    scored = length - 1 if settings.mode == "ar" else length  # ar: the first token is given
+    bits = sum(x * scored for x in losses) / math.log(2)
+    text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
+    return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
+            "n": n, "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
+            "bits_per_byte": bits / (sum(nbytes) * scored / length) if text else None,
+            "tokens_per_s": tokens / seconds, "seconds": seconds}

@@ -1,0 +1,38 @@
+"""MAUVE (Pillutla et al. 2021) of generated continuations against the validation text's own
+continuations of the same prompts, with features from the scorer's final hidden state: an
+option of genppl (fsc[quality], the mauve-text package), shown beside Gen-PPL, never instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from fsc.errors import UsageError
+
+
+def available() -> None:
+    """UsageError when the optional mauve-text package is missing."""
+    try:
+        importlib.import_module("mauve")
+    except ImportError:
+        raise UsageError("--mauve needs the mauve-text package (pip install 'fsc[quality]')"
+                         ) from None
+
+
+def mauve_of(scored, samples, outs, seed: int) -> float | None:
+    """MAUVE of `outs` against the reference continuations of `samples` ((prompt, reference)
+    pairs); None for fewer than two samples."""
+    if len(outs) < 2:
+        return None
+    mauve = importlib.import_module("mauve")
+
+    def features(prompt, cont):
+        return scored.scorer.hidden(scored.context(prompt) + scored.ids(cont)).numpy()
+
+    p = np.stack([features(pr, o) for (pr, _), o in zip(samples, outs, strict=True)])
+    q = np.stack([features(pr, ref) for pr, ref in samples])
+    out = mauve.compute_mauve(p_features=p, q_features=q, seed=seed, verbose=False,
+                              num_buckets=max(2, min(len(outs) // 10, 50)))
+    return float(out.mauve)

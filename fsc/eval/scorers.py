@@ -1,0 +1,235 @@
+"""Scorers: the autoregressive language models that judge generated text (`--scorer`).
+
+A scorer reads a context and a continuation and gives the continuation's summed next-token
+NLL (nats) and its token count, in its own tokenization. Two adapters:
+
+- `FscScorer`: an fsc checkpoint (or recipe) decoded autoregressively: one trained with
+  `fsc train --objective ar`, or a model imported with `fsc import` (G = 1). A block-diffusion
+  checkpoint is refused: its bound is not a next-token likelihood.
+- `TransformersScorer`: a transformers causal LM directory or Hub id (the convention of MDLM
+  and BD3-LM, which score with GPT-2 Large), when transformers is installed.
+
+When the scorer's tokenizer is not the generator's, the text is decoded and retokenized by
+the scorer (context and continuation apart, so the boundary stays where it was).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import torch
+
+from fsc.errors import FscError, UsageError
+from fsc.loading import load_model
+from fsc.source import checkpoint_config, checkpoint_tokenizer, is_checkpoint, load_source_recipe
+from fsc.tokenizer import ByteTokenizer, load_tokenizer
+from fsc.train.loop import resolve_checkpoint
+
+
+def same_tokenizer(a, b) -> bool:
+    """Whether ids of tokenizer `a` mean the same text under `b` (so no retokenizing)."""
+    if isinstance(a, ByteTokenizer) or isinstance(b, ByteTokenizer):
+        return isinstance(a, ByteTokenizer) and isinstance(b, ByteTokenizer)
+    return a.name == b.name and a.vocab_size == b.vocab_size
+
+
+class FscScorer:
+    """An fsc model at G = 1: the NLL of each continuation token given everything before it,
+    from one block-causal forward with blocks of one token."""
+
+    def __init__(self, spec: str, device, seed: int = 0):
+        source = str(resolve_checkpoint(spec))
+        recipe = load_source_recipe(source)
+        if recipe.block_size != 1:
+            raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
+                             f"{recipe.block_size}); a scorer must be autoregressive (trained "
+                             "with --objective ar, or imported with fsc import)")
+        trained = checkpoint_config(source).get("training")
+        tok = trained.get("tokenizer") if isinstance(trained, dict) else None
+        tok = tok or checkpoint_tokenizer(source)
+        self.tokenizer = load_tokenizer(tok, need_mask=False)
+        if self.tokenizer.vocab_size > recipe.vocab_size:
+            raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
+                             f"tokens but its vocab_size is {recipe.vocab_size}")
+        _, self.model = load_model(source, device=device, seed=seed)
+        self.model.eval()
+        self.device = device
+        self.name = f"{recipe.name} ({source})" if is_checkpoint(source) else recipe.name
+        self.bos = checkpoint_config(source).get("bos") is True
+
+    @torch.no_grad()
+    def nll(self, context: list[int], continuation: list[int]) -> float:
+        """Summed NLL (nats) of `continuation` after `context` (at least one id)."""
+        ids = context + continuation
+        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        logits = self.model.forward_blockwise(x, [1] * len(ids))[0, len(context) - 1 : -1]
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        target = torch.tensor(continuation, device=logp.device)
+        return float(-logp.gather(-1, target[:, None]).sum())
+
+    @torch.no_grad()
+    def hidden(self, ids: list[int]) -> torch.Tensor:
+        """The final hidden state [d_model] after `ids` (MAUVE's features)."""
+        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        seen = []
+        hook = self.model.norm_f.register_forward_hook(lambda _m, _i, out: seen.append(out))
+        try:
+            self.model.forward_blockwise(x, [1] * len(ids))
+        finally:
+            hook.remove()
+        return seen[0][0, -1].double().cpu()
+
+
+class TransformersScorer:
+    """A transformers causal LM (a local directory, or a Hub id where the Hub is reachable)."""
+
+    def __init__(self, spec: str, device, seed: int = 0):
+        try:
+            transformers = importlib.import_module("transformers")
+        except ImportError:
+            raise UsageError(f"--scorer {spec}: not an fsc checkpoint or recipe, and a "
+                             "transformers model needs transformers (pip install 'fsc[hf]')"
+                             ) from None
+        try:
+            self.hf_tok = transformers.AutoTokenizer.from_pretrained(spec)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                spec, torch_dtype=torch.float32).to(device).eval()
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(f"--scorer {spec}: cannot load a transformers causal LM "
+                             f"({first[:200]})") from None
+        self.tokenizer = _HFText(self.hf_tok)
+        self.device = device
+        self.name = spec
+        self.bos = False  # the tokenizer's own special tokens begin a context (encode_context)
+
+    @torch.no_grad()
+    def nll(self, context: list[int], continuation: list[int]) -> float:
+        ids = torch.tensor([context + continuation], dtype=torch.long, device=self.device)
+        logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1]
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        target = torch.tensor(continuation, device=logp.device)
+        return float(-logp.gather(-1, target[:, None]).sum())
+
+    @torch.no_grad()
+    def hidden(self, ids: list[int]) -> torch.Tensor:
+        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=x, output_hidden_states=True)
+        return out.hidden_states[-1][0, -1].double().cpu()
+
+
+class _HFText:
+    """A transformers tokenizer seen as fsc sees tokenizers (encode, decode, BOS)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.name = getattr(tok, "name_or_path", "transformers")
+        self.vocab_size = len(tok)
+        self.bos_id = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def encode_context(self, text: str) -> list[int]:
+        """A context as the model's tokenizer begins one (BOS where it adds one)."""
+        return self.tok.encode(text, add_special_tokens=True)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids)
+
+
+def check_scorer(spec: str) -> str:
+    """'fsc' or 'transformers': what kind of scorer `spec` is, checked without loading its
+    weights; UsageError (one line) for one that is missing, neither kind, or not
+    autoregressive."""
+    source = resolve_checkpoint(spec)
+    path = Path(spec)
+    if not is_checkpoint(source) and path.is_dir() and (path / "config.json").is_file():
+        if importlib.util.find_spec("transformers") is None:
+            raise UsageError(f"--scorer {spec}: a transformers model needs transformers "
+                             "(pip install 'fsc[hf]'), or import it first with fsc import")
+        return "transformers"
+    if is_checkpoint(source) or _is_recipe(spec):
+        recipe = load_source_recipe(str(source))
+        if recipe.block_size != 1:
+            raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
+                             f"{recipe.block_size}); a scorer must be autoregressive (trained "
+                             "with --objective ar, or imported with fsc import)")
+        return "fsc"
+    if path.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", spec):
+        raise UsageError(f"--scorer {spec}: no fsc checkpoint, recipe or transformers model "
+                         "directory there")
+    _hub_config(spec)  # a Hub id: its config, where the Hub (or its cache) has it
+    return "transformers"
+
+
+def _hub_config(spec: str) -> None:
+    try:
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        raise UsageError(f"--scorer {spec}: a transformers model needs transformers "
+                         "(pip install 'fsc[hf]')") from None
+    try:
+        transformers.AutoConfig.from_pretrained(spec)
+    except Exception as e:  # noqa: BLE001 - transformers and the Hub client raise many kinds
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UsageError(f"--scorer {spec}: cannot read its config from the Hub ({first[:160]})"
+                         ) from None
+
+
+def load_scorer(spec: str, device, seed: int = 0):
+    """The scorer `spec` names (see check_scorer), loaded."""
+    if check_scorer(spec) == "fsc":
+        return FscScorer(spec, device, seed)
+    return TransformersScorer(spec, device, seed)
+
+
+def _is_recipe(spec: str) -> bool:
+    """A recipe file (its errors are reported as they are) or a shipped recipe's name."""
+    if Path(spec).suffix in (".yaml", ".yml") and Path(spec).is_file():
+        return True
+    try:
+        load_source_recipe(spec)
+    except (FscError, OSError):
+        return False
+    return True
+
+
+class ScoredText:
+    """A generator's ids mapped into a scorer's tokens: ids directly when the tokenizers
+    agree, else the decoded text retokenized (context and continuation apart)."""
+
+    def __init__(self, scorer, generator_tokenizer):
+        self.scorer = scorer
+        self.direct = same_tokenizer(generator_tokenizer, scorer.tokenizer)
+        self.gen_tok = generator_tokenizer
+
+    def ids(self, ids: list[int]) -> list[int]:
+        return ids if self.direct else self.scorer.tokenizer.encode(self.gen_tok.decode(ids))
+
+    def context(self, prompt: list[int]) -> list[int]:
+        """The scorer's context for a prompt: its tokens (as a transformers tokenizer begins a
+        text, its special tokens included), after BOS when the prompt is empty or the fsc
+        scorer was trained with BOS."""
+        tok = self.scorer.tokenizer
+        if not self.direct and hasattr(tok, "encode_context"):
+            ctx = tok.encode_context(self.gen_tok.decode(prompt))
+        else:
+            ctx = self.ids(prompt)
+        bos = getattr(tok, "bos_id", None)
+        if (not ctx or self.scorer.bos) and bos is not None:
+            ctx = [bos] + ctx
+        if not ctx:
+            raise UsageError(f"--scorer {self.scorer.name}: an empty prompt needs a BOS token, "
+                             "which its tokenizer lacks; give --prompt-length")
+        return ctx
+
+    def nll(self, prompt: list[int], sample: list[int]) -> tuple[float, int]:
+        """(summed NLL in nats, tokens) of `sample` after `prompt`, in the scorer's tokens."""
+        cont = self.ids(sample)
+        if not cont:
+            return 0.0, 0
+        return self.scorer.nll(self.context(prompt), cont), len(cont)

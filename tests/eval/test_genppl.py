@@ -1,0 +1,129 @@
+"""genppl: the Gen-PPL fsc reports is the perplexity the scorer gives the text (checked on a
+path of its own: the scorer's cached decoder, and transformers' loss), every cell decodes the
+same prompts, the reference row is the validation text, and bad input is one line."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from fsc.eval import genppl
+from fsc.eval.grid import EvalGrid
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.tokenizer import ByteTokenizer
+
+SMALL = ["--task", "genppl", "--data", "shakespeare", "--samples", "3", "--lengths", "12",
+         "--prompt-length", "8"]
+
+
+@pytest.fixture
+def ar_recipe(tmp_path):
+    """A seeded G = 1 recipe: an autoregressive scorer."""
+    text = load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: tiny_ar")
+    path = tmp_path / "tiny_ar.yaml"
+    path.write_text(text.replace("block_size: 4", "block_size: 1"))
+    return path
+
+
+def _doc(fsc_main, *args):
+    res = fsc_main("eval", *args, "--json", check=0)
+    return json.loads(res.stdout)
+
+
+def _cached_nll(model, context: list[int], continuation: list[int]) -> float:
+    """The scorer's NLL by its cached decoder: fold one token at a time, read the next."""
+    cache = model.empty_cache(1, len(context) + len(continuation), block_size=1)
+    total, ids = 0.0, context + continuation
+    with torch.no_grad():
+        for i in range(len(ids) - 1):
+            logits = model.fold(torch.tensor([[ids[i]]]), cache)[0, -1].double()
+            if i + 1 >= len(context):
+                total -= float(torch.log_softmax(logits, -1)[ids[i + 1]])
+    return total
+
+
+def test_genppl_is_the_scorers_perplexity_of_the_text(fsc_main, tmp_path, ar_recipe):
+    doc = _doc(fsc_main, "tiny_hybrid", *SMALL, "--steps", "1,4", "--scorer", ar_recipe,
+               "--store", tmp_path / "st")
+    rows = doc["rows"]
+    assert [(r["mode"], r["K"]) for r in rows] == [("reference", None), ("diffusion", 1),
+                                                   ("diffusion", 4)]
+    scorer = build_model(load_recipe(ar_recipe), seed=0).eval()
+    # the reference row: the validation text's own continuations of the drawn prompts
+    grid = EvalGrid("x", "x", "x", 4, 4, "genppl", (12,), (), (), _settings(), None,
+                    "shakespeare", None, None, _gen(8))
+    samples = genppl.draws(grid, genppl.text_tokens(grid, ByteTokenizer(), 12), 12)
+    nll = sum(_cached_nll(scorer, p, r) for p, r in samples)
+    want = math.exp(nll / (3 * 12))
+    ref = rows[0]
+    assert ref["gen_ppl"] == pytest.approx(want, rel=1e-6)
+    assert ref["gen_ppl_lo"] <= ref["gen_ppl"] <= ref["gen_ppl_hi"]
+    assert ref["scored_tokens"] == 36 and ref["n"] == 3
+    for r in rows[1:]:
+        assert r["tokens_per_s"] > 0 and r["passes_per_token"] > 0 and r["entropy"] > 0
+        assert r["gen_ppl"] > 0 and r["scorer"].startswith("tiny_ar")
+    # K = 1: one step and one fold per block of 4; K = 4: four steps and a fold
+    assert rows[1]["passes_per_token"] == pytest.approx(2 / 4)
+    assert rows[2]["passes_per_token"] == pytest.approx(5 / 4)
+
+
+def _settings():
+    from fsc.eval.grid import EvalSettings
+
+    return EvalSettings("diffusion", 4, 3, 3, 0, None)
+
+
+def _gen(prompt_length):
+    from fsc.eval.grid import GenSettings
+
+    return GenSettings((), prompt_length, "unused")
+
+
+def test_genppl_rows_are_stored_and_seeded(fsc_main, tmp_path, ar_recipe):
+    from fsc.store import Store
+
+    args = ["tiny_attn", *SMALL, "--steps", "2", "--temperature", "1", "--scorer", ar_recipe,
+            "--store", tmp_path / "st"]
+    first, again = _doc(fsc_main, *args), _doc(fsc_main, *args)
+    assert [r["gen_ppl"] for r in first["rows"]] == [r["gen_ppl"] for r in again["rows"]]
+    _, rows = Store(tmp_path / "st").query(
+        "select mode, K, policy, temperature, gen_ppl, entropy, scorer from evaluation "
+        "where task = 'genppl' order by recorded_at, mode")
+    assert len(rows) == 4 and {r[0] for r in rows} == {"reference", "diffusion"}
+    assert all(r[4] > 0 and r[5] > 0 for r in rows)
+
+
+def test_an_ar_checkpoint_is_one_ar_row_and_a_baseline_is_another(fsc_main, tmp_path, ar_recipe,
+                                                                 save_tiny):
+    doc = _doc(fsc_main, ar_recipe, *SMALL, "--scorer", ar_recipe, "--baseline", ar_recipe,
+               "--store", tmp_path / "st")
+    modes = [(r["mode"], r["G"], r["K"]) for r in doc["rows"]]
+    assert modes == [("reference", None, None), ("ar", 1, 0), ("ar", 1, 0)]
+    assert doc["rows"][1]["passes_per_token"] == pytest.approx(1.0)
+    # the same weights decoded the same way on the same prompts: the same samples
+    assert doc["rows"][1]["gen_ppl"] == doc["rows"][2]["gen_ppl"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--scorer", "tiny_attn"], "a scorer must be autoregressive"),
+    (["--scorer", "no/such/dir"], "--scorer no/such/dir"),
+    ([], "--task genppl needs --scorer"),
+    (["--scorer", "AR", "--steps", "8"], "--steps 8 must be between 1 and G = 4"),
+    (["--scorer", "AR", "--policy", "best"], "--policy 'best' is not one of"),
+    (["--scorer", "AR", "--threshold", "1.5"], "--threshold: '1.5' is not a number in (0, 1]"),
+    (["--scorer", "AR", "--baseline", "tiny_attn"], "--baseline tiny_attn: a block-diffusion"),
+])
+def test_bad_genppl_input_is_one_line(fsc_main, tmp_path, ar_recipe, args, says):
+    args = [str(ar_recipe) if a == "AR" else a for a in args]
+    res = fsc_main("eval", "tiny_hybrid", *SMALL, *args, "--store", tmp_path / "st")
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "st").exists()  # nothing written
+
+
+def test_genppl_needs_natural_text(fsc_main, tmp_path, ar_recipe):
+    res = fsc_main("eval", "tiny_hybrid", "--task", "genppl", "--data", "passkey",
+                   "--scorer", ar_recipe, "--store", tmp_path / "st")
+    assert res.returncode == 2 and "natural text" in res.stderr
