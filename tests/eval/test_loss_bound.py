@@ -1,0 +1,75 @@
+"""The held-out bound of a diffusion checkpoint: unbiased for the ELBO (checked against the
+bound computed exactly by enumerating every mask of a short sequence), and the AR loss is the
+next-token NLL; bits per byte follow from them."""
+
+import itertools
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fsc.eval.loss import draw_bound, sequence_bounds
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.tokenizer import ByteTokenizer
+from fsc.train.objective import Batch
+
+TOK = ByteTokenizer()
+
+
+@torch.no_grad()
+def _exact_bound(model, ids: list[int], G: int) -> float:
+    """Per-token ELBO of `ids` (blocks of G): Σ over blocks and l = 1..G of the mean CE of a
+    position when l of its block are masked (every mask of size l enumerated)."""
+    total = 0.0
+    x = torch.tensor([ids])
+    for b in range(len(ids) // G):
+        for size in range(1, G + 1):
+            ces = []
+            for masked in itertools.combinations(range(G), size):
+                noised = x[:, b * G : (b + 1) * G].clone()
+                noised[0, list(masked)] = TOK.mask_id
+                logits = model.forward_two_stream(x[:, : (b + 1) * G], noised,
+                                                  torch.tensor([[b]]))[0]
+                ce = F.cross_entropy(logits[list(masked)], x[0, b * G + torch.tensor(masked)],
+                                     reduction="mean")
+                ces.append(float(ce))
+            total += sum(ces) / len(ces)
+    return total / len(ids)
+
+
+def test_the_bound_is_unbiased_for_the_elbo():
+    model = build_model(load_recipe("tiny_attn"), seed=2).eval()  # G = 4
+    ids = TOK.encode("To be, or not to")[:8]
+    exact = _exact_bound(model, ids, 4)
+    batch = Batch(torch.tensor([ids] * 400), torch.ones(400, 8, dtype=torch.bool))
+    with torch.no_grad():
+        draws = sequence_bounds(model, batch, 4, TOK.mask_id, torch.Generator().manual_seed(0))
+    se = float(draws.std()) / math.sqrt(len(draws))
+    assert abs(float(draws.mean()) - exact) < 4 * se, (float(draws.mean()), exact, se)
+    assert se < 0.05 * exact  # the estimate is tight enough for the check to bite
+
+
+def test_every_block_masks_between_one_and_all_of_its_positions():
+    batch = Batch(torch.arange(64).view(2, 32) % 200, torch.ones(2, 32, dtype=torch.bool))
+    d = draw_bound(batch, 8, TOK.mask_id, torch.Generator().manual_seed(1))
+    per_block = d.masked.view(2, 4, 8).sum(-1)
+    assert (per_block >= 1).all() and (per_block <= 8).all()
+    assert len(set(per_block.flatten().tolist())) > 2  # l is drawn, not fixed
+    assert (d.noised[d.masked] == TOK.mask_id).all()
+    assert (d.noised[~d.masked] == d.labels[~d.masked]).all()
+
+
+def test_ar_loss_is_the_next_token_nll_and_bits_per_byte_follow(fsc_main, tmp_path):
+    import json
+
+    text = load_recipe("tiny_attn").to_yaml().replace("block_size: 4", "block_size: 1")
+    (tmp_path / "ar.yaml").write_text(text.replace("name: tiny_attn", "name: tiny_ar"))
+    res = fsc_main("eval", tmp_path / "ar.yaml", "--task", "loss", "--data", "shakespeare",
+                   "--lengths", "16", "--samples", "2", "--store", tmp_path / "st", "--json",
+                   check=0)
+    [row] = json.loads(res.stdout)["rows"]
+    assert row["mode"] == "ar"
+    assert row["bits_per_byte"] == pytest.approx(row["loss"] / math.log(2), rel=1e-6)
+    assert 4 < row["loss"] < 8  # about ln 288 for untrained weights
