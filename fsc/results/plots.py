@@ -7,12 +7,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from fsc.results import figures, select
+from fsc.results import figures, quality, select
 from fsc.store import Store
 
 SOURCE = {"latency": select.PROFILE_OK, "memory": select.PROFILE_OK,
           "throughput": select.PROFILE_OK, "roofline": select.PROFILE_OK, "loss": select.TRAINING, "niah": select.NIAH,
-          "retrieval": select.RETRIEVAL}
+          "retrieval": select.RETRIEVAL, "quality": select.QUALITY}
+BUILDERS = {**figures.BUILDERS, "quality": quality.quality}
+DRAWS = {**figures.DRAWS, "quality": quality.quality_cells}  # the rows each eval figure draws
 
 
 @dataclass
@@ -28,7 +30,7 @@ def figure(kind: str, rows: list[dict[str, Any]], colour: dict[str, str],
            metric: str = "accuracy") -> Figure:
     """The `kind` figure of rows of its view (roofline: rows with the cost model's FLOPs, see
     select.with_cost)."""
-    build = figures.BUILDERS[kind]
+    build = BUILDERS[kind]
     return build(rows, colour, metric) if kind in ("niah", "retrieval") else build(rows, colour)
 
 

@@ -29,7 +29,7 @@ from fsc.sweep import PointResult
 from fsc.sweep import compare as against_baseline
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
-EVAL_FIGURES = ("niah", "retrieval")
+EVAL_FIGURES = ("niah", "retrieval", "quality")
 
 
 @dataclass
@@ -78,6 +78,9 @@ CAPTIONS = {
     "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
     "niah": "Needle retrieval, exact match, by prompt length and depth.",
     "retrieval": "Retrieval against prompt length ÷ training length, mean over depths.",
+    "quality": "Generative perplexity under the scorer against decoding speed, each point a K "
+               "(bars: 95 % bootstrap interval over samples; dashed: the validation text), and "
+               "the samples' unigram entropy below.",
 }
 
 
@@ -122,7 +125,7 @@ def _selection_note(st: Store, run_ids: list[str], asked: list[str]) -> str:
 
 
 def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool) -> Figure:
-    drawn = sorted({r["run_id"] for r in figures.DRAWS.get(kind, list)(rows)})
+    drawn = sorted({r["run_id"] for r in plots.DRAWS.get(kind, list)(rows)})
     shown = Figure(kind, CAPTIONS[kind] + (f" Run{'s' if len(drawn) > 1 else ''}: "
                                            f"{', '.join(drawn)}." if drawn else ""))
     try:
@@ -214,6 +217,22 @@ def _training_table(steps: list[dict]) -> Table:
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
+def _quality_table(cells: list[dict]) -> Table:
+    """genppl cells: a row per decoding, with the speed it costs."""
+    cols = ["run", "recipe", "decoding", "G", "K", "policy", "τ", "T", "Gen-PPL", "95 % interval",
+            "entropy", "repeats", "tok/s", "passes/token", "steps/block", "n"]
+    rows = [[c["run_id"], c["recipe"], c["mode"], _num(c["G"]), _num(c["K"]),
+             c["policy"] or "–", _num(c["threshold"]), _num(c["temperature"]),
+             _num(c["gen_ppl"]), f"{_num(c['gen_ppl_lo'])}–{_num(c['gen_ppl_hi'])}",
+             _num(c["entropy"]), _num(c["repeat_ngram"]), _num(c["tokens_per_s"]),
+             _num(c["passes_per_token"]), _num(c["steps_per_block"]), str(c["n"])]
+            for c in cells]
+    scorers = sorted({c["scorer"] for c in cells if c.get("scorer")})
+    return Table("Generative perplexity", cols, rows,
+                 note=f"Scored by {', '.join(scorers)}; the reference row is the validation "
+                      "text's own continuations of the same prompts.")
+
+
 def _eval_table(cells: list[dict]) -> Table:
     cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
             "token accuracy", "loss"]
@@ -292,8 +311,12 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(section)
     if by_kind["eval"]:
         section = Section("Evaluation")
-        section.figures = [_figure(k, cells, colour, want_png) for k in EVAL_FIGURES]
-        section.tables = [_eval_table(cells)]
+        section.figures = [_figure(k, cells, colour, want_png) for k in EVAL_FIGURES
+                           if plots.DRAWS[k](cells) or k != "quality"]
+        genppl = [c for c in cells if c["task"] == "genppl"]
+        others = [c for c in cells if c["task"] != "genppl"]
+        section.tables = ([_eval_table(others)] if others else []) + (
+            [_quality_table(genppl)] if genppl else [])
         sections.append(section)
     others = [r for r in run_ids if kinds.get(r) not in by_kind]
     if others:
