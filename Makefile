@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-wheels bench retrieval stress-store clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-wheels bench retrieval quality stress-store clean
 
 install: $(STAMP)
 
@@ -94,6 +94,14 @@ bench: install
 # the store.
 retrieval: install
 	$(BIN)/python -m tools.retrieval --figures docs/img/retrieval
+
+# The miniature of the paper's Table 5 (docs/benchmarks.md section 10): train the quality trio
+# (attention, Mamba-2, the MMMA hybrid; G 8, the every-block objective), an AR model of
+# attention's size and a larger AR scorer on the shipped Shakespeare, then Gen-PPL at K = 1, 2,
+# 4, 8 under the scorer beside the validation text and the held-out NLL; prints the tables and
+# the targets, draws docs/img/quality. runs/quality holds the checkpoints and the store.
+quality: install
+	$(BIN)/python -m tools.quality --figures docs/img/quality
 
 # Concurrent writers and a read loop on one store, 50 fresh stores, each writer delayed at
 # random up to 50 ms between DuckDB's header read and its file lock (needs cc); stops at the

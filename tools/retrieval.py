@@ -23,34 +23,18 @@ retrieval`, `fsc plot niah` and `fsc plot loss` of the seed-0 runs are written t
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import duckdb
-
-from fsc.store import Store
+from tools.fscjson import Reader, run_json
 from tools.options import renamed
 
-FSC = [sys.executable, "-m", "fsc"]
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]  # the default trio
 # the same without RoPE, and the hybrid with its attention local (--recipes)
 VARIANTS = ["passkey_attn_nope", "passkey_hybrid_nope", "passkey_hybrid_swa"]
 RATIOS = [1, 2, 4, 8, 16]
 DEPTHS = "0,0.25,0.5,0.75,1"
-
-
-def _run(args: list[str]) -> dict:
-    """`fsc ARGS --json` in a new process, one torch thread; its JSON document."""
-    env = {**os.environ, "FSC_THREADS": "1"}
-    res = subprocess.run([*FSC, *args, "--json"], capture_output=True, text=True, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"fsc {' '.join(args)} failed: {res.stderr.strip()[-400:]}")
-    return json.loads(res.stdout)
 
 
 def _per_recipe(text: str, recipes: list[str], kind=int) -> dict:
@@ -72,7 +56,7 @@ def tag(recipe: str, seed: int) -> str:
 def train(job: tuple[str, int], a) -> None:
     recipe, seed = job
     t0 = time.perf_counter()
-    doc = _run(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
+    doc = run_json(["train", recipe, "--data", "passkey", "--seq-len", str(a.seq_len),
                 "--train-steps", str(a.train_steps[recipe]), "--batch", str(a.batch), "--lr", str(a.lr[recipe]),
                 "--weighting", a.weighting, "--objective", a.objective, "--seed", str(seed),
                 "--eval-every", str(a.eval_every), "--stop-at", str(a.stop_at),
@@ -84,22 +68,12 @@ def train(job: tuple[str, int], a) -> None:
 
 def evaluate(job: tuple[str, int], a) -> None:
     lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
-    doc = _run(["eval", str(a.out / tag(*job)), "--lengths", lengths, "--depths", DEPTHS,
+    doc = run_json(["eval", str(a.out / tag(*job)), "--lengths", lengths, "--depths", DEPTHS,
                 "--samples", str(a.samples), "--store", str(a.store)])
     print(f"evaluated {tag(*job)}: run {doc['run_id']}", flush=True)
 
 
-class _Reader:
-    """Read-only SQL with parameters on the store's file (fsc query takes no parameters)."""
-
-    def __init__(self, store: Path):
-        self.con = duckdb.connect(str(Store(store).file), read_only=True)
-
-    def query(self, sql: str, params: list) -> tuple[None, list[tuple]]:
-        return None, self.con.execute(sql, params).fetchall()
-
-
-def _latest_runs(st: _Reader, kind: str, tags: list[str]) -> dict[str, str]:
+def _latest_runs(st: Reader, kind: str, tags: list[str]) -> dict[str, str]:
     """The newest finished run of `kind` per training tag (the folder its checkpoint is in)."""
     key = "out" if kind == "train" else "checkpoint"
     _, rows = st.query(f"select json_extract_string(config, '$.{key}'), run_id from runs where"
@@ -110,7 +84,7 @@ def _latest_runs(st: _Reader, kind: str, tags: list[str]) -> dict[str, str]:
     return {t: found[t] for t in tags if t in found}
 
 
-def _cells(st: _Reader, run: str) -> dict[float, tuple[float, float]]:
+def _cells(st: Reader, run: str) -> dict[float, tuple[float, float]]:
     _, rows = st.query("select length_ratio, avg(accuracy), avg(token_accuracy) from evaluation"
                        " where run_id = ? group by length_ratio order by length_ratio", [run])
     return {ratio: (acc, tok) for ratio, acc, tok in rows}
@@ -119,7 +93,7 @@ def _cells(st: _Reader, run: str) -> dict[float, tuple[float, float]]:
 def tables(a) -> str:
     """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
     (recipe, seed) in the store."""
-    st = _Reader(a.store)
+    st = Reader(a.store)
     tags = [tag(r, s) for r in a.recipes for s in a.seeds]
     lines = ["| training | steps | wall time | tokens/s | last loss | in-loop exact match by step |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
@@ -167,7 +141,7 @@ def tables(a) -> str:
 
 def figures(a) -> None:
     """`fsc plot retrieval`, `niah` and `loss` of the seed-0 runs, into --figures."""
-    st = _Reader(a.store)
+    st = Reader(a.store)
     tags = [tag(r, 0) for r in a.recipes]
     evals = list(_latest_runs(st, "eval", tags).values())
     trains = list(_latest_runs(st, "train", tags).values())
@@ -176,7 +150,7 @@ def figures(a) -> None:
     for kind, runs in (("retrieval", evals), ("niah", evals), ("loss", trains)):
         if runs:
             out = a.figures / f"{kind}.png"
-            _run(["plot", kind, *(x for run in runs for x in ("--run", run)), "--out", str(out),
+            run_json(["plot", kind, *(x for run in runs for x in ("--run", run)), "--out", str(out),
                   "--store", str(a.store)])
             print(f"wrote {out}", flush=True)
 

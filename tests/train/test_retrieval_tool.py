@@ -9,7 +9,7 @@ from tools import retrieval
 
 def _train_args(monkeypatch, argv: list[str], job=("passkey_mamba", 1)) -> list[str]:
     seen: list[list[str]] = []
-    monkeypatch.setattr(retrieval, "_run", lambda args: seen.append(args) or
+    monkeypatch.setattr(retrieval, "run_json", lambda args: seen.append(args) or
                         {"step": 1, "final_loss": 0.0})
     retrieval.train(job, retrieval.options(argv))
     [args] = seen

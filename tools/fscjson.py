@@ -1,0 +1,35 @@
+"""What the miniature tools share: fsc in a new process for its JSON document, and read-only
+SQL with parameters on a store's file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from fsc.store import Store
+
+FSC = [sys.executable, "-m", "fsc"]
+
+
+def run_json(args: list[str]) -> dict:
+    """`fsc ARGS --json` in a new process, one torch thread; its JSON document."""
+    env = {**os.environ, "FSC_THREADS": "1"}
+    res = subprocess.run([*FSC, *args, "--json"], capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"fsc {' '.join(args)} failed: {res.stderr.strip()[-400:]}")
+    return json.loads(res.stdout)
+
+
+class Reader:
+    """Read-only SQL with parameters on the store's file (fsc query takes no parameters)."""
+
+    def __init__(self, store: Path):
+        self.con = duckdb.connect(str(Store(store).file), read_only=True)
+
+    def query(self, sql: str, params: list) -> tuple[None, list[tuple]]:
+        return None, self.con.execute(sql, params).fetchall()

@@ -1,0 +1,220 @@
+"""The miniature of the paper's Table 5 (`make quality`): what the denoising steps per block
+cost in text quality, for attention, Mamba-2 and the hybrid.
+
+Trains, on the shipped Shakespeare (fsc.corpora, its training split):
+- the quality trio (quality_attn, quality_mamba, quality_hybrid: G 8, parameters within 20 %
+  of each other, differing in the mixer) with the every-block objective;
+- quality_attn again with the next-token objective: the AR row, a model of the same size;
+- the scorer (quality_scorer, larger, next-token objective): a separate model, so no sample is
+  scored by its own generator or that generator's twin.
+
+Then evaluates, on the validation split, with `fsc eval`: genppl of each denoiser at K = 1, 2,
+4, 8 (samples continuing prompts of validation text, temperature 1, float64 sampling, each
+scored by the scorer; the validation text's own continuations as the reference row; the AR
+model decoded on the same prompts as a baseline row) and the held-out NLL (the bound for the
+denoisers, the exact NLL for the AR models) with its standard error. Prints the tables of
+docs/benchmarks.md section 10, checks the targets, and with --figures draws `fsc plot
+quality` and `fsc plot loss` there.
+
+    python -m tools.quality [--train-steps N] [--scorer-steps N] [--ar-steps N] [--samples N]
+        [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
+
+Training and evaluation run as `fsc train` and `fsc eval` processes, `--jobs` at a time, one
+torch thread each; everything is recorded in --store and the tables are read back from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.fscjson import Reader, run_json
+
+TRIO = ["quality_attn", "quality_mamba", "quality_hybrid"]
+SCORER = "quality_scorer"
+AR = "quality_ar"  # quality_attn trained next-token: the AR row
+STEPS = (1, 2, 4, 8)  # K; G is 8
+ENTROPY_TOLERANCE = 0.10  # samples' entropy within 10 % of the validation text's
+PARITY = 0.15  # Mamba-2 and the hybrid at K = G within 15 % of attention's Gen-PPL
+
+
+@dataclass(frozen=True)
+class Job:
+    tag: str  # the folder under --out
+    recipe: str
+    objective: str
+    steps: int
+
+
+def jobs(a) -> list[Job]:
+    """Longest first, so that two workers finish together."""
+    return [Job("quality_mamba", "quality_mamba", "blocks", a.train_steps),
+            Job("quality_hybrid", "quality_hybrid", "blocks", a.train_steps),
+            Job(SCORER, SCORER, "ar", a.scorer_steps),
+            Job("quality_attn", "quality_attn", "blocks", a.train_steps),
+            Job(AR, "quality_attn", "ar", a.ar_steps)]
+
+
+def train(job: Job, a) -> None:
+    t0 = time.perf_counter()
+    doc = run_json(["train", job.recipe, "--data", "shakespeare", "--seq-len", str(a.seq_len),
+                    "--train-steps", str(job.steps), "--batch", str(a.batch), "--lr", str(a.lr),
+                    "--objective", job.objective, "--weighting", a.weighting,
+                    "--log-every", "25", "--seed", str(a.seed), "--out", str(a.out / job.tag),
+                    "--store", str(a.store)])
+    print(f"trained {job.tag}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
+          f"loss {doc['final_loss']:.4f}", flush=True)
+
+
+def genppl(tag: str, a) -> None:
+    """genppl of a denoiser; attention's run carries the AR row too (the same prompts)."""
+    t0 = time.perf_counter()
+    doc = run_json(["eval", str(a.out / tag), "--task", "genppl", "--data", "shakespeare",
+                    "--steps", ",".join(map(str, STEPS)), "--samples", str(a.samples),
+                    "--lengths", str(a.length), "--prompt-length", str(a.prompt_length),
+                    "--scorer", str(a.out / SCORER), "--seed", str(a.seed),
+                    *(["--baseline", str(a.out / AR)] if tag == "quality_attn" else []),
+                    "--store", str(a.store)])
+    print(f"genppl {tag}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def heldout(tag: str, a) -> None:
+    doc = run_json(["eval", str(a.out / tag), "--task", "loss", "--data", "shakespeare",
+                    "--lengths", str(a.seq_len), "--samples", str(a.loss_samples),
+                    "--seed", str(a.seed), "--store", str(a.store)])
+    print(f"loss {tag}: run {doc['run_id']}", flush=True)
+
+
+def _latest(st: Reader, task: str) -> dict[str, str]:
+    """The newest finished eval run of `task` per checkpoint folder under --out."""
+    _, rows = st.query("select json_extract_string(config, '$.checkpoint'), run_id from runs "
+                       "where kind = 'eval' and status = 'finished' and "
+                       "json_extract_string(config, '$.task') = ? order by started_at", [task])
+    return {Path(path).parent.name: run for path, run in rows if path}
+
+
+def tables(a) -> str:
+    st = Reader(a.store)
+    runs = _latest(st, "genppl")
+    cells = {}
+    for tag in TRIO:
+        if tag in runs:
+            _, rows = st.query("select mode, K, recipe, gen_ppl, gen_ppl_lo, gen_ppl_hi, entropy,"
+                               " tokens_per_s, repeat_ngram from evaluation where run_id = ?",
+                               [runs[tag]])
+            cells[tag] = rows
+    lines = [f"Gen-PPL under {SCORER} [95 % bootstrap interval], {a.samples} samples of "
+             f"{a.length} characters after {a.prompt_length} of validation text, temperature 1;"
+             " entropy (nats) and tokens/s in the same cell:", "",
+             "| K | " + " | ".join(TRIO) + " |", "| --- |" + " --- |" * len(TRIO)]
+
+    def cell(r) -> str:
+        return (f"{r[3]:.1f} [{r[4]:.1f}, {r[5]:.1f}]; H {r[6]:.2f}; "
+                f"{r[7]:.0f} tok/s")
+
+    for K in STEPS:
+        row = [next((cell(r) for r in cells.get(t, []) if r[0] == "diffusion" and r[1] == K), "–")
+               for t in TRIO]
+        lines.append(f"| {K} | " + " | ".join(row) + " |")
+    ar = next((r for rows in cells.values() for r in rows if r[0] == "ar"), None)
+    ref = next((r for rows in cells.values() for r in rows if r[0] == "reference"), None)
+    if ar:
+        lines.append(f"| AR ({ar[2]}, next-token) | {cell(ar)} | | |")
+    if ref:
+        lines.append(f"| validation text | {ref[3]:.2f} [{ref[4]:.2f}, {ref[5]:.2f}]; "
+                     f"H {ref[6]:.2f} | | |")
+    losses = _latest(st, "loss")
+    lines += ["", f"Held-out NLL per character on the validation split ({a.loss_samples} "
+              f"sequences of {a.seq_len}; the denoisers' bound over every block, the AR models' "
+              "exact NLL):", "", "| model | nats/char ± s.e. | bits/byte |", "| --- | ---: | ---: |"]
+    for tag in [*TRIO, AR, SCORER]:
+        if tag in losses:
+            _, [(loss, se, bpb)] = st.query("select loss, loss_se, bits_per_byte from evaluation"
+                                            " where run_id = ?", [losses[tag]])
+            lines.append(f"| {tag} | {loss:.3f} ± {se:.3f} | {bpb:.3f} |")
+    lines += ["", *verdicts(cells, ref)]
+    return "\n".join(lines)
+
+
+def verdicts(cells: dict, ref) -> list[str]:
+    """The issue's targets, each met or missed, with the numbers that decide it."""
+    out = []
+    for tag, rows in cells.items():
+        by_k = {r[1]: r for r in rows if r[0] == "diffusion"}
+        first, last = by_k.get(STEPS[0]), by_k.get(STEPS[-1])
+        if first and last:
+            ok = last[3] < first[3]
+            out.append(f"- {tag}: Gen-PPL {'falls' if ok else 'does not fall'} from K = "
+                       f"{STEPS[0]} to K = {STEPS[-1]} ({first[3]:.1f} → {last[3]:.1f}): "
+                       f"{'met' if ok else 'missed'}")
+        if ref and by_k:
+            worst = max(abs(r[6] / ref[6] - 1) for r in by_k.values())
+            out.append(f"- {tag}: sample entropy within {worst:.1%} of the text's ({ref[6]:.2f})"
+                       f" at every K: {'met' if worst <= ENTROPY_TOLERANCE else 'missed'}")
+    base = {r[1]: r for r in cells.get("quality_attn", []) if r[0] == "diffusion"}
+    for tag in TRIO[1:]:
+        mine = {r[1]: r for r in cells.get(tag, []) if r[0] == "diffusion"}
+        K = STEPS[-1]
+        if K in base and K in mine:
+            ratio = mine[K][3] / base[K][3]
+            out.append(f"- {tag} at K = {K}: Gen-PPL {ratio:.2f}× attention's "
+                       f"({mine[K][3]:.1f} against {base[K][3]:.1f}): "
+                       f"{'met' if abs(ratio - 1) <= PARITY else 'missed'}")
+    return out
+
+
+def figures(a) -> None:
+    st = Reader(a.store)
+    evals = [_latest(st, "genppl")[t] for t in TRIO if t in _latest(st, "genppl")]
+    st.con.close()
+    a.figures.mkdir(parents=True, exist_ok=True)
+    out = a.figures / "quality.png"
+    run_json(["plot", "quality", *(x for run in evals for x in ("--run", run)), "--out", str(out),
+              "--store", str(a.store)])
+    print(f"wrote {out}", flush=True)
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--train-steps", type=int, default=1500, help="each denoiser's steps")
+    p.add_argument("--scorer-steps", type=int, default=1200)
+    p.add_argument("--ar-steps", type=int, default=1000, help="the AR row's steps")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--weighting", default="elbo", choices=["elbo", "masked"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=16, help="genppl samples per cell")
+    p.add_argument("--length", type=int, default=128, help="characters per sample")
+    p.add_argument("--prompt-length", type=int, default=64)
+    p.add_argument("--loss-samples", type=int, default=64)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path("runs/quality"))
+    p.add_argument("--store", type=Path, default=Path("runs/quality/store"))
+    p.add_argument("--figures", type=Path, default=None, help="write quality.png here")
+    p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--tables-only", action="store_true",
+                   help="print the tables from the newest runs in --store; run nothing")
+    return p.parse_args(argv)
+
+
+def main() -> None:
+    a = options()
+    t0 = time.perf_counter()
+    if not a.tables_only:
+        with ThreadPoolExecutor(a.jobs) as pool:
+            if not a.skip_train:
+                list(pool.map(lambda job: train(job, a), jobs(a)))
+            work = [(genppl, t) for t in TRIO] + [(heldout, t) for t in [*TRIO, AR, SCORER]]
+            list(pool.map(lambda w: w[0](w[1], a), work))
+        print(f"\nmake quality: {time.perf_counter() - t0:.0f} s\n", flush=True)
+    print(tables(a))
+    if a.figures is not None:
+        figures(a)
+
+
+if __name__ == "__main__":
+    main()
