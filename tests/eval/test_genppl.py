@@ -127,3 +127,29 @@ def test_genppl_needs_natural_text(fsc_main, tmp_path, ar_recipe):
     res = fsc_main("eval", "tiny_hybrid", "--task", "genppl", "--data", "passkey",
                    "--scorer", ar_recipe, "--store", tmp_path / "st")
     assert res.returncode == 2 and "natural text" in res.stderr
+
+
+def test_mauve_sits_beside_genppl(fsc_main, tmp_path, ar_recipe):
+    pytest.importorskip("mauve")
+    doc = _doc(fsc_main, "tiny_attn", *SMALL, "--samples", "6", "--steps", "4", "--mauve",
+               "--scorer", ar_recipe, "--store", tmp_path / "st")
+    ref, decoded = doc["rows"]
+    assert ref["mauve"] is None and 0 < decoded["mauve"] <= 1
+    assert decoded["gen_ppl"] > 0  # shown beside Gen-PPL, never instead
+
+
+def test_mauve_without_its_package_is_one_line(fsc_main, tmp_path, ar_recipe, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def missing(name, *args):
+        if name == "mauve":
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--mauve", "--scorer", ar_recipe,
+                   "--store", tmp_path / "st")
+    assert res.returncode == 2 and "fsc[quality]" in res.stderr
+    assert not (tmp_path / "st").exists()
