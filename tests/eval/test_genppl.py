@@ -129,6 +129,7 @@ def test_genppl_needs_natural_text(fsc_main, tmp_path, ar_recipe):
     assert res.returncode == 2 and "natural text" in res.stderr
 
 
+@pytest.mark.slow  # mauve-text's import (faiss, scikit-learn) takes seconds
 def test_mauve_sits_beside_genppl(fsc_main, tmp_path, ar_recipe):
     pytest.importorskip("mauve")
     doc = _doc(fsc_main, "tiny_attn", *SMALL, "--samples", "6", "--steps", "4", "--mauve",
