@@ -81,24 +81,27 @@ def evaluate(
     G: Annotated[str | None, typer.Option(
         "--G", help="genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).",
         show_default=False)] = None,
-    policy: Annotated[str, typer.Option(
-        "--policy", help="genppl: reveal policies, a list of confidence, random, margin, "
-        "entropy.")] = "confidence",
+    policy: Annotated[str | None, typer.Option(
+        "--policy", help="genppl: reveal policies, a list of confidence (the default), random, "
+        "margin, entropy.", show_default=False)] = None,
     threshold: Annotated[str | None, typer.Option(
         "--threshold", help="genppl: thresholds τ in (0, 1] of adaptive parallel decoding, "
         "e.g. none,0.9 (default: none).", show_default=False)] = None,
-    temperature: Annotated[str, typer.Option(
-        "--temperature", help="genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy).")] = "1",
-    top_p: Annotated[float, typer.Option(
-        "--top-p", min=0, max=1, help="genppl: nucleus sampling mass, in (0, 1].")] = 1.0,
-    prompt_length: Annotated[int, typer.Option(
+    temperature: Annotated[str | None, typer.Option(
+        "--temperature", help="genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy; "
+        "default 1).", show_default=False)] = None,
+    top_p: Annotated[float | None, typer.Option(
+        "--top-p", min=0, max=1, help="genppl: nucleus sampling mass, in (0, 1] (default 1).",
+        show_default=False)] = None,
+    prompt_length: Annotated[int | None, typer.Option(
         "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of validation text before "
-        "each sample (0: from BOS).")] = 64,
+        "each sample (0: from BOS; default 64).", show_default=False)] = None,
     baseline: Annotated[str | None, typer.Option(
         "--baseline", help="genppl: an autoregressive checkpoint decoded on the same prompts, "
         "as a row.", show_default=False)] = None,
-    ngram: Annotated[int, typer.Option("--ngram", min=1, max=64,
-                                       help="genppl: n of the repeated n-gram fraction.")] = 4,
+    ngram: Annotated[int | None, typer.Option(
+        "--ngram", min=1, max=64, help="genppl: n of the repeated n-gram fraction (default 4).",
+        show_default=False)] = None,
     mauve: Annotated[bool, typer.Option(
         "--mauve", help="genppl: MAUVE against the validation text too (fsc[quality]).")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
@@ -115,7 +118,7 @@ def evaluate(
     from fsc.scale.evaluation import EvalRequest, evaluate
     from fsc.store import Store
 
-    if top_p <= 0:
+    if top_p is not None and top_p <= 0:
         raise UsageError(f"--top-p {top_p:g} must be in (0, 1]")
     asked = EvalRequest(
         source, str(task),
@@ -126,10 +129,11 @@ def evaluate(
         needle_digits=needle_digits, text_field=text_field,
         tokenizer=str(tokenizer) if tokenizer is not None else None, seed=seed, device=device,
         scorer=scorer, G=tuple(parse_sizes(G, "--G", 1, MAX_G)) if G is not None else None,
-        policies=tuple(p.strip() for p in policy.split(",")),
+        policies=tuple(p.strip() for p in policy.split(",")) if policy is not None else None,
         thresholds=tuple(parse_floats(threshold, "--threshold", 0, 1, low_open=True, none=True))
-        if threshold is not None else (None,),
-        temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100)), top_p=top_p,
+        if threshold is not None else None,
+        temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
+        if temperature is not None else None, top_p=top_p,
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve)
     torch_threads()
     st = Store(store_dir(store))

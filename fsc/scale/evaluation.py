@@ -6,7 +6,7 @@ arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fsc import corpora
@@ -51,17 +51,27 @@ class EvalRequest:
     tokenizer: str | None = None
     seed: int = 0
     device: str = "cpu"
-    # genppl
+    # genppl's own (None: not given; the defaults are GENPPL_DEFAULTS)
     scorer: str | None = None
     G: tuple[int, ...] | None = None  # block sizes decoded with (default: the recipe's)
-    policies: tuple[str, ...] = ("confidence",)
-    thresholds: tuple[float | None, ...] = (None,)
-    temperatures: tuple[float, ...] = (1.0,)
-    top_p: float = 1.0
-    prompt_length: int = 64
+    policies: tuple[str, ...] | None = None
+    thresholds: tuple[float | None, ...] | None = None
+    temperatures: tuple[float, ...] | None = None
+    top_p: float | None = None
+    prompt_length: int | None = None
     baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
-    ngram: int = 4
+    ngram: int | None = None
     mauve: bool = False
+
+    def genppl_options(self) -> list[str]:
+        """The genppl options this request gives (an error for any other task)."""
+        return [f"--{name.replace('_', '-')}" for name in GENPPL_DEFAULTS
+                if getattr(self, name) not in (None, False)]
+
+
+GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thresholds": (None,),
+                   "temperatures": (1.0,), "top_p": 1.0, "prompt_length": 64, "baseline": None,
+                   "ngram": 4, "mauve": False}
 
 
 @dataclass
@@ -87,8 +97,11 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         mode = "ar" if trained["objective"] == "ar" else "diffusion"
     if request.task != "genppl" and request.steps is not None and len(request.steps) > 1:
         raise UsageError("--steps takes one K except with --task genppl")
-    if request.task != "genppl" and (request.scorer or request.baseline or request.G):
-        raise UsageError("--scorer, --baseline and --G are for --task genppl")
+    given = request.genppl_options()
+    if request.task != "genppl" and given:
+        names = [{"--policies": "--policy", "--thresholds": "--threshold",
+                  "--temperatures": "--temperature"}.get(g, g) for g in given]
+        raise UsageError(f"{', '.join(names)}: for --task genppl only")
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
     tok_spec = request.tokenizer if request.tokenizer is not None else trained.get("tokenizer")
@@ -106,7 +119,10 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     data = request.data
     if data is None and request.task == "genppl" and _is_text(trained.get("data")):
         data = trained["data"]  # prompts from the text it was trained on (its val split)
-    gen = _gen_settings(request, mode, recipe.block_size) if request.task == "genppl" else None
+    gen = None
+    if request.task == "genppl":
+        filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
+        gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     request.depths, request.pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,

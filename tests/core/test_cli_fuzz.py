@@ -90,7 +90,9 @@ COMMANDS = {
         "--data": "data", "--needle-digits": "int_pos", "--seed": "seed", "--device": "device",
         "--executor": "choice", "--workers": "int_pos", "--address": "address",
         "--retries": "int_nonneg", "--slurm-gpus-per-node": "int_nonneg",
-        "--slurm-time": "int_pos"}),
+        "--slurm-time": "int_pos", "--scorer": "recipe", "--G": "sizes", "--policy": "choice",
+        "--threshold": "unit", "--temperature": "float_nonneg", "--top-p": "unit",
+        "--prompt-length": "int_nonneg", "--ngram": "int_pos"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),
     "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),
@@ -100,7 +102,7 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
               "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
-              "--state-passing"}
+              "--state-passing", "--mauve"}
 
 
 def _cases():
@@ -141,6 +143,11 @@ def _cases():
                  ["eval", "tiny_attn", "--task", "loss"],
                  ["eval", "tiny_attn", "--task", "mqar", "--pairs", "600", "--lengths", "256"],
                  ["eval", "tiny_attn", "--lengths", "16m"],
+                 ["eval", "tiny_attn", "--task", "genppl", "--data", "shakespeare"],
+                 ["eval", "tiny_attn", "--task", "genppl", "--data", "shakespeare",
+                  "--scorer", "tiny_attn"],
+                 ["eval", "tiny_attn", "--task", "genppl", "--data", "copy", "--scorer",
+                  "tiny_attn"],
                  ["plot"], ["plot", "nope"], ["plot", "latency", "--out", "x.jpg"],
                  ["compare", "run-a"],
                  ["profile", "-r", "tiny_attn", "--address", "local"],
