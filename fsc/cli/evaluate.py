@@ -44,7 +44,10 @@ def evaluate(
         metavar="CKPT",
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.")],
-    task: Annotated[Task, typer.Option("--task", help="niah, mqar, loss or genppl.")] = Task.niah,
+    task: Annotated[Task | None, typer.Option(
+        "--task", help="niah, mqar, loss or genppl (default: the one that scores what the "
+        "checkpoint was trained on: passkey niah, mqar mqar, text loss; genppl with --scorer; "
+        "niah for a recipe).", show_default=False)] = None,
     lengths: Annotated[str | None, typer.Option(
         "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
         "times the training length; loss: the training length; genppl: tokens per sample, "
@@ -121,7 +124,7 @@ def evaluate(
     if top_p is not None and top_p <= 0:
         raise UsageError(f"--top-p {top_p:g} must be in (0, 1]")
     asked = EvalRequest(
-        source, str(task),
+        source, str(task) if task is not None else None,
         lengths=tuple(parse_sizes(lengths, "--lengths", 1, MAX_S)) if lengths is not None else None,
         depths=tuple(parse_depths(depths)), pairs=tuple(parse_sizes(pairs, "--pairs", 1, MAX_PAIRS)),
         samples=samples, mode=mode and str(mode), batch=batch, data=data,

@@ -37,7 +37,7 @@ class EvalRequest:
     """What `fsc eval` was asked for; None: as the checkpoint was trained, or fsc's default."""
 
     source: str  # a checkpoint, a training directory (its latest step) or a recipe
-    task: str = "niah"
+    task: str | None = None  # None: the task training data implies (default_task)
     lengths: tuple[int, ...] | None = None
     depths: tuple[float, ...] = DEFAULT_DEPTHS
     pairs: tuple[int, ...] = (8,)
@@ -92,6 +92,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     recipe = load_source_recipe(source)
     trained = checkpoint_config(source).get("training")  # what `fsc train` recorded
     trained = trained if isinstance(trained, dict) else {}
+    if request.task is None:
+        request = replace(request, task=default_task(request, trained.get("data")))
     mode = request.mode
     if mode is None and trained.get("objective") is not None:
         mode = "ar" if trained["objective"] == "ar" else "diffusion"
@@ -132,6 +134,26 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     str(tok_spec) if tok_spec is not None else None, gen)
     check(grid, tok)
     return grid, recipe, tok
+
+
+TRAINED_TASK = {"passkey": "niah", "mqar": "mqar"}  # training data -> the eval task that scores it
+
+
+def default_task(request: EvalRequest, data) -> str:
+    """The task `fsc eval` runs when --task is not given: the one that measures what the
+    checkpoint was trained on (passkey: niah, mqar: mqar, text: loss; genppl when --scorer is
+    given), niah for untrained weights; UsageError naming the fitting task otherwise."""
+    if request.scorer is not None:
+        return "genppl"
+    if data is None:
+        return "niah"
+    if data in TRAINED_TASK:
+        return TRAINED_TASK[data]
+    if _is_text(data) or request.data is not None:
+        return "loss"
+    raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
+                     f"as it is: give --task loss --data {data} (its held-out loss), or --task "
+                     "niah or mqar")
 
 
 def _is_text(data) -> bool:
