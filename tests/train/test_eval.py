@@ -85,7 +85,7 @@ def test_a_trained_checkpoint_reports_length_ratios(fsc_main, tmp_path):
     store = tmp_path / "store"
     fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "128", "--train-steps", "1",
              "--batch", "2", "--out", tmp_path / "run", "--store", store, check=0)
-    res = fsc_main("eval", tmp_path / "run", "--lengths", "128,256", "--depths", "0.5",
+    res = fsc_main("eval", tmp_path / "run", "--task", "niah", "--lengths", "128,256", "--depths", "0.5",
                    "--samples", "2", "--store", store, check=0)
     assert "128 (1×)" in res.stdout and "256 (2×)" in res.stdout
     _, rows = Store(store).query("select length_ratio, train_length, checkpoint from evaluation")
