@@ -36,6 +36,16 @@ def same_tokenizer(a, b) -> bool:
     return a.name == b.name and a.vocab_size == b.vocab_size
 
 
+@torch.no_grad()
+def continuation_nll(scorer, context: list[int], continuation: list[int]) -> float:
+    """Summed NLL (nats, float64) of `continuation` after `context` (at least one id) under
+    `scorer.logits`."""
+    logits = scorer.logits(context + continuation)[len(context) - 1 : -1]
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    target = torch.tensor(continuation, device=logp.device)
+    return float(-logp.gather(-1, target[:, None]).sum())
+
+
 class FscScorer:
     """An fsc model at G = 1: the NLL of each continuation token given everything before it,
     from one block-causal forward with blocks of one token."""
@@ -60,15 +70,13 @@ class FscScorer:
         self.name = f"{recipe.name} ({source})" if is_checkpoint(source) else recipe.name
         self.bos = checkpoint_config(source).get("bos") is True
 
-    @torch.no_grad()
-    def nll(self, context: list[int], continuation: list[int]) -> float:
-        """Summed NLL (nats) of `continuation` after `context` (at least one id)."""
-        ids = context + continuation
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        """Next-token logits [len(ids), V] at every position."""
         x = torch.tensor([ids], dtype=torch.long, device=self.device)
-        logits = self.model.forward_blockwise(x, [1] * len(ids))[0, len(context) - 1 : -1]
-        logp = torch.log_softmax(logits.double(), dim=-1)
-        target = torch.tensor(continuation, device=logp.device)
-        return float(-logp.gather(-1, target[:, None]).sum())
+        return self.model.forward_blockwise(x, [1] * len(ids))[0]
+
+    def nll(self, context: list[int], continuation: list[int]) -> float:
+        return continuation_nll(self, context, continuation)
 
     @torch.no_grad()
     def hidden(self, ids: list[int]) -> torch.Tensor:
@@ -106,13 +114,12 @@ class TransformersScorer:
         self.name = spec
         self.bos = False  # the tokenizer's own special tokens begin a context (encode_context)
 
-    @torch.no_grad()
+    def logits(self, ids: list[int]) -> torch.Tensor:
+        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        return self.model(input_ids=x).logits[0]
+
     def nll(self, context: list[int], continuation: list[int]) -> float:
-        ids = torch.tensor([context + continuation], dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids).logits[0, len(context) - 1 : -1]
-        logp = torch.log_softmax(logits.double(), dim=-1)
-        target = torch.tensor(continuation, device=logp.device)
-        return float(-logp.gather(-1, target[:, None]).sum())
+        return continuation_nll(self, context, continuation)
 
     @torch.no_grad()
     def hidden(self, ids: list[int]) -> torch.Tensor:
