@@ -1,9 +1,15 @@
 """Decoding: block diffusion (G tokens, K denoising steps, then a fold) and the AR baseline.
 
 Block diffusion, per block: start from G mask tokens; each of the K steps is one forward pass of
-the block against the cache (the cache is not changed); after each step the most confident
-masked positions are revealed on an even schedule (plus any above `threshold`); then one fold
-writes the finished block into the cache. `use_cache=False` recomputes the whole prefix with
+the block against the cache (the cache is not changed); after each step some masked positions
+are revealed, then one fold writes the finished block into the cache. Which ones: the policy
+ranks the masked positions (`confidence`: the probability of the token sampled there;
+`margin`: top-1 minus top-2 probability; `entropy`: lowest entropy first; `random`: a seeded
+random order, MDLM's), and the best are revealed on an even schedule over the K steps. With a
+threshold τ (adaptive parallel decoding, Fast-dLLM) a step reveals every masked position whose
+sampled token is at least τ probable, and at least as many, in the policy's order, as finishing
+the block in the steps left needs (one a step at K = G), so the steps adapt. Tokens are sampled
+in float64: categorical sampling in low precision lowers entropy (arXiv 2409.02908). `use_cache=False` recomputes the whole prefix with
 the block-causal forward at every step instead (the uncached reference and speed baseline).
 
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
@@ -49,6 +55,8 @@ class DecodeConfig:
             raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
         if self.threshold is not None and not 0 < self.threshold <= 1:
             raise UsageError(f"threshold {self.threshold} must be in (0, 1]")
+        if self.policy not in POLICIES:
+            raise UsageError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
 
 
 @dataclass
@@ -65,21 +73,60 @@ def even_schedule(g: int, steps: int) -> list[int]:
     return [(k + 1) * g // steps - k * g // steps for k in range(steps)]
 
 
-def sample(logits, temperature: float, top_p: float, generator):
-    """Tokens and their confidences for each row of `logits` [n, V] (fp32, on CPU)."""
-    if temperature == 0:
-        probs = torch.softmax(logits, dim=-1)
-        conf, tok = probs.max(dim=-1)
-        return tok, conf
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1:
+def distribution(logits, temperature: float, top_p: float):
+    """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
+    (greedy, 0: at 1), cut to the smallest top-`top_p` set and renormalised."""
+    logits = logits.double()
+    probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+    if temperature > 0 and top_p < 1:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
         sorted_p = sorted_p * keep
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
         probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def sample(logits, temperature: float, top_p: float, generator):
+    """Tokens and their confidences (the probability of each, float64) for each row of
+    `logits` [n, V] (on CPU); the draw is made in float64."""
+    probs = distribution(logits, temperature, top_p)
+    if temperature == 0:
+        conf, tok = probs.max(dim=-1)
+        return tok, conf
     tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return tok, probs.gather(-1, tok[:, None]).squeeze(-1)
+
+
+def ranking(probs, conf, policy: str, generator):
+    """Each row's priority [n] under `policy` (higher is revealed first), from the
+    distribution `probs` [n, V] it sampled from and the sampled tokens' probabilities."""
+    if policy == "confidence":
+        return conf
+    if policy == "margin":
+        top = probs.topk(2, dim=-1).values
+        return top[:, 0] - top[:, 1]
+    if policy == "entropy":
+        return (probs * probs.clamp_min(1e-300).log()).sum(-1)  # -H: low entropy first
+    return torch.rand(probs.shape[0], generator=generator, dtype=torch.float64)
+
+
+def picker(banned: list[int], temperature: float, top_p: float, policy: str, generator):
+    """pick(logits [n, V]) -> (tokens, confidences, priorities): a sample from each row with
+    the `banned` ids never drawn, and the policy's priority of each position."""
+
+    def pick(logits):
+        logits = logits.float().cpu().clone()
+        logits[..., banned] = float("-inf")
+        probs = distribution(logits, temperature, top_p)
+        if temperature == 0:
+            conf, tok = probs.max(dim=-1)
+        else:
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            conf = probs.gather(-1, tok[:, None]).squeeze(-1)
+        return tok, conf, ranking(probs, conf, policy, generator)
+
+    return pick
 
 
 class _Passes:
@@ -132,20 +179,34 @@ def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
         raise UsageError("the prompt is empty after tokenisation")
 
 
-def denoise(step, block, masked, steps: int, pick, threshold: float | None = None):
+def denoise(step, block, masked, steps: int, pick, threshold: float | None = None,
+            used: list[int] | None = None):
     """Fill the masked positions of `block` [B, g] (holding the mask id there) in at most
     `steps` steps; every row has the same number of masked positions. Each step is one
-    forward `step(block) -> logits [B, g, V]` against the cache; it reveals the most confident
-    masked positions on the even schedule, plus any at least `threshold` confident."""
+    forward `step(block) -> logits [B, g, V]` against the cache, then `pick` (see `picker`;
+    a pick of (tokens, confidences) ranks by confidence) reveals the best-ranked masked
+    positions: on the even schedule, or with `threshold` every one at least that confident
+    and at least enough to finish in the steps left. The steps taken are appended to `used`."""
     masked = masked.clone()
     B, g = block.shape
     n = int(masked[0].sum())
-    for n_reveal in even_schedule(n, min(steps, n)):
+    k = min(steps, n)
+    schedule = even_schedule(n, k)
+    taken = 0
+    for i in range(k):
+        taken += 1
         logits = step(block)
-        tok, conf = pick(logits.reshape(B * g, -1))
+        tok, conf, *rank = pick(logits.reshape(B * g, -1))
+        rank = rank[0] if rank else conf
         tok, conf = tok.view(B, g).to(block.device), conf.view(B, g).to(block.device)
-        conf = conf.masked_fill(~masked, -1.0)
-        chosen = torch.zeros_like(masked).scatter(1, conf.topk(n_reveal, dim=-1).indices, True)
+        rank = rank.view(B, g).to(block.device).masked_fill(~masked, float("-inf"))
+        if threshold is None:
+            need = torch.full((B,), schedule[i], device=block.device)
+        else:  # at least enough to finish within the steps left
+            left = masked.sum(-1)
+            need = (left + (k - i) - 1) // (k - i)
+        order = rank.argsort(dim=-1, descending=True, stable=True).argsort(dim=-1)
+        chosen = order < need[:, None]
         if threshold is not None:
             chosen |= conf >= threshold
         chosen &= masked
@@ -153,6 +214,8 @@ def denoise(step, block, masked, steps: int, pick, threshold: float | None = Non
         masked &= ~chosen
         if not masked.any():
             break
+    if used is not None:
+        used.append(taken)
     return block
 
 
@@ -161,12 +224,13 @@ def banned_ids(tokenizer, vocab: int) -> list[int]:
     return [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
 
 
-def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig) -> list[int]:
+def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig,
+                   used: list[int]) -> list[int]:
     """One block of g masked positions filled in at most K steps (see `denoise`)."""
     block = torch.full((1, g), mask_id, dtype=torch.long)
     masked = torch.ones(1, g, dtype=torch.bool)
     out = denoise(lambda b: run.step(b[0].tolist())[None], block, masked, cfg.steps, pick,
-                  cfg.threshold)
+                  cfg.threshold, used)
     return out[0].tolist()
 
 
@@ -189,17 +253,15 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     out: list[int] = []
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
-
-    def pick(logits):
-        logits = logits.clone()
-        logits[..., banned] = float("-inf")
-        return sample(logits, cfg.temperature, cfg.top_p, gen)
+    pick = picker(banned, cfg.temperature, cfg.top_p, cfg.policy, gen)
+    used: list[int] = []  # denoising steps each block took
 
     while len(out) < cfg.length:
         if cfg.mode == "ar":
             block = [int(pick(run.ar_logits()[None])[0][0])]
         else:
-            block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)), cfg)
+            block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)),
+                                   cfg, used)
         run.commit(block)
         n_blocks += 1
         out += block
@@ -212,6 +274,10 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         "mode": cfg.mode,
         "G": G,
         "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
+        "policy": cfg.policy,
+        "threshold": cfg.threshold,
+        "steps_used": sum(used),
+        "steps_per_block": sum(used) / len(used) if used else 0.0,
         "cached": cfg.use_cache,
         "prompt_tokens": len(prompt_ids),
         "tokens": len(out),

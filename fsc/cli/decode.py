@@ -13,6 +13,7 @@ from fsc.cli.common import (
     JsonOpt,
     Mode,
     SeedOpt,
+    choices,
     finite,
     out,
     print_json,
@@ -21,6 +22,7 @@ from fsc.cli.common import (
     torch_threads,
 )
 
+Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.decode.POLICIES
 MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
 
 
@@ -51,8 +53,15 @@ def decode(
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", callback=finite(0, 1, low_open=True),
-                     help="Also reveal masked positions at least this confident, in (0, 1]."),
+                     help="Adaptive parallel decoding: each step reveals every masked position "
+                     "at least this confident, in (0, 1], and at least enough to finish in K "
+                     "steps (one a step at K = G)."),
     ] = None,
+    policy: Annotated[
+        Policy, typer.Option("--policy", help="Which masked positions a step reveals first: "
+                             "confidence, margin (top-1 minus top-2), entropy (lowest first) or "
+                             "random (a seeded order).")
+    ] = Policy.confidence,
     seed: SeedOpt = 0,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Recompute the whole prefix at every step.")
@@ -106,7 +115,8 @@ def decode(
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
-                       top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache)
+                       top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
+                       policy=str(policy))
     with ops.trace() as ran:
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends
@@ -121,6 +131,9 @@ def decode(
     out.print(printable(text, None, keep="\n\t"), style="bold", markup=False, highlight=False)
     s = res.stats
     steps_part = f", K {s['K']}" if s["K"] else ""
+    if s["mode"] == "diffusion":
+        steps_part += f", {s['policy']}" + (f", τ {s['threshold']:g}" if s["threshold"] else "")
+        steps_part += f", {s['steps_per_block']:.2f} steps a block"
     out.print(
         f"{s['tokens']} tokens, {s['blocks']} blocks, {s['forward_passes']} forward passes, "
         f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "

@@ -47,6 +47,7 @@ COMMANDS = {
     "decode": (["tiny_attn"], {
         "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
         "--temperature": "float_nonneg", "--top-p": "unit", "--threshold": "unit",
+        "--policy": "choice",
         "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids"}),
     "verify": (["tiny_attn"], {"--G": "int_pos", "--B": "int_pos", "--blocks": "int_pos",
                                "--length": "int_pos", "--against": "choice",

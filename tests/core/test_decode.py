@@ -68,3 +68,69 @@ def test_no_mask_or_special_tokens_generated():
 def test_bad_decode_settings(kw, msg):
     with pytest.raises(UsageError, match=msg):
         _gen("tiny_attn", **kw)
+
+
+@pytest.mark.parametrize("policy", ["confidence", "random", "margin", "entropy"])
+@pytest.mark.parametrize("threshold", [None, 0.02])
+def test_every_policy_keeps_the_cache_exact(policy, threshold):
+    """Sampled, seeded: the cached decoder writes what the uncached one does, whatever the
+    policy reveals first and however many steps the threshold takes."""
+    kw = dict(temperature=1.0, policy=policy, threshold=threshold, length=12, steps=4)
+    a, b = _gen("tiny_hybrid", **kw), _gen("tiny_hybrid", **kw, use_cache=False)
+    assert a.token_ids == b.token_ids and a.stats["steps_used"] == b.stats["steps_used"]
+    assert a.stats["policy"] == policy
+
+
+def test_the_other_mixers_stay_exact_under_a_threshold_and_random_order():
+    for name in ("tiny_attn", "tiny_mamba"):
+        kw = dict(temperature=1.0, policy="random", threshold=0.05, length=8, steps=4)
+        assert _gen(name, **kw).token_ids == _gen(name, **kw, use_cache=False).token_ids
+
+
+def test_the_threshold_adapts_the_steps():
+    loose = _gen("tiny_hybrid", length=8, G=4, steps=4, threshold=1e-9)
+    assert loose.stats["steps_per_block"] == 1  # everything at the first step
+    strict = _gen("tiny_hybrid", length=8, G=4, steps=4, threshold=1.0, temperature=1.0)
+    assert strict.stats["steps_per_block"] == 4  # nothing sure: one a step
+    capped = _gen("tiny_hybrid", length=8, G=4, steps=2, threshold=1.0, temperature=1.0)
+    assert capped.stats["steps_per_block"] == 2  # K < G: still within K steps
+    plain = _gen("tiny_hybrid", length=8, G=4, steps=2)
+    assert plain.stats["steps_per_block"] == 2 and plain.stats["steps_used"] == 4
+
+
+def test_random_order_is_seeded():
+    a = _gen("tiny_hybrid", policy="random", temperature=0.0, length=12, steps=4)
+    b = _gen("tiny_hybrid", policy="random", temperature=0.0, length=12, steps=4)
+    c = [_gen("tiny_hybrid", policy="random", temperature=0.0, length=12, steps=4, seed=s)
+         for s in range(2, 6)]
+    assert a.token_ids == b.token_ids
+    assert any(r.token_ids != a.token_ids for r in c)  # another order, another greedy text
+
+
+def test_the_policies_rank_by_their_score():
+    from fsc.decode import distribution, ranking
+
+    probs = distribution(torch.log(torch.tensor([
+        [0.50, 0.49, 0.01],    # confident, no margin, high entropy
+        [0.40, 0.10, 0.50],    # top 0.5, margin 0.1
+        [0.90, 0.05, 0.05]])), 1.0, 1.0)  # sure: best by every measure
+    conf = probs.max(-1).values
+    assert ranking(probs, conf, "confidence", None).argsort(descending=True).tolist() == [2, 0, 1]
+    assert ranking(probs, conf, "margin", None).argsort(descending=True).tolist() == [2, 1, 0]
+    ent = ranking(probs, conf, "entropy", None)
+    assert ent.argmax() == 2 and ent[1] < ent[2] and ent.dtype == torch.float64
+    gen = torch.Generator().manual_seed(0)
+    r = ranking(probs, conf, "random", gen)
+    assert r.shape == (3,) and 0 <= float(r.min()) < 1
+
+
+def test_sampling_draws_in_float64():
+    from fsc.decode import distribution
+
+    logits = torch.tensor([[0.0, 40.0, 40.0 + 1e-6]], dtype=torch.float32)
+    assert distribution(logits, 1.0, 1.0).dtype == torch.float64
+    tok, conf = sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
+    assert conf.dtype == torch.float64 and int(tok) in (1, 2)
+    # a token of probability e^-120 (zero in float32, which ends at about 1e-45) keeps its mass
+    far = torch.tensor([[0.0, 120.0]], dtype=torch.float32)
+    assert torch.softmax(far, -1)[0, 0] == 0 and distribution(far, 1.0, 1.0)[0, 0] > 0
