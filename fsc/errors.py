@@ -19,6 +19,13 @@ class UsageError(FscError):
     exit_code = 2
 
 
+class NothingToDo(FscError):
+    """A request already done (`--resume` of a run that finished): said on stderr, exit 0, so
+    that a retry loop or a requeued job reads it as success."""
+
+    exit_code = 0
+
+
 class TuningError(UsageError):
     """$FSC_KERNEL_TUNING (or a tuned() change) names an unknown kernel, choice or value."""
 

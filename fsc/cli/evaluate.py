@@ -16,6 +16,8 @@ from fsc.cli.common import (
     JsonOpt,
     Mode,
     StoreOpt,
+    err,
+    given_options,
     print_json,
     say,
     store_dir,
@@ -27,6 +29,11 @@ from fsc.scale import ExecutorSettings
 from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_SAMPLES = 100_000
+# The options that shape a grid: a resumed run takes all of them from its stored request.
+GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
+                "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
+                "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
+                "mauve")
 MAX_PAIRS = 676  # mqar's keys are two letters
 
 
@@ -40,10 +47,10 @@ class Task(Choice):
 @with_executor_options
 def evaluate(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(
+    source: Annotated[str | None, typer.Argument(
         metavar="CKPT",
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
-        "random weights.")],
+        "random weights.", show_default=False)] = None,
     task: Annotated[Task | None, typer.Option(
         "--task", help="niah, mqar, loss or genppl (default: the one that scores what the "
         "checkpoint was trained on: passkey niah, mqar mqar, text loss; genppl with --scorer; "
@@ -108,6 +115,10 @@ def evaluate(
     mauve: Annotated[bool, typer.Option(
         "--mauve", help="genppl: MAUVE against the validation text too (fsc[quality]).")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    resume: Annotated[str | None, typer.Option(
+        "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
+        "kill): only its missing cells are scored; a finished one is left as it is (exit 0).",
+        show_default=False)] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     *,
@@ -121,10 +132,17 @@ def evaluate(
     from fsc.scale.evaluation import EvalRequest, evaluate
     from fsc.store import Store
 
+    if (source is None) == (resume is None):
+        raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")
+    if resume is not None:
+        given = given_options(ctx, GRID_OPTIONS)
+        if given:
+            raise UsageError(f"--resume {resume} continues the run's own grid; drop "
+                             f"{', '.join(given)}")
     if top_p is not None and top_p <= 0:
         raise UsageError(f"--top-p {top_p:g} must be in (0, 1]")
     asked = EvalRequest(
-        source, str(task) if task is not None else None,
+        source or "", str(task) if task is not None else None,
         lengths=tuple(parse_sizes(lengths, "--lengths", 1, MAX_S)) if lengths is not None else None,
         depths=tuple(parse_depths(depths)), pairs=tuple(parse_sizes(pairs, "--pairs", 1, MAX_PAIRS)),
         samples=samples, mode=mode and str(mode), batch=batch, data=data,
@@ -137,17 +155,22 @@ def evaluate(
         if threshold is not None else None,
         temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
         if temperature is not None else None, top_p=top_p,
-        prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve)
+        prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve, resume=resume)
     torch_threads()
     st = Store(store_dir(store))
     try:
         done = evaluate(asked, scale, st, " ".join(["fsc", *sys.argv[1:]]),
                         Watch(say=say, stored=show_cell))
     except Stopped as e:
-        print(f"interrupted: {e.kept} cells of run {e.run_id} are stored", file=sys.stderr)
+        where = f" --store {store}" if store is not None else ""
+        print(f"interrupted: {e.kept} cells of run {e.run_id} are stored; continue with\n"
+              f"  fsc eval --resume {e.run_id}{where}", file=sys.stderr)
         raise typer.Exit(e.exit_code) from None
+    if done.before:
+        err.print(f"run {done.run_id} held {done.before} cells; {len(done.cells)} scored now",
+                  soft_wrap=True)
     if as_json:
-        print_json({"run_id": done.run_id, "store": str(done.store),
+        print_json({"run_id": done.run_id, "store": str(done.store), "before": done.before,
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task,
                     "rows": [c.columns() for c in done.cells]})
         return

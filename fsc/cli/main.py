@@ -25,7 +25,7 @@ from fsc.cli import (
     verify,
 )
 from fsc.cli.common import printable
-from fsc.errors import FscError, is_out_of_memory
+from fsc.errors import FscError, NothingToDo, is_out_of_memory
 
 app = typer.Typer(
     name="fsc",
@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _fail(_usage(e, argv), e.exit_code)
+    except NothingToDo as e:  # already done: not an error
+        print(str(e), file=sys.stderr)
+        return 0
     except FscError as e:
         if debug:
             raise

@@ -6,7 +6,7 @@ arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fsc import corpora
@@ -62,6 +62,7 @@ class EvalRequest:
     baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
     ngram: int | None = None
     mauve: bool = False
+    resume: str | None = None  # an eval run to continue: only its missing cells are scored
 
     def genppl_options(self) -> list[str]:
         """The genppl options this request gives (an error for any other task)."""
@@ -82,6 +83,7 @@ class Evaluated:
     store: Path
     grid: EvalGrid
     cells: list[EvalCell] = field(default_factory=list)
+    before: int = 0  # cells a resumed run held already
 
 
 def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
@@ -212,12 +214,60 @@ def _powers_to(G: int) -> tuple[int, ...]:
     return (*ks, G)
 
 
+CELL_KEY = ("task", "length", "depth", "pairs", "mode", "G", "K", "policy", "threshold",
+            "temperature", "top_p", "checkpoint")  # what tells one cell of a run from another
+
+
+def cell_key(cell: EvalCell) -> tuple:
+    return tuple(getattr(cell, c) for c in CELL_KEY)
+
+
+def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
+    """The request eval run `run_id` was made of (its device may change), if it may resume;
+    fsc.errors.NothingToDo when it finished."""
+    config = st.run_config(run_id, "eval")
+    asked = config.get("request")
+    if not isinstance(asked, dict):
+        raise UsageError(f"run {run_id} was recorded without its request; start a new run")
+    lists = {k: tuple(v) if isinstance(v, list) else v for k, v in asked.items()}
+    return replace(EvalRequest(**lists), resume=run_id, device=device)
+
+
+def stored_keys(st: Store, run_id: str) -> set[tuple]:
+    """The cells eval run `run_id` holds (CELL_KEY of each)."""
+    cols = ", ".join(f'"{c}"' for c in CELL_KEY)
+    _, rows = st.query(f"SELECT {cols} FROM eval_cells WHERE run_id = '{run_id}'")
+    return {tuple(r) for r in rows}
+
+
+def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
+    """The grid less what a resumed run holds: lengths whose every cell is stored (genppl:
+    decodings stored at every length); a cell measured again is not stored twice."""
+    if not have:
+        return grid
+    per_length = {}
+    for key in have:
+        per_length[key[1]] = per_length.get(key[1], 0) + 1
+    lengths = tuple(n for n in grid.lengths
+                    if per_length.get(n, 0) < task_of(grid).cells_per_length(grid))
+    if grid.gen is None:
+        return replace(grid, lengths=lengths)
+    left = tuple(d for d in grid.gen.decodings if any(
+        ("genppl", n, None, None, d.mode, d.G, d.K, d.policy, d.threshold, d.temperature,
+         d.top_p, d.checkpoint or grid.checkpoint) not in have for n in lengths))
+    return replace(grid, lengths=lengths, gen=replace(grid.gen, decodings=left))
+
+
 def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, command: str,
              watch: Watch) -> Evaluated:
-    """Score the grid `request` asks for into a new eval run of `st`, recorded as `command`;
-    each cell is stored as it is scored. A stop signal ends the run interrupted and raises
-    fsc.interrupts.Stopped."""
+    """Score the grid `request` asks for into a new eval run of `st` (or the missing cells of
+    the run it resumes), recorded as `command`; each cell is stored as it is scored. A stop
+    signal ends the run interrupted and raises fsc.interrupts.Stopped."""
+    if request.resume is not None:
+        request = resumed(st, request.resume, request.device)
     grid, recipe, tok = grid_of(request)
+    have = stored_keys(st, request.resume) if request.resume else set()
+    before, todo = len(have), _missing(grid, have)
     device = executors.run_device(request.device, settings)
     if settings.executor == "local":
         for n in grid.lengths:
@@ -229,7 +279,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                                       task_of(grid).cells_per_length(grid))
     else:
         model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
-    config = {"checkpoint": grid.checkpoint, "task": grid.task, "lengths": list(grid.lengths),
+    config = {"request": {k: v for k, v in asdict(request).items() if k != "resume"},
+              "checkpoint": grid.checkpoint, "task": grid.task, "lengths": list(grid.lengths),
               "depths": list(grid.depths), "pairs": list(grid.pairs), "samples": request.samples,
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
@@ -237,15 +288,20 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                   "cells": 1 + len(grid.gen.decodings)} if grid.gen else {}),
               "recipe": recipe.name, "recipe_hash": recipe.recipe_hash}
     with recording(st, "eval", command, config, recipes=[recipe],
-                   environment=environment(device)) as run:
-        run.interrupt_note = lambda name: f"interrupted ({name}) after {run.rows} cells"
-        result = Evaluated(run.run_id, st.file, grid)
+                   environment=environment(device), resume=request.resume,
+                   before=before) as run:
+        run.interrupt_note = lambda name: f"interrupted ({name}) after {before + run.rows} cells"
+        result = Evaluated(run.run_id, st.file, grid, before=before)
 
         def keep(cell: EvalCell) -> None:
+            if cell_key(cell) in have:
+                return
+            have.add(cell_key(cell))
             run.add_rows("eval_cells", [cell.columns()])
             result.cells.append(cell)
             watch.stored(cell)
 
+        grid = todo
         if engine is None:
             score(model, tok, grid, grid.lengths, device, keep)
         else:

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from fsc.errors import QueryError, StoreError, StorePathError, UsageError
+from fsc.errors import NothingToDo, QueryError, StoreError, StorePathError, UsageError
 from fsc.store import export as exporting
 from fsc.store import sandbox
 from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, one_line, utcnow
@@ -234,7 +234,7 @@ class Store:
         if resume is None:
             run_id = self.start_run(kind, command, env_id, config)
         else:
-            self.resume_run(resume, env_id)
+            self.resume_run(resume, env_id, kind)
             run_id = resume
         session = RunSession(self, run_id)
         try:
@@ -319,23 +319,24 @@ class Store:
             for row in rows:
                 _insert(con, table, {"run_id": run_id, **row, "recorded_at": now})
 
-    # ---- resuming a profile run (`fsc profile --resume`) ---------------------------------
+    # ---- resuming a run (`fsc profile --resume`, `fsc eval --resume`) ---------------------
 
-    def run_config(self, run_id: str) -> dict[str, Any]:
-        """The stored config of profile run `run_id` if it may be resumed (see resume_run)."""
+    def run_config(self, run_id: str, kind: str = "profile") -> dict[str, Any]:
+        """The stored config of `kind` run `run_id` if it may be resumed (see resume_run)."""
         if not self.exists():  # never create a store just to say a run is not in it
             raise UsageError(f"no run {run_id!r}: no store at {self.dir} yet")
         with self._open(write=False) as con:
-            return self._resumable(con, run_id)
+            return self._resumable(con, run_id, kind)
 
-    def resume_run(self, run_id: str, env_id: str | None) -> dict[str, Any]:
-        """Claim profile run `run_id` for this process and return its config: status back to
+    def resume_run(self, run_id: str, env_id: str | None, kind: str = "profile") -> dict[str, Any]:
+        """Claim `kind` run `run_id` for this process and return its config: status back to
         'running' with this pid and host, and started_at now (the liveness check compares it
         with the process's own start). Check and claim are one transaction, so of two
-        processes resuming one run only one wins. UsageError when the run is unknown, not a
-        profile run, finished, still running, or recorded in another environment."""
+        processes resuming one run only one wins. UsageError when the run is unknown, of
+        another kind, still running, or recorded in another environment; NothingToDo when it
+        finished."""
         with self._transaction_on_existing(run_id) as con:
-            config = self._resumable(con, run_id)
+            config = self._resumable(con, run_id, kind)
             (was,) = con.execute("SELECT env_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
             if was is not None and was != env_id:
                 get = f"SELECT {', '.join(ENV_FIELDS)} FROM environments WHERE env_id = ?"
@@ -349,14 +350,19 @@ class Store:
                         [os.getpid(), socket.gethostname(), utcnow(), run_id])
         return config
 
-    def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str,
+                   kind: str) -> dict[str, Any]:
         status = self._quiet_run_status(con, run_id, force=False)
-        kind, config = con.execute("SELECT kind, config FROM runs WHERE run_id = ?",
-                                   [run_id]).fetchone()
-        if kind != "profile":
-            raise UsageError(f"run {run_id} is a {kind} run; only profile runs resume")
+        was, config = con.execute("SELECT kind, config FROM runs WHERE run_id = ?",
+                                  [run_id]).fetchone()
+        if was != kind:
+            raise UsageError(f"run {run_id} is a {was} run; fsc {kind} --resume continues a "
+                             f"{kind} run")
         if status == "finished":
-            raise UsageError(f"run {run_id} finished; every point of it is stored")
+            what = "point" if kind == "profile" else "cell"
+            if kind == "eval":  # idempotent: a retry of a finished eval is done already
+                raise NothingToDo(f"run {run_id} finished; every {what} of it is stored")
+            raise UsageError(f"run {run_id} finished; every {what} of it is stored")
         return json.loads(config or "{}")
 
     def point_keys(self, run_id: str) -> dict[tuple, int]:

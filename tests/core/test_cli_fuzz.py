@@ -93,7 +93,7 @@ COMMANDS = {
         "--retries": "int_nonneg", "--slurm-gpus-per-node": "int_nonneg",
         "--slurm-time": "int_pos", "--scorer": "recipe", "--G": "sizes", "--policy": "choice",
         "--threshold": "unit", "--temperature": "float_nonneg", "--top-p": "unit",
-        "--prompt-length": "int_nonneg", "--ngram": "int_pos"}),
+        "--prompt-length": "int_nonneg", "--ngram": "int_pos", "--resume": "choice"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),
     "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),

@@ -97,7 +97,9 @@ def test_genppl_rows_are_stored_and_seeded(fsc_main, tmp_path, ar_recipe):
 
 def test_an_ar_checkpoint_is_one_ar_row_and_a_baseline_is_another(fsc_main, tmp_path, ar_recipe,
                                                                  save_tiny):
-    doc = _doc(fsc_main, ar_recipe, *SMALL, "--scorer", ar_recipe, "--baseline", ar_recipe,
+    twin = tmp_path / "twin.yaml"  # the same weights under another name
+    twin.write_text(ar_recipe.read_text().replace("name: tiny_ar", "name: tiny_twin"))
+    doc = _doc(fsc_main, ar_recipe, *SMALL, "--scorer", ar_recipe, "--baseline", twin,
                "--store", tmp_path / "st")
     modes = [(r["mode"], r["G"], r["K"]) for r in doc["rows"]]
     assert modes == [("reference", None, None), ("ar", 1, 0), ("ar", 1, 0)]

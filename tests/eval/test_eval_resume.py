@@ -1,0 +1,87 @@
+"""fsc eval --resume RUN: after a stop, only the missing cells are scored, into the same run;
+a finished run resumed is a no-op (exit 0, nothing recorded), as a retry loop needs."""
+
+import json
+import os
+import signal
+
+from fsc.store import Store
+
+
+def _stop_at_second_length(monkeypatch):
+    from fsc.eval import loss
+
+    real = loss.heldout_loss
+
+    def stopped(model, tok, grid, n, device):
+        if n == 128:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(model, tok, grid, n, device)
+
+    monkeypatch.setattr(loss, "heldout_loss", stopped)
+    return real
+
+
+def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monkeypatch):
+    from fsc.eval import loss
+
+    store = tmp_path / "store"
+    args = ["tiny_attn", "--task", "loss", "--data", "shakespeare", "--lengths", "64,128",
+            "--samples", "2", "--store", store]
+    real = _stop_at_second_length(monkeypatch)
+    res = fsc_main("eval", *args)
+    assert res.returncode == 143
+    run = res.stderr.split("cells of run ")[1].split()[0]
+    assert f"fsc eval --resume {run} --store {store}" in res.stderr
+    monkeypatch.setattr(loss, "heldout_loss", real)
+    again = fsc_main("eval", "--resume", run, "--store", store, "--json", check=0)
+    doc = json.loads(again.stdout)
+    assert doc["run_id"] == run and doc["before"] == 1
+    assert [r["length"] for r in doc["rows"]] == [128]  # only the missing cell
+    _, rows = Store(store).query(f"select length from eval_cells where run_id = '{run}' "
+                                 "order by length")
+    assert rows == [(64,), (128,)]
+    _, [(status,)] = Store(store).query(f"select status from runs where run_id = '{run}'")
+    assert status == "finished"
+    # a finished run resumed: said, exit 0, nothing recorded
+    done = fsc_main("eval", "--resume", run, "--store", store)
+    assert done.returncode == 0 and "finished; every cell of it is stored" in done.stderr
+    _, [(n,)] = Store(store).query("select count(*) from eval_cells")
+    assert n == 2
+
+
+def test_resume_takes_the_runs_own_grid(fsc_main, tmp_path):
+    res = fsc_main("eval", "--resume", "r1", "--lengths", "64", "--store", tmp_path / "st")
+    assert res.returncode == 2 and "drop --lengths" in res.stderr
+    res = fsc_main("eval", "--store", tmp_path / "st")
+    assert res.returncode == 2 and "--resume RUN_ID" in res.stderr
+
+
+def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, monkeypatch):
+    from fsc.eval import genppl
+
+    text = "name: ar\nd_model: 32\nn_layers: 1\nvocab_size: 288\nblock_size: 1\n" \
+           "dtype: fp32\nlayers: {default: attention}\nattention: {n_heads: 2, head_dim: 16}\n"
+    (tmp_path / "ar.yaml").write_text(text)
+    store = tmp_path / "store"
+    real = genppl._decoded
+    seen = []
+
+    def stop_at_k4(grid, model, tok, scorer, samples, length, d, device):
+        seen.append(d.K)
+        if d.K == 4 and len(seen) < 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(grid, model, tok, scorer, samples, length, d, device)
+
+    monkeypatch.setattr(genppl, "_decoded", stop_at_k4)
+    res = fsc_main("eval", "tiny_attn", "--task", "genppl", "--data", "shakespeare",
+                   "--samples", "2", "--lengths", "8", "--prompt-length", "4", "--scorer",
+                   tmp_path / "ar.yaml", "--store", store)
+    assert res.returncode == 143, res.stderr
+    run = res.stderr.split("cells of run ")[1].split()[0]
+    again = fsc_main("eval", "--resume", run, "--store", store, "--json", check=0)
+    assert seen[-1:] == [4] and seen.count(1) == 1 and seen.count(2) == 1
+    assert [(r["mode"], r["K"]) for r in json.loads(again.stdout)["rows"]] == [("diffusion", 4)]
+    _, rows = Store(store).query(f"select mode, K from eval_cells where run_id = '{run}'")
+    assert sorted(rows, key=str) == sorted([("reference", None), ("diffusion", 1),
+                                            ("diffusion", 2), ("diffusion", 4)], key=str)
