@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from fsc.recipe import Recipe
-    from fsc.sections import Section
+from fsc.sections import Section
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,9 @@ class MixerSpec:
     letter: str  # its letter in `layers.pattern` and layer maps
     order: int  # its place among the kinds (schema fields, messages, tables)
     section: type[Section]  # the recipe section that configures it
-    shape: Callable[[Recipe], MixerShape]  # what one layer holds and does, torch-free
+    # (a fsc.recipe.Recipe, the layer above: named, not imported) -> what one layer holds and
+    # does, torch-free
+    shape: Callable[[Any], MixerShape]
     ops: tuple[str, ...]  # the fsc.ops names its step and fold dispatch
     tag: str  # its tag on a model card
     section_optional: bool = False  # every field has a default, so the section may be left out

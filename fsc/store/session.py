@@ -20,17 +20,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fsc.interrupts import signal_name, signum_of
 
-if TYPE_CHECKING:
-    from fsc.store.store import Store
+
+class RunWriter(Protocol):
+    """What a session writes through: fsc.store.Store (named here, not imported, so the
+    store's module and this one do not import each other)."""
+
+    def add_point(self, run_id: str, point: dict[str, Any],
+                  samples: dict[str, list[float]] | None = None) -> int: ...
+
+    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]]) -> None: ...
+
+    def add_bench(self, run_id: str, name: str, value: float, unit: str,
+                  params: dict[str, Any] | None = None) -> None: ...
+
+    def finish_run(self, run_id: str, status: str = "finished", error: str | None = None,
+                   points: list[int] | None = None) -> None: ...
 
 
 @dataclass
 class RunSession:
-    store: Store
+    store: RunWriter
     run_id: str
     # How an interruption reads, given the signal's name: 'interrupted (SIGTERM) after ...'.
     interrupt_note: Callable[[str], str] = lambda name: f"interrupted ({name})"

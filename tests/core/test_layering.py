@@ -121,3 +121,58 @@ def test_no_cli_module_grows_past_250_lines():
     cli = Path(__file__).resolve().parents[2] / "fsc" / "cli"
     long = {p.name: n for p in cli.glob("*.py") if (n := len(p.read_text().splitlines())) > 250}
     assert not long, long
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the fsc modules it imports, type-only imports included (a `from fsc.x import
+    y` names fsc.x.y when that is a module, else fsc.x)."""
+    known = {m for m, _ in modules()}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules():
+        edges = graph.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                edges.update(n for n in names if n in known)
+                if not any(n in known for n in names) and node.module in known:
+                    edges.add(node.module)
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in known)
+        edges.discard(module)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, on, stack, found = {}, {}, set(), [], []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles_not_even_type_only():
+    assert _circles(_graph()) == []
+    assert _circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # the check bites
