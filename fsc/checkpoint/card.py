@@ -79,6 +79,11 @@ def model_card(recipe: Recipe, facts: dict) -> str:
         origin = (f"Weights: trained by `fsc train` for {training['steps']:,} steps on "
                   f"`{training['data']}` (objective `{training['objective']}`, sequence length "
                   f"{training['seq_len']:,}), final loss {training['final_loss']:.4f}.")
+        if training.get("adapted_from"):
+            was = training["adapted_from"]
+            origin += (f" Adapted from the autoregressive checkpoint `{was['checkpoint']}` "
+                       f"({was['recipe']}, G {was['G']}, recipe {was['recipe_hash']}) into a "
+                       f"block-diffusion denoiser at G {recipe.block_size}, its weights kept.")
     else:
         origin = "Weights: as saved by their owner (describe the training here)."
     rows = "\n".join(

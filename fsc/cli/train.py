@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-import math
-import shlex
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from fsc.blocks import MAX_G
 from fsc.cli.bounds import MAX_B, MAX_S
 from fsc.cli.common import (
     INVOKED,
     JsonOpt,
     StoreOpt,
-    bar_text,
     choices,
     err,
     finite,
     given_options,
-    out,
-    print_json,
     printable,
     renamed,
     store_dir,
     torch_device,
 )
+from fsc.cli.train_render import eval_said, progress_bar, report
 from fsc.errors import UsageError
 from fsc.train import ranks
 from fsc.train.tasks import MAX_KEY_DIGITS
@@ -43,7 +39,7 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 # What a resumed run keeps from its stored config (giving one of these with --resume is an
 # error, not silently ignored); --train-steps may extend it, --stop-after and the options of
 # RESUME_CHANGES may change it, and --device says where it goes on.
-RUN_SETTINGS = ("source", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
+RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing")
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
@@ -72,6 +68,10 @@ def train(
         hidden=True)] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out", help="Training directory: step-NNNNNN checkpoints and `latest`.",
+        show_default=False)] = None,
+    G: Annotated[int | None, typer.Option(
+        "--G", min=2, max=MAX_G, help="Train at block size G: adapts an autoregressive "
+        "checkpoint (G 1) into a block-diffusion denoiser, its weights kept (docs/training.md).",
         show_default=False)] = None,
     objective: Annotated[Objective | None, typer.Option(
         "--objective", help="frontier (default when G > 1), blocks (every block a frontier in one "
@@ -174,7 +174,7 @@ def train(
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
         job = new_job(
-            source, str(objective) if objective else None, warmup, data=data, seq_len=seq_len,
+            source, str(objective) if objective else None, warmup, G=G, data=data, seq_len=seq_len,
             steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,
@@ -194,56 +194,11 @@ def train(
     name = printable(job.recipe.name, 40)
     trained = train_job(job, ranks.device_of(torch_device(device)), Store(store_dir(store)),
                         " ".join(["fsc", *sys.argv[1:]]), stop_after=stop_after,
-                        progress=lambda start: _bar(name, cfg.steps, start), on_eval=_eval_said)
+                        progress=lambda start: progress_bar(name, cfg.steps, start), on_eval=eval_said)
     if trained.run_id is not None:  # rank 0; the other processes write nothing
-        _report(trained, store, as_json)
+        report(trained, store, as_json)
     if trained.result.interrupted:
         raise typer.Exit(exit_code(trained.result.stop_signal))
-
-
-@contextmanager
-def _bar(name: str, total: int, start: int):
-    """The steps as a progress bar on stderr; yields what the trainer calls after each."""
-    from rich import progress as rp
-
-    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                     rp.TimeRemainingColumn(), console=err, transient=False) as bar:
-        task = bar.add_task(f"train {name}", total=total, completed=start)
-        yield lambda step, loss, rate: bar.update(task, completed=step, description=(
-            f"train {name}: loss {loss:.4f}, {rate / 1e3:.1f}k tok/s"))
-
-
-def _eval_said(step) -> None:
-    """An in-loop eval on the console (stderr)."""
-    err.print(f"step {step.step}: in-loop exact match {step.eval_accuracy:.2f}, "
-              f"loss {step.loss:.4f}", markup=False, highlight=False)
-
-
-def _report(trained, store: Path | None, as_json: bool) -> None:
-    """The summary (--json: the document) and how to continue a run cut short."""
-    cfg, res, done = trained.job.cfg, trained.result, trained.losses
-    summary = trained.summary()
-    if as_json:
-        print_json(summary)
-    else:
-        first = f"{done[0]:.4f} → " if len(done) > 1 else ""
-        loss = f"loss {first}{res.final_loss:.4f}" if done else "no steps"
-        rate = summary["tokens_per_s"]
-        speed = f", {rate / 1e3:.1f}k tok/s" if rate and math.isfinite(rate) else ""
-        reached = (f"; stopped at exact match {trained.evals[-1]['accuracy']:.2f} ≥ "
-                   f"{cfg.stop_at:g} at step {res.step}" if res.reached else "")
-        out.print(f"trained {printable(trained.job.recipe.name, 60)} to step {res.step} of "
-                  f"{cfg.steps} on {printable(cfg.data, 80)} ({cfg.objective}): {loss}, "
-                  f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
-                  f"{printable(res.checkpoint, None)}; run {trained.run_id}",
-                  markup=False, highlight=False)
-    resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
-        f" --store {shlex.quote(str(store))}" if store is not None else "")
-    cut = trained.stopped if res.interrupted else (
-        f"stopped at step {res.step} of {cfg.steps}" if res.step < cfg.steps and not res.reached
-        else None)
-    if cut:
-        print(f"{cut}; continue with:\n  {resume_cmd}", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

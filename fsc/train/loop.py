@@ -88,6 +88,9 @@ class TrainConfig:
     # each sequence's fixed-state layers start from the state the same row of the previous
     # step's batch ended in (fsc.model.cache.Carry); attention layers start empty
     state_passing: bool = False
+    # an autoregressive checkpoint adapted into a denoiser (fsc train CKPT --G N): the
+    # checkpoint, its recipe's name and hash, and its G; None for any other run
+    adapted_from: dict | None = None
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
@@ -282,7 +285,8 @@ class Trainer:
                 "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 "train_backend": self.backend,
-                "final_loss": self.losses[-1] if self.losses else None}
+                "final_loss": self.losses[-1] if self.losses else None,
+                **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {})}
 
     def _digits(self) -> int | None:
         """The pass key's digits (resolved from the default for G), None for other data."""

@@ -60,16 +60,21 @@ class TrainJob:
     data: Any
 
 
-def new_job(source: str, objective: str | None, warmup: int | None, **settings: Any) -> TrainJob:
+def new_job(source: str, objective: str | None, warmup: int | None, G: int | None = None,
+            **settings: Any) -> TrainJob:
     """A new run of `source` (a recipe, or a checkpoint to start from); `settings` are the
     other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
     trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
-    The training directory (`out`) must not hold anything yet."""
+    `G` trains at that block size: an autoregressive checkpoint adapted into a denoiser
+    (see `adapted`). The training directory (`out`) must not hold anything yet."""
     if warmup is not None and warmup > settings["steps"]:
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
     source = str(resolve_checkpoint(source))  # a training directory: its newest checkpoint
     recipe = load_source_recipe(source)
+    origin = None
+    if G is not None:
+        recipe, origin = adapted(source, recipe, G, objective)
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
         recipe = recipe.model_copy(update={"block_size": 1})
@@ -79,8 +84,31 @@ def new_job(source: str, objective: str | None, warmup: int | None, **settings: 
                    hint="; continue a run with --resume DIR, or pick a new --out")
     cfg = TrainConfig(source=source, objective=goal, recipe_yaml=recipe.to_yaml(),
                       warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
-                      **settings)
+                      adapted_from=origin, **settings)
     return _checked(cfg, recipe, source, None)
+
+
+def adapted(source: str, recipe: Recipe, G: int, objective: str | None) -> tuple[Recipe, dict | None]:
+    """(the recipe at block size G, where it came from): an autoregressive checkpoint (G 1,
+    trained next-token or imported) keeps its weights and becomes a block-diffusion denoiser
+    at G; its embedding already has a row for the tokenizer's mask token, which it never saw
+    (fsc's byte tokenizer holds one; a tokenizer without one is refused when the run is
+    checked). A recipe is simply trained at G. UsageError for a checkpoint that is already a
+    denoiser at another G, or --objective ar."""
+    if objective == "ar":
+        raise UsageError(f"--G {G} trains a block-diffusion denoiser; --objective ar trains at "
+                         "G 1 (give --objective blocks or frontier)")
+    if not is_checkpoint(source):
+        return recipe.model_copy(update={"block_size": G}), None
+    if recipe.block_size not in (1, G):
+        raise UsageError(f"{source} is already a block-diffusion checkpoint at G = "
+                         f"{recipe.block_size}; --G adapts an autoregressive one (G 1), and a "
+                         "cache built for one G is valid only for it")
+    if recipe.block_size == G:
+        return recipe, None
+    return (recipe.model_copy(update={"block_size": G}),
+            {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+             "G": recipe.block_size})
 
 
 def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
@@ -115,7 +143,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     G = recipe.block_size
     if cfg.seq_len % G:
         raise UsageError(f"--seq-len {cfg.seq_len} is not a multiple of the block size G = {G}")
-    tok = load_tokenizer(cfg.tokenizer)
+    tok = load_tokenizer(cfg.tokenizer, need_mask=cfg.objective != "ar")
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")

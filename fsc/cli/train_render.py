@@ -1,0 +1,57 @@
+"""How `fsc train` shows a run: the progress bar, in-loop evals, and the summary with how to
+continue a run cut short."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from fsc.cli.common import bar_text, err, out, print_json, printable
+
+
+@contextmanager
+def progress_bar(name: str, total: int, start: int):
+    """The steps as a progress bar on stderr; yields what the trainer calls after each."""
+    from rich import progress as rp
+
+    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
+                     rp.TimeRemainingColumn(), console=err, transient=False) as bar:
+        task = bar.add_task(f"train {name}", total=total, completed=start)
+        yield lambda step, loss, rate: bar.update(task, completed=step, description=(
+            f"train {name}: loss {loss:.4f}, {rate / 1e3:.1f}k tok/s"))
+
+
+def eval_said(step) -> None:
+    """An in-loop eval on the console (stderr)."""
+    err.print(f"step {step.step}: in-loop exact match {step.eval_accuracy:.2f}, "
+              f"loss {step.loss:.4f}", markup=False, highlight=False)
+
+
+def report(trained, store: Path | None, as_json: bool) -> None:
+    """The summary (--json: the document) and how to continue a run cut short."""
+    cfg, res, done = trained.job.cfg, trained.result, trained.losses
+    summary = trained.summary()
+    if as_json:
+        print_json(summary)
+    else:
+        first = f"{done[0]:.4f} → " if len(done) > 1 else ""
+        loss = f"loss {first}{res.final_loss:.4f}" if done else "no steps"
+        rate = summary["tokens_per_s"]
+        speed = f", {rate / 1e3:.1f}k tok/s" if rate and math.isfinite(rate) else ""
+        reached = (f"; stopped at exact match {trained.evals[-1]['accuracy']:.2f} ≥ "
+                   f"{cfg.stop_at:g} at step {res.step}" if res.reached else "")
+        out.print(f"trained {printable(trained.job.recipe.name, 60)} to step {res.step} of "
+                  f"{cfg.steps} on {printable(cfg.data, 80)} ({cfg.objective}): {loss}, "
+                  f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
+                  f"{printable(res.checkpoint, None)}; run {trained.run_id}",
+                  markup=False, highlight=False)
+    resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
+        f" --store {shlex.quote(str(store))}" if store is not None else "")
+    cut = trained.stopped if res.interrupted else (
+        f"stopped at step {res.step} of {cfg.steps}" if res.step < cfg.steps and not res.reached
+        else None)
+    if cut:
+        print(f"{cut}; continue with:\n  {resume_cmd}", file=sys.stderr)

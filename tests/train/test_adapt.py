@@ -1,0 +1,98 @@
+"""fsc train CKPT --G N: an autoregressive checkpoint (trained next-token, or imported) adapted
+into a block-diffusion denoiser, its weights kept; the result decodes by block diffusion and
+its cache is exact. Bad requests are one line, and write nothing."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "imports"))
+
+TEXT = ["--data", "shakespeare", "--seq-len", "32", "--batch", "4"]
+
+
+@pytest.fixture(scope="module")
+def ar_ckpt(tmp_path_factory):
+    from fsc_run import in_process
+
+    root = tmp_path_factory.mktemp("adapt")
+    in_process("train", "quality_attn", "--objective", "ar", *TEXT, "--train-steps", "2",
+               "--out", root / "ar", "--store", root / "st", check=0)
+    return root / "ar"
+
+
+def _adapt(fsc_main, tmp_path, source, *extra, steps=8, check=0):
+    return fsc_main("train", source, "--G", "8", "--objective", "blocks", "--weighting",
+                    "masked", *TEXT, "--train-steps", str(steps), "--log-every", "1",
+                    "--out", tmp_path / "ad", "--store", tmp_path / "st", "--json", *extra,
+                    check=check)
+
+
+def test_an_ar_checkpoint_becomes_a_denoiser_with_its_weights(fsc_main, tmp_path, ar_ckpt):
+    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=1).stdout)
+    step = Path(doc["checkpoint"])
+    config = json.loads((step / "config.json").read_text())
+    was = config["training"]["adapted_from"]
+    assert was["G"] == 1 and was["checkpoint"].endswith("step-000002")
+    assert "block_size: 8" in (step / "fsc_recipe.yaml").read_text()
+    assert "Adapted from the autoregressive checkpoint" in (step / "README.md").read_text()
+    # one step at a small learning rate moves the weights only a little: they were kept
+    start = load_file(ar_ckpt / "step-000002" / "model.safetensors")
+    now = load_file(step / "model.safetensors")
+    diff = max(float((now[k] - start[k]).abs().max()) for k in start)
+    assert 0 < diff < 0.05
+
+
+def test_the_adapted_denoiser_decodes_exactly(fsc_main, tmp_path, ar_ckpt):
+    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=2).stdout)
+    step = doc["checkpoint"]
+    assert fsc_main("verify", step).returncode == 0  # cached == uncached at G 8
+    out = json.loads(fsc_main("decode", step, "--prompt", "ROMEO:", "--length", "16",
+                              "--json", check=0).stdout)
+    assert out["stats"]["mode"] == "diffusion" and out["stats"]["G"] == 8
+
+
+@pytest.mark.parametrize("family", [pytest.param("llama", marks=pytest.mark.slow), "qwen3",
+                                    pytest.param("mamba2", marks=pytest.mark.slow)])
+def test_imported_models_adapt_and_learn(fsc_main, tmp_path, family):
+    pytest.importorskip("transformers")
+    from published import save_published
+
+    src = save_published(family, tmp_path / "pub", vocab_size=300)
+    fsc_main("import", src, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    doc = json.loads(_adapt(fsc_main, tmp_path, tmp_path / "ck", "--lr", "3e-3",
+                            steps=12).stdout)
+    assert doc["final_loss"] < doc["first_loss"]
+    assert fsc_main("verify", doc["checkpoint"]).returncode == 0  # cached == uncached
+
+
+def test_bad_adaptations_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt):
+    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=1).stdout)
+    for source, extra, says in (
+            (doc["checkpoint"], ["--G", "4"], "already a block-diffusion checkpoint at G = 8"),
+            (ar_ckpt, ["--objective", "ar"], "--objective ar trains at G 1"),
+            (ar_ckpt, ["--G", "1"], "--G"),
+    ):
+        out = tmp_path / "again"
+        args = ["train", source, "--G", "8", "--objective", "blocks", *TEXT, "--train-steps",
+                "1", "--out", out, "--store", tmp_path / "st2", *extra]
+        res = fsc_main(*args)
+        assert res.returncode == 2 and says in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert not out.exists() and not (tmp_path / "st2").exists()
+
+
+def test_a_tokenizer_without_a_mask_token_is_named(fsc_main, tmp_path, ar_ckpt):
+    from tokenizers import Tokenizer, models
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(
+        str(folder / "tokenizer.json"))
+    res = fsc_main("train", ar_ckpt, "--G", "8", "--objective", "blocks", *TEXT,
+                   "--train-steps", "1", "--tokenizer", folder, "--out", tmp_path / "x",
+                   "--store", tmp_path / "st")
+    assert res.returncode == 2 and "no mask token" in res.stderr
