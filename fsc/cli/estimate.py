@@ -28,9 +28,10 @@ StepsOpt = Annotated[
                  "ar mode.", show_default=False),
 ]
 ModeOpt = Annotated[
-    Mode,
+    Mode | None,
     typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "
-                 "per token, which folds it)."),
+                 "per token, which folds it). Default: ar for a G = 1 recipe (every published "
+                 "model), else diffusion.", show_default=False),
 ]
 GpuOpt = Annotated[
     str,
@@ -66,7 +67,7 @@ def _render(e) -> None:
     d, r, spec = e.to_dict(), e.recipe, e.device
     out.print(Text.assemble(
         (printable(r.name), "bold"), f"  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
-        f"K = {e.K}  on {printable(spec.name)} ({_gb(spec.memory_bytes)}, "
+        + (f"K = {e.K}  " if e.mode == "diffusion" else "") + f"on {printable(spec.name)} ({_gb(spec.memory_bytes)}, "
         f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)"),
         soft_wrap=True,
     )
@@ -110,6 +111,11 @@ def _render(e) -> None:
               f"B·G / that = {d['tokens_per_s']:,.1f}", soft_wrap=True)
 
     c = d["comparison"]
+    if c["diffusion_G"] == 1:  # a G = 1 recipe: block diffusion at G 1 is ar with a mask
+        out.print("an autoregressive recipe (G = 1): no block-diffusion comparison; give --G "
+                  "and --mode diffusion for one", soft_wrap=True)
+        _moe(d["moe"])
+        return
     cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")
     for col in ("decoding", "weight sweeps per token", "tokens/s at the floor"):
         cmp.add_column(col, justify="left" if col == "decoding" else "right")
@@ -123,7 +129,10 @@ def _render(e) -> None:
               f"{c['sweep_crossover_steps']}; its floor is faster than ar's while K < "
               f"{c['floor_crossover_steps']:.1f}", soft_wrap=True)
 
-    moe = d["moe"]
+    _moe(d["moe"])
+
+
+def _moe(moe) -> None:
     if moe is not None:
         out.print(f"MoE: {moe['n_experts']} experts, top {moe['top_k']}: resident "
                   f"{fmt_bytes(moe['resident_bytes'])}, read per step "
@@ -138,7 +147,7 @@ def estimate_cmd(
     B: BOpt = 1,
     G: GOpt = None,
     steps: StepsOpt = None,
-    mode: ModeOpt = Mode.diffusion,
+    mode: ModeOpt = None,
     gpu: GpuOpt = "h100",
     bandwidth: BandwidthOpt = None,
     tflops: TflopsOpt = None,
@@ -159,8 +168,9 @@ def estimate_cmd(
     if S > MAX_S:  # (a negative S is the cost model's to refuse)
         raise UsageError(f"--S {S} must be at most {MAX_S}")
     r = load_source_recipe(recipe)
-    block_setting(str(mode), G, steps, r.block_size)  # the rule decode and profile apply
-    e = estimate(r, S, B, G, steps, str(mode), gpu,
+    # the rule decode and profile apply: a G = 1 recipe decodes autoregressively
+    mode_, _, _ = block_setting(mode and str(mode), G, steps, r.block_size)
+    e = estimate(r, S, B, G, steps, mode_, gpu,
                  bandwidth_tb_s=bandwidth, tflops=tflops, memory_gb=memory)
     if json:
         print_json(e.to_dict())

@@ -9,6 +9,7 @@ the datasheet's round "80 GB" / "141 GB" is really a binary-ish capacity about 7
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 
 from fsc.errors import UsageError
@@ -77,7 +78,8 @@ def device_spec(name: str) -> DeviceSpec | None:
         return DEVICES[key]
     if any(part in key.replace(" ", "").replace("-", "") for part in _OTHER_PARTS):
         return None
-    found = [short for short in DEVICES if short in key]
+    # a short name counts only as a whole word of the name: "h1000" is not an H100
+    found = [short for short in DEVICES if re.search(rf"(?<![a-z0-9]){short}(?![a-z0-9])", key)]
     return DEVICES[found[0]] if len(found) == 1 else None
 
 

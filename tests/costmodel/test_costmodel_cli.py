@@ -153,3 +153,28 @@ def test_names_with_markup_print_as_themselves(tmp_path, capsys):
                  "--tflops", "10", "--memory", "8"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("[/bold]x[red]") and "[/]gpu\\x1b[31m" in first
+
+
+def test_a_g1_recipe_is_estimated_autoregressively(app, tmp_path):
+    """Every published model is G = 1: ar by default, as fsc decode decodes it, and no
+    meaningless comparison with a G = 1 'diffusion' ('while K < 0')."""
+    llama = "recipes/published/Llama-3.1-8B"
+    doc = json.loads(CliRunner().invoke(app, ["estimate", llama, "--S", "262144", "--B", "8",
+                                              "--json"]).stdout)
+    ar = json.loads(CliRunner().invoke(app, ["estimate", llama, "--S", "262144", "--B", "8",
+                                             "--mode", "ar", "--json"]).stdout)
+    assert doc["mode"] == "ar" and doc["tokens_per_s"] == ar["tokens_per_s"]
+    shown = CliRunner().invoke(app, ["estimate", llama, "--S", "262144", "--B", "8"]).stdout
+    assert "K < 0" not in shown and "K = 0" not in shown
+    assert "no block-diffusion comparison" in shown
+    block = json.loads(CliRunner().invoke(app, ["estimate", "hybrid_3b", "--json"]).stdout)
+    assert block["mode"] == "diffusion"  # a G > 1 recipe keeps diffusion
+
+
+def test_an_unknown_gpu_name_is_refused_not_matched_by_a_prefix(app):
+    from fsc.costmodel.devices import device_spec
+
+    res = in_process("estimate", "hybrid_3b", "--gpu", "h1000")
+    assert res.returncode == 2 and "unknown GPU 'h1000'; known: h100, h200, a100" in res.stderr
+    assert device_spec("h1000") is None and device_spec("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert device_spec("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
