@@ -11,7 +11,7 @@ from fsc.cli.common import JsonOpt, StoreOpt, finite, out, print_json, printable
 from fsc.cli.tables import SUMMARY, WideOpt, fitted, show
 from fsc.errors import FscError, UsageError
 
-VERDICT_STYLE = {"slower": "red", "faster": "green", "mixed": "yellow", "status": "red",
+VERDICT_STYLE = {"slower": "red", "faster": "green", "status": "red",
                  "noise": "dim"}
 
 
@@ -41,8 +41,9 @@ def compare(
     """Compare two profile runs point by point.
 
     Points are matched on recipe hash, S, B, G, K, dtype, backend and device. Ratios are B / A
-    (time above 1: B is slower). A phase whose p10–p90 intervals overlap is noise; disjoint
-    intervals are a change. The last line is the geometric mean over the matched points.
+    (time above 1: B is slower). The verdict follows the time per block (K steps and a fold):
+    noise when A's and B's p10–p90 intervals of it overlap, else faster or slower. The last
+    line is the geometric mean over the matched points.
     """
     from fsc.results import compare as comparing
     from fsc.results import select

@@ -2,9 +2,11 @@
 
 Points are matched on what makes them the same measurement: (recipe hash, S, B, G, K, dtype,
 backend, device). For each matched pair, the ratio B/A of the step and fold times, tokens/s and
-peak memory, and whether the p10–p90 intervals of each timed phase overlap: overlapping
-intervals are noise, disjoint ones a change. Ratios of time are B/A, so above 1 is slower; the
-summary is the geometric mean over the points both runs measured.
+peak memory, and whether the p10–p90 intervals of each timed phase overlap. The verdict
+follows the time per block (K steps and a fold: what tokens/s measures): faster or slower when
+the intervals of K·step + fold (K·p10 + p10 to K·p90 + p90) are disjoint, noise when they
+overlap; so it always agrees with the time ratio printed beside it. Ratios of time are B/A, so
+above 1 is slower; the summary is the geometric mean over the points both runs measured.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
 RATIOS = ("step", "fold", "time", "tokens_per_s", "peak_bytes")  # time: per block, 1 / tokens/s
 PHASES = ("step", "fold")
+OVERLAPS = (*PHASES, "time")  # time: the block's, which the verdict follows
 
 
 @dataclass
@@ -29,14 +32,14 @@ class Pair:
     fold: tuple[float | None, float | None] = (None, None)
     ratios: dict[str, float | None] = field(default_factory=dict)  # B / A
     overlap: dict[str, bool | None] = field(default_factory=dict)  # p10–p90 intervals
-    verdict: str = "noise"  # faster | slower | noise | mixed | status
+    verdict: str = "noise"  # faster | slower | noise | status (of the time per block)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.key, "recipe": self.recipe, "status_a": self.status[0],
                 "status_b": self.status[1], "step_ms_a": self.step[0], "step_ms_b": self.step[1],
                 "fold_ms_a": self.fold[0], "fold_ms_b": self.fold[1],
                 **{f"{k}_ratio": self.ratios.get(k) for k in RATIOS},
-                **{f"{k}_overlap": self.overlap.get(k) for k in PHASES}, "verdict": self.verdict}
+                **{f"{k}_overlap": self.overlap.get(k) for k in OVERLAPS}, "verdict": self.verdict}
 
 
 @dataclass
@@ -65,24 +68,34 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
+def _interval(p: dict, phase: str) -> tuple[float, float] | None:
+    """A point's p10–p90 interval of `phase`, ms; of "time", K·step + fold (None: unmeasured)."""
+    if phase == "time":
+        step, fold = _interval(p, "step"), _interval(p, "fold")
+        if fold is None or (p["K"] and step is None):
+            return None
+        K = p["K"] or 0  # ar: the fold alone
+        return (K * step[0] if K else 0) + fold[0], (K * step[1] if K else 0) + fold[1]
+    lo, hi = p.get(f"{phase}_ms_p10"), p.get(f"{phase}_ms_p90")
+    return None if lo is None or hi is None else (lo, hi)
+
+
 def _overlap(a: dict, b: dict, phase: str) -> bool | None:
     """Whether A's and B's p10–p90 intervals of `phase` overlap (None: not measured)."""
-    lo_a, hi_a = a.get(f"{phase}_ms_p10"), a.get(f"{phase}_ms_p90")
-    lo_b, hi_b = b.get(f"{phase}_ms_p10"), b.get(f"{phase}_ms_p90")
-    if None in (lo_a, hi_a, lo_b, hi_b):
+    ia, ib = _interval(a, phase), _interval(b, phase)
+    if ia is None or ib is None:
         return None
-    return lo_a <= hi_b and lo_b <= hi_a
+    return ia[0] <= ib[1] and ib[0] <= ia[1]
 
 
 def _verdict(pair: Pair) -> str:
+    """What the time per block did: the measure the time and tok/s ratios name."""
     if pair.status != ("ok", "ok"):
         return "status"
-    moves = set()
-    for phase in PHASES:
-        ratio, overlap = pair.ratios.get(phase), pair.overlap.get(phase)
-        if ratio is not None and overlap is False:
-            moves.add("slower" if ratio > 1 else "faster")
-    return moves.pop() if len(moves) == 1 else "mixed" if moves else "noise"
+    ratio, overlap = pair.ratios.get("time"), pair.overlap.get("time")
+    if ratio is None or overlap is not False:
+        return "noise"
+    return "slower" if ratio > 1 else "faster"
 
 
 def geomean(values: list[float]) -> float | None:
@@ -117,7 +130,7 @@ def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) 
                 "tokens_per_s": _ratio(a["tokens_per_s"], b["tokens_per_s"]),
                 "peak_bytes": _ratio(a["peak_bytes"], b["peak_bytes"]),
             }
-            pair.overlap = {phase: _overlap(a, b, phase) for phase in PHASES}
+            pair.overlap = {phase: _overlap(a, b, phase) for phase in OVERLAPS}
         pair.verdict = _verdict(pair)
         pairs.append(pair)
     only_b = [_short(p) for p in points_b if tuple(p[c] for c in KEY) not in matched]

@@ -49,8 +49,23 @@ def test_overlapping_intervals_are_noise():
     a = [point("tiny_attn", 1024, 1, 1.00, spread=0.05)]
     b = [point("tiny_attn", 1024, 1, 1.03, spread=0.05)]  # 3 % apart, ±5 % each
     (pair,) = comparing.compare("a", a, "b", b).pairs
-    assert pair.overlap == {"step": True, "fold": True} and pair.verdict == "noise"
-    assert pair.ratios["step"] == pytest.approx(1.03)
+    assert pair.overlap == {"step": True, "fold": True, "time": True}
+    assert pair.verdict == "noise" and pair.ratios["step"] == pytest.approx(1.03)
+
+
+def test_the_verdict_follows_the_block_time_it_names():
+    """Four noisy but slower steps and a faster fold: the block is slower, not 'faster'."""
+    a = point("tiny_hybrid", 1024, 4, 1.00, spread=0.30)
+    b = point("tiny_hybrid", 1024, 4, 1.42, spread=0.30)
+    fold_b = 0.5 * a["fold_ms"]  # the fold alone got faster, well outside the noise
+    b |= {"fold_ms": fold_b, "fold_ms_p10": fold_b * 0.99, "fold_ms_p90": fold_b * 1.01,
+          "tokens_per_s": 16 / (4 * 1.42 + fold_b) * 1e3}
+    (pair,) = comparing.compare("a", [a], "b", [b]).pairs
+    assert pair.overlap["step"] and pair.overlap["fold"] is False
+    assert pair.ratios["time"] > 1 and pair.verdict != "faster"
+    far = point("tiny_hybrid", 1024, 4, 3.0, spread=0.01)  # the whole block slower: said so
+    (pair,) = comparing.compare("a", [a], "b", [far]).pairs
+    assert pair.overlap["time"] is False and pair.verdict == "slower"
 
 
 def test_points_differing_in_any_key_field_do_not_match():
