@@ -248,7 +248,9 @@ def _provenance_table(info: dict) -> Table:
     rows = [
         ["run", info["run_id"]], ["kind", info["kind"]], ["status", info["status"]],
         ["command", info["command"] or "–"],
-        ["started", str(info["started_at"])], ["ended", str(info["ended_at"] or "–")],
+        ["started", str(info["started_at"])],
+        *([["resumed", str(info["resumed_at"])]] if info.get("resumed_at") else []),
+        ["ended", str(info["ended_at"] or "–")],
         ["host", info["host"] or "–"],
         ["device", f"{info.get('device_name') or '–'} ({_bytes(info.get('device_memory_bytes'))})"],
         ["git commit", (info.get("git_commit") or "–")

@@ -199,7 +199,8 @@ def provenance(st: Store, run_ids: list[str]) -> list[dict[str, Any]]:
     order given."""
     ids = ", ".join(_literal(r) for r in run_ids)
     cols, found = st.query(
-        "SELECT r.run_id, r.kind, r.status, r.command, r.started_at, r.ended_at, r.host,"
+        "SELECT r.run_id, r.kind, r.status, r.command, r.started_at, r.resumed_at, r.ended_at,"
+        " r.host,"
         " r.config, r.error, e.* EXCLUDE (env_id, host, first_seen)"
         f" FROM runs r LEFT JOIN environments e USING (env_id) WHERE r.run_id IN ({ids})")
     by_id = {}

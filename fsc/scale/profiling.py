@@ -80,7 +80,8 @@ class Profiled:
     run_id: str
     store: Path
     stored_before: int
-    rows: list[PointResult]
+    rows: list[PointResult]  # measured by this invocation
+    run_rows: list[PointResult]  # every point of the run (a resumed one's earlier points too)
 
 
 def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,
@@ -176,7 +177,19 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
         runner.on_progress = watch.stored
         watch.started(run.run_id, total, before, sweep.rough_s())
         rows = runner.run()
-    return Profiled(run.run_id, st.file, before, rows)
+    # a resumed run's tables (and baselines) are of every point it holds
+    every = run_points(st, run.run_id, sweep.points, cfg) if before else rows
+    return Profiled(run.run_id, st.file, before, rows, every)
+
+
+def run_points(st: Store, run_id: str, plan: list[Point], cfg: SweepConfig) -> list[PointResult]:
+    """Every point run `run_id` holds, in the plan's order (the points measured before a
+    resume and those measured after it)."""
+    cols, rows = st.query(f"SELECT * FROM profile_points WHERE run_id = '{run_id}' "
+                          "ORDER BY point_id")
+    found = [PointResult.from_columns(dict(zip(cols, r, strict=True))) for r in rows]
+    order = {p.key(cfg): i for i, p in reversed(list(enumerate(plan)))}
+    return sorted(found, key=lambda r: order.get(r.key(), len(order)))
 
 
 def _device_spec(device: str, bandwidth: float | None) -> DeviceSpec | None:

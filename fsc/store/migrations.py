@@ -267,6 +267,12 @@ def eval_cells_quality(con: Connection) -> None:
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
+def runs_resumed_at(con: Connection) -> None:
+    """When a run was last resumed: its process's start, which the liveness check compares
+    with the process's own, so that started_at stays when the run began."""
+    con.execute("ALTER TABLE runs ADD COLUMN resumed_at TIMESTAMP")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -278,6 +284,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     eval_cells_token_accuracy,
     eval_cells_loss_spread,
     eval_cells_quality,
+    runs_resumed_at,
 ]
 
 

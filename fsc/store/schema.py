@@ -145,6 +145,7 @@ SCHEMA: dict[str, Relation] = {
             "env_id": "Software and hardware environment (environments.env_id).",
             "config": "Run configuration as JSON text (sweep axes, repeats, ...).",
             "error": "Error message of a failed or interrupted run.",
+            "resumed_at": "When the run was last resumed (UTC); NULL if never.",
         },
     ),
     "recipes": Relation(

@@ -46,7 +46,7 @@ ARTIFACT_FIELDS = tuple(SCHEMA["artifacts"].columns)
 # Tables `add_rows` appends to, with the columns a caller may give.
 ROW_TABLES = {t: tuple(c for c in SCHEMA[t].columns if c not in ("run_id", "recorded_at"))
               for t in ("train_steps", "eval_cells")}
-_TIMESTAMPS = {"started_at", "ended_at", "created_at"}
+_TIMESTAMPS = {"started_at", "resumed_at", "ended_at", "created_at"}
 _JSON_TEXT = {"mixer_backends", "files_sha256", "config"}
 
 
@@ -330,8 +330,8 @@ class Store:
 
     def resume_run(self, run_id: str, env_id: str | None, kind: str = "profile") -> dict[str, Any]:
         """Claim `kind` run `run_id` for this process and return its config: status back to
-        'running' with this pid and host, and started_at now (the liveness check compares it
-        with the process's own start). Check and claim are one transaction, so of two
+        'running' with this pid and host, and resumed_at now (the liveness check compares it
+        with the process's own start; started_at stays when the run began). Check and claim are one transaction, so of two
         processes resuming one run only one wins. UsageError when the run is unknown, of
         another kind, still running, or recorded in another environment; NothingToDo when it
         finished."""
@@ -345,7 +345,7 @@ class Store:
                                                                        strict=True) if a != b)
                 raise UsageError(f"run {run_id} was measured in another environment ({diff}); "
                                  "start a new run instead")
-            con.execute("UPDATE runs SET status = 'running', pid = ?, host = ?, started_at = ?,"
+            con.execute("UPDATE runs SET status = 'running', pid = ?, host = ?, resumed_at = ?,"
                         " ended_at = NULL, error = NULL WHERE run_id = ?",
                         [os.getpid(), socket.gethostname(), utcnow(), run_id])
         return config
@@ -358,11 +358,10 @@ class Store:
         if was != kind:
             raise UsageError(f"run {run_id} is a {was} run; fsc {kind} --resume continues a "
                              f"{kind} run")
-        if status == "finished":
+        if status == "finished":  # idempotent: a retry or a requeued job finds it done
             what = "point" if kind == "profile" else "cell"
-            if kind == "eval":  # idempotent: a retry of a finished eval is done already
-                raise NothingToDo(f"run {run_id} finished; every {what} of it is stored")
-            raise UsageError(f"run {run_id} finished; every {what} of it is stored")
+            raise NothingToDo(f"run {run_id} finished; every {what} of it is stored: nothing "
+                              "to do")
         return json.loads(config or "{}")
 
     def point_keys(self, run_id: str) -> dict[tuple, int]:
@@ -472,7 +471,7 @@ class Store:
             params += [recipe, recipe, recipe]
         live = status in ("running", "dead")  # told apart below, after the query
         sql = f"""
-            SELECT r.run_id, r.kind, r.status, r.started_at, r.ended_at, r.pid, r.host,
+            SELECT r.run_id, r.kind, r.status, r.started_at, r.resumed_at, r.ended_at, r.pid, r.host,
                    r.command, r.error,
                    count(p.point_id) FILTER (WHERE p.status = 'ok') AS points_ok,
                    count(p.point_id) FILTER (WHERE p.status = 'oom') AS points_oom,
@@ -496,7 +495,8 @@ class Store:
             run = dict(zip(cols, values, strict=True))
             running = run["status"] == "running"
             run["process"] = (
-                process_state(run["pid"], run["host"], run["started_at"]) if running else None
+                process_state(run["pid"], run["host"], run["resumed_at"] or run["started_at"])
+                if running else None
             )
             if run["ended_at"] is not None:
                 end = run["ended_at"]
@@ -557,8 +557,8 @@ class Store:
         """The stored status of `run_id` once it is sure no process still writes to it:
         UsageError for an unknown run, for a running one whose process is alive, and without
         `force` for one marked running on another host."""
-        row = con.execute("SELECT status, pid, host, started_at FROM runs WHERE run_id = ?",
-                          [run_id]).fetchone()
+        row = con.execute("SELECT status, pid, host, coalesce(resumed_at, started_at) FROM runs"
+                          " WHERE run_id = ?", [run_id]).fetchone()
         if row is None:
             raise UsageError(f"no run {run_id!r} in {self.file} (`fsc runs` lists them)")
         status, pid, host, started_at = row

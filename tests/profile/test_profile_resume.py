@@ -77,8 +77,10 @@ def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
     assert st.query("select run_id, status from runs")[1] == [(run_id, "finished")]
     # Every point has its own samples: none lost, none left over from the killed write.
     assert st.query("select count(*) from samples")[1][0][0] == 8 * 2 * 300
-    assert main(["profile", "--resume", run_id, "--store", str(killed)]) == 2
-    assert "finished" in capsys.readouterr().err
+    # resuming a finished run is a no-op a retry loop reads as success
+    assert main(["profile", "--resume", run_id, "--store", str(killed)]) == 0
+    assert "finished; every point of it is stored" in capsys.readouterr().err
+    assert st.query("select count(*) from samples")[1][0][0] == 8 * 2 * 300
 
 
 @pytest.mark.slow  # real processes, killed or given a new environment; make test-slow
@@ -105,3 +107,46 @@ def test_ctrl_c_says_what_was_kept_and_how_to_continue(tmp_path, stop, code):
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert len(set(_points(tmp_path))) == 8
+
+
+def test_a_resumed_run_compares_every_point_it_holds(tmp_path, monkeypatch, capsys):
+    """The points measured before the stop are baselines after the resume too, and resuming a
+    finished run is a no-op (exit 0, nothing recorded)."""
+    real = Store.add_point
+    calls = []
+
+    def stop_after_two(self, run_id, point, samples=None):
+        calls.append(point["recipe"])
+        got = real(self, run_id, point, samples)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return got
+
+    sweep = ["profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16", "--B", "1,2",
+             "--warmup", "0", "--repeats", "2", "--device", "cpu", "--store", str(tmp_path)]
+    monkeypatch.setattr(Store, "add_point", stop_after_two)
+    assert main(sweep) == 143
+    monkeypatch.setattr(Store, "add_point", real)
+    run_id = _run_id(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["profile", "--resume", run_id, "--store", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    versus = shown.split("versus tiny_attn")[1]
+    rows = [ln for ln in versus.splitlines() if "tiny_mamba" in ln]
+    assert len(rows) == 2 and not any(" - " in ln or "–" in ln for ln in rows), versus
+    assert main(["profile", "--resume", run_id, "--store", str(tmp_path)]) == 0
+    assert "nothing to do" in capsys.readouterr().err
+    assert _stored(tmp_path) == 4
+
+
+def test_a_resumed_run_keeps_when_it_started(tmp_path, monkeypatch):
+    st = Store(tmp_path)
+    run = st.start_run("profile", "fsc profile", None, {})
+    st.finish_run(run, "interrupted", "stopped")
+    [(began,)] = st.query(f"select started_at from runs where run_id = '{run}'")[1]
+    time.sleep(0.01)
+    st.resume_run(run, None)
+    [(started, resumed)] = st.query(
+        f"select started_at, resumed_at from runs where run_id = '{run}'")[1]
+    assert started == began and resumed > began
