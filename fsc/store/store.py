@@ -25,7 +25,7 @@ from fsc.errors import NothingToDo, QueryError, StoreError, StorePathError, Usag
 from fsc.store import export as exporting
 from fsc.store import sandbox
 from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, one_line, utcnow
-from fsc.store.migrations import migrate
+from fsc.store.migrations import MIGRATIONS, migrate
 from fsc.store.process import process_state
 from fsc.store.sandbox import READ_ONLY_MESSAGE
 from fsc.store.schema import SCHEMA
@@ -159,12 +159,23 @@ class Store:
             if not write:
                 raise StoreError(f"no store at {self.dir} yet (it is created by the first run)")
             self._create()
+        if not write and not self._migrated:
+            self._upgrade()
         with connect(self.file, read_only=not write, timeout_s=self.timeout_s,
                      sandbox=sandbox, allowed_dir=allowed_dir) as con:
             if write and not self._migrated:
                 migrate(con)
                 self._migrated = True
             yield con
+
+    def _upgrade(self) -> None:
+        """Before the first read, the migrations a store written by an older fsc lacks (its
+        readers name today's columns); a store fsc may not write is read as it is."""
+        with connect(self.file, read_only=True, timeout_s=self.timeout_s) as con:
+            (done,) = con.execute("SELECT count(*) FROM schema_migrations").fetchone()
+        if done < len(MIGRATIONS) and os.access(self.file, os.W_OK):
+            self.migrate()
+        self._migrated = True
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -20,7 +20,7 @@ import torch
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
-from fsc.errors import UsageError
+from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
 from fsc.loading import check_fits, free_bytes, set_threads
@@ -128,6 +128,9 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
             raise UsageError(f"--train-steps {steps} is below the {done} steps {start} has "
                              "done")
         cfg.steps = steps
+    if done >= cfg.steps:  # idempotent: a retry or a requeued job finds the run done
+        raise NothingToDo(f"{start} is at step {done} of {cfg.steps}: the run is done, nothing "
+                          "to do (--train-steps N goes further)")
     for key, value in changes.items():
         setattr(cfg, key, value)
     if nproc is not None and nproc != cfg.nproc:

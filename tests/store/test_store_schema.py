@@ -89,3 +89,18 @@ def test_a_measurement_added_to_profile_points_shows_in_the_profile_view():
     con.execute("alter table profile_points add column energy_joules double")
     after = [d[0] for d in con.execute("select * from profile limit 0").description]
     assert "energy_joules" in after and len(after) == len(before) + 1
+
+
+def test_a_store_an_older_fsc_wrote_is_upgraded_before_it_is_read(tmp_path, monkeypatch):
+    """Its readers name today's columns (runs.resumed_at): the missing migrations run first."""
+    from fsc.store import migrations
+
+    old = migrations.MIGRATIONS[:-1]
+    monkeypatch.setattr(migrations, "MIGRATIONS", old)
+    older = Store(tmp_path)
+    older.start_run("profile", "fsc profile", None, {})
+    monkeypatch.undo()
+    runs = Store(tmp_path).runs()  # a read
+    assert len(runs) == 1 and "resumed_at" in runs[0]
+    _, [(n,)] = Store(tmp_path).query("select count(*) from schema_migrations")
+    assert n == len(migrations.MIGRATIONS)

@@ -4,7 +4,7 @@ a resumed job keeps its settings; the launcher leaves --nproc out of the workers
 
 import pytest
 
-from fsc.errors import UsageError
+from fsc.errors import NothingToDo, UsageError
 from fsc.store import Store
 from fsc.store.store import ROW_TABLES
 from fsc.train.launch import without_nproc
@@ -47,6 +47,19 @@ def test_a_resumed_job_keeps_its_settings_and_takes_the_changes(tmp_path):
         resumed_job(out, "cpu", 1, None, {})
     with pytest.raises(UsageError, match="--nproc 2: the run trains with 1 process"):
         resumed_job(out, "cpu", None, 2, {})
+
+
+def test_a_finished_run_resumed_is_a_no_op(tmp_path, fsc_main):
+    out, store = tmp_path / "run", tmp_path / "store"
+    train(new_job("tiny_attn", "ar", 1, out=str(out), device="cpu", **SETTINGS), "cpu",
+          Store(store), "fsc train")
+    with pytest.raises(NothingToDo, match="at step 4 of 4: the run is done"):
+        resumed_job(out, "cpu", None, None, {})
+    res = fsc_main("train", "--resume", out, "--store", store)
+    assert res.returncode == 0 and "nothing to do" in res.stderr
+    _, [(n,)] = Store(store).query("select count(*) from runs")
+    assert n == 1  # nothing recorded
+    assert resumed_job(out, "cpu", 6, None, {}).cfg.steps == 6  # further: a new schedule
 
 
 def test_the_workers_command_leaves_nproc_out():
