@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -42,7 +43,8 @@ def import_cmd(
         if as_json:
             print_json({**doc, "recipe_yaml": imported.recipe_yaml()})
         else:
-            out.print(imported.recipe_yaml(), end="", markup=False, highlight=False)
+            # a recipe for a machine (`> r.yaml`): written as it is, never wrapped or styled
+            sys.stdout.write(imported.recipe_yaml())
         return
     directory = local_dir(source, files="config" if recipe_only else "all")
     weights = not recipe_only and any(directory.glob("*.safetensors"))

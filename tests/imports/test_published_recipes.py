@@ -44,3 +44,21 @@ def test_each_recipe_narrows_for_verify(name):
         fraction = a.rope_dims / (a.head_dim or recipe.d_model // a.n_heads)
         head_dim = 256 // narrow.attention.n_heads
         assert narrow.attention.rope_dims == 2 * round(fraction * head_dim / 2)
+
+
+@pytest.mark.parametrize("columns", ["60"])
+def test_the_printed_recipe_is_never_wrapped(columns, monkeypatch, tmp_path):
+    """`fsc import SRC > r.yaml` at any terminal width writes a recipe fsc builds: machine
+    output is written as it is (a wrapped `# Source:` comment was invalid YAML)."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(shipped_dir().parent)
+    for name in ("Qwen3-8B", "Bamba-9B"):
+        res = subprocess.run([sys.executable, "-m", "fsc", "import", f"recipes/published/{name}"],
+                             capture_output=True, text=True, env={**__import__("os").environ,
+                                                                  "COLUMNS": columns})
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == (PUBLISHED / f"{name}.yaml").read_text()
+        (tmp_path / "r.yaml").write_text(res.stdout)
+        load_recipe(tmp_path / "r.yaml")
