@@ -12,8 +12,32 @@ import json
 from pathlib import Path
 
 from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
+from fsc.errors import CheckpointError
 from fsc.imports import import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
+
+LATEST = "latest"  # in a training directory: the name of its newest step directory
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """What a checkpoint argument names: a step directory as it is; a training directory's
+    newest step (named by its `latest` file); that `latest` file itself, its step. Anything
+    else is returned as it is (a recipe, an import source)."""
+    p = Path(path)
+    if p.name == LATEST and p.is_file():
+        p = p.parent
+    if (p / LATEST).is_file():
+        name = (p / LATEST).read_text().strip()
+        if "/" in name or not name.startswith("step-") or not (p / name).is_dir():
+            raise CheckpointError(f"{p / LATEST}: names {name!r}, which is not a step "
+                                  "directory here")
+        return p / name
+    return p
+
+
+def resolved(ref: str) -> str:
+    """`ref` with a training directory (or its `latest`) replaced by its newest step."""
+    return ref if is_import_source(ref) else str(resolve_checkpoint(ref))
 
 
 def is_checkpoint(ref: str | Path) -> bool:

@@ -20,9 +20,8 @@ from fsc.eval.grid import DEFAULT_DEPTHS, EvalSettings
 from fsc.eval.retrieval import _cell
 from fsc.loading import load_model
 from fsc.model.attention import Attention
-from fsc.source import checkpoint_tokenizer
+from fsc.source import checkpoint_tokenizer, resolve_checkpoint
 from fsc.tokenizer import load_tokenizer
-from fsc.train.loop import resolve_checkpoint
 from fsc.train.tasks import Passkey, derive
 
 

@@ -39,8 +39,9 @@ def build(
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
     from fsc.loading import check_fits
-    from fsc.source import load_source_recipe
+    from fsc.source import load_source_recipe, resolved
 
+    recipe = resolved(recipe)  # a training directory: its newest step
     r = load_source_recipe(recipe)
     if save is not None:
         output_dir(save, "--save")

@@ -27,7 +27,8 @@ MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it f
 
 
 def decode(
-    source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name or checkpoint dir.")],
+    source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name, checkpoint "
+                                          "dir or training dir (its newest step).")],
     prompt: Annotated[str, typer.Option("--prompt", help="Prompt text.")] = "",
     prompt_ids: Annotated[str | None, typer.Option(
         "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
@@ -83,11 +84,14 @@ def decode(
     from fsc.source import (
         checkpoint_tokenizer,
         load_source_recipe,
+        resolved,
         starts_with_bos,
         weights_origin,
     )
     from fsc.tokenizer import IdTokenizer, load_tokenizer
     from fsc.tokenizer import prompt_ids as text_ids
+
+    source = resolved(source)  # a training directory (or its `latest`): its newest step
 
     # Everything a user can get wrong is checked before torch is imported.
     source_recipe = load_source_recipe(source)

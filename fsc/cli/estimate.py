@@ -163,11 +163,11 @@ def estimate_cmd(
     from fsc.blocks import block_setting
     from fsc.costmodel import estimate
     from fsc.errors import UsageError
-    from fsc.source import load_source_recipe
+    from fsc.source import load_source_recipe, resolved
 
     if S > MAX_S:  # (a negative S is the cost model's to refuse)
         raise UsageError(f"--S {S} must be at most {MAX_S}")
-    r = load_source_recipe(recipe)
+    r = load_source_recipe(resolved(recipe))  # a training directory: its newest step
     # the rule decode and profile apply: a G = 1 recipe decodes autoregressively
     mode_, _, _ = block_setting(mode and str(mode), G, steps, r.block_size)
     e = estimate(r, S, B, G, steps, mode_, gpu,

@@ -64,8 +64,10 @@ def verify(
         from fsc.errors import UsageError
 
         raise UsageError("--prompt-ids goes with --against (the exactness check draws its own)")
-    from fsc.source import is_checkpoint, load_source_recipe
+    from fsc.source import is_checkpoint, load_source_recipe, resolved
     from fsc.verify_report import plan
+
+    source = resolved(source)  # a training directory: its newest step
 
     # Everything a user can get wrong is checked before torch is imported.
     recipe = load_source_recipe(source)

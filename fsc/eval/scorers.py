@@ -24,9 +24,14 @@ import torch
 
 from fsc.errors import FscError, UsageError
 from fsc.loading import load_model
-from fsc.source import checkpoint_config, checkpoint_tokenizer, is_checkpoint, load_source_recipe
+from fsc.source import (
+    checkpoint_config,
+    checkpoint_tokenizer,
+    is_checkpoint,
+    load_source_recipe,
+    resolve_checkpoint,
+)
 from fsc.tokenizer import ByteTokenizer, load_tokenizer
-from fsc.train.loop import resolve_checkpoint
 
 
 def same_tokenizer(a, b) -> bool:

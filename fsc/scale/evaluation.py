@@ -21,11 +21,10 @@ from fsc.loading import check_fits
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
-from fsc.source import checkpoint_config, load_source_recipe
+from fsc.source import checkpoint_config, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train.data import TEXT_SUFFIXES, DataOptions
-from fsc.train.loop import resolve_checkpoint
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none

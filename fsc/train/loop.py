@@ -38,6 +38,7 @@ from fsc.interrupts import StopSignals
 from fsc.model.cache import Carry
 from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES
+from fsc.source import LATEST
 from fsc.train import parallel
 from fsc.train.data import BOS, DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
@@ -45,7 +46,6 @@ from fsc.train.tasks import derive
 
 STATE_JSON = "training_state.json"
 STATE_TENSORS = "training_state.safetensors"
-LATEST = "latest"
 STATE_FORMAT = 1
 OBJECTIVES = ("frontier", "blocks", "ar")
 SAVE_MINUTES = 10.0  # the default wall time between rolling saves
@@ -161,17 +161,6 @@ def _param_index(model, opt) -> dict[str, int]:
 
 def step_dir(out: Path, step: int) -> Path:
     return out / f"step-{step:06d}"
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A step directory, or a training directory's newest one (named by its `latest`)."""
-    p = Path(path)
-    if (p / LATEST).is_file():
-        name = (p / LATEST).read_text().strip()
-        if "/" in name or not name.startswith("step-") or not (p / name).is_dir():
-            raise CheckpointError(f"{p / LATEST}: names {name!r}, which is not a step directory here")
-        return p / name
-    return p
 
 
 def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -28,7 +28,7 @@ from fsc.model.lm import build_model
 from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
-from fsc.source import is_checkpoint, load_source_recipe
+from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train import data, parallel, ranks
@@ -39,7 +39,6 @@ from fsc.train.loop import (
     TrainResult,
     TrainStep,
     read_state,
-    resolve_checkpoint,
 )
 
 # A progress display of the loop: given the step it starts at, a context that yields what the

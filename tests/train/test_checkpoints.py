@@ -7,9 +7,10 @@ import pytest
 
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
+from fsc.source import resolve_checkpoint
 from fsc.tokenizer import ByteTokenizer
 from fsc.train import loop
-from fsc.train.loop import TrainConfig, Trainer, read_state, resolve_checkpoint
+from fsc.train.loop import TrainConfig, Trainer, read_state
 
 
 def _trainer(out, steps, **options) -> Trainer:
@@ -115,3 +116,18 @@ def test_a_stop_signal_ends_the_run_after_the_step_under_way_saved(tmp_path, at,
     assert res.stop_signal == (signal.SIGTERM if stopped else 0)
     assert _steps(tmp_path) == [at] and _milestone(tmp_path, at) is not stopped
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler went with the run
+
+
+def test_every_command_that_takes_a_checkpoint_takes_a_training_dir(fsc_main, tmp_path):
+    """decode, verify, build and estimate read a training directory (or its `latest`) as its
+    newest step, as train and eval do."""
+    run = tmp_path / "run"
+    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "2",
+             "--batch", "2", "--out", run, "--store", tmp_path / "st", check=0)
+    for ref in (run, run / "latest"):
+        doc = json.loads(fsc_main("decode", ref, "--prompt", "ab", "--length", "4", "--json",
+                                  check=0).stdout)
+        assert "untrained" not in doc["stats"]["weights"]  # the checkpoint's, not seeded ones
+        assert fsc_main("build", ref, "--json").returncode == 0
+        assert fsc_main("estimate", ref, "--json").returncode == 0
+    assert fsc_main("verify", run).returncode == 0
