@@ -39,6 +39,24 @@ def between(low: int, high: int):
     return check
 
 
+def size(low: int, high: int, option: str):
+    """A typer callback for a str option that holds one size: '4096', '4k' or '1m' (as
+    parse_sizes reads them), in [low, high]; the command gets the int."""
+
+    def check(value: str | int | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        if "," in value:
+            raise typer.BadParameter(f"{value[:40]!r}: one size, e.g. 4096 or 4k")
+        try:
+            (n,) = parse_sizes(value, option, low, high)
+        except UsageError as e:
+            raise typer.BadParameter(str(e).removeprefix(f"{option}: ")) from None
+        return n
+
+    return check
+
+
 def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
     """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high]."""
     if not text.strip():
@@ -48,6 +66,8 @@ def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
         p = part.strip().lower()
         mult = _SUFFIX.get(p[-1:], 1)
         digits = p[:-1] if mult > 1 else p
+        if re.fullmatch(r"-[0-9]{1,12}", digits):
+            raise UsageError(f"{option}: {part.strip()} is below {low}")
         if not re.fullmatch(r"[0-9]{1,12}", digits):
             raise UsageError(f"{option}: {part.strip()[:40]!r} is not an integer "
                              "(e.g. 1024,4096 or 4k)")

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_B, MAX_S
+from fsc.cli.bounds import size
 from fsc.cli.common import (
     JsonOpt,
     SeedOpt,
@@ -27,9 +28,11 @@ def build(
     recipe: Annotated[str, typer.Argument(
         help="Recipe file, shipped recipe name, checkpoint dir, or a folder with config.json / hf:ORG/NAME.")],
     S: Annotated[
-        int, typer.Option("--S", min=0, max=MAX_S, help="Context length S for the cache sizes.")
-    ] = 8192,
-    B: Annotated[int, typer.Option("--B", min=1, max=MAX_B, help="Batch B for the cache sizes.")] = 1,
+        str, typer.Option("--S", callback=size(0, MAX_S, "--S"),
+                          help="Context length S for the cache sizes, e.g. 8192 or 8k.")
+    ] = "8192",
+    B: Annotated[str, typer.Option("--B", callback=size(1, MAX_B, "--B"),
+                                   help="Batch B for the cache sizes.")] = "1",
     save: Annotated[
         Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
     ] = None,

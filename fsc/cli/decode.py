@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
@@ -34,8 +35,9 @@ def decode(
         "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
                              "--prompt; no BOS is added.")] = None,
     length: Annotated[
-        int, typer.Option("--length", min=1, max=MAX_LENGTH, help="Tokens to generate (at most).")
-    ] = 64,
+        str, typer.Option("--length", callback=size(1, MAX_LENGTH, "--length"),
+                          help="Tokens to generate (at most), e.g. 64 or 1k.")
+    ] = "64",
     G: Annotated[int | None, typer.Option("--G", help="Block size G (default: the recipe's).")] = None,
     steps: Annotated[
         int | None, typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G).")

@@ -7,15 +7,16 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, between
+from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, size
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
     str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json or hf:ORG/NAME[@REV].")
 ]
-SOpt = Annotated[int, typer.Option("--S", help=f"Context length S: tokens already in the cache "
-                                   f"(at most {MAX_S}).")]
-BOpt = Annotated[int, typer.Option("--B", callback=between(1, MAX_B),
+SOpt = Annotated[str, typer.Option("--S", callback=size(0, MAX_S, "--S"),
+                                   help=f"Context length S: tokens already in the cache, e.g. "
+                                   f"262144 or 256k (at most {MAX_S}).")]
+BOpt = Annotated[str, typer.Option("--B", callback=size(1, MAX_B, "--B"),
                                    help=f"Batch B: sequences decoded together (1 to {MAX_B}).")]
 GOpt = Annotated[
     int | None,
@@ -143,8 +144,8 @@ def _moe(moe) -> None:
 
 def estimate_cmd(
     recipe: RecipeArg,
-    S: SOpt = 8192,
-    B: BOpt = 1,
+    S: SOpt = "8192",
+    B: BOpt = "1",
     G: GOpt = None,
     steps: StepsOpt = None,
     mode: ModeOpt = None,

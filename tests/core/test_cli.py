@@ -96,7 +96,7 @@ def test_verify_reduces_large_recipes(fsc_cli):
 
 @pytest.mark.parametrize("args, msg", [
     (["decode", "tiny_attn", "--steps", "9"], "steps 9"),
-    (["build", "tiny_attn", "--S", "-1"], "'--S': -1 must be between 0 and"),
+    (["build", "tiny_attn", "--S", "-1"], "'--S': -1 is below 0"),
     (["verify", "tiny_attn", "--G", "1"], "needs G > 1"),
     (["decode", "nope_recipe"], "no such recipe"),
     (["decode", "tiny_attn", "--backend", "cuda"], "'--backend': 'cuda' is not one of"),

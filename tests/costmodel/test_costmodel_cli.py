@@ -64,7 +64,8 @@ def _run_fsc(*args):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["tiny_attn", "--S", "-5"], "error: S must be an integer >= 0 (got -5)"),
+    (["tiny_attn", "--S", "-5"], "error: Invalid value for '--S': -5 is below 0"),
+    (["tiny_attn", "--S", "4k,8k"], "error: Invalid value for '--S': '4k,8k': one size"),
     (["tiny_attn", "--gpu", "tpu"], "error: unknown GPU 'tpu'"),
 ])
 def test_bad_figures_exit_2_in_one_line(args, message):
@@ -153,6 +154,20 @@ def test_names_with_markup_print_as_themselves(tmp_path, capsys):
                  "--tflops", "10", "--memory", "8"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("[/bold]x[red]") and "[/]gpu\\x1b[31m" in first
+
+
+def test_sizes_take_k_and_m_as_everywhere(app):
+    for cmd, option, value in (("estimate", "--S", "256K"), ("build", "--S", "256k"),
+                               ("estimate", "--B", "1k")):
+        res = in_process(cmd, "hybrid_3b", option, value, "--json")
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc.get("cache", doc)[option[2:]] == 2**10 * int(value[:-1])
+    res = in_process("decode", "tiny_attn", "--mode", "ar", "--length", "1k", "--json")
+    assert res.returncode == 0, res.stderr  # (random weights may end at EOS before 1,024)
+    from fsc.cli.bounds import size
+
+    assert size(1, 2**20, "--length")("1k") == 1024
 
 
 def test_a_g1_recipe_is_estimated_autoregressively(app, tmp_path):
