@@ -48,9 +48,12 @@ def compare(
     from fsc.results import compare as comparing
     from fsc.results import select
     from fsc.store import Store
+    from fsc.store.run_ids import resolve_run
 
     st = Store(store_dir(store))
     st.check()
+    run_a = resolve_run(st, run_a, option="RUN_A")  # a prefix of the id, or `latest`
+    run_b = resolve_run(st, run_b, option="RUN_B")
     kinds = {r["run_id"]: r["kind"] for r in select.runs_table(st)}
     for which, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
         if run_id not in kinds:

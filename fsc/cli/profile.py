@@ -139,6 +139,10 @@ def profile(
 
     st = Store(store_dir(store))
     st.check(write=not dry_run)  # a path that cannot hold a store fails before any work
+    if resume is not None:  # a prefix of the id, or `latest`
+        from fsc.store.run_ids import resolve_run
+
+        resume = resolve_run(st, resume, "profile", "--resume")
     asked = request(st, cfg, bandwidth, resume)
 
     from fsc.scale import Watch, profiling

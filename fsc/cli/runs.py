@@ -17,7 +17,7 @@ app = typer.Typer(
     add_completion=False, rich_markup_mode=None,
 )
 
-RunIdArg = Annotated[str, typer.Argument(help="Run id, as `fsc runs` lists it.")]
+RunIdArg = Annotated[str, typer.Argument(help="Run id as `fsc runs` lists it, its first characters, or latest.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Go on for a run marked running on another host (fsc cannot tell there "
                     "whether it is alive).")]
@@ -125,8 +125,11 @@ def rm(
     """Remove a run with its points, their samples and its benchmark figures, in one
     transaction. Asks first at a terminal; elsewhere needs --yes. A run whose process is
     alive is refused."""
+    from fsc.store.run_ids import resolve_run
+
     st = _store(store, ctx)
     st.check(write=True)
+    run_id = resolve_run(st, run_id)
     confirm(f"remove run {run_id} with all its points, samples and benchmark figures", yes)
     n = st.remove_run(run_id, force=force)
     err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
@@ -140,7 +143,10 @@ def close(
 ) -> None:
     """Mark a run that is still 'running' but whose process is gone as 'interrupted' (it keeps
     every point). Refused while the process is alive."""
+    from fsc.store.run_ids import resolve_run
+
     st = _store(store, ctx)
     st.check(write=True)
+    run_id = resolve_run(st, run_id)
     st.close_run(run_id, force=force)
     err.print(Text(f"closed run {printable(run_id)}: interrupted"), soft_wrap=True)

@@ -20,6 +20,7 @@ from fsc.recipe import parse_recipe
 from fsc.recipe_yaml import parse_yaml
 from fsc.store import Store
 from fsc.store.connect import one_line
+from fsc.store.run_ids import resolve_run
 
 ALL = "all"  # --run all: every run of the kind
 
@@ -91,6 +92,7 @@ def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
     if asked and asked != [ALL]:
         if ALL in asked:
             raise UsageError(f"--run {ALL} stands alone; drop the run ids beside it")
+        asked = [resolve_run(st, r, option="--run") for r in asked]  # prefixes, `latest`
         for run_id in asked:
             if run_id not in known:
                 raise UsageError(f"--run: no run {run_id!r} in the store (see `fsc runs`)")

@@ -23,6 +23,7 @@ from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.source import checkpoint_config, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
+from fsc.store.run_ids import resolve_run
 from fsc.tokenizer import load_tokenizer
 from fsc.train.data import TEXT_SUFFIXES, DataOptions
 
@@ -262,8 +263,9 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     """Score the grid `request` asks for into a new eval run of `st` (or the missing cells of
     the run it resumes), recorded as `command`; each cell is stored as it is scored. A stop
     signal ends the run interrupted and raises fsc.interrupts.Stopped."""
-    if request.resume is not None:
-        request = resumed(st, request.resume, request.device)
+    if request.resume is not None:  # a prefix of the id, or `latest`
+        request = resumed(st, resolve_run(st, request.resume, "eval", "--resume"),
+                          request.device)
     grid, recipe, tok = grid_of(request)
     have = stored_keys(st, request.resume) if request.resume else set()
     before, todo = len(have), _missing(grid, have)

@@ -1,0 +1,31 @@
+"""A run named on the command line: its whole id, a prefix that names one run, or latest."""
+
+import pytest
+
+from fsc.errors import UsageError
+from fsc.store import Store
+from fsc.store.run_ids import resolve_run
+
+
+def _shortest_unique_prefix(run: str, others: list[str]) -> str:
+    return next(run[:n] for n in range(1, len(run) + 1)
+                if not any(o.startswith(run[:n]) for o in others))
+
+
+def test_prefixes_and_latest_name_runs(tmp_path, cli):
+    st = Store(tmp_path)
+    a = st.start_run("profile", "fsc profile", None, {})
+    b = st.start_run("eval", "fsc eval", None, {})
+    assert resolve_run(st, a) == a
+    assert resolve_run(st, _shortest_unique_prefix(a, [b])) == a
+    assert resolve_run(st, "latest") == b and resolve_run(st, "latest", "profile") == a
+    with pytest.raises(UsageError, match="names 2 runs"):
+        resolve_run(st, "2")  # every id starts with the year
+    with pytest.raises(UsageError, match="no profile run 'nope'"):
+        resolve_run(st, "nope", "profile")
+    with pytest.raises(UsageError, match="no store"):
+        resolve_run(Store(tmp_path / "empty"), "latest", "eval")
+    r = cli("runs", "close", "latest", "--store", tmp_path)  # b: its process is this one
+    assert r.code == 2 and "still running" in r.err and b in r.err
+    r = cli("compare", "latest", "nope", "--store", tmp_path)
+    assert r.code == 2 and "RUN_B: no run 'nope'" in r.err
