@@ -95,11 +95,12 @@ bench: install
 retrieval: install
 	$(BIN)/python -m tools.retrieval --figures docs/img/retrieval
 
-# The miniature of the paper's Table 5 (docs/benchmarks.md section 10): train the quality trio
+# The miniature of the paper's Table 5 (docs/benchmarks.md section 14): train the quality trio
 # (attention, Mamba-2, the MMMA hybrid; G 8, the every-block objective), an AR model of
-# attention's size and a larger AR scorer on the shipped Shakespeare, then Gen-PPL at K = 1, 2,
-# 4, 8 under the scorer beside the validation text and the held-out NLL; prints the tables and
-# the targets, draws docs/img/quality. runs/quality holds the checkpoints and the store.
+# attention's size and a wider AR scorer on the shipped Shakespeare, then Gen-PPL at K = 1, 2,
+# 4, 8 (confidence and random reveal order) under the scorer beside the validation text, and the
+# held-out NLL; prints the tables and the targets, draws docs/img/quality (under 30 minutes on
+# 2 cores). runs/quality holds the checkpoints and the store.
 quality: install
 	$(BIN)/python -m tools.quality --figures docs/img/quality
 

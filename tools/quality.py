@@ -3,24 +3,26 @@ cost in text quality, for attention, Mamba-2 and the hybrid.
 
 Trains, on the shipped Shakespeare (fsc.corpora, its training split):
 - the quality trio (quality_attn, quality_mamba, quality_hybrid: G 8, parameters within 20 %
-  of each other, differing in the mixer) with the every-block objective;
+  of each other, differing in the mixer) with the every-block objective, once per --seeds;
 - quality_attn again with the next-token objective: the AR row, a model of the same size;
-- the scorer (quality_scorer, larger, next-token objective): a separate model, so no sample is
+- the scorer (quality_scorer, wider, next-token objective): a separate model, so no sample is
   scored by its own generator or that generator's twin.
 
 Then evaluates, on the validation split, with `fsc eval`: genppl of each denoiser at K = 1, 2,
-4, 8 (samples continuing prompts of validation text, temperature 1, float64 sampling, each
-scored by the scorer; the validation text's own continuations as the reference row; the AR
-model decoded on the same prompts as a baseline row) and the held-out NLL (the bound for the
-denoisers, the exact NLL for the AR models) with its standard error. Prints the tables of
-docs/benchmarks.md section 10, checks the targets, and with --figures draws `fsc plot
-quality` and `fsc plot loss` there.
+4, 8 under each reveal policy of --policies (samples continuing prompts of validation text,
+temperature 1, float64 sampling, each scored by the scorer; the validation text's own
+continuations as the reference row; the AR model decoded on the same prompts as a baseline
+row) and the held-out NLL (the bound for the denoisers, the exact NLL for the AR models) with
+its standard error. Prints the tables of docs/benchmarks.md section 14, checks the targets,
+and with --figures draws `fsc plot quality` there.
 
-    python -m tools.quality [--train-steps N] [--scorer-steps N] [--ar-steps N] [--samples N]
-        [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
+    python -m tools.quality [--train-steps N] [--scorer-steps N] [--ar-steps N] [--seeds 0,1]
+        [--policies confidence,random] [--samples N] [--jobs 2] [--out DIR] [--store DIR]
+        [--figures DIR] [--skip-train] [--tables-only]
 
 Training and evaluation run as `fsc train` and `fsc eval` processes, `--jobs` at a time, one
 torch thread each; everything is recorded in --store and the tables are read back from it.
+Seed s > 0 trains the trio into --out/RECIPE-sS (the scorer and the AR row are seed 0's).
 """
 
 from __future__ import annotations
@@ -47,15 +49,22 @@ class Job:
     recipe: str
     objective: str
     steps: int
+    seed: int = 0
+
+
+def tag(recipe: str, seed: int) -> str:
+    return recipe if seed == 0 else f"{recipe}-s{seed}"
 
 
 def jobs(a) -> list[Job]:
-    """Longest first, so that two workers finish together."""
-    return [Job("quality_mamba", "quality_mamba", "blocks", a.train_steps),
-            Job("quality_hybrid", "quality_hybrid", "blocks", a.train_steps),
-            Job(SCORER, SCORER, "ar", a.scorer_steps),
-            Job("quality_attn", "quality_attn", "blocks", a.train_steps),
-            Job(AR, "quality_attn", "ar", a.ar_steps)]
+    """Longest first, so that two workers finish together; the scorer and the AR row once."""
+    trio = {r: [Job(tag(r, s), r, "blocks", a.train_steps, s) for s in a.seeds] for r in TRIO}
+    shared = [Job(SCORER, SCORER, "ar", a.scorer_steps), Job(AR, "quality_attn", "ar",
+                                                             a.ar_steps)]
+    if a.seeds[0] != 0:
+        shared = []  # another seed's trio scored by seed 0's scorer, trained before
+    return [*trio["quality_mamba"], *trio["quality_hybrid"], *shared[:1],
+            *trio["quality_attn"], *shared[1:]]
 
 
 def train(job: Job, a) -> None:
@@ -63,29 +72,29 @@ def train(job: Job, a) -> None:
     doc = run_json(["train", job.recipe, "--data", "shakespeare", "--seq-len", str(a.seq_len),
                     "--train-steps", str(job.steps), "--batch", str(a.batch), "--lr", str(a.lr),
                     "--objective", job.objective, "--weighting", a.weighting,
-                    "--log-every", "25", "--seed", str(a.seed), "--out", str(a.out / job.tag),
+                    "--log-every", "25", "--seed", str(job.seed), "--out", str(a.out / job.tag),
                     "--store", str(a.store)])
     print(f"trained {job.tag}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
           f"loss {doc['final_loss']:.4f}", flush=True)
 
 
-def genppl(tag: str, a) -> None:
-    """genppl of a denoiser; attention's run carries the AR row too (the same prompts)."""
+def genppl(name: str, a) -> None:
+    """genppl of a denoiser; seed 0's attention run carries the AR row too (same prompts)."""
     t0 = time.perf_counter()
-    doc = run_json(["eval", str(a.out / tag), "--task", "genppl", "--data", "shakespeare",
-                    "--steps", ",".join(map(str, STEPS)), "--samples", str(a.samples),
-                    "--lengths", str(a.length), "--prompt-length", str(a.prompt_length),
-                    "--scorer", str(a.out / SCORER), "--seed", str(a.seed),
-                    *(["--baseline", str(a.out / AR)] if tag == "quality_attn" else []),
+    doc = run_json(["eval", str(a.out / name), "--task", "genppl", "--data", "shakespeare",
+                    "--steps", ",".join(map(str, STEPS)), "--policy", ",".join(a.policies),
+                    "--samples", str(a.samples), "--lengths", str(a.length),
+                    "--prompt-length", str(a.prompt_length), "--scorer", str(a.out / SCORER),
+                    *(["--baseline", str(a.out / AR)] if name == "quality_attn" else []),
                     "--store", str(a.store)])
-    print(f"genppl {tag}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"genppl {name}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def heldout(tag: str, a) -> None:
-    doc = run_json(["eval", str(a.out / tag), "--task", "loss", "--data", "shakespeare",
+def heldout(name: str, a) -> None:
+    doc = run_json(["eval", str(a.out / name), "--task", "loss", "--data", "shakespeare",
                     "--lengths", str(a.seq_len), "--samples", str(a.loss_samples),
-                    "--seed", str(a.seed), "--store", str(a.store)])
-    print(f"loss {tag}: run {doc['run_id']}", flush=True)
+                    "--store", str(a.store)])
+    print(f"loss {name}: run {doc['run_id']}", flush=True)
 
 
 def _latest(st: Reader, task: str) -> dict[str, str]:
@@ -96,79 +105,109 @@ def _latest(st: Reader, task: str) -> dict[str, str]:
     return {Path(path).parent.name: run for path, run in rows if path}
 
 
+COLUMNS = "mode, K, recipe, gen_ppl, gen_ppl_lo, gen_ppl_hi, entropy, tokens_per_s, policy"
+
+
+def _cells(st: Reader, run: str) -> list[tuple]:
+    _, rows = st.query(f"select {COLUMNS} from evaluation where run_id = ?", [run])
+    return rows
+
+
 def tables(a) -> str:
     st = Reader(a.store)
     runs = _latest(st, "genppl")
-    cells = {}
-    for tag in TRIO:
-        if tag in runs:
-            _, rows = st.query("select mode, K, recipe, gen_ppl, gen_ppl_lo, gen_ppl_hi, entropy,"
-                               " tokens_per_s, repeat_ngram from evaluation where run_id = ?",
-                               [runs[tag]])
-            cells[tag] = rows
+    cells = {t: _cells(st, runs[t]) for t in TRIO if t in runs}
     lines = [f"Gen-PPL under {SCORER} [95 % bootstrap interval], {a.samples} samples of "
-             f"{a.length} characters after {a.prompt_length} of validation text, temperature 1;"
-             " entropy (nats) and tokens/s in the same cell:", "",
-             "| K | " + " | ".join(TRIO) + " |", "| --- |" + " --- |" * len(TRIO)]
+             f"{a.length} characters after {a.prompt_length} of validation text, temperature 1, "
+             "seed 0; entropy H (nats) and tokens/s (batch 1) in the same cell:", "",
+             "| policy | K | " + " | ".join(TRIO) + " |", "| --- | --- |" + " --- |" * len(TRIO)]
 
     def cell(r) -> str:
-        return (f"{r[3]:.1f} [{r[4]:.1f}, {r[5]:.1f}]; H {r[6]:.2f}; "
-                f"{r[7]:.0f} tok/s")
+        return f"{r[3]:.1f} [{r[4]:.1f}, {r[5]:.1f}]; H {r[6]:.2f}; {r[7]:.0f} tok/s"
 
-    for K in STEPS:
-        row = [next((cell(r) for r in cells.get(t, []) if r[0] == "diffusion" and r[1] == K), "–")
-               for t in TRIO]
-        lines.append(f"| {K} | " + " | ".join(row) + " |")
+    for policy in a.policies:
+        for K in STEPS:
+            row = [next((cell(r) for r in cells.get(t, []) if r[0] == "diffusion"
+                         and r[1] == K and r[8] == policy), "–") for t in TRIO]
+            lines.append(f"| {policy} | {K} | " + " | ".join(row) + " |")
     ar = next((r for rows in cells.values() for r in rows if r[0] == "ar"), None)
     ref = next((r for rows in cells.values() for r in rows if r[0] == "reference"), None)
     if ar:
-        lines.append(f"| AR ({ar[2]}, next-token) | {cell(ar)} | | |")
+        lines.append(f"| AR ({ar[2]}, next-token) | | {cell(ar)} | | |")
     if ref:
-        lines.append(f"| validation text | {ref[3]:.2f} [{ref[4]:.2f}, {ref[5]:.2f}]; "
+        lines.append(f"| validation text | | {ref[3]:.2f} [{ref[4]:.2f}, {ref[5]:.2f}]; "
                      f"H {ref[6]:.2f} | | |")
     losses = _latest(st, "loss")
     lines += ["", f"Held-out NLL per character on the validation split ({a.loss_samples} "
               f"sequences of {a.seq_len}; the denoisers' bound over every block, the AR models' "
               "exact NLL):", "", "| model | nats/char ± s.e. | bits/byte |", "| --- | ---: | ---: |"]
-    for tag in [*TRIO, AR, SCORER]:
-        if tag in losses:
+    for name in [*(tag(r, s) for s in a.seeds for r in TRIO), AR, SCORER]:
+        if name in losses:
             _, [(loss, se, bpb)] = st.query("select loss, loss_se, bits_per_byte from evaluation"
-                                            " where run_id = ?", [losses[tag]])
-            lines.append(f"| {tag} | {loss:.3f} ± {se:.3f} | {bpb:.3f} |")
-    lines += ["", *verdicts(cells, ref)]
+                                            " where run_id = ?", [losses[name]])
+            lines.append(f"| {name} | {loss:.3f} ± {se:.3f} | {bpb:.3f} |")
+    if len(a.seeds) > 1:
+        lines += ["", *seed_spread(st, runs, a)]
+    lines += ["", *verdicts(cells, ref, a.policies)]
     return "\n".join(lines)
 
 
-def verdicts(cells: dict, ref) -> list[str]:
-    """The issue's targets, each met or missed, with the numbers that decide it."""
+def seed_spread(st: Reader, runs: dict[str, str], a) -> list[str]:
+    """Gen-PPL at K = G per backbone and policy over the seeds: mean [lowest, highest]."""
+    K = STEPS[-1]
+    out = [f"Over seeds {', '.join(map(str, a.seeds))}: Gen-PPL at K = {K}, mean [lowest, "
+           "highest], and entropy:", "", "| policy | " + " | ".join(TRIO) + " |",
+           "| --- |" + " --- |" * len(TRIO)]
+    for policy in a.policies:
+        row = []
+        for r in TRIO:
+            got = [c for s in a.seeds if tag(r, s) in runs for c in _cells(st, runs[tag(r, s)])
+                   if c[0] == "diffusion" and c[1] == K and c[8] == policy]
+            if not got:
+                row.append("–")
+                continue
+            ppl = [c[3] for c in got]
+            ent = sum(c[6] for c in got) / len(got)
+            row.append(f"{sum(ppl) / len(ppl):.1f} [{min(ppl):.1f}, {max(ppl):.1f}]; "
+                       f"H {ent:.2f} ({len(got)} seeds)")
+        out.append(f"| {policy} | " + " | ".join(row) + " |")
+    return out
+
+
+def verdicts(cells: dict, ref, policies) -> list[str]:
+    """The targets, each met or missed, with the numbers that decide it (seed 0)."""
     out = []
-    for tag, rows in cells.items():
-        by_k = {r[1]: r for r in rows if r[0] == "diffusion"}
-        first, last = by_k.get(STEPS[0]), by_k.get(STEPS[-1])
-        if first and last:
-            ok = last[3] < first[3]
-            out.append(f"- {tag}: Gen-PPL {'falls' if ok else 'does not fall'} from K = "
-                       f"{STEPS[0]} to K = {STEPS[-1]} ({first[3]:.1f} → {last[3]:.1f}): "
-                       f"{'met' if ok else 'missed'}")
-        if ref and by_k:
-            worst = max(abs(r[6] / ref[6] - 1) for r in by_k.values())
-            out.append(f"- {tag}: sample entropy within {worst:.1%} of the text's ({ref[6]:.2f})"
-                       f" at every K: {'met' if worst <= ENTROPY_TOLERANCE else 'missed'}")
-    base = {r[1]: r for r in cells.get("quality_attn", []) if r[0] == "diffusion"}
-    for tag in TRIO[1:]:
-        mine = {r[1]: r for r in cells.get(tag, []) if r[0] == "diffusion"}
-        K = STEPS[-1]
-        if K in base and K in mine:
-            ratio = mine[K][3] / base[K][3]
-            out.append(f"- {tag} at K = {K}: Gen-PPL {ratio:.2f}× attention's "
-                       f"({mine[K][3]:.1f} against {base[K][3]:.1f}): "
-                       f"{'met' if abs(ratio - 1) <= PARITY else 'missed'}")
+    for policy in policies:
+        for name, rows in cells.items():
+            by_k = {r[1]: r for r in rows if r[0] == "diffusion" and r[8] == policy}
+            first, last = by_k.get(STEPS[0]), by_k.get(STEPS[-1])
+            if first and last:
+                ok = last[3] < first[3]
+                out.append(f"- {policy}, {name}: Gen-PPL {'falls' if ok else 'does not fall'} "
+                           f"from K = {STEPS[0]} to K = {STEPS[-1]} ({first[3]:.1f} → "
+                           f"{last[3]:.1f}): {'met' if ok else 'missed'}")
+            if ref and by_k:
+                worst = max(abs(r[6] / ref[6] - 1) for r in by_k.values())
+                out.append(f"- {policy}, {name}: sample entropy within {worst:.1%} of the "
+                           f"text's ({ref[6]:.2f}) at every K: "
+                           f"{'met' if worst <= ENTROPY_TOLERANCE else 'missed'}")
+        base = {r[1]: r for r in cells.get("quality_attn", [])
+                if r[0] == "diffusion" and r[8] == policy}
+        for name in TRIO[1:]:
+            mine = {r[1]: r for r in cells.get(name, []) if r[0] == "diffusion" and r[8] == policy}
+            K = STEPS[-1]
+            if K in base and K in mine:
+                ratio = mine[K][3] / base[K][3]
+                out.append(f"- {policy}, {name} at K = {K}: Gen-PPL {ratio:.2f}× attention's "
+                           f"({mine[K][3]:.1f} against {base[K][3]:.1f}): "
+                           f"{'met' if abs(ratio - 1) <= PARITY else 'missed'}")
     return out
 
 
 def figures(a) -> None:
     st = Reader(a.store)
-    evals = [_latest(st, "genppl")[t] for t in TRIO if t in _latest(st, "genppl")]
+    runs = _latest(st, "genppl")
+    evals = [runs[t] for t in TRIO if t in runs]
     st.con.close()
     a.figures.mkdir(parents=True, exist_ok=True)
     out = a.figures / "quality.png"
@@ -185,9 +224,12 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
-    # masked: the same optimum as elbo without its 1/t spikes; measured better here (docs/benchmarks.md §14)
+    # masked: the same optimum as elbo without its 1/t spikes; measured better here
+    # (docs/benchmarks.md §14)
     p.add_argument("--weighting", default="masked", choices=["elbo", "masked"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0", help="comma-separated seeds of the trio")
+    p.add_argument("--policies", default="confidence,random",
+                   help="reveal policies genppl decodes with (fsc decode --policy)")
     p.add_argument("--samples", type=int, default=16, help="genppl samples per cell")
     p.add_argument("--length", type=int, default=128, help="characters per sample")
     p.add_argument("--prompt-length", type=int, default=64)
@@ -199,17 +241,22 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--tables-only", action="store_true",
                    help="print the tables from the newest runs in --store; run nothing")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    a.seeds = [int(s) for s in a.seeds.split(",")]
+    a.policies = a.policies.split(",")
+    return a
 
 
 def main() -> None:
     a = options()
     t0 = time.perf_counter()
     if not a.tables_only:
+        names = [tag(r, s) for s in a.seeds for r in TRIO]
+        extra = [AR, SCORER] if 0 in a.seeds else []
         with ThreadPoolExecutor(a.jobs) as pool:
             if not a.skip_train:
                 list(pool.map(lambda job: train(job, a), jobs(a)))
-            work = [(genppl, t) for t in TRIO] + [(heldout, t) for t in [*TRIO, AR, SCORER]]
+            work = [(genppl, n) for n in names] + [(heldout, n) for n in [*names, *extra]]
             list(pool.map(lambda w: w[0](w[1], a), work))
         print(f"\nmake quality: {time.perf_counter() - t0:.0f} s\n", flush=True)
     print(tables(a))
