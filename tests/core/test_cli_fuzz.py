@@ -74,7 +74,7 @@ COMMANDS = {
     "pull": (["alice/tiny"], {"--dir": "out_dir"}),
     "train": (["tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "1",
                "--out", "o"], {
-        "--data": "data", "--seq-len": "int_pos", "--train-steps": "int_pos",
+        "--data": "data", "--seq-len": "int_pos", "--train-steps": "int_pos", "--G": "int_pos",
         "--steps": "int_pos", "--out": "out_dir",
         "--objective": "choice", "--weighting": "choice", "--batch": "int_pos",
         "--accum": "int_pos", "--lr": "float_pos", "--warmup": "int_nonneg",
