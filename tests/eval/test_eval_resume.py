@@ -5,6 +5,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from fsc.store import Store
 
 
@@ -57,6 +59,7 @@ def test_resume_takes_the_runs_own_grid(fsc_main, tmp_path):
     assert res.returncode == 2 and "--resume RUN_ID" in res.stderr
 
 
+@pytest.mark.slow  # a genppl run stopped and resumed: seconds (make test-slow)
 def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, monkeypatch):
     from fsc.eval import genppl
 

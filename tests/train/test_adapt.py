@@ -55,8 +55,8 @@ def test_the_adapted_denoiser_decodes_exactly(fsc_main, tmp_path, ar_ckpt):
     assert out["stats"]["mode"] == "diffusion" and out["stats"]["G"] == 8
 
 
-@pytest.mark.parametrize("family", [pytest.param("llama", marks=pytest.mark.slow), "qwen3",
-                                    pytest.param("mamba2", marks=pytest.mark.slow)])
+@pytest.mark.slow  # transformers builds each model: seconds apiece (make test-slow)
+@pytest.mark.parametrize("family", ["llama", "qwen3", "mamba2"])
 def test_imported_models_adapt_and_learn(fsc_main, tmp_path, family):
     pytest.importorskip("transformers")
     from published import save_published
