@@ -39,6 +39,7 @@ def hf_scorer(tmp_path):
     return folder
 
 
+@pytest.mark.slow  # transformers builds and saves a model: seconds (make test-slow)
 def test_hf_genppl_equals_transformers_perplexity(fsc_main, tmp_path, hf_scorer):
     res = fsc_main("eval", "tiny_hybrid", "--task", "genppl", "--data", "shakespeare",
                    "--samples", "3", "--lengths", "12", "--prompt-length", "8", "--steps", "4",

@@ -28,12 +28,3 @@ def test_the_shipped_corpus_is_split_as_nanogpt_splits_it():
     assert corpora.read("shakespeare", default="val") == val
     with pytest.raises(UsageError, match="split must be one of train, val"):
         corpora.read("shakespeare:test")
-
-
-def test_train_takes_the_corpus_by_name(fsc_main, tmp_path):
-    import json
-
-    res = fsc_main("train", "tiny_attn", "--data", "shakespeare", "--seq-len", "32",
-                   "--train-steps", "2", "--batch", "2", "--out", tmp_path / "run",
-                   "--store", tmp_path / "st", "--json", check=0)
-    assert json.loads(res.stdout)["data"] == "shakespeare"

@@ -24,6 +24,18 @@ def ar_ckpt(tmp_path_factory):
     return root / "ar"
 
 
+@pytest.fixture(scope="module")
+def adapted(ar_ckpt):
+    """The AR checkpoint adapted at G 8 for two steps: its summary (--json)."""
+    from fsc_run import in_process
+
+    root = ar_ckpt.parent
+    return json.loads(in_process(
+        "train", ar_ckpt, "--G", "8", "--objective", "blocks", "--weighting", "masked", *TEXT,
+        "--train-steps", "2", "--out", root / "ad", "--store", root / "st", "--json",
+        check=0).stdout)
+
+
 def _adapt(fsc_main, tmp_path, source, *extra, steps=8, check=0):
     return fsc_main("train", source, "--G", "8", "--objective", "blocks", "--weighting",
                     "masked", *TEXT, "--train-steps", str(steps), "--log-every", "1",
@@ -31,25 +43,23 @@ def _adapt(fsc_main, tmp_path, source, *extra, steps=8, check=0):
                     check=check)
 
 
-def test_an_ar_checkpoint_becomes_a_denoiser_with_its_weights(fsc_main, tmp_path, ar_ckpt):
-    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=1).stdout)
-    step = Path(doc["checkpoint"])
+def test_an_ar_checkpoint_becomes_a_denoiser_with_its_weights(ar_ckpt, adapted):
+    step = Path(adapted["checkpoint"])
     config = json.loads((step / "config.json").read_text())
     was = config["training"]["adapted_from"]
     assert was["G"] == 1 and was["checkpoint"].endswith("step-000002")
     assert "block_size: 8" in (step / "fsc_recipe.yaml").read_text()
     assert "Adapted from the autoregressive checkpoint" in (step / "README.md").read_text()
-    # one step at a small learning rate moves the weights only a little: they were kept
+    # two steps at a small learning rate move the weights only a little: they were kept
     start = load_file(ar_ckpt / "step-000002" / "model.safetensors")
     now = load_file(step / "model.safetensors")
     diff = max(float((now[k] - start[k]).abs().max()) for k in start)
     assert 0 < diff < 0.05
 
 
-def test_the_adapted_denoiser_decodes_exactly(fsc_main, tmp_path, ar_ckpt):
-    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=2).stdout)
-    step = doc["checkpoint"]
-    assert fsc_main("verify", step).returncode == 0  # cached == uncached at G 8
+def test_the_adapted_denoiser_decodes_exactly(fsc_main, adapted):
+    step = adapted["checkpoint"]
+    assert fsc_main("verify", step, "--blocks", "2").returncode == 0  # cached == uncached, G 8
     out = json.loads(fsc_main("decode", step, "--prompt", "ROMEO:", "--length", "16",
                               "--json", check=0).stdout)
     assert out["stats"]["mode"] == "diffusion" and out["stats"]["G"] == 8
@@ -69,10 +79,9 @@ def test_imported_models_adapt_and_learn(fsc_main, tmp_path, family):
     assert fsc_main("verify", doc["checkpoint"]).returncode == 0  # cached == uncached
 
 
-def test_bad_adaptations_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt):
-    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, steps=1).stdout)
+def test_bad_adaptations_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt, adapted):
     for source, extra, says in (
-            (doc["checkpoint"], ["--G", "4"], "already a block-diffusion checkpoint at G = 8"),
+            (adapted["checkpoint"], ["--G", "4"], "already a block-diffusion checkpoint at G = 8"),
             (ar_ckpt, ["--objective", "ar"], "--objective ar trains at G 1"),
             (ar_ckpt, ["--G", "1"], "--G"),
     ):

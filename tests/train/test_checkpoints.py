@@ -128,6 +128,6 @@ def test_every_command_that_takes_a_checkpoint_takes_a_training_dir(fsc_main, tm
         doc = json.loads(fsc_main("decode", ref, "--prompt", "ab", "--length", "4", "--json",
                                   check=0).stdout)
         assert "untrained" not in doc["stats"]["weights"]  # the checkpoint's, not seeded ones
-        assert fsc_main("build", ref, "--json").returncode == 0
-        assert fsc_main("estimate", ref, "--json").returncode == 0
-    assert fsc_main("verify", run).returncode == 0
+    assert fsc_main("build", run, "--json").returncode == 0
+    assert fsc_main("estimate", run / "latest", "--json").returncode == 0
+    assert fsc_main("verify", run, "--blocks", "2").returncode == 0
