@@ -124,8 +124,10 @@ def evaluate(
     *,
     scale: ExecutorSettings,
 ) -> None:
-    """Score a checkpoint: the answers are decoded by the cached decoder; a row per cell in the
-    store (view `evaluation`), printed as a heatmap table."""
+    """Score a checkpoint: retrieval (niah, mqar) decoded by the cached decoder, held-out
+    loss (the bound over every block, or AR NLL), or generative perplexity (genppl: samples by
+    K, G, policy and temperature, scored by a separate AR --scorer, beside the validation
+    text). A row per cell in the store (view `evaluation`); --resume RUN_ID continues a run."""
     from fsc.errors import UsageError
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
