@@ -497,13 +497,14 @@ def shipped_dir() -> Path:
 
 
 def resolve_path(ref: str | Path) -> Path:
-    """A recipe path, or the name of a shipped recipe (``tiny_hybrid``)."""
+    """A recipe path, or the name of a shipped recipe (``tiny_hybrid``, or a published model's
+    ``published/Llama-3.1-8B``, whose dots are not a file suffix)."""
     p = Path(ref)
     try:
         if p.exists():
             return p
         shipped = shipped_dir() / f"{ref}.yaml"
-        if not p.suffix and shipped.exists():
+        if p.suffix not in (".yaml", ".yml") and shipped.exists():
             return shipped
     except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
         pass
@@ -518,3 +519,9 @@ def load_recipe(ref: str | Path) -> Recipe:
 
 def shipped_recipes() -> dict[str, Path]:
     return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
+
+
+def published_recipes() -> dict[str, Path]:
+    """The recipes `fsc import` makes of the published configs in recipes/published, named
+    as commands take them: ``published/NAME``."""
+    return {f"published/{p.stem}": p for p in sorted((shipped_dir() / "published").glob("*.yaml"))}

@@ -62,3 +62,15 @@ def test_the_printed_recipe_is_never_wrapped(columns, monkeypatch, tmp_path):
         assert res.stdout == (PUBLISHED / f"{name}.yaml").read_text()
         (tmp_path / "r.yaml").write_text(res.stdout)
         load_recipe(tmp_path / "r.yaml")
+
+
+def test_published_recipes_are_named_from_anywhere_and_listed(fsc_main, tmp_path):
+    """From any directory, `published/NAME` names the recipe of a published model, as a
+    shipped recipe's name does; `fsc recipes` lists them."""
+    import json
+
+    res = fsc_main("estimate", "published/Llama-3.1-8B", "--S", "256k", "--B", "8", "--json")
+    assert res.returncode == 0, res.stderr  # fsc_main runs in tmp_path, not the repository
+    assert json.loads(res.stdout)["weight_bytes"] > 10**10
+    names = [r["name"] for r in json.loads(fsc_main("recipes", "--json").stdout)]
+    assert {f"published/{n}" for n in NAMES} <= set(names) and "tiny_attn" in names
