@@ -186,6 +186,26 @@ def _plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]
     return shards
 
 
+def canonical_header(path: Path) -> None:
+    """Rewrite a safetensors file's metadata in sorted key order. safetensors writes it from a
+    hash map whose order changes from process to process, so equal weights gave files with
+    other bytes (and checksums, and Hub uploads); the header keeps its length, so the data
+    offsets stay."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        raw = f.read(n)
+        head = json.loads(raw, object_pairs_hook=dict)
+        meta = head.get("__metadata__")
+        if not meta:
+            return
+        head["__metadata__"] = dict(sorted(meta.items()))
+        new = json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(new) != len(raw.rstrip(b" ")):
+            return  # not the layout expected: left as written
+        f.seek(8)
+        f.write(new + b" " * (n - len(new)))
+
+
 def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
                     extra=None, recipe_text: str | None = None,
@@ -238,6 +258,7 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         metadata = {"format": "pt", "fsc_recipe_hash": recipe.recipe_hash}
         for name, keys in zip(names, shards, strict=True):
             save_file({k: state[k].contiguous().cpu() for k in keys}, tmp / name, metadata=metadata)
+            canonical_header(tmp / name)
         if len(names) > 1:
             weight_map = {k: name for name, keys in zip(names, shards, strict=True) for k in keys}
             index = {"metadata": {"total_size": facts["weight_bytes"]}, "weight_map": weight_map}

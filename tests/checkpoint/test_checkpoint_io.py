@@ -162,3 +162,30 @@ def test_checksum_file_names_cannot_leave_the_directory(save_tiny, snapshot):
     with pytest.raises(CheckpointError, match=re.escape("'../outside.txt' is not an allowed")):
         load_checkpoint(d)
     assert set(snapshot(d)) == set(before)
+
+
+def test_checkpoint_files_are_canonical(tmp_path):
+    """safetensors writes its metadata from a hash map whose order changes from process to
+    process; fsc rewrites it sorted, so equal weights give equal bytes (and checksums)."""
+    import json as js
+
+    import torch as tt
+    from safetensors.torch import load_file, save_file
+
+    from fsc.checkpoint.io import canonical_header
+
+    path = tmp_path / "w.safetensors"
+    save_file({"b": tt.ones(3), "a": tt.zeros(2)}, path, metadata={"z": "1", "format": "pt"})
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    head = js.loads(raw[8 : 8 + n])
+    shuffled = {"__metadata__": {"z": "1", "format": "pt"}, **{k: v for k, v in head.items()
+                                                               if k != "__metadata__"}}
+    body = js.dumps(shuffled, separators=(",", ":")).encode()
+    path.write_bytes(raw[:8] + body + b" " * (n - len(body)) + raw[8 + n :])
+    canonical_header(path)
+    fixed = path.read_bytes()
+    assert list(js.loads(fixed[8 : 8 + n])["__metadata__"]) == ["format", "z"]
+    assert len(fixed) == len(raw) and load_file(path)["b"].tolist() == [1.0, 1.0, 1.0]
+    canonical_header(path)
+    assert path.read_bytes() == fixed  # idempotent
