@@ -23,8 +23,20 @@ from fsc.text import printable  # noqa: F401 - re-exported for every command
 # printed, put in a table or a title is shown as it is (a recipe named like a closing tag too);
 # styles are given as Text or style=, never as markup inside text.
 _SIZED = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
-out = Console(width=None if _SIZED else 160, markup=False)
-err = Console(stderr=True, markup=False)  # progress and logs: stderr
+
+
+class _Console(Console):
+    """rich's console, except where the reader of a pipe has left (`fsc schema | head`):
+    rich then exits 1; fsc's boundary (fsc.cli.main) ends quietly with 0 instead."""
+
+    def on_broken_pipe(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise BrokenPipeError("the reader of stdout left")
+
+
+out = _Console(width=None if _SIZED else 160, markup=False)
+err = _Console(stderr=True, markup=False)  # progress and logs: stderr
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
 

@@ -138,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except typer.Exit as e:
         return e.exit_code
+    except SystemExit:  # click ends a closed pipe with exit 1, its streams pacified
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _reader_left()
+            return 0
+        raise
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _fail(str(e), e.exit_code)
     except BrokenPipeError:  # `fsc query ... | head`: the reader left; nothing to report
-        sys.stderr.close()
+        _reader_left()
         return 0
     except OSError as e:  # a path the user gave that cannot be read or written
         if debug:
@@ -177,9 +182,22 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def _reader_left() -> None:
+    """The reader of stdout is gone (`fsc schema | head`): what is still buffered goes
+    nowhere, so that the exit flush does not fail and turn a quiet end into exit 1."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def run() -> None:
     """Console script."""
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_left()
+        code = code or 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":

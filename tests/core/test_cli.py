@@ -147,3 +147,22 @@ def test_the_process_boundary(run_fsc, args, code, where):
         assert res.stdout == ""
     else:
         assert "Usage" in res.stdout and res.stderr == ""
+
+
+@pytest.mark.parametrize("args", [["schema"], ["query", "select * from range(200000)",
+                                              "--format", "csv"]])
+def test_a_reader_that_leaves_early_ends_quietly(args, tmp_path):
+    """`fsc schema | head -1`: the pipe closes under fsc; it ends with exit 0 and no message
+    (rich and click would exit 1)."""
+    import subprocess
+    import sys
+
+    fsc = subprocess.list2cmdline([sys.executable, "-m", "fsc", *args, "--store",
+                                   str(tmp_path)])
+    if args[0] == "query":
+        from fsc.store import Store
+
+        Store(tmp_path).migrate()
+    res = subprocess.run(["bash", "-c", f"{fsc} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.stdout.strip() == "0" and "Traceback" not in res.stderr, res.stderr
