@@ -99,19 +99,30 @@ def runs(
     if not found:
         out.print("no runs" + (" match" if kind or status or recipe else ""))
         return
-    # train and eval runs count their step or cell rows in the ok/oom/error column; the run id
-    # holds the start time, so `started` is the first to go on a narrow terminal
+    # what each run stored: points ok/oom/error (profile), logged steps (train), cells (eval);
+    # the run id holds the start time, so `started` is the first to go on a narrow terminal
     records = [{
         "run_id": Text(printable(r["run_id"])), "kind": Text(printable(r["kind"])),
         "status": _status(r), "started": r["started_at"].isoformat(sep=" ", timespec="seconds"),
         "duration": _duration(r["duration_s"]),
-        "ok/oom/error": (f"{r['rows_logged']} rows" if r["kind"] in ("train", "eval") else
-                         f"{r['points_ok']}/{r['points_oom']}/{r['points_error']}"),
+        "stored": _stored(r),
         "command": Text(printable(r["command"] or "", 1000))} for r in found]
     show(out, fitted("runs (newest first; times UTC)", ("run_id", "kind", "status", "started",
-                     "duration", "ok/oom/error", "command"), records, out,
+                     "duration", "stored", "command"), records, out,
                      ("started", "duration"), text=("command",), width=None if wide else -1,
                      left=("run_id", "kind", "status", "started", "duration")), wide)
+
+
+def _stored(r: dict) -> str:
+    """A run's rows, named by what they are."""
+    if r["kind"] == "train":
+        return f"{r['rows_logged']} steps"
+    if r["kind"] == "eval":
+        return f"{r['rows_logged']} cells"
+    if r["kind"] == "profile":
+        return ", ".join([f"{r['points_ok']} ok"] + [f"{r[f'points_{s}']} {s}" for s in
+                                                     ("oom", "error") if r[f"points_{s}"]])
+    return "–"
 
 
 @app.command("rm")

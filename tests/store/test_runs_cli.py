@@ -178,7 +178,7 @@ def test_the_list_reads_at_a_narrow_terminal_and_whole_with_wide(two_runs, cli, 
     lines = r.out.splitlines()
     assert max(len(line) for line in lines) <= width
     assert len(lines) == 1 + 3 + len(ids) + 1  # title, header (3 lines), rows, bottom rule
-    for head in ("run_id", "kind", "status", "ok/oom/error", "command"):
+    for head in ("run_id", "kind", "status", "stored", "command"):
         assert head in r.out
     assert all(run_id in r.out for run_id in ids) and "…" in r.out and long not in r.out
     monkeypatch.setattr(common.out, "width", width)
@@ -192,3 +192,16 @@ def test_columns_sets_the_width_of_a_pipe(two_runs, run_fsc):
              write=True)
     r = run_fsc("runs", "--store", st.dir, env=dict(os.environ, COLUMNS="100"))
     assert r.returncode == 0 and max(len(line) for line in r.stdout.splitlines()) == 100
+
+
+def test_each_kind_says_what_it_stored(tmp_path, cli):
+    from fsc.store import Store
+
+    st = Store(tmp_path)
+    for kind, table, n in (("train", "train_steps", 3), ("eval", "eval_cells", 2)):
+        run = st.start_run(kind, f"fsc {kind}", None, {})
+        rows = [{"recipe": "r", "step": i} if kind == "train" else {"task": "loss", "length": i}
+                for i in range(n)]
+        st.add_rows(table, run, rows)
+    shown = cli("runs", "--store", tmp_path).out
+    assert "3 steps" in shown and "2 cells" in shown and " rows" not in shown
