@@ -454,7 +454,7 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     """Retrieval (over every depth or pair count) against length ÷ training length, one line
     per backbone (and task, when more than one is shown)."""
     cells = retrieval_cells(rows, metric)
-    _need(cells, "niah or mqar cell with a training length", "fsc eval on a trained checkpoint")
+    _need(cells, "niah or mqar cell with a training length", "fsc eval RUN_DIR (a trained checkpoint) records them")
     fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
     tasks = len({c["task"] for c in cells}) > 1

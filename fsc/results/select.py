@@ -60,7 +60,7 @@ NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'n
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    need="task IN ('niah', 'mqar') AND length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
-                   hint="fsc eval on a trained checkpoint")
+                   hint="fsc eval RUN_DIR")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
                  what="genppl cells", hint="fsc eval --task genppl")
 
