@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return e.exit_code
     except SystemExit:  # click ends a closed pipe with exit 1, its streams pacified
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click, any version
             _reader_left()
             return 0
         raise
