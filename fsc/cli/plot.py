@@ -31,7 +31,8 @@ Format = choices("Format", "html", "md")
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 RunOpt = Annotated[list[str] | None, typer.Option(
-    "--run", help="Run id to show (repeat for several; `all`: every run of the kind). Default: "
+    "--run", help="Run to show: its id, the first characters of the id or of its tail "
+    "(3f35e7), or latest (repeat for several; `all`: every run of the kind). Default: "
     "the latest run with the rows drawn (loss, niah, quality: of each recipe; retrieval: each "
     "task).",
     show_default=False)]
@@ -94,7 +95,8 @@ def plot(
 
 def report(
     runs: Annotated[list[str] | None, typer.Argument(
-        metavar="[RUN]...", help="Run ids (`all`: every run with results). Default: the latest "
+        metavar="[RUN]...", help="Runs: ids, the first characters of an id or of its tail "
+        "(3f35e7), latest (`all`: every run with results). Default: the latest "
         "profile run, and the latest training and evaluation run of each recipe (and task).",
         show_default=False)] = None,
     out_file: Annotated[Path | None, typer.Option(
