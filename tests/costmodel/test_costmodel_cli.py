@@ -186,6 +186,18 @@ def test_a_g1_recipe_is_estimated_autoregressively(app, tmp_path):
     assert block["mode"] == "diffusion"  # a G > 1 recipe keeps diffusion
 
 
+@pytest.mark.parametrize("mode", [[], ["--mode", "diffusion"], ["--mode", "ar"]])
+def test_no_comparison_with_a_g1_diffusion_is_given_in_any_mode(mode):
+    """--json too: a G = 1 'diffusion' is no comparison (its crossovers are K < 0)."""
+    args = ["estimate", "published/Llama-3.1-8B", "--S", "64k", *mode]
+    doc = json.loads(in_process(*args, "--json", check=0).stdout)
+    assert doc["comparison"] is None
+    shown = in_process(*args, check=0).stdout
+    assert "K < " not in shown and "no block-diffusion comparison" in shown
+    with_G = json.loads(in_process(*args[:4], "--G", "8", "--json", check=0).stdout)
+    assert with_G["comparison"]["sweep_crossover_steps"] == 7
+
+
 def test_an_unknown_gpu_name_is_refused_not_matched_by_a_prefix(app):
     from fsc.costmodel.devices import device_spec
 
