@@ -16,9 +16,9 @@ from fsc.cli.common import (
     StoreOpt,
     choices,
     err,
-    out,
     output_path,
     print_json,
+    print_plain,
     store_dir,
 )
 from fsc.errors import FscError, UsageError
@@ -90,7 +90,7 @@ def plot(
     err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}"
               + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
               highlight=False, soft_wrap=True)
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    print_plain(f"{path}\n")
 
 
 def report(
@@ -139,7 +139,7 @@ def report(
     drawn = sum(1 for s in page.sections for f in s.figures if not f.missing)
     err.print(f"report of {len(page.run_ids)} run(s), {drawn} figures", markup=False,
               highlight=False)
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    print_plain(f"{path}\n")
 
 
 def _store(store: Path | None):
