@@ -1,7 +1,8 @@
 """Which measurements are noise: a point whose p10–p90 spread of step times is wide against its
 median, and a ratio between two points whose p10–p90 intervals overlap (the difference is not
 told apart from the noise). Tables mark such points and write "noise" for such ratios; the
-latency figure draws them hollow."""
+latency figure draws them hollow. A ratio is judged on the interval of the measure it names:
+step latency on the step's, tokens/s (and time per block) on the block's, K·step + fold."""
 
 from __future__ import annotations
 
@@ -31,12 +32,27 @@ def noisy(p: Any) -> bool:
     return s is not None and s > NOISY_SPREAD
 
 
-def overlap(a: Any, b: Any, phase: str = "step") -> bool:
-    """Whether the p10–p90 intervals of `phase` of two points overlap (unknown: False)."""
-    lo_a, hi_a, lo_b, hi_b = (_get(p, f"{phase}_ms_{q}") for p in (a, b) for q in ("p10", "p90"))
-    if None in (lo_a, hi_a, lo_b, hi_b):
-        return False
-    return lo_a <= hi_b and lo_b <= hi_a
+def interval(p: Any, phase: str = "step") -> tuple[float, float] | None:
+    """A point's p10–p90 interval of `phase` ("step" or "fold"), ms, or of "time", the time
+    per block that tokens/s inverts: K·step + fold, from K·p10 + p10 to K·p90 + p90 (ar, K 0:
+    the fold's). None when it was not measured."""
+    if phase == "time":
+        K = _get(p, "K") or 0
+        step, fold = interval(p, "step"), interval(p, "fold")
+        if fold is None or (K and step is None):
+            return None
+        return (K * step[0] if K else 0) + fold[0], (K * step[1] if K else 0) + fold[1]
+    lo, hi = _get(p, f"{phase}_ms_p10"), _get(p, f"{phase}_ms_p90")
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def overlap(a: Any, b: Any, phase: str = "step") -> bool | None:
+    """Whether the p10–p90 intervals of `phase` (see `interval`) of two points overlap (None:
+    one was not measured)."""
+    ia, ib = interval(a, phase), interval(b, phase)
+    if ia is None or ib is None:
+        return None
+    return ia[0] <= ib[1] and ib[0] <= ia[1]
 
 
 def versus(x: dict, k: str) -> str:

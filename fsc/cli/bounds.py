@@ -1,5 +1,5 @@
 """Bounds of the values `fsc profile`, `fsc eval` and `fsc estimate` take, and the parsers of
-their lists and sizes: far beyond any real decoding point or device, small enough that a typo
+their lists and sizes (every option of a size, S, B, a length, takes 4096, 4k or 1m): far beyond any real decoding point or device, small enough that a typo
 (`--B 1e9`, `--memory 1e-30`) is refused rather than computed with. G's bound is
 fsc.blocks.MAX_G (the recipe schema's)."""
 

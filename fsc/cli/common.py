@@ -19,9 +19,11 @@ from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-export
 from fsc.text import printable  # noqa: F401 - re-exported for every command
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
-# tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console reads rich markup: every string
-# printed, put in a table or a title is shown as it is (a recipe named like a closing tag too);
-# styles are given as Text or style=, never as markup inside text.
+# tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console
+# reads rich markup or emoji codes: every string printed, put in a table or a title is shown as
+# it is (a recipe named like a closing tag, a path holding :cat:); styles are given as Text or
+# style=, never as markup inside text. What a machine reads (YAML, JSON, CSV, a path) never goes
+# through them: see print_json and print_plain.
 _SIZED = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
 
 
@@ -35,8 +37,8 @@ class _Console(Console):
         raise BrokenPipeError("the reader of stdout left")
 
 
-out = _Console(width=None if _SIZED else 160, markup=False)
-err = _Console(stderr=True, markup=False)  # progress and logs: stderr
+out = _Console(width=None if _SIZED else 160, markup=False, emoji=False)
+err = _Console(stderr=True, markup=False, emoji=False)  # progress and logs: stderr
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
 
@@ -135,6 +137,12 @@ def renamed(ctx: typer.Context, old: str, new: str, old_value: Any, new_value: A
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; non-finite numbers become null."""
     print(json.dumps(plain(doc), indent=2, default=str, allow_nan=False))
+
+
+def print_plain(text: str) -> None:
+    """Text a machine reads (a recipe's YAML, the path of a file written) on stdout exactly as
+    it is, whatever the terminal: never wrapped at its width, styled or emoji-replaced."""
+    sys.stdout.write(text)
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -28,7 +28,9 @@ def _ms(v: float | None) -> str:
 
 
 def compare(
-    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The reference run.")],
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="The reference run: its id, "
+                                         "the first characters of the id or of its tail "
+                                         "(3f35e7), or latest.")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="The run compared with it.")],
     fail_above: Annotated[float | None, typer.Option(
         "--fail-above", callback=finite(1e-3, 1e3), show_default=False,
@@ -52,8 +54,8 @@ def compare(
 
     st = Store(store_dir(store))
     st.check()
-    run_a = resolve_run(st, run_a, option="RUN_A")  # a prefix of the id, or `latest`
-    run_b = resolve_run(st, run_b, option="RUN_B")
+    run_a = resolve_run(st, run_a, "profile", "RUN_A")  # a prefix, or `latest` (profile)
+    run_b = resolve_run(st, run_b, "profile", "RUN_B")
     kinds = {r["run_id"]: r["kind"] for r in select.runs_table(st)}
     for which, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
         if run_id not in kinds:

@@ -112,9 +112,9 @@ def _render(e) -> None:
               f"B·G / that = {d['tokens_per_s']:,.1f}", soft_wrap=True)
 
     c = d["comparison"]
-    if c["diffusion_G"] == 1:  # a G = 1 recipe: block diffusion at G 1 is ar with a mask
-        out.print("an autoregressive recipe (G = 1): no block-diffusion comparison; give --G "
-                  "and --mode diffusion for one", soft_wrap=True)
+    if c is None:  # G = 1: block diffusion at G 1 is ar with a masked step added
+        out.print("G = 1: no block-diffusion comparison; give --G N (N > 1) for one",
+                  soft_wrap=True)
         _moe(d["moe"])
         return
     cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fsc.cli.common import JsonOpt, StoreOpt, err, out, output_dir, print_json, store_dir
+from fsc.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    err,
+    out,
+    output_dir,
+    print_json,
+    print_plain,
+    store_dir,
+)
 
 
 def import_cmd(
@@ -43,8 +51,7 @@ def import_cmd(
         if as_json:
             print_json({**doc, "recipe_yaml": imported.recipe_yaml()})
         else:
-            # a recipe for a machine (`> r.yaml`): written as it is, never wrapped or styled
-            sys.stdout.write(imported.recipe_yaml())
+            print_plain(imported.recipe_yaml())  # `> r.yaml`: never wrapped or styled
         return
     directory = local_dir(source, files="config" if recipe_only else "all")
     weights = not recipe_only and any(directory.glob("*.safetensors"))

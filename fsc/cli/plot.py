@@ -16,9 +16,9 @@ from fsc.cli.common import (
     StoreOpt,
     choices,
     err,
-    out,
     output_path,
     print_json,
+    print_plain,
     store_dir,
 )
 from fsc.errors import FscError, UsageError
@@ -31,7 +31,8 @@ Format = choices("Format", "html", "md")
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 RunOpt = Annotated[list[str] | None, typer.Option(
-    "--run", help="Run id to show (repeat for several; `all`: every run of the kind). Default: "
+    "--run", help="Run to show: its id, the first characters of the id or of its tail "
+    "(3f35e7), or latest (repeat for several; `all`: every run of the kind). Default: "
     "the latest run with the rows drawn (loss, niah, quality: of each recipe; retrieval: each "
     "task).",
     show_default=False)]
@@ -89,12 +90,13 @@ def plot(
     err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}"
               + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
               highlight=False, soft_wrap=True)
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    print_plain(f"{path}\n")
 
 
 def report(
     runs: Annotated[list[str] | None, typer.Argument(
-        metavar="[RUN]...", help="Run ids (`all`: every run with results). Default: the latest "
+        metavar="[RUN]...", help="Runs: ids, the first characters of an id or of its tail "
+        "(3f35e7), latest (`all`: every run with results). Default: the latest "
         "profile run, and the latest training and evaluation run of each recipe (and task).",
         show_default=False)] = None,
     out_file: Annotated[Path | None, typer.Option(
@@ -137,7 +139,7 @@ def report(
     drawn = sum(1 for s in page.sections for f in s.figures if not f.missing)
     err.print(f"report of {len(page.run_ids)} run(s), {drawn} figures", markup=False,
               highlight=False)
-    out.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    print_plain(f"{path}\n")
 
 
 def _store(store: Path | None):

@@ -98,8 +98,9 @@ def profile(
     seed: SeedOpt = 0,
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", show_default=False,
-        help="Continue an interrupted or killed run: its own sweep, measuring only the points it "
-        "lacks, under the same run id.")] = None,
+        help="Continue an interrupted or killed run (its id, the first characters of the id or "
+        "of its tail, or latest): its own sweep, measuring only the points it lacks, under the "
+        "same run id.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List the points with predicted memory; measure and record nothing.")
     ] = False,

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S
+from fsc.cli.bounds import MAX_B, MAX_S, size
 from fsc.cli.common import (
     INVOKED,
     JsonOpt,
@@ -58,8 +58,9 @@ def train(
     data: Annotated[str | None, typer.Option(
         "--data", help="passkey, mqar, copy, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
-    seq_len: Annotated[int | None, _count("--seq-len", "Tokens per sequence (a multiple of G).",
-                                          high=MAX_S)] = None,
+    seq_len: Annotated[str | None, typer.Option(
+        "--seq-len", callback=size(1, MAX_S, "--seq-len"), show_default=False,
+        help="Tokens per sequence (a multiple of G), e.g. 1024 or 1k.")] = None,
     train_steps: Annotated[int | None, _count(
         "--train-steps", "Optimizer steps in all (the schedule's length; with --resume, may "
         "extend it).")] = None,

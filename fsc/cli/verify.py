@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
@@ -38,8 +39,9 @@ def verify(
     blocks: Annotated[int | None, typer.Option(
         "--blocks", min=2, max=MAX_TOKENS,
         help="Blocks decoded (default: 3 in fp32, 1024 tokens' worth in bf16/fp16).")] = None,
-    length: Annotated[int | None, typer.Option(
-        "--length", min=1, max=MAX_TOKENS, help="Tokens decoded, instead of --blocks.")] = None,
+    length: Annotated[str | None, typer.Option(
+        "--length", callback=size(1, MAX_TOKENS, "--length"), show_default=False,
+        help="Tokens decoded, instead of --blocks, e.g. 256 or 1k.")] = None,
     dtype: Annotated[DType, typer.Option(
         "--dtype", help="fp32: exactness. bf16/fp16: the recipe's states, drift against fp32.")
     ] = DType.fp32,

@@ -45,7 +45,7 @@ class Estimate:
     oom_context: int | None
     step: PassCost
     fold: PassCost
-    comparison: dict
+    comparison: dict | None  # None: there is no block diffusion to compare (G = 1)
 
     @property
     def fits(self) -> bool:
@@ -126,9 +126,13 @@ def _flops_by_part(p: PassCost) -> dict[str, int]:
     return {"matmul": p.matmul_flops, "attention": p.attention_flops, "scan": p.scan_flops}
 
 
-def _comparison(recipe: Recipe, S: int, B: int, G: int, K: int, spec: DeviceSpec) -> dict:
+def _comparison(recipe: Recipe, S: int, B: int, G: int, K: int,
+                spec: DeviceSpec) -> dict | None:
     """Autoregressive decoding (one forward per token, which folds it) against block diffusion
-    (K steps and one fold per G tokens), at the same S and B on the same device."""
+    (K steps and one fold per G tokens), at the same S and B on the same device; None at
+    G = 1, where 'diffusion' is ar with a masked step added and every crossover is K < 0."""
+    if G == 1:
+        return None
     t_ar = pass_cost(recipe, S, B, 1, fold=True).floor(spec)[0]
     t_step = pass_cost(recipe, S, B, G).floor(spec)[0]
     t_fold = pass_cost(recipe, S, B, G, fold=True).floor(spec)[0]

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsc.noise import overlap
+
 KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
 RATIOS = ("step", "fold", "time", "tokens_per_s", "peak_bytes")  # time: per block, 1 / tokens/s
 PHASES = ("step", "fold")
@@ -68,32 +70,12 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
-def _interval(p: dict, phase: str) -> tuple[float, float] | None:
-    """A point's p10–p90 interval of `phase`, ms; of "time", K·step + fold (None: unmeasured)."""
-    if phase == "time":
-        step, fold = _interval(p, "step"), _interval(p, "fold")
-        if fold is None or (p["K"] and step is None):
-            return None
-        K = p["K"] or 0  # ar: the fold alone
-        return (K * step[0] if K else 0) + fold[0], (K * step[1] if K else 0) + fold[1]
-    lo, hi = p.get(f"{phase}_ms_p10"), p.get(f"{phase}_ms_p90")
-    return None if lo is None or hi is None else (lo, hi)
-
-
-def _overlap(a: dict, b: dict, phase: str) -> bool | None:
-    """Whether A's and B's p10–p90 intervals of `phase` overlap (None: not measured)."""
-    ia, ib = _interval(a, phase), _interval(b, phase)
-    if ia is None or ib is None:
-        return None
-    return ia[0] <= ib[1] and ib[0] <= ia[1]
-
-
 def _verdict(pair: Pair) -> str:
     """What the time per block did: the measure the time and tok/s ratios name."""
     if pair.status != ("ok", "ok"):
         return "status"
-    ratio, overlap = pair.ratios.get("time"), pair.overlap.get("time")
-    if ratio is None or overlap is not False:
+    ratio, within = pair.ratios.get("time"), pair.overlap.get("time")
+    if ratio is None or within is not False:
         return "noise"
     return "slower" if ratio > 1 else "faster"
 
@@ -130,7 +112,7 @@ def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) 
                 "tokens_per_s": _ratio(a["tokens_per_s"], b["tokens_per_s"]),
                 "peak_bytes": _ratio(a["peak_bytes"], b["peak_bytes"]),
             }
-            pair.overlap = {phase: _overlap(a, b, phase) for phase in OVERLAPS}
+            pair.overlap = {phase: overlap(a, b, phase) for phase in OVERLAPS}
         pair.verdict = _verdict(pair)
         pairs.append(pair)
     only_b = [_short(p) for p in points_b if tuple(p[c] for c in KEY) not in matched]

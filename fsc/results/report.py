@@ -92,7 +92,7 @@ def pick(st: Store, asked: list[str]) -> list[str]:
     the latest profile run, the latest training run of each recipe and the latest evaluation
     run of each recipe and task (so each figure and table finds the newest rows it draws)."""
     if asked and asked != [select.ALL]:
-        return select.pick_runs(st, select.PROFILE, asked)
+        return select.named_runs(st, asked, option="RUN")  # `latest`: of any kind
     chosen: list[str] = []
     for source in DEFAULT_SOURCES:
         try:

@@ -82,21 +82,24 @@ def runs_table(st: Store) -> list[dict[str, Any]]:
     return _records(cols, rows)
 
 
+def named_runs(st: Store, asked: list[str], kind: str | None = None,
+               option: str = "--run") -> list[str]:
+    """The run ids `asked` (given as `option`) names, each once: whole ids, prefixes of an id
+    or of its tail, or `latest` (the newest run of `kind`; see fsc.store.run_ids). UsageError
+    for one that names no run, or several."""
+    if ALL in asked:
+        raise UsageError(f"{option} {ALL} stands alone; drop the run ids beside it")
+    return list(dict.fromkeys(resolve_run(st, r, kind, option=option) for r in asked))
+
+
 def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
     """The run ids a figure or table of `source` shows: those asked (each must be in the
     store; `all` takes every run with the rows it draws), or by default the latest run with
     such rows for each value of `source.by` (see Source). UsageError for an unknown id, or
     when no run has the rows."""
-    runs = runs_table(st)
-    known = {r["run_id"]: n for n, r in enumerate(runs)}  # oldest first
     if asked and asked != [ALL]:
-        if ALL in asked:
-            raise UsageError(f"--run {ALL} stands alone; drop the run ids beside it")
-        asked = [resolve_run(st, r, option="--run") for r in asked]  # prefixes, `latest`
-        for run_id in asked:
-            if run_id not in known:
-                raise UsageError(f"--run: no run {run_id!r} in the store (see `fsc runs`)")
-        return list(dict.fromkeys(asked))
+        return named_runs(st, asked, source.kind)
+    known = {r["run_id"]: n for n, r in enumerate(runs_table(st))}  # oldest first
     keys = "".join(f", {c}" for c in source.by)
     _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {source.view} WHERE {source.need}")
     found = [f for f in found if f[0] in known]

@@ -166,3 +166,55 @@ def test_a_reader_that_leaves_early_ends_quietly(args, tmp_path):
     res = subprocess.run(["bash", "-c", f"{fsc} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],
                          capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "0" and "Traceback" not in res.stderr, res.stderr
+
+
+_IN_ONE_PROCESS = """
+import io, json, sys
+from contextlib import redirect_stdout
+from fsc.cli.main import main
+for args in json.loads(sys.argv[1]):
+    with redirect_stdout(io.StringIO()) as out:
+        code = main(args)
+    print(json.dumps([code, out.getvalue()]))
+"""
+
+
+def test_what_a_machine_reads_is_never_wrapped_or_styled(tmp_path):
+    """At a narrow colour terminal (COLUMNS=60, FORCE_COLOR) a recipe's YAML, every --json
+    document and a written file's path come out exactly as they are: `fsc import ... > r.yaml`
+    builds, `f=$(fsc report ...)` names the file written."""
+    import yaml
+
+    from fsc.recipe import shipped_dir
+    from fsc.store import Store
+
+    store = tmp_path / "store"
+    Store(store).start_run("eval", "fsc eval", None, {})
+    page = tmp_path / "a:cat: [bold]report.html"
+    calls = [["import", "recipes/published/Qwen3-8B"],
+             ["import", "recipes/published/Qwen3-8B", "--json"],
+             ["estimate", "published/Llama-3.1-8B", "--json"], ["recipes", "--json"],
+             ["schema", "--json", "--store", str(store)], ["runs", "--json", "--store", str(store)],
+             ["report", "latest", "--store", str(store), "--out", str(page)]]
+    env = {**__import__("os").environ, "COLUMNS": "60", "FORCE_COLOR": "1",
+           "TERM": "xterm-256color"}
+    res = subprocess.run([sys.executable, "-c", _IN_ONE_PROCESS, json.dumps(calls)], env=env,
+                         cwd=shipped_dir().parent, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    results = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [code for code, _ in results] == [0] * len(calls), res.stderr
+    recipe_yaml, *docs, shown = (text for _, text in results)
+    published = shipped_dir() / "published" / "Qwen3-8B.yaml"
+    assert recipe_yaml == published.read_text() and yaml.safe_load(recipe_yaml)["name"]
+    assert all(json.loads(text) is not None for text in docs)
+    assert shown == f"{page}\n" and page.exists()
+
+
+def test_the_consoles_show_text_as_it_is():
+    """A decoded text, a recipe or a path holding :cat: or [bold] is shown, not obeyed."""
+    from fsc.cli.common import err, out
+
+    for console in (out, err):
+        with console.capture() as shown:
+            console.print("a :cat: [bold]b[/bold]", highlight=False)
+        assert shown.get() == "a :cat: [bold]b[/bold]\n"

@@ -170,6 +170,16 @@ def test_sizes_take_k_and_m_as_everywhere(app):
     assert size(1, 2**20, "--length")("1k") == 1024
 
 
+def test_train_and_verify_take_sizes_too():
+    """--seq-len 1k reads as 1,024 (the run then lacks only --out); --length 2m as 2,097,152,
+    above what verify decodes."""
+    res = in_process("train", "tiny_attn", "--data", "copy", "--seq-len", "1k",
+                     "--train-steps", "1")
+    assert res.returncode == 2 and "fsc train needs --out" in res.stderr, res.stderr
+    res = in_process("verify", "tiny_attn", "--length", "2m")
+    assert res.returncode == 2 and "2097152 is above 1048576" in res.stderr, res.stderr
+
+
 def test_a_g1_recipe_is_estimated_autoregressively(app, tmp_path):
     """Every published model is G = 1: ar by default, as fsc decode decodes it, and no
     meaningless comparison with a G = 1 'diffusion' ('while K < 0')."""
@@ -184,6 +194,18 @@ def test_a_g1_recipe_is_estimated_autoregressively(app, tmp_path):
     assert "no block-diffusion comparison" in shown
     block = json.loads(CliRunner().invoke(app, ["estimate", "hybrid_3b", "--json"]).stdout)
     assert block["mode"] == "diffusion"  # a G > 1 recipe keeps diffusion
+
+
+@pytest.mark.parametrize("mode", [[], ["--mode", "diffusion"], ["--mode", "ar"]])
+def test_no_comparison_with_a_g1_diffusion_is_given_in_any_mode(mode):
+    """--json too: a G = 1 'diffusion' is no comparison (its crossovers are K < 0)."""
+    args = ["estimate", "published/Llama-3.1-8B", "--S", "64k", *mode]
+    doc = json.loads(in_process(*args, "--json", check=0).stdout)
+    assert doc["comparison"] is None
+    shown = in_process(*args, check=0).stdout
+    assert "K < " not in shown and "no block-diffusion comparison" in shown
+    with_G = json.loads(in_process(*args[:4], "--G", "8", "--json", check=0).stdout)
+    assert with_G["comparison"]["sweep_crossover_steps"] == 7
 
 
 def test_an_unknown_gpu_name_is_refused_not_matched_by_a_prefix(app):

@@ -125,8 +125,8 @@ def test_a_real_sweep_against_itself(cli, real_profile):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["nope", "{b}"], "RUN_A: no run 'nope'"),
-    (["{a}", "nope"], "RUN_B: no run 'nope'"),
+    (["nope", "{b}"], "RUN_A: no profile run 'nope'"),
+    (["{a}", "nope"], "RUN_B: no profile run 'nope'"),
     (["{a}", "{b}", "--fail-above", "nan"], "--fail-above"),
     (["{a}", "{b}", "--fail-above", "0"], "--fail-above"),
     (["{a}"], "RUN_B"),

@@ -45,6 +45,23 @@ def test_a_ratio_inside_the_noise_is_not_claimed():
     assert noise.LEGEND in text and "noise" in text and "4.00×" in text
 
 
+def test_throughput_is_judged_on_the_time_per_block():
+    """Four steps within the noise and a fold just outside it: the block, what tokens/s
+    inverts, is within the noise, so no throughput ratio is claimed; and a step change that
+    four steps carry out of the noise is claimed though the fold did not move."""
+    base = point("tiny_attn", 1024, 1, 1.0, spread=0.2)  # block: 5.5 ms, 4.4 to 6.6
+    near = point("tiny_mamba", 1024, 1, 1.0, spread=0.2, fold_ms=1.0, fold_ms_p10=0.99,
+                 fold_ms_p90=1.01, tokens_per_s=4 / 5.0 * 1e3)  # block 4.19 to 5.81
+    (c,) = compare([_result(base), _result(near)])
+    assert not noise.overlap(base, near, "fold") and noise.overlap(base, near, "time")
+    assert c["throughput_noise"] and noise.versus(c, "throughput_x") == "noise"
+    far = point("tiny_mamba", 1024, 1, 0.5, spread=0.2, fold_ms=1.5, fold_ms_p10=1.2,
+                fold_ms_p90=1.8, tokens_per_s=4 / 3.5 * 1e3)  # steps 0.4 to 0.6: block 2.8 to 4.2
+    (c,) = compare([_result(base), _result(far)])
+    assert noise.overlap(base, far, "fold") and not noise.overlap(base, far, "time")
+    assert not c["throughput_noise"] and noise.versus(c, "throughput_x") == "1.57×"
+
+
 def test_the_report_marks_noisy_points_and_the_figure_draws_them_hollow(cli, tmp_path):
     made = make_runs(tmp_path / "store")
     st = Store(made.store)

@@ -143,7 +143,7 @@ def test_bad_where_is_one_line_and_the_store_is_unchanged(where, says, cli, made
 
 
 @pytest.mark.parametrize("args, says", [
-    (["latency", "--run", "nope"], "no run 'nope'"),
+    (["latency", "--run", "nope"], "no profile run 'nope'"),
     (["latency", "--run", "all", "--run", "x"], "stands alone"),
     (["latency", "--out", "x.jpg"], ".png, .svg or .pdf"),
     (["loss"], "no train run"),

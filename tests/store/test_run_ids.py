@@ -28,4 +28,26 @@ def test_prefixes_and_latest_name_runs(tmp_path, cli):
     r = cli("runs", "close", "latest", "--store", tmp_path)  # b: its process is this one
     assert r.code == 2 and "still running" in r.err and b in r.err
     r = cli("compare", "latest", "nope", "--store", tmp_path)
-    assert r.code == 2 and "RUN_B: no run 'nope'" in r.err
+    assert r.code == 2 and "RUN_B: no profile run 'nope'" in r.err
+
+
+def test_a_run_is_named_by_its_tail_and_latest_by_the_kind_needed(tmp_path, cli):
+    """`fsc compare 3f35e7 latest`: the random tail `fsc runs` shows names a run as well as the
+    start of its id, and latest is the newest run the command can use (a profile run here,
+    though an eval run is newer)."""
+    st = Store(tmp_path)
+    a = st.start_run("profile", "fsc profile", None, {})
+    b = st.start_run("profile", "fsc profile", None, {})
+    e = st.start_run("eval", "fsc eval", None, {})
+    tail = a.rpartition("-")[2]
+    assert resolve_run(st, tail) == a and resolve_run(st, tail[:4]) == a
+    assert resolve_run(st, e, "profile") == e  # a whole id: the command names what is wrong
+    r = cli("compare", tail, "latest", "--store", tmp_path)
+    assert r.code == 2 and f"runs {a} and {b} share no point" in r.err, r.err
+    r = cli("compare", tail, e, "--store", tmp_path)
+    assert r.code == 2 and f"run {e} is a eval run" in r.err, r.err
+    r = cli("report", "latest", "--store", tmp_path, "--out", tmp_path / "r.html")
+    assert r.code == 0 and e in (tmp_path / "r.html").read_text()  # latest of any kind
+    from fsc.results import select
+
+    assert select.pick_runs(st, select.PROFILE, ["latest", tail]) == [b, a]  # plot --run
