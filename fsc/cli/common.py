@@ -32,9 +32,7 @@ class _Console(Console):
     rich then exits 1; fsc's boundary (fsc.cli.main) ends quietly with 0 instead."""
 
     def on_broken_pipe(self) -> None:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise BrokenPipeError("the reader of stdout left")
+        raise BrokenPipeError("the reader of stdout left")  # the boundary silences stdout
 
 
 out = _Console(width=None if _SIZED else 160, markup=False, emoji=False)

@@ -6,6 +6,7 @@ arrives.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -245,16 +246,20 @@ def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
     decodings stored at every length); a cell measured again is not stored twice."""
     if not have:
         return grid
-    per_length = {}
-    for key in have:
-        per_length[key[1]] = per_length.get(key[1], 0) + 1
+    per_length = Counter(key[CELL_KEY.index("length")] for key in have)
     lengths = tuple(n for n in grid.lengths
-                    if per_length.get(n, 0) < task_of(grid).cells_per_length(grid))
+                    if per_length[n] < task_of(grid).cells_per_length(grid))
     if grid.gen is None:
         return replace(grid, lengths=lengths)
-    left = tuple(d for d in grid.gen.decodings if any(
-        ("genppl", n, None, None, d.mode, d.G, d.K, d.policy, d.threshold, d.temperature,
-         d.top_p, d.checkpoint or grid.checkpoint) not in have for n in lengths))
+
+    def cell_of(d: Decoding, n: int) -> EvalCell:  # the record a decoding's cell will be
+        return grid.cell({"task": "genppl", "length": n, "mode": d.mode, "G": d.G, "K": d.K,
+                          "policy": d.policy, "threshold": d.threshold,
+                          "temperature": d.temperature, "top_p": d.top_p,
+                          **({"checkpoint": d.checkpoint} if d.checkpoint else {})})
+
+    left = tuple(d for d in grid.gen.decodings
+                 if any(cell_key(cell_of(d, n)) not in have for n in lengths))
     return replace(grid, lengths=lengths, gen=replace(grid.gen, decodings=left))
 
 
