@@ -109,12 +109,14 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
 def _cases():
     for command, (base, options) in COMMANDS.items():
         for option, kind in options.items():
-            for value in BAD[kind]:
+            for i, value in enumerate(BAD[kind]):
                 # the positional argument itself, when fuzzed, replaces the base one
                 args = [command, *base, option, value]
                 if option == "--recipe" and command != "profile":
                     continue
-                yield pytest.param(args, option, id=f"{command} {option} {value!r}")
+                # make test feeds every option its kind's first bad value; the rest are slow
+                yield pytest.param(args, option, id=f"{command} {option} {value!r}",
+                                   marks=() if i == 0 else pytest.mark.slow)
     for command, (base, _) in COMMANDS.items():
         yield pytest.param([command, *base, "--no-such-option"], "--no-such-option",
                            id=f"{command} unknown option")

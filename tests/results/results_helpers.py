@@ -4,6 +4,7 @@ training and evaluation rows; and the checks every rendered figure must pass."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,9 +85,17 @@ def make_runs(store: Path, slow: float = 1.10) -> Made:
     return Made(store, *ids)
 
 
+@pytest.fixture(scope="session")
+def _made_once(tmp_path_factory) -> Made:
+    return make_runs(tmp_path_factory.mktemp("made") / "store")
+
+
 @pytest.fixture
-def made(tmp_path) -> Made:
-    return make_runs(tmp_path / "store")
+def made(_made_once, tmp_path) -> Made:
+    """make_runs' store, a copy of its own for each test (made once: a store of many points is
+    seconds of DuckDB writes)."""
+    shutil.copytree(_made_once.store, tmp_path / "store")
+    return Made(tmp_path / "store", _made_once.run_a, _made_once.run_b)
 
 
 def train_and_eval_rows(store: Path) -> dict[str, list[str]]:

@@ -1,4 +1,5 @@
-"""A tiny attention model learns passkey retrieval with the frontier objective, in `make test`:
+"""A tiny attention model learns passkey retrieval with the frontier objective (`make test-slow`;
+`make test` keeps the shorter copy-task learning check in test_train.py):
 trained by `fsc train` until an in-loop eval reaches 0.95 exact (1,500 steps, about
 30 s of one CPU thread here), then scored by `fsc eval` on prompts it never saw; and `fsc decode`
 of a passkey prompt gives the tokens `fsc eval` decodes (one BOS convention)."""
@@ -30,6 +31,8 @@ mlp: {hidden_ratio: 2}
 """
 L = 104  # the shortest passkey prompt with a 4-digit key (100 tokens) and room to move it
 STEPS = 3000  # the most; --stop-at ends it at 1,500
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
