@@ -218,9 +218,9 @@ def figures(a) -> None:
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--train-steps", type=int, default=1500, help="each denoiser's steps")
+    p.add_argument("--train-steps", type=int, default=1200, help="each denoiser's steps")
     p.add_argument("--scorer-steps", type=int, default=1200)
-    p.add_argument("--ar-steps", type=int, default=1000, help="the AR row's steps")
+    p.add_argument("--ar-steps", type=int, default=600, help="the AR row's steps")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
