@@ -110,3 +110,35 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
         for c in cells:
             if c.mauve is not None:
                 out.print(f"MAUVE {_setting(c)}: {c.mauve:.3f}", markup=False, highlight=False)
+
+
+def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
+    """A harness run: a row per task and metric, its standard error, and whether it is a
+    bound (a block-diffusion model's likelihood is)."""
+    from rich.table import Table
+
+    if not rows:
+        out.print(f"the harness reported no metric (run {run_id})", markup=False)
+        return
+    first = rows[0]
+    bound = any(r["bound"] for r in rows)
+    out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
+              f", {first['mode']}" + (f" G {first['G']}, {first['mc_samples']} draws per block"
+                                      if bound else "")
+              + f" (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
+    table = Table()
+    for c in ("task", "metric", "value", "± s.e.", "n", "shots"):
+        table.add_column(c, justify="left" if c in ("task", "metric") else "right")
+    for r in rows:
+        table.add_row(printable(r["harness_task"], 40), printable(r["metric"], 30),
+                      _num(r["value"]), _num(r["value_se"]) if r["value_se"] is not None else "", str(r["n"] if r["n"] is not None else ""),
+                      str(r["num_fewshot"] if r["num_fewshot"] is not None else ""))
+    out.print(table)
+    if bound:
+        out.print("Likelihoods of a block-diffusion model are bounds (Monte Carlo over masks): "
+                  "its log-likelihood metrics are lower bounds, its perplexities upper bounds.",
+                  markup=False, highlight=False)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.4g}"

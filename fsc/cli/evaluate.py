@@ -42,6 +42,10 @@ class Task(Choice):
     mqar = "mqar"
     loss = "loss"
     genppl = "genppl"
+    harness = "harness"
+
+
+HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "mc_samples")
 
 
 @with_executor_options
@@ -52,9 +56,9 @@ def evaluate(
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.", show_default=False)] = None,
     task: Annotated[Task | None, typer.Option(
-        "--task", help="niah, mqar, loss or genppl (default: the one that scores what the "
-        "checkpoint was trained on: passkey niah, mqar mqar, text loss; genppl with --scorer; "
-        "niah for a recipe).", show_default=False)] = None,
+        "--task", help="niah, mqar, loss, genppl or harness (default: the one that scores "
+        "what the checkpoint was trained on: passkey niah, mqar mqar, text loss; genppl with "
+        "--scorer; harness with --tasks; niah for a recipe).", show_default=False)] = None,
     lengths: Annotated[str | None, typer.Option(
         "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
         "times the training length; loss: the training length; genppl: tokens per sample, "
@@ -114,6 +118,21 @@ def evaluate(
         show_default=False)] = None,
     mauve: Annotated[bool, typer.Option(
         "--mauve", help="genppl: MAUVE against the validation text too (fsc[quality]).")] = False,
+    tasks: Annotated[str | None, typer.Option(
+        "--tasks", help="harness: lm-evaluation-harness tasks, e.g. arc_easy,piqa (fsc[harness]).",
+        show_default=False)] = None,
+    include_path: Annotated[Path | None, typer.Option(
+        "--include-path", help="harness: a folder of local task YAML files.",
+        show_default=False)] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, max=MAX_SAMPLES, help="harness: at most this many documents per task.",
+        show_default=False)] = None,
+    num_fewshot: Annotated[int | None, typer.Option(
+        "--num-fewshot", min=0, max=64, help="harness: few-shot examples per prompt (default: "
+        "the task's).", show_default=False)] = None,
+    mc_samples: Annotated[int, typer.Option(
+        "--mc-samples", min=1, max=4096, help="harness, diffusion checkpoints: Monte Carlo "
+        "draws per block of the likelihood bound.")] = 32,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
@@ -136,6 +155,22 @@ def evaluate(
 
     if (source is None) == (resume is None):
         raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")
+    if tasks is not None and task is None:
+        task = Task.harness
+    harness_given = given_options(ctx, HARNESS_OPTIONS)
+    if task != Task.harness and harness_given:
+        raise UsageError(f"{', '.join(harness_given)}: for --task harness only")
+    if task == Task.harness:
+        if resume is not None:
+            raise UsageError("--resume: a harness run is scored whole; run it again")
+        others = given_options(ctx, tuple(o for o in GRID_OPTIONS if o not in ("task", "batch",
+                                                                                 "seed")))
+        if others:
+            raise UsageError(f"{', '.join(others)}: not used by --task harness (its tasks set "
+                             "their own prompts; see --tasks, --limit, --num-fewshot)")
+        _harness(source, tasks, include_path, limit, num_fewshot, mc_samples, batch, seed,
+                 device, store, as_json)
+        return
     if resume is not None:
         given = given_options(ctx, GRID_OPTIONS)
         if given:
@@ -177,6 +212,25 @@ def evaluate(
                     "rows": [c.columns() for c in done.cells]})
         return
     render(done.cells, done.grid.task, done.grid.recipe, done.run_id)
+
+
+def _harness(source, tasks, include_path, limit, num_fewshot, mc_samples, batch, seed, device,
+             store, as_json) -> None:
+    from fsc.cli.eval_render import render_harness
+    from fsc.harness.run import HarnessRequest, evaluate_harness
+    from fsc.store import Store
+
+    names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
+    request = HarnessRequest(source, names, str(include_path) if include_path else None,
+                             limit, num_fewshot, mc_samples, batch, seed, device)
+    torch_threads()
+    st = Store(store_dir(store))
+    run_id, rows, seconds = evaluate_harness(request, st, " ".join(["fsc", *sys.argv[1:]]))
+    if as_json:
+        print_json({"run_id": run_id, "store": str(st.file), "checkpoint": source,
+                    "task": "harness", "seconds": seconds, "rows": rows})
+        return
+    render_harness(rows, run_id, seconds)
 
 
 def register(app: typer.Typer) -> None:

@@ -62,3 +62,18 @@ class Carry:
     def detached(self) -> list[dict[str, torch.Tensor] | None]:
         """`end`, cut from the graph: the next forward's `start`."""
         return [None if e is None else {k: v.detach() for k, v in e.items()} for e in self.end]
+
+
+def copy_cache(cache: ModelCache, batch: int | None = None) -> ModelCache:
+    """A copy of `cache` that folds and steps on its own; with `batch`, each of its (one)
+    sequences repeated `batch` times (many reads against one folded prefix)."""
+    if batch is not None and cache.batch != 1:
+        raise ValueError(f"only a cache of one sequence repeats; this one holds {cache.batch}")
+    n = cache.batch if batch is None else batch
+
+    def copied(t: torch.Tensor) -> torch.Tensor:
+        return t.clone() if batch is None else t.repeat(batch, *([1] * (t.dim() - 1)))
+
+    layers = [LayerCache(c.kind, {k: copied(t) for k, t in c.tensors.items()}, c.length, c.growing)
+              for c in cache.layers]
+    return ModelCache(layers, cache.block_size, n, cache.length)

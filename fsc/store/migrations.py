@@ -273,6 +273,18 @@ def runs_resumed_at(con: Connection) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN resumed_at TIMESTAMP")
 
 
+def eval_cells_harness(con: Connection) -> None:
+    """lm-evaluation-harness metrics (`fsc eval --task harness`): a row per task and metric,
+    with its standard error, the few-shot count, the harness version, whether the value rests
+    on the diffusion bound (and its Monte Carlo draws), and where the weights came from."""
+    for name, kind in (("harness_task", "VARCHAR"), ("metric", "VARCHAR"), ("value", "DOUBLE"),
+                       ("value_se", "DOUBLE"), ("num_fewshot", "INTEGER"),
+                       ("harness_version", "VARCHAR"), ("mc_samples", "INTEGER"),
+                       ("bound", "BOOLEAN"), ("provenance", "VARCHAR")):
+        con.execute(f"ALTER TABLE eval_cells ADD COLUMN {name} {kind}")
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -285,6 +297,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     eval_cells_loss_spread,
     eval_cells_quality,
     runs_resumed_at,
+    eval_cells_harness,
 ]
 
 

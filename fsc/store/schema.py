@@ -81,7 +81,7 @@ _EVAL_CELL = {
     "checkpoint": "Checkpoint directory evaluated.",
     "recipe": "Recipe name.",
     "recipe_hash": "Recipe content hash.",
-    "task": "niah (passkey retrieval), mqar (associative recall), loss (held-out loss) or genppl (generative perplexity).",
+    "task": "niah (passkey retrieval), mqar (associative recall), loss (held-out loss), genppl (generative perplexity) or harness (an lm-evaluation-harness metric).",
     "mode": "Decoding: diffusion (block diffusion, G and K) or ar; genppl's reference row: reference (the validation text itself).",
     "G": "Block size decoded with (1 = autoregressive).",
     "K": "Denoising steps per block (0: autoregressive).",
@@ -118,6 +118,15 @@ _EVAL_CELL = {
     "steps_per_block": "genppl: denoising steps per block actually used (threshold decoding adapts them).",
     "ended_early": "genppl: samples that ended at EOS before the length (scored on what they hold).",
     "mauve": "genppl: MAUVE of the samples against the validation text (fsc[quality]).",
+    "harness_task": "harness: the lm-evaluation-harness task (arc_easy, piqa, a local task...).",
+    "metric": "harness: the metric's name as the harness reports it (acc, acc_norm, word_perplexity...).",
+    "value": "harness: the metric's value.",
+    "value_se": "harness: its standard error as the harness computes it (NULL where it gives none).",
+    "num_fewshot": "harness: few-shot examples per prompt.",
+    "harness_version": "harness: the lm-evaluation-harness version that ran the task.",
+    "mc_samples": "harness, diffusion: Monte Carlo draws per block of the likelihood bound.",
+    "bound": "harness: true when the value rests on a bound of the likelihood (a block-diffusion model), not the exact likelihood.",
+    "provenance": "harness: where the evaluated weights came from.",
 }
 
 SCHEMA: dict[str, Relation] = {

@@ -93,7 +93,9 @@ COMMANDS = {
         "--retries": "int_nonneg", "--slurm-gpus-per-node": "int_nonneg",
         "--slurm-time": "int_pos", "--scorer": "recipe", "--G": "sizes", "--policy": "choice",
         "--threshold": "unit", "--temperature": "float_nonneg", "--top-p": "unit",
-        "--prompt-length": "int_nonneg", "--ngram": "int_pos", "--resume": "choice"}),
+        "--prompt-length": "int_nonneg", "--ngram": "int_pos", "--resume": "choice",
+        "--include-path": "in_dir", "--limit": "int_pos", "--num-fewshot": "int_nonneg",
+        "--mc-samples": "int_pos"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),
     "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),
@@ -103,7 +105,7 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
               "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
-              "--state-passing", "--mauve"}
+              "--state-passing", "--mauve", "--tasks"}
 
 
 def _cases():

@@ -1,0 +1,197 @@
+"""fsc models inside EleutherAI's lm-evaluation-harness: the model `fsc` (`--model fsc
+--model_args pretrained=CKPT,...`), a `TemplateLM` whose three request types run on fsc.
+
+Requests are tokenised as the harness's Hugging Face backend tokenises them (the harness's own
+`_encode_pair`, trailing spaces moved to the continuation, an empty context replaced by the
+prefix token; a string encoded with the tokenizer's own special tokens unless it already
+begins with the prefix token), and long inputs are cut from the left at `max_length` as that
+backend cuts them, so an imported model scores what transformers scores.
+
+model_args: pretrained (a checkpoint or training directory, or a recipe: its seeded weights),
+mc_samples (diffusion: draws per block, 32), seed (0), max_length (2048), steps (diffusion
+generation: K, default G), cached (true: the Monte Carlo reads against the folded context;
+false recomputes it each draw), max_gen_toks (256); device and batch_size come from the
+harness's own --device and --batch_size.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
+import torch
+from lm_eval import utils as lm_utils
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+
+from fsc.decode import DecodeConfig, generate
+from fsc.errors import UsageError
+from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
+from fsc.loading import load_model, torch_device
+from fsc.source import checkpoint_config, checkpoint_tokenizer, resolve_checkpoint, starts_with_bos
+from fsc.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
+
+
+def _flag(value) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+
+
+def _named_ids(folder: Path, tok: HFTokenizer) -> dict[str, int]:
+    """bos and eos ids a Hugging Face tokenizer folder names (tokenizer_config.json,
+    special_tokens_map.json), where its vocabulary holds them."""
+    vocab = tok.tok.get_vocab(with_added_tokens=True)
+    found: dict[str, int] = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        for key in ("bos", "eos"):
+            token = config.get(f"{key}_token") if isinstance(config, dict) else None
+            token = token.get("content") if isinstance(token, dict) else token
+            if isinstance(token, str) and token in vocab:
+                found.setdefault(key, vocab[token])
+    return found
+
+
+@register_model("fsc")
+class FscLM(TemplateLM):
+    """An fsc checkpoint as a harness model: exact log-probabilities at G = 1, the masked-
+    diffusion bound (by Monte Carlo over masks) at G > 1 (fsc.harness.likelihood)."""
+
+    def __init__(self, pretrained: str, device: str = "cpu", batch_size: int | str = 16,
+                 mc_samples: int = 32, seed: int = 0, max_length: int = 2048,
+                 steps: int | None = None, cached: bool = True, max_gen_toks: int = 256,
+                 **_ignored) -> None:
+        super().__init__()
+        source = str(resolve_checkpoint(str(pretrained)))
+        device = torch_device(str(device))
+        _, self.model = load_model(source, device=device, seed=int(seed))
+        self.model.eval()
+        self.G = self.model.recipe.block_size
+        self.mode = "ar" if self.G == 1 else "diffusion"
+        trained = checkpoint_config(source).get("training")
+        spec = trained.get("tokenizer") if isinstance(trained, dict) else None
+        spec = spec or checkpoint_tokenizer(source)
+        self.tok = load_tokenizer(spec, need_mask=self.mode == "diffusion")
+        named = _named_ids(Path(spec), self.tok) if isinstance(self.tok, HFTokenizer) else {}
+        bos = named.get("bos", getattr(self.tok, "bos_id", None))
+        self._eot = named.get("eos", getattr(self.tok, "eos_id", None))
+        if isinstance(self.tok, ByteTokenizer) and not starts_with_bos(source):
+            bos = None  # a model trained without BOS begins from EOS, as the harness does then
+        self._prefix = bos if bos is not None else self._eot
+        if self._prefix is None:
+            raise UsageError(f"{pretrained}: its tokenizer names no BOS or EOS token, which the "
+                             "harness needs to begin an empty context")
+        self.source, self._device = source, torch.device(device)
+        self.batch_size = 16 if str(batch_size).startswith("auto") else int(batch_size)
+        self.mc = int(mc_samples)
+        self.seed = int(seed)
+        self._max_length = int(max_length)
+        self.steps = int(steps) if steps is not None else self.G
+        self.cached = _flag(cached)
+        self.max_gen_toks = int(max_gen_toks)
+        if self.mc < 1 or self.batch_size < 1 or self._max_length < 2:
+            raise UsageError("mc_samples and batch_size must be at least 1, max_length 2")
+
+    # ---- what the harness reads ------------------------------------------------------------
+    @property
+    def eot_token_id(self) -> int:
+        return self._eot if self._eot is not None else self._prefix
+
+    @property
+    def prefix_token_id(self) -> int:
+        return self._prefix
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.tok.name
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **_) -> list[int]:
+        if not isinstance(self.tok, HFTokenizer):
+            return self.tok.encode(string)
+        flag = True if add_special_tokens is None else add_special_tokens
+        if add_special_tokens is None and string.startswith(self.tok.decode([self._prefix])):
+            flag = False
+        return self.tok.tok.encode(string, add_special_tokens=flag).ids
+
+    def tok_decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids)
+
+    # ---- scoring ----------------------------------------------------------------------------
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **_) -> list[tuple[float, bool]]:
+        """(summed log-probability or its bound, greedy) of each (key, context ids,
+        continuation ids)."""
+        order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][1]) - len(requests[i][2]),
+                                                            tuple(requests[i][1])))
+        out: dict[int, tuple[float, bool]] = {}
+        if self.mode == "ar":
+            for lo in range(0, len(order), self.batch_size):
+                chunk = order[lo : lo + self.batch_size]
+                batch = []
+                for i in chunk:
+                    _, ctx, cont = requests[i]
+                    batch.append(((ctx + cont)[-(self._max_length + 1) :][:-1], cont))
+                out.update(zip(chunk, ar_batch(self.model, batch, self._device)))
+            return [out[i] for i in range(len(requests))]
+        prefix_key, prefix = None, None
+        for i in sorted(range(len(requests)), key=lambda i: tuple(requests[i][1])):
+            _, ctx, cont = requests[i]
+            ids = (ctx + cont)[-self._max_length :]
+            start = len(ids) - len(cont)
+            whole = ids[: start // self.G * self.G]
+            if self.cached and (prefix_key != tuple(whole) or prefix is None):
+                prefix_key = tuple(whole)
+                longest = max(len(r[1]) + len(r[2]) for r in requests)
+                prefix = fold_prefix(self.model, whole, min(longest, self._max_length) + self.G,
+                                     self._device)
+            out[i] = diffusion_loglikelihood(self.model, self.tok.mask_id, ids, start, self.mc,
+                                             self._device, self.seed, self.cached,
+                                             prefix if self.cached else None)
+        return [out[i] for i in range(len(requests))]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """A whole text's log-likelihood: disjoint windows of max_length tokens, the first
+        after the prefix token, as the harness's Hugging Face backend splits it."""
+        windows, owner = [], []
+        for n, (string,) in enumerate(req.args for req in requests):
+            for w in map(lm_utils.make_disjoint_window, lm_utils.get_rolling_token_windows(
+                    token_list=self.tok_encode(string), prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length, context_len=1)):
+                windows.append((None, *w))
+                owner.append(n)
+        scored = self._loglikelihood_tokens(windows)
+        totals = [0.0] * len(requests)
+        for n, (logp, _) in zip(owner, scored):
+            totals[n] += logp
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """fsc's decoder (autoregressive, or block diffusion at K = steps), greedy unless the
+        request asks for a temperature; cut at the first stop sequence."""
+        out = []
+        for req in requests:
+            context, kwargs = req.args
+            kwargs = dict(kwargs or {})
+            until = kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            n = int(kwargs.get("max_gen_toks", self.max_gen_toks))
+            sample = kwargs.get("do_sample", False)
+            temperature = float(kwargs.get("temperature", 0.0)) if sample else 0.0
+            ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
+            cfg = DecodeConfig(length=n, G=self.G, steps=min(self.steps, self.G), mode=self.mode,
+                               temperature=temperature, seed=self.seed)
+            tokens = generate(self.model, self.tok, ids, cfg, self._device).token_ids
+            if self._eot in tokens:
+                tokens = tokens[: tokens.index(self._eot)]
+            text = self.tok.decode(tokens)
+            for stop in until:
+                if stop and stop in text:
+                    text = text[: text.index(stop)]
+            out.append(text)
+        return out

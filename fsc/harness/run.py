@@ -1,0 +1,162 @@
+"""`fsc eval CKPT --task harness`: lm-evaluation-harness tasks on an fsc model (fsc.harness.lm),
+each metric a row of the store (eval_cells, task 'harness')."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import lm_eval
+import lm_eval.evaluator
+from lm_eval.tasks import TaskManager
+
+from fsc.errors import FscError, UsageError
+from fsc.harness.lm import FscLM
+from fsc.provenance import environment
+from fsc.scale import recording
+from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, weights_origin
+
+
+@dataclass(frozen=True)
+class HarnessRequest:
+    source: str
+    tasks: tuple[str, ...]
+    include_path: str | None = None
+    limit: float | None = None
+    num_fewshot: int | None = None
+    mc_samples: int = 32
+    batch: int = 16
+    seed: int = 0
+    device: str = "cpu"
+    max_length: int = 2048
+    cached: bool = True
+
+
+def harness_version() -> str:
+    return importlib.metadata.version("lm_eval")
+
+
+def check(request: HarnessRequest) -> None:
+    """UsageError, before anything is loaded, for what cannot run."""
+    if not request.tasks:
+        raise UsageError("--task harness needs --tasks (e.g. arc_easy,piqa, or a task of "
+                         "--include-path)")
+    if request.include_path is not None and not Path(request.include_path).is_dir():
+        raise UsageError(f"--include-path {request.include_path}: not a directory")
+    load_source_recipe(str(resolve_checkpoint(request.source)))  # one line if it is not a model
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:300]
+
+
+def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
+    """One row per (task, metric) of the harness's results."""
+    version = harness_version()
+    origin = weights_origin(source, 0) if not is_checkpoint(source) else f"checkpoint {source}"
+    rows = []
+    for task, metrics in results.get("results", {}).items():
+        n = results.get("n-samples", {}).get(task, {}).get("effective")
+        fewshot = results.get("n-shot", {}).get(task)
+        for key, value in metrics.items():
+            if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
+                continue  # a metric is "name,filter"; alias, sample_len and the like are not
+            name, _, filt = key.partition(",")
+            se = metrics.get(f"{name}_stderr,{filt}" if filt else f"{name}_stderr")
+            rows.append({
+                "checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+                "task": "harness", "mode": mode, "G": G, "K": K, "n": n,
+                "harness_task": task, "metric": name if filt in ("", "none") else key,
+                "value": float(value),
+                "value_se": float(se) if isinstance(se, (int, float)) and math.isfinite(se) else None,
+                "num_fewshot": fewshot if isinstance(fewshot, int) else None,
+                "harness_version": version, "mc_samples": mc if mode == "diffusion" else None,
+                "bound": mode == "diffusion", "provenance": origin})
+    return rows
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The harness without its chatter on fsc's stderr: its warnings and progress bars, and
+    the `git describe` of the working directory it runs (fsc records its own provenance)."""
+    logger = logging.getLogger("lm_eval")
+    level = logger.level
+    git = getattr(lm_eval.evaluator, "get_git_commit_hash", None)
+    logger.setLevel(logging.ERROR)
+    datasets.disable_progress_bars()
+    if git is not None:
+        lm_eval.evaluator.get_git_commit_hash = lambda: None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # the progress bars (tqdm)
+            yield
+    finally:
+        logger.setLevel(level)
+        datasets.enable_progress_bars()
+        if git is not None:
+            lm_eval.evaluator.get_git_commit_hash = git
+
+
+def run_harness(request: HarnessRequest) -> tuple[dict, object]:
+    """(the harness's results, the FscLM scored), in this process."""
+    lm = FscLM(request.source, device=request.device, batch_size=request.batch,
+               mc_samples=request.mc_samples, seed=request.seed, max_length=request.max_length,
+               cached=request.cached)
+    with _quiet():
+        return _run(request, lm)
+
+
+def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
+    manager = None
+    if request.include_path is not None:  # local tasks alone: no index of the harness's thousands
+        manager = TaskManager(include_path=request.include_path, include_defaults=False)
+        if any(t not in manager.all_tasks for t in request.tasks):
+            manager = None
+    manager = manager or TaskManager(include_path=request.include_path)
+    unknown = [t for t in request.tasks if t not in manager.all_tasks]
+    if unknown:
+        raise UsageError(f"--tasks: no harness task {', '.join(map(repr, unknown))}"
+                         + ("" if request.include_path else " (local tasks need --include-path)"))
+    try:
+        results = lm_eval.simple_evaluate(
+            model=lm, tasks=list(request.tasks), num_fewshot=request.num_fewshot,
+            limit=request.limit, task_manager=manager, random_seed=request.seed,
+            numpy_random_seed=request.seed, torch_random_seed=request.seed,
+            fewshot_random_seed=request.seed, bootstrap_iters=1000, log_samples=False)
+    except (FscError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
+        raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
+                         f"{type(e).__name__}: {_first_line(e)}") from None
+    return results, lm
+
+
+def evaluate_harness(request: HarnessRequest, st, command: str):
+    """Run the harness and record its metrics as one eval run of `st`; returns (run id,
+    rows, seconds)."""
+    check(request)
+    source = str(resolve_checkpoint(request.source))
+    recipe = load_source_recipe(source)
+    t0 = time.perf_counter()
+    results, lm = run_harness(request)
+    seconds = time.perf_counter() - t0
+    K = 0 if lm.mode == "ar" else lm.steps
+    rows = rows_of(results, lm.mode, lm.G, K, request.mc_samples, source, recipe)
+    for row in rows:
+        row["seconds"] = seconds
+    config = {"request": {**request.__dict__, "tasks": list(request.tasks)},
+              "checkpoint": source, "task": "harness", "mode": lm.mode, "G": lm.G, "K": K,
+              "harness_version": harness_version(), "recipe": recipe.name,
+              "recipe_hash": recipe.recipe_hash}
+    with recording(st, "eval", command, config, recipes=[recipe],
+                   environment=environment(request.device)) as run:
+        run.add_rows("eval_cells", rows)
+        run_id = run.run_id
+    return run_id, rows, seconds

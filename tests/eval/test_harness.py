@@ -1,0 +1,205 @@
+"""fsc models in lm-evaluation-harness (`fsc eval --task harness`, the model `fsc`): local
+tasks end to end into the store, bad input as one line, and (make test-slow) every request's
+log-likelihood equal to the harness's own Hugging Face backend on imported models."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from harness_tasks import CHOICE, TEXT, write_tasks
+
+from fsc.cli.main import main
+from fsc.store import Store
+
+AR_RECIPE = """\
+name: tiny_attn_ar
+d_model: 32
+n_layers: 2
+vocab_size: 260
+block_size: 1
+dtype: fp32
+state_dtype: fp32
+layers:
+  default: attention
+attention: {n_heads: 4, n_kv_heads: 4, head_dim: 8}
+mlp: {hidden_ratio: 2}
+"""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """(task folder, {name: checkpoint}): a G = 1 checkpoint and tiny_hybrid's (G 4)."""
+    root = tmp_path_factory.mktemp("harness")
+    tasks = write_tasks(root / "tasks", missing=True)
+    (root / "ar.yaml").write_text(AR_RECIPE)
+    ckpts = {}
+    for name, recipe in (("ar", str(root / "ar.yaml")), ("hybrid", "tiny_hybrid")):
+        ckpts[name] = str(root / name)
+        assert main(["build", recipe, "--save", ckpts[name], "--store", str(root / "st0")]) == 0
+    return tasks, ckpts
+
+
+def _eval(fsc_main, ckpt, tasks, store, *extra, check=0):
+    return fsc_main("eval", ckpt, "--task", "harness", "--include-path", tasks, "--store", store,
+                    "--json", *extra, check=check)
+
+
+def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_path):
+    """Every request type runs; the metrics land in the store as eval rows; the rolling
+    task's byte perplexity is the exact log-likelihood of its texts after the prefix token."""
+    tasks, ckpts = made
+    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks",
+                "fsc_choice,fsc_text,fsc_gen", "--batch", "2")
+    doc = json.loads(res.stdout)
+    rows = {(r["harness_task"], r["metric"]): r for r in doc["rows"]}
+    assert set(rows) == {("fsc_choice", "acc"), ("fsc_choice", "acc_norm"),
+                         ("fsc_text", "word_perplexity"), ("fsc_text", "byte_perplexity"),
+                         ("fsc_text", "bits_per_byte"), ("fsc_gen", "exact_match")}
+    assert all(r["bound"] is False and r["mode"] == "ar" and r["G"] == 1 for r in rows.values())
+    assert rows[("fsc_choice", "acc")]["n"] == len(CHOICE)
+    assert rows[("fsc_choice", "acc")]["value_se"] is not None
+    # byte perplexity by hand: exp(−Σ log p(text | EOS) / Σ bytes), EOS the prefix (no BOS)
+    from fsc.harness.likelihood import ar_batch
+    from fsc.loading import load_model
+
+    _, model = load_model(ckpts["ar"])
+    logp = 0.0
+    for d in TEXT:
+        ids = [257] + list(d["text"].encode())
+        logp += ar_batch(model.eval(), [(ids[:-1], ids[1:])], "cpu")[0][0]
+    nbytes = sum(len(d["text"].encode()) for d in TEXT)
+    assert rows[("fsc_text", "byte_perplexity")]["value"] == pytest.approx(
+        math.exp(-logp / nbytes), rel=1e-5)
+    _, stored = Store(tmp_path / "st").query(
+        "SELECT harness_task, metric, value, harness_version, provenance FROM evaluation "
+        "WHERE task = 'harness' ORDER BY harness_task, metric")
+    assert len(stored) == 6 and all(r[3] for r in stored) and "checkpoint" in stored[0][4]
+
+
+def test_a_diffusion_checkpoint_is_said_to_be_a_bound(fsc_main, made, tmp_path):
+    tasks, ckpts = made
+    res = _eval(fsc_main, ckpts["hybrid"], tasks, tmp_path / "st", "--tasks",
+                "fsc_choice,fsc_text", "--mc-samples", "4", "--limit", "3")
+    rows = json.loads(res.stdout)["rows"]
+    assert rows and all(r["bound"] is True and r["mc_samples"] == 4 and r["G"] == 4
+                        for r in rows)
+    assert {r["n"] for r in rows} == {3}
+    table = fsc_main("eval", ckpts["hybrid"], "--task", "harness", "--include-path", tasks,
+                     "--store", tmp_path / "st", "--tasks", "fsc_choice", "--mc-samples", "2",
+                     "--limit", "2", check=0).stdout
+    assert "are bounds" in table and "2 draws per block" in table
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    pytest.param(["--tasks", "no_such_task"], "no harness task 'no_such_task'",
+                 marks=pytest.mark.slow),  # the harness indexes its thousands of tasks first
+    (["--tasks", "fsc_missing"], "fsc_missing"),
+    (["--tasks", ""], "--tasks"),
+])
+def test_bad_tasks_are_one_line_and_nothing_is_stored(fsc_main, made, tmp_path, monkeypatch,
+                                                      args, says):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tasks, ckpts = made
+    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", *args, check=2)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], res.stderr
+    assert not (tmp_path / "st").exists() or not Store(tmp_path / "st").query(
+        "SELECT * FROM eval_cells")[1]
+
+
+def test_harness_options_belong_to_the_harness(fsc_main, made):
+    _, ckpts = made
+    res = fsc_main("eval", ckpts["ar"], "--task", "loss", "--limit", "3", check=2)
+    assert "--limit: for --task harness only" in res.stderr
+
+
+# ---- exact against the harness's own Hugging Face backend (make test-slow) --------------------
+
+def _imported(family: str, root):
+    """A tiny random `family` model saved by transformers with a character tokenizer, and
+    its `fsc import`."""
+    from test_hf_scorer import CHARS, _char_tokenizer
+
+    from tests.imports.published import save_published
+
+    folder = save_published(family, root / family, seed=2, vocab_size=len(CHARS) + 2)
+    _char_tokenizer(folder)
+    assert main(["import", str(folder), "--out", str(root / f"{family}-fsc"),
+                 "--store", str(root / "st")]) == 0
+    return folder, root / f"{family}-fsc"
+
+
+@pytest.mark.slow  # transformers builds three models and the harness runs both backends
+@pytest.mark.parametrize("family", ["llama", "qwen3", "mamba2"])
+def test_every_request_equals_the_hf_backend(family, tmp_path, fsc_main):
+    """loglikelihood (with greedy flags) and loglikelihood_rolling of the same requests
+    through lm-eval's `hf` model and fsc's agree to 1e-4 relative, and a multiple-choice task
+    scores the same accuracy; again with a max_length of 24 tokens, so that long requests are
+    cut from the left and texts are read in several windows."""
+    import lm_eval
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+    from lm_eval.tasks import TaskManager
+
+    from fsc.harness.lm import FscLM
+
+    folder, ckpt = _imported(family, tmp_path)
+    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=3, dtype="float32")
+    ours = FscLM(str(ckpt), batch_size=3)
+    pairs = [(d["question"], c) for d in CHOICE for c in d["choices"]] + [("", "Lo, ")]
+    ll = [Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)]
+    rolling = [Instance("loglikelihood_rolling", {}, (d["text"],), i) for i, d in enumerate(TEXT)]
+    want, got = hf.loglikelihood(ll), ours.loglikelihood(ll)
+    for (a, ga), (b, gb) in zip(want, got):
+        assert b == pytest.approx(a, rel=1e-4) and ga == gb
+    for a, b in zip(hf.loglikelihood_rolling(rolling), ours.loglikelihood_rolling(rolling)):
+        assert b == pytest.approx(a, rel=1e-4)
+    short = (get_model("hf")(pretrained=str(folder), device="cpu", batch_size=3,
+                             dtype="float32", max_length=24), FscLM(str(ckpt), max_length=24))
+    assert max(len(q) + len(c) for q, c in pairs) > 24 and len(TEXT[0]["text"]) > 48
+    for (a, ga), (b, gb) in zip(short[0].loglikelihood(ll), short[1].loglikelihood(ll)):
+        assert b == pytest.approx(a, rel=1e-4) and ga == gb
+    for a, b in zip(*(m.loglikelihood_rolling(rolling) for m in short)):
+        assert b == pytest.approx(a, rel=1e-4)
+    tasks = write_tasks(tmp_path / "tasks")
+    manager = TaskManager(include_path=str(tasks))
+    acc = [lm_eval.simple_evaluate(model=m, tasks=["fsc_choice"], task_manager=manager,
+                                   bootstrap_iters=0)["results"]["fsc_choice"]["acc,none"]
+           for m in (hf, ours)]
+    assert acc[0] == acc[1]
+    res = _eval(fsc_main, ckpt, tasks, tmp_path / "st", "--tasks", "fsc_choice")  # the CLI too
+    rows = {r["metric"]: r for r in json.loads(res.stdout)["rows"]}
+    assert rows["acc"]["value"] == acc[0] and rows["acc"]["bound"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla",
+                                    "tiny_gated_delta", "tiny_hybrid"])
+def test_a_trained_checkpoint_of_each_mixer_runs_the_harness(recipe, fsc_main, tmp_path):
+    tasks = write_tasks(tmp_path / "tasks")
+    fsc_main("train", recipe, "--data", "shakespeare", "--seq-len", "32", "--train-steps", "3",
+             "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "st", check=0)
+    res = _eval(fsc_main, tmp_path / "run", tasks, tmp_path / "st", "--tasks",
+                "fsc_choice,fsc_text,fsc_gen", "--mc-samples", "2", "--limit", "2")
+    rows = json.loads(res.stdout)["rows"]
+    assert len(rows) == 6 and all(math.isfinite(r["value"]) for r in rows)
+
+
+@pytest.mark.slow  # a new interpreter imports the harness: seconds
+def test_python_m_fsc_harness_is_the_harness_command_line(made):
+    tasks, ckpts = made
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-m", "fsc.harness", "--model", "fsc",
+                          "--model_args", f"pretrained={ckpts['ar']}", "--batch_size", "2",
+                          "--device", "cpu", "--tasks", "fsc_choice", "--include_path",
+                          str(tasks), "--limit", "2"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "fsc_choice" in out.stdout and "acc" in out.stdout

@@ -1,0 +1,132 @@
+"""Requests per second through lm-evaluation-harness (docs/benchmarks.md section 16): fsc's
+model `fsc` against the harness's own `hf` backend on the same imported model and requests,
+and for a block-diffusion model the Monte Carlo bound read against the folded context against
+the same draws recomputing the context. One torch thread, the same requests for every row;
+each row is recorded in the store (a run of kind 'bench').
+
+    python -m tools.bench_harness [--docs 40] [--mc 16] [--store DIR]
+
+Requests: multiple-choice loglikelihood requests (a context of about 200 characters of the
+shipped Shakespeare validation text and 3 continuations of about 20 characters each), and
+rolling log-likelihoods of 400-character passages. The AR model is a random-weight Llama
+(4 layers, width 128, a character tokenizer) saved by transformers and imported with `fsc
+import`; the diffusion model is `quality_hybrid`'s seeded weights at G 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+CHARS = [chr(i) for i in range(128)] + ["\ufffd"]
+
+
+def _char_tokenizer(folder: Path) -> None:
+    import transformers
+    from tokenizers import Tokenizer, decoders, models
+
+    vocab = {c: i for i, c in enumerate(CHARS)}
+    vocab["<s>"], vocab["</s>"] = len(CHARS), len(CHARS) + 1
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.decoder = decoders.Fuse()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>",
+                                         eos_token="</s>").save_pretrained(folder)
+
+
+def _llama(folder: Path) -> Path:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("llama", vocab_size=len(CHARS) + 2, hidden_size=128,
+                                  intermediate_size=352, num_hidden_layers=4,
+                                  num_attention_heads=4, num_key_value_heads=2, dtype="float32")
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    _char_tokenizer(folder)
+    return folder
+
+
+def _requests(docs: int):
+    from lm_eval.api.instance import Instance
+
+    from fsc import corpora
+
+    text = corpora.read("shakespeare:val")
+    text = "".join(c if ord(c) < 128 else " " for c in text)
+    ll, rolling = [], []
+    for d in range(docs):
+        at = 997 * d % (len(text) - 1000)
+        ctx = text[at : at + 200]
+        for c in range(3):
+            lo = at + 200 + 20 * c
+            ll.append(Instance("loglikelihood", {}, (ctx, text[lo : lo + 20]), len(ll)))
+        rolling.append(Instance("loglikelihood_rolling", {}, (text[at : at + 400],), d))
+    return ll, rolling
+
+
+def _rate(fn, n: int) -> float:
+    fn()  # warm-up
+    t0 = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - t0)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--docs", type=int, default=40)
+    p.add_argument("--mc", type=int, default=16, help="diffusion: Monte Carlo draws per block")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--store", type=Path, default=None)
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    from lm_eval.api.registry import get_model
+
+    from fsc.cli.common import store_dir
+    from fsc.cli.main import main as fsc
+    from fsc.harness.lm import FscLM
+    from fsc.provenance import environment
+    from fsc.store import Store
+
+    ll, rolling = _requests(a.docs)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = _llama(Path(tmp) / "llama")
+        ckpt = Path(tmp) / "llama-fsc"
+        if fsc(["import", str(folder), "--out", str(ckpt), "--store", str(Path(tmp) / "st")]):
+            raise SystemExit("fsc import failed")
+        hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=a.batch,
+                             dtype="float32")
+        ours = FscLM(str(ckpt), batch_size=a.batch)
+        for kind, reqs, call in (("loglikelihood", ll, "loglikelihood"),
+                                 ("loglikelihood_rolling", rolling, "loglikelihood_rolling")):
+            for name, lm in (("hf", hf), ("fsc", ours)):
+                rate = _rate(lambda lm=lm, call=call, reqs=reqs: getattr(lm, call)(reqs), len(reqs))
+                rows.append({"model": "llama 4x128 (imported)", "backend": name,
+                             "requests": kind, "n": len(reqs), "requests_per_s": rate})
+        for cached in (True, False):
+            lm = FscLM("quality_hybrid", batch_size=a.batch, mc_samples=a.mc, cached=cached)
+            rate = _rate(lambda lm=lm: lm.loglikelihood(ll), len(ll))
+            rows.append({"model": f"quality_hybrid (G 8, mc {a.mc})",
+                         "backend": "fsc, folded context" if cached else "fsc, context recomputed per draw",
+                         "requests": "loglikelihood", "n": len(ll), "requests_per_s": rate})
+    st = Store(store_dir(a.store))
+    with st.run("bench", " ".join(["python -m tools.bench_harness", *sys.argv[1:]]),
+                vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
+        for r in rows:
+            run.add_bench(f"harness {r['requests']} {r['backend']}", r["requests_per_s"],
+                          "requests/s", {"model": r["model"], "n": r["n"]})
+    print("| model | backend | requests | n | requests/s |")
+    print("| --- | --- | --- | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['model']} | {r['backend']} | {r['requests']} | {r['n']} | "
+              f"{r['requests_per_s']:.1f} |")
+    print(json.dumps({"run_id": run.run_id, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
