@@ -233,6 +233,20 @@ def _quality_table(cells: list[dict]) -> Table:
                       "text's own continuations of the same prompts.")
 
 
+def _harness_table(cells: list[dict]) -> Table:
+    """lm-evaluation-harness metrics: a row per task and metric."""
+    cols = ["run", "recipe", "decoding", "task", "metric", "value", "± s.e.", "n", "shots",
+            "bound"]
+    rows = [[c["run_id"], c["recipe"], c["mode"], c["harness_task"], c["metric"],
+             _num(c["value"], 4), _num(c["value_se"], 4), str(c["n"]), _num(c["num_fewshot"]),
+             f"yes, {c['mc_samples']} draws/block" if c["bound"] else "no"] for c in cells]
+    versions = sorted({c["harness_version"] for c in cells if c.get("harness_version")})
+    return Table("Downstream tasks (lm-evaluation-harness)", cols, rows,
+                 note=f"lm-evaluation-harness {', '.join(versions)}. A block-diffusion model's "
+                      "likelihoods are bounds (Monte Carlo over masks): its log-likelihood "
+                      "metrics are lower bounds, its perplexities upper bounds.")
+
+
 def _eval_table(cells: list[dict]) -> Table:
     cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
             "token accuracy", "loss"]
@@ -313,12 +327,15 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(section)
     if by_kind["eval"]:
         section = Section("Evaluation")
-        section.figures = [_figure(k, cells, colour, want_png) for k in EVAL_FIGURES
-                           if plots.DRAWS[k](cells) or k != "quality"]
-        genppl = [c for c in cells if c["task"] == "genppl"]
-        others = [c for c in cells if c["task"] != "genppl"]
+        harness = [c for c in cells if c["task"] == "harness"]
+        drawn = [c for c in cells if c["task"] != "harness"]
+        section.figures = [_figure(k, drawn, colour, want_png) for k in EVAL_FIGURES
+                           if drawn and (plots.DRAWS[k](drawn) or k != "quality")]
+        genppl = [c for c in drawn if c["task"] == "genppl"]
+        others = [c for c in drawn if c["task"] != "genppl"]
         section.tables = ([_eval_table(others)] if others else []) + (
-            [_quality_table(genppl)] if genppl else [])
+            [_quality_table(genppl)] if genppl else []) + (
+            [_harness_table(harness)] if harness else [])
         sections.append(section)
     others = [r for r in run_ids if kinds.get(r) not in by_kind]
     if others:

@@ -94,6 +94,10 @@ def test_a_diffusion_checkpoint_is_said_to_be_a_bound(fsc_main, made, tmp_path):
                      "--store", tmp_path / "st", "--tasks", "fsc_choice", "--mc-samples", "2",
                      "--limit", "2", check=0).stdout
     assert "are bounds" in table and "2 draws per block" in table
+    fsc_main("report", "--store", tmp_path / "st", "--out", tmp_path / "r.md", check=0)
+    page = (tmp_path / "r.md").read_text()
+    assert "Downstream tasks (lm-evaluation-harness)" in page and "fsc_choice" in page
+    assert "yes, 2 draws/block" in page
 
 
 @pytest.mark.parametrize(("args", "says"), [
