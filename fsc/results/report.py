@@ -15,7 +15,9 @@ kernel settings.
 from __future__ import annotations
 
 import html
+import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,7 +126,10 @@ def _selection_note(st: Store, run_ids: list[str], asked: list[str]) -> str:
     return f"Runs: {how}.{rest}"
 
 
-def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool) -> Figure:
+def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool,
+            n: int = 0) -> Figure:
+    """Figure `kind` of `rows`; the n-th of its page (its SVG's element ids are prefixed by it,
+    so that figures inlined in one page never share an id)."""
     drawn = sorted({r["run_id"] for r in plots.DRAWS.get(kind, list)(rows)})
     shown = Figure(kind, CAPTIONS[kind] + (f" Run{'s' if len(drawn) > 1 else ''}: "
                                            f"{', '.join(drawn)}." if drawn else ""))
@@ -136,13 +141,18 @@ def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool)
     if want_png:
         shown.png = figures.render(fig, "png")
     else:
-        shown.svg = _svg(figures.render(fig, "svg", salt=f"fsc-{kind}").decode())
+        shown.svg = _svg(figures.render(fig, "svg", salt=f"fsc-{kind}").decode(), f"f{n}-")
     return shown
 
 
-def _svg(text: str) -> str:
-    """An SVG file's text as an element to inline: from <svg to the end (no XML prolog)."""
-    return text[text.index("<svg"):]
+_SVG_ID = re.compile(r'(\bid="|url\(#|href="#)([^")]+)')
+
+
+def _svg(text: str, prefix: str = "") -> str:
+    """An SVG file's text as an element to inline: from <svg to the end (no XML prolog), each
+    element id and every reference to one prefixed with `prefix`."""
+    text = text[text.index("<svg"):]
+    return _SVG_ID.sub(lambda m: m.group(1) + prefix + m.group(2), text) if prefix else text
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -309,12 +319,14 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
     colour = figures.colours(r["recipe"] for rows in (*points_of.values(), steps, cells)
                              for r in rows)
     sections = []
+    numbers = itertools.count(1)
     for run_id, points in points_of.items():
         ran = sorted({f"{k}:{v}" for p in points
                       for k, v in json.loads(p["mixer_backends"] or "{}").items()})
         next(r for r in info if r["run_id"] == run_id)["kernels_ran"] = ", ".join(ran)
         section = Section(f"Profile {run_id}", _summary(points))
-        section.figures = [_figure(k, points, colour, want_png) for k in PROFILE_FIGURES]
+        section.figures = [_figure(k, points, colour, want_png, next(numbers))
+                           for k in PROFILE_FIGURES]
         section.tables.append(_points_table(points))
         versus = _baseline_table(points, baseline)
         if versus is not None:
@@ -322,14 +334,14 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(section)
     if by_kind["train"]:
         section = Section("Training")
-        section.figures = [_figure("loss", steps, colour, want_png)]
+        section.figures = [_figure("loss", steps, colour, want_png, next(numbers))]
         section.tables = [_training_table(steps)]
         sections.append(section)
     if by_kind["eval"]:
         section = Section("Evaluation")
         harness = [c for c in cells if c["task"] == "harness"]
         drawn = [c for c in cells if c["task"] != "harness"]
-        section.figures = [_figure(k, drawn, colour, want_png) for k in EVAL_FIGURES
+        section.figures = [_figure(k, drawn, colour, want_png, next(numbers)) for k in EVAL_FIGURES
                            if drawn and (plots.DRAWS[k](drawn) or k != "quality")]
         genppl = [c for c in drawn if c["task"] == "genppl"]
         others = [c for c in drawn if c["task"] != "genppl"]
@@ -410,6 +422,7 @@ def to_html(r: Report) -> str:
             f"{_e(', '.join(r.run_ids))}</p>"]
     if r.note:
         body.append(f'<p class="note">{_e(r.note)}</p>')
+    seen: dict[str, int] = {}
     for s in r.sections:
         body.append(f"<h2>{_e(s.title)}</h2>")
         if s.text:
@@ -418,7 +431,9 @@ def to_html(r: Report) -> str:
             if f.missing:
                 body.append(f'<p class="missing">{_e(f.kind)}: not drawn ({_e(f.missing)})</p>')
             else:
-                body.append(f'<figure id="fig-{_e(f.kind)}">{f.svg}'
+                seen[f.kind] = seen.get(f.kind, 0) + 1  # a second latency figure: fig-latency-2
+                anchor = f"fig-{f.kind}" + (f"-{seen[f.kind]}" if seen[f.kind] > 1 else "")
+                body.append(f'<figure id="{_e(anchor)}">{f.svg}'
                             f"<figcaption>{_e(f.caption)}</figcaption></figure>")
         body += [_table_html(t) for t in s.tables]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -73,6 +73,12 @@ def test_html_is_one_self_contained_page_with_every_figure(cli, full_store, tmp_
         assert f"Run {run_id}" in text
     assert "abc1234" in text and "fsc profile made-up a" in text
     assert "NVIDIA H100 80GB HBM3" in text and "attention:triton" in text
+    # eleven inline SVGs share one page: no two elements share an id, every reference resolves
+    html = out.read_text()
+    element_ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(element_ids) == len(set(element_ids)) > 100
+    refs = set(re.findall(r'(?:url\(#|href="#)([^")]+)', html))
+    assert refs and refs <= set(element_ids)
 
 
 def test_the_ratio_table_is_against_attention_at_each_S(cli, made, tmp_path):
