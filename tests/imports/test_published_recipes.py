@@ -74,3 +74,16 @@ def test_published_recipes_are_named_from_anywhere_and_listed(fsc_main, tmp_path
     assert json.loads(res.stdout)["weight_bytes"] > 10**10
     names = [r["name"] for r in json.loads(fsc_main("recipes", "--json").stdout)]
     assert {f"published/{n}" for n in NAMES} <= set(names) and "tiny_attn" in names
+
+
+def test_import_help_names_every_family_it_imports(fsc_main):
+    """`fsc import --help` lists every architecture fsc.imports.FAMILIES takes."""
+    import re
+
+    from fsc.imports import FAMILIES
+
+    text = " ".join(fsc_main("import", "--help", check=0).stdout.split())
+    for arch in FAMILIES:
+        name = arch.removesuffix("ForCausalLM")
+        name = {"Mamba2": "Mamba-2", "Qwen3Next": "Qwen3-Next"}.get(name, name)
+        assert re.search(rf"\b{re.escape(name)}\b", text), (arch, text[:400])
