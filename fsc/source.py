@@ -73,8 +73,8 @@ def checkpoint_tokenizer(ref: str | Path) -> Path | None:
 def has_published_weights(ref: str | Path) -> bool:
     """A local import source with its weights (an hf: source is read for its config alone:
     `fsc import` fetches the weights)."""
-    return is_import_source(ref) and not str(ref).startswith("hf:") and any(
-        Path(ref).glob("*.safetensors"))
+    return is_import_source(ref) and not str(ref).startswith("hf:") and (
+        any(Path(ref).glob("*.safetensors")) or (Path(ref) / "pytorch_model.bin").is_file())
 
 
 def starts_with_bos(ref: str | Path) -> bool:

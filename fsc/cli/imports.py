@@ -37,9 +37,9 @@ def import_cmd(
     """Read a published model's config.json as an fsc recipe (G = 1, exact at decode); with
     --out and weights, write an fsc checkpoint with its tokenizer.
 
-    Llama, Mistral, Qwen2, Qwen3, Mamba-2, Bamba and Qwen3-Next import; a feature fsc cannot
-    express exactly (a sliding window, n_groups > 1, an unknown RoPE scaling, ...) is refused,
-    naming it (docs/import.md).
+    Llama, Mistral, Qwen2, Qwen3, Mamba-2 (transformers' or mamba_ssm's format), Bamba and
+    Qwen3-Next import; a feature fsc cannot express exactly (a sliding window, n_groups > 1,
+    an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
     """
     from fsc.errors import UsageError
     from fsc.imports import import_config, local_dir

@@ -18,15 +18,15 @@ from types import ModuleType
 
 from fsc.checkpoint.layout import RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
-from fsc.imports import bamba, llama, mamba2, qwen3_next
+from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
 from fsc.imports.fetch import snapshot
 from fsc.recipe import Recipe, parse_recipe
 
 HF_PREFIX = "hf:"
 CONFIG = "config.json"
-FAMILIES: dict[str, ModuleType] = {arch: m for m in (llama, mamba2, bamba, qwen3_next)
-                                   for arch in m.ARCHITECTURES}
+FAMILIES: dict[str, ModuleType] = {
+    arch: m for m in (llama, mamba2, mamba_ssm, bamba, qwen3_next) for arch in m.ARCHITECTURES}
 
 
 def is_import_source(ref: str | Path) -> bool:

@@ -9,6 +9,8 @@ from fsc.errors import ImportRefused
 from fsc.sections import MAX_NAME
 
 DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+# mamba_ssm's configs (state-spaces' Mamba-2 checkpoints) name no architecture; these keys do
+MAMBA_SSM_KEYS = ("d_model", "n_layer", "ssm_cfg")
 
 
 class Config:
@@ -20,6 +22,8 @@ class Config:
     @property
     def architecture(self) -> str:
         archs = self.data.get("architectures") or []
+        if not archs and all(k in self.data for k in MAMBA_SSM_KEYS):
+            return "MambaLMHeadModel"
         return str(archs[0]) if archs else str(self.data.get("model_type", "unknown"))
 
     def refuse(self, feature: str, detail: str = "") -> ImportRefused:

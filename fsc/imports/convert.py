@@ -17,6 +17,7 @@ from fsc.imports import Imported, from_config, local_dir, read_config
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 
+PICKLED = "pytorch_model.bin"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
 
@@ -85,14 +86,36 @@ def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tens
     return state, used
 
 
+class _Pickled:
+    """A `pytorch_model.bin` read as tensors only (torch.load with weights_only: no code runs),
+    with safetensors' `get_tensor`: the one format state-spaces ships its Mamba-2 weights in."""
+
+    def __init__(self, path: Path, device):
+        try:
+            self.tensors = torch.load(path, map_location=device, weights_only=True, mmap=True)
+        except Exception as e:  # noqa: BLE001 - unpickling refuses in many ways
+            raise ImportRefused(f"{path}: not a file of tensors alone ({type(e).__name__}); "
+                                "fsc reads pickled weights only as plain tensors") from None
+        if not isinstance(self.tensors, dict):
+            raise ImportRefused(f"{path}: not a state dict")
+
+    def keys(self):
+        return self.tensors.keys()
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+
 def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, torch.Tensor]:
-    """fsc's state dict (the recipe's dtype) from a published folder's safetensors."""
+    """fsc's state dict (the recipe's dtype) from a published folder's safetensors (or, where
+    it has none, its pytorch_model.bin, read as plain tensors)."""
     files = weight_files(directory)
-    if not files:
+    pickled = directory / PICKLED
+    if not files and not pickled.is_file():
         raise ImportRefused(f"{imported.source}: no *.safetensors weights to import")
     with ExitStack() as stack:
         opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
-                  for f in files]
+                  for f in files] or [_Pickled(pickled, device)]
         where = {k: st for st in opened for k in st.keys()}
         state, used = _fill(imported, where, device)
     ignored = getattr(imported.family, "IGNORED", ())

@@ -13,18 +13,25 @@ from fsc.errors import HubError, ImportRefused
 from fsc.hub.hub import hub_calls, quiet_unless_terminal
 
 CONFIG_FILES = ["config.json"]
+PICKLED = "pytorch_model.bin"
 WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "tokenizer.json",
                 "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
 
 
 def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
     """The local folder of `repo` at `revision`: config.json, and with `weights` the
-    safetensors weights and tokenizer files (never pickled .bin files)."""
+    safetensors weights and tokenizer files; a repo with no safetensors (state-spaces' Mamba-2
+    ships pytorch_model.bin alone) gets its pytorch_model.bin, which is read as plain tensors
+    (fsc.imports.convert)."""
     quiet_unless_terminal()
     patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
     try:
         with hub_calls(f"import hf:{repo}", repo, revision):
-            return Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+            folder = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+            if weights and not any(folder.glob("*.safetensors")):
+                folder = Path(snapshot_download(repo, revision=revision,
+                                                allow_patterns=patterns + [PICKLED]))
+            return folder
     except HubError as e:  # a name or revision that is not there is the user's to fix: exit 2
         if isinstance(e.__cause__, (hf.RepositoryNotFoundError, hf.RevisionNotFoundError)):
             raise ImportRefused(str(e)) from e

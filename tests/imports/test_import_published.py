@@ -240,3 +240,61 @@ def test_decode_prompt_ids_errors(published, fsc_main):
                          "needs a mask token")):
         res = fsc_main("decode", src, *args)
         assert res.returncode == 2 and words in res.stderr, res.stderr
+
+
+def _as_mamba_ssm(hf_folder, out, pickled: bool):
+    """transformers' Mamba-2 folder rewritten as state-spaces ships one: mamba_ssm's config
+    and tensor names (backbone.embedding), as safetensors or as a pytorch_model.bin."""
+    cfg = json.loads((hf_folder / "config.json").read_text())
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({
+        "d_model": cfg["hidden_size"], "d_intermediate": 0, "n_layer": cfg["num_hidden_layers"],
+        "vocab_size": cfg["vocab_size"] - 3, "pad_vocab_size_multiple": 8,  # padded back
+        "ssm_cfg": {"layer": "Mamba2", "d_state": cfg["state_size"], "headdim": cfg["head_dim"],
+                    "expand": cfg["expand"], "ngroups": 1, "conv_bias": cfg["use_conv_bias"]},
+        "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": True, "residual_in_fp32": True,
+        "fused_add_norm": True, "tie_embeddings": cfg.get("tie_word_embeddings", False),
+        "torch_dtype": "float32"}))  # the one key added: state-spaces' configs name no dtype
+    tensors = {k.replace("backbone.embeddings.", "backbone.embedding."): v
+               for k, v in load_file(hf_folder / "model.safetensors").items()}
+    if pickled:
+        torch.save(tensors, out / "pytorch_model.bin")
+    else:
+        save_file(tensors, out / "model.safetensors")
+    return out
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_mamba_ssm_format_imports_exactly(tmp_path, pickled):
+    """state-spaces' Mamba-2 checkpoints (mamba_ssm's config, names, a pytorch_model.bin)
+    import as the same model transformers builds from the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    from fsc.imports.convert import load_published
+
+    hf_folder = save_published("mamba2", tmp_path / "hf", vocab_size=136)
+    src = _as_mamba_ssm(hf_folder, tmp_path / "ssm", pickled)
+    imported, model = load_published(str(src))
+    assert imported.architecture == "MambaLMHeadModel"
+    assert imported.recipe.vocab_size == 136  # 133 padded up to a multiple of 8
+    ids = torch.randint(0, 133, (1, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = AutoModelForCausalLM.from_pretrained(str(hf_folder)).eval()(input_ids=ids).logits
+        got = model.forward_blockwise(ids, [1] * 24)
+    assert torch.allclose(got, want, rtol=LOGIT_TOL, atol=LOGIT_TOL * want.abs().max())
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"ssm_cfg": {"layer": "Mamba1"}}, "ssm_cfg layer 'Mamba1'"),
+    ({"attn_layer_idx": [1]}, "attn_layer_idx"),
+    ({"ssm_cfg": {"layer": "Mamba2", "ngroups": 8}}, "ssm_cfg ngroups 8"),
+    ({"d_intermediate": 128}, "d_intermediate 128"),
+])
+def test_what_mamba_ssm_configs_fsc_cannot_express_are_refused(tmp_path, change, says):
+    from fsc.errors import ImportRefused
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "d_model": 64, "n_layer": 2, "vocab_size": 100, "ssm_cfg": {"layer": "Mamba2"},
+        **change}))
+    with pytest.raises(ImportRefused, match=says):
+        import_config(str(tmp_path))

@@ -85,5 +85,6 @@ def test_import_help_names_every_family_it_imports(fsc_main):
     text = " ".join(fsc_main("import", "--help", check=0).stdout.split())
     for arch in FAMILIES:
         name = arch.removesuffix("ForCausalLM")
-        name = {"Mamba2": "Mamba-2", "Qwen3Next": "Qwen3-Next"}.get(name, name)
+        name = {"Mamba2": "Mamba-2", "Qwen3Next": "Qwen3-Next",
+                "MambaLMHeadModel": "mamba_ssm"}.get(name, name)
         assert re.search(rf"\b{re.escape(name)}\b", text), (arch, text[:400])
