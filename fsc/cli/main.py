@@ -40,6 +40,34 @@ for module in (recipes, build, imports, decode, verify, profile, query, estimate
                evaluate, plot, compare, artifacts):
     module.register(app)
 
+# `fsc --help` lists each command by these lines, whole at 80 columns (click would cut each
+# command's first sentence at about 45 characters).
+SUMMARIES = {
+    "recipes": "List the shipped recipes.",
+    "build": "Validate a recipe, build its model, report its layers.",
+    "import": "A published model as a recipe or a checkpoint.",
+    "decode": "Generate text, autoregressively or by block diffusion.",
+    "verify": "Check that the cached decoder equals recomputing.",
+    "profile": "Time step and fold over S and B into the store.",
+    "query": "Run SQL against the store.",
+    "export": "Write a query's result to a file.",
+    "schema": "The store's tables, views and columns.",
+    "estimate": "Predict memory, bytes, FLOPs and tokens/s.",
+    "train": "Train a recipe or a checkpoint.",
+    "eval": "Score a checkpoint: retrieval, loss, Gen-PPL, harness.",
+    "plot": "Draw one figure from the store.",
+    "report": "Write runs' figures and tables as one page.",
+    "compare": "Compare two profile runs point by point.",
+    "push": "Verify a checkpoint and push it to the Hub.",
+    "pull": "Download a checkpoint and verify it.",
+    "artifacts": "Checkpoints the store knows.",
+    "runs": "Recent runs; remove or close one.",
+}
+for info in app.registered_commands:
+    info.short_help = info.short_help or SUMMARIES.get(info.name or "")
+for info in app.registered_groups:
+    info.short_help = info.short_help or SUMMARIES.get(info.name or "")
+
 
 def _version(value: bool) -> None:
     if value:

@@ -218,3 +218,16 @@ def test_the_consoles_show_text_as_it_is():
         with console.capture() as shown:
             console.print("a :cat: [bold]b[/bold]", highlight=False)
         assert shown.get() == "a :cat: [bold]b[/bold]\n"
+
+
+def test_help_lists_every_command_whole_at_80_columns(monkeypatch, capsys):
+    """`fsc --help` gives each command a summary of its own, never cut with '...'."""
+    from fsc.cli.main import SUMMARIES, app, main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out.split("Commands:")[1].strip().splitlines()
+    names = {i.name for i in app.registered_commands} | {g.name for g in app.registered_groups}
+    assert names == set(SUMMARIES) and len(listed) == len(names)
+    for line in listed:
+        assert not line.rstrip().endswith("...") and len(line) <= 80, line
