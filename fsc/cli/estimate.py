@@ -69,9 +69,7 @@ def _render(e) -> None:
     out.print(Text.assemble(
         (printable(r.name), "bold"), f"  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
         + (f"K = {e.K}  " if e.mode == "diffusion" else "") + f"on {printable(spec.name)} ({_gb(spec.memory_bytes)}, "
-        f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)"),
-        soft_wrap=True,
-    )
+        f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)"))
     plan = r.layer_plan
     counts = {k: plan.count(k) for k in dict.fromkeys(plan)}
     mem = Table(title="Memory (sizes in binary units; device memory in GB = 1e9 bytes)")
@@ -109,12 +107,11 @@ def _render(e) -> None:
     out.print(passes)
     per = "token: t_fold" if e.mode == "ar" else f"block: {e.K}·t_step + t_fold"
     out.print(f"time per {per} = {d['block_ms']:.3f} ms; tokens/s at the floor = "
-              f"B·G / that = {d['tokens_per_s']:,.1f}", soft_wrap=True)
+              f"B·G / that = {d['tokens_per_s']:,.1f}")
 
     c = d["comparison"]
     if c is None:  # G = 1: block diffusion at G 1 is ar with a masked step added
-        out.print("G = 1: no block-diffusion comparison; give --G N (N > 1) for one",
-                  soft_wrap=True)
+        out.print("G = 1: no block-diffusion comparison; give --G N (N > 1) for one")
         _moe(d["moe"])
         return
     cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")
@@ -128,7 +125,7 @@ def _render(e) -> None:
     out.print(cmp)
     out.print(f"diffusion sweeps the weights less often than ar while K < "
               f"{c['sweep_crossover_steps']}; its floor is faster than ar's while K < "
-              f"{c['floor_crossover_steps']:.1f}", soft_wrap=True)
+              f"{c['floor_crossover_steps']:.1f}")
 
     _moe(d["moe"])
 
@@ -139,7 +136,7 @@ def _moe(moe) -> None:
                   f"{fmt_bytes(moe['resident_bytes'])}, read per step "
                   f"{fmt_bytes(moe['read_bytes_per_step'])} ({moe['experts_read_per_layer']} "
                   f"experts per layer at most); {fmt_count(moe['active_params_per_token'])} "
-                  "parameters active per token", soft_wrap=True)
+                  "parameters active per token")
 
 
 def estimate_cmd(

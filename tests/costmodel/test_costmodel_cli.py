@@ -215,3 +215,15 @@ def test_an_unknown_gpu_name_is_refused_not_matched_by_a_prefix(app):
     assert res.returncode == 2 and "unknown GPU 'h1000'; known: h100, h200, a100" in res.stderr
     assert device_spec("h1000") is None and device_spec("NVIDIA H100 80GB HBM3").name == "H100 SXM"
     assert device_spec("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
+
+
+def test_every_line_fits_80_columns(run_fsc):
+    """The header and the lines under the tables wrap at the terminal's width, as the tables
+    do."""
+    import os
+
+    for recipe in ("hybrid_3b", "tiny_hybrid"):  # tiny_hybrid: the MoE line too
+        res = run_fsc("estimate", recipe, env={**os.environ, "COLUMNS": "80"}, check=0)
+        lines = res.stdout.splitlines()
+        assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
+        assert "TFLOP/s)" in res.stdout and "sweeps the weights less often" in res.stdout
