@@ -365,32 +365,46 @@ def _roofs(rows: Rows) -> list[tuple[float, float | None, str]]:
 # ---- training and evaluation figures --------------------------------------------------------
 
 def loss(rows: Rows, colour: dict[str, str]) -> Figure:
-    """Training loss against optimizer step, one line per run; the in-loop eval accuracy below
-    when the runs logged it."""
+    """Training loss against optimizer step, one line per run, one panel per task (data and
+    objective: losses of different tasks do not share an axis); the in-loop eval accuracy
+    below when the runs logged it."""
     _need(rows, "training step", "fsc train records them")
     acc = [r for r in rows if r.get("eval_accuracy") is not None]
-    tasks = sorted({f"{r['data']} ({r['objective']})" for r in rows if r.get("data")})
-    title = "training loss" + (f" on {', '.join(tasks)}" if tasks else "")
-    fig, axes = _figure(title, rows, size=(8.0, 6.0 if acc else 4.4),
-                        panels=(2 if acc else 1, 1), sharex=True,
+
+    def task(r) -> str:
+        return f"{r['data']} ({r['objective']})" if r.get("data") else ""
+
+    tasks = sorted({task(r) for r in rows})
+    title = "training loss" + (f" on {tasks[0]}" if len(tasks) == 1 and tasks[0] else "")
+    fig, axes = _figure(title, rows, size=(8.0 if len(tasks) == 1 else 5.0 * len(tasks) + 2,
+                                           6.0 if acc else 4.4),
+                        panels=(2 if acc else 1, len(tasks)), sharex="col",
                         **({"height_ratios": [3, 1]} if acc else {}))
-    ax = axes[0][0]
-    for (run_id, recipe), line in grouped(rows, ("run_id", "recipe")).items():
-        ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
-                color=colour[recipe], label=f"{recipe} · {run_id}")
-        got = [r for r in line if r.get("eval_accuracy") is not None]
-        if got:
-            axes[1][0].plot([r["step"] for r in got], [r["eval_accuracy"] for r in got],
-                            marker="o", ms=3, lw=1, color=colour[recipe])
-    ax.set_yscale("log")
-    ax.set_ylabel("loss (nats per token)")
-    ax.grid(True, which="both", alpha=0.25)
+    for col, name in enumerate(tasks):
+        ax = axes[0][col]
+        if len(tasks) > 1:
+            ax.set_title(name, fontsize=9)
+        for (run_id, recipe), line in grouped([r for r in rows if task(r) == name],
+                                              ("run_id", "recipe")).items():
+            ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
+                    color=colour[recipe], label=f"{recipe} · {run_id}")
+            got = [r for r in line if r.get("eval_accuracy") is not None]
+            if got:
+                axes[1][col].plot([r["step"] for r in got], [r["eval_accuracy"] for r in got],
+                                  marker="o", ms=3, lw=1, color=colour[recipe])
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.25)
+        if acc:
+            axes[1][col].set_ylim(-0.03, 1.03)
+            axes[1][col].grid(True, alpha=0.25)
+        axes[-1][col].set_xlabel("optimizer step")
+    axes[0][0].set_ylabel("loss (nats per token)")
     if acc:
         axes[1][0].set_ylabel("eval exact match")
-        axes[1][0].set_ylim(-0.03, 1.03)
-        axes[1][0].grid(True, alpha=0.25)
-    axes[-1][0].set_xlabel("optimizer step")
-    handles, labels = ax.get_legend_handles_labels()
+    handles, labels = [], []
+    for ax in axes[0]:
+        h, lab = ax.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
     _legend(fig, handles, labels)
     return fig
 

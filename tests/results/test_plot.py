@@ -323,3 +323,19 @@ def test_lines_run_in_numeric_order_of_their_keys():
     assert [k[1] for k in figures.grouped(rows, ("recipe", "length_ratio"))] == [1, 2, 4, 8, 16]
     mixed = [{"recipe": v} for v in ("b", None, "a")]
     assert [k[0] for k in figures.grouped(mixed, ("recipe",))] == ["a", "b", None]
+
+
+def test_losses_of_different_tasks_get_panels_of_their_own():
+    """Loss curves of a copy run and a passkey run are not drawn on one axis."""
+    from fsc.results import figures
+
+    rows = [{"run_id": run, "recipe": "tiny_attn", "data": data, "objective": "frontier",
+             "step": s, "loss": loss / s, "eval_accuracy": None}
+            for run, data, loss in (("r1", "copy", 3.0), ("r2", "passkey", 6.0))
+            for s in range(1, 11)]
+    fig = figures.loss(rows, {"tiny_attn": "#1f77b4"})
+    axes = [ax for ax in fig.axes if ax.lines]
+    assert sorted(ax.get_title() for ax in axes) == ["copy (frontier)", "passkey (frontier)"]
+    assert all(len(ax.lines) == 1 for ax in axes)
+    one = figures.loss(rows[:10], {"tiny_attn": "#1f77b4"})
+    assert len([ax for ax in one.axes if ax.lines]) == 1
