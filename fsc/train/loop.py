@@ -91,6 +91,7 @@ class TrainConfig:
     # an autoregressive checkpoint adapted into a denoiser (fsc train CKPT --G N): the
     # checkpoint, its recipe's name and hash, and its G; None for any other run
     adapted_from: dict | None = None
+    mask_added: dict | None = None  # adapting: the mask token added to the tokenizer {token, id}
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,

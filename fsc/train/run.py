@@ -10,6 +10,7 @@ steps on their share of each batch and write nothing.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import AddedToken
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
@@ -28,7 +30,7 @@ from fsc.model.lm import build_model
 from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
-from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint
+from fsc.source import checkpoint_tokenizer, is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train import data, parallel, ranks
@@ -74,6 +76,9 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     origin = None
     if G is not None:
         recipe, origin = adapted(source, recipe, G, objective)
+        if origin is not None and settings.get("tokenizer") is None:
+            own = checkpoint_tokenizer(source)  # an imported model keeps its own tokenizer
+            settings["tokenizer"] = str(own) if own is not None else None
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
         recipe = recipe.model_copy(update={"block_size": 1})
@@ -145,7 +150,13 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     G = recipe.block_size
     if cfg.seq_len % G:
         raise UsageError(f"--seq-len {cfg.seq_len} is not a multiple of the block size G = {G}")
-    tok = load_tokenizer(cfg.tokenizer, need_mask=cfg.objective != "ar")
+    adding = cfg.adapted_from is not None and state is None and cfg.objective != "ar"
+    tok = load_tokenizer(cfg.tokenizer, need_mask=cfg.objective != "ar" and not adding)
+    if adding and tok.mask_id is None:
+        cfg.mask_added = mask_row(tok, recipe)
+        tok.mask_id = cfg.mask_added["id"]
+    elif cfg.mask_added is not None:  # resuming an adaptation that added one
+        tok.mask_id = cfg.mask_added["id"]
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
@@ -216,6 +227,8 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
                G=recipe.block_size)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
                         free_bytes(cfg.device))
+    if cfg.mask_added is not None and job.state is None and rank == 0:
+        with_mask_token(job, Path(cfg.out))
     model = _model(job)
     try:
         trainer = Trainer(cfg, recipe, model, job.tokenizer, state=job.state, data=job.data)
@@ -227,6 +240,40 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
         parallel.close()
 
 
+MASK_TOKEN = "<|mdm_mask|>"  # one of fsc.tokenizer.MASK_NAMES, so the tokenizer finds it again
+
+
+def mask_row(tok, recipe: Recipe) -> dict:
+    """Where an adapted model's mask token goes when its tokenizer has none: the first row of
+    the embedding past the tokenizer's vocabulary (published vocabularies are padded, so the
+    row is there, never trained). UsageError when the vocabulary is full."""
+    if tok.vocab_size >= recipe.vocab_size:
+        raise UsageError(f"the tokenizer ({tok.name}) has no mask token and its "
+                         f"{tok.vocab_size} tokens fill {recipe.name}'s vocab_size "
+                         f"{recipe.vocab_size}: no row for one (give a --tokenizer that has one)")
+    return {"token": MASK_TOKEN, "id": tok.vocab_size}
+
+
+def with_mask_token(job: TrainJob, out: Path) -> None:
+    """An adaptation that adds a mask token: the tokenizer with it, written into the training
+    directory (`tokenizer/`), becomes the run's tokenizer."""
+    added = job.cfg.mask_added
+    folder = out / "tokenizer"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(job.cfg.tokenizer)
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, folder / name)
+    tok = job.tokenizer.tok
+    tok.add_special_tokens([AddedToken(added["token"], special=True)])
+    if tok.token_to_id(added["token"]) != added["id"]:
+        raise UsageError(f"{source}: the mask token would get id "
+                         f"{tok.token_to_id(added['token'])}, not {added['id']} (its ids have "
+                         "gaps); give a --tokenizer that has a mask token")
+    tok.save(str(folder / "tokenizer.json"))
+    job.cfg.tokenizer = str(folder.resolve())
+
+
 def _model(job: TrainJob):
     """fp32 master weights on the device: a checkpoint's (resuming, or starting from one) or
     the recipe's seeded initial ones."""
@@ -234,6 +281,10 @@ def _model(job: TrainJob):
     if job.state is not None or is_checkpoint(job.weights):
         _, model = load_checkpoint(job.weights, device=cfg.device, dtype=torch.float32)
         model.recipe = job.recipe  # ar training of a G > 1 checkpoint: the same weights at G = 1
+        if job.state is None and cfg.mask_added is not None:
+            with torch.no_grad():  # the new mask row starts at the mean of the vocabulary's
+                emb = model.embed.weight
+                emb[cfg.mask_added["id"]] = emb[: cfg.mask_added["id"]].mean(0)
         return model
     return build_model(job.recipe, device=cfg.device, seed=cfg.seed, dtype=torch.float32,
                        state_dtype=torch.float32)

@@ -94,14 +94,51 @@ def test_bad_adaptations_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_c
         assert not out.exists() and not (tmp_path / "st2").exists()
 
 
-def test_a_tokenizer_without_a_mask_token_is_named(fsc_main, tmp_path, ar_ckpt):
-    from tokenizers import Tokenizer, models
+def _char_tokenizer(folder, n: int):
+    """A tokenizer of the first `n` byte values as characters, with no mask token."""
+    from tokenizers import Tokenizer, decoders, models
 
-    folder = tmp_path / "tok"
     folder.mkdir()
-    Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(
-        str(folder / "tokenizer.json"))
+    vocab = {chr(i): i for i in range(n - 1)} | {"[UNK]": n - 1}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
+    tok.decoder = decoders.Fuse()
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_full_vocabulary_without_a_mask_token_is_named(fsc_main, tmp_path, ar_ckpt):
+    folder = _char_tokenizer(tmp_path / "tok", 288)  # quality_attn's vocab_size: no free row
     res = fsc_main("train", ar_ckpt, "--G", "8", "--objective", "blocks", *TEXT,
                    "--train-steps", "1", "--tokenizer", folder, "--out", tmp_path / "x",
                    "--store", tmp_path / "st")
-    assert res.returncode == 2 and "no mask token" in res.stderr
+    assert res.returncode == 2 and "no mask token" in res.stderr and "no row" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+def test_a_mask_token_is_added_where_the_vocabulary_has_room(fsc_main, tmp_path, ar_ckpt):
+    """A tokenizer without a mask token (as a published causal LM's): the token is added at
+    the first free row, its embedding starts at the mean of the vocabulary's, the training
+    directory holds the tokenizer with it, and the denoiser decodes and resumes with it."""
+    from safetensors.torch import load_file as load
+
+    folder = _char_tokenizer(tmp_path / "tok", 200)
+    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, "--tokenizer", folder,
+                            steps=2).stdout)
+    saved = Path(doc["checkpoint"])
+    config = json.loads((saved / "config.json").read_text())["training"]
+    tok_dir = Path(config["tokenizer"])
+    assert tok_dir == (tmp_path / "ad" / "tokenizer").resolve()
+    assert json.loads((tok_dir / "tokenizer.json").read_text())["added_tokens"][-1][
+        "content"] == "<|mdm_mask|>"
+    from fsc.tokenizer import load_tokenizer
+
+    assert load_tokenizer(tok_dir).mask_id == 200
+    start = load(next(ar_ckpt.glob("step-*")) / "model.safetensors")["embed.weight"]
+    now = load(saved / "model.safetensors")["embed.weight"]
+    mean = start[:200].mean(0)  # two small steps later, row 200 is still near where it began
+    assert (now[200] - mean).norm() < 0.2 * (start[200] - mean).norm()
+    res = fsc_main("decode", saved, "--prompt", "To be", "--length", "8", "--json", check=0)
+    assert 200 not in json.loads(res.stdout)["token_ids"]  # the mask is never written
+    more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "3", "--json",
+                    check=0)
+    assert json.loads(more.stdout)["step"] == 3
