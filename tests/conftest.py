@@ -9,6 +9,9 @@ from pathlib import Path
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.pop("FSC_KERNEL_TUNING", None)  # tests see the kernels' own defaults
 os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".store-unused"))
+# The harness's datasets library reads this when it is imported: tests never download, and a
+# dataset that is not local fails at once instead of after network retries.
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch
 

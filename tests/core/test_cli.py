@@ -220,13 +220,14 @@ def test_the_consoles_show_text_as_it_is():
         assert shown.get() == "a :cat: [bold]b[/bold]\n"
 
 
-def test_help_lists_every_command_whole_at_80_columns(monkeypatch, capsys):
+def test_help_lists_every_command_whole_at_80_columns(run_fsc):
     """`fsc --help` gives each command a summary of its own, never cut with '...'."""
-    from fsc.cli.main import SUMMARIES, app, main
+    import os
 
-    monkeypatch.setenv("COLUMNS", "80")
-    assert main(["--help"]) == 0
-    listed = capsys.readouterr().out.split("Commands:")[1].strip().splitlines()
+    from fsc.cli.main import SUMMARIES, app
+
+    res = run_fsc("--help", env={**os.environ, "COLUMNS": "80"}, check=0)
+    listed = res.stdout.split("Commands:")[1].strip().splitlines()
     names = {i.name for i in app.registered_commands} | {g.name for g in app.registered_groups}
     assert names == set(SUMMARIES) and len(listed) == len(names)
     for line in listed:
