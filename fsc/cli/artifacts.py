@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, printable, store_dir
+from fsc.cli.tables import WideOpt
 
 
 def _record(rep, action: str, store, as_json: bool, *lines: str) -> None:
@@ -79,8 +80,10 @@ def pull(
             f"{rep.name}, {len(rep.files)} files verified) into {rep.path}")
 
 
-def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
-    """Checkpoints the store knows: where they live, where they were pushed or pulled."""
+def artifacts(store: StoreOpt = None, wide: WideOpt = False, as_json: JsonOpt = False) -> None:
+    """Checkpoints the store knows: where they live, where they were pushed or pulled. At the
+    terminal's width the path stays whole (folded onto more lines if it must): the commit, the
+    time, the action and then the Hub repository leave first (--wide keeps them all)."""
     from fsc.checkpoint.registry import list_artifacts
 
     rows = list_artifacts(store_dir(store))
@@ -90,20 +93,22 @@ def artifacts(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     if not rows:
         out.print(f"no checkpoints recorded in {store_dir(store)} yet", markup=False)
         return
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=Text(f"checkpoints in {store_dir(store)}"))
-    for col in ("when (UTC)", "action", "path", "recipe", "hub", "commit"):
-        t.add_column(col)
+    from fsc.cli.tables import fitted, show
+
+    columns = ("when (UTC)", "action", "path", "recipe", "hub", "commit")
+    records = []
     for r in rows:
         hub = f"{r['repo']}@{r['revision']}" if r.get("repo") else "-"
         path = r["path"] if r["present"] else f"{r['path']} (gone)"
         cells = (f"{r['created_at']:%Y-%m-%d %H:%M:%S}", r["action"], path,
                  r.get("recipe") or (r["recipe_hash"] or "-")[:12], hub,
                  (r.get("commit_id") or "-")[:12])
-        t.add_row(*(Text(printable(c)) for c in cells))  # stored text, never markup
-    out.print(t)
+        records.append({c: Text(printable(v, 10**4)) for c, v in zip(columns, cells)})
+    show(out, fitted(f"checkpoints in {printable(str(store_dir(store)))}", columns, records, out,
+                     drop=("commit", "when (UTC)", "action", "hub"), left=columns,
+                     fold=("path",), width=None if wide else -1), wide)
 
 
 def register(app: typer.Typer) -> None:

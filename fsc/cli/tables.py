@@ -8,7 +8,7 @@ At a given width, in this order:
   and in --json;
 - a column in `text` (a command, an error) takes the room left and is cut with "…".
 No cell of any other column is ever cut or wrapped, and no header word is split; only the recipe
-column may fold onto a second line. `width=None` (--wide) keeps every column and all text.
+column (and those named in `fold`, a path) may fold onto more lines. `width=None` (--wide) keeps every column and all text.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ def _hoisted(columns: list[str], records: list[dict], hoist: tuple[str, ...]) ->
 
 
 def _table(title: str | None, shown: list[str], records: list[dict], text: tuple[str, ...],
-           room: int | None, left: tuple[str, ...]) -> Table:
+           room: int | None, left: tuple[str, ...], fold: tuple[str, ...] = ()) -> Table:
     table = Table(title=title)
     for col in shown:
         if col in text:
             table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis",
                              max_width=room)
-        elif col == "recipe":
+        elif col == "recipe" or col in fold:
             table.add_column(col, justify="left", overflow="fold",
                              min_width=max(len(w) for w in col.split()))
         else:
@@ -64,10 +64,11 @@ def _natural(table: Table, console: Console) -> int:
 def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], console: Console,
            drop: tuple[str, ...] = (), *, hoist: tuple[str, ...] = (),
            text: tuple[str, ...] = (), left: tuple[str, ...] = (),
-           width: int | None = -1) -> Table:
+           width: int | None = -1, fold: tuple[str, ...] = ()) -> Table:
     """A table of `records` (column -> cell) laid out for `width` columns (default: the
     console's; None: no limit, as --wide), see the module docstring. Cells are right-aligned
-    but in `left`, `text` and the recipe column."""
+    but in `left`, `text` and the recipe column. Columns in `fold` fold onto more lines, as the
+    recipe column does, rather than be cut (a path)."""
     limit = console.width if width == -1 else width
     shown = list(columns)
     gone = _hoisted(shown, records, hoist)
@@ -77,17 +78,17 @@ def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], con
         title = f"{title} · {said}" if title else said
         shown = [c for c in shown if c not in gone]
     if limit is None:
-        return _table(title, shown, records, text, None, left)
+        return _table(title, shown, records, text, None, left, fold)
     for dropped in (None, *drop):
         if dropped is not None and dropped in shown:
             shown.remove(dropped)
         texts = [c for c in shown if c in text]
-        fixed = _table(title, [c for c in shown if c not in text], records, text, None, left)
+        fixed = _table(title, [c for c in shown if c not in text], records, text, None, left, fold)
         used = _natural(fixed, console) + 3 * len(texts)  # "│ " + cell + " " per text column
         room = (limit - used) // len(texts) if texts else 0
         if used <= limit and (not texts or room >= MIN_TEXT):
             break
-    return _table(title, shown, records, text, max(room, 4) if texts else None, left)
+    return _table(title, shown, records, text, max(room, 4) if texts else None, left, fold)
 
 
 def show(console: Console, table: Table, wide: bool = False) -> None:

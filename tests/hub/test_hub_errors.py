@@ -139,3 +139,22 @@ def test_artifacts_of_an_empty_store(fsc, tmp_path):
     assert r.returncode == 0 and "no checkpoints recorded" in r.stdout
     r = fsc("artifacts", "--json")
     assert r.returncode == 0 and r.stdout.strip() == "[]"
+
+
+def test_artifacts_keep_the_path_whole_at_80_columns(tmp_path, run_fsc):
+    """The path is the column a reader needs: at 80 columns others leave, it is never cut;
+    --wide keeps every column."""
+    import os
+
+    from fsc.cli.main import main
+
+    deep = tmp_path / ("a-rather-long-folder-name-" * 2) / "checkpoint-of-tiny-attention"
+    assert main(["build", "tiny_attn", "--save", str(deep), "--store", str(tmp_path / "st")]) == 0
+    env = {**os.environ, "COLUMNS": "80"}
+    res = run_fsc("artifacts", "--store", tmp_path / "st", env=env, check=0)
+    assert "…" not in res.stdout and max(len(line) for line in res.stdout.splitlines()) <= 80
+    cells = "".join(line.split("│")[1].strip() for line in res.stdout.splitlines()
+                    if line.count("│") >= 2)  # the path column, its folded lines joined
+    assert str(deep) in cells
+    wide = run_fsc("artifacts", "--store", tmp_path / "st", "--wide", env=env, check=0).stdout
+    assert "commit" in wide and "when (UTC)" in wide and str(deep) in wide
