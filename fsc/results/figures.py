@@ -457,7 +457,9 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
         ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
         ax.set_xlabel("prompt length (tokens)")
         ax.set_ylabel("needle depth (0 = start)")
-        ax.set_title(f"{recipe} · {run_id}", fontsize=8, color=colour[recipe])
+        several = len({c["run_id"] for c in cells}) > 1  # one run: the figure's title names it
+        ax.set_title(f"{recipe} · {run_id}" if several else recipe, fontsize=8,
+                     color=colour[recipe])
     for i in range(len(panels), n_rows * cols):
         axes[i // cols][i % cols].set_visible(False)
     fig.colorbar(image, ax=axes, shrink=0.8, label=METRICS[metric])

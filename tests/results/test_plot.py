@@ -339,3 +339,16 @@ def test_losses_of_different_tasks_get_panels_of_their_own():
     assert all(len(ax.lines) == 1 for ax in axes)
     one = figures.loss(rows[:10], {"tiny_attn": "#1f77b4"})
     assert len([ax for ax in one.axes if ax.lines]) == 1
+
+
+def test_the_niah_panels_name_the_run_only_when_several_are_drawn(tmp_path):
+    """One run: its id is in the figure's title and not again in each panel's; two runs:
+    each panel says which it is."""
+    ids = train_and_eval_rows(tmp_path / "store")
+    st = Store(tmp_path / "store")
+    two = draw(tmp_path, st, "niah", runs=ids["eval"])
+    assert sorted(ax.get_title().split(" · ")[1] for ax in two.figure.axes
+                  if ax.images) == sorted(ids["eval"])
+    one = draw(tmp_path, st, "niah", runs=ids["eval"][:1])
+    panel = next(ax.get_title() for ax in one.figure.axes if ax.images)
+    assert ids["eval"][0] not in panel and ids["eval"][0] in one.figure._suptitle.get_text()
