@@ -246,12 +246,12 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
                                                                 color="0.4")
     for name, total in sorted({(r.get("device_name") or r["device"], r.get("device_memory_bytes"))
                                for r in rows if r.get("device_memory_bytes")}):
-        label = f"{name} memory ({total / GiB:.1f} GiB)"
         if total <= DEVICE_LINE_SPAN * max(drawn):
             ax.axhline(total / size, color="0.3", ls=":", lw=1.2)
-            extra[label] = Line2D([], [], ls=":", color="0.3")
+            extra[f"{name} memory ({total / GiB:.1f} GiB)"] = Line2D([], [], ls=":", color="0.3")
         else:  # a line decades above the data would squash it: named, not drawn
-            extra[label + ", far above"] = Line2D([], [], ls="", color="0.3")
+            extra[f"{name} memory: {total / GiB:.1f} GiB, above the axis (not drawn)"] = Line2D(
+                [], [], ls="", color="0.3")
     _against_s(fig, ax, rows, f"peak memory ({unit})", extra)
     return fig
 

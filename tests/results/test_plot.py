@@ -304,7 +304,8 @@ def test_memory_in_a_unit_that_fits_and_no_line_decades_above_the_data():
     ax = fig.axes[0]
     assert ax.get_ylabel() == "peak memory (KiB)" and ax.get_ylim()[1] < 2**10
     assert len(ax.lines) == 1  # the data; the device's 23.5 GiB is named in the legend only
-    assert any("23.5 GiB), far above" in t.get_text() for t in fig.legends[0].get_texts())
+    assert any(t.get_text() == "cpu box memory: 23.5 GiB, above the axis (not drawn)"
+               for t in fig.legends[0].get_texts())
 
 
 def test_the_no_roof_note_is_beside_the_plot_not_on_it():
