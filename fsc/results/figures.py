@@ -20,7 +20,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from fsc import noise
 from fsc.costmodel import device_spec
@@ -136,15 +136,31 @@ def _log2_axis(axis: Any, values: Iterable[float], formatter: Callable = tokens)
     axis.set_minor_formatter(NullFormatter())
 
 
+NARROW_LOG = 4.0  # a log axis spanning less than this factor gets evenly spaced ticks
+
+
+class _ReadableLog(LogLocator):
+    """A log axis's ticks; on an axis spanning less than a factor of NARROW_LOG (where a decade
+    leaves one or two labels, "2" and "3"), about five evenly spaced ones instead."""
+
+    def tick_values(self, vmin: float, vmax: float):
+        lo, hi = sorted((vmin, vmax))
+        if lo > 0 and hi / lo < NARROW_LOG:
+            return MaxNLocator(5).tick_values(lo, hi)
+        return super().tick_values(vmin, vmax)
+
+
 def _plain_log(*axes: Any) -> None:
     """Log axes labelled 0.3, 2, 1000 rather than 3×10⁻¹; minor ticks (2, 3, 5 of a decade)
-    labelled too when the axis spans little more than a decade."""
+    labelled too when the axis spans little more than a decade, and evenly spaced ticks when
+    it spans less than a factor of 4."""
     for axis in axes:
+        axis.set_major_locator(_ReadableLog())
         axis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
 
         def minor(v: float, _p: Any, axis: Any = axis) -> str:
             lo, hi = sorted(axis.get_view_interval())
-            if v <= 0 or lo <= 0 or hi / lo > 10 ** 1.3:
+            if v <= 0 or lo <= 0 or hi / lo > 10 ** 1.3 or hi / lo < NARROW_LOG:
                 return ""
             mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
             return f"{v:g}" if round(mantissa) in (2, 3, 5) else ""

@@ -353,3 +353,19 @@ def test_the_niah_panels_name_the_run_only_when_several_are_drawn(tmp_path):
     one = draw(tmp_path, st, "niah", runs=ids["eval"][:1])
     panel = next(ax.get_title() for ax in one.figure.axes if ax.images)
     assert ids["eval"][0] not in panel and ids["eval"][0] in one.figure._suptitle.get_text()
+
+
+def test_a_narrow_log_axis_gets_enough_labels():
+    """Step times between 2.2 and 3.1 ms: a log axis would label only "2" and "3"; at least
+    four labels, evenly spaced, and none repeated."""
+    rows = [point("tiny_attn", S, 1, step) | {"run_id": "r", "device_name": "cpu box",
+                                              "floor_ms": None}
+            for S, step in ((1024, 2.2), (2048, 2.6), (4096, 3.1))]
+    fig = figures.latency(rows, figures.colours(["tiny_attn"]))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+             if t.get_text()]
+    lo, hi = ax.get_ylim()
+    inside = [v for v in ax.get_yticks() if lo <= v <= hi]
+    assert len(inside) >= 4 and len(set(shown)) == len(shown) >= 4, shown
