@@ -288,6 +288,8 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     that varies)."""
     ok = [r for r in rows if r["status"] == "ok" and r["tokens_per_s"]]
     _need(ok, "ok profile point", "fsc profile records them")
+    if len({r["B"] for r in ok}) == 1:
+        return _throughput_by_s(rows, ok, colour)
     s_values = sorted({r["S"] for r in ok})
     cols = min(4, len(s_values))
     n_rows = math.ceil(len(s_values) / cols)
@@ -315,6 +317,29 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     for row in axes:
         row[0].set_ylabel("throughput (tokens/s)")
     _legend(fig, list(seen.values()), list(seen))
+    return fig
+
+
+def _throughput_by_s(rows: Rows, ok: Rows, colour: dict[str, str]) -> Figure:
+    """One B measured: tokens per second against S, one line per recipe (a panel per S would
+    hold one dot each)."""
+    fig, axes = _figure(f"throughput at B = {ok[0]['B']}", rows)
+    ax = axes[0][0]
+    key = ("recipe", "G", "K", "dtype", "backend", "device")
+    varying = _varying(ok, key[1:])
+    for k, line in grouped(ok, key).items():
+        line = sorted(line, key=lambda r: r["S"])
+        ax.plot([r["S"] for r in line], [r["tokens_per_s"] for r in line], marker="o", ms=4,
+                lw=1.4, color=colour[k[0]], label=_label(line[0], varying))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _log2_axis(ax.xaxis, [r["S"] for r in ok if r["S"] > 0])
+    ax.set_xlabel("context length S (tokens in the cache)")
+    ax.set_ylabel("throughput (tokens/s)")
+    _plain_log(ax.yaxis)
+    ax.grid(True, which="both", alpha=0.25)
+    handles, labels = ax.get_legend_handles_labels()
+    _legend(fig, handles, labels)
     return fig
 
 

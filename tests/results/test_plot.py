@@ -369,3 +369,17 @@ def test_a_narrow_log_axis_gets_enough_labels():
     lo, hi = ax.get_ylim()
     inside = [v for v in ax.get_yticks() if lo <= v <= hi]
     assert len(inside) >= 4 and len(set(shown)) == len(shown) >= 4, shown
+
+
+def test_throughput_at_one_batch_size_is_a_line_over_s():
+    """Every point at B = 1: one panel of tokens/s against S, a line per recipe, not a panel of
+    one dot per S."""
+    rows = [point(r, S, 1, base * S / 1024) | {"run_id": "r", "device_name": "cpu box"}
+            for r, base in (("tiny_attn", 2.0), ("tiny_mamba", 1.0)) for S in (1024, 4096, 16384)]
+    fig = figures.throughput(rows, figures.colours(["tiny_attn", "tiny_mamba"]))
+    drawn = [ax for ax in fig.axes if ax.lines]
+    assert len(drawn) == 1 and [len(line.get_xdata()) for line in drawn[0].lines] == [3, 3]
+    assert "B = 1" in fig._suptitle.get_text() and "S" in drawn[0].get_xlabel()
+    two = figures.throughput(rows + [r | {"B": 2} for r in rows],
+                             figures.colours(["tiny_attn", "tiny_mamba"]))
+    assert len([ax for ax in two.axes if ax.lines]) == 3  # a panel per S, lines over B
