@@ -54,9 +54,9 @@ RUN_OUT := runs/make-run
 run: install
 	$(BIN)/fsc profile
 	mkdir -p $(RUN_OUT)
-	$(BIN)/fsc plot latency --out $(RUN_OUT)/latency.png
-	$(BIN)/fsc plot memory --out $(RUN_OUT)/memory.png
-	$(BIN)/fsc report --out $(RUN_OUT)/report.html
+	$(BIN)/fsc plot latency --force --out $(RUN_OUT)/latency.png
+	$(BIN)/fsc plot memory --force --out $(RUN_OUT)/memory.png
+	$(BIN)/fsc report --force --out $(RUN_OUT)/report.html
 
 # On the GPU machine, with its own python3, torch and triton (no venv, no network): wheels it
 # lacks come from .whl/ (made here by `make gpu-wheels`); fsc is installed editable, no deps.

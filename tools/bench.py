@@ -229,9 +229,10 @@ def results(record, store: Path) -> None:
     for col in ("command", "wall s", "output bytes"):
         t.add_column(col, justify="right")
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(f"plot {k}", ["plot", k, "--out", f"{tmp}/{k}.png"], f"{tmp}/{k}.png")
+        jobs = [(f"plot {k}", ["plot", k, "--force", "--out", f"{tmp}/{k}.png"], f"{tmp}/{k}.png")
                 for k in ("latency", "memory", "throughput", "roofline")]
-        jobs.append(("report", ["report", "--out", f"{tmp}/report.html"], f"{tmp}/report.html"))
+        jobs.append(("report", ["report", "--force", "--out", f"{tmp}/report.html"],
+                     f"{tmp}/report.html"))
         for name, args, made in jobs:
             seconds = median_s(lambda args=args: subprocess.run(
                 [*FSC, *args, "--store", str(store)], check=True, capture_output=True), 3)

@@ -211,8 +211,8 @@ def figures(a) -> None:
     st.con.close()
     a.figures.mkdir(parents=True, exist_ok=True)
     out = a.figures / "quality.png"
-    run_json(["plot", "quality", *(x for run in evals for x in ("--run", run)), "--out", str(out),
-              "--store", str(a.store)])
+    run_json(["plot", "quality", *(x for run in evals for x in ("--run", run)), "--force",
+              "--out", str(out), "--store", str(a.store)])
     print(f"wrote {out}", flush=True)
 
 

@@ -150,8 +150,8 @@ def figures(a) -> None:
     for kind, runs in (("retrieval", evals), ("niah", evals), ("loss", trains)):
         if runs:
             out = a.figures / f"{kind}.png"
-            run_json(["plot", kind, *(x for run in runs for x in ("--run", run)), "--out", str(out),
-                  "--store", str(a.store)])
+            run_json(["plot", kind, *(x for run in runs for x in ("--run", run)), "--force",
+                      "--out", str(out), "--store", str(a.store)])
             print(f"wrote {out}", flush=True)
 
 

@@ -98,6 +98,10 @@ def bar_text():
     return TextColumn("{task.description}", markup=False)
 
 
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Replace the file written if it exists (fsc never replaces one unasked).")]
+
+
 def output_path(path: Path, option: str, *, force: bool = True) -> Path:
     """A file the command is about to write, given by `option` (see fsc.paths.output_file)."""
     from fsc.paths import output_file

@@ -9,14 +9,22 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.common import JsonOpt, StoreOpt, err, fmt_bytes, print_json, printable, store_dir
+from fsc.cli.common import (
+    ForceOpt,
+    JsonOpt,
+    StoreOpt,
+    err,
+    fmt_bytes,
+    print_json,
+    printable,
+    store_dir,
+)
 
 OutOpt = Annotated[
     Path,
     typer.Option("--out", help="File to write: .parquet, .csv, .json (one array) or .jsonl "
                                "(one object per line)."),
 ]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")]
 
 
 def check(sql: str, out_file: Path | None, force: bool, write: bool = False) -> None:

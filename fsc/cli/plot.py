@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from fsc.cli.common import (
+    ForceOpt,
     JsonOpt,
     StoreOpt,
     choices,
@@ -57,6 +58,7 @@ def plot(
     metric: Annotated[Metric, typer.Option(
         "--metric", help="niah and retrieval: accuracy (exact match) or token_accuracy.")
     ] = Metric.accuracy,
+    force: ForceOpt = False,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -68,7 +70,7 @@ def plot(
     path = out_file or Path(f"{kind}.png")
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
-    output_path(path, "--out")
+    output_path(path, "--out", force=force)
     from fsc.results import figures, select
     from fsc.results.plots import draw
 
@@ -108,16 +110,18 @@ def report(
     baseline: Annotated[str | None, typer.Option(
         "--baseline", help="Recipe the others are compared with at each S (default: the "
         "all-attention one).", show_default=False)] = None,
+    force: ForceOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Write the results of runs as one page: figures, tables, provenance."""
+    """Write the results of runs as one page: figures, tables, provenance. An existing file
+    (and, for md, its figures' folder) is replaced only with --force, as `fsc export` does."""
     fmt = fmt or (Format.md if out_file is not None and out_file.suffix.lower() == ".md"
                   else Format.html)
     path = out_file or Path(f"report.{fmt}")
     suffixes = {Format.md: (".md",), Format.html: (".html", ".htm")}[fmt]
     if path.suffix.lower() not in suffixes:
         raise UsageError(f"--out {path}: a {fmt} report is written as a {suffixes[0]} file")
-    output_path(path, "--out")
+    output_path(path, "--out", force=force)
     assets = path.with_name(path.stem + "_files")
     if fmt is Format.md and assets.exists() and not assets.is_dir():
         raise UsageError(f"--out {path}: {assets} (the figures' folder) is a file")

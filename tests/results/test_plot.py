@@ -25,7 +25,7 @@ def draw(tmp_path, *args, **kw) -> plots.Drawn:
 
 
 def _plot(cli, *args):
-    r = cli("plot", *args, "--json")
+    r = cli("plot", *args, "--force", "--json")  # tests draw again to the same file
     assert r.code == 0, r.err
     return json.loads(r.out)
 
@@ -242,7 +242,7 @@ def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_p
     assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [niah]
     doc = _plot(cli, "retrieval", "--store", store, "--out", tmp_path / "r.png")
     assert doc["runs"] == [niah, mqar] and "niah or mqar cells" in doc["picked"]
-    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png", "--force")
     assert r.code == 0 and "the latest eval run of each recipe with niah cells" in r.err
     newer = eval_run(store, "tiny_attn", "niah")
     assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [newer]
@@ -251,7 +251,7 @@ def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_p
 def test_no_run_with_the_rows_names_them_and_the_command(cli, tmp_path):
     store = tmp_path / "store"
     eval_run(store, "tiny_attn", "loss")
-    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png")
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png", "--force")
     assert r.code == 2 and r.err.count("\n") == 1
     assert "no eval run with niah cells" in r.err and "fsc eval --task niah" in r.err
 
@@ -383,3 +383,15 @@ def test_throughput_at_one_batch_size_is_a_line_over_s():
     two = figures.throughput(rows + [r | {"B": 2} for r in rows],
                              figures.colours(["tiny_attn", "tiny_mamba"]))
     assert len([ax for ax in two.axes if ax.lines]) == 3  # a panel per S, lines over B
+
+
+def test_an_existing_file_is_replaced_only_with_force(cli, made, tmp_path):
+    """plot and report never replace a file unasked, as export does: one line, exit 2, the
+    file as it was; --force replaces it."""
+    for args, out in ((["plot", "latency"], tmp_path / "l.png"),
+                      (["report"], tmp_path / "r.html")):
+        out.write_text("mine")
+        r = cli(*args, "--store", made.store, "--out", out)
+        assert r.code == 2 and "exists; pass --force" in r.err and out.read_text() == "mine"
+        assert cli(*args, "--store", made.store, "--out", out, "--force").code == 0
+        assert out.read_bytes() != b"mine"

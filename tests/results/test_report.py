@@ -99,7 +99,7 @@ def test_baseline_option(cli, made, tmp_path):
     assert cli("report", made.run_a, "--store", made.store, "--out", out,
                "--baseline", "tiny_mamba").code == 0
     assert "Against tiny_mamba at each S" in out.read_text()
-    assert cli("report", made.run_a, "--store", made.store, "--out", out,
+    assert cli("report", made.run_a, "--store", made.store, "--out", out, "--force",
                "--baseline", "nope").code == 0
     assert "nope has no point in this run" in out.read_text()
 
@@ -236,7 +236,7 @@ def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
     assert "latest eval run of each recipe and task" in html
     older = eval_run(store, "tiny_attn", "niah")
     newer = eval_run(store, "tiny_attn", "niah")
-    assert cli("report", "--store", store, "--out", out).code == 0
+    assert cli("report", "--store", store, "--out", out, "--force").code == 0
     html = out.read_text()
     assert f"Run {newer}" in html and f"Run {older}" not in html
     assert "The store holds 2 other runs" in html
