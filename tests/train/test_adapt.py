@@ -139,6 +139,6 @@ def test_a_mask_token_is_added_where_the_vocabulary_has_room(fsc_main, tmp_path,
     assert (now[200] - mean).norm() < 0.2 * (start[200] - mean).norm()
     res = fsc_main("decode", saved, "--prompt", "To be", "--length", "8", "--json", check=0)
     assert 200 not in json.loads(res.stdout)["token_ids"]  # the mask is never written
-    more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "3", "--json",
-                    check=0)
+    more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "3",
+                    "--store", tmp_path / "st", "--json", check=0)
     assert json.loads(more.stdout)["step"] == 3
