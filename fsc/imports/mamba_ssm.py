@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import math
 
+from fsc.imports import mamba2
 from fsc.imports.config import Config
-from fsc.imports.mamba2 import mixer_names
 
 ARCHITECTURES = ("MambaLMHeadModel",)  # Config.architecture names a config of MAMBA_SSM_KEYS so
 
-NAMES = (
-    (r"embed\.weight", "backbone.embedding.weight"),
-    (r"layers\.(\d+)\.norm1\.weight", r"backbone.layers.\1.norm.weight"),
-    *mixer_names(r"backbone.layers.\1.mixer"),
-    (r"norm_f\.weight", "backbone.norm_f.weight"),
-    (r"lm_head\.weight", "lm_head.weight"),
-)
-ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # conv_bias: false
+# transformers' names but one: the embedding is `backbone.embedding`, not `embeddings`
+NAMES = tuple((pattern, name.replace("backbone.embeddings.", "backbone.embedding."))
+              for pattern, name in mamba2.NAMES)
+ABSENT_AS_ZERO = mamba2.ABSENT_AS_ZERO  # conv_bias: false
 
 
 def recipe(cfg: Config, name: str) -> dict:
