@@ -13,3 +13,9 @@ def printable(text: object, limit: int | None = 200, keep: str = "") -> str:
     s = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf") and c not in keep else c
                 for c in text)
     return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
+
+
+def first_line(text: object) -> str:
+    """The first non-blank line of `text` (an exception's message), stripped; "" if none."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else ""

@@ -31,6 +31,7 @@ from fsc.source import (
     load_source_recipe,
     resolve_checkpoint,
 )
+from fsc.text import first_line
 from fsc.tokenizer import ByteTokenizer, load_tokenizer
 
 
@@ -111,7 +112,7 @@ class TransformersScorer:
             self.model = transformers.AutoModelForCausalLM.from_pretrained(
                 spec, torch_dtype=torch.float32).to(device).eval()
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e) or type(e).__name__
             raise UsageError(f"--scorer {spec}: cannot load a transformers causal LM "
                              f"({first[:200]})") from None
         self.tokenizer = _HFText(self.hf_tok)

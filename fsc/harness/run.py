@@ -22,6 +22,7 @@ from fsc.harness.lm import FscLM
 from fsc.provenance import environment
 from fsc.scale import recording
 from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, weights_origin
+from fsc.text import first_line
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,6 @@ def check(request: HarnessRequest) -> None:
     if request.include_path is not None and not Path(request.include_path).is_dir():
         raise UsageError(f"--include-path {request.include_path}: not a directory")
     load_source_recipe(str(resolve_checkpoint(request.source)))  # one line if it is not a model
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:300]
 
 
 def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
@@ -134,7 +130,7 @@ def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
         raise
     except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
         raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
-                         f"{type(e).__name__}: {_first_line(e)}") from None
+                         f"{type(e).__name__}: {first_line(e)[:300]}") from None
     return results, lm
 
 

@@ -39,6 +39,7 @@ from fsc.hub.names import (
     default_pull_dir,
 )
 from fsc.recipe import load_recipe
+from fsc.text import first_line
 
 # On push, weight files of the repo that the new checkpoint does not list are deleted in the
 # same commit, so one revision never mixes shards of two checkpoints.
@@ -66,11 +67,6 @@ def _is_transport_error(e: BaseException) -> bool:
     return any(c.__module__.split(".")[0] in _TRANSPORT_MODULES for c in type(e).__mro__)
 
 
-def _first_line(text: object) -> str:
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return lines[0] if lines else ""
-
-
 def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> HubError | None:
     """One line for a failure of the Hub client, or None when `e` is not one (a bug: re-raise)."""
     where = f"{repo}@{revision}" if revision else repo
@@ -82,7 +78,7 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
     if isinstance(e, hf.RevisionNotFoundError):
         return HubError(f"{what}: revision {revision!r} not found in {repo}")
     if isinstance(e, hf.RemoteEntryNotFoundError):
-        detail = _first_line(e.server_message or e)
+        detail = first_line(e.server_message or e)
         return HubError(f"{what}: a file is missing in {where}: {detail}")
     if isinstance(e, hf.HfHubHTTPError) and e.response is not None:
         status = e.response.status_code
@@ -91,18 +87,18 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
                             "`hf auth login`")
         if status == 403:
             return HubError(f"{what}: the token has no access to {repo} (HTTP 403)")
-        detail = _first_line(e.server_message) or e.response.reason_phrase
+        detail = first_line(e.server_message) or e.response.reason_phrase
         return HubError(f"{what}: the Hub answered HTTP {status} for {where}: {detail}")
     if isinstance(e, hf.OfflineModeIsEnabled):
         return HubError(f"{what}: HF_HUB_OFFLINE is set; unset it to reach the Hub")
     if isinstance(e, hf.LocalEntryNotFoundError) and e.__cause__ is not None:
         return hub_error(e.__cause__, what, repo, revision)
     if _is_transport_error(e) or isinstance(e, (ConnectionError, TimeoutError)):
-        detail = _first_line(e) or type(e).__name__
+        detail = first_line(e) or type(e).__name__
         return HubError(f"{what}: cannot reach the Hub at {_endpoint()}: {detail}")
     if isinstance(e, (OSError, ValueError, RuntimeError)):
         cause = e.__cause__
-        detail = _first_line(e) + (f" ({_first_line(cause)})" if cause is not None else "")
+        detail = first_line(e) + (f" ({first_line(cause)})" if cause is not None else "")
         return HubError(f"{what}: {where}: {detail or type(e).__name__}")
     return None
 
