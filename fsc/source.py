@@ -70,6 +70,16 @@ def checkpoint_tokenizer(ref: str | Path) -> Path | None:
     return path.parent if is_checkpoint(ref) and path.is_file() else None
 
 
+def text_tokenizer(ref: str | Path) -> str | None:
+    """The tokenizer a checkpoint reads text with: the one its training recorded (`fsc train
+    --tokenizer`, or the one an adaptation wrote), else its own tokenizer.json (an imported
+    model's); None: fsc's byte tokenizer."""
+    trained = checkpoint_config(ref).get("training")
+    spec = trained.get("tokenizer") if isinstance(trained, dict) else None
+    own = checkpoint_tokenizer(ref)
+    return spec or (str(own) if own is not None else None)
+
+
 def has_published_weights(ref: str | Path) -> bool:
     """A local import source with its weights (an hf: source is read for its config alone:
     `fsc import` fetches the weights)."""

@@ -84,10 +84,10 @@ def decode(
     from fsc.blocks import block_setting, parse_ids
     from fsc.errors import UsageError
     from fsc.source import (
-        checkpoint_tokenizer,
         load_source_recipe,
         resolved,
         starts_with_bos,
+        text_tokenizer,
         weights_origin,
     )
     from fsc.tokenizer import IdTokenizer, load_tokenizer
@@ -98,7 +98,7 @@ def decode(
     # Everything a user can get wrong is checked before torch is imported.
     source_recipe = load_source_recipe(source)
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
-    tok_path = tokenizer or checkpoint_tokenizer(source)
+    tok_path = tokenizer or text_tokenizer(source)
     if prompt_ids is not None and tok_path is None:  # ids in, ids out
         tok = IdTokenizer(source_recipe.vocab_size)
     else:

@@ -26,10 +26,10 @@ from fsc.errors import FscError, UsageError
 from fsc.loading import load_model
 from fsc.source import (
     checkpoint_config,
-    checkpoint_tokenizer,
     is_checkpoint,
     load_source_recipe,
     resolve_checkpoint,
+    text_tokenizer,
 )
 from fsc.text import first_line
 from fsc.tokenizer import ByteTokenizer, load_tokenizer
@@ -63,10 +63,7 @@ class FscScorer:
             raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
                              f"{recipe.block_size}); a scorer must be autoregressive (trained "
                              "with --objective ar, or imported with fsc import)")
-        trained = checkpoint_config(source).get("training")
-        tok = trained.get("tokenizer") if isinstance(trained, dict) else None
-        tok = tok or checkpoint_tokenizer(source)
-        self.tokenizer = load_tokenizer(tok, need_mask=False)
+        self.tokenizer = load_tokenizer(text_tokenizer(source), need_mask=False)
         if self.tokenizer.vocab_size > recipe.vocab_size:
             raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
                              f"tokens but its vocab_size is {recipe.vocab_size}")

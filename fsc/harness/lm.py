@@ -29,7 +29,7 @@ from fsc.decode import DecodeConfig, generate
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.loading import load_model, torch_device
-from fsc.source import checkpoint_config, checkpoint_tokenizer, resolve_checkpoint, starts_with_bos
+from fsc.source import resolve_checkpoint, starts_with_bos, text_tokenizer
 from fsc.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
 
 
@@ -71,9 +71,7 @@ class FscLM(TemplateLM):
         self.model.eval()
         self.G = self.model.recipe.block_size
         self.mode = "ar" if self.G == 1 else "diffusion"
-        trained = checkpoint_config(source).get("training")
-        spec = trained.get("tokenizer") if isinstance(trained, dict) else None
-        spec = spec or checkpoint_tokenizer(source)
+        spec = text_tokenizer(source)
         self.tok = load_tokenizer(spec, need_mask=self.mode == "diffusion")
         named = _named_ids(Path(spec), self.tok) if isinstance(self.tok, HFTokenizer) else {}
         bos = named.get("bos", getattr(self.tok, "bos_id", None))

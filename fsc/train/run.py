@@ -30,7 +30,7 @@ from fsc.model.lm import build_model
 from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
-from fsc.source import checkpoint_tokenizer, is_checkpoint, load_source_recipe, resolve_checkpoint
+from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, text_tokenizer
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train import data, parallel, ranks
@@ -77,8 +77,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     if G is not None:
         recipe, origin = adapted(source, recipe, G, objective)
         if origin is not None and settings.get("tokenizer") is None:
-            own = checkpoint_tokenizer(source)  # an imported model keeps its own tokenizer
-            settings["tokenizer"] = str(own) if own is not None else None
+            settings["tokenizer"] = text_tokenizer(source)  # the AR model's own tokenizer
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
         recipe = recipe.model_copy(update={"block_size": 1})
