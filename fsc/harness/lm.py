@@ -82,7 +82,7 @@ class FscLM(TemplateLM):
         if self._prefix is None:
             raise UsageError(f"{pretrained}: its tokenizer names no BOS or EOS token, which the "
                              "harness needs to begin an empty context")
-        self.source, self._device = source, torch.device(device)
+        self._device = torch.device(device)
         self.batch_size = 16 if str(batch_size).startswith("auto") else int(batch_size)
         self.mc = int(mc_samples)
         self.seed = int(seed)
@@ -125,10 +125,11 @@ class FscLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **_) -> list[tuple[float, bool]]:
         """(summed log-probability or its bound, greedy) of each (key, context ids,
         continuation ids)."""
-        order = sorted(range(len(requests)), key=lambda i: (-len(requests[i][1]) - len(requests[i][2]),
-                                                            tuple(requests[i][1])))
         out: dict[int, tuple[float, bool]] = {}
-        if self.mode == "ar":
+        if self.mode == "ar":  # longest first, as the hf backend batches them
+            order = sorted(range(len(requests)),
+                           key=lambda i: (-len(requests[i][1]) - len(requests[i][2]),
+                                          tuple(requests[i][1])))
             for lo in range(0, len(order), self.batch_size):
                 chunk = order[lo : lo + self.batch_size]
                 batch = []
@@ -137,20 +138,19 @@ class FscLM(TemplateLM):
                     batch.append(((ctx + cont)[-(self._max_length + 1) :][:-1], cont))
                 out.update(zip(chunk, ar_batch(self.model, batch, self._device)))
             return [out[i] for i in range(len(requests))]
+        # by context, so that requests sharing one (a question's choices) fold it once
+        capacity = min(max(len(r[1]) + len(r[2]) for r in requests), self._max_length) + self.G
         prefix_key, prefix = None, None
         for i in sorted(range(len(requests)), key=lambda i: tuple(requests[i][1])):
             _, ctx, cont = requests[i]
             ids = (ctx + cont)[-self._max_length :]
             start = len(ids) - len(cont)
             whole = ids[: start // self.G * self.G]
-            if self.cached and (prefix_key != tuple(whole) or prefix is None):
+            if self.cached and prefix_key != tuple(whole):
                 prefix_key = tuple(whole)
-                longest = max(len(r[1]) + len(r[2]) for r in requests)
-                prefix = fold_prefix(self.model, whole, min(longest, self._max_length) + self.G,
-                                     self._device)
+                prefix = fold_prefix(self.model, whole, capacity, self._device)
             out[i] = diffusion_loglikelihood(self.model, self.tok.mask_id, ids, start, self.mc,
-                                             self._device, self.seed, self.cached,
-                                             prefix if self.cached else None)
+                                             self._device, self.seed, self.cached, prefix)
         return [out[i] for i in range(len(requests))]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:

@@ -44,14 +44,16 @@ def harness_version() -> str:
     return importlib.metadata.version("lm_eval")
 
 
-def check(request: HarnessRequest) -> None:
-    """UsageError, before anything is loaded, for what cannot run."""
+def check(request: HarnessRequest) -> tuple[str, object]:
+    """(the checkpoint, its recipe) of what is asked; UsageError, before any weights are
+    loaded, for what cannot run."""
     if not request.tasks:
         raise UsageError("--task harness needs --tasks (e.g. arc_easy,piqa, or a task of "
                          "--include-path)")
     if request.include_path is not None and not Path(request.include_path).is_dir():
         raise UsageError(f"--include-path {request.include_path}: not a directory")
-    load_source_recipe(str(resolve_checkpoint(request.source)))  # one line if it is not a model
+    source = str(resolve_checkpoint(request.source))
+    return source, load_source_recipe(source)  # one line if it is not a model
 
 
 def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
@@ -137,9 +139,7 @@ def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
 def evaluate_harness(request: HarnessRequest, st, command: str):
     """Run the harness and record its metrics as one eval run of `st`; returns (run id,
     rows, seconds)."""
-    check(request)
-    source = str(resolve_checkpoint(request.source))
-    recipe = load_source_recipe(source)
+    source, recipe = check(request)
     t0 = time.perf_counter()
     results, lm = run_harness(request)
     seconds = time.perf_counter() - t0
