@@ -20,10 +20,11 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+
+from tools.timing import median_s
 
 CHARS = [chr(i) for i in range(128)] + ["\ufffd"]
 
@@ -72,13 +73,7 @@ def _requests(docs: int, context: int = 200):
 
 def _rate(fn, n: int, repeats: int) -> float:
     """Requests per second: n over the median of `repeats` timed calls, after a warm-up."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return n / sorted(times)[len(times) // 2]
+    return n / median_s(fn, repeats, warmup=1)
 
 
 def main(argv=None) -> None:

@@ -331,15 +331,7 @@ def _throughput_by_s(rows: Rows, ok: Rows, colour: dict[str, str]) -> Figure:
         line = sorted(line, key=lambda r: r["S"])
         ax.plot([r["S"] for r in line], [r["tokens_per_s"] for r in line], marker="o", ms=4,
                 lw=1.4, color=colour[k[0]], label=_label(line[0], varying))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    _log2_axis(ax.xaxis, [r["S"] for r in ok if r["S"] > 0])
-    ax.set_xlabel("context length S (tokens in the cache)")
-    ax.set_ylabel("throughput (tokens/s)")
-    _plain_log(ax.yaxis)
-    ax.grid(True, which="both", alpha=0.25)
-    handles, labels = ax.get_legend_handles_labels()
-    _legend(fig, handles, labels)
+    _against_s(fig, ax, ok, "throughput (tokens/s)", {})
     return fig
 
 

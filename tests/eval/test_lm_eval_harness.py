@@ -15,21 +15,8 @@ pytest.importorskip("lm_eval")
 from harness_tasks import CHOICE, TEXT, write_tasks
 
 from fsc.cli.main import main
+from fsc.recipe import load_recipe
 from fsc.store import Store
-
-AR_RECIPE = """\
-name: tiny_attn_ar
-d_model: 32
-n_layers: 2
-vocab_size: 260
-block_size: 1
-dtype: fp32
-state_dtype: fp32
-layers:
-  default: attention
-attention: {n_heads: 4, n_kv_heads: 4, head_dim: 8}
-mlp: {hidden_ratio: 2}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +24,8 @@ def made(tmp_path_factory):
     """(task folder, {name: checkpoint}): a G = 1 checkpoint and tiny_hybrid's (G 4)."""
     root = tmp_path_factory.mktemp("harness")
     tasks = write_tasks(root / "tasks", missing=True)
-    (root / "ar.yaml").write_text(AR_RECIPE)
+    ar = load_recipe("tiny_attn").model_copy(update={"name": "tiny_attn_ar", "block_size": 1})
+    (root / "ar.yaml").write_text(ar.to_yaml())  # the autoregressive twin of tiny_attn
     ckpts = {}
     for name, recipe in (("ar", str(root / "ar.yaml")), ("hybrid", "tiny_hybrid")):
         ckpts[name] = str(root / name)
