@@ -6,6 +6,9 @@ each row is recorded in the store (a run of kind 'bench').
 
     python -m tools.bench_harness [--docs 40] [--mc 16] [--store DIR]
 
+The AR rows time hf and fsc by turns, --rounds times (the median of each round's median, and
+the range over rounds: this machine's speed drifts by about a tenth between rounds).
+
 Requests: multiple-choice loglikelihood requests (a context of 200 characters of the shipped
 Shakespeare validation text and 3 continuations of 20 characters each), and rolling
 log-likelihoods of 400-character passages; the diffusion rows read contexts of --context
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -81,7 +85,10 @@ def main(argv=None) -> None:
     p.add_argument("--docs", type=int, default=40)
     p.add_argument("--mc", type=int, default=16, help="diffusion: Monte Carlo draws per block")
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=3, help="timed calls per row (the median)")
+    p.add_argument("--repeats", type=int, default=3, help="timed calls per round (the median)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="AR rows: hf and fsc timed by turns this many times (the median of the "
+                   "rounds, their range beside it)")
     p.add_argument("--context", type=int, default=1000,
                    help="diffusion rows: characters of context before each continuation")
     p.add_argument("--store", type=Path, default=None)
@@ -105,13 +112,17 @@ def main(argv=None) -> None:
         hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=a.batch,
                              dtype="float32")
         ours = FscLM(str(ckpt), batch_size=a.batch)
-        for kind, reqs, call in (("loglikelihood", ll, "loglikelihood"),
-                                 ("loglikelihood_rolling", rolling, "loglikelihood_rolling")):
-            for name, lm in (("hf", hf), ("fsc", ours)):
-                rate = _rate(lambda lm=lm, call=call, reqs=reqs: getattr(lm, call)(reqs),
-                             len(reqs), a.repeats)
+        for kind, reqs in (("loglikelihood", ll), ("loglikelihood_rolling", rolling)):
+            rates: dict[str, list[float]] = {"hf": [], "fsc": []}
+            for _ in range(a.rounds):  # by turns, so that a slow spell of the machine hits both
+                for name, lm in (("hf", hf), ("fsc", ours)):
+                    rates[name].append(_rate(lambda lm=lm, kind=kind, reqs=reqs:
+                                             getattr(lm, kind)(reqs), len(reqs), a.repeats))
+            for name, got in rates.items():
                 rows.append({"model": "llama 4x128 (imported)", "backend": name,
-                             "requests": kind, "n": len(reqs), "requests_per_s": rate})
+                             "requests": kind, "n": len(reqs),
+                             "requests_per_s": statistics.median(got),
+                             "range": f"{min(got):.1f}–{max(got):.1f}"})
         long, _ = _requests(max(1, a.docs // 4), a.context)
         for cached in (True, False):
             lm = FscLM("quality_hybrid", batch_size=a.batch, mc_samples=a.mc, cached=cached)
@@ -126,11 +137,11 @@ def main(argv=None) -> None:
         for r in rows:
             run.add_bench(f"harness {r['requests']} {r['backend']}", r["requests_per_s"],
                           "requests/s", {"model": r["model"], "n": r["n"]})
-    print("| model | backend | requests | n | requests/s |")
-    print("| --- | --- | --- | ---: | ---: |")
+    print("| model | backend | requests | n | requests/s | range over rounds |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
     for r in rows:
         print(f"| {r['model']} | {r['backend']} | {r['requests']} | {r['n']} | "
-              f"{r['requests_per_s']:.1f} |")
+              f"{r['requests_per_s']:.1f} | {r.get('range', '')} |")
     print(json.dumps({"run_id": run.run_id, "rows": rows}))
 
 
