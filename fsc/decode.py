@@ -129,6 +129,22 @@ def picker(banned: list[int], temperature: float, top_p: float, policy: str, gen
     return pick
 
 
+def ar_picker(pick, banned: list[int], temperature: float):
+    """next(logits [V]) -> the next token of autoregressive decoding: greedy at temperature 0
+    (the argmax of the logits, banned ids aside: the token `pick` would choose, without its
+    float64 softmax over the vocabulary), else `pick`'s sample."""
+    if temperature > 0:
+        return lambda logits: int(pick(logits[None])[0][0])
+
+    def greedy(logits):
+        if banned:
+            logits = logits.clone()
+            logits[banned] = float("-inf")
+        return int(logits.argmax())
+
+    return greedy
+
+
 class _Passes:
     """The forward passes of one decode: against the cache, or recomputing the prefix."""
 
@@ -139,8 +155,14 @@ class _Passes:
         self.passes = 0
         self.cache = model.empty_cache(1, capacity, device, block_size=G) if use_cache else None
         self.last_logits = None  # of the last fold: in AR mode they predict the next token
-        for start in range(0, len(ids), G):
-            self.commit(ids[start : start + G])
+        if use_cache:  # the prompt in blocks of G, folded in one pass
+            self.passes += 1
+            self.last_logits = model.fold_blocks(self._t(ids), self.cache)[:, None].float().cpu()[0]
+            self.ids += ids
+            self.blocks += [len(ids[start : start + G]) for start in range(0, len(ids), G)]
+        else:
+            for start in range(0, len(ids), G):
+                self.commit(ids[start : start + G])
 
     def _t(self, ids):
         return torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -254,11 +276,12 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
     pick = picker(banned, cfg.temperature, cfg.top_p, cfg.policy, gen)
+    next_token = ar_picker(pick, banned, cfg.temperature)
     used: list[int] = []  # denoising steps each block took
 
     while len(out) < cfg.length:
         if cfg.mode == "ar":
-            block = [int(pick(run.ar_logits()[None])[0][0])]
+            block = [next_token(run.ar_logits())]
         else:
             block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)),
                                    cfg, used)

@@ -65,13 +65,14 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     cache = model.empty_cache(B, L, device, block_size=G)
     out = tokens.clone()
     last = int(target.nonzero().max()) + 1
-    if mode == "ar":
-        logits = None
-        for i in range(last):
-            if target[i]:
-                tok, _ = pick(logits[:, -1])
-                out[:, i] = tok.to(device)
-            logits = model.fold(tokens[:, i : i + 1], cache)
+    if mode == "ar":  # the tokens before each target folded in one pass, then its pick
+        at, logits = 0, None
+        for i in target[:last].nonzero()[:, 0].tolist():
+            if i > at:
+                logits = model.fold_blocks(tokens[:, at:i], cache)
+                at = i
+            tok, _ = pick(logits)
+            out[:, i] = tok.to(device)
         return out
     for s in range(0, last, G):
         block, here = tokens[:, s : s + G], target[s : s + G]

@@ -101,9 +101,8 @@ def diffusion_loglikelihood(model, mask_id: int, ids: list[int], start: int, mc:
 
 def fold_prefix(model, ids: list[int], capacity: int, device):
     """A cache of one sequence, room for `capacity` tokens, with `ids` (whole blocks) folded
-    block by block."""
-    G = model.recipe.block_size
+    in one pass."""
     cache = model.empty_cache(1, capacity, device)
-    for lo in range(0, len(ids), G):
-        model.fold(torch.tensor([ids[lo : lo + G]], dtype=torch.long, device=device), cache)
+    if ids:
+        model.fold_blocks(torch.tensor([ids], dtype=torch.long, device=device), cache)
     return cache

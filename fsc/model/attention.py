@@ -49,7 +49,9 @@ class Attention(Mixer):
         shape = (batch, slots, self.n_kv_heads, self.head_dim)
         return {"k": (shape, self.act_dtype), "v": (shape, self.act_dtype)}
 
-    def _qkv(self, x, positions):
+    def _qkv(self, x, positions, upto: int):
+        """q, k (rotated), v of x (B, T, d) at `positions` (a tensor, or a `range`), every one
+        below `upto`."""
         B, T, _ = x.shape
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim)
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim)
@@ -58,8 +60,8 @@ class Attention(Mixer):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.theta is None:
             return q, k, v
-        return (rope(q, positions, self.theta, self.scaling, self.rope_dims),
-                rope(k, positions, self.theta, self.scaling, self.rope_dims), v)
+        return (rope(q, positions, self.theta, self.scaling, self.rope_dims, upto),
+                rope(k, positions, self.theta, self.scaling, self.rope_dims, upto), v)
 
     def _block(self, x, cache: LayerCache, commit: bool):
         G = x.shape[1]
@@ -68,8 +70,7 @@ class Attention(Mixer):
             return self._window_block(x, cache, commit)
         if commit and S + G > cache.capacity:
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
-        positions = torch.arange(S, S + G, device=x.device)
-        q, k, v = self._qkv(x, positions)  # (B, G, H|Hkv, D)
+        q, k, v = self._qkv(x, range(S, S + G), S + G)  # (B, G, H|Hkv, D)
         kc, vc = cache.tensors["k"], cache.tensors["v"]
         o = ops.call("block_attention", q, kc, vc, k.to(kc.dtype), v.to(vc.dtype), S, 1 / math.sqrt(self.head_dim))
         if commit:
@@ -77,12 +78,30 @@ class Attention(Mixer):
             vc[:, S : S + G] = v.to(vc.dtype)
         return self._out(o, x)
 
+    def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
+        """The blocks' keys and values written into the cache, then one masked pass: each
+        token reads the cached prefix, the blocks before its own and its own block."""
+        if self.window is not None:
+            return super().fold_blocks(x, block_lengths, cache)
+        T, S = x.shape[1], cache.length
+        if S + T > cache.capacity:
+            raise ValueError(f"attention cache is full: S {S} + {T} tokens exceed capacity {cache.capacity}")
+        q, k, v = self._qkv(x, range(S, S + T), S + T)
+        kc, vc = cache.tensors["k"], cache.tensors["v"]
+        kc[:, S : S + T] = k.to(kc.dtype)
+        vc[:, S : S + T] = v.to(vc.dtype)
+        ids = block_ids(block_lengths, x.device)
+        allowed = torch.cat([torch.ones(T, S, dtype=torch.bool, device=x.device),
+                             ids[None, :] <= ids[:, None]], 1)
+        cache.length += T
+        return self._attend(q, kc[:, : S + T], vc[:, : S + T], allowed, x)
+
     def _window_block(self, x, cache: LayerCache, commit: bool):
         """The block against the last `window` tokens before it, read from the ring in order
         of position (the same op as the whole prefix); a fold writes the block's last
         `window` tokens into their slots."""
         G, S, W = x.shape[1], cache.length, self.window
-        q, k, v = self._qkv(x, torch.arange(S, S + G, device=x.device))
+        q, k, v = self._qkv(x, torch.arange(S, S + G, device=x.device), S + G)
         ring_k, ring_v = cache.tensors["k"], cache.tensors["v"]
         n = min(S, W)
         slots = torch.arange(S - n, S, device=x.device) % W
@@ -125,7 +144,7 @@ class Attention(Mixer):
     def forward_blockwise(self, x, block_lengths):
         T = x.shape[1]
         pos = torch.arange(T, device=x.device)
-        q, k, v = self._qkv(x, pos)
+        q, k, v = self._qkv(x, pos, T)
         ids = block_ids(block_lengths, x.device)
         lengths = torch.tensor(block_lengths, device=x.device)
         start = (torch.cumsum(lengths, 0) - lengths)[ids]  # where each token's block starts
@@ -138,13 +157,13 @@ class Attention(Mixer):
         T, K = x_clean.shape[1], blocks.shape[1]
         G = x_noised.shape[1] // K
         clean_pos = torch.arange(T, device=x_clean.device)
-        q, k, v = self._qkv(x_clean, clean_pos)
+        q, k, v = self._qkv(x_clean, clean_pos, T)
         ids = clean_pos // G
         y_clean = self._attend(q, k, v, self._reach(ids[None, :] <= ids[:, None], clean_pos, ids * G),
                                x_clean)
         at = torch.arange(G, device=blocks.device)
         pos = (blocks[..., None] * G + at).flatten(1)  # (B, K·G): the twin's positions
-        qn, kn, vn = self._qkv(x_noised, pos)
+        qn, kn, vn = self._qkv(x_noised, pos, T)
         unit = torch.arange(K * G, device=blocks.device) // G
         block = blocks.repeat_interleave(G, 1)  # (B, K·G): each noised query's block
         before = self._reach(ids[None, None, :] < block[..., None], clean_pos, block * G)  # (B, K·G, T)

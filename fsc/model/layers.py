@@ -161,16 +161,48 @@ def rope_frequencies(d: int, theta: float, scaling=None, device=None) -> torch.T
     return torch.where(medium, blended, scaled)
 
 
-def rope(x, positions, theta: float, scaling=None, dims: int | None = None):
-    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) or (B, T) absolute token positions. With
-    `dims`, only the first `dims` of D rotate (partial RoPE); the rest pass through."""
-    if dims is not None and dims < x.shape[-1]:
-        return torch.cat([rope(x[..., :dims], positions, theta, scaling), x[..., dims:]], dim=-1)
-    d = x.shape[-1]
-    inv = rope_frequencies(d, theta, scaling, x.device)
+ROPE_TABLE_MAX = 1 << 15  # positions below this read cached cos/sin tables; beyond, computed per call
+_rope_tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _angles(d: int, positions, theta: float, scaling):
+    inv = rope_frequencies(d, theta, scaling, positions.device)
     ang = positions.to(torch.float32)[..., None] * inv  # ([B,] T, D/2)
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)[..., None, :]  # ([B,] T, 1, D)
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)[..., None, :]
+    return (torch.cat([ang.cos(), ang.cos()], dim=-1)[..., None, :],
+            torch.cat([ang.sin(), ang.sin()], dim=-1)[..., None, :])
+
+
+def _cos_sin(d: int, positions, theta: float, scaling, upto: int | None, device):
+    """cos and sin ([B,] T, 1, d) of the rotary angles at `positions` (a tensor, or a `range`).
+    With `upto` (every position is below it) and upto <= ROPE_TABLE_MAX they are read from a
+    table shared by every head of that shape, built once per device for the positions below
+    the next power of two: the same values, without the ~15 operations per call of computing
+    them (a decode step asks for one position, in every layer); a `range` reads a slice."""
+    if upto is None or upto > ROPE_TABLE_MAX:
+        if isinstance(positions, range):
+            positions = torch.arange(positions.start, positions.stop, device=device)
+        return _angles(d, positions, theta, scaling)
+    key = (d, theta, repr(scaling), str(device))
+    cos, sin = _rope_tables.get(key, (None, None))
+    if cos is None or cos.shape[0] < upto:
+        n = max(256, 1 << (upto - 1).bit_length())
+        cos, sin = _angles(d, torch.arange(n, device=device), theta, scaling)
+        _rope_tables[key] = cos, sin
+    if isinstance(positions, range):
+        return cos[positions.start : positions.stop], sin[positions.start : positions.stop]
+    return cos[positions], sin[positions]
+
+
+def rope(x, positions, theta: float, scaling=None, dims: int | None = None, upto: int | None = None):
+    """Rotate-half RoPE. x: (B, T, H, D); positions: (T,) or (B, T) absolute token positions. With
+    `dims`, only the first `dims` of D rotate (partial RoPE); the rest pass through. `upto`, when
+    the caller knows it, bounds the positions (all below it), and positions may then be a
+    `range`: see `_cos_sin`."""
+    if dims is not None and dims < x.shape[-1]:
+        return torch.cat([rope(x[..., :dims], positions, theta, scaling, upto=upto), x[..., dims:]],
+                         dim=-1)
+    d = x.shape[-1]
+    cos, sin = _cos_sin(d, positions, theta, scaling, upto, x.device)
     xf = x.float()
     x1, x2 = xf[..., : d // 2], xf[..., d // 2 :]
     rotated = torch.cat([-x2, x1], dim=-1)

@@ -32,10 +32,13 @@ class Layer(nn.Module):
     def forward(self, x, cache=None, commit: bool = False, block_lengths=None,
                 carry: Carry | None = None):
         """x [B, T, d_model] through the mixer (a step against `cache`, a fold with `commit`,
-        or with `block_lengths` the uncached block-causal forward, from `carry`'s state when
-        given) and the FFN, residuals around each."""
+        with `cache` and `block_lengths` a fold of those blocks at once, or with `block_lengths`
+        alone the uncached block-causal forward, from `carry`'s state when given) and the FFN,
+        residuals around each."""
         h = self.norm1(x)
-        if block_lengths is not None:
+        if cache is not None and block_lengths is not None:  # several blocks folded at once
+            mixed = self.mixer.fold_blocks(h, block_lengths, cache)
+        elif block_lengths is not None:
             mixed = self._mix(lambda: self.mixer.forward_blockwise(h, block_lengths),
                               lambda start: self.mixer.forward_blockwise_from(h, block_lengths, start),
                               carry)
@@ -172,6 +175,25 @@ class LM(nn.Module):
 
     def fold(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=True)
+
+    def fold_blocks(self, tokens, cache: ModelCache, block_lengths: list[int] | None = None):
+        """Fold several blocks at once (a prompt's prefill, one pass): `tokens` [B, T] cut into
+        `block_lengths` (default: blocks of the cache's G, the last one shorter), each at most
+        G; the cache as folding each block in turn leaves it. Returns the last token's logits
+        [B, vocab] (fp32): in AR mode they predict the next token."""
+        T = tokens.shape[1]
+        G = cache.block_size
+        if block_lengths is None:
+            block_lengths = [G] * (T // G) + ([T % G] if T % G else [])
+        if sum(block_lengths) != T or max(block_lengths) > G:
+            raise ValueError(f"blocks {block_lengths} must cover {T} tokens, each at most G {G}")
+        if tokens.shape[0] != cache.batch:
+            raise ValueError(f"batch {tokens.shape[0]} does not match the cache's batch {cache.batch}")
+        x = self.embed(tokens).to(self.dtype)
+        for layer, lc in zip(self.layers, cache.layers):
+            x = layer(x, lc, commit=True, block_lengths=block_lengths)
+        cache.length += T
+        return self.head(self.norm_f(x[:, -1]))
 
     def forward_two_stream(self, clean, noised, blocks, select=None, carry: Carry | None = None):
         """Logits of noised blocks, each read against the clean blocks before it, in one

@@ -45,6 +45,17 @@ class Mixer(nn.Module):
         cache.length += x.shape[1]
         return out
 
+    def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
+        """Several blocks folded at once (a prompt's prefill): x [B, T, d_model] cut into
+        `block_lengths`; the outputs of `fold` on each block in turn, concatenated, and the
+        cache as those folds leave it. This is the reference (one fold per block); a mixer
+        overrides it with one pass."""
+        out, at = [], 0
+        for n in block_lengths:
+            out.append(self.fold(x[:, at : at + n], cache))
+            at += n
+        return torch.cat(out, 1)
+
     # -- per mixer ------------------------------------------------------------------------------
     def cache_shapes(self, batch: int, capacity: int) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         raise NotImplementedError
@@ -131,6 +142,18 @@ class FixedState(Mixer):
     being a block-bidirectional recurrence, on fla (fsc/model/fla_scan.py)."""
 
     backends = ("torch", "fla")
+
+    def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
+        """One pass of the chunked form from the cache's state (`forward_blockwise_from`), its
+        end state written into the cache; the fold per block where that form is not at hand."""
+        if not self.carries or self.backend != "torch":
+            return super().fold_blocks(x, block_lengths, cache)
+        y, end = self.forward_blockwise_from(x, block_lengths, cache.tensors if cache.length else None)
+        assert end.keys() == cache.tensors.keys(), (self.kind, end.keys())
+        for name, t in end.items():
+            cache.tensors[name].copy_(t)
+        cache.length += x.shape[1]
+        return y
 
     def _synthetic_fill(self, name: str, t: torch.Tensor, generator) -> None:
         """normal(0, 0.5), the size of a trained state; Mamba (its conv window) and linear

@@ -1,4 +1,5 @@
 import torch
+import torch.nn.functional as F
 
 
 def block_attention_ref(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float):
@@ -9,14 +10,11 @@ def block_attention_ref(q, k_cache, v_cache, k_blk, v_blk, S: int, scale: float)
     v_cache:  [B, C, Hkv, D]
     k_blk:    [B, G, Hkv, D]   the block's keys (already rotated), not yet in the cache
     v_blk:    [B, G, Hkv, D]
-    returns   [B, G, H, D] in q.dtype; softmax and accumulation in fp32.
+    returns   [B, G, H, D] in q.dtype; softmax and accumulation in fp32 (one fused softmax
+    attention, each query head reading its group's key head).
     """
-    H = q.shape[2]
-    hkv = k_blk.shape[2]
-    k = torch.cat([k_cache[:, :S], k_blk], dim=1).float()  # (B, S+G, Hkv, D)
-    v = torch.cat([v_cache[:, :S], v_blk], dim=1).float()
-    k = k.repeat_interleave(H // hkv, dim=2)
-    v = v.repeat_interleave(H // hkv, dim=2)
-    scores = torch.einsum("bghd,bshd->bhgs", q.float(), k) * scale
-    p = torch.softmax(scores, dim=-1)
-    return torch.einsum("bhgs,bshd->bghd", p, v).to(q.dtype)
+    k = torch.cat([k_cache[:, :S], k_blk], dim=1).float().transpose(1, 2)  # (B, Hkv, S+G, D)
+    v = torch.cat([v_cache[:, :S], v_blk], dim=1).float().transpose(1, 2)
+    o = F.scaled_dot_product_attention(q.float().transpose(1, 2), k, v, scale=scale,
+                                       enable_gqa=True)
+    return o.transpose(1, 2).to(q.dtype)

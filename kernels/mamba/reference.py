@@ -14,6 +14,18 @@ def _scan(x, dt, a, Bm, state):
     return torch.stack(hs, dim=1), h  # (B, G, H, P, N)
 
 
+def _step(x, dt, a, Bm, Cm, D, z, state, new_state):
+    """One token (G = 1): h = a h + dt x Bᵀ, y = C·h + D x, gated; x [B, H, P], dt and a
+    [B, H], Bm and Cm [B, N]. Returns y [B, 1, H, P]."""
+    h = a[..., None, None] * state + (dt[..., None] * x)[..., None] * Bm[:, None, None, :]
+    y = (h @ Cm[:, None, :, None]).squeeze(-1) + D[:, None] * x
+    if z is not None:
+        y = y * F.silu(z[:, 0].to(y.dtype))
+    if new_state is not None:
+        new_state.copy_(h)
+    return y[:, None]
+
+
 def mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     """Mamba-2 block: forward scan from the cached state, backward scan inside the block.
 
@@ -38,6 +50,9 @@ def mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None)
     xf, Bf, Cf = x.to(wide), Bm.to(wide), Cm.to(wide)
     dtf = F.softplus(dt.to(wide) + dt_bias.to(wide))
     a = torch.exp(dtf * A.to(wide))
+    if x.shape[1] == 1:  # the backward term is the token's own write, the diagonal: a causal step
+        return _step(xf[:, 0], dtf[:, 0], a[:, 0], Bf[:, 0], Cf[:, 0], D.to(wide), z, state.to(wide),
+                     new_state).to(x.dtype)
     hf, h_last = _scan(xf, dtf, a, Bf, state.to(wide))
     zero = torch.zeros_like(state, dtype=wide)
     hb, _ = _scan(xf.flip(1), dtf.flip(1), a.flip(1), Bf.flip(1), zero)
