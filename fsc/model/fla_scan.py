@@ -12,12 +12,23 @@ counts once). On fla each is one kernel call:
   reads), and t's output comes back from there. Nothing is subtracted, and the delta rule, whose
   own write is no separable term, takes the same path.
 
-Kinds, and the kernel each runs (o_t = scale · q_tᵀ h_t, h_t after t's write):
+A `Recurrence` holds what differs between recurrences: its kernel call, and how a query is
+carried back to its block's start (`two_stream` needs that): by its decay (`carried_by_decay`),
+or for the delta rule, whose writes also act on the state before them, through the WY form. A
+query's own decay follows from the gate's rank (`decayed`): e^g per key when g has q's rank,
+per head when it has one less.
+The three recurrences (o_t = scale · q_tᵀ h_t, h_t after t's write; β [B, T, H]), the last two
+defined beside their mixers' other forms, in fsc/model/gla.py and fsc/model/gated_delta.py:
 
-| kind   | recurrence                                  | gate g          | kernel                  |
-| scalar | h ← e^g h + k vᵀ (g None: no decay)         | [B, T, H]       | chunk_simple_gla        |
-| gla    | h ← diag(e^g) h + k vᵀ                      | [B, T, H, K]    | chunk_gla               |
-| delta  | h ← e^g (I − β k kᵀ) h + β k vᵀ, β [B, T, H] | [B, T, H]       | chunk_gated_delta_rule  |
+| recurrence             | h ←                             | gate g       | kernel                 |
+| SCALAR_DECAY (here)    | e^g h + k vᵀ (g None: no decay) | [B, T, H]    | chunk_simple_gla       |
+| gla.PER_KEY_DECAY      | diag(e^g) h + k vᵀ              | [B, T, H, K] | chunk_gla              |
+| gated_delta.DELTA_RULE | e^g (I − β k kᵀ) h + β k vᵀ     | [B, T, H]    | chunk_gated_delta_rule |
+
+SCALAR_DECAY is defined here rather than in a mixer's module: it is the plain scalar-decay
+scan that two mixers run (linear attention without a gate, Mamba-2 with a per-head decay), so
+defining it in either would make the other import a sibling mixer; and it needs nothing beyond
+the generic rules (`decayed`, `carried_by_decay`).
 
 Gates are log decays (≤ 0) in fp32; q, k, v (and β) go in the autocast dtype when autocast is on,
 else in fp32; outputs come back in fp32. Layout [B, T, H, D].
@@ -28,6 +39,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -57,16 +70,65 @@ def train_backend(asked: str, device) -> str:
     return asked
 
 
-def blockwise(kind: str, q, k, v, g, block_lengths: list[int], scale: float, beta=None):
-    """o [B, T, H, V] (fp32) of the block-bidirectional recurrence over a sequence cut into
-    blocks: q, k [B, T, H, K], v [B, T, H, V], g (see the table above), beta [B, T, H] (delta)."""
-    o = _scan(kind, q, k, v, g, beta, scale)
-    if max(block_lengths) > 1:
-        o = o + _backward(kind, q, k, v, g, beta, block_lengths, scale)
+def fla_ops():
+    """The `fla.ops` module, imported on first use: fla is optional and slow to import."""
+    return importlib.import_module("fla.ops")
+
+
+def in_blocks(t, G: int):
+    """t [B, K·G, H, ...] as [B, K, G, H, ...], fp32."""
+    return t.float().unflatten(1, (-1, G))
+
+
+def decayed(q, g):
+    """q times its own decay e^g: per key for g of q's rank, per head for g one rank lower
+    (None: no decay)."""
+    return q if g is None else q * torch.exp(g if g.dim() == q.dim() else g[..., None])
+
+
+def carried_by_decay(q, k, g, beta, G: int):
+    """r [B, K·G, H, Dk]: each token's query carried back to its block's start, so that r_tᵀ H
+    is what t reads of the state H the block starts from: q e^{c_t}, c_t the block's inclusive
+    cumulative log decay (per head or per key, as `decayed`)."""
+    if g is None:
+        return q
+    return decayed(in_blocks(q, G), in_blocks(g, G).cumsum(2)).flatten(1, 2)
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """A recurrence fla runs, as `blockwise` and `two_stream` take it.
+
+    kernel(q, k, v, g, beta, scale, **varlen) -> o [B, T, H, V]: one fla chunk call,
+    o_t = scale · q_tᵀ h_t with h_t after t's own write, its inputs as `_scan` casts and lays
+    them out (varlen: cu_seqlens and cu_seqlens_cpu, or nothing).
+    carried(q, k, g, beta, G) -> r [B, K·G, H, Dk]: each token's query carried back to its
+    block's start; `carried_by_decay` holds for any recurrence whose write only decays the
+    state before it."""
+
+    kernel: Callable
+    carried: Callable = carried_by_decay
+
+
+def _chunk_simple_gla(q, k, v, g, beta, scale, **varlen):
+    o, _ = fla_ops().chunk_simple_gla(q, k, v, g, scale=scale, **varlen)
     return o
 
 
-def two_stream(kind: str, clean: tuple, noised: tuple, blocks, scale: float):
+SCALAR_DECAY = Recurrence(_chunk_simple_gla)
+
+
+def blockwise(rec: Recurrence, q, k, v, g, block_lengths: list[int], scale: float, beta=None):
+    """o [B, T, H, V] (fp32) of the block-bidirectional recurrence `rec` over a sequence cut
+    into blocks: q, k [B, T, H, K], v [B, T, H, V], g (see the table above), beta [B, T, H]
+    (DELTA_RULE)."""
+    o = _scan(rec, q, k, v, g, beta, scale)
+    if max(block_lengths) > 1:
+        o = o + _backward(rec, q, k, v, g, beta, block_lengths, scale)
+    return o
+
+
+def two_stream(rec: Recurrence, clean: tuple, noised: tuple, blocks, scale: float):
     """The `blocks` objective's two streams. clean = (q, k, v, g, beta) [B, T, H, ·] in blocks of
     G; noised the same of K blocks per sequence [B, K·G, H, ·], the k-th read against the clean
     blocks before blocks[b, k] (B, K). Returns o_clean [B, T, H, V] (as `blockwise`) and
@@ -102,42 +164,19 @@ def two_stream(kind: str, clean: tuple, noised: tuple, blocks, scale: float):
     def still(n):  # inert tokens: no write, no decay
         return None if n is None else torch.zeros_like(n)
 
-    q = lay(clean[0], _carried(kind, qn, kn, gn, bn, G), qn)
+    q = lay(clean[0], rec.carried(qn, kn, gn, bn, G), qn)
     k, v, g, beta = (lay(c, still(n), n) for c, n in zip(clean[1:], noised[1:]))
-    o = _scan(kind, q, k, v, g, beta, scale, [L] + [G] * K)  # (B, L + K·G, H, V)
+    o = _scan(rec, q, k, v, g, beta, scale, [L] + [G] * K)  # (B, L + K·G, H, V)
     o_clean = o[rows, place_c]
     o_noised = o[rows, place_n.flatten(1)] + o[:, L:]
     if G == 1:
         return o_clean, o_noised
     both = [None if c is None else torch.cat([c, n], 1) for c, n in zip(clean, noised)]
-    back = _backward(kind, *both, [G] * (nb + K), scale)
+    back = _backward(rec, *both, [G] * (nb + K), scale)
     return o_clean + back[:, :T], o_noised + back[:, T:]
 
 
-def _carried(kind, q, k, g, beta, G):
-    """r [B, K·G, H, Dk]: each token's query carried back to its block's start, so that r_tᵀ H
-    is what t reads of the state H the block starts from. With the block's inclusive cumulative
-    log decay c_t: q e^{c_t} (scalar, per key for gla); for the delta rule
-    e^{c_t} (I − β_1 k_1 k_1ᵀ) ⋯ (I − β_t k_t k_tᵀ) q_t = e^{c_t} (q_t − Σ_{u ≤ t} (k_u·q_t) z_u),
-    the z_u solving z_u + β_u Σ_{s < u} (k_u·k_s) z_s = β_u k_u (the WY form)."""
-    if g is None:
-        return q
-
-    def blk(t):  # (B, K·G, H, ...) -> (B, K, G, H, ...), fp32
-        return t.float().unflatten(1, (-1, G))
-
-    c = blk(g).cumsum(2)
-    if kind != "delta":
-        return (blk(q) * torch.exp(c if kind == "gla" else c[..., None])).flatten(1, 2)
-    qb, kb = blk(q).transpose(2, 3), blk(k).transpose(2, 3)  # (B, K, H, G, Dk)
-    bb = blk(beta).transpose(2, 3)[..., None]  # (B, K, H, G, 1)
-    kkt = kb @ kb.transpose(-1, -2)
-    z = torch.linalg.solve_triangular(bb * kkt, bb * kb, upper=False, unitriangular=True)
-    r = qb - torch.tril(qb @ kb.transpose(-1, -2)) @ z
-    return (r * torch.exp(c.transpose(2, 3))[..., None]).transpose(2, 3).flatten(1, 2)
-
-
-def _backward(kind, q, k, v, g, beta, block_lengths, scale):
+def _backward(rec, q, k, v, g, beta, block_lengths, scale):
     """The in-block backward term [B, T, H, V]: one varlen call over the blocks reversed, token
     t's query (times its own decay) at t + 1's place, its output read back from there (0 for
     a block's last token)."""
@@ -154,18 +193,16 @@ def _backward(kind, q, k, v, g, beta, block_lengths, scale):
     o_none = (pos == end - 1).view(1, T, 1, 1)  # ... unless t ends its block
     dev = q.device
     q_from, q_none, o_from, o_none, rev = (t.to(dev) for t in (q_from, q_none, o_from, o_none, rev))
-    decayed = q if g is None else q * torch.exp(g if kind == "gla" else g[..., None])
-    qr = decayed[:, q_from].masked_fill(q_none, 0.0)
+    qr = decayed(q, g)[:, q_from].masked_fill(q_none, 0.0)
     k, v, g, beta = (None if t is None else t[:, rev] for t in (k, v, g, beta))
-    o = _scan(kind, qr, k, v, g, beta, scale, block_lengths)
+    o = _scan(rec, qr, k, v, g, beta, scale, block_lengths)
     return o[:, o_from].masked_fill(o_none, 0.0)
 
 
-def _scan(kind, q, k, v, g, beta, scale, lengths: list[int] | None = None):
-    """One fla chunk call: o [B, T', H, V] (fp32), o_t = scale · q_tᵀ h_t, h_t after t's own
-    write; the scan runs over each row, or with `lengths` (summing to T') over each of the
-    row's segments from zero (all rows flattened into one varlen sequence)."""
-    ops = importlib.import_module("fla.ops")  # on first use: fla is optional and slow to import
+def _scan(rec, q, k, v, g, beta, scale, lengths: list[int] | None = None):
+    """One fla chunk call (`rec.kernel`): o [B, T', H, V] (fp32), o_t = scale · q_tᵀ h_t, h_t
+    after t's own write; the scan runs over each row, or with `lengths` (summing to T') over
+    each of the row's segments from zero (all rows flattened into one varlen sequence)."""
     B, Tp = q.shape[:2]
     device = q.device.type
     dt = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else torch.float32
@@ -179,10 +216,6 @@ def _scan(kind, q, k, v, g, beta, scale, lengths: list[int] | None = None):
         q, k, v = (t.flatten(0, 1)[None] for t in (q, k, v))
         g = None if g is None else g.flatten(0, 1)[None]
         beta = None if beta is None else beta.flatten(0, 1)[None]
-    if kind == "scalar":
-        o, _ = ops.chunk_simple_gla(q, k, v, g, scale=scale, **extra)
-    elif kind == "gla":
-        o, _ = ops.chunk_gla(q, k, v, g, scale=scale, **extra)
-    else:
-        o, _ = ops.chunk_gated_delta_rule(q, k, v, g, beta.to(dt), scale=scale, **extra)
+    beta = None if beta is None else beta.to(dt)
+    o = rec.kernel(q, k, v, g, beta, scale, **extra)
     return o.float().reshape(B, Tp, *o.shape[2:])

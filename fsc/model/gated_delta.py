@@ -24,6 +24,30 @@ from fsc.model.mixer import FixedState
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
 
 
+def _chunk_gated_delta_rule(q, k, v, g, beta, scale, **varlen):
+    o, _ = fla_scan.fla_ops().chunk_gated_delta_rule(q, k, v, g, beta, scale=scale, **varlen)
+    return o
+
+
+def _carried_wy(q, k, g, beta, G):
+    """r [B, K·G, H, Dk]: each token's query carried back to its block's start (see
+    `fla_scan.Recurrence`). With the block's inclusive cumulative log decay c_t,
+    e^{c_t} (I − β_1 k_1 k_1ᵀ) ⋯ (I − β_t k_t k_tᵀ) q_t = e^{c_t} (q_t − Σ_{u ≤ t} (k_u·q_t) z_u),
+    the z_u solving z_u + β_u Σ_{s < u} (k_u·k_s) z_s = β_u k_u (the WY form)."""
+    c = fla_scan.in_blocks(g, G).cumsum(2)
+    qb, kb = (fla_scan.in_blocks(t, G).transpose(2, 3) for t in (q, k))  # (B, K, H, G, Dk)
+    bb = fla_scan.in_blocks(beta, G).transpose(2, 3)[..., None]  # (B, K, H, G, 1)
+    kkt = kb @ kb.transpose(-1, -2)
+    z = torch.linalg.solve_triangular(bb * kkt, bb * kb, upper=False, unitriangular=True)
+    r = qb - torch.tril(qb @ kb.transpose(-1, -2)) @ z
+    return (r * torch.exp(c.transpose(2, 3))[..., None]).transpose(2, 3).flatten(1, 2)
+
+
+# The training forms on fla: the delta rule with a scalar decay, its queries carried back
+# through each block's writes in the WY form (fsc/model/fla_scan.py).
+DELTA_RULE = fla_scan.Recurrence(_chunk_gated_delta_rule, carried=_carried_wy)
+
+
 class GatedDelta(FixedState):
     kind = "gated_delta"
     carries = True  # on torch (the chunked forms)
@@ -125,10 +149,10 @@ class GatedDelta(FixedState):
         (I + triu(A, 1)) u' = beta v (D is zero across blocks, so each block is its own system,
         from zero). Reads: o = exp(cum) Q h + tril(Q Kᵀ ⊙ D) u + triu(Q Kᵀ ⊙ D, 1) u'. Across
         chunks h ← exp(cum_C) h + Kᵀ(D_C ⊙ u), an affine map of h built before the loop. On
-        fla: chunk_gated_delta_rule (fsc/model/fla_scan.py)."""
+        fla: chunk_gated_delta_rule (`DELTA_RULE`)."""
         q, k, v, g, beta = self._proj(x)
         if self.backend == "fla":
-            o = fla_scan.blockwise("delta", q, k, v, g, block_lengths, 1 / math.sqrt(self.head_dim), beta)
+            o = fla_scan.blockwise(DELTA_RULE, q, k, v, g, block_lengths, 1 / math.sqrt(self.head_dim), beta)
         else:
             o = self._chunked(q, k, v, g, beta, block_lengths)
         return self._out(o, x)
@@ -149,7 +173,7 @@ class GatedDelta(FixedState):
         if self.backend != "fla":
             return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
         inputs, inputs_n = self._streams(x_clean, x_noised, blocks)
-        o, on = fla_scan.two_stream("delta", inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
+        o, on = fla_scan.two_stream(DELTA_RULE, inputs, inputs_n, blocks, 1 / math.sqrt(self.head_dim))
         return self._out(o, x_clean), self._out(on, x_noised)
 
     def forward_two_stream_from(self, x_clean, x_noised, blocks, start):

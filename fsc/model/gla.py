@@ -21,6 +21,15 @@ GROUP = 4
 CHUNK_GROUPS = 8
 
 
+def _chunk_gla(q, k, v, g, beta, scale, **varlen):
+    o, _ = fla_scan.fla_ops().chunk_gla(q, k, v, g, scale=scale, **varlen)
+    return o
+
+
+# The training forms on fla: a gate per key dimension, g [B, T, H, K] (fsc/model/fla_scan.py).
+PER_KEY_DECAY = fla_scan.Recurrence(_chunk_gla)
+
+
 class GLA(FixedState):
     kind = "gla"
     carries = True  # on torch (the chunked forms)
@@ -60,10 +69,10 @@ class GLA(FixedState):
         is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
         the state each group starts from, from the chunk's earlier groups, as a masked product
         over group pairs; the forward state carried from chunk to chunk. On fla: chunk_gla
-        (fsc/model/fla_scan.py)."""
+        (`PER_KEY_DECAY`)."""
         q, k, v, gk = self._proj(x)
         if self.backend == "fla":
-            o = fla_scan.blockwise("gla", q, k, v, gk, block_lengths, 1 / math.sqrt(self.head_dim))
+            o = fla_scan.blockwise(PER_KEY_DECAY, q, k, v, gk, block_lengths, 1 / math.sqrt(self.head_dim))
             return self.wo(o.flatten(2).to(x.dtype))
         o, _ = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)))
         return self.wo(o.flatten(2).to(x.dtype))
@@ -82,7 +91,7 @@ class GLA(FixedState):
         if self.backend != "fla":
             return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
         clean, noised = ((*self._proj(x), None) for x in (x_clean, x_noised))
-        oc, on = fla_scan.two_stream("gla", clean, noised, blocks, 1 / math.sqrt(self.head_dim))
+        oc, on = fla_scan.two_stream(PER_KEY_DECAY, clean, noised, blocks, 1 / math.sqrt(self.head_dim))
         return self.wo(oc.flatten(2).to(x_clean.dtype)), self.wo(on.flatten(2).to(x_noised.dtype))
 
     def forward_two_stream_from(self, x_clean, x_noised, blocks, start):

@@ -78,7 +78,8 @@ class LinearAttention(FixedState):
         a gate."""
         fq, fk, v1 = self._features(x)
         if self.backend == "fla":
-            return self._read(fla_scan.blockwise("scalar", fq, fk, v1, None, block_lengths, 1.0), x.dtype)
+            o = fla_scan.blockwise(fla_scan.SCALAR_DECAY, fq, fk, v1, None, block_lengths, 1.0)
+            return self._read(o, x.dtype)
         return self._read(self._chunked(fq, fk, v1, block_lengths), x.dtype)
 
     def _chunked(self, fq, fk, v1, block_lengths, h_init=None, final=False):
@@ -108,7 +109,7 @@ class LinearAttention(FixedState):
         if self.backend != "fla":
             return self.forward_two_stream_from(x_clean, x_noised, blocks, None)[:2]
         clean, noised = ((*self._features(x), None, None) for x in (x_clean, x_noised))
-        oc, on = fla_scan.two_stream("scalar", clean, noised, blocks, 1.0)
+        oc, on = fla_scan.two_stream(fla_scan.SCALAR_DECAY, clean, noised, blocks, 1.0)
         return self._read(oc, x_clean.dtype), self._read(on, x_noised.dtype)
 
     def forward_two_stream_from(self, x_clean, x_noised, blocks, start):

@@ -130,7 +130,7 @@ class Mamba(FixedState):
         zn, xbcn, dtn = self._split(x_noised)
         conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias)
         clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
-        y, yn = fla_scan.two_stream("scalar", (*self._fla_operands(*clean), None),
+        y, yn = fla_scan.two_stream(fla_scan.SCALAR_DECAY, (*self._fla_operands(*clean), None),
                                     (*self._fla_operands(*noised), None), blocks, 1.0)
         return (self._output(y, clean[0], z, x_clean.dtype),
                 self._output(yn, noised[0], zn, x_noised.dtype))
@@ -171,7 +171,8 @@ class Mamba(FixedState):
 
     def _fla_scan(self, xs, Bm, Cm, dtf, la, block_lengths):
         """y (B, T, H, P) on fla's chunk_simple_gla (fsc/model/fla_scan.py)."""
-        return fla_scan.blockwise("scalar", *self._fla_operands(xs, Bm, Cm, dtf, la), block_lengths, 1.0)
+        return fla_scan.blockwise(fla_scan.SCALAR_DECAY, *self._fla_operands(xs, Bm, Cm, dtf, la),
+                                  block_lengths, 1.0)
 
     def _inputs(self, xbc, dt):
         """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H): x (B, T, H, P),

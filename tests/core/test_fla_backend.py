@@ -1,7 +1,7 @@
 """The fla training backend (fsc/model/fla_scan.py) equals the torch chunked forms: outputs and
 gradients of every recurrent mixer's forward_blockwise and forward_two_stream, fp32, run through
-fla's own Triton kernels under the CPU interpreter; and the backend is chosen, or refused, as
-documented.
+fla's own Triton kernels under the CPU interpreter; a recurrence defined outside fla_scan runs
+through its layouts; and the backend is chosen, or refused, as documented.
 
 fla's kernels need two things the interpreter lacks (both patched for these tests only):
 - they autotune over several configs, which benchmarks on an active driver: the first config
@@ -22,6 +22,7 @@ from triton.runtime.autotuner import Autotuner
 
 from fsc.errors import UsageError
 from fsc.model import fla_scan
+from fsc.model.layers import block_ids
 from fsc.model.lm import build_model
 from fsc.recipe import parse_recipe
 from fsc.tokenizer import ByteTokenizer
@@ -147,6 +148,64 @@ def test_a_training_step_on_fla_equals_one_on_torch(tmp_path, interpreted_fla):
         after[backend] = (loss, torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert after["fla"][0] == pytest.approx(after["torch"][0], rel=REL)
     assert _rel(after["fla"][1], after["torch"][1]) <= REL
+
+
+def _naive_blockwise(q, k, v, g, lengths, scale):
+    """The block-bidirectional scalar-decay recurrence read off its definition, in fp64: t reads
+    s ≤ t at decay e^{g_{s+1} + ⋯ + g_t} and s > t in its block at e^{g_t + ⋯ + g_{s-1}}."""
+    q, k, v, g = (t.double() for t in (q, k, v, g))
+    upto = g.cumsum(1).transpose(1, 2)  # (B, H, T): g_1 + ⋯ + g_t
+    below = upto - g.transpose(1, 2)  # g_1 + ⋯ + g_{t-1}
+    before = upto[..., :, None] - upto[..., None, :]  # (B, H, T, S): log decay t ← s, s ≤ t
+    after = below[..., None, :] - below[..., :, None]  # and s > t
+    ids = block_ids(lengths, "cpu")
+    pos = torch.arange(len(ids))
+    causal = pos[None, :] <= pos[:, None]
+    later = (pos[None, :] > pos[:, None]) & (ids[None, :] == ids[:, None])
+    logw = torch.where(causal, before, after).masked_fill(~(causal | later), float("-inf"))
+    att = scale * torch.einsum("bthk,bshk->bhts", q, k) * logw.exp()
+    return torch.einsum("bhts,bshv->bthv", att, v)
+
+
+def _operands(gen, B, T, H=2, K=8, V=8):
+    """q, k [B, T, H, K], v [B, T, H, V], a log decay g [B, T, H] (≤ 0), beta None."""
+    q, k, v = (torch.randn(B, T, H, d, generator=gen) for d in (K, K, V))
+    return q, k, v, -torch.nn.functional.softplus(torch.randn(B, T, H, generator=gen)), None
+
+
+@pytest.mark.slow
+@needs_fla
+def test_a_recurrence_defined_outside_fla_scan_runs_through_it(interpreted_fla):
+    """A fourth recurrence, on the scalar-decay kernel, counting its calls: blockwise and
+    two_stream run it (one causal and one backward call each) and equal the recurrence's
+    definition."""
+    calls = []
+
+    def counted(*args, **varlen):
+        calls.append(bool(varlen))
+        return fla_scan.SCALAR_DECAY.kernel(*args, **varlen)
+
+    rec = fla_scan.Recurrence(counted)
+    gen = torch.Generator().manual_seed(0)
+    lengths = [4, 3, 4, 1, 4]
+    q, k, v, g, _ = _operands(gen, 2, sum(lengths))
+    o = fla_scan.blockwise(rec, q, k, v, g, lengths, 0.5)
+    assert calls == [False, True]
+    assert _rel(o, _naive_blockwise(q, k, v, g, lengths, 0.5)) <= REL
+
+    G, nb = 4, 5
+    blocks = torch.tensor([[3, 1, 3], [0, 4, 0]])
+    clean, noised = _operands(gen, 2, nb * G), _operands(gen, 2, blocks.shape[1] * G)
+    calls.clear()
+    oc, on = fla_scan.two_stream(rec, clean, noised, blocks, 0.5)
+    assert calls == [True, True]
+    assert _rel(oc, _naive_blockwise(*clean[:4], [G] * nb, 0.5)) <= REL
+    for b, row in enumerate(blocks.tolist()):
+        for i, at in enumerate(row):  # noised block i: the clean blocks before `at`, then itself
+            seq = [torch.cat([c[b:b + 1, :at * G], n[b:b + 1, i * G:(i + 1) * G]], 1)
+                   for c, n in zip(clean[:4], noised[:4])]
+            want = _naive_blockwise(*seq, [at * G] * (at > 0) + [G], 0.5)[:, -G:]
+            assert _rel(on[b:b + 1, i * G:(i + 1) * G], want) <= REL, (b, i)
 
 
 def test_auto_picks_fla_only_on_cuda_with_fla_installed(monkeypatch):

@@ -95,6 +95,8 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ("import fsc.source", ("torch", "transformers")),
     # fsc profile and fsc eval check the executor options and the sweep before torch
     ("import fsc.scale, fsc.sweep", ("torch", "duckdb")),
+    # the mixers' fla recurrences import fla (optional, slow to import) on their first call
+    ("import fsc.model.gla, fsc.model.gated_delta, fsc.model.linear, fsc.model.mamba", ("fla",)),
 ])
 def test_light_modules_stay_light(statement, watched):
     assert _loaded_after(statement, watched) == []
