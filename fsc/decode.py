@@ -256,7 +256,7 @@ def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig,
     return out[0].tolist()
 
 
-@torch.no_grad()
+@torch.inference_mode()  # no autograd bookkeeping at all: a few µs less per operation
 def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
     """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
     cfg.check()

@@ -186,7 +186,8 @@ def _cos_sin(d: int, positions, theta: float, scaling, upto: int | None, device)
     cos, sin = _rope_tables.get(key, (None, None))
     if cos is None or cos.shape[0] < upto:
         n = max(256, 1 << (upto - 1).bit_length())
-        cos, sin = _angles(d, torch.arange(n, device=device), theta, scaling)
+        with torch.inference_mode(False), torch.no_grad():  # plain tensors, whoever asks first
+            cos, sin = _angles(d, torch.arange(n, device=device), theta, scaling)
         _rope_tables[key] = cos, sin
     if isinstance(positions, range):
         return cos[positions.start : positions.stop], sin[positions.start : positions.stop]

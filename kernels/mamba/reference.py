@@ -17,8 +17,9 @@ def _scan(x, dt, a, Bm, state):
 def _step(x, dt, a, Bm, Cm, D, z, state, new_state):
     """One token (G = 1): h = a h + dt x Bᵀ, y = C·h + D x, gated; x [B, H, P], dt and a
     [B, H], Bm and Cm [B, N]. Returns y [B, 1, H, P]."""
-    h = a[..., None, None] * state + (dt[..., None] * x)[..., None] * Bm[:, None, None, :]
-    y = (h @ Cm[:, None, :, None]).squeeze(-1) + D[:, None] * x
+    write = (dt[..., None] * x)[..., None] * Bm[:, None, None, :]  # (B, H, P, N)
+    h = torch.addcmul(write, state, a[..., None, None])
+    y = torch.addcmul((h @ Cm[:, None, :, None]).squeeze(-1), D[:, None], x)
     if z is not None:
         y = y * F.silu(z[:, 0].to(y.dtype))
     if new_state is not None:
