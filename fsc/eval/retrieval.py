@@ -74,14 +74,22 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
             tok, _ = pick(logits)
             out[:, i] = tok.to(device)
         return out
-    for s in range(0, last, G):
+    s = 0
+    while s < last:
         block, here = tokens[:, s : s + G], target[s : s + G]
-        if here.any():
-            masked = here[None].expand(B, -1).clone()
-            out[:, s : s + G] = denoise(lambda b: model(b, cache), block.masked_fill(
-                masked, tokenizer.mask_id), masked, steps, pick)
+        if not here.any():  # this block and the next ones up to a target's, folded in one pass
+            e = s + G
+            while e < last and not target[e : e + G].any():
+                e += G
+            model.fold_blocks(tokens[:, s:e], cache)
+            s = e
+            continue
+        masked = here[None].expand(B, -1).clone()
+        out[:, s : s + G] = denoise(lambda b: model(b, cache), block.masked_fill(
+            masked, tokenizer.mask_id), masked, steps, pick)
         if s + G < last:
             model.fold(block, cache)
+        s += G
     return out
 
 
