@@ -72,10 +72,12 @@ class Attention(Mixer):
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
         q, k, v = self._qkv(x, range(S, S + G), S + G)  # (B, G, H|Hkv, D)
         kc, vc = cache.tensors["k"], cache.tensors["v"]
-        o = ops.call("block_attention", q, kc, vc, k.to(kc.dtype), v.to(vc.dtype), S, 1 / math.sqrt(self.head_dim))
-        if commit:
-            kc[:, S : S + G] = k.to(kc.dtype)
-            vc[:, S : S + G] = v.to(vc.dtype)
+        k, v = k.to(kc.dtype), v.to(vc.dtype)
+        if commit:  # written first, so the op reads the block where it lies: after the prefix
+            kc[:, S : S + G] = k
+            vc[:, S : S + G] = v
+            k, v = kc[:, S : S + G], vc[:, S : S + G]
+        o = ops.call("block_attention", q, kc, vc, k, v, S, 1 / math.sqrt(self.head_dim))
         return self._out(o, x)
 
     def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
