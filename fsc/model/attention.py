@@ -92,10 +92,12 @@ class Attention(Mixer):
         kc, vc = cache.tensors["k"], cache.tensors["v"]
         kc[:, S : S + T] = k.to(kc.dtype)
         vc[:, S : S + T] = v.to(vc.dtype)
+        cache.length += T
+        if S == 0 and max(block_lengths) == 1:  # a prompt from the start, one token a block
+            return self._attend(q, kc[:, :T], vc[:, :T], None, x)
         ids = block_ids(block_lengths, x.device)
         allowed = torch.cat([torch.ones(T, S, dtype=torch.bool, device=x.device),
                              ids[None, :] <= ids[:, None]], 1)
-        cache.length += T
         return self._attend(q, kc[:, : S + T], vc[:, : S + T], allowed, x)
 
     def _window_block(self, x, cache: LayerCache, commit: bool):
@@ -133,20 +135,24 @@ class Attention(Mixer):
 
     def _attend(self, q, k, v, allowed, x):
         """fp32 softmax attention of q (B, Tq, H, D) over k, v (B, Tk, Hkv, D) where `allowed`
-        ([B,] Tq, Tk) says so, fused (the training path's hot spot); its output (`_out`) for
-        the queries' inputs x, (B, Tq, d)."""
+        ([B,] Tq, Tk) says so, or with `allowed` None causally (Tq = Tk: the kernel's own
+        causal form, no mask to read), fused (the training path's hot spot); its output
+        (`_out`) for the queries' inputs x, (B, Tq, d)."""
         rep = self.n_heads // self.n_kv_heads
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
-        mask = allowed if allowed.ndim == 2 else allowed[:, None]  # one mask for every head
+        mask = None if allowed is None else allowed if allowed.ndim == 2 else allowed[:, None]
         o = F.scaled_dot_product_attention(
             q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2),
-            attn_mask=mask, scale=1 / math.sqrt(self.head_dim)).transpose(1, 2)
+            attn_mask=mask, is_causal=allowed is None,
+            scale=1 / math.sqrt(self.head_dim)).transpose(1, 2)
         return self._out(o, x)
 
     def forward_blockwise(self, x, block_lengths):
         T = x.shape[1]
         pos = torch.arange(T, device=x.device)
         q, k, v = self._qkv(x, pos, T)
+        if self.window is None and max(block_lengths) == 1:  # blocks of one token: causal
+            return self._attend(q, k, v, None, x)
         ids = block_ids(block_lengths, x.device)
         lengths = torch.tensor(block_lengths, device=x.device)
         start = (torch.cumsum(lengths, 0) - lengths)[ids]  # where each token's block starts
