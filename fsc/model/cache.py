@@ -37,7 +37,8 @@ class LayerCache:
 class ModelCache:
     """Per-layer caches plus S and the block size G the cache was built for; for a model with
     the logit shift (`Recipe.logit_shift`), also the final hidden state of the last token
-    folded, which the next block's first position reads its logits from."""
+    folded, which the next block's first position reads its logits from (B × d_model values,
+    left out of `nbytes` and the cost model's sizes: a few KiB beside any layer's state)."""
 
     layers: list[LayerCache]
     block_size: int
