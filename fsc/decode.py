@@ -25,6 +25,7 @@ import torch
 
 from fsc.blocks import check_block
 from fsc.errors import UsageError
+from fsc.model.lm import reading
 
 POLICIES = ("confidence", "random", "margin", "entropy")
 
@@ -261,6 +262,9 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
     cfg.check()
     _check_inputs(model, tokenizer, prompt_ids)
+    if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
+        with reading(model, model.recipe.as_autoregressive()):
+            return generate(model, tokenizer, prompt_ids, cfg, device)
     if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
         raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
                          f"({tokenizer.name}) lacks; decode with --mode ar")

@@ -239,6 +239,11 @@ class _Recipe(Section):
     # initialised to 0. The layer norms, the final norm and attention's qk-norm; the mixers'
     # gated output norms keep y·w.
     norm_offset: bool = Field(False, json_schema_extra=ADDED)
+    # Dream's logit shift (G > 1): position j's logits are read from the final hidden state
+    # of position j - 1, as an autoregressive model's are, so that a denoiser adapted from one
+    # keeps what its head learned (fsc.model.lm.LM documents the rule at a block's first
+    # position).
+    logit_shift: bool = Field(False, json_schema_extra=ADDED)
     layers: Layers
 
     @field_validator("name")
@@ -253,6 +258,9 @@ class _Recipe(Section):
     def _consistent(self):
         if self.mlp is not None and self.moe is not None:
             raise Bad(("moe",), "given beside mlp", allowed="mlp or moe, not both")
+        if self.logit_shift and self.block_size == 1:
+            raise Bad(("logit_shift",), "needs block_size > 1: at G = 1 each position already "
+                       "predicts the next token", True, "false, or block_size 2 or more")
         plan = set(self._resolve_plan())
         d = self.d_model
         for kind, spec in MIXERS.items():
@@ -353,6 +361,11 @@ class _Recipe(Section):
         """The recipe as YAML: every field it sets, none of the options it leaves at their
         defaults (the fields its hash covers)."""
         return yaml.safe_dump(_pruned(self.hashed_fields()), sort_keys=False)
+
+    def as_autoregressive(self) -> Recipe:
+        """The same weights read as a causal LM (G = 1, position i predicting token i + 1):
+        a shifted denoiser's position i already predicts token i + 1, so the shift goes."""
+        return self.model_copy(update={"block_size": 1, "logit_shift": False})
 
     def with_dtype(self, dtype: str) -> Recipe:
         """The same recipe with weights and activations in `dtype` (bf16, fp16, fp32)."""

@@ -25,6 +25,12 @@ def mixing_model(recipe: Recipe | str, scale: float = 5.0, seed: int = 3):
     return m
 
 
+def with_shift(name: str) -> Recipe:
+    """The shipped recipe `name` with the logit shift (`Recipe.logit_shift`), validated."""
+    fields = load_recipe(name).hashed_fields()
+    return Recipe.model_validate({**fields, "logit_shift": True})
+
+
 def blockwise(m, G: int, vocab: int, B: int = 2, nb: int = 3):
     """Random tokens (seeded by G) in `nb` blocks of G, their uncached block-causal logits, an
     empty cache for them and each block's slice of the tokens."""

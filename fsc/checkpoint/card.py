@@ -84,6 +84,11 @@ def model_card(recipe: Recipe, facts: dict) -> str:
             origin += (f" Adapted from the autoregressive checkpoint `{was['checkpoint']}` "
                        f"({was['recipe']}, G {was['G']}, recipe {was['recipe_hash']}) into a "
                        f"block-diffusion denoiser at G {recipe.block_size}, its weights kept.")
+        if training.get("anneal"):
+            origin += (f" The block size grew from 1 to G over the first {training['anneal']:,} "
+                       "steps (--anneal).")
+        if recipe.logit_shift:
+            origin += " Position j's logits are read from position j − 1 (logit shift)."
     else:
         origin = "Weights: as saved by their owner (describe the training here)."
     rows = "\n".join(

@@ -41,7 +41,8 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 # RESUME_CHANGES may change it, and --device says where it goes on.
 RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
-                "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing")
+                "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
+                "logit_shift", "anneal")
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
                   "train_backend")
 
@@ -74,6 +75,15 @@ def train(
         "--G", min=2, max=MAX_G, help="Train at block size G: adapts an autoregressive "
         "checkpoint (G 1) into a block-diffusion denoiser, its weights kept (docs/training.md).",
         show_default=False)] = None,
+    logit_shift: Annotated[bool | None, typer.Option(
+        "--logit-shift/--no-logit-shift", help="With --G: read position j's logits from "
+        "position j - 1's hidden state, as the autoregressive model did (Dream's shift; a "
+        "recipe field, logit_shift). Default: the recipe's own (off).",
+        show_default=False)] = None,
+    anneal: Annotated[int, _count(
+        "--anneal", "Grow the block size from 1 to G over the first N steps (1, 2, 4, ... by "
+        "powers of two dividing G, an equal share each): causal to block-causal, "
+        "DiffuLLaMA's annealing (0: none).", low=0)] = 0,
     objective: Annotated[Objective | None, typer.Option(
         "--objective", help="frontier (default when G > 1), blocks (every block a frontier in one "
         "two-stream forward) or ar (trains the recipe at G = 1).",
@@ -175,7 +185,8 @@ def train(
         if missing:
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
         job = new_job(
-            source, str(objective) if objective else None, warmup, G=G, data=data, seq_len=seq_len,
+            source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
+            anneal=anneal, data=data, seq_len=seq_len,
             steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,

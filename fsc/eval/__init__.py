@@ -60,7 +60,7 @@ def model_to_score(source: str, device, seed: int, ar: bool):
     G = 1 when `ar` asks it of a G > 1 checkpoint."""
     _, model = load_model(source, device=device, seed=seed)
     if ar and model.recipe.block_size != 1:
-        model.recipe = model.recipe.model_copy(update={"block_size": 1})
+        model.recipe = model.recipe.as_autoregressive()
     return model
 
 

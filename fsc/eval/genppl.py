@@ -25,7 +25,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
@@ -35,6 +34,7 @@ from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
 from fsc.eval.scorers import ScoredText, load_scorer
 from fsc.loading import load_model
+from fsc.model.lm import reading
 from fsc.source import load_source_recipe
 from fsc.train.data import TextData, open_data
 from fsc.train.tasks import derive
@@ -74,18 +74,6 @@ def draws(grid: EvalGrid, tokens, length: int) -> list[tuple[list[int], list[int
         at = random.Random(derive(grid.settings.seed, length, i, 10)).randint(0, span)
         out.append((tokens[at : at + P].tolist(), tokens[at + P : at + P + length].tolist()))
     return out
-
-
-@contextmanager
-def decoded_at(model, G: int):
-    """The model with its recipe's block size set to G for one cell (the two-stream and
-    block-causal forms read it), restored after."""
-    was = model.recipe
-    model.recipe = was.model_copy(update={"block_size": G})
-    try:
-        yield model
-    finally:
-        model.recipe = was
 
 
 @torch.no_grad()
@@ -129,7 +117,10 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
         who = {"checkpoint": d.checkpoint, "recipe": recipe.name,
                "recipe_hash": recipe.recipe_hash}
     outs, seconds, passes, tokens, blocks, steps, early = [], 0.0, 0, 0, 0, 0, 0
-    with decoded_at(model, d.G if d.mode == "diffusion" else 1) as m:
+    # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
+    at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
+          else model.recipe.as_autoregressive())
+    with reading(model, at) as m:
         for i, (prompt, _) in enumerate(samples):
             cfg = DecodeConfig(length=length, G=d.G, steps=max(d.K, 1), mode=d.mode,
                                temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,

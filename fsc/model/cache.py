@@ -35,12 +35,16 @@ class LayerCache:
 
 @dataclass
 class ModelCache:
-    """Per-layer caches plus S and the block size G the cache was built for."""
+    """Per-layer caches plus S and the block size G the cache was built for; for a model with
+    the logit shift (`Recipe.logit_shift`), also the final hidden state of the last token
+    folded, which the next block's first position reads its logits from (B × d_model values,
+    left out of `nbytes` and the cost model's sizes: a few KiB beside any layer's state)."""
 
     layers: list[LayerCache]
     block_size: int
     batch: int
     length: int = 0
+    last_hidden: torch.Tensor | None = None  # [B, d_model], after the final norm; shift only
 
     def nbytes(self) -> CacheBytes:
         """Bytes allocated: the growing (KV) and fixed (state) layers' tensors."""
@@ -76,4 +80,5 @@ def copy_cache(cache: ModelCache, batch: int | None = None) -> ModelCache:
 
     layers = [LayerCache(c.kind, {k: copied(t) for k, t in c.tensors.items()}, c.length, c.growing)
               for c in cache.layers]
-    return ModelCache(layers, cache.block_size, n, cache.length)
+    last = None if cache.last_hidden is None else copied(cache.last_hidden)
+    return ModelCache(layers, cache.block_size, n, cache.length, last)

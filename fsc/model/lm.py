@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -85,6 +87,13 @@ class LM(nn.Module):
     forward_two_stream(clean, noised, blocks) -> logits of every noised block against the clean
         blocks before it, in one forward (the `blocks` objective).
     Both training forms take a `Carry` (state passing).
+
+    With the recipe's `logit_shift` (Dream), position j's logits are the head of position
+    j - 1's final hidden state, in every pass: an autoregressive model's position j - 1
+    already predicts token j, so a denoiser adapted from one starts from what its head knows.
+    A block's first position reads the last token before the block (in the cached passes, the
+    one the cache folded last: `ModelCache.last_hidden`); the first position of a sequence,
+    which has none, reads its own (with state passing too: a passed state carries no hidden).
     """
 
     def __init__(self, recipe: Recipe, dtype: torch.dtype | None = None,
@@ -143,7 +152,11 @@ class LM(nn.Module):
         gen = torch.Generator(device=device).manual_seed(seed)
         cap = S + G if capacity is None else capacity
         layers = [layer.mixer.synthetic_cache(batch, S, device, gen, cap) for layer in self.layers]
-        return ModelCache(layers, G, batch, length=S)
+        last = None
+        if self.recipe.logit_shift and S:
+            last = torch.randn(batch, self.recipe.d_model, device=device, generator=gen)
+        return ModelCache(layers, G, batch, length=S,
+                          last_hidden=None if last is None else last.to(self.dtype))
 
     def cache_bytes(self, batch: int, S: int) -> CacheBytes:
         """Exact bytes of a cache holding S tokens: growing (KV) and fixed (state) parts."""
@@ -166,9 +179,16 @@ class LM(nn.Module):
         x = self.embed(tokens).to(self.dtype)
         for layer, lc in zip(self.layers, cache.layers):
             x = layer(x, lc, commit=commit)
+        h = self.norm_f(x)
+        if self.recipe.logit_shift:
+            first = h[:, 0] if cache.length == 0 else cache.last_hidden
+            assert first is not None, "a shifted model's cache keeps the last folded hidden"
+            if commit:
+                cache.last_hidden = h[:, -1]
+            h = shifted(h, first)
         if commit:
             cache.length += G
-        return self.head(self.norm_f(x))
+        return self.head(h)
 
     def forward(self, tokens, cache: ModelCache):
         return self._run(tokens, cache, commit=False)
@@ -199,19 +219,29 @@ class LM(nn.Module):
         """Logits of noised blocks, each read against the clean blocks before it, in one
         forward (the `blocks` training objective).
 
-        clean  [B, T] tokens, blocks of G = the recipe's block size
+        clean  [B, T] tokens, blocks of G (the recipe's block size, or the smaller one an
+               annealed run trains at: G is noised's length over K)
         noised [B, K·G] tokens: K blocks per sequence, the k-th standing at block blocks[b, k]
         blocks [B, K] long
         Returns logits [B, K·G, vocab] of the noised blocks (or, with `select` [B, K·G] bool,
         [n, vocab] of the selected positions): those of `forward(noised block, cache)` after a
         fold of the clean blocks before it. With `carry`, the fixed-state layers start from
         its state and leave the clean stream's end in it (state passing)."""
-        G = self.recipe.block_size
-        assert noised.shape[1] == blocks.shape[1] * G and clean.shape[1] % G == 0
+        B, K = blocks.shape
+        G = noised.shape[1] // K  # the recipe's, or the smaller one an annealed run trains at
+        assert noised.shape[1] == K * G and clean.shape[1] % G == 0
+        shift = self.recipe.logit_shift
         xc, xn = self.embed(clean).to(self.dtype), self.embed(noised).to(self.dtype)
         for i, layer in enumerate(self.layers):
-            xc, xn = layer.two_stream(xc, xn, blocks, last=i == len(self.layers) - 1, carry=carry)
+            last = i == len(self.layers) - 1 and not shift  # a shift reads the clean stream
+            xc, xn = layer.two_stream(xc, xn, blocks, last=last, carry=carry)
         h = self.norm_f(xn)
+        if shift:  # each block's first position reads the clean token before the block
+            before = self.norm_f(xc).gather(1, (blocks * G - 1).clamp(min=0)[..., None]
+                                            .expand(-1, -1, h.shape[-1]))  # (B, K, d)
+            h = h.reshape(B * K, G, -1)
+            first = torch.where((blocks == 0).view(-1, 1), h[:, 0], before.reshape(B * K, -1))
+            h = shifted(h, first).reshape(B, K * G, -1)
         return self.head(h if select is None else h[select])
 
     def forward_blockwise(self, tokens, block_lengths: list[int] | None = None, select=None,
@@ -228,7 +258,27 @@ class LM(nn.Module):
         for layer in self.layers:
             x = layer(x, block_lengths=block_lengths, carry=carry)
         h = self.norm_f(x)
+        if self.recipe.logit_shift:
+            h = shifted(h, h[:, 0])
         return self.head(h if select is None else h[select])
+
+
+@contextmanager
+def reading(model: LM, recipe: Recipe):
+    """`model` with `recipe` (its weights read at another block size, or as a causal LM:
+    `Recipe.as_autoregressive`) for the body of the `with`, its own recipe restored after."""
+    was = model.recipe
+    model.recipe = recipe
+    try:
+        yield model
+    finally:
+        model.recipe = was
+
+
+def shifted(h, first):
+    """The logit shift: h [B, T, d] with position j > 0 holding h[:, j - 1] and position 0
+    `first` [B, d] (the hidden state before the block, or position 0's own)."""
+    return torch.cat([first[:, None], h[:, :-1]], 1)
 
 
 def init_weights(model: LM, seed: int = 0) -> LM:

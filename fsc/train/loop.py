@@ -92,6 +92,7 @@ class TrainConfig:
     # checkpoint, its recipe's name and hash, and its G; None for any other run
     adapted_from: dict | None = None
     mask_added: dict | None = None  # adapting: the mask token added to the tokenizer {token, id}
+    anneal: int = 0  # steps over which the block size grows from 1 to G (`block_at`; 0: none)
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
@@ -142,6 +143,27 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     span = max(cfg.steps - cfg.warmup, 1)
     cos = 0.5 * (1 + math.cos(math.pi * min(step - cfg.warmup, span) / span))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
+
+
+def block_sizes(G: int) -> list[int]:
+    """The block sizes an annealed run passes through: the powers of two that divide G, from
+    1, then G itself (8: 1, 2, 4, 8; 12: 1, 2, 4, 12; 5: 1, 5)."""
+    sizes = [1]
+    while G % (sizes[-1] * 2) == 0 and sizes[-1] * 2 < G:
+        sizes.append(sizes[-1] * 2)
+    return sizes + [G]
+
+
+def block_at(anneal: int, G: int, step: int) -> int:
+    """The block size the objective draws at `step` (0-based): with `anneal` > 0 each size of
+    `block_sizes(G)` below G for an equal share of the first `anneal` steps, then G. At 1 a
+    token reads no later token (the causal mask an autoregressive model was trained under),
+    at G its whole block: DiffuLLaMA's attention annealed from causal to bidirectional, as
+    block-causal growth every mixer has (docs/training.md)."""
+    if step >= anneal:
+        return G
+    below = block_sizes(G)[:-1]
+    return below[step * len(below) // anneal]
 
 
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -276,7 +298,8 @@ class Trainer:
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 "train_backend": self.backend,
                 "final_loss": self.losses[-1] if self.losses else None,
-                **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {})}
+                **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {}),
+                **({"anneal": cfg.anneal} if cfg.anneal else {})}
 
     def _digits(self) -> int | None:
         """The pass key's digits (resolved from the default for G), None for other data."""
@@ -323,6 +346,10 @@ class Trainer:
         ends = self.carried.get(micro, [])
         return Carry(list(ends) + [None] * (n - len(ends)))
 
+    def block_size(self) -> int:
+        """The block size this step's objective draws at (`block_at`: G once annealed)."""
+        return block_at(self.cfg.anneal, self.G, self.step)
+
     def train_step(self) -> tuple[float, float, int]:
         """One optimizer step: (loss, grad norm before clipping, tokens read)."""
         cfg, step = self.cfg, self.step
@@ -339,8 +366,8 @@ class Trainer:
             gen = torch.Generator().manual_seed(derive(cfg.seed, step, micro, 3))
             carry = self._carry(micro) if cfg.state_passing else None
             with self._autocast():
-                loss, n = loss_of(self.model, cfg.objective, batch, self.G, self.tok.mask_id, gen,
-                                  cfg.weighting, mine, carry)
+                loss, n = loss_of(self.model, cfg.objective, batch, self.block_size(),
+                                  self.tok.mask_id, gen, cfg.weighting, mine, carry)
             (loss / cfg.accum).backward()
             if carry is not None:
                 self.carried[micro] = carry.detached()

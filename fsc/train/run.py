@@ -62,25 +62,29 @@ class TrainJob:
 
 
 def new_job(source: str, objective: str | None, warmup: int | None, G: int | None = None,
-            **settings: Any) -> TrainJob:
+            logit_shift: bool | None = None, **settings: Any) -> TrainJob:
     """A new run of `source` (a recipe, or a checkpoint to start from); `settings` are the
     other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
     trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
     `G` trains at that block size: an autoregressive checkpoint adapted into a denoiser
-    (see `adapted`). The training directory (`out`) must not hold anything yet."""
+    (see `adapted`), with `logit_shift` set as given (None: the recipe's own). The training
+    directory (`out`) must not hold anything yet."""
     if warmup is not None and warmup > settings["steps"]:
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
     source = str(resolve_checkpoint(source))  # a training directory: its newest checkpoint
     recipe = load_source_recipe(source)
     origin = None
+    if logit_shift is not None and G is None:
+        raise UsageError("--logit-shift / --no-logit-shift go with --G N (adapting a model to "
+                         "block size N); a recipe sets logit_shift in its YAML")
     if G is not None:
-        recipe, origin = adapted(source, recipe, G, objective)
+        recipe, origin = adapted(source, recipe, G, objective, logit_shift)
         if origin is not None and settings.get("tokenizer") is None:
             settings["tokenizer"] = text_tokenizer(source)  # the AR model's own tokenizer
     goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
-        recipe = recipe.model_copy(update={"block_size": 1})
+        recipe = recipe.as_autoregressive()
     if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
         out = Path(settings["out"])
         output_dir(out, f"--out {out}",
@@ -91,27 +95,34 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     return _checked(cfg, recipe, source, None)
 
 
-def adapted(source: str, recipe: Recipe, G: int, objective: str | None) -> tuple[Recipe, dict | None]:
+def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
+            logit_shift: bool | None = None) -> tuple[Recipe, dict | None]:
     """(the recipe at block size G, where it came from): an autoregressive checkpoint (G 1,
     trained next-token or imported) keeps its weights and becomes a block-diffusion denoiser
     at G; its embedding already has a row for the tokenizer's mask token, which it never saw
     (fsc's byte tokenizer holds one; a tokenizer without one is refused when the run is
-    checked). A recipe is simply trained at G. UsageError for a checkpoint that is already a
-    denoiser at another G, or --objective ar."""
+    checked). A recipe is simply trained at G. `logit_shift` (None: the recipe's own) sets
+    the recipe's shift. UsageError for a checkpoint that is already a denoiser at another G
+    or with another shift, or --objective ar."""
     if objective == "ar":
         raise UsageError(f"--G {G} trains a block-diffusion denoiser; --objective ar trains at "
                          "G 1 (give --objective blocks or frontier)")
+    shift = recipe.logit_shift if logit_shift is None else logit_shift
+    at_G = recipe.model_copy(update={"block_size": G, "logit_shift": shift})
     if not is_checkpoint(source):
-        return recipe.model_copy(update={"block_size": G}), None
+        return at_G, None
     if recipe.block_size not in (1, G):
         raise UsageError(f"{source} is already a block-diffusion checkpoint at G = "
                          f"{recipe.block_size}; --G adapts an autoregressive one (G 1), and a "
                          "cache built for one G is valid only for it")
     if recipe.block_size == G:
+        if shift != recipe.logit_shift:
+            raise UsageError(f"{source} is already a denoiser at G = {G} "
+                             f"{'with' if recipe.logit_shift else 'without'} the logit shift; "
+                             "the shift changes what its logits mean")
         return recipe, None
-    return (recipe.model_copy(update={"block_size": G}),
-            {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
-             "G": recipe.block_size})
+    return (at_G, {"checkpoint": source, "recipe": recipe.name,
+                   "recipe_hash": recipe.recipe_hash, "G": recipe.block_size})
 
 
 def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
@@ -149,6 +160,12 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     G = recipe.block_size
     if cfg.seq_len % G:
         raise UsageError(f"--seq-len {cfg.seq_len} is not a multiple of the block size G = {G}")
+    if cfg.anneal and (G == 1 or cfg.objective == "ar"):
+        raise UsageError(f"--anneal {cfg.anneal} grows the block size of a denoiser from 1 to G; "
+                         "this run trains next-token at G 1 (give --G N, or a recipe at G > 1)")
+    if cfg.anneal > cfg.steps:
+        raise UsageError(f"--anneal {cfg.anneal} is longer than --train-steps {cfg.steps}: the "
+                         f"run would end before it trains at G = {G}")
     adding = cfg.adapted_from is not None and state is None and cfg.objective != "ar"
     tok = load_tokenizer(cfg.tokenizer, need_mask=cfg.objective != "ar" and not adding)
     if adding and tok.mask_id is None:

@@ -144,3 +144,84 @@ def test_a_mask_token_is_added_where_the_vocabulary_has_room(fsc_main, tmp_path,
     more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "3",
                     "--store", tmp_path / "st", "--json", check=0)
     assert json.loads(more.stdout)["step"] == 3
+
+
+def test_the_anneal_grows_the_block_size_by_powers_of_two_dividing_G():
+    from fsc.train.loop import block_at, block_sizes
+
+    assert block_sizes(8) == [1, 2, 4, 8] and block_sizes(12) == [1, 2, 4, 12]
+    assert block_sizes(5) == [1, 5] and block_sizes(2) == [1, 2]
+    assert [block_at(6, 8, s) for s in range(8)] == [1, 1, 2, 2, 4, 4, 8, 8]
+    assert [block_at(300, 8, s) for s in (0, 99, 100, 199, 200, 299, 300, 1199)] == [
+        1, 1, 2, 2, 4, 4, 8, 8]
+    assert [block_at(0, 8, s) for s in range(3)] == [8, 8, 8]
+    assert {block_at(7, 12, s) for s in range(7)} == {1, 2, 4}  # every one divides G
+
+
+def test_an_annealed_step_is_the_objective_at_that_block_size(tmp_path):
+    """Each step's loss is the objective drawn at block_at's size (1, then 2, then G = 4):
+    the same loss `loss_of` computes there on the step's batch and mask draw."""
+    import copy
+
+    import torch
+
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+    from fsc.tokenizer import ByteTokenizer
+    from fsc.train.loop import TrainConfig, Trainer
+    from fsc.train.objective import Batch, loss_of
+    from fsc.train.tasks import derive
+
+    recipe = load_recipe("tiny_attn")
+    cfg = TrainConfig(source="tiny_attn", data="copy", seq_len=32, steps=6, out=str(tmp_path),
+                      batch=4, warmup=1, objective="blocks", anneal=4, save_minutes=0)
+    trainer = Trainer(cfg, recipe, build_model(recipe, seed=0), ByteTokenizer())
+    for step, G in enumerate([1, 1, 2, 2, 4, 4]):
+        assert trainer.block_size() == G
+        batch = Batch.of([trainer.data.sample(step * 4 + j) for j in range(4)], "cpu")
+        gen = torch.Generator().manual_seed(derive(cfg.seed, step, 0, 3))
+        want, _ = loss_of(copy.deepcopy(trainer.model), "blocks", batch, G, trainer.tok.mask_id,
+                          gen)
+        got, _, _ = trainer.train_step()
+        assert got == pytest.approx(float(want), rel=1e-5)
+
+
+def test_the_options_are_recorded_and_the_shifted_denoiser_decodes_exactly(fsc_main, tmp_path,
+                                                                            ar_ckpt):
+    """--logit-shift --anneal: the recipe holds the shift (its hash changes), the run's config
+    and the checkpoint the anneal; the cache is exact; a resume keeps both and refuses them."""
+    doc = json.loads(_adapt(fsc_main, tmp_path, ar_ckpt, "--logit-shift", "--anneal", "2",
+                            steps=3).stdout)
+    step = Path(doc["checkpoint"])
+    assert "logit_shift: true" in (step / "fsc_recipe.yaml").read_text()
+    config = json.loads((step / "config.json").read_text())
+    assert config["training"]["anneal"] == 2
+    state = json.loads((step / "training_state.json").read_text())["config"]
+    assert state["anneal"] == 2 and "logit_shift: true" in state["recipe_yaml"]
+    assert fsc_main("verify", step, "--blocks", "2").returncode == 0  # cached == uncached
+    out = json.loads(fsc_main("decode", step, "--prompt", "ROMEO:", "--length", "16",
+                              "--json", check=0).stdout)
+    assert out["stats"]["G"] == 8
+    ar = json.loads(fsc_main("decode", step, "--prompt", "ROMEO:", "--length", "4", "--mode",
+                             "ar", "--json", check=0).stdout)
+    assert ar["stats"]["mode"] == "ar" and len(ar["token_ids"]) == 4
+    res = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "4", "--anneal", "3",
+                   "--store", tmp_path / "st")
+    assert res.returncode == 2 and "drop --anneal" in res.stderr
+    more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "4",
+                    "--store", tmp_path / "st", "--json", check=0)
+    assert json.loads(more.stdout)["step"] == 4
+
+
+def test_bad_options_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt):
+    for source, extra, says in (
+            (ar_ckpt, ["--objective", "ar", "--anneal", "2"], "--anneal 2 grows the block size"),
+            ("tiny_attn", ["--objective", "ar", "--logit-shift"], "go with --G N"),
+            (ar_ckpt, ["--G", "8", "--anneal", "5"], "--anneal 5 is longer than --train-steps"),
+    ):
+        out = tmp_path / "x"
+        res = fsc_main("train", source, *TEXT, "--train-steps", "4", "--out", out,
+                       "--store", tmp_path / "st", *extra)
+        assert res.returncode == 2 and says in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert not out.exists() and not (tmp_path / "st").exists()
