@@ -212,8 +212,13 @@ class LM(nn.Module):
         x = self.embed(tokens).to(self.dtype)
         for layer, lc in zip(self.layers, cache.layers):
             x = layer(x, lc, commit=True, block_lengths=block_lengths)
+        h = self.norm_f(x[:, -2:])  # the last token, and with the shift the one before it
+        if self.recipe.logit_shift:  # as the fold of the last block would: see _run
+            before = h[:, -2] if T > 1 else h[:, -1] if cache.length == 0 else cache.last_hidden
+            cache.last_hidden = h[:, -1]
+            h = before[:, None]
         cache.length += T
-        return self.head(self.norm_f(x[:, -1]))
+        return self.head(h[:, -1])
 
     def forward_two_stream(self, clean, noised, blocks, select=None, carry: Carry | None = None):
         """Logits of noised blocks, each read against the clean blocks before it, in one

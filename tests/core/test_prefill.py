@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fsc.model.cache import copy_cache
-from tests.model_checks import EVERY_MIXER, mixing_model
+from tests.model_checks import EVERY_MIXER, mixing_model, with_shift
 
 TOL = dict(atol=2e-4, rtol=2e-4)
 
@@ -21,10 +21,12 @@ def _folds(m, cache, tokens, lengths):
     return logits[:, -1]
 
 
-@pytest.mark.parametrize("name", EVERY_MIXER)
+@pytest.mark.parametrize("name", EVERY_MIXER + ["shifted tiny_hybrid"])
 @pytest.mark.parametrize("G", [1, 4])
 def test_fold_blocks_equals_a_fold_per_block(name, G):
-    m = mixing_model(name, scale=2.0)
+    """(A shifted model at G 1 too: the logit shift's rule is the cache's, whatever G.)"""
+    shifted = name.startswith("shifted ")
+    m = mixing_model(with_shift(name.split()[-1]) if shifted else name, scale=2.0)
     vocab = m.recipe.vocab_size
     tokens = torch.randint(0, vocab, (2, 32), generator=torch.Generator().manual_seed(G))
     lengths = [G] * (23 // G) + ([23 % G] if 23 % G else [])  # 23 tokens, the last block short
@@ -37,6 +39,8 @@ def test_fold_blocks_equals_a_fold_per_block(name, G):
         logits = m.fold_blocks(tokens[:, G : G + 23], got, lengths)
         torch.testing.assert_close(logits, want, **TOL)
         assert got.length == ref.length == G + 23
+        if shifted:  # the last hidden state the next block's first position reads
+            torch.testing.assert_close(got.last_hidden, ref.last_hidden, **TOL)
         for a, b in zip(got.layers, ref.layers):
             assert a.length == b.length
             for key in b.tensors:
