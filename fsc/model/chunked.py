@@ -88,3 +88,40 @@ def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
     fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
     seg = torch.where(ch.causal, fwd, la[..., :, None] - la[..., None, :] - fwd)
     return seg.masked_fill(~(ch.causal | ch.later_in_block), float("-inf")).exp()
+
+
+class _Scan(torch.autograd.Function):
+    """h_{i+1} = a_i ⊙ h_i + x_i along dim 1, by a loop over i that autograd does not record:
+    its backward is the same recurrence run in reverse, so a scan of n steps costs 2n small
+    in-place ops and no graph of n nodes."""
+
+    @staticmethod
+    def forward(ctx, a, x, h0):
+        steps = x.new_empty(x.shape[1] + 1, *x.shape[:1], *x.shape[2:])  # (n + 1, B, ...)
+        steps[0] = h0
+        a_t, x_t = a.transpose(0, 1), x.transpose(0, 1)
+        for i in range(x.shape[1]):
+            torch.addcmul(x_t[i], a_t[i], steps[i], out=steps[i + 1])
+        ctx.save_for_backward(a, steps)
+        return steps.transpose(0, 1)
+
+    @staticmethod
+    def backward(ctx, d_steps):
+        a, steps = ctx.saved_tensors
+        a_t, d = a.transpose(0, 1), d_steps.transpose(0, 1)
+        after = torch.empty_like(steps[1:])  # the loss's gradient by h_{i+1}, all paths
+        after[-1] = d[-1]
+        for i in range(after.shape[0] - 1, 0, -1):
+            torch.addcmul(d[i], a_t[i], after[i], out=after[i - 1])
+        d_h0 = d[0] + a_t[0] * after[0]
+        d_a = (after * steps[:-1]).sum_to_size(a_t.shape).transpose(0, 1)
+        return d_a, after.transpose(0, 1), d_h0
+
+
+def scan(a: torch.Tensor, x: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
+    """The states of the diagonal recurrence h_{i+1} = a_i ⊙ h_i + x_i from h_0 = h0 (zeros by
+    default), along dim 1: x (B, n, ...), a broadcastable to it (a decay per step), h0 (B, ...).
+    Returns (B, n + 1, ...): h_0 (the state before step 0), ..., h_n (the state after the last).
+    """
+    h0 = x.new_zeros(x.shape[:1] + x.shape[2:]) if h0 is None else h0.expand(x.shape[:1] + x.shape[2:])
+    return _Scan.apply(a, x, h0.to(x.dtype))
