@@ -12,13 +12,12 @@ from fsc import ops
 from fsc.mixers import gla as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
-from fsc.model.chunked import Chunks, scan
+from fsc.model.chunked import LOG2E, Chunks, scan
 from fsc.model.mixer import FixedState
 
 # The training form's pairs carry a key axis: tokens pair inside a group of whole blocks of at
 # least GROUP tokens (B·T·S·H·K values); the state is carried from group to group.
 GROUP = 4
-LOG2E = math.log2(math.e)
 
 
 class GLA(FixedState):
