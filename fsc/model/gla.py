@@ -121,7 +121,7 @@ class GLA(FixedState):
         visible = None if per == 1 else ch.causal | ch.later_in_block
 
         def groups(t):  # (B, T, H, D) -> (B, n, H, S, D)
-            return ch.pack(t.float()).transpose(2, 3)
+            return ch.pack(t.float()).transpose(2, 3).contiguous()
 
         qg, kg, vg = groups(q) / math.sqrt(self.head_dim), groups(k), groups(v)
         g2 = groups(gk * LOG2E)  # log2 gates: exp2 is several times cheaper than exp on CPUs

@@ -198,7 +198,7 @@ class Mamba(FixedState):
         G = max(block_lengths)
         ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), xs.device)
         dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
-        x = ch.pack(xs * dtf[..., None]).permute(0, 1, 3, 2, 4)  # (B, n, H, C, P): dt_s x_s
+        x = ch.pack(xs * dtf[..., None]).transpose(2, 3).contiguous()  # (B, n, H, C, P): dt_s x_s
         Bc, Cc = ch.pack(Bm), ch.pack(Cm)  # (B, n, C, N)
         cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
         y = (dec * cb) @ x  # (B, n, H, t, P)
