@@ -74,6 +74,33 @@ class Chunks:
         return x[:, : self.T] if self.index is None else x[:, self.index]
 
 
+class _Decays(torch.autograd.Function):
+    """`decay_matrix` with its backward written out: no graph of the pairwise intermediates,
+    and fp64 only where the forward had it (the running sum's gradient, whose row and column
+    sums cancel under strong decays)."""
+
+    @staticmethod
+    def forward(ctx, la, causal, later):
+        la2 = la * LOG2E  # (B, n, H, C)
+        cum = la2.double().cumsum(-1)
+        fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
+        seg = torch.where(causal, fwd, la2[..., :, None] - la2[..., None, :] - fwd)
+        dec = torch.exp2(seg.masked_fill_(~(causal | later), float("-inf")))
+        ctx.save_for_backward(dec, causal)
+        return dec
+
+    @staticmethod
+    def backward(ctx, d_dec):
+        dec, causal = ctx.saved_tensors
+        d_seg = d_dec * dec  # by the segment sum in natural log units; 0 where masked
+        d_fwd = d_seg * causal  # segments cum_t − cum_s
+        d_bwd = d_seg - d_fwd  # segments la_t − la_s − (cum_t − cum_s)
+        net = (d_fwd - d_bwd).double()  # the running sum's share, summed in fp64 as it was formed
+        d_cum = net.sum(-1) - net.sum(-2)  # (B, n, H, C)
+        d_la = d_bwd.sum(-1) - d_bwd.sum(-2) + d_cum.flip(-1).cumsum(-1).flip(-1)
+        return d_la, None, None
+
+
 def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
     """Pairwise decays of a recurrence with a scalar log decay per head and token.
 
@@ -86,13 +113,10 @@ def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
     rounding however large the running sum grows (an fp32 one would lose ulp(running sum) to
     cancellation). A backward segment lies inside one block, so la_t − la_s − (cum_t − cum_s)
     holds no large term: it is formed in fp32 from the forward difference. The sums are in
-    log2 units and the decays their exp2, several times cheaper than exp on a CPU.
+    log2 units and the decays their exp2, several times cheaper than exp on a CPU (and not
+    slowed by the −inf of the masked pairs, as exp is).
     """
-    la = la.transpose(-1, -2) * LOG2E  # (B, n, H, C)
-    cum = la.double().cumsum(-1)
-    fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
-    seg = torch.where(ch.causal, fwd, la[..., :, None] - la[..., None, :] - fwd)
-    return torch.exp2(seg.masked_fill(~(ch.causal | ch.later_in_block), float("-inf")))
+    return _Decays.apply(la.transpose(-1, -2), ch.causal, ch.later_in_block)
 
 class _Scan(torch.autograd.Function):
     """h_{i+1} = a_i ⊙ h_i + x_i along dim 1, by a loop over i that autograd does not record:
