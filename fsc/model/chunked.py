@@ -14,9 +14,13 @@ real tokens' outputs are those of the unpadded sequence, and the padding's own a
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fsc.model.layers import block_ids
+
+LOG2E = math.log2(math.e)  # log2 units: exp(x) = exp2(x · LOG2E)
 
 
 class Chunks:
@@ -70,6 +74,33 @@ class Chunks:
         return x[:, : self.T] if self.index is None else x[:, self.index]
 
 
+class _Decays(torch.autograd.Function):
+    """`decay_matrix` with its backward written out: no graph of the pairwise intermediates,
+    and fp64 only where the forward had it (the running sum's gradient, whose row and column
+    sums cancel under strong decays)."""
+
+    @staticmethod
+    def forward(ctx, la, causal, later):
+        la2 = la * LOG2E  # (B, n, H, C)
+        cum = la2.double().cumsum(-1)
+        fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
+        seg = torch.where(causal, fwd, la2[..., :, None] - la2[..., None, :] - fwd)
+        dec = torch.exp2(seg.masked_fill_(~(causal | later), float("-inf")))
+        ctx.save_for_backward(dec, causal)
+        return dec
+
+    @staticmethod
+    def backward(ctx, d_dec):
+        dec, causal = ctx.saved_tensors
+        d_seg = d_dec * dec  # by the segment sum in natural log units; 0 where masked
+        d_fwd = d_seg * causal  # segments cum_t − cum_s
+        d_bwd = d_seg - d_fwd  # segments la_t − la_s − (cum_t − cum_s)
+        net = (d_fwd - d_bwd).double()  # the running sum's share, summed in fp64 as it was formed
+        d_cum = net.sum(-1) - net.sum(-2)  # (B, n, H, C)
+        d_la = d_bwd.sum(-1) - d_bwd.sum(-2) + d_cum.flip(-1).cumsum(-1).flip(-1)
+        return d_la, None, None
+
+
 def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
     """Pairwise decays of a recurrence with a scalar log decay per head and token.
 
@@ -81,10 +112,44 @@ def decay_matrix(la: torch.Tensor, ch: Chunks) -> torch.Tensor:
     The forward segment sums are differences of an fp64 running sum, so they are exact to fp32
     rounding however large the running sum grows (an fp32 one would lose ulp(running sum) to
     cancellation). A backward segment lies inside one block, so la_t − la_s − (cum_t − cum_s)
-    holds no large term: it is formed in fp32 from the forward difference.
+    holds no large term: it is formed in fp32 from the forward difference. The sums are in
+    log2 units and the decays their exp2, several times cheaper than exp on a CPU (and not
+    slowed by the −inf of the masked pairs, as exp is).
     """
-    la = la.transpose(-1, -2)  # (B, n, H, C)
-    cum = la.double().cumsum(-1)
-    fwd = (cum[..., :, None] - cum[..., None, :]).float()  # (B, n, H, t, s): over (s, t]
-    seg = torch.where(ch.causal, fwd, la[..., :, None] - la[..., None, :] - fwd)
-    return seg.masked_fill(~(ch.causal | ch.later_in_block), float("-inf")).exp()
+    return _Decays.apply(la.transpose(-1, -2), ch.causal, ch.later_in_block)
+
+class _Scan(torch.autograd.Function):
+    """h_{i+1} = a_i ⊙ h_i + x_i along dim 1, by a loop over i that autograd does not record:
+    its backward is the same recurrence run in reverse, so a scan of n steps costs 2n small
+    in-place ops and no graph of n nodes."""
+
+    @staticmethod
+    def forward(ctx, a, x, h0):
+        steps = x.new_empty(x.shape[1] + 1, *x.shape[:1], *x.shape[2:])  # (n + 1, B, ...)
+        steps[0] = h0
+        a_t, x_t = a.transpose(0, 1), x.transpose(0, 1)
+        for i in range(x.shape[1]):
+            torch.addcmul(x_t[i], a_t[i], steps[i], out=steps[i + 1])
+        ctx.save_for_backward(a, steps)
+        return steps.transpose(0, 1)
+
+    @staticmethod
+    def backward(ctx, d_steps):
+        a, steps = ctx.saved_tensors
+        a_t, d = a.transpose(0, 1), d_steps.transpose(0, 1)
+        after = torch.empty_like(steps[1:])  # the loss's gradient by h_{i+1}, all paths
+        after[-1] = d[-1]
+        for i in range(after.shape[0] - 1, 0, -1):
+            torch.addcmul(d[i], a_t[i], after[i], out=after[i - 1])
+        d_h0 = d[0] + a_t[0] * after[0]
+        d_a = (after * steps[:-1]).sum_to_size(a_t.shape).transpose(0, 1)
+        return d_a, after.transpose(0, 1), d_h0
+
+
+def scan(a: torch.Tensor, x: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
+    """The states of the diagonal recurrence h_{i+1} = a_i ⊙ h_i + x_i from h_0 = h0 (zeros by
+    default), along dim 1: x (B, n, ...), a broadcastable to it (a decay per step), h0 (B, ...).
+    Returns (B, n + 1, ...): h_0 (the state before step 0), ..., h_n (the state after the last).
+    """
+    h0 = x.new_zeros(x.shape[:1] + x.shape[2:]) if h0 is None else h0.expand(x.shape[:1] + x.shape[2:])
+    return _Scan.apply(a, x, h0.to(x.dtype))

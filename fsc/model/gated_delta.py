@@ -228,7 +228,7 @@ class GatedDelta(FixedState):
         dec = decay_matrix(ch.pack(g), ch)  # (B, n, H, t, s)
 
         def heads(t):  # (B, T, H, ...) -> (B, n, H, C, ...)
-            return ch.pack(t).transpose(2, 3)
+            return ch.pack(t).transpose(2, 3).contiguous()
 
         q, k, v = heads(q.float() / math.sqrt(self.head_dim)), heads(k.float()), heads(v.float())
         beta, cum = heads(beta)[..., None], heads(g).cumsum(-1)  # (B, n, H, C, 1), (B, n, H, C)

@@ -12,13 +12,12 @@ from fsc import ops
 from fsc.mixers import gla as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
-from fsc.model.chunked import Chunks
+from fsc.model.chunked import LOG2E, Chunks, scan
 from fsc.model.mixer import FixedState
 
 # The training form's pairs carry a key axis: tokens pair inside a group of whole blocks of at
-# least GROUP tokens (B·T·S·H·K values), groups pair inside a chunk of CHUNK_GROUPS groups.
+# least GROUP tokens (B·T·S·H·K values); the state is carried from group to group.
 GROUP = 4
-CHUNK_GROUPS = 8
 
 
 def _chunk_gla(q, k, v, g, beta, scale, **varlen):
@@ -64,11 +63,10 @@ class GLA(FixedState):
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
-        """In chunks of whole blocks, and inside a chunk in groups of whole blocks (at least
-        GROUP tokens). Inside each group both directions as one pairwise decayed form (the gate
-        is per key dimension, so pairs carry a key axis; the backward scan stays in its block);
-        the state each group starts from, from the chunk's earlier groups, as a masked product
-        over group pairs; the forward state carried from chunk to chunk. On fla: chunk_gla
+        """In groups of whole blocks (at least GROUP tokens). Inside each group both
+        directions as one pairwise decayed form (the gate is per key dimension, so pairs carry a
+        key axis; the backward scan stays in its block); the state each group starts from
+        carried from group to group (`chunked.scan`). On fla: chunk_gla
         (`PER_KEY_DECAY`)."""
         q, k, v, gk = self._proj(x)
         if self.backend == "fla":
@@ -105,16 +103,16 @@ class GLA(FixedState):
                                        h_init=self._state(start), final=True)
         q, k, v, gk = self._proj(x_noised)
 
-        def units(t):  # (B, K·G, H, D) -> (B, 1, K, G, H, D): one chunk of K one-block groups
-            return t.float().unflatten(1, (K, G))[:, None]
+        def units(t):  # (B, K·G, H, D) -> (B, K, H, G, D): one group a block
+            return t.float().unflatten(1, (K, G)).transpose(2, 3)
 
-        qb, kb, vb, gb = units(q / math.sqrt(self.head_dim)), units(k), units(v), units(gk)
-        cum = gb.cumsum(3)  # (B, 1, K, G, H, Dk)
-        h = starts[torch.arange(B, device=blocks.device)[:, None], blocks][:, None]  # (B, 1, K, H, Dk, Dv)
-        on = self._in_block(qb, kb, vb, gb, cum, None)
-        on = on + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h)
+        qb, kb, vb = units(q) / math.sqrt(self.head_dim), units(k), units(v)
+        g2 = units(gk * LOG2E)
+        cum = g2.cumsum(3)  # (B, K, H, G, Dk)
+        h = starts[torch.arange(B, device=blocks.device)[:, None], blocks]  # (B, K, H, Dk, Dv)
+        on = self._in_block(qb, kb, vb, g2, cum, None) + (qb * torch.exp2(cum)) @ h
         return (self.wo(o.flatten(2).to(x_clean.dtype)),
-                self.wo(on.flatten(1, 3).flatten(2).to(x_noised.dtype)),
+                self.wo(on.transpose(2, 3).flatten(1, 2).flatten(2).to(x_noised.dtype)),
                 {"state": end.to(self.state_dtype)})
 
     @staticmethod
@@ -128,59 +126,38 @@ class GLA(FixedState):
         also the forward state each block starts from, (B, n_blocks, H, Dk, Dv) (else None);
         with `final`, last, the state at the end."""
         assert per == 1 or not starts
-        ch = Chunks(block_lengths, CHUNK_GROUPS * per, q.device, unit=per)
-        S = per * ch.G  # tokens a group holds
-        mg = ch.m // per  # groups a chunk holds
-        visible = (ch.causal | ch.later_in_block)[:S, :S]  # the same in every group
+        ch = Chunks(block_lengths, per, q.device, unit=per)  # a chunk is a group
+        visible = None if per == 1 else ch.causal | ch.later_in_block
 
-        def blocks(t):  # (B, T, H, D) -> (B, n, mg, S, H, D)
-            return ch.pack(t).unflatten(2, (mg, S))
+        def groups(t):  # (B, T, H, D) -> (B, n, H, S, D)
+            return ch.pack(t.float()).transpose(2, 3).contiguous()
 
-        qb, kb, vb = blocks(q.float() / math.sqrt(self.head_dim)), blocks(k.float()), blocks(v.float())
-        gb = blocks(gk)
-        cum = gb.cumsum(3)  # (B, n, mg, S, H, K): log gate from the group's start, inclusive
-        o = self._in_block(qb, kb, vb, gb, cum, None if per == 1 else visible)
-        total = cum[:, :, :, -1]  # (B, n, mg, H, K): log gate over each whole group
-        local = torch.einsum("bcmshk,bcmshv->bcmhkv", kb * torch.exp(total[:, :, :, None] - cum), vb)
-        # group i of a chunk starts from groups j < i decayed over the groups between them; the
-        # extra row i = mg is what the chunk hands on. fp64 running sums: exact segment sums.
-        run = total.double().cumsum(2)  # (B, n, mg, H, K)
-        start = torch.cat([run - total, run[:, :, -1:]], 2)  # (B, n, mg + 1, H, K): before group i
-        i, j = torch.arange(mg + 1, device=q.device)[:, None], torch.arange(mg, device=q.device)
-        seg = (start[:, :, :, None] - run[:, :, None]).float()  # (B, n, i, j, H, K)
-        pair = torch.exp(seg.masked_fill(~(j < i)[..., None, None], float("-inf")))
-        h_in = torch.einsum("bcijhk,bcjhkv->bcihkv", pair, local)  # (B, n, mg + 1, H, K, V)
-        h = torch.zeros_like(h_in[:, 0, 0]) if h_init is None else h_init  # (B, H, K, V)
-        carried = []
-        for dec_c, add in zip(torch.exp(start[:, :, -1].float()).unbind(1), h_in[:, :, -1].unbind(1)):
-            carried.append(h)
-            h = h * dec_c[..., None] + add
-        h0 = torch.stack(carried, 1)  # (B, n, H, K, V): the state each chunk starts from
-        from_chunk = torch.exp(cum + start[:, :, :-1, None].float())  # decay from the chunk's start
-        o = o + torch.einsum("bcmthk,bcmhkv->bcmthv", qb * torch.exp(cum), h_in[:, :, :-1])
-        o = o + torch.einsum("bcmthk,bchkv->bcmthv", qb * from_chunk, h0)
-        o = ch.unpack(o.flatten(2, 3))
-        firsts = None
-        if starts:
-            into = torch.exp(start[:, :, :-1].float())[..., None]  # from the chunk's start
-            firsts = (h_in[:, :, :-1] + into * h0[:, :, None]).flatten(1, 2)
-            firsts = firsts[:, : len(block_lengths)]  # (B, n_blocks, H, Dk, Dv)
-        return (o, firsts, h) if final else (o, firsts)
+        qg, kg, vg = groups(q) / math.sqrt(self.head_dim), groups(k), groups(v)
+        g2 = groups(gk * LOG2E)  # log2 gates: exp2 is several times cheaper than exp on CPUs
+        cum = g2.cumsum(3)  # (B, n, H, S, K): from the group's start, inclusive
+        o = self._in_block(qg, kg, vg, g2, cum, visible)
+        total = cum[..., -1:, :]  # (B, n, H, 1, K): over each whole group
+        local = (kg * torch.exp2(total - cum)).transpose(-1, -2) @ vg  # (B, n, H, K, V)
+        h = scan(torch.exp2(total).transpose(-1, -2), local, h_init)  # (B, n + 1, H, K, V)
+        o = ch.unpack((o + (qg * torch.exp2(cum)) @ h[:, :-1]).transpose(2, 3))
+        firsts = h[:, : len(block_lengths)] if starts else None  # (B, n_blocks, H, Dk, Dv)
+        return (o, firsts, h[:, -1]) if final else (o, firsts)
 
     @staticmethod
-    def _in_block(qb, kb, vb, gb, cum, visible):
-        """Both directions inside every group at once: (B, n, mg, S, H, Dv). `visible`: the
-        (S, S) pairs that see each other when a group holds several blocks, else None."""
-        S = qb.shape[3]
-        diff = cum[:, :, :, :, None] - cum[:, :, :, None]  # (B, n, mg, t, s, H, K)
-        idx = torch.arange(S, device=qb.device)
-        lower = (idx[None, :] <= idx[:, None])[:, :, None, None]
-        gt, gs = gb[:, :, :, :, None], gb[:, :, :, None]
-        seg = torch.where(lower, diff, gt - gs - diff)  # forward over (s, t], backward over [t, s)
+    def _in_block(q, k, v, g2, cum, visible):
+        """Both directions inside every group at once: q, k (..., S, Dk), v (..., S, Dv), the
+        log2 gates g2 and their running sum cum from the group's start (..., S, Dk); returns
+        (..., S, Dv). `visible`: the (S, S) pairs that see each other when a group holds
+        several blocks, else None."""
+        S = q.shape[-2]
+        lower = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()[:, :, None]
+        before = cum - g2  # the running sum before each token
+        seg = torch.where(lower, cum[..., :, None, :] - cum[..., None, :, :],  # forward: (s, t]
+                          before[..., None, :, :] - before[..., :, None, :])  # backward: [t, s)
         if visible is not None:  # no backward reach across the blocks of a group
-            seg = seg.masked_fill(~visible[:, :, None, None], float("-inf"))
-        att = torch.einsum("bcmthk,bcmtshk,bcmshk->bcmtsh", qb, torch.exp(seg), kb)
-        return torch.einsum("bcmtsh,bcmshv->bcmthv", att, vb)
+            seg = seg.masked_fill(~visible[:, :, None], float("-inf"))
+        att = (q[..., :, None, :] * k[..., None, :, :] * torch.exp2(seg)).sum(-1)  # (..., t, s)
+        return att @ v
 
     def forward_blockwise_loop(self, x, block_lengths):
         """Block by block: the pairwise decayed form inside the block plus the carried state;

@@ -16,7 +16,7 @@ from fsc import ops
 from fsc.mixers import mamba as spec
 from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
-from fsc.model.chunked import Chunks, decay_matrix
+from fsc.model.chunked import Chunks, decay_matrix, scan
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv, window_after
 from fsc.model.layers import RMSNorm
 from fsc.model.mixer import FixedState
@@ -199,7 +199,7 @@ class Mamba(FixedState):
         G = max(block_lengths)
         ch = Chunks(block_lengths, 1 if starts is not None else max(1, CHUNK // G), xs.device)
         dec = decay_matrix(ch.pack(la), ch)  # (B, n, H, t, s)
-        x = ch.pack(xs * dtf[..., None]).permute(0, 1, 3, 2, 4)  # (B, n, H, C, P): dt_s x_s
+        x = ch.pack(xs * dtf[..., None]).transpose(2, 3).contiguous()  # (B, n, H, C, P): dt_s x_s
         Bc, Cc = ch.pack(Bm), ch.pack(Cm)  # (B, n, C, N)
         cb = (Cc @ Bc.transpose(-1, -2))[:, :, None]  # (B, n, 1, t, s)
         y = (dec * cb) @ x  # (B, n, H, t, P)
@@ -224,13 +224,8 @@ class Mamba(FixedState):
         (B, H, P, N)): what each chunk adds by its end, carried from chunk to chunk from
         `h_init` (zeros by default)."""
         local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
-        h = torch.zeros_like(local[:, 0]) if h_init is None else h_init.to(local.dtype)
-        starts = []
-        # unbind, not local[:, c]: indexing would back-propagate a full-size zero tensor per chunk
-        for dec_c, add in zip(into[..., -1].unbind(1), local.unbind(1)):
-            starts.append(h)
-            h = h * dec_c[..., None, None] + add
-        return torch.stack(starts, 1), h
+        h = scan(into[..., -1, None, None], local, h_init)  # (B, n + 1, H, P, N)
+        return h[:, :-1], h[:, -1]
 
     @staticmethod
     def _segments(lab, g: int):

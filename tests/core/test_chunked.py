@@ -9,7 +9,7 @@ import torch
 from model_checks import mixing_model
 
 from fsc.mixers.gated_delta import GatedDeltaCfg
-from fsc.model.chunked import Chunks
+from fsc.model.chunked import Chunks, scan
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 
@@ -48,15 +48,12 @@ def _check(mixer, lengths, seed=0):
 @pytest.mark.parametrize("lengths", LENGTHS, ids=lambda ls: "-".join(map(str, ls[:6])))
 @pytest.mark.parametrize("kind", sorted(RECURRENT))
 def test_chunked_equals_loop_outputs_and_gradients(kind, lengths, chunk, monkeypatch):
-    """`chunk` None: the mixer's own chunk length; 8 tokens (2 groups for GLA): many chunks,
-    and blocks longer than a chunk."""
+    """`chunk` None: the mixer's own chunk length; 8 tokens: many chunks, and blocks longer
+    than a chunk (for GLA, groups of at least 8 tokens: two blocks of 4 a group)."""
     mixer = _mixer(kind)
     if chunk is not None:
         module = importlib.import_module(type(mixer).__module__)
-        if kind == "gla":
-            monkeypatch.setattr(module, "CHUNK_GROUPS", 2)
-        else:
-            monkeypatch.setattr(module, "CHUNK", chunk)
+        monkeypatch.setattr(module, "GROUP" if kind == "gla" else "CHUNK", chunk)
     _check(mixer, lengths)
 
 
@@ -93,3 +90,20 @@ def test_chunks_layout_pads_blocks_and_restores_tokens():
     assert packed.flatten().tolist() == [1, 2, 3, 4, 5, 6, 7, 0, 8, 9, 10, 11, 12, 0, 0, 0]
     assert torch.equal(ch.unpack(packed), x)
     assert ch.later_in_block[0].tolist() == [False, True, True, True, False, False, False, False]
+
+
+@pytest.mark.parametrize("decay_shape", [(2, 5, 3, 4, 1), (2, 5, 3, 4, 6)], ids=["broadcast", "full"])
+def test_scan_equals_its_loop_and_gradchecks(decay_shape):
+    """`scan` (a loop autograd does not record, its backward written out): the states of the
+    recurrence step by step, and gradients (fp64 gradcheck) with and without a start state."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(decay_shape, generator=gen, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(2, 5, 3, 4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(2, 3, 4, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    states, h = scan(a, x, h0), h0
+    for i in range(5):
+        torch.testing.assert_close(states[:, i], h)
+        h = a[:, i] * h + x[:, i]
+    torch.testing.assert_close(states[:, 5], h)
+    assert torch.autograd.gradcheck(scan, (a, x, h0))
+    assert torch.autograd.gradcheck(lambda a, x: scan(a, x), (a, x))
