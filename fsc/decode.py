@@ -13,7 +13,8 @@ in float64: categorical sampling in low precision lowers entropy (arXiv 2409.029
 the block-causal forward at every step instead (the uncached reference and speed baseline).
 
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
-next one.
+next one. The prompt is folded in one pass (`LM.fold_blocks`); the last block generated is not
+folded, as nothing reads it.
 """
 
 from __future__ import annotations
@@ -283,19 +284,20 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     next_token = ar_picker(pick, banned, cfg.temperature)
     used: list[int] = []  # denoising steps each block took
 
-    while len(out) < cfg.length:
+    while True:
         if cfg.mode == "ar":
             block = [next_token(run.ar_logits())]
         else:
             block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)),
                                    cfg, used)
-        run.commit(block)
         n_blocks += 1
         out += block
         if eos is not None and eos in block:
             out = out[: out.index(eos) + 1]
             break
-    out = out[: cfg.length]
+        if len(out) >= cfg.length:
+            break
+        run.commit(block)  # (the last block is not folded: nothing reads it)
     seconds = time.perf_counter() - t0
     stats = {
         "mode": cfg.mode,

@@ -37,14 +37,15 @@ def test_sampling_is_seeded_and_cache_independent():
 
 def test_diffusion_pass_counts():
     r = _gen("tiny_hybrid", length=12, G=4, steps=2)
-    # prompt 9 tokens folds as 3 blocks in one pass; 3 generated blocks × (2 steps + 1 fold)
+    # prompt 9 tokens folds as 3 blocks in one pass; 3 generated blocks × 2 steps, and a
+    # fold after each but the last
     assert r.stats["blocks"] == 3 and r.stats["prompt_passes"] == 1
-    assert r.stats["forward_passes"] == 1 + 3 * 3
+    assert r.stats["forward_passes"] == 1 + 3 * 2 + 2
 
 
 def test_threshold_reveals_early():
     r = _gen("tiny_hybrid", length=8, G=4, steps=4, threshold=1e-9)
-    assert r.stats["forward_passes"] == 1 + 2 * 2  # every position revealed at the first step
+    assert r.stats["forward_passes"] == 1 + 2 + 1  # every position revealed at the first step
 
 
 def test_schedule_and_top_p():

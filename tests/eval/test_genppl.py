@@ -64,9 +64,10 @@ def test_genppl_is_the_scorers_perplexity_of_the_text(fsc_main, tmp_path, ar_rec
     for r in rows[1:]:
         assert r["tokens_per_s"] > 0 and r["passes_per_token"] > 0 and r["entropy"] > 0
         assert r["gen_ppl"] > 0 and r["scorer"].startswith("tiny_ar")
-    # K = 1: one step and one fold per block of 4; K = 4: four steps and a fold
-    assert rows[1]["passes_per_token"] == pytest.approx(2 / 4)
-    assert rows[2]["passes_per_token"] == pytest.approx(5 / 4)
+    # 12 tokens, 3 blocks of 4: K = 1, one step a block; K = 4, four; and a fold after each
+    # block but the last (nothing reads it)
+    assert rows[1]["passes_per_token"] == pytest.approx((3 * 1 + 2) / 12)
+    assert rows[2]["passes_per_token"] == pytest.approx((3 * 4 + 2) / 12)
 
 
 def _settings():
@@ -103,7 +104,8 @@ def test_an_ar_checkpoint_is_one_ar_row_and_a_baseline_is_another(fsc_main, tmp_
                "--store", tmp_path / "st")
     modes = [(r["mode"], r["G"], r["K"]) for r in doc["rows"]]
     assert modes == [("reference", None, None), ("ar", 1, 0), ("ar", 1, 0)]
-    assert doc["rows"][1]["passes_per_token"] == pytest.approx(1.0)
+    # the prompt's fold predicts the first token, each fold after it the next: 11 for 12
+    assert doc["rows"][1]["passes_per_token"] == pytest.approx(11 / 12)
     # the same weights decoded the same way on the same prompts: the same samples
     assert doc["rows"][1]["gen_ppl"] == doc["rows"][2]["gen_ppl"]
 
