@@ -165,9 +165,12 @@ def load_checkpoint(path: str | Path, device="cpu", dtype=None):
     model = build_model(recipe, device="meta", dtype=dtype)
     target = model.state_dict()
     state = {}
+    # On the CPU the file's tensors lie in its memory map; a copy in the process's own memory
+    # streams faster (weight-bound decoding: ~10 % per token at Qwen3-0.6B's shape, §17)
+    copy = torch.device(device).type == "cpu"
     for wf in weight_files:
         for name, tensor in load_file(directory / wf, device=str(device)).items():
-            state[name] = tensor.to(dtype=target[name].dtype)
+            state[name] = tensor.to(dtype=target[name].dtype, copy=copy)
     model.load_state_dict(state, strict=True, assign=True)
     assert not any(t.is_meta for t in (*model.parameters(), *model.buffers())), "left on meta"
     return recipe, model.eval()

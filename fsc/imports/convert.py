@@ -52,6 +52,7 @@ def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tens
     zero_ok = getattr(imported.family, "ABSENT_AS_ZERO", ())
     hook = getattr(imported.family, "tensor", None)
     dtype = TORCH_DTYPES[imported.recipe.dtype]
+    copy = torch.device(device).type == "cpu"  # out of the file's memory map (see load_checkpoint)
     state, used = {}, set()
 
     def read(src: str) -> torch.Tensor:
@@ -82,7 +83,7 @@ def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tens
                 raise ImportRefused(f"{imported.source}: tensor {src or name} has shape "
                                     f"{list(t.shape)} but fsc's {name} needs {list(meta.shape)}")
             t = t.reshape(meta.shape)
-        state[name] = t.to(dtype)
+        state[name] = t.to(dtype, copy=copy)
     return state, used
 
 
