@@ -11,6 +11,9 @@ width 128) and Qwen3-0.6B's shape (28 layers, width 1,024, 151,936 tokens). Both
 the same prompt of --prompt random ids greedily for --new tokens, with nothing that stops them
 early (no end-of-sequence token), so both emit exactly --new tokens.
 
+Beside them, the weights a token reads and the speed of reading them once with nothing else
+(every parameter summed): the ceiling a weight-bound decoder cannot pass on this machine.
+
 Prompt processing is timed as a decode of one new token (the prompt's tokens over its time);
 generation as the time of --new tokens less that one, per token after the first. The two sides
 are timed by turns, --rounds times (the median of each round's median of --repeats calls, and
@@ -86,7 +89,20 @@ def _fsc_decoder(ckpt: Path, prompt: list[int]):
         cfg = DecodeConfig(length=new, G=1, steps=1, mode="ar", temperature=0.0)
         return generate(model, tok, prompt, cfg).token_ids
 
+    run.model = model
     return run
+
+
+def _weights_floor(model) -> tuple[float, float]:
+    """(GB of weights a token reads: every parameter once, the tied head counted twice as both
+    sides read it; the tokens/s of reading them once and doing nothing else: the ceiling of
+    weight-bound decoding on this machine)."""
+    params = list(model.parameters())
+    head = model.lm_head.weight if model.lm_head is not None else model.embed.weight
+    nbytes = sum(p.numel() * p.element_size() for p in params if p is not model.embed.weight)
+    nbytes += head.numel() * head.element_size()  # the embedding's lookup reads one row
+    seconds = median_s(lambda: [p.sum() for p in params], 3, warmup=1)
+    return nbytes / 1e9, 1 / seconds
 
 
 def _time(run, prompt: int, new: int, repeats: int) -> tuple[float, float]:
@@ -114,7 +130,7 @@ def main(argv=None) -> None:
     from fsc.provenance import environment
     from fsc.store import Store
 
-    rows = []
+    rows, floors = [], []
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             folder, ckpt = Path(tmp) / name, Path(tmp) / f"{name}-fsc"
@@ -130,6 +146,9 @@ def main(argv=None) -> None:
             for _ in range(a.rounds):
                 for side, run in sides.items():
                     got[side].append(_time(run, a.prompt, a.new, repeats))
+            gb, ceiling = _weights_floor(sides["fsc"].model)
+            floors.append(f"{name}: {gb:.3f} GB of weights a token; reading them once alone "
+                          f"runs at {ceiling:.1f} tok/s ({gb * ceiling:.1f} GB/s)")
             for side, pairs in got.items():
                 pre, gen = [x[0] for x in pairs], [x[1] for x in pairs]
                 rows.append({"model": name, "side": side, "same_tokens": same,
@@ -153,7 +172,8 @@ def main(argv=None) -> None:
         print(f"| {r['model']} | {r['side']} | {r['prompt_tok_s']:.1f} [{r['prompt_range'][0]:.1f}–"
               f"{r['prompt_range'][1]:.1f}] | {r['gen_tok_s']:.1f} [{r['gen_range'][0]:.1f}–"
               f"{r['gen_range'][1]:.1f}] | {ratio} | {r['same_tokens']} |")
-    print(json.dumps({"run_id": run.run_id, "rows": rows}))
+    print("\n".join(floors))
+    print(json.dumps({"run_id": run.run_id, "rows": rows, "weights": floors}))
 
 
 if __name__ == "__main__":
