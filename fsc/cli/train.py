@@ -80,10 +80,11 @@ def train(
         "position j - 1's hidden state, as the autoregressive model did (Dream's shift; a "
         "recipe field, logit_shift). Default: the recipe's own (off).",
         show_default=False)] = None,
-    anneal: Annotated[int, _count(
+    anneal: Annotated[int | None, _count(
         "--anneal", "Grow the block size from 1 to G over the first N steps (1, 2, 4, ... by "
         "powers of two dividing G, an equal share each): causal to block-causal, "
-        "DiffuLLaMA's annealing (0: none).", low=0)] = 0,
+        "DiffuLLaMA's annealing. Default: a quarter of --train-steps when adapting an "
+        "autoregressive checkpoint (--G), else 0 (none).", low=0)] = None,
     objective: Annotated[Objective | None, typer.Option(
         "--objective", help="frontier (default when G > 1), blocks (every block a frontier in one "
         "two-stream forward) or ar (trains the recipe at G = 1).",

@@ -43,6 +43,9 @@ from fsc.train.loop import (
     read_state,
 )
 
+# An adaptation anneals the block size over 1/ADAPT_ANNEAL of its steps unless told otherwise.
+ADAPT_ANNEAL = 4
+
 # A progress display of the loop: given the step it starts at, a context that yields what the
 # trainer calls after every step (Trainer.on_step: step, loss, tokens per second).
 Progress = Callable[[int], AbstractContextManager[Callable[[int, float, float], None] | None]]
@@ -62,13 +65,16 @@ class TrainJob:
 
 
 def new_job(source: str, objective: str | None, warmup: int | None, G: int | None = None,
-            logit_shift: bool | None = None, **settings: Any) -> TrainJob:
+            logit_shift: bool | None = None, anneal: int | None = None,
+            **settings: Any) -> TrainJob:
     """A new run of `source` (a recipe, or a checkpoint to start from); `settings` are the
     other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
     trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
     `G` trains at that block size: an autoregressive checkpoint adapted into a denoiser
-    (see `adapted`), with `logit_shift` set as given (None: the recipe's own). The training
-    directory (`out`) must not hold anything yet."""
+    (see `adapted`), with `logit_shift` set as given (None: the recipe's own) and the block
+    size annealed over `anneal` steps (None: a quarter of the steps for an adaptation, the
+    default docs/benchmarks.md §15 chose; else none). The training directory (`out`) must not
+    hold anything yet."""
     if warmup is not None and warmup > settings["steps"]:
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
@@ -89,9 +95,11 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
         out = Path(settings["out"])
         output_dir(out, f"--out {out}",
                    hint="; continue a run with --resume DIR, or pick a new --out")
+    if anneal is None:
+        anneal = settings["steps"] // ADAPT_ANNEAL if origin is not None else 0
     cfg = TrainConfig(source=source, objective=goal, recipe_yaml=recipe.to_yaml(),
                       warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
-                      adapted_from=origin, **settings)
+                      adapted_from=origin, anneal=anneal, **settings)
     return _checked(cfg, recipe, source, None)
 
 

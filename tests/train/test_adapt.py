@@ -225,3 +225,18 @@ def test_bad_options_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt)
         assert res.returncode == 2 and says in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
         assert not out.exists() and not (tmp_path / "st").exists()
+
+
+def test_an_adaptation_anneals_over_a_quarter_of_its_steps_unless_told(fsc_main, tmp_path,
+                                                                       ar_ckpt):
+    """The default docs/benchmarks.md §15 chose: --anneal steps/4 when adapting; --anneal 0
+    turns it off; a run that adapts nothing does not anneal."""
+    def anneal(doc):
+        step = Path(json.loads(doc.stdout)["checkpoint"])
+        return json.loads((step / "training_state.json").read_text())["config"]["anneal"]
+
+    assert anneal(_adapt(fsc_main, tmp_path / "a", ar_ckpt, steps=8)) == 2
+    assert anneal(_adapt(fsc_main, tmp_path / "b", ar_ckpt, "--anneal", "0", steps=4)) == 0
+    plain = fsc_main("train", "tiny_attn", *TEXT, "--train-steps", "4", "--out",
+                     tmp_path / "c", "--store", tmp_path / "st", "--json", check=0)
+    assert anneal(plain) == 0
