@@ -84,7 +84,7 @@ COMMANDS = {
         "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
         "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos",
         "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg",
-        "--stop-at": "unit"}),
+        "--stop-at": "unit", "--anneal": "int_nonneg"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
@@ -105,7 +105,7 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
               "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
-              "--state-passing", "--mauve", "--tasks"}
+              "--state-passing", "--mauve", "--tasks", "--logit-shift"}
 
 
 def _cases():
