@@ -22,7 +22,8 @@ def test_push_without_a_token_fails_before_any_network_call(save_tiny, fsc, hf_e
 
 
 @pytest.mark.parametrize(("failure", "message"), [
-    ("commit 500", "the Hub answered HTTP 500 for alice/tiny@main"),
+    pytest.param("commit 500", "the Hub answered HTTP 500 for alice/tiny@main",
+                 marks=pytest.mark.slow),  # the refusal path again, by another answer
     ("wrong token", "the Hub refused the token (HTTP 401)"),
 ])
 def test_push_refused_by_the_server_leaves_the_checkpoint_and_store_alone(

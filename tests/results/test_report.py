@@ -141,6 +141,7 @@ def test_a_figure_that_cannot_be_drawn_is_named_and_the_rest_stays(cli, tmp_path
     assert "<h3>Points</h3>" in html
 
 
+@pytest.mark.slow  # every figure again, as PNG files (the HTML test draws each in make test)
 def test_markdown_with_pngs_beside_it(cli, full_store, tmp_path):
     store, ids = full_store
     out = tmp_path / "notes.md"
