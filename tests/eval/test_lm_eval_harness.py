@@ -70,6 +70,7 @@ def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_
     assert len(stored) == 6 and all(r[3] for r in stored) and "checkpoint" in stored[0][4]
 
 
+@pytest.mark.slow  # the harness end to end again at G > 1 (the bound itself: test_harness_likelihood)
 def test_a_diffusion_checkpoint_is_said_to_be_a_bound(fsc_main, made, tmp_path):
     tasks, ckpts = made
     res = _eval(fsc_main, ckpts["hybrid"], tasks, tmp_path / "st", "--tasks",

@@ -86,6 +86,7 @@ def test_concurrent_sweeps_and_queries_lose_nothing(tmp_path):
     assert [r["status"] for r in runs] == ["finished"] * 4
 
 
+@pytest.mark.slow  # kill -9 of a sweep in a new process (Ctrl-C and resume stay in make test)
 def test_sigkill_keeps_finished_points(tmp_path):
     proc = subprocess.Popen([*FSC, "profile", "-r", "tiny_attn", "--S", ",".join(["32"] * 200),
                              "--B", "1", "--warmup", "0", "--repeats", "20", "--store", str(tmp_path)],

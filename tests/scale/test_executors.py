@@ -69,6 +69,7 @@ def _same_points(store: Path, expected: list[tuple]) -> None:
     assert config["recipes"] == ["tiny_attn", "tiny_mamba"]
 
 
+@pytest.mark.slow  # two worker processes (make test keeps the in-process executor and resume)
 def test_two_local_workers_give_the_same_points(cli, in_process, tmp_path):
     r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--workers", "2", "--json")
     assert r.code == 0, r.err
