@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hub_helpers import digest
 
 from fsc.checkpoint.registry import list_artifacts, register_checkpoint
@@ -86,6 +87,7 @@ def test_commands_have_help():
         assert r.exit_code == 0 and option in r.stdout, r.output
 
 
+@pytest.mark.slow  # a training run first (push and pull themselves: the test above)
 def test_a_trained_checkpoint_pushes_without_its_training_state(fsc, hub, tmp_path):
     """`fsc train` writes an ordinary checkpoint: push takes the checksummed files and leaves
     the optimizer state behind; the pulled card says what was trained."""

@@ -94,6 +94,7 @@ def test_the_ratio_table_is_against_attention_at_each_S(cli, made, tmp_path):
     assert {(lat, mem) for *_, lat, mem in rows} == {("2.00", "1.00")}
 
 
+@pytest.mark.slow  # a second report of the full store (the ratio table itself stays)
 def test_baseline_option(cli, made, tmp_path):
     out = tmp_path / "r.html"
     assert cli("report", made.run_a, "--store", made.store, "--out", out,
