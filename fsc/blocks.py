@@ -17,6 +17,11 @@ MAX_S = 2**24
 MAX_B = 4096
 
 
+def blocks_of(T: int, G: int) -> list[int]:
+    """The block lengths of T tokens laid in blocks of G from the start, the last one shorter."""
+    return [G] * (T // G) + ([T % G] if T % G else [])
+
+
 def block_setting(mode: str | None, G: int | None, K: int | None,
                   recipe_G: int | None = None) -> tuple[str, int, int]:
     """(mode, G, K) from what a user gave, with the defaults filled in.

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from fsc.blocks import check_block
+from fsc.blocks import blocks_of, check_block
 from fsc.errors import UsageError
 from fsc.model.lm import reading
 
@@ -159,9 +159,9 @@ class _Passes:
         self.last_logits = None  # of the last fold: in AR mode they predict the next token
         if use_cache:  # the prompt in blocks of G, folded in one pass
             self.passes += 1
-            self.last_logits = model.fold_blocks(self._t(ids), self.cache)[:, None].float().cpu()[0]
+            self.last_logits = model.fold_blocks(self._t(ids), self.cache).float().cpu()
             self.ids += ids
-            self.blocks += [len(ids[start : start + G]) for start in range(0, len(ids), G)]
+            self.blocks += blocks_of(len(ids), G)
         else:
             for start in range(0, len(ids), G):
                 self.commit(ids[start : start + G])

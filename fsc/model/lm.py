@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fsc.blocks import blocks_of
 from fsc.costmodel.shapes import CacheBytes
 from fsc.model import MIXER_REGISTRY
 from fsc.model.cache import Carry, ModelCache
@@ -204,7 +205,7 @@ class LM(nn.Module):
         T = tokens.shape[1]
         G = cache.block_size
         if block_lengths is None:
-            block_lengths = [G] * (T // G) + ([T % G] if T % G else [])
+            block_lengths = blocks_of(T, G)
         if sum(block_lengths) != T or max(block_lengths) > G:
             raise ValueError(f"blocks {block_lengths} must cover {T} tokens, each at most G {G}")
         if tokens.shape[0] != cache.batch:
@@ -257,7 +258,7 @@ class LM(nn.Module):
         T = tokens.shape[1]
         if block_lengths is None:
             G = self.recipe.block_size
-            block_lengths = [G] * (T // G) + ([T % G] if T % G else [])
+            block_lengths = blocks_of(T, G)
         assert sum(block_lengths) == T, "block lengths must cover the sequence"
         x = self.embed(tokens).to(self.dtype)
         for layer in self.layers:
