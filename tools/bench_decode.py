@@ -94,14 +94,12 @@ def _fsc_decoder(ckpt: Path, prompt: list[int]):
 
 
 def _weights_floor(model) -> tuple[float, float]:
-    """(GB of weights a token reads: every parameter once, the tied head counted twice as both
-    sides read it; the tokens/s of reading them once and doing nothing else: the ceiling of
-    weight-bound decoding on this machine)."""
-    params = list(model.parameters())
-    head = model.lm_head.weight if model.lm_head is not None else model.embed.weight
-    nbytes = sum(p.numel() * p.element_size() for p in params if p is not model.embed.weight)
-    nbytes += head.numel() * head.element_size()  # the embedding's lookup reads one row
-    seconds = median_s(lambda: [p.sum() for p in params], 3, warmup=1)
+    """(GB of weights a token reads: every parameter once, the embedding only where it is also
+    the head (a lookup reads one row of it); the tokens/s of reading them once and doing
+    nothing else: the ceiling of weight-bound decoding on this machine)."""
+    read = [p for p in model.parameters() if p is not model.embed.weight or model.lm_head is None]
+    nbytes = sum(p.numel() * p.element_size() for p in read)
+    seconds = median_s(lambda: [p.sum() for p in read], 3, warmup=1)
     return nbytes / 1e9, 1 / seconds
 
 
