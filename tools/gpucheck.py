@@ -341,15 +341,29 @@ def _json_safe(x):
     return x
 
 
+def write_json(result: dict) -> str:
+    """$OUT/gpucheck.json (or ./gpucheck.json), rewritten as each phase ends so that a check
+    stopped from outside still leaves what it measured."""
+    path = os.path.join(os.environ.get("OUT") or os.getcwd(), "gpucheck.json")
+    with open(path, "w") as f:
+        json.dump(_json_safe(result), f, indent=1, default=str)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.gpucheck", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true",
                         help="tiny shapes on the CPU under the Triton interpreter")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
+                        help=f"the whole check's time (default {BUDGET_S:.0f}): about 45 %% for "
+                             "the points, 25 %% for tuning, the rest for the profile sweep")
     args = parser.parse_args(argv)
+    if args.budget < 60:
+        parser.error("--budget must be at least 60 seconds")
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
     start = time.monotonic()
-    deadline = start + BUDGET_S
+    deadline = start + args.budget
 
     import torch
     import triton
@@ -371,23 +385,27 @@ def main(argv: list[str] | None = None) -> int:
     copy = copy_bandwidth(device)
     if copy:
         log(f"device-to-device copy: {copy / 1e12:.2f} TB/s (read + written)")
+
+    def head() -> dict:
+        return {"device": name, "hbm_bytes_per_s": bandwidth, "copy_bytes_per_s": copy,
+                "kernel_tuning": os.environ.get(TUNING_ENV) or None, "torch": torch.__version__,
+                "triton": triton.__version__, "cuda": torch.version.cuda,
+                "dry_run": args.dry_run, "shapes": shapes, "dtype": "bf16",
+                "seconds": time.monotonic() - start}
+
     with torch.no_grad():
-        # the budget: the points first (>= 2.5 min), then at most TUNE_BUDGET_S of tuning,
-        # then >= 100 s of profile
-        rows = run_points(device, torch.bfloat16, shapes, points, bandwidth, deadline - 240, log)
+        # the budget: the points first, then at most TUNE_BUDGET_S of tuning, then the profile
+        rows = run_points(device, torch.bfloat16, shapes, points, bandwidth,
+                          start + 0.45 * args.budget, log)
+        write_json({**head(), "rows": rows, "partial": True})
         log("tuning the launch choices")
         tuning = run_tuning(device, torch.bfloat16, shapes, bandwidth,
-                            min(time.monotonic() + TUNE_BUDGET_S, deadline - 100), args.dry_run, log)
+                            min(time.monotonic() + TUNE_BUDGET_S, start + 0.7 * args.budget),
+                            args.dry_run, log)
+        write_json({**head(), "rows": rows, "tuning": tuning, "partial": True})
     log("profile sweep")
     profile = run_profile(deadline, args.dry_run)
-    result = {
-        "device": name, "hbm_bytes_per_s": bandwidth, "copy_bytes_per_s": copy,
-        "kernel_tuning": os.environ.get(TUNING_ENV) or None,
-        "torch": torch.__version__,
-        "triton": triton.__version__, "cuda": torch.version.cuda, "dry_run": args.dry_run,
-        "shapes": shapes, "dtype": "bf16", "seconds": time.monotonic() - start,
-        "rows": rows, "tuning": tuning, "profile": profile,
-    }
+    result = {**head(), "rows": rows, "tuning": tuning, "profile": profile}
     title = f"fsc gpucheck — {name}"
     if bandwidth:
         title += f", HBM {bandwidth / 1e12:.2f} TB/s"
@@ -402,11 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r['best_env']}    # {FOLDERS.get(r['op'], r['op'])} B={r['B']} "
                   f"S={r['S']}: {r['gain']:.2f}×")
     print(f"profile: {profile['status']}")
-    out_dir = os.environ.get("OUT") or os.getcwd()
-    path = os.path.join(out_dir, "gpucheck.json")
-    with open(path, "w") as f:
-        json.dump(_json_safe(result), f, indent=1, default=str)
-    log(f"wrote {path}")
+    log(f"wrote {write_json(result)}")
     failed = [r for r in rows if r["status"].startswith("error")]
     return 1 if failed else 0
 
