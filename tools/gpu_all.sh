@@ -20,7 +20,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" .whl/*.whl \
     >"$out/install.log" 2>&1 || echo "wheel install failed: see install.log"
 fi
-export PYTHONPATH="$PWD:$site"
+# editable: setup.py maps kernels/ to the package fsc.kernels
+PYTHONPATH="$site" python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+  >>"$out/install.log" 2>&1 || echo "fsc install failed: see install.log"
+export PYTHONPATH="$site"
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 {
