@@ -26,6 +26,8 @@ import torch
 
 from fsc.blocks import blocks_of, check_block
 from fsc.errors import UsageError
+from fsc.graphs import GraphedStep
+from fsc.graphs import usable as graphs_usable
 from fsc.model.lm import reading
 
 POLICIES = ("confidence", "random", "margin", "entropy")
@@ -43,6 +45,7 @@ class DecodeConfig:
     seed: int = 0
     use_cache: bool = True
     policy: str = "confidence"
+    graphs: bool = True  # on CUDA, a block's steps replay one captured graph (fsc.graphs)
 
     def check(self) -> None:
         if self.mode not in ("diffusion", "ar"):
@@ -150,8 +153,10 @@ def ar_picker(pick, banned: list[int], temperature: float):
 class _Passes:
     """The forward passes of one decode: against the cache, or recomputing the prefix."""
 
-    def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device):
+    def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device,
+                 graphs: bool = False):
         self.model, self.use_cache, self.device = model, use_cache, device
+        self.graphed = GraphedStep(model) if graphs and use_cache else None
         self.ids: list[int] = []
         self.blocks: list[int] = []
         self.passes = 0
@@ -172,6 +177,8 @@ class _Passes:
     def step(self, block: list[int]):
         """Logits [G, V] of the frontier block; the prefix is unchanged."""
         self.passes += 1
+        if self.graphed is not None:
+            return self.graphed(self._t(block), self.cache)[0].float().cpu()
         if self.use_cache:
             return self.model(self._t(block), self.cache)[0].float().cpu()
         logits = self.model.forward_blockwise(self._t(self.ids + block), self.blocks + [len(block)])
@@ -275,7 +282,10 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     gen = torch.Generator().manual_seed(cfg.seed)
     banned = banned_ids(tokenizer, vocab)
     t0 = time.perf_counter()
-    run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device)
+    # a graph pays for its capture from the second step of a block on
+    graphs = cfg.graphs and cfg.mode == "diffusion" and cfg.steps > 1 and graphs_usable(device)
+    run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
+                  graphs)
     prompt_passes = run.passes
     out: list[int] = []
     n_blocks = 0
@@ -308,6 +318,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         "steps_used": sum(used),
         "steps_per_block": sum(used) / len(used) if used else 0.0,
         "cached": cfg.use_cache,
+        "graphs": run.graphed is not None,
         "prompt_tokens": len(prompt_ids),
         "tokens": len(out),
         "blocks": n_blocks,

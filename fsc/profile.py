@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import torch
 
-from fsc import ops
+from fsc import graphs, ops
 from fsc.costmodel import DeviceSpec, cache_bytes, device_spec, memory, pass_cost, predict_point
 from fsc.errors import WeightsDoNotFit, is_out_of_memory
 from fsc.loading import check_fits, free_bytes, load_model
@@ -89,6 +89,9 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         for _ in range(cfg.warmup):
             step()
             fold()
+        if cfg.graphs and graphs.usable(device):  # each replayed from one capture (fsc.graphs)
+            step = graphs.capture(step, warm=cfg.warmup == 0)[0].replay
+            fold = graphs.capture(fold, warm=cfg.warmup == 0)[0].replay
         steps = [timer(step) for _ in range(cfg.repeats)]
         folds = [timer(fold) for _ in range(cfg.repeats)]
     if device.type == "cuda":

@@ -62,6 +62,7 @@ class SweepConfig:
     device: str = "cpu"
     seed: int = 0
     memory_budget: int | None = None  # bytes a point may take in all; default: free memory
+    graphs: bool = True  # on CUDA, time the step and the fold replayed from CUDA graphs
     spec: DeviceSpec | None = None  # bandwidth / peak for the floor; default: from the device
 
     def stored(self) -> dict:
@@ -149,7 +150,7 @@ def request(st: Store, cfg: SweepConfig | None, bandwidth: float | None = None,
     without torch, so a mistake costs one line before anything heavy is imported."""
     config = None
     if resume is not None:
-        config = st.run_config(resume)
+        config = {"graphs": False, **st.run_config(resume)}  # runs before graphs issued eagerly
         cfg = SweepConfig(**{f.name: config[f.name] for f in fields(SweepConfig)
                              if f.name in config})
         bandwidth = config.get("bandwidth")

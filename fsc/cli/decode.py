@@ -69,6 +69,10 @@ def decode(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Recompute the whole prefix at every step.")
     ] = False,
+    no_graphs: Annotated[
+        bool, typer.Option("--no-graphs", help="On CUDA, issue every step's kernels from Python "
+                           "rather than replay a block's steps from one captured CUDA graph.")
+    ] = False,
     tokenizer: Annotated[
         Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory "
                                   "(default: a checkpoint's own tokenizer.json, else bytes).")
@@ -122,7 +126,7 @@ def decode(
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
-                       policy=str(policy))
+                       policy=str(policy), graphs=not no_graphs)
     with ops.trace() as ran:
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends

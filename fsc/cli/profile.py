@@ -47,7 +47,7 @@ CPU_NOTICE_S = 60  # on a CPU, say how long a sweep will take when it is longer 
 
 # The options that shape a sweep: a resumed run takes all of them from its stored config.
 SWEEP_OPTIONS = ("recipe", "S", "B", "G", "steps", "mode", "dtype", "backend", "warmup",
-                 "repeats", "device", "memory_budget", "bandwidth", "seed")
+                 "repeats", "device", "memory_budget", "bandwidth", "seed", "no_graphs")
 
 
 def _resume_command(run_id: str, store) -> str:
@@ -96,6 +96,9 @@ def profile(
         help=f"Device bandwidth in TB/s for the floor ({TB_S[0]:g} to {TB_S[1]:g}; CPU has "
         "none).")] = None,
     seed: SeedOpt = 0,
+    no_graphs: Annotated[bool, typer.Option(
+        "--no-graphs", help="On CUDA, time steps and folds issued op by op from Python rather "
+        "than replayed from CUDA graphs (what an eager decoder pays).")] = False,
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", show_default=False,
         help="Continue an interrupted or killed run (its id, the first characters of the id or "
@@ -134,7 +137,8 @@ def profile(
             K=parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None,
             mode=mode and str(mode), dtype=dtype and str(dtype), backend=str(backend),
             warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
-            memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None)
+            memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None,
+            graphs=not no_graphs)
 
     from fsc.store import Store
 

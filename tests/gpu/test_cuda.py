@@ -82,3 +82,39 @@ def test_gla_forms_match_the_reference_at_3b_shapes(form):
         out = gla.gla_block(q, k, v, gk, state, 1 / math.sqrt(D), new)
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 2e-2
     assert ((new - want).abs().max() / want.abs().max()).item() < 1e-2
+
+
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_hybrid", "tiny_linear", "tiny_gla", "tiny_gated_delta"])
+@torch.no_grad()
+def test_a_step_replayed_from_a_cuda_graph_equals_the_eager_step(name):
+    from fsc.graphs import GraphedStep
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe(name), device="cuda", seed=1).eval()
+    cache = model.synthetic_cache(2, 64, "cuda", seed=3, capacity=80, block_size=4)
+    step = GraphedStep(model)
+    gen = torch.Generator("cuda").manual_seed(0)
+    for fold in (False, True, False):
+        for _ in range(3):
+            tokens = torch.randint(0, 256, (2, 4), device="cuda", generator=gen)
+            assert torch.equal(step(tokens, cache), model(tokens, cache))
+        if fold:
+            model.fold(tokens, cache)
+    assert (step.captures, step.replays) == (2, 9)
+
+
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla"])
+def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
+    from fsc.decode import DecodeConfig, generate
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+    from fsc.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    model = build_model(load_recipe(name), device="cuda", seed=5).eval()
+    runs = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),
+                     DecodeConfig(length=16, G=4, steps=3, temperature=0.0, graphs=g), device="cuda")
+            for g in (False, True)]
+    assert runs[0].token_ids == runs[1].token_ids
+    assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]

@@ -1,0 +1,68 @@
+"""fsc.graphs: when a step is captured anew and when it is replayed. A CUDA graph needs a GPU
+(tests/gpu checks the real one); here a stand-in 'graph' recomputes the captured function into
+the same output tensor on each replay, as a real replay overwrites its output."""
+
+import pytest
+import torch
+
+from fsc import decode, graphs
+from fsc.graphs import GraphedStep
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from tests.core.test_decode import _gen
+
+
+class _Replay:
+    def __init__(self, fn, out):
+        self.fn, self.out = fn, out
+
+    def replay(self):
+        self.out.copy_(self.fn())
+
+
+def fake_capture(fn, warm=True):
+    out = fn().clone()
+    return _Replay(fn, out), out
+
+
+@torch.no_grad()
+def test_a_step_is_captured_once_per_cache_length_and_replayed_exactly():
+    model = build_model(load_recipe("tiny_hybrid"), seed=1).eval()
+    cache = model.synthetic_cache(1, 20, seed=2, capacity=40, block_size=4)
+    step = GraphedStep(model, capture_fn=fake_capture)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):  # K steps of one block: new tokens, one capture
+        tokens = torch.randint(0, 256, (1, 4), generator=gen)
+        got = step(tokens, cache).clone()
+        assert torch.equal(got, model(tokens, cache))
+    assert (step.captures, step.replays) == (1, 3)
+    model.fold(tokens, cache)  # the cache's length changes: captured again
+    tokens = torch.randint(0, 256, (1, 4), generator=gen)
+    assert torch.equal(step(tokens, cache), model(tokens, cache))
+    assert step.captures == 2
+    other = model.synthetic_cache(1, cache.length, seed=3, capacity=40, block_size=4)
+    assert torch.equal(step(tokens, other), model(tokens, other))  # same length, another cache
+    assert step.captures == 3
+    assert torch.equal(step(tokens[:, :3], other), model(tokens[:, :3], other))  # a short block
+    assert step.captures == 4
+
+
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla"])
+def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
+    eager = _gen(name, temperature=0.0, length=13, G=4, steps=3)
+    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(graphs.GraphedStep.__init__, "__defaults__", (fake_capture,))
+    graphed = _gen(name, temperature=0.0, length=13, G=4, steps=3)
+    assert graphed.token_ids == eager.token_ids
+    assert graphed.stats["graphs"] and not eager.stats["graphs"]
+    assert graphed.stats["forward_passes"] == eager.stats["forward_passes"]
+
+
+def test_graphs_only_where_a_block_takes_several_steps(monkeypatch):
+    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(graphs.GraphedStep.__init__, "__defaults__", (fake_capture,))
+    assert not _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"]  # K 1: capture never pays
+    assert not _gen("tiny_attn", length=8, mode="ar").stats["graphs"]
+    assert not _gen("tiny_attn", length=8, steps=2, graphs=False).stats["graphs"]
+    assert not _gen("tiny_attn", length=8, steps=2, use_cache=False).stats["graphs"]
+    assert not graphs.usable("cpu")
