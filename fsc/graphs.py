@@ -21,10 +21,19 @@ from collections.abc import Callable
 
 import torch
 
+from fsc.errors import UsageError
+
 
 def usable(device) -> bool:
     """Whether steps on `device` can be captured: CUDA only (the CPU runs every op eagerly)."""
     return torch.device(device).type == "cuda" and torch.cuda.is_available()
+
+
+def capturable(model) -> bool:
+    """Whether `model`'s step can be held in a graph: not with mixture-of-experts layers, whose
+    routing picks each expert's rows by a data-dependent `nonzero` on the GPU (a host sync,
+    which a capture refuses); such a model steps eagerly."""
+    return model.recipe.moe is None
 
 
 def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
@@ -38,8 +47,13 @@ def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
             fn()
         torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
+    try:
+        with torch.cuda.graph(graph):
+            out = fn()
+    except RuntimeError as e:  # torch.AcceleratorError is one
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"this step cannot be replayed from a CUDA graph ({first}); "
+                         f"run with --no-graphs") from e
     return graph, out
 
 

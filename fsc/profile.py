@@ -89,7 +89,8 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
         for _ in range(cfg.warmup):
             step()
             fold()
-        if cfg.graphs and graphs.usable(device):  # each replayed from one capture (fsc.graphs)
+        # each replayed from one capture (fsc.graphs); a model with MoE layers steps eagerly
+        if cfg.graphs and graphs.usable(device) and graphs.capturable(model):
             step = graphs.capture(step, warm=cfg.warmup == 0)[0].replay
             fold = graphs.capture(fold, warm=cfg.warmup == 0)[0].replay
         steps = [timer(step) for _ in range(cfg.repeats)]

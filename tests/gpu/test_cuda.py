@@ -84,7 +84,7 @@ def test_gla_forms_match_the_reference_at_3b_shapes(form):
     assert ((new - want).abs().max() / want.abs().max()).item() < 1e-2
 
 
-@pytest.mark.parametrize("name", ["tiny_attn", "tiny_hybrid", "tiny_linear", "tiny_gla", "tiny_gated_delta"])
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_gated_delta"])
 @torch.no_grad()
 def test_a_step_replayed_from_a_cuda_graph_equals_the_eager_step(name):
     from fsc.graphs import GraphedStep
@@ -117,4 +117,5 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
                      DecodeConfig(length=16, G=4, steps=3, temperature=0.0, graphs=g), device="cuda")
             for g in (False, True)]
     assert runs[0].token_ids == runs[1].token_ids
-    assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
+    # tiny_hybrid has MoE layers, whose routing a graph cannot hold: it steps eagerly
+    assert runs[1].stats["graphs"] == (name != "tiny_hybrid") and not runs[0].stats["graphs"]
