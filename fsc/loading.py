@@ -13,6 +13,7 @@ from fsc.costmodel import memory
 from fsc.costmodel.devices import host_free_bytes
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.imports.convert import load_published
+from fsc.model.cpu_layout import by_columns
 from fsc.model.layers import DTYPE_NAMES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
@@ -98,8 +99,10 @@ def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget:
     recipe = load_source_recipe(ref)
     check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
     if is_checkpoint(ref):
-        return load_checkpoint(Path(ref), device=device, dtype=dtype)
-    if has_published_weights(ref):
+        recipe, model = load_checkpoint(Path(ref), device=device, dtype=dtype)
+    elif has_published_weights(ref):
         model = load_published(str(ref), device=device)[1]
-        return recipe, (model if dtype is None else model.to(dtype))
-    return recipe, build_model(recipe, device=device, seed=seed, dtype=dtype).eval()
+        model = model if dtype is None else model.to(dtype)
+    else:
+        model = build_model(recipe, device=device, seed=seed, dtype=dtype).eval()
+    return recipe, by_columns(model)  # for inference: on a CPU, weights stored by columns
