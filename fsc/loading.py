@@ -89,12 +89,14 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
 
 
 def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
-               S: int = 0, B: int = 1, G: int = 1):
+               S: int = 0, B: int = 1, G: int = 1, one_token_steps: bool = False):
     """(recipe, model): a checkpoint's verified weights, a published folder's own weights (an
     import source with *.safetensors), or seeded initial weights of a recipe.
 
     Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
-    recipe's) against `budget` bytes (default: the device's free memory).
+    recipe's) against `budget` bytes (default: the device's free memory). With
+    `one_token_steps` (a caller that decodes one token at a time: AR at batch 1), the weights
+    are stored by columns on a CPU (`fsc.model.cpu_layout`).
     """
     recipe = load_source_recipe(ref)
     check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
@@ -105,4 +107,4 @@ def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget:
         model = model if dtype is None else model.to(dtype)
     else:
         model = build_model(recipe, device=device, seed=seed, dtype=dtype).eval()
-    return recipe, by_columns(model)  # for inference: on a CPU, weights stored by columns
+    return recipe, (by_columns(model) if one_token_steps else model)

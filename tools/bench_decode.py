@@ -82,7 +82,7 @@ def _fsc_decoder(ckpt: Path, prompt: list[int]):
     from fsc.loading import load_model
     from fsc.tokenizer import IdTokenizer
 
-    recipe, model = load_model(str(ckpt))
+    recipe, model = load_model(str(ckpt), one_token_steps=True)  # as `fsc decode --mode ar`
     tok = IdTokenizer(recipe.vocab_size)
 
     def run(new: int) -> list[int]:

@@ -123,7 +123,8 @@ def decode(
     torch_threads()
     device = torch_device(device)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
-    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g)
+    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g,
+                               one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
                        policy=str(policy), graphs=not no_graphs)

@@ -6,13 +6,16 @@ step is bound by how fast those bytes stream from memory. A linear layer's weigh
 dot product per output row; stored column by column (Wᵀ contiguous, the same values and shape),
 it runs the x · Wᵀ product over contiguous rows of Wᵀ, which streams faster on the CPUs measured
 here (one thread, Qwen3-0.6B's 196 matrices and head: 21 against 16.5 GB/s; benchmarks §17).
+The same layout is slower for a pass of several tokens (8 tokens: ~25 %; a 64-token prompt:
+~5-10 %), so only a caller that steps one token at a time asks for it.
 
 Only the layout changes: values, shapes, state_dict keys and the files a save writes stay the
 same (a save writes contiguous tensors). Rounding may differ in the last bits from the row
-layout, so a model is converted once, as it is loaded for inference (`fsc.loading.load_model`
-on a CPU), and every pass of that model (step, fold, prefill, the uncached reference) then
-reads the same tensors. Training keeps the row layout: a resumed run must reach the
-uninterrupted run's tensors bit for bit.
+layout, so a model is converted once, as it is loaded for one-token decoding
+(`fsc.loading.load_model(..., one_token_steps=True)`: `fsc decode --mode ar`), and every pass
+of that model (step, fold, prefill, the uncached reference) then reads the same tensors.
+Training keeps the row layout: a resumed run must reach the uninterrupted run's tensors bit
+for bit.
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ def _files(d):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir()}
 
 
-def test_an_inference_load_stores_projections_by_columns_and_saves_the_same_files(tmp_path):
+def test_a_one_token_load_stores_projections_by_columns_and_saves_the_same_files(tmp_path):
     model = build_model(load_recipe("tiny_hybrid"), seed=1)
     save_checkpoint(model, tmp_path / "a")
-    _, loaded = load_model(tmp_path / "a")
+    _, plain = load_model(tmp_path / "a")  # passes of many tokens: rows
+    assert not any(_by_columns(m.weight) for m in plain.modules() if isinstance(m, torch.nn.Linear))
+    _, loaded = load_model(tmp_path / "a", one_token_steps=True)
     linears = [m.weight for m in loaded.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(_by_columns(w) for w in linears)
     assert _by_columns(loaded.embed.weight) == (loaded.lm_head is None)  # tied: it is the head
