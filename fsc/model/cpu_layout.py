@@ -4,10 +4,10 @@ A decoding step multiplies one token's vector by every weight matrix, reading ea
 step is bound by how fast those bytes stream from memory. A linear layer's weight is [out, in];
 `F.linear(x, W)` computes x · Wᵀ. With W stored row by row (PyTorch's default) the BLAS runs a
 dot product per output row; stored column by column (Wᵀ contiguous, the same values and shape),
-it runs the x · Wᵀ product over contiguous rows of Wᵀ, which streams faster on the CPUs measured
-here (one thread, Qwen3-0.6B's 196 matrices and head: 21 against 16.5 GB/s; benchmarks §17).
-The same layout is slower for a pass of several tokens (8 tokens: ~25 %; a 64-token prompt:
-~5-10 %), so only a caller that steps one token at a time asks for it.
+it runs the x · Wᵀ product over contiguous rows of Wᵀ, which streams faster on the CPU measured
+here (one thread, Qwen3-0.6B's 196 matrices and head: 20.0 against 15.4 GB/s, `python -m
+tools.bench_layout`; benchmarks §17). The same layout is slower for a pass of several tokens
+(8 tokens: ~10 %; 64: ~5 %), so only a caller that steps one token at a time asks for it.
 
 Only the layout changes: values, shapes, state_dict keys and the files a save writes stay the
 same (a save writes contiguous tensors). Rounding may differ in the last bits from the row
