@@ -1,4 +1,4 @@
 """The results tests' fixtures; they and the helpers live in results_helpers.py (a module of
 its own name: `conftest` is a name every test folder has)."""
 
-from results_helpers import _made_once, made, real_profile  # noqa: F401 - fixtures, registered here
+from results_helpers import made, real_profile  # noqa: F401 - fixtures, registered here

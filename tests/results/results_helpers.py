@@ -3,8 +3,10 @@ training and evaluation rows; and the checks every rendered figure must pass."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +64,23 @@ def point(recipe, S, B, step, spread=0.01, **kw) -> dict:
                 {"attention": "triton"}), **kw}
 
 
+_MADE: dict[float, Made] = {}  # slow -> the store made once a process, copied for each test
+
+
 def make_runs(store: Path, slow: float = 1.10) -> Made:
     """Two profile runs of tiny_attn and tiny_mamba on a (made-up) H100: B's step and fold
-    times are `slow` × A's; A also has a point B lacks, and B one that A lacks."""
+    times are `slow` × A's; A also has a point B lacks, and B one that A lacks. Written once a
+    process for each `slow` (a store of many points is a second of DuckDB writes) and copied
+    to `store`."""
+    if slow not in _MADE:
+        first = Path(tempfile.mkdtemp(prefix="fsc-made-runs-"))
+        atexit.register(shutil.rmtree, first, True)
+        _MADE[slow] = _write_runs(first / "store", slow)
+    shutil.copytree(_MADE[slow].store, store)
+    return Made(store, _MADE[slow].run_a, _MADE[slow].run_b)
+
+
+def _write_runs(store: Path, slow: float) -> Made:
     st = Store(store)
     env = _env(st)
     for name in ("tiny_attn", "tiny_mamba"):
@@ -85,17 +101,10 @@ def make_runs(store: Path, slow: float = 1.10) -> Made:
     return Made(store, *ids)
 
 
-@pytest.fixture(scope="session")
-def _made_once(tmp_path_factory) -> Made:
-    return make_runs(tmp_path_factory.mktemp("made") / "store")
-
-
 @pytest.fixture
-def made(_made_once, tmp_path) -> Made:
-    """make_runs' store, a copy of its own for each test (made once: a store of many points is
-    seconds of DuckDB writes)."""
-    shutil.copytree(_made_once.store, tmp_path / "store")
-    return Made(tmp_path / "store", _made_once.run_a, _made_once.run_b)
+def made(tmp_path) -> Made:
+    """make_runs' store, a copy of its own for each test."""
+    return make_runs(tmp_path / "store")
 
 
 def train_and_eval_rows(store: Path) -> dict[str, list[str]]:
