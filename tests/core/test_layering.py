@@ -19,7 +19,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.model"],
     ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance"],
     ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
-    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.verify"],
+    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.graphs", "fsc.verify"],
     ["fsc.train", "fsc.eval"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)
     ["fsc.results", "fsc.scale", "fsc.harness"],  # the harness model runs fsc inside lm-eval
     ["fsc.cli", "fsc.__main__"],
