@@ -18,11 +18,14 @@ class _Replay:
         self.fn, self.out = fn, out
 
     def replay(self):
-        self.out.copy_(self.fn())
+        out = self.fn()
+        if self.out is not None:
+            self.out.copy_(out)
 
 
 def fake_capture(fn, warm=True):
-    out = fn().clone()
+    out = fn()
+    out = None if out is None else out.clone()
     return _Replay(fn, out), out
 
 
@@ -88,3 +91,26 @@ def test_a_capture_that_fails_is_one_clear_line(monkeypatch):
         graphs.capture(lambda: None, warm=False)
     assert str(e.value) == ("this step cannot be replayed from a CUDA graph (CUDA error: operation "
                             "not permitted when stream is capturing); run with --no-graphs")
+
+
+@pytest.mark.parametrize(("name", "asked", "captured"), [
+    ("tiny_attn", True, 2), ("tiny_attn", False, 0), ("tiny_hybrid", True, 0)])
+def test_profile_times_the_step_and_the_fold_replayed_where_it_can(name, asked, captured,
+                                                                  monkeypatch):
+    from fsc import profile
+    from fsc.sweep import SweepConfig
+
+    made = []
+
+    def counting(fn, warm=True):
+        graph, out = fake_capture(fn, warm)
+        made.append(graph)
+        return graph, out
+
+    monkeypatch.setattr(graphs, "usable", lambda device: True)
+    monkeypatch.setattr(graphs, "capture", counting)
+    model = build_model(load_recipe(name), seed=0).eval()
+    cfg = SweepConfig(recipes=[name], S=[32], B=[1], repeats=2, warmup=1, graphs=asked)
+    row = profile.measure_point(model, model.recipe, 32, 1, 4, 4, cfg)
+    assert len(made) == captured  # the step and the rewound fold; MoE steps eagerly
+    assert row["step_ms"] > 0 and row["fold_ms"] > 0 and len(row["samples"]["step"]) == 2
