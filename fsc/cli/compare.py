@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.common import JsonOpt, StoreOpt, finite, out, print_json, printable, store_dir
+from fsc.cli.common import JsonOpt, StoreOpt, finite, out, print_json, printable, say, store_dir
 from fsc.cli.tables import SUMMARY, WideOpt, fitted, show
 from fsc.errors import FscError, UsageError
 
@@ -70,8 +70,14 @@ def compare(
         raise UsageError(f"runs {run_a} and {run_b} share no point (matched on "
                          f"{', '.join(comparing.KEY)}): nothing to compare")
     why = comparing.regressions(result, fail_above) if fail_above is not None else []
+    configs = {r["run_id"]: r["config"] for r in select.provenance(st, [run_a, run_b])}
+    timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
+    note = comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b])
+    if note:
+        say(note)
     if as_json:
-        print_json(result.to_dict() | {"fail_above": fail_above, "failed": why})
+        print_json(result.to_dict() | {"fail_above": fail_above, "failed": why,
+                                       "timing": {"a": timed[run_a], "b": timed[run_b]}})
     else:
         _show(result, wide)
     if why:

@@ -89,6 +89,24 @@ def _short(p: dict) -> dict[str, Any]:
     return {"recipe": p["recipe"], **{k: p[k] for k in KEY}, "status": p["status"]}
 
 
+def timing(config: dict[str, Any], points: list[dict]) -> str:
+    """How a profile run timed its GPU points: "graphs" (replayed from CUDA graphs, the default
+    since `fsc profile` captures them), "eager" (`--no-graphs`, or a run from before graphs), or
+    "cpu" when none of its points ran on a GPU, where the question does not arise."""
+    if not any(str(p.get("device") or "").startswith("cuda") for p in points):
+        return "cpu"
+    return "graphs" if config.get("graphs", False) else "eager"
+
+
+def timing_note(run_a: str, timing_a: str, run_b: str, timing_b: str) -> str | None:
+    """A line saying the two runs were timed differently on the GPU, or None."""
+    if timing_a == timing_b or "cpu" in (timing_a, timing_b):
+        return None
+    how = {"graphs": "replayed from CUDA graphs", "eager": "issued eagerly (--no-graphs)"}
+    return (f"note: A ({run_a}) timed its steps {how[timing_a]}, B ({run_b}) {how[timing_b]}: "
+            "the ratios compare the two ways of issuing as well as the runs")
+
+
 def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) -> Comparison:
     """Match the points of two runs (rows of the profile view) and compare each pair."""
     by_b = {tuple(p[k] for k in KEY): p for p in points_b}

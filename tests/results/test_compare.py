@@ -171,3 +171,28 @@ def test_the_table_reads_at_100_columns_and_whole_with_wide(cli, tmp_path, monke
     wide = cli("compare", made.run_a, made.run_b, "--store", made.store, "--wide")
     assert "fold ×" not in r.out and "fold ×" in wide.out  # the first to go
     assert max(len(line) for line in wide.out.splitlines()) > 100
+
+
+def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
+    from results_helpers import _env
+
+    st = Store(tmp_path / "store")
+    r = load_recipe("tiny_attn")
+    st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
+    env = _env(st)
+    runs = []
+    for config, step in (({}, 30.0), ({"graphs": True}, 4.0)):  # before graphs; with them
+        run = st.start_run("profile", "fsc profile", env, {"recipes": ["tiny_attn"], **config})
+        st.add_point(run, point("tiny_attn", 1024, 1, step))
+        st.finish_run(run)
+        runs.append(run)
+    r, doc = _json(cli, *runs, "--store", tmp_path / "store")
+    assert r.code == 0, r.err
+    assert doc["timing"] == {"a": "eager", "b": "graphs"}
+    assert (f"note: A ({runs[0]}) timed its steps issued eagerly (--no-graphs), B ({runs[1]}) "
+            "replayed from CUDA graphs" in r.err)
+    r, doc = _json(cli, runs[1], runs[1], "--store", tmp_path / "store")
+    assert doc["timing"] == {"a": "graphs", "b": "graphs"} and "note:" not in r.err
+    on_cpu = [point("tiny_attn", 16, 1, 1.0, device="cpu")]
+    assert comparing.timing({}, on_cpu) == "cpu"
+    assert comparing.timing_note("a", "cpu", "b", "graphs") is None
