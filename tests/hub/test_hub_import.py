@@ -32,6 +32,12 @@ def test_import_from_the_hub(hub, fsc, tmp_path):
     res = fsc("estimate", "hf:acme/config-only", "--S", "262144", "--G", "1", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["recipe"] == "config-only"
+
+
+@pytest.mark.slow  # two more processes of the same client; make test keeps the import above
+def test_a_config_alone_imports_as_a_recipe_and_a_missing_repo_is_one_line(hub, fsc, tmp_path):
+    folder = save_published("qwen2", tmp_path / "qwen2")
+    _put(hub, "acme/config-only", folder, skip={"model.safetensors"})
     res = fsc("import", "hf:acme/config-only", "--out", "r.yaml")
     assert res.returncode == 0 and (tmp_path / "r.yaml").is_file(), res.stderr
     res = fsc("import", "hf:acme/missing")
