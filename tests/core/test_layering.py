@@ -90,13 +90,15 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     # every command is registered at start-up; plotting loads matplotlib only when it runs
     ("import fsc.cli.main", ("torch", "matplotlib", "duckdb", "transformers")),
     # checkpoints are saved, loaded and recorded without the Hub's client
-    ("import fsc.checkpoint.io, fsc.checkpoint.registry", ("huggingface_hub",)),
+    pytest.param("import fsc.checkpoint.io, fsc.checkpoint.registry", ("huggingface_hub",),
+                 marks=pytest.mark.slow),  # imports torch: 3 s of a fresh interpreter
     # a published config read as a recipe (fsc estimate hf:...) needs neither
     ("import fsc.source", ("torch", "transformers")),
     # fsc profile and fsc eval check the executor options and the sweep before torch
     ("import fsc.scale, fsc.sweep", ("torch", "duckdb")),
     # the mixers' fla recurrences import fla (optional, slow to import) on their first call
-    ("import fsc.model.gla, fsc.model.gated_delta, fsc.model.linear, fsc.model.mamba", ("fla",)),
+    pytest.param("import fsc.model.gla, fsc.model.gated_delta, fsc.model.linear, fsc.model.mamba",
+                 ("fla",), marks=pytest.mark.slow),  # likewise
 ])
 def test_light_modules_stay_light(statement, watched):
     assert _loaded_after(statement, watched) == []

@@ -41,6 +41,7 @@ def test_push_refused_by_the_server_leaves_the_checkpoint_and_store_alone(
     assert not (tmp_path / "store").exists()  # nothing recorded for a push that did not happen
 
 
+@pytest.mark.slow  # a process of its own; make test keeps the push refused without a token
 def test_push_of_a_damaged_checkpoint_is_refused_before_any_network_call(save_tiny, fsc, hub):
     original = save_tiny()
     (original / "config.json").write_text("{}")
