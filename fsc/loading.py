@@ -100,10 +100,11 @@ def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget:
     """
     recipe = load_source_recipe(ref)
     check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
+    copy = False if one_token_steps else None  # by_columns copies out of the file's map itself
     if is_checkpoint(ref):
-        recipe, model = load_checkpoint(Path(ref), device=device, dtype=dtype)
+        recipe, model = load_checkpoint(Path(ref), device=device, dtype=dtype, copy=copy)
     elif has_published_weights(ref):
-        model = load_published(str(ref), device=device)[1]
+        model = load_published(str(ref), device=device, copy=copy)[1]
         model = model if dtype is None else model.to(dtype)
     else:
         model = build_model(recipe, device=device, seed=seed, dtype=dtype).eval()

@@ -154,11 +154,12 @@ def verify_checkpoint(path: str | Path) -> VerifiedCheckpoint:
                               sum(math.prod(shape) for _, (_, shape) in found.values()))
 
 
-def load_checkpoint(path: str | Path, device="cpu", dtype=None):
+def load_checkpoint(path: str | Path, device="cpu", dtype=None, copy: bool | None = None):
     """(recipe, model in eval mode) from a checkpoint directory, verified before use.
 
     `dtype` casts the weights after they are checked against the recipe (None keeps the
-    recipe's dtype).
+    recipe's dtype). `copy` takes the tensors out of the file's memory map (None: on the CPU,
+    see below); a caller that copies them anyway (`fsc.model.cpu_layout`) says False.
     """
     directory = Path(path)
     recipe, _, weight_files, _ = _inspect(directory)
@@ -167,7 +168,7 @@ def load_checkpoint(path: str | Path, device="cpu", dtype=None):
     state = {}
     # On the CPU the file's tensors lie in its memory map; a copy in the process's own memory
     # streams faster (weight-bound decoding: ~10 % per token at Qwen3-0.6B's shape, §17)
-    copy = torch.device(device).type == "cpu"
+    copy = torch.device(device).type == "cpu" if copy is None else copy
     for wf in weight_files:
         for name, tensor in load_file(directory / wf, device=str(device)).items():
             state[name] = tensor.to(dtype=target[name].dtype, copy=copy)

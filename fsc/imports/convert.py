@@ -44,7 +44,8 @@ def published_name(imported: Imported, name: str) -> str | None:
     return None
 
 
-def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tensor], set[str]]:
+def _fill(imported: Imported, where: dict, device,
+          copy: bool | None = None) -> tuple[dict[str, torch.Tensor], set[str]]:
     """(fsc's state dict, the published names used) from `where`: published name -> open file.
     A family's `tensor` hook, where it has one, builds a tensor from published ones (a split,
     a stack); otherwise NAMES renames one."""
@@ -52,7 +53,8 @@ def _fill(imported: Imported, where: dict, device) -> tuple[dict[str, torch.Tens
     zero_ok = getattr(imported.family, "ABSENT_AS_ZERO", ())
     hook = getattr(imported.family, "tensor", None)
     dtype = TORCH_DTYPES[imported.recipe.dtype]
-    copy = torch.device(device).type == "cpu"  # out of the file's memory map (see load_checkpoint)
+    if copy is None:  # out of the file's memory map on the CPU (see load_checkpoint)
+        copy = torch.device(device).type == "cpu"
     state, used = {}, set()
 
     def read(src: str) -> torch.Tensor:
@@ -107,9 +109,10 @@ class _Pickled:
         return self.tensors[name]
 
 
-def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, torch.Tensor]:
+def fsc_state(imported: Imported, directory: Path, device="cpu",
+              copy: bool | None = None) -> dict[str, torch.Tensor]:
     """fsc's state dict (the recipe's dtype) from a published folder's safetensors (or, where
-    it has none, its pytorch_model.bin, read as plain tensors)."""
+    it has none, its pytorch_model.bin, read as plain tensors); `copy` as load_checkpoint's."""
     files = weight_files(directory)
     pickled = directory / PICKLED
     if not files and not pickled.is_file():
@@ -118,7 +121,7 @@ def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, to
         opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
                   for f in files] or [_Pickled(pickled, device)]
         where = {k: st for st in opened for k in st.keys()}
-        state, used = _fill(imported, where, device)
+        state, used = _fill(imported, where, device, copy)
     ignored = getattr(imported.family, "IGNORED", ())
     extra = sorted(k for k in set(where) - used
                    - ({"lm_head.weight"} if imported.recipe.tie_embeddings else set())
@@ -129,12 +132,13 @@ def fsc_state(imported: Imported, directory: Path, device="cpu") -> dict[str, to
     return state
 
 
-def load_published(ref: str, device="cpu", name: str | None = None):
-    """(Imported, fsc model in eval mode) with the published weights; nothing written."""
+def load_published(ref: str, device="cpu", name: str | None = None, copy: bool | None = None):
+    """(Imported, fsc model in eval mode) with the published weights; nothing written. `copy`
+    as load_checkpoint's."""
     directory = local_dir(ref, files="all")
     imported = from_config(read_config(directory, ref), name)
     model = build_model(imported.recipe, device="meta")
-    model.load_state_dict(fsc_state(imported, directory, device), strict=True, assign=True)
+    model.load_state_dict(fsc_state(imported, directory, device, copy), strict=True, assign=True)
     return imported, model.eval()
 
 
