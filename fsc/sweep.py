@@ -70,6 +70,12 @@ class SweepConfig:
         return {k: v for k, v in asdict(self).items() if k != "spec"}
 
 
+def timed_with_graphs(config: dict) -> bool:
+    """Whether a stored profile run times its GPU steps replayed from CUDA graphs: as its
+    config says; a run recorded before `graphs` existed issued them eagerly."""
+    return bool(config.get("graphs", False))
+
+
 def default_sweep(device: str) -> tuple[list[str], list[int], list[int]]:
     """(recipes, S, B) of a sweep that names none: the tiny trio on a CPU, the 3B trio on a GPU."""
     if device.startswith("cuda"):
@@ -150,7 +156,8 @@ def request(st: Store, cfg: SweepConfig | None, bandwidth: float | None = None,
     without torch, so a mistake costs one line before anything heavy is imported."""
     config = None
     if resume is not None:
-        config = {"graphs": False, **st.run_config(resume)}  # runs before graphs issued eagerly
+        config = st.run_config(resume)
+        config["graphs"] = timed_with_graphs(config)
         cfg = SweepConfig(**{f.name: config[f.name] for f in fields(SweepConfig)
                              if f.name in config})
         bandwidth = config.get("bandwidth")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsc.noise import overlap
+from fsc.sweep import timed_with_graphs
 
 KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
 RATIOS = ("step", "fold", "time", "tokens_per_s", "peak_bytes")  # time: per block, 1 / tokens/s
@@ -95,7 +96,7 @@ def timing(config: dict[str, Any], points: list[dict]) -> str:
     "cpu" when none of its points ran on a GPU, where the question does not arise."""
     if not any(str(p.get("device") or "").startswith("cuda") for p in points):
         return "cpu"
-    return "graphs" if config.get("graphs", False) else "eager"
+    return "graphs" if timed_with_graphs(config) else "eager"
 
 
 def timing_note(run_a: str, timing_a: str, run_b: str, timing_b: str) -> str | None:
