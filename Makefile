@@ -60,12 +60,11 @@ run: install
 	$(BIN)/fsc report --force --out $(RUN_OUT)/report.html
 
 # On the GPU machine, with its own python3, torch and triton (no venv, no network): wheels it
-# lacks come from .whl/ (made here by `make gpu-wheels`); fsc is installed editable, no deps.
+# lacks come from .whl/ (made here by `make gpu-wheels`); fsc is installed editable, no deps
+# (tools/gpu_install.sh).
 GPU_SITE := /tmp/fsc-site
 gpu-check:
-	@if ls .whl/*.whl >/dev/null 2>&1; then \
-	  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) .whl/*.whl; fi
-	PYTHONPATH=$(GPU_SITE) python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
+	GPU_SITE=$(GPU_SITE) tools/gpu_install.sh
 	export PYTHONPATH=$(GPU_SITE) TRITON_INTERPRET=0; \
 	  python3 -m tools.gpucheck; check=$$?; \
 	  python3 -m pytest -q -m gpu -o addopts="" tests/gpu; tests=$$?; \

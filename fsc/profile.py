@@ -40,7 +40,7 @@ def _percentile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
 
 
-class _Timer:
+class Timer:
     """CUDA events on a GPU (device-accurate), perf_counter elsewhere; returns ms."""
 
     def __init__(self, device: torch.device):
@@ -76,7 +76,7 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
     cache = model.synthetic_cache(B, S, device, seed=cfg.seed, capacity=S + G, block_size=G)
     gen = torch.Generator().manual_seed(cfg.seed)
     tokens = torch.randint(0, recipe.vocab_size, (B, G), generator=gen).to(device)
-    timer = _Timer(device)
+    timer = Timer(device)
 
     def step():
         model(tokens, cache)

@@ -14,16 +14,10 @@ tests_s=${2:-120}
 train_s=${3:-120}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-site=/tmp/fsc-site
-export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" .whl/*.whl \
-    >"$out/install.log" 2>&1 || echo "wheel install failed: see install.log"
-fi
-# editable: setup.py maps kernels/ to the package fsc.kernels
-PYTHONPATH="$site" python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
-  >>"$out/install.log" 2>&1 || echo "fsc install failed: see install.log"
-export PYTHONPATH="$site"
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 GPU_SITE=${GPU_SITE:-/tmp/fsc-site}
+: >"$out/install.log"
+tools/gpu_install.sh "$out/install.log"
+export PYTHONPATH="$GPU_SITE"
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 {

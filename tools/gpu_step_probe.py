@@ -24,19 +24,14 @@ import time
 import torch
 
 from fsc.model.lm import build_model
+from fsc.profile import Timer
 from fsc.recipe import load_recipe
 
 
 def events_ms(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    """The median of n timings of `fn` in ms, by CUDA events (as `fsc profile` times a step)."""
+    timer = Timer(torch.device("cuda"))
+    return statistics.median(timer(fn) for _ in range(n))
 
 
 def profile_counts(fn) -> dict:
