@@ -156,7 +156,7 @@ class _Passes:
     def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device,
                  graphs: bool = False):
         self.model, self.use_cache, self.device = model, use_cache, device
-        self.graphed = GraphedStep(model) if graphs and use_cache else None
+        self.graphed = GraphedStep(model) if graphs else None  # graphs: steps on the cache
         self.ids: list[int] = []
         self.blocks: list[int] = []
         self.passes = 0
@@ -283,8 +283,8 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     banned = banned_ids(tokenizer, vocab)
     t0 = time.perf_counter()
     # a graph pays for its capture from the second step of a block on
-    graphs = (cfg.graphs and cfg.mode == "diffusion" and cfg.steps > 1 and graphs_usable(device)
-              and capturable(model))
+    graphs = (cfg.graphs and cfg.use_cache and cfg.mode == "diffusion" and cfg.steps > 1
+              and graphs_usable(device) and capturable(model))
     run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
                   graphs)
     prompt_passes = run.passes

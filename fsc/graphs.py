@@ -59,12 +59,11 @@ def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
 
 class GraphedStep:
     """`model(tokens, cache)` replayed from a CUDA graph while the key (cache, its length, the
-    tokens' shape and dtype) is unchanged, recaptured when it changes. `capture` is swappable
-    so that the keying can be tested without a GPU."""
+    tokens' shape and dtype) is unchanged, recaptured when it changes (by this module's
+    `capture`, looked up at each capture: a test without a GPU swaps in a stand-in)."""
 
-    def __init__(self, model, capture_fn=capture):
+    def __init__(self, model):
         self.model = model
-        self._capture = capture_fn
         self._key = None
         self._cache = None  # held, so that the graph's tensors stay allocated
         self._graph = None
@@ -79,8 +78,7 @@ class GraphedStep:
         if cache is not self._cache or key != self._key:
             self._graph = self._out = self._cache = None  # the old capture's memory goes first
             self._tokens = tokens.clone()
-            self._graph, self._out = self._capture(lambda: self.model(self._tokens, cache),
-                                                   self._warm)
+            self._graph, self._out = capture(lambda: self.model(self._tokens, cache), self._warm)
             self._warm = False
             self._key, self._cache = key, cache
             self.captures += 1

@@ -30,10 +30,11 @@ def fake_capture(fn, warm=True):
 
 
 @torch.no_grad()
-def test_a_step_is_captured_once_per_cache_length_and_replayed_exactly():
+def test_a_step_is_captured_once_per_cache_length_and_replayed_exactly(monkeypatch):
+    monkeypatch.setattr(graphs, "capture", fake_capture)
     model = build_model(load_recipe("tiny_hybrid"), seed=1).eval()
     cache = model.synthetic_cache(1, 20, seed=2, capacity=40, block_size=4)
-    step = GraphedStep(model, capture_fn=fake_capture)
+    step = GraphedStep(model)
     gen = torch.Generator().manual_seed(0)
     for _ in range(3):  # K steps of one block: new tokens, one capture
         tokens = torch.randint(0, 256, (1, 4), generator=gen)
@@ -55,7 +56,7 @@ def test_a_step_is_captured_once_per_cache_length_and_replayed_exactly():
 def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
     eager = _gen(name, temperature=0.0, length=13, G=4, steps=3)
     monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
-    monkeypatch.setattr(graphs.GraphedStep.__init__, "__defaults__", (fake_capture,))
+    monkeypatch.setattr(graphs, "capture", fake_capture)
     graphed = _gen(name, temperature=0.0, length=13, G=4, steps=3)
     assert graphed.token_ids == eager.token_ids
     assert graphed.stats["graphs"] and not eager.stats["graphs"]
@@ -64,7 +65,7 @@ def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
 
 def test_graphs_only_where_a_block_takes_several_steps(monkeypatch):
     monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
-    monkeypatch.setattr(graphs.GraphedStep.__init__, "__defaults__", (fake_capture,))
+    monkeypatch.setattr(graphs, "capture", fake_capture)
     assert not _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"]  # K 1: capture never pays
     assert not _gen("tiny_attn", length=8, mode="ar").stats["graphs"]
     assert not _gen("tiny_attn", length=8, steps=2, graphs=False).stats["graphs"]
