@@ -17,9 +17,17 @@ import time
 import torch
 import torch.nn.functional as F
 
-LAYER = [(2048, 1024), (1024, 1024), (1024, 1024), (1024, 2048), (3072, 1024), (3072, 1024),
-         (1024, 3072)]  # q, k, v, o, gate, up, down of Qwen3-0.6B
-SHAPES = LAYER * 28 + [(151936, 1024)]  # and the tied head
+from tools.bench_decode import _config
+
+
+def qwen3_shapes() -> list[tuple[int, int]]:
+    """[out, in] of each weight a token of Qwen3-0.6B's shape reads, from the config
+    tools.bench_decode builds: per layer q, k, v, o, gate, up, down; then the tied head."""
+    c = _config("qwen3-0.6b")
+    d, hd, f = c.hidden_size, c.head_dim, c.intermediate_size
+    q, kv = c.num_attention_heads * hd, c.num_key_value_heads * hd
+    layer = [(q, d), (kv, d), (kv, d), (d, q), (f, d), (f, d), (d, f)]
+    return layer * c.num_hidden_layers + [(c.vocab_size, d)]
 
 
 def main(argv=None) -> None:
@@ -28,7 +36,7 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
-    rows = [torch.randn(n, k, generator=gen) for n, k in SHAPES]
+    rows = [torch.randn(n, k, generator=gen) for n, k in qwen3_shapes()]
     cols = [w.t().contiguous().t() for w in rows]
     gb = sum(w.numel() * w.element_size() for w in rows) / 1e9
     print(f"{len(rows)} matrices, {gb:.2f} GB; ms a pass, median [range] of {a.rounds} rounds")
