@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
 from fsc.errors import CheckpointError
-from fsc.imports import import_config, is_import_source
+from fsc.imports import has_weights, import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
 
 LATEST = "latest"  # in a training directory: the name of its newest step directory
@@ -83,8 +83,7 @@ def text_tokenizer(ref: str | Path) -> str | None:
 def has_published_weights(ref: str | Path) -> bool:
     """A local import source with its weights (an hf: source is read for its config alone:
     `fsc import` fetches the weights)."""
-    return is_import_source(ref) and not str(ref).startswith("hf:") and (
-        any(Path(ref).glob("*.safetensors")) or (Path(ref) / "pytorch_model.bin").is_file())
+    return is_import_source(ref) and not str(ref).startswith("hf:") and has_weights(Path(ref))
 
 
 def starts_with_bos(ref: str | Path) -> bool:

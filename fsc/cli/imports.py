@@ -21,8 +21,8 @@ from fsc.cli.common import (
 
 def import_cmd(
     source: Annotated[str, typer.Argument(
-        help="A folder with config.json (and *.safetensors, tokenizer files), or "
-             "hf:ORG/NAME[@REV] on the Hub.")],
+        help="A folder with config.json (and *.safetensors or a pytorch_model.bin, tokenizer "
+             "files), or hf:ORG/NAME[@REV] on the Hub.")],
     out_path: Annotated[Path | None, typer.Option(
         "--out", help="Where to write: the checkpoint directory when the source has weights, "
                       "else the recipe file. Without it the recipe is printed.")] = None,
@@ -42,7 +42,7 @@ def import_cmd(
     an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
     """
     from fsc.errors import UsageError
-    from fsc.imports import import_config, local_dir
+    from fsc.imports import has_weights, import_config, local_dir
 
     imported = import_config(source, name)  # config only: refusals come before any download
     doc = {"source": source, "architecture": imported.architecture,
@@ -54,7 +54,7 @@ def import_cmd(
             print_plain(imported.recipe_yaml())  # `> r.yaml`: never wrapped or styled
         return
     directory = local_dir(source, files="config" if recipe_only else "all")
-    weights = not recipe_only and any(directory.glob("*.safetensors"))
+    weights = not recipe_only and has_weights(directory)
     if weights:
         output_dir(out_path, "--out")
         from fsc.checkpoint.registry import register_checkpoint

@@ -20,7 +20,7 @@ from fsc.checkpoint.layout import RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
-from fsc.imports.fetch import snapshot
+from fsc.imports.fetch import PICKLED, snapshot
 from fsc.recipe import Recipe, parse_recipe
 
 HF_PREFIX = "hf:"
@@ -94,6 +94,13 @@ def from_config(cfg: Config, name: str | None = None) -> Imported:
         raise ImportRefused(f"{e} (from {arch}'s config)") from None
     origin = cfg.data.get("_source")
     return Imported(recipe, family, arch, cfg.source, str(origin) if origin else None)
+
+
+def has_weights(directory: Path) -> bool:
+    """Whether a published folder holds weights fsc imports: *.safetensors, or (where it has
+    none, as state-spaces ships Mamba-2) a pytorch_model.bin. The one rule of `fsc import`,
+    of the commands that load a folder directly, and of fsc.imports.convert."""
+    return any(directory.glob("*.safetensors")) or (directory / PICKLED).is_file()
 
 
 def local_dir(ref: str, files: str = "config") -> Path:

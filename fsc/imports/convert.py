@@ -13,11 +13,11 @@ from safetensors import safe_open
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import ImportRefused
-from fsc.imports import Imported, from_config, local_dir, read_config
+from fsc.imports import Imported, from_config, has_weights, local_dir, read_config
+from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 
-PICKLED = "pytorch_model.bin"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
 
@@ -113,13 +113,12 @@ def fsc_state(imported: Imported, directory: Path, device="cpu",
               copy: bool | None = None) -> dict[str, torch.Tensor]:
     """fsc's state dict (the recipe's dtype) from a published folder's safetensors (or, where
     it has none, its pytorch_model.bin, read as plain tensors); `copy` as load_checkpoint's."""
-    files = weight_files(directory)
-    pickled = directory / PICKLED
-    if not files and not pickled.is_file():
-        raise ImportRefused(f"{imported.source}: no *.safetensors weights to import")
+    if not has_weights(directory):
+        raise ImportRefused(f"{imported.source}: no weights to import (*.safetensors or "
+                            f"{PICKLED})")
     with ExitStack() as stack:
         opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
-                  for f in files] or [_Pickled(pickled, device)]
+                  for f in weight_files(directory)] or [_Pickled(directory / PICKLED, device)]
         where = {k: st for st in opened for k in st.keys()}
         state, used = _fill(imported, where, device, copy)
     ignored = getattr(imported.family, "IGNORED", ())

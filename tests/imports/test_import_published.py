@@ -284,6 +284,24 @@ def test_mamba_ssm_format_imports_exactly(tmp_path, pickled):
     assert torch.allclose(got, want, rtol=LOGIT_TOL, atol=LOGIT_TOL * want.abs().max())
 
 
+def test_a_pickled_mamba_ssm_folder_imports_as_a_checkpoint(tmp_path, fsc_main):
+    """`fsc import` sees a pytorch_model.bin as weights, as the loader does: a checkpoint of the
+    published weights, not a recipe file of seeded ones."""
+    from transformers import AutoModelForCausalLM
+
+    hf_folder = save_published("mamba2", tmp_path / "hf", vocab_size=136)
+    src = _as_mamba_ssm(hf_folder, tmp_path / "ssm", pickled=True)
+    res = fsc_main("import", src, "--out", "ck", "--store", tmp_path / "store", "--json")
+    assert res.returncode == 0, res.stderr
+    assert "checkpoint" in json.loads(res.stdout) and (tmp_path / "ck").is_dir()
+    res = fsc_main("decode", "ck", "--prompt-ids", "5,17,3", "--length", "8", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["stats"]["weights"].startswith(f"checkpoint ck: published weights of {src}")
+    ref = AutoModelForCausalLM.from_pretrained(str(hf_folder)).eval()
+    assert doc["token_ids"] == reference_greedy(ref, [5, 17, 3], 8)
+
+
 @pytest.mark.parametrize(("change", "says"), [
     ({"ssm_cfg": {"layer": "Mamba1"}}, "ssm_cfg layer 'Mamba1'"),
     ({"attn_layer_idx": [1]}, "attn_layer_idx"),
