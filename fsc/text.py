@@ -19,3 +19,8 @@ def first_line(text: object) -> str:
     """The first non-blank line of `text` (an exception's message), stripped; "" if none."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else ""
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 cell', '2 cells': a count and its noun, plural unless one."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

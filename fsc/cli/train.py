@@ -87,7 +87,8 @@ def train(
         "autoregressive checkpoint (--G), else 0 (none).", low=0)] = None,
     objective: Annotated[Objective | None, typer.Option(
         "--objective", help="frontier (default when G > 1), blocks (every block a frontier in one "
-        "two-stream forward) or ar (trains the recipe at G = 1).",
+        "two-stream forward; default adapting a checkpoint with --G) or ar (trains the recipe "
+        "at G = 1).",
         show_default=False)] = None,
     weighting: Annotated[Weighting | None, typer.Option(
         "--weighting", help="Frontier loss: elbo (1/t, the bound) or masked (a mean over the "

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fsc.cli.common import bar_text, err, out, print_json, printable
+from fsc.text import counted
 
 
 @contextmanager
@@ -30,6 +31,15 @@ def eval_said(step) -> None:
               f"loss {step.loss:.4f}", markup=False, highlight=False)
 
 
+def _origin(cfg, G: int) -> str:
+    """' (adapted from CKPT at G 8, annealed over N steps)' for an adaptation, else ''."""
+    was = cfg.adapted_from
+    if not was:
+        return ""
+    anneal = f"annealed over {counted(cfg.anneal, 'step')}" if cfg.anneal else "not annealed"
+    return f" (adapted from {printable(was['checkpoint'], 80)} at G {G}, {anneal})"
+
+
 def report(trained, store: Path | None, as_json: bool) -> None:
     """The summary (--json: the document) and how to continue a run cut short."""
     cfg, res, done = trained.job.cfg, trained.result, trained.losses
@@ -43,8 +53,10 @@ def report(trained, store: Path | None, as_json: bool) -> None:
         speed = f", {rate / 1e3:.1f}k tok/s" if rate and math.isfinite(rate) else ""
         reached = (f"; stopped at exact match {trained.evals[-1]['accuracy']:.2f} ≥ "
                    f"{cfg.stop_at:g} at step {res.step}" if res.reached else "")
-        out.print(f"trained {printable(trained.job.recipe.name, 60)} to step {res.step} of "
-                  f"{cfg.steps} on {printable(cfg.data, 80)} ({cfg.objective}): {loss}, "
+        recipe = trained.job.recipe
+        out.print(f"trained {printable(recipe.name, 60)}{_origin(cfg, recipe.block_size)} to "
+                  f"step {res.step} of {cfg.steps} on {printable(cfg.data, 80)} "
+                  f"({cfg.objective}): {loss}, "
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
                   f"{printable(res.checkpoint, None)}; run {trained.run_id}",
                   markup=False, highlight=False)

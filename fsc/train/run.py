@@ -30,6 +30,7 @@ from fsc.model.lm import build_model
 from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
+from fsc.sections import MAX_NAME
 from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, text_tokenizer
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
@@ -68,8 +69,9 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
             logit_shift: bool | None = None, anneal: int | None = None,
             **settings: Any) -> TrainJob:
     """A new run of `source` (a recipe, or a checkpoint to start from); `settings` are the
-    other TrainConfig fields. The objective is frontier when G > 1, else ar, unless given (ar
-    trains the recipe at G = 1); the warmup a tenth of the steps, at most 100, unless given.
+    other TrainConfig fields. The objective is blocks for an adaptation, frontier when G > 1,
+    else ar, unless given (ar trains the recipe at G = 1); the warmup a tenth of the steps, at
+    most 100, unless given.
     `G` trains at that block size: an autoregressive checkpoint adapted into a denoiser
     (see `adapted`), with `logit_shift` set as given (None: the recipe's own) and the block
     size annealed over `anneal` steps (None: a quarter of the steps for an adaptation, the
@@ -88,7 +90,11 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
         recipe, origin = adapted(source, recipe, G, objective, logit_shift)
         if origin is not None and settings.get("tokenizer") is None:
             settings["tokenizer"] = text_tokenizer(source)  # the AR model's own tokenizer
-    goal = objective or ("frontier" if recipe.block_size > 1 else "ar")
+    # an adaptation defaults to blocks (docs/training.md: every block supervised, 12-16 times
+    # frontier's positions a second on text); a run from scratch keeps frontier, every
+    # stored run's objective
+    goal = objective or ("blocks" if origin is not None else
+                         "frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
         recipe = recipe.as_autoregressive()
     if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
@@ -107,9 +113,9 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
             logit_shift: bool | None = None) -> tuple[Recipe, dict | None]:
     """(the recipe at block size G, where it came from): an autoregressive checkpoint (G 1,
     trained next-token or imported) keeps its weights and becomes a block-diffusion denoiser
-    at G; its embedding already has a row for the tokenizer's mask token, which it never saw
-    (fsc's byte tokenizer holds one; a tokenizer without one is refused when the run is
-    checked). A recipe is simply trained at G. `logit_shift` (None: the recipe's own) sets
+    at G, renamed (NAME-G8 at G 8, `adapted_name`); its embedding already has a row for the
+    tokenizer's mask token, which it never saw (fsc's byte tokenizer holds one; a tokenizer
+    without one is refused when the run is checked). A recipe is simply trained at G. `logit_shift` (None: the recipe's own) sets
     the recipe's shift. UsageError for a checkpoint that is already a denoiser at another G
     or with another shift, or --objective ar."""
     if objective == "ar":
@@ -129,8 +135,16 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
                              f"{'with' if recipe.logit_shift else 'without'} the logit shift; "
                              "the shift changes what its logits mean")
         return recipe, None
-    return (at_G, {"checkpoint": source, "recipe": recipe.name,
-                   "recipe_hash": recipe.recipe_hash, "G": recipe.block_size})
+    return (at_G.model_copy(update={"name": adapted_name(recipe.name, G)}),
+            {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+             "G": recipe.block_size})
+
+
+def adapted_name(name: str, G: int) -> str:
+    """The adapted recipe's name, NAME-G8, so that tables tell the denoiser from the
+    autoregressive model it came from (a scorer, a baseline), within the names' length."""
+    suffix = f"-G{G}"
+    return name[:MAX_NAME - len(suffix)] + suffix
 
 
 def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
@@ -223,6 +237,7 @@ class Trained:
         cfg, res, done = self.job.cfg, self.result, self.losses
         return {"run_id": self.run_id, "store": str(self.store.file) if self.store else None,
                 "recipe": self.job.recipe.name, "objective": cfg.objective, "data": cfg.data,
+                "adapted_from": cfg.adapted_from, "anneal": cfg.anneal,
                 "step": res.step, "steps": cfg.steps, "first_loss": done[0] if done else None,
                 "final_loss": res.final_loss if done else None, "seconds": res.seconds,
                 "tokens_per_s": res.tokens / res.seconds if res.seconds > 0 else None,

@@ -240,3 +240,18 @@ def test_an_adaptation_anneals_over_a_quarter_of_its_steps_unless_told(fsc_main,
     plain = fsc_main("train", "tiny_attn", *TEXT, "--train-steps", "4", "--out",
                      tmp_path / "c", "--store", tmp_path / "st", "--json", check=0)
     assert anneal(plain) == 0
+
+
+def test_an_adaptation_says_so_trains_blocks_and_is_named_apart(fsc_main, tmp_path, ar_ckpt):
+    """Without --objective an adaptation trains `blocks` (docs/training.md: text should); the
+    summary names the checkpoint it came from, G and the anneal; the recipe is NAME-G8, so
+    tables tell it from the autoregressive model it came from."""
+    res = fsc_main("train", ar_ckpt, "--G", "8", *TEXT, "--train-steps", "4", "--out",
+                   tmp_path / "ad", "--store", tmp_path / "st", check=0)
+    line = res.stdout.replace("\n", " ")
+    assert "trained quality_attn-G8 (adapted from " in line and "(blocks)" in line
+    assert "at G 8, annealed over 1 step)" in line
+    step = next((tmp_path / "ad").glob("step-*"))
+    assert "name: quality_attn-G8" in (step / "fsc_recipe.yaml").read_text()
+    config = json.loads((step / "config.json").read_text())["training"]
+    assert config["adapted_from"]["recipe"] == "quality_attn"
