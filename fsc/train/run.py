@@ -115,9 +115,10 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
     trained next-token or imported) keeps its weights and becomes a block-diffusion denoiser
     at G, renamed (NAME-G8 at G 8, `adapted_name`); its embedding already has a row for the
     tokenizer's mask token, which it never saw (fsc's byte tokenizer holds one; a tokenizer
-    without one is refused when the run is checked). A recipe is simply trained at G. `logit_shift` (None: the recipe's own) sets
-    the recipe's shift. UsageError for a checkpoint that is already a denoiser at another G
-    or with another shift, or --objective ar."""
+    without one is refused when the run is checked). A recipe is simply trained at G.
+    `logit_shift` (None: the recipe's own) sets the recipe's shift. UsageError for a
+    checkpoint that is already a denoiser at another G or with another shift, or --objective
+    ar."""
     if objective == "ar":
         raise UsageError(f"--G {G} trains a block-diffusion denoiser; --objective ar trains at "
                          "G 1 (give --objective blocks or frontier)")
