@@ -223,15 +223,40 @@ def cell_key(cell: EvalCell) -> tuple:
     return tuple(getattr(cell, c) for c in CELL_KEY)
 
 
+PINNED = {"source": "", "baseline": "--baseline ", "scorer": "--scorer "}  # field: its option
+
+
+def step_dirs(request: EvalRequest) -> dict[str, str]:
+    """The step directory each training directory of `request` (its checkpoint, --baseline,
+    --scorer) names now: what a resume of its run scores with, whatever training wrote since."""
+    steps = {}
+    for name in PINNED:
+        ref = getattr(request, name)
+        if ref is not None and resolve_checkpoint(ref) != Path(ref):
+            steps[name] = str(resolve_checkpoint(ref))
+    return steps
+
+
 def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
-    """The request eval run `run_id` was made of (its device may change), if it may resume;
-    fsc.errors.NothingToDo when it finished."""
+    """The request eval run `run_id` was made of (its device may change), with the step
+    directories it scored in place of training directories, if it may resume;
+    fsc.errors.NothingToDo when it finished, UsageError when one of those steps is gone."""
     config = st.run_config(run_id, "eval")
     asked = config.get("request")
     if not isinstance(asked, dict):
         raise UsageError(f"run {run_id} was recorded without its request; start a new run")
     lists = {k: tuple(v) if isinstance(v, list) else v for k, v in asked.items()}
-    return replace(EvalRequest(**lists), resume=run_id, device=device)
+    request = replace(EvalRequest(**lists), resume=run_id, device=device)
+    steps = config.get("step_dirs")
+    if not isinstance(steps, dict):  # recorded before step_dirs: its checkpoint alone
+        ck = config.get("checkpoint")
+        steps = {"source": ck} if isinstance(ck, str) and Path(ck) != Path(request.source) else {}
+    for name, step in steps.items():
+        if not Path(step).is_dir():
+            raise UsageError(f"run {run_id} scored {PINNED[name]}{getattr(request, name)} as "
+                             f"{step}, which is gone; other weights would mix two models in "
+                             "one run: start a new run")
+    return replace(request, **steps)
 
 
 def stored_keys(st: Store, run_id: str) -> set[tuple]:
@@ -292,7 +317,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               "data": grid.data, "train_length": grid.settings.train_len,
               **({"scorer": grid.gen.scorer, "prompt_length": grid.gen.prompt_length,
                   "cells": 1 + len(grid.gen.decodings)} if grid.gen else {}),
-              "recipe": recipe.name, "recipe_hash": recipe.recipe_hash}
+              "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+              "step_dirs": step_dirs(request)}
     with recording(st, "eval", command, config, recipes=[recipe],
                    environment=environment(device), resume=request.resume,
                    before=before) as run:

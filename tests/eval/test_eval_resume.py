@@ -52,6 +52,42 @@ def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monk
     assert n == 2
 
 
+def _training_dir_at(folder, step: int) -> None:
+    """A training directory whose `latest` names step `step` (seeded tiny_attn weights)."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    save_checkpoint(build_model(load_recipe("tiny_attn"), seed=step), folder / f"step-{step:06d}",
+                    seed=step)
+    (folder / "latest").write_text(f"step-{step:06d}")
+
+
+def test_a_resume_scores_the_step_its_run_began_with(fsc_main, tmp_path, monkeypatch):
+    """Training went on after the stop: the resumed run still scores the step it recorded
+    (never two checkpoints in one run), and refuses in one line when that step is gone."""
+    from fsc.eval import loss
+
+    store = tmp_path / "store"
+    _training_dir_at(tmp_path / "train", 1)
+    real = _stop_at_second_length(monkeypatch)
+    res = fsc_main("eval", "train", "--task", "loss", "--data", "shakespeare", "--lengths",
+                   "64,128", "--samples", "2", "--store", store)
+    assert res.returncode == 143, res.stderr
+    run = res.stderr.split("cells of run ")[1].split()[0]
+    monkeypatch.setattr(loss, "heldout_loss", real)
+    _training_dir_at(tmp_path / "train", 2)
+    (tmp_path / "train" / "step-000001").rename(tmp_path / "aside")
+    gone = fsc_main("eval", "--resume", run, "--store", store)
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1, gone.stderr
+    assert "scored train as train/step-000001, which is gone" in gone.stderr
+    (tmp_path / "aside").rename(tmp_path / "train" / "step-000001")
+    fsc_main("eval", "--resume", run, "--store", store, check=0)
+    _, rows = Store(store).query(f"select length, checkpoint from eval_cells where run_id = "
+                                 f"'{run}' order by length")
+    assert rows == [(64, "train/step-000001"), (128, "train/step-000001")]
+
+
 def test_resume_takes_the_runs_own_grid(fsc_main, tmp_path):
     res = fsc_main("eval", "--resume", "r1", "--lengths", "64", "--store", tmp_path / "st")
     assert res.returncode == 2 and "drop --lengths" in res.stderr
