@@ -22,10 +22,18 @@ from fsc.loading import check_fits
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
-from fsc.source import checkpoint_config, load_source_recipe, resolve_checkpoint
+from fsc.source import (
+    checkpoint_config,
+    load_source_recipe,
+    resolve_checkpoint,
+    source_tokenizer,
+    starts_with_bos,
+    text_tokenizer,
+)
 from fsc.store import Store
 from fsc.store.run_ids import resolve_run
-from fsc.tokenizer import load_tokenizer
+from fsc.text import printable
+from fsc.tokenizer import IdTokenizer
 from fsc.train.data import TEXT_SUFFIXES, DataOptions
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
@@ -109,8 +117,11 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         raise UsageError(f"{', '.join(names)}: for --task genppl only")
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
-    tok_spec = request.tokenizer if request.tokenizer is not None else trained.get("tokenizer")
-    tok = load_tokenizer(tok_spec)
+    tok = source_tokenizer(source, request.tokenizer, need_mask=mode != "ar")
+    if isinstance(tok, IdTokenizer):
+        raise UsageError(f"{request.source}: no tokenizer.json beside the model, and fsc eval "
+                         "reads text: give --tokenizer")
+    tok_spec = request.tokenizer if request.tokenizer is not None else text_tokenizer(source)
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
@@ -121,9 +132,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         base = train_len or UNKNOWN_TRAIN_LENGTH
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
-    data = request.data
-    if data is None and request.task == "genppl" and _is_text(trained.get("data")):
-        data = trained["data"]  # prompts from the text it was trained on (its val split)
+    data = request.data if request.data is not None else _trained_text(request, trained)
     gen = None
     if request.task == "genppl":
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
@@ -134,7 +143,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                                  train_len),
                     digits, data,
                     DataOptions(digits, request.pairs[0], request.text_field),
-                    str(tok_spec) if tok_spec is not None else None, gen)
+                    str(tok_spec) if tok_spec is not None else None, gen,
+                    bos=starts_with_bos(source))
     check(grid, tok)
     return grid, recipe, tok
 
@@ -157,6 +167,21 @@ def default_task(request: EvalRequest, data) -> str:
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
                      f"as it is: give --task loss --data {data} (its held-out loss), or --task "
                      "niah or mqar")
+
+
+def _trained_text(request: EvalRequest, trained: dict) -> str | None:
+    """The text --data leaves to training's record: genppl's prompts from the text it was
+    trained on (a corpus's val split), loss on a corpus's held-out split; None where training
+    recorded none. UsageError for loss after a text file, which holds no held-out part."""
+    recorded = trained.get("data")
+    if not _is_text(recorded) or request.task not in ("genppl", "loss"):
+        return None
+    if request.task == "genppl":
+        return recorded
+    if corpora.is_corpus(recorded):
+        return recorded.split(":")[0] + ":val"
+    raise UsageError(f"--task loss needs --data: {request.source} was trained on "
+                     f"{printable(recorded, 80)}, whose loss is not held out (give held-out text)")
 
 
 def _is_text(data) -> bool:

@@ -21,3 +21,24 @@ def test_a_copy_checkpoint_is_told_which_task_fits(fsc_main, tmp_path):
     assert "--task loss --data copy" in res.stderr and len(res.stderr.splitlines()) == 1
     with pytest.raises(UsageError, match="trained on copy"):
         default_task(EvalRequest("cp"), "copy")
+
+
+def test_a_text_checkpoint_is_scored_on_its_corpus_held_out_split(fsc_main, tmp_path):
+    """fsc eval CKPT of a checkpoint trained on shakespeare runs its default task, loss, on
+    shakespeare's val split without --data; after a text file (no held-out part) it says so."""
+    (tmp_path / "notes.txt").write_text("The grass is green. " * 40)
+    for data, out in (("shakespeare", "sh"), ("notes.txt", "nt")):
+        fsc_main("train", "tiny_attn", "--data", data, "--seq-len", "32", "--train-steps", "1",
+                 "--batch", "2", "--out", tmp_path / out, "--store", tmp_path / "st", check=0)
+    import json
+
+    def row(*extra):
+        return json.loads(fsc_main("eval", tmp_path / "sh", "--samples", "2", *extra, "--store",
+                                   tmp_path / "st", "--json", check=0).stdout)["rows"][0]
+
+    got, val = row(), row("--data", "shakespeare:val")
+    assert got["task"] == "loss"
+    assert (got["loss"], got["distinct_sequences"]) == (val["loss"], val["distinct_sequences"])
+    res = fsc_main("eval", tmp_path / "nt", "--samples", "2", "--store", tmp_path / "st")
+    assert res.returncode == 2 and "trained on notes.txt" in res.stderr
+    assert len(res.stderr.splitlines()) == 1
