@@ -5,10 +5,11 @@ the block against the cache (the cache is not changed); after each step some mas
 are revealed, then one fold writes the finished block into the cache. Which ones: the policy
 ranks the masked positions (`confidence`: the probability of the token sampled there;
 `margin`: top-1 minus top-2 probability; `entropy`: lowest entropy first; `random`: a seeded
-random order, MDLM's), and the best are revealed on an even schedule over the K steps. With a
-threshold τ (adaptive parallel decoding, Fast-dLLM) a step reveals every masked position whose
-sampled token is at least τ probable, and at least as many, in the policy's order, as finishing
-the block in the steps left needs (one a step at K = G), so the steps adapt. Tokens are sampled
+random order, MDLM's, from a stream of its own, so that where the order cannot matter (K = 1)
+the samples are every other policy's), and the best are revealed on an even schedule over the
+K steps. With a threshold τ (adaptive parallel decoding, Fast-dLLM) a step reveals every masked
+position whose sampled token is at least τ probable, and at least as many, in the policy's
+order, as finishing the block in the steps left needs (one a step at K = G), so the steps adapt. Tokens are sampled
 in float64: categorical sampling in low precision lowers entropy (arXiv 2409.02908). `use_cache=False` recomputes the whole prefix with
 the block-causal forward at every step instead (the uncached reference and speed baseline).
 
@@ -29,8 +30,10 @@ from fsc.errors import UsageError
 from fsc.graphs import GraphedStep, capturable
 from fsc.graphs import usable as graphs_usable
 from fsc.model.lm import reading
+from fsc.train.tasks import derive
 
 POLICIES = ("confidence", "random", "margin", "entropy")
+ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): the random order's seed, apart from the samples'
 
 
 @dataclass
@@ -103,9 +106,10 @@ def sample(logits, temperature: float, top_p: float, generator):
     return tok, probs.gather(-1, tok[:, None]).squeeze(-1)
 
 
-def ranking(probs, conf, policy: str, generator):
+def ranking(probs, conf, policy: str, order):
     """Each row's priority [n] under `policy` (higher is revealed first), from the
-    distribution `probs` [n, V] it sampled from and the sampled tokens' probabilities."""
+    distribution `probs` [n, V] it sampled from and the sampled tokens' probabilities; `random`
+    draws from `order`, a generator of its own (never the samples')."""
     if policy == "confidence":
         return conf
     if policy == "margin":
@@ -113,12 +117,14 @@ def ranking(probs, conf, policy: str, generator):
         return top[:, 0] - top[:, 1]
     if policy == "entropy":
         return (probs * probs.clamp_min(1e-300).log()).sum(-1)  # -H: low entropy first
-    return torch.rand(probs.shape[0], generator=generator, dtype=torch.float64)
+    return torch.rand(probs.shape[0], generator=order, dtype=torch.float64)
 
 
-def picker(banned: list[int], temperature: float, top_p: float, policy: str, generator):
-    """pick(logits [n, V]) -> (tokens, confidences, priorities): a sample from each row with
-    the `banned` ids never drawn, and the policy's priority of each position."""
+def picker(banned: list[int], temperature: float, top_p: float, policy: str, generator,
+           order):
+    """pick(logits [n, V]) -> (tokens, confidences, priorities): a sample from each row (drawn
+    from `generator`) with the `banned` ids never drawn, and the policy's priority of each
+    position (`random`: drawn from `order`)."""
 
     def pick(logits):
         logits = logits.float().cpu().clone()
@@ -129,7 +135,7 @@ def picker(banned: list[int], temperature: float, top_p: float, policy: str, gen
         else:
             tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
             conf = probs.gather(-1, tok[:, None]).squeeze(-1)
-        return tok, conf, ranking(probs, conf, policy, generator)
+        return tok, conf, ranking(probs, conf, policy, order)
 
     return pick
 
@@ -280,6 +286,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G
     gen = torch.Generator().manual_seed(cfg.seed)
+    order = torch.Generator().manual_seed(derive(cfg.seed, ORDER_STREAM))
     banned = banned_ids(tokenizer, vocab)
     t0 = time.perf_counter()
     # a graph pays for its capture from the second step of a block on
@@ -291,7 +298,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     out: list[int] = []
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
-    pick = picker(banned, cfg.temperature, cfg.top_p, cfg.policy, gen)
+    pick = picker(banned, cfg.temperature, cfg.top_p, cfg.policy, gen, order)
     next_token = ar_picker(pick, banned, cfg.temperature)
     used: list[int] = []  # denoising steps each block took
 

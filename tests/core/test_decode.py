@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 
@@ -106,6 +108,21 @@ def test_random_order_is_seeded():
          for s in range(2, 6)]
     assert a.token_ids == b.token_ids
     assert any(r.token_ids != a.token_ids for r in c)  # another order, another greedy text
+
+
+def test_the_random_order_leaves_the_samples_alone(fsc_main):
+    """--policy random orders from a stream of its own: at K = 1 one step reveals the whole
+    block, so its samples are confidence's; at K = G its order (and so its text) is not."""
+
+    def decoded(policy: str, steps: int) -> list[int]:
+        res = fsc_main("decode", "tiny_attn", "--prompt", "x", "--length", "16", "--steps",
+                       str(steps), "--temperature", "1", "--seed", "3", "--policy", policy,
+                       "--json")
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["token_ids"]
+
+    assert decoded("random", 1) == decoded("confidence", 1)
+    assert decoded("random", 4) != decoded("confidence", 4)
 
 
 def test_the_policies_rank_by_their_score():
