@@ -18,6 +18,7 @@ from fsc.model.layers import DTYPE_NAMES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
 from fsc.source import has_published_weights, is_checkpoint, load_source_recipe
+from fsc.text import human_bytes
 
 
 def set_threads() -> int:
@@ -76,15 +77,14 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
     need, weights = mem.total_bytes, mem.weight_bytes
     if need <= budget:
         return
-    have = f"{device} has {budget} bytes ({budget / 2**30:.1f} GiB) free"
+    have = f"{device} has {human_bytes(budget)} free"
     if weights > budget:
-        raise WeightsDoNotFit(f"{recipe.name}: its weights need {weights} bytes "
-                              f"({weights / 2**30:.1f} GiB) but {have}; "
-                              "try `fsc build` or `fsc estimate` instead")
+        raise WeightsDoNotFit(f"{recipe.name}: its weights need {human_bytes(weights)} but "
+                              f"{have}; try `fsc build` or `fsc estimate` instead")
     raise WeightsDoNotFit(
-        f"{recipe.name}: needs {need / 2**30:.2f} GiB at S {S}, B {B}, G {G} (weights "
-        f"{weights / 2**30:.2f}, cache {mem.cache_capacity_bytes / 2**30:.2f}, activations "
-        f"{mem.activation_bytes / 2**30:.2f} GiB) but {have}"
+        f"{recipe.name}: needs {human_bytes(need)} at S {S}, B {B}, G {G} (weights "
+        f"{human_bytes(weights)}, cache {human_bytes(mem.cache_capacity_bytes)}, activations "
+        f"{human_bytes(mem.activation_bytes)}) but {have}"
     )
 
 

@@ -24,3 +24,25 @@ def first_line(text: object) -> str:
 def counted(n: int, noun: str) -> str:
     """'1 cell', '2 cells': a count and its noun, plural unless one."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def byte_unit(largest: float) -> tuple[str, int]:
+    """The binary unit that shows `largest` bytes as a number of at least 1: (name, bytes)."""
+    for name, size in BYTE_UNITS:
+        if abs(largest) >= size:
+            return name, size
+    return "bytes", 1
+
+
+def human_bytes(n: float) -> str:
+    """A size in the binary unit that shows it, to three significant figures: '512 bytes',
+    '883 KiB', '24.0 MiB', '1.50 GiB' (never '25165824 bytes' or '0.0 GiB')."""
+    name, size = byte_unit(n)
+    v = n / size
+    if size == 1:
+        return f"{int(n)} bytes"
+    digits = 2 if abs(v) < 9.995 else 1 if abs(v) < 99.95 else 0
+    return f"{v:,.{digits}f} {name}"

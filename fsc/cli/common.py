@@ -16,7 +16,7 @@ from rich.console import Console
 from fsc.errors import UsageError
 from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
-from fsc.text import printable  # noqa: F401 - re-exported for every command
+from fsc.text import human_bytes, printable  # noqa: F401 - printable re-exported for every command
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
 # tables at 80 columns, so give them room, unless $COLUMNS says how wide to be. Neither console
@@ -148,13 +148,8 @@ def print_plain(text: str) -> None:
 
 
 def fmt_bytes(n: float | None) -> str:
-    """Binary units, stated explicitly (KiB, MiB, GiB)."""
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
+    """Binary units, stated explicitly (KiB, MiB, GiB; see fsc.text.human_bytes)."""
+    return "-" if n is None else human_bytes(n)
 
 
 def fmt_count(n: int) -> str:

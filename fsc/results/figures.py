@@ -25,6 +25,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from fsc import noise
 from fsc.costmodel import device_spec
 from fsc.errors import UsageError
+from fsc.text import byte_unit, human_bytes
 
 # Colours far apart (matplotlib's tab10). A recipe's colour comes from a hash of its name, so
 # it is the same in every figure; names whose hash collides in one figure take the next free one.
@@ -33,7 +34,6 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#17becf", "#bcbd22")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 STYLES = ("-", "--", "-.", ":")
-GiB = 2**30
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 DPI = 150
 
@@ -264,23 +264,15 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
                                for r in rows if r.get("device_memory_bytes")}):
         if total <= DEVICE_LINE_SPAN * max(drawn):
             ax.axhline(total / size, color="0.3", ls=":", lw=1.2)
-            extra[f"{name} memory ({total / GiB:.1f} GiB)"] = Line2D([], [], ls=":", color="0.3")
+            extra[f"{name} memory ({human_bytes(total)})"] = Line2D([], [], ls=":", color="0.3")
         else:  # a line decades above the data would squash it: named, not drawn
-            extra[f"{name} memory: {total / GiB:.1f} GiB, above the axis (not drawn)"] = Line2D(
+            extra[f"{name} memory: {human_bytes(total)}, above the axis (not drawn)"] = Line2D(
                 [], [], ls="", color="0.3")
     _against_s(fig, ax, rows, f"peak memory ({unit})", extra)
     return fig
 
 
 DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of the data
-
-
-def byte_unit(largest: float) -> tuple[str, int]:
-    """The binary unit that shows `largest` bytes as a number of at least 1: (name, bytes)."""
-    for name, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
-        if largest >= size:
-            return name, size
-    return "bytes", 1
 
 
 def throughput(rows: Rows, colour: dict[str, str]) -> Figure:

@@ -29,6 +29,7 @@ from fsc.results import figures, plots, select
 from fsc.store import Store
 from fsc.sweep import PointResult
 from fsc.sweep import compare as against_baseline
+from fsc.text import human_bytes
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
 EVAL_FIGURES = ("niah", "retrieval", "quality")
@@ -169,12 +170,7 @@ def _num(v: Any, digits: int = 3) -> str:
 
 
 def _bytes(n: Any) -> str:
-    if n is None:
-        return "–"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return "–" if n is None else human_bytes(n)
 
 
 def _points_table(points: list[dict]) -> Table:

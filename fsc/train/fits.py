@@ -7,8 +7,7 @@ from __future__ import annotations
 from fsc.costmodel.devices import host_free_bytes
 from fsc.costmodel.training import training_memory
 from fsc.errors import UsageError
-
-GiB = 2**30
+from fsc.text import human_bytes
 
 
 def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: int = 1,
@@ -25,10 +24,10 @@ def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: in
     have = host_free_bytes() if budget is None else budget
     if need <= have:
         return
-    parts = ", ".join(f"{name} {part / GiB:.2f}" for name, part in (
+    parts = ", ".join(f"{name} {human_bytes(part)}" for name, part in (
         ("weights and optimizer", mem.state_bytes), ("activations", mem.activation_bytes),
         ("attention masks", mem.mask_bytes), ("logits", mem.logits_bytes)) if part)
     raise UsageError(
         f"not enough memory to train {recipe.name} at --seq-len {seq_len}, --batch {batch}: "
-        f"it needs at least {need / GiB:,.1f} GiB ({parts} GiB) but {device} has "
-        f"{have / GiB:,.1f} GiB free; lower --seq-len or --batch")
+        f"it needs at least {human_bytes(need)} ({parts}) but {device} has "
+        f"{human_bytes(have)} free; lower --seq-len or --batch")
