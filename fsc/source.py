@@ -15,6 +15,7 @@ from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
 from fsc.errors import CheckpointError
 from fsc.imports import has_weights, import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
+from fsc.tokenizer import IdTokenizer, load_tokenizer
 
 LATEST = "latest"  # in a training directory: the name of its newest step directory
 
@@ -65,19 +66,37 @@ def checkpoint_config(ref: str | Path) -> dict:
 
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:
-    """A checkpoint's own tokenizer (an imported model's tokenizer.json), if it has one."""
+    """A checkpoint's own tokenizer (tokenizer.json in its directory, checksummed with its
+    weights: an imported model's, or the one its training read), if it has one."""
     path = Path(ref) / "tokenizer.json"
     return path.parent if is_checkpoint(ref) and path.is_file() else None
 
 
 def text_tokenizer(ref: str | Path) -> str | None:
-    """The tokenizer a checkpoint reads text with: the one its training recorded (`fsc train
-    --tokenizer`, or the one an adaptation wrote), else its own tokenizer.json (an imported
-    model's); None: fsc's byte tokenizer."""
+    """The tokenizer a model reads text with, by one rule: a checkpoint's own tokenizer.json,
+    else the one its training recorded (a path relative to the checkpoint, or absolute, as
+    older checkpoints wrote it); a published model's folder: its tokenizer.json; None: fsc's
+    byte tokenizer (a recipe's seeded weights, a checkpoint trained on bytes), or no tokenizer
+    at all for an import source that has none (`source_tokenizer` says so)."""
+    own = checkpoint_tokenizer(ref)
+    if own is not None:
+        return str(own)
     trained = checkpoint_config(ref).get("training")
     spec = trained.get("tokenizer") if isinstance(trained, dict) else None
-    own = checkpoint_tokenizer(ref)
-    return spec or (str(own) if own is not None else None)
+    if spec:
+        return str(Path(ref) / spec) if not Path(spec).is_absolute() else spec
+    if is_import_source(ref) and (Path(ref) / "tokenizer.json").is_file():
+        return str(ref)
+    return None
+
+
+def source_tokenizer(ref: str | Path, given: str | Path | None = None, need_mask: bool = True):
+    """The tokenizer of the model `ref` names (`text_tokenizer`), or `given` (--tokenizer);
+    `need_mask` for a diffusion model. A published model without a tokenizer reads ids alone
+    (text is refused in one line), never fsc's bytes."""
+    if given is None and text_tokenizer(ref) is None and is_import_source(ref):
+        return IdTokenizer(load_source_recipe(ref).vocab_size)
+    return load_tokenizer(given if given is not None else text_tokenizer(ref), need_mask)
 
 
 def has_published_weights(ref: str | Path) -> bool:
@@ -87,10 +106,17 @@ def has_published_weights(ref: str | Path) -> bool:
 
 
 def starts_with_bos(ref: str | Path) -> bool:
-    """Whether the model's sequences begin with BOS, as its checkpoint's config.json says
-    (`bos`). fsc trains without one, so a checkpoint written before the field existed, and a
-    recipe's seeded weights, begin without BOS too."""
-    return checkpoint_config(ref).get("bos") is True
+    """Whether the model's sequences begin with BOS: a published model's (an import source, or
+    a checkpoint `fsc import` wrote) as its tokenizer begins a text; any other checkpoint as
+    its config.json says (`bos`). fsc trains without one, so a checkpoint written before the
+    field existed, and a recipe's seeded weights, begin without BOS too."""
+    config = checkpoint_config(ref)
+    if config.get("bos") is True:
+        return True
+    if config.get("imported_from") or is_import_source(ref):
+        spec = text_tokenizer(ref)
+        return spec is not None and load_tokenizer(spec, need_mask=False).adds_bos
+    return False
 
 
 def weights_origin(ref: str | Path, seed: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -18,6 +19,7 @@ class ByteTokenizer:
     vocab_size = 260
     bos_id, eos_id, mask_id, pad_id = 256, 257, 258, 259
     name = "bytes"
+    adds_bos = False  # a text is its bytes; a model's convention (`bos`) adds BOS
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -36,6 +38,7 @@ class IdTokenizer:
 
     bos_id = eos_id = mask_id = None
     name = "ids"
+    adds_bos = False
 
     def __init__(self, vocab_size: int):
         self.vocab_size = vocab_size
@@ -52,7 +55,12 @@ class IdTokenizer:
 
 
 class HFTokenizer:
-    """A local `tokenizer.json` (a Hugging Face tokenizer directory); never downloads."""
+    """A local `tokenizer.json` (a Hugging Face tokenizer directory); never downloads.
+
+    `encode` gives a text's own tokens; what the tokenizer's post-processor puts around a text
+    (Llama's `<s>` first) is read off it once: `adds_bos` and `bos_id` say whether a text
+    begins with BOS as transformers' `tokenizer(text)` begins it (`fsc.tokenizer.prompt_ids`
+    adds it where the model's sequences begin so)."""
 
     def __init__(self, path: Path, need_mask: bool = True):
         file = path / "tokenizer.json" if path.is_dir() else path
@@ -67,18 +75,61 @@ class HFTokenizer:
         self.mask_id = next((vocab[n] for n in MASK_NAMES if n in vocab), None)
         if self.mask_id is None and need_mask:
             raise UsageError(f"{file}: tokenizer has no mask token (one of {', '.join(MASK_NAMES)})")
-        self.eos_id = next((vocab[n] for n in EOS_NAMES if n in vocab), None)
+        named = {k: vocab[t] for k, t in named_tokens(file.parent).items() if t in vocab}
+        self.eos_id = named.get("eos", next((vocab[n] for n in EOS_NAMES if n in vocab), None))
+        prefix = self._prefix()
+        self.bos_id = prefix[0] if prefix else named.get("bos")
+        # the post-processor decides (transformers 5 follows it whatever tokenizer_config.json's
+        # `add_bos_token` says)
+        self.adds_bos = bool(prefix)
         self.name = str(path)
+
+    def _prefix(self) -> list[int]:
+        """The ids the post-processor puts before a text's own (e.g. [BOS]), read off a probe."""
+        probe = "a b"
+        whole = self.tok.encode(probe, add_special_tokens=True).ids
+        own = self.tok.encode(probe, add_special_tokens=False).ids
+        for i in range(len(whole) - len(own) + 1):
+            if whole[i : i + len(own)] == own:
+                return whole[:i]
+        return []
 
     def encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False).ids
 
+    def encode_with_specials(self, text: str) -> list[int]:
+        """`text` as the tokenizer itself begins (and ends) a text: transformers' tokenizer(text)."""
+        return self.tok.encode(text, add_special_tokens=True).ids
+
     def decode(self, ids: list[int]) -> str:
         return self.tok.decode(ids)
+
+    def token_text(self, i: int) -> str:
+        """Token `i` as text, a special token included (`decode` leaves those out)."""
+        return self.tok.decode([i], skip_special_tokens=False)
 
     @property
     def special_ids(self) -> list[int]:
         return [] if self.mask_id is None else [self.mask_id]
+
+
+def named_tokens(folder: Path) -> dict[str, str]:
+    """What a Hugging Face tokenizer folder names as its special tokens (special_tokens_map.json,
+    then tokenizer_config.json): `bos` and `eos`, as token text."""
+    found: dict = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(config, dict):
+            continue
+        for key in ("bos", "eos"):
+            token = config.get(f"{key}_token")
+            token = token.get("content") if isinstance(token, dict) else token
+            if isinstance(token, str):
+                found.setdefault(key, token)
+    return found
 
 
 def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:

@@ -19,9 +19,11 @@ from fsc.cli.common import (
     out,
     print_json,
     printable,
+    say,
     torch_device,
     torch_threads,
 )
+from fsc.text import counted
 
 Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.decode.POLICIES
 MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
@@ -30,7 +32,8 @@ MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it f
 def decode(
     source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name, checkpoint "
                                           "dir or training dir (its newest step).")],
-    prompt: Annotated[str, typer.Option("--prompt", help="Prompt text.")] = "",
+    prompt: Annotated[list[str] | None, typer.Option(
+        "--prompt", help="Prompt text (one).", show_default=False)] = None,
     prompt_ids: Annotated[str | None, typer.Option(
         "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
                              "--prompt; no BOS is added.")] = None,
@@ -90,23 +93,29 @@ def decode(
     from fsc.source import (
         load_source_recipe,
         resolved,
+        source_tokenizer,
         starts_with_bos,
         text_tokenizer,
         weights_origin,
     )
-    from fsc.tokenizer import IdTokenizer, load_tokenizer
+    from fsc.tokenizer import IdTokenizer
     from fsc.tokenizer import prompt_ids as text_ids
 
+    if prompt is not None and len(prompt) > 1:
+        raise UsageError(f"--prompt given {len(prompt)} times: fsc decode takes one prompt "
+                         "(run it once for each)")
+    prompt = prompt[0] if prompt else ""
     source = resolved(source)  # a training directory (or its `latest`): its newest step
 
     # Everything a user can get wrong is checked before torch is imported.
     source_recipe = load_source_recipe(source)
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
-    tok_path = tokenizer or text_tokenizer(source)
-    if prompt_ids is not None and tok_path is None:  # ids in, ids out
-        tok = IdTokenizer(source_recipe.vocab_size)
-    else:
-        tok = load_tokenizer(tok_path, need_mask=mode_ != "ar")
+    if mode_ == "diffusion" and g != source_recipe.block_size:
+        _off_block(source, source_recipe.block_size, g, tokenizer)
+    if prompt_ids is not None and (tokenizer or text_tokenizer(source)) is None:
+        tok = IdTokenizer(source_recipe.vocab_size)  # ids in, ids out
+    else:  # the model's own tokenizer (fsc.source: one rule for every command)
+        tok = source_tokenizer(source, tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
         if prompt:
             raise UsageError("give --prompt or --prompt-ids, not both")
@@ -122,6 +131,9 @@ def decode(
     ops.use_backend(str(backend))
     torch_threads()
     device = torch_device(device)
+    if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
+        raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
+                         "cuda, or --backend torch or auto)")
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g,
                                one_token_steps=mode_ == "ar")
@@ -146,11 +158,31 @@ def decode(
         steps_part += f", {s['policy']}" + (f", τ {s['threshold']:g}" if s["threshold"] else "")
         steps_part += f", {s['steps_per_block']:.2f} steps a block"
     out.print(
-        f"{s['tokens']} tokens, {s['blocks']} blocks, {s['forward_passes']} forward passes, "
+        f"{counted(s['tokens'], 'token')}, {counted(s['blocks'], 'block')}, "
+        f"{counted(s['forward_passes'], 'forward pass', 'forward passes')}, "
         f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
         f"{'cached' if s['cached'] else 'no cache'})", style="dim"
     )
     out.print(f"weights: {printable(s['weights'])}", style="dim", markup=False, highlight=False)
+
+
+def _off_block(source: str, trained_G: int, G: int, tokenizer: Path | None) -> None:
+    """Trained weights decoded by block diffusion at a G they were not trained at: a note on
+    stderr, or UsageError for an autoregressive model whose tokenizer has no mask token."""
+    from fsc.errors import UsageError
+    from fsc.source import has_published_weights, is_checkpoint, source_tokenizer
+
+    if not (is_checkpoint(source) or has_published_weights(source)):
+        return  # a recipe's seeded weights learned no G
+    if trained_G > 1:
+        say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
+            "it learned")
+        return
+    adapt = f"adapt it first (fsc train {source} --G {G} --data TEXT ...) or decode with --mode ar"
+    if source_tokenizer(source, tokenizer, need_mask=False).mask_id is None:
+        raise UsageError(f"{source} is autoregressive (G 1) and its tokenizer has no mask token "
+                         f"for block diffusion: {adapt}")
+    say(f"note: {source} is autoregressive (G 1), never trained to denoise: {adapt}")
 
 
 def register(app: typer.Typer) -> None:

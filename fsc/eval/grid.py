@@ -129,6 +129,7 @@ class EvalGrid:
     options: DataOptions
     tokenizer: str | None  # a tokenizer directory (None: fsc's byte-level one)
     gen: GenSettings | None = None  # genppl
+    bos: bool = False  # the model's sequences begin with BOS (an imported model's convention)
 
     @property
     def ar(self) -> bool:

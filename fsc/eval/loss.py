@@ -2,7 +2,8 @@
 form comparable across backbones and between diffusion and autoregressive checkpoints.
 
 - Autoregressive checkpoints (and `--mode ar`): the exact next-token NLL of every position
-  but the first of each sequence, in nats per token.
+  but the first of each sequence, in nats per token; of every position, read after BOS, for
+  a model whose sequences begin with BOS (an imported Llama's: `fsc.source.starts_with_bos`).
 - Block-diffusion checkpoints: the masked-diffusion bound (the ELBO) of every block of the
   sequence given the clean blocks before it, read in one two-stream forward. The bound of a
   block of G positions is ∫₀¹ (1/t) E[Σ_masked CE] dt with each position masked with
@@ -31,7 +32,7 @@ from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
 from fsc.train.data import open_data
 from fsc.train.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
-from fsc.train.tasks import derive
+from fsc.train.tasks import Sample, derive
 
 
 def check(grid: EvalGrid, tokenizer) -> None:
@@ -70,6 +71,11 @@ def sequence_bounds(model, batch: Batch, G: int, mask_id: int, gen: torch.Genera
     return (per_block.sum(-1) / scored.sum(-1)).float().cpu()
 
 
+def after_bos(sample: Sample, tokenizer) -> Sample:
+    """`sample` read after BOS: every one of its tokens is predicted, BOS is not."""
+    return Sample([tokenizer.bos_id, *sample.ids], [False, *sample.target], [False, *sample.score])
+
+
 @torch.no_grad()
 def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
     for length in lengths:
@@ -83,10 +89,11 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     source = open_data(grid.data, tokenizer, length, G, derive(settings.seed, 7), grid.options,
                        option="--lengths", split="val")
     losses, nbytes, t0, tokens = [], [], time.perf_counter(), 0
+    bos = grid.bos and settings.mode == "ar"  # each sequence read after BOS, as the model reads
     for start in range(0, settings.samples, settings.batch):
         idx = range(start, min(start + settings.batch, settings.samples))
         samples = [source.sample(i) for i in idx]
-        batch = Batch.of(samples, device)
+        batch = Batch.of([after_bos(s, tokenizer) for s in samples] if bos else samples, device)
         gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
         if settings.mode == "ar":
             losses += sequence_losses(model, "ar", batch, G, tokenizer.mask_id, gen).tolist()
@@ -98,7 +105,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     n = len(losses)
     mean = sum(losses) / n
     se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
-    scored = length - 1 if settings.mode == "ar" else length  # ar: the first token is given
+    scored = length - 1 if settings.mode == "ar" and not bos else length  # ar: the first is given
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),

@@ -25,14 +25,14 @@ import torch
 from fsc.errors import FscError, UsageError
 from fsc.loading import load_model
 from fsc.source import (
-    checkpoint_config,
     is_checkpoint,
     load_source_recipe,
     resolve_checkpoint,
-    text_tokenizer,
+    source_tokenizer,
+    starts_with_bos,
 )
 from fsc.text import first_line
-from fsc.tokenizer import ByteTokenizer, load_tokenizer
+from fsc.tokenizer import ByteTokenizer
 
 
 def same_tokenizer(a, b) -> bool:
@@ -63,7 +63,7 @@ class FscScorer:
             raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
                              f"{recipe.block_size}); a scorer must be autoregressive (trained "
                              "with --objective ar, or imported with fsc import)")
-        self.tokenizer = load_tokenizer(text_tokenizer(source), need_mask=False)
+        self.tokenizer = source_tokenizer(source, need_mask=False)  # its own, as decode's
         if self.tokenizer.vocab_size > recipe.vocab_size:
             raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
                              f"tokens but its vocab_size is {recipe.vocab_size}")
@@ -71,7 +71,7 @@ class FscScorer:
         self.model.eval()
         self.device = device
         self.name = f"{recipe.name} ({source})" if is_checkpoint(source) else recipe.name
-        self.bos = checkpoint_config(source).get("bos") is True
+        self.bos = starts_with_bos(source)
 
     def logits(self, ids: list[int]) -> torch.Tensor:
         """Next-token logits [len(ids), V] at every position."""

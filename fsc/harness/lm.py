@@ -16,9 +16,6 @@ harness's own --device and --batch_size.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
 from lm_eval import utils as lm_utils
@@ -29,30 +26,12 @@ from fsc.decode import DecodeConfig, generate
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.loading import load_model, torch_device
-from fsc.source import resolve_checkpoint, starts_with_bos, text_tokenizer
-from fsc.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
+from fsc.source import resolve_checkpoint, source_tokenizer, starts_with_bos
+from fsc.tokenizer import ByteTokenizer, HFTokenizer, IdTokenizer
 
 
 def _flag(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-
-
-def _named_ids(folder: Path, tok: HFTokenizer) -> dict[str, int]:
-    """bos and eos ids a Hugging Face tokenizer folder names (tokenizer_config.json,
-    special_tokens_map.json), where its vocabulary holds them."""
-    vocab = tok.tok.get_vocab(with_added_tokens=True)
-    found: dict[str, int] = {}
-    for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        try:
-            config = json.loads((folder / name).read_text())
-        except (OSError, ValueError):
-            continue
-        for key in ("bos", "eos"):
-            token = config.get(f"{key}_token") if isinstance(config, dict) else None
-            token = token.get("content") if isinstance(token, dict) else token
-            if isinstance(token, str) and token in vocab:
-                found.setdefault(key, vocab[token])
-    return found
 
 
 @register_model("fsc")
@@ -71,12 +50,13 @@ class FscLM(TemplateLM):
         self.model.eval()
         self.G = self.model.recipe.block_size
         self.mode = "ar" if self.G == 1 else "diffusion"
-        spec = text_tokenizer(source)
-        self.tok = load_tokenizer(spec, need_mask=self.mode == "diffusion")
-        named = _named_ids(Path(spec), self.tok) if isinstance(self.tok, HFTokenizer) else {}
-        bos = named.get("bos", getattr(self.tok, "bos_id", None))
-        self._eot = named.get("eos", getattr(self.tok, "eos_id", None))
-        if isinstance(self.tok, ByteTokenizer) and not starts_with_bos(source):
+        self.tok = source_tokenizer(source, need_mask=self.mode == "diffusion")
+        if isinstance(self.tok, IdTokenizer):
+            raise UsageError(f"{pretrained}: no tokenizer.json beside the model; the harness "
+                             "reads text")
+        self.bos = starts_with_bos(source)  # an imported model: as its tokenizer begins a text
+        bos, self._eot = self.tok.bos_id, self.tok.eos_id
+        if isinstance(self.tok, ByteTokenizer) and not self.bos:
             bos = None  # a model trained without BOS begins from EOS, as the harness does then
         self._prefix = bos if bos is not None else self._eot
         if self._prefix is None:
@@ -113,8 +93,10 @@ class FscLM(TemplateLM):
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **_) -> list[int]:
         if not isinstance(self.tok, HFTokenizer):
             return self.tok.encode(string)
-        flag = True if add_special_tokens is None else add_special_tokens
-        if add_special_tokens is None and string.startswith(self.tok.decode([self._prefix])):
+        # as the hf backend encodes: the tokenizer's own special tokens where the model's
+        # sequences begin with them, unless the string already begins with the prefix token
+        flag = self.bos if add_special_tokens is None else add_special_tokens
+        if add_special_tokens is None and string.startswith(self.tok.token_text(self._prefix)):
             flag = False
         return self.tok.tok.encode(string, add_special_tokens=flag).ids
 

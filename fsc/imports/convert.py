@@ -17,6 +17,7 @@ from fsc.imports import Imported, from_config, has_weights, local_dir, read_conf
 from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
+from fsc.tokenizer import load_tokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
@@ -154,11 +155,8 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
 
 
 def adds_bos(directory: Path) -> bool:
-    """Whether the published tokenizer begins a text with BOS (`add_bos_token` in its
-    tokenizer_config.json, as Llama's and Mistral's say): `fsc decode` then does the same."""
-    try:
-        config = json.loads((directory / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
+    """Whether the published tokenizer begins a text with BOS (its tokenizer.json's
+    post-processor, as Llama's does): the checkpoint's sequences then begin with it."""
+    if not (directory / "tokenizer.json").is_file():
         return False
-    return isinstance(config, dict) and config.get("add_bos_token") is True
-
+    return load_tokenizer(directory, need_mask=False).adds_bos

@@ -158,7 +158,7 @@ def evaluate(job: EvalJob, group: Group) -> list[dict[str, Any]]:
     device = "cuda:0" if job.device.startswith("cuda") else job.device
     grid = job.grid
     model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
-    cells = score(model, load_tokenizer(grid.tokenizer), grid, list(group.points), device)
+    cells = score(model, load_tokenizer(grid.tokenizer, need_mask=not grid.ar), grid, list(group.points), device)
     return [c.columns() for c in cells]
 
 

@@ -72,14 +72,20 @@ def test_a_trained_checkpoint_says_no_bos(fsc_main, tmp_path):
 
 
 def test_an_imported_checkpoint_begins_with_bos_where_its_tokenizer_adds_one(tmp_path):
-    import json
+    """Its tokenizer.json's post-processor decides (transformers 5 follows it whatever
+    tokenizer_config.json's add_bos_token says); no tokenizer.json: no BOS."""
+    from tokenizers import Tokenizer, models, processors
 
     from fsc.imports.convert import adds_bos
 
-    assert adds_bos(tmp_path) is False  # no tokenizer_config.json
+    assert adds_bos(tmp_path) is False
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "<s>": 1, "a": 2, "b": 3}, unk_token="[UNK]"))
+    tok.save(str(tmp_path / "tokenizer.json"))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
-    assert adds_bos(tmp_path) is True
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
     assert adds_bos(tmp_path) is False
-    (tmp_path / "tokenizer_config.json").write_text("not json")
-    assert adds_bos(tmp_path) is False
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A",
+                                                       special_tokens=[("<s>", 1)])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    hf = load_tokenizer(tmp_path, need_mask=False)
+    assert adds_bos(tmp_path) is True and hf.bos_id == 1 and hf.encode("a") == [2]
+    assert prompt_ids(hf, "a", bos=True) == [1, 2] and hf.token_text(1) == "<s>"

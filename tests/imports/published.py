@@ -64,3 +64,41 @@ def save_published(family: str, folder: Path, seed: int = 0, **overrides) -> Pat
                 p.uniform_(0.5, 1.5)
     model.save_pretrained(folder)
     return folder
+
+
+BPE_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2, as Llama's tokenizer numbers them
+
+
+def save_bpe_tokenizer(folder: Path, vocab_size: int = 300) -> Path:
+    """A byte-level BPE tokenizer learned from the shipped Shakespeare (no download), whose
+    post-processor begins a text with `<s>` as Llama's does (tokenizer.json) and whose
+    tokenizer_config.json names `<s>` and `</s>` (no `add_bos_token`: the post-processor
+    decides, as in Llama 3's folders)."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from fsc.corpora import read
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(BPE_SPECIALS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([read("shakespeare")[:20000]], trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+         "unk_token": "<unk>", "model_max_length": 2048}))
+    return folder
+
+
+def save_llama_with_bos(folder: Path, seed: int = 0) -> Path:
+    """A tiny Llama (random weights) beside `save_bpe_tokenizer`'s tokenizer: the case of an
+    imported model whose tokenizer is not bytes and adds BOS."""
+    save_published("llama", folder, seed=seed, vocab_size=320, bos_token_id=1, eos_token_id=2)
+    return save_bpe_tokenizer(folder)
