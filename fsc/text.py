@@ -21,9 +21,10 @@ def first_line(text: object) -> str:
     return lines[0] if lines else ""
 
 
-def counted(n: int, noun: str) -> str:
-    """'1 cell', '2 cells': a count and its noun, plural unless one."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 cell', '2 cells': a count and its noun, plural (`plural`, else noun + 's') unless
+    one."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))

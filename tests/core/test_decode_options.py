@@ -1,0 +1,56 @@
+"""fsc decode's options say what they do: one prompt, a backend that can run here, and a
+checkpoint decoded at a G it was not trained at is told (or, with no mask token, refused)."""
+
+import pytest
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    """(a tiny_attn checkpoint at G 4, the same recipe at G 1)."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    recipe = load_recipe("tiny_attn")
+    save_checkpoint(build_model(recipe, seed=1), tmp_path / "g4", seed=1)
+    save_checkpoint(build_model(recipe.as_autoregressive(), seed=1), tmp_path / "ar", seed=1)
+    return tmp_path / "g4", tmp_path / "ar"
+
+
+def _one_line(res, says):
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_two_prompts_are_refused(fsc_main):
+    _one_line(fsc_main("decode", "tiny_attn", "--prompt", "a", "--prompt", "b"),
+              "--prompt given 2 times")
+
+
+def test_triton_without_cuda_is_a_usage_error(fsc_main, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    _one_line(fsc_main("decode", "tiny_attn", "--backend", "triton", "--length", "4"),
+              "--backend triton needs a CUDA device")
+
+
+def test_a_checkpoint_decoded_at_another_G_is_noted(fsc_main, checkpoints):
+    g4, ar = checkpoints
+    res = fsc_main("decode", g4, "--G", "2", "--length", "4", check=0)
+    assert "was trained at G 4; decoding at G 2" in res.stderr
+    assert "note" not in fsc_main("decode", g4, "--length", "4", check=0).stderr
+    res = fsc_main("decode", ar, "--mode", "diffusion", "--G", "4", "--length", "4", check=0)
+    assert f"fsc train {ar} --G 4" in res.stderr  # bytes have a mask token: a note
+
+
+def test_an_ar_checkpoint_without_a_mask_token_points_to_adapting_it(fsc_main, checkpoints,
+                                                                    tmp_path):
+    from tokenizers import Tokenizer, models
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    vocab = {chr(i): i for i in range(32, 127)} | {"[UNK]": 127}
+    Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")).save(
+        str(folder / "tokenizer.json"))
+    _, ar = checkpoints
+    res = fsc_main("decode", ar, "--mode", "diffusion", "--G", "4", "--tokenizer", folder)
+    _one_line(res, f"no mask token for block diffusion: adapt it first (fsc train {ar} --G 4")
