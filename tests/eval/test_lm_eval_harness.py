@@ -196,3 +196,45 @@ def test_python_m_fsc_harness_is_the_harness_command_line(made):
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "fsc_choice" in out.stdout and "acc" in out.stdout
+
+
+@pytest.mark.slow  # transformers and both harness backends
+def test_a_bos_adding_bpe_llama_equals_the_hf_backend(tmp_path, fsc_main):
+    """An imported Llama whose byte-level BPE tokenizer begins a text with `<s>`: every
+    loglikelihood (with its greedy flag), every rolling text and every generate_until answer
+    through fsc equal lm-eval's `hf` backend on the published folder; through the command
+    line, the tasks' metrics too."""
+    import lm_eval
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+    from lm_eval.tasks import TaskManager
+
+    from fsc.harness.lm import FscLM
+    from tests.eval.harness_tasks import GEN
+    from tests.imports.published import save_llama_with_bos
+
+    folder = save_llama_with_bos(tmp_path / "tl")
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=1, dtype="float32")
+    ours = FscLM(str(tmp_path / "ck"), batch_size=1)
+    pairs = [(d["question"], c) for d in CHOICE for c in d["choices"]] + [("", "Lo, ")]
+    ll = [Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)]
+    for (a, ga), (b, gb) in zip(hf.loglikelihood(ll), ours.loglikelihood(ll)):
+        assert b == pytest.approx(a, rel=1e-4) and ga == gb
+    rolling = [Instance("loglikelihood_rolling", {}, (d["text"],), i) for i, d in enumerate(TEXT)]
+    for a, b in zip(hf.loglikelihood_rolling(rolling), ours.loglikelihood_rolling(rolling)):
+        assert b == pytest.approx(a, rel=1e-4)
+    gen = [Instance("generate_until", {}, (d["question"], {"until": ["\n"], "max_gen_toks": 8,
+                                                           "do_sample": False}), i)
+           for i, d in enumerate(GEN)]
+    assert ours.generate_until(gen) == hf.generate_until(gen)
+    tasks = write_tasks(tmp_path / "tasks")
+    names = ["fsc_choice", "fsc_text", "fsc_gen"]
+    want = lm_eval.simple_evaluate(model=hf, tasks=names, bootstrap_iters=0,
+                                   task_manager=TaskManager(include_path=str(tasks)))["results"]
+    res = _eval(fsc_main, tmp_path / "ck", tasks, tmp_path / "st", "--tasks", ",".join(names))
+    rows = json.loads(res.stdout)["rows"]
+    assert len(rows) == 6
+    for r in rows:
+        assert r["value"] == pytest.approx(want[r["harness_task"]][f"{r['metric']},none"],
+                                           rel=1e-4), r
