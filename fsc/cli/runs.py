@@ -11,9 +11,11 @@ from rich.text import Text
 from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
 from fsc.cli.confirm import confirm
 from fsc.cli.tables import WideOpt, fitted, show
+from fsc.text import counted
 
 app = typer.Typer(
-    name="runs", help="Recent runs; remove one (rm) or close a dead one (close).",
+    name="runs", help="Recent runs; one whole, with why it failed (show); remove one (rm) or "
+    "close a dead one (close).",
     add_completion=False, rich_markup_mode=None,
 )
 
@@ -85,7 +87,8 @@ def runs(
 
     A run whose process was killed (SIGKILL, power loss) stays marked running in the store;
     it is listed as dead (its pid is gone on this host) until `fsc runs close RUN_ID` marks
-    it interrupted. In --json such a run has status running and process dead.
+    it interrupted. In --json such a run has status running and process dead. `fsc runs show
+    RUN_ID` shows one run whole, with the error of a failed one.
     """
     ctx.obj = store
     if ctx.invoked_subcommand is not None:
@@ -112,18 +115,50 @@ def runs(
                      "duration", "stored", "command"), records, out,
                      ("started", "duration"), text=("command",), width=None if wide else -1,
                      left=("run_id", "kind", "status", "started", "duration")), wide)
+    if any(r["status"] == "failed" for r in found):
+        err.print("why a run failed: fsc runs show RUN_ID", style="dim")
 
 
 def _stored(r: dict) -> str:
     """A run's rows, named by what they are."""
     if r["kind"] == "train":
-        return f"{r['rows_logged']} steps"
+        return counted(r["rows_logged"], "step")
     if r["kind"] == "eval":
-        return f"{r['rows_logged']} cells"
+        return counted(r["rows_logged"], "cell")
     if r["kind"] == "profile":
         return ", ".join([f"{r['points_ok']} ok"] + [f"{r[f'points_{s}']} {s}" for s in
                                                      ("oom", "error") if r[f"points_{s}"]])
     return "–"
+
+
+@app.command("show")
+def show_run(
+    ctx: typer.Context, run_id: RunIdArg, store: StoreOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """One run whole: status, times, host, command, what it stored, the error that ended a
+    failed run, and its config."""
+    import json
+
+    from fsc.store.run_ids import resolve_run
+
+    st = _store(store, ctx)
+    st.check()
+    run = st.runs(1, run_id=resolve_run(st, run_id))[0]
+    _, rows = st.query(f"SELECT config FROM runs WHERE run_id = '{run['run_id']}'")
+    config = json.loads(rows[0][0]) if rows and rows[0][0] else None
+    if as_json:
+        print_json({**run, "config": config})
+        return
+    ended = (run["ended_at"].isoformat(sep=" ", timespec="seconds") + " UTC"
+             if run["ended_at"] else "-")
+    for key, value in (
+            ("run", f"{run['run_id']} ({run['kind']})"), ("status", _status(run).plain),
+            ("started", run["started_at"].isoformat(sep=" ", timespec="seconds") + " UTC"),
+            ("ended", ended), ("duration", _duration(run["duration_s"])),
+            ("host", f"{run['host']} (pid {run['pid']})"), ("command", run["command"] or ""),
+            ("stored", _stored(run)), ("error", run["error"] or "-"),
+            ("config", json.dumps(config, sort_keys=True) if config is not None else "-")):
+        out.print(Text(f"{key:9}{printable(value, 4000)}"), soft_wrap=True)
 
 
 @app.command("rm")

@@ -455,17 +455,20 @@ class Store:
 
     def runs(
         self, limit: int = 20, *, kind: str | None = None, status: str | None = None,
-        recipe: str | None = None,
+        recipe: str | None = None, run_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """Most recent runs first, with point counts, liveness and duration.
 
         Filters: `kind` ('profile', 'bench', ...); `status`, one of RUN_LIST_STATUSES, where
         'dead' is a run still marked running whose process is gone and 'running' one whose
         process is alive or on another host; `recipe`, a recipe name the run has points of or
-        was asked to measure.
+        was asked to measure; `run_id`, that run alone.
         """
         _check_choice("run status", status, (None, *RUN_LIST_STATUSES))
         where, params = [], []
+        if run_id is not None:
+            where.append("r.run_id = ?")
+            params.append(run_id)
         if kind is not None:
             where.append("r.kind = ?")
             params.append(kind)

@@ -205,3 +205,20 @@ def test_each_kind_says_what_it_stored(tmp_path, cli):
         st.add_rows(table, run, rows)
     shown = cli("runs", "--store", tmp_path).out
     assert "3 steps" in shown and "2 cells" in shown and " rows" not in shown
+
+
+def test_show_says_why_a_run_failed(tmp_path, cli):
+    from fsc.store import Store
+
+    st = Store(tmp_path)
+    run = st.start_run("eval", "fsc eval runs/qa --task genppl", None, {"task": "genppl"})
+    st.add_rows("eval_cells", run, [{"task": "genppl", "length": 16}])
+    st.finish_run(run, "failed", error="out of memory (tried to allocate 40000000000 bytes)")
+    shown = cli("runs", "show", run[-6:], "--store", tmp_path)
+    assert shown.code == 0, shown.err
+    assert "out of memory (tried to allocate" in shown.out and "1 cell\n" in shown.out
+    assert '"task": "genppl"' in shown.out and "failed" in shown.out
+    doc = json.loads(cli("runs", "show", run, "--store", tmp_path, "--json").out)
+    assert doc["error"].startswith("out of memory") and doc["config"] == {"task": "genppl"}
+    listed = cli("runs", "--store", tmp_path, "--wide")
+    assert "1 cell " in listed.out and "fsc runs show RUN_ID" in listed.err
