@@ -34,6 +34,7 @@ def query(
         typer.Option("--format", help="Output on stdout: table (default), csv or json."),
     ] = None,
     as_json: JsonOpt = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     out_file: Annotated[
         Path | None,
         typer.Option("--out", help="Write the result to FILE (.parquet, .csv, .json or .jsonl) "
@@ -58,9 +59,13 @@ def query(
     The table shows the first 1000 rows, one block per row when the columns do not fit the
     terminal; csv, json and --out give every row.
     """
-    if as_json and fmt not in (None, Format.json):
-        raise UsageError(f"--json and --format {fmt.value} disagree; give one of them")
-    fmt = Format.json if as_json else fmt or Format.table
+    if as_json and as_csv:
+        raise UsageError("--json and --csv disagree; give one of them")
+    for flag, given, want in (("--json", as_json, Format.json), ("--csv", as_csv, Format.csv)):
+        if given and fmt not in (None, want):
+            raise UsageError(f"{flag} and --format {fmt.value} disagree; give one of them")
+        fmt = want if given else fmt
+    fmt = fmt or Format.table
     if out_file is not None and write:
         raise UsageError("--out writes the result of a read-only query; drop --write")
     from fsc.store import Store

@@ -80,3 +80,14 @@ def test_json_flag(two_runs, cli):
     assert cli("query", "select 1", "--json", "--format", "json").code == 0
     clash = cli("query", "select 1", "--json", "--format", "csv")
     assert clash.code == 2 and "--json and --format csv disagree" in clash.err
+
+
+def test_csv_flag_is_format_csv(two_runs, cli):
+    result = cli("query", "select 1 as a, 'x' as b", "--csv")
+    assert result.code == 0, result.err
+    assert result.out == cli("query", "select 1 as a, 'x' as b", "--format", "csv").out
+    assert result.out.splitlines()[0] == "a,b"
+    for clash, says in ((["--json"], "--json and --csv"),
+                        (["--format", "json"], "--csv and --format json")):
+        res = cli("query", "select 1", "--csv", *clash)
+        assert res.code == 2 and says in res.err
