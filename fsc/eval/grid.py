@@ -53,6 +53,7 @@ class GenSettings:
     scorer: str  # an fsc AR checkpoint or recipe, or a transformers model directory / id
     ngram: int = 4  # the n of the repeated n-gram fraction
     mauve: bool = False
+    warnings: tuple[str, ...] = ()  # why its Gen-PPL may flatter or judge nothing (a line each)
 
 
 @dataclass(frozen=True)

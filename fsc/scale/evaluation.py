@@ -24,6 +24,7 @@ from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.source import (
     checkpoint_config,
+    is_checkpoint,
     load_source_recipe,
     resolve_checkpoint,
     source_tokenizer,
@@ -195,7 +196,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
     if request.scorer is None:
         raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
                          "recipe, or a transformers model)")
-    check_scorer(request.scorer)
+    kind = check_scorer(request.scorer)
     for p in request.policies:
         if p not in POLICIES:
             raise UsageError(f"--policy {p!r} is not one of {', '.join(POLICIES)}")
@@ -228,7 +229,28 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p,
                                       checkpoint=str(resolve_checkpoint(request.baseline))))
     return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
-                       request.mauve)
+                       request.mauve, scorer_warnings(request, kind))
+
+
+def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
+    """Why Gen-PPL under `request.scorer` (of `kind`, see check_scorer) flatters or judges
+    nothing, a line each (docs/quality.md): the scorer is the checkpoint scored or the
+    --baseline (the same weights, a training directory taken at its step), or its weights are
+    seeded random ones (a recipe, or a checkpoint `fsc build --save` wrote: untrained)."""
+    scorer = resolve_checkpoint(request.scorer)
+    said = []
+    for ref, what, whose in ((request.source, "the checkpoint it scores", "its samples are"),
+                             (request.baseline, "the --baseline", "the baseline's samples are")):
+        if ref is not None and resolve_checkpoint(ref).resolve() == scorer.resolve():
+            said.append(f"--scorer {request.scorer} is {what} ({scorer}): {whose} scored by "
+                        "their own model, which flatters them")
+    config = checkpoint_config(scorer)
+    if kind == "fsc" and (not is_checkpoint(scorer) or (config.get("seed") is not None
+                                                        and not config.get("training")
+                                                        and not config.get("imported_from"))):
+        said.append(f"--scorer {request.scorer}: seeded random weights (untrained); a Gen-PPL "
+                    "under it says nothing about the text")
+    return tuple(said)
 
 
 def _powers_to(G: int) -> tuple[int, ...]:
@@ -322,6 +344,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
         request = resumed(st, resolve_run(st, request.resume, "eval", "--resume"),
                           request.device)
     grid, recipe, tok = grid_of(request)
+    for line in grid.gen.warnings if grid.gen else ():
+        watch.say(f"warning: {line}")
     have = stored_keys(st, request.resume) if request.resume else set()
     before, todo = len(have), _missing(grid, have)
     device = executors.run_device(request.device, settings)
@@ -341,7 +365,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
               **({"scorer": grid.gen.scorer, "prompt_length": grid.gen.prompt_length,
-                  "cells": 1 + len(grid.gen.decodings)} if grid.gen else {}),
+                  "cells": 1 + len(grid.gen.decodings), "warnings": list(grid.gen.warnings)}
+                 if grid.gen else {}),
               "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
               "step_dirs": step_dirs(request)}
     with recording(st, "eval", command, config, recipes=[recipe],

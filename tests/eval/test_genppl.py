@@ -110,6 +110,37 @@ def test_an_ar_checkpoint_is_one_ar_row_and_a_baseline_is_another(fsc_main, tmp_
     assert doc["rows"][1]["gen_ppl"] == doc["rows"][2]["gen_ppl"]
 
 
+def test_a_scorer_that_flatters_or_judges_nothing_is_warned_of(fsc_main, tmp_path, ar_recipe):
+    """The checkpoint scored as its own scorer, a --baseline that is the scorer (a training
+    directory and its step are the same weights), and a recipe's seeded weights as the scorer:
+    each a `warning:` line on stderr, kept in the run's config; a trained scorer of another
+    checkpoint, none."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.store import Store
+
+    model = build_model(load_recipe(ar_recipe), seed=0)
+    save_checkpoint(model, tmp_path / "ar" / "step-000001", training={
+        "objective": "ar", "steps": 1, "data": "shakespeare", "seq_len": 16, "final_loss": 5.0})
+    (tmp_path / "ar" / "latest").write_text("step-000001")
+    st = tmp_path / "st"
+
+    def warned(*args) -> list[str]:
+        res = fsc_main("eval", *args, *SMALL, "--store", st, "--json")
+        assert res.returncode == 0, res.stderr
+        lines = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+        _, [(config,)] = Store(st).query("select config from runs where run_id = "
+                                         f"'{json.loads(res.stdout)['run_id']}'")
+        assert json.loads(config)["warnings"] == [line.removeprefix("warning: ") for line in lines]
+        return lines
+
+    itself = warned("ar", "--scorer", "ar/step-000001", "--baseline", "ar")
+    assert len(itself) == 2 and all("ar/step-000001" in w and "flatters" in w for w in itself)
+    assert "is the checkpoint it scores" in itself[0] and "is the --baseline" in itself[1]
+    [seeded] = warned("tiny_attn", "--steps", "4", "--scorer", ar_recipe)
+    assert f"--scorer {ar_recipe}: seeded random weights (untrained)" in seeded
+    assert warned("tiny_attn", "--steps", "4", "--scorer", "ar") == []
+
+
 @pytest.mark.parametrize("args, says", [
     (["--scorer", "tiny_attn"], "a scorer must be autoregressive"),
     (["--scorer", "no/such/dir"], "--scorer no/such/dir"),
