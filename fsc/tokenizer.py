@@ -142,6 +142,18 @@ def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:
     return ([bos_id] if (bos or not ids) and bos_id is not None else []) + ids
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def tokenizer_files(path: str | Path | None) -> tuple[Path, ...]:
+    """The files of a Hugging Face tokenizer folder a checkpoint carries, so that it reads
+    text on its own wherever it is copied (none for fsc's byte tokenizer)."""
+    if path is None:
+        return ()
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    return tuple(folder / f for f in TOKENIZER_FILES if (folder / f).is_file())
+
+
 def load_tokenizer(path: str | Path | None, need_mask: bool = True):
     """The tokenizer at `path` (the byte-level one for None). A published causal LM's tokenizer
     has no mask token: autoregressive decoding loads it with `need_mask=False`."""

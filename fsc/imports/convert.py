@@ -17,10 +17,7 @@ from fsc.imports import Imported, from_config, has_weights, local_dir, read_conf
 from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
-from fsc.tokenizer import load_tokenizer
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "generation_config.json")
+from fsc.tokenizer import load_tokenizer, tokenizer_files
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -147,7 +144,8 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     beside the weights. Returns (Imported, SavedCheckpoint)."""
     imported, model = load_published(ref, name=name)
     directory = local_dir(ref, files="all")
-    tokenizer = tuple(directory / f for f in TOKENIZER_FILES if (directory / f).is_file())
+    generation = directory / "generation_config.json"
+    tokenizer = tokenizer_files(directory) + ((generation,) if generation.is_file() else ())
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
                            imported_from=f"{ref} ({imported.architecture})",
                            bos=adds_bos(directory))

@@ -39,6 +39,7 @@ from fsc.model.cache import Carry
 from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES
 from fsc.source import LATEST
+from fsc.tokenizer import tokenizer_files
 from fsc.train import parallel
 from fsc.train.data import BOS, DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
@@ -326,7 +327,8 @@ class Trainer:
         facts = self.training_facts()
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
-        save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS)
+        save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS,
+                        include=tokenizer_files(self.cfg.tokenizer))  # self-contained
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")
         os.replace(tmp, out / LATEST)

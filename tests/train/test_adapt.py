@@ -3,6 +3,7 @@ into a block-diffusion denoiser, its weights kept; the result decodes by block d
 its cache is exact. Bad requests are one line, and write nothing."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -144,6 +145,13 @@ def test_a_mask_token_is_added_where_the_vocabulary_has_room(fsc_main, tmp_path,
     more = fsc_main("train", "--resume", tmp_path / "ad", "--train-steps", "3",
                     "--store", tmp_path / "st", "--json", check=0)
     assert json.loads(more.stdout)["step"] == 3
+    # each step carries the tokenizer, checksummed: a copy decodes with the run's folder gone
+    assert "tokenizer.json" in (saved / "checksums.sha256").read_text()
+    shutil.copytree(saved, tmp_path / "moved")
+    shutil.rmtree(tmp_path / "ad")
+    again = fsc_main("decode", tmp_path / "moved", "--prompt", "To bé", "--length", "8",
+                     "--json", check=0)
+    assert json.loads(again.stdout)["token_ids"] == doc["token_ids"]
 
 
 def test_the_anneal_grows_the_block_size_by_powers_of_two_dividing_G():
