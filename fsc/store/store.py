@@ -367,8 +367,8 @@ class Store:
         was, config = con.execute("SELECT kind, config FROM runs WHERE run_id = ?",
                                   [run_id]).fetchone()
         if was != kind:
-            raise UsageError(f"run {run_id} is a {was} run; fsc {kind} --resume continues a "
-                             f"{kind} run")
+            raise UsageError(f"run {run_id} is {'an' if was[0] in 'aeiou' else 'a'} {was} "
+                             f"run; fsc {kind} --resume continues a {kind} run")
         if status == "finished":  # idempotent: a retry or a requeued job finds it done
             what = "point" if kind == "profile" else "cell"
             raise NothingToDo(f"run {run_id} finished; every {what} of it is stored: nothing "

@@ -51,3 +51,16 @@ def test_a_run_is_named_by_its_tail_and_latest_by_the_kind_needed(tmp_path, cli)
     from fsc.results import select
 
     assert select.pick_runs(st, select.PROFILE, ["latest", tail]) == [b, a]  # plot --run
+
+
+def test_a_prefix_of_a_run_of_another_kind_says_its_kind(tmp_path, cli):
+    """`fsc profile --resume 45295d` of an eval run: not 'no profile run', but what it is."""
+    st = Store(tmp_path)
+    e = st.start_run("eval", "fsc eval", None, {})
+    st.finish_run(e, "interrupted")
+    tail = e.rpartition("-")[2]
+    r = cli("profile", "--resume", tail, "--store", tmp_path)
+    assert r.code == 2 and f"--resume: '{tail}' names eval run {e}; this takes a profile run" \
+        in r.err, r.err
+    r = cli("profile", "--resume", e, "--store", tmp_path)
+    assert r.code == 2 and f"run {e} is an eval run" in r.err, r.err
