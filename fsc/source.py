@@ -119,6 +119,13 @@ def starts_with_bos(ref: str | Path) -> bool:
     return False
 
 
+def published_origin(ref: str | Path) -> str | None:
+    """The published model an imported checkpoint was read from (a folder, or hf:ORG/NAME),
+    as `fsc import` recorded it; None for any other source."""
+    imported = checkpoint_config(ref).get("imported_from")
+    return imported.rpartition(" (")[0] or imported if isinstance(imported, str) else None
+
+
 def weights_origin(ref: str | Path, seed: int) -> str:
     """Where a model's weights come from, said plainly: seeded random weights are untrained."""
     if has_published_weights(ref):

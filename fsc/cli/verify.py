@@ -100,14 +100,26 @@ def verify(
 
 def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> None:
     from fsc.blocks import parse_ids
-    from fsc.imports import import_config
+    from fsc.errors import UsageError
+    from fsc.imports import import_config, is_import_source
+    from fsc.source import is_checkpoint, published_origin, resolved
 
+    checkpoint = None
+    if is_checkpoint(resolved(source)):  # an import: its weights against where they came from
+        checkpoint, source = resolved(source), published_origin(resolved(source))
+        if source is None:
+            raise UsageError(f"{checkpoint}: not an imported checkpoint (its config records no "
+                             "published model); --against transformers checks a model `fsc "
+                             "import` read")
+        if not is_import_source(source):
+            raise UsageError(f"{checkpoint} was imported from {source}, which is not here; "
+                             "--against transformers reads that published folder")
     recipe = import_config(source).recipe  # refusals before torch and transformers load
     ids = None if prompt_ids is None else parse_ids(prompt_ids, recipe.vocab_size, "--prompt-ids")
     torch_threads()
     from fsc.imports.reference import check
 
-    rep = check(source, ids, seed=seed)
+    rep = check(source, ids, seed=seed, checkpoint=checkpoint)
     if as_json:
         print_json(rep.to_dict())
     else:

@@ -147,9 +147,15 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     generation = directory / "generation_config.json"
     tokenizer = tokenizer_files(directory) + ((generation,) if generation.is_file() else ())
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
-                           imported_from=f"{ref} ({imported.architecture})",
+                           imported_from=f"{origin_of(ref)} ({imported.architecture})",
                            bos=adds_bos(directory))
     return imported, info
+
+
+def origin_of(ref: str) -> str:
+    """Where an import came from, as a checkpoint records it: a local folder by its absolute
+    path (so `fsc verify CK --against transformers` finds it from anywhere), hf:ORG/NAME as is."""
+    return ref if ref.startswith("hf:") else str(Path(ref).resolve())
 
 
 def adds_bos(directory: Path) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -18,8 +19,9 @@ try:  # an optional extra: only this check needs it
 except ImportError:
     transformers = None
 
+from fsc.checkpoint.io import load_checkpoint
 from fsc.errors import UsageError
-from fsc.imports import local_dir
+from fsc.imports import import_config, local_dir
 from fsc.imports.convert import load_published
 
 LOGIT_TOL = 1e-4  # max |fsc - reference| / max |reference|, fp32
@@ -106,10 +108,14 @@ def reference_greedy(ref, prompt: list[int], new_tokens: int) -> list[int]:
 
 
 def check(source: str, prompt: list[int] | None = None, new_tokens: int = NEW_TOKENS,
-          seed: int = 0) -> ReferenceReport:
-    """Compare fsc's cached decode of `source` (a published folder or hf:) with transformers."""
+          seed: int = 0, checkpoint: str | None = None) -> ReferenceReport:
+    """Compare fsc's cached decode of `source` (a published folder or hf:) with transformers on
+    it; with `checkpoint` (an `fsc import` of `source`), that checkpoint's weights decoded."""
     _require_transformers()
-    imported, model = load_published(source)
+    if checkpoint is None:
+        imported, model = load_published(source)
+    else:
+        imported, (_, model) = import_config(source), load_checkpoint(Path(checkpoint))
     model = model.float()
     prompt = prompt or default_prompt(imported.recipe.vocab_size, seed)
     with torch_paths():
@@ -119,6 +125,7 @@ def check(source: str, prompt: list[int] | None = None, new_tokens: int = NEW_TO
     with torch.no_grad():
         want = ref(torch.tensor([prompt + tokens[:-1]]), use_cache=False).logits[0].float()
     err = float((logits - want).abs().max() / want.abs().max())
-    return ReferenceReport(source, imported.architecture, imported.recipe.name,
+    shown = source if checkpoint is None else f"{checkpoint} (imported from {source})"
+    return ReferenceReport(shown, imported.architecture, imported.recipe.name,
                            transformers.__version__, prompt, tokens,
                            reference_greedy(ref, prompt, new_tokens), err)

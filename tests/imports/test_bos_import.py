@@ -107,3 +107,18 @@ def test_a_scorer_scores_alike_through_transformers_and_through_its_import(llama
         rows = json.loads(res.stdout)["rows"]
         ref[name] = next(r["gen_ppl"] for r in rows if r["mode"] == "reference")
     assert ref["import"] == pytest.approx(ref["transformers"], rel=1e-4)
+
+
+def test_verify_checks_an_import_against_the_model_it_came_from(llama, fsc_main, tmp_path):
+    folder, ck, _, _ = llama
+    res = fsc_main("verify", ck, "--against", "transformers", "--json", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["exact"] is True and doc["architecture"] == "LlamaForCausalLM"
+    assert doc["source"] == f"{ck} (imported from {folder.resolve()})"
+    config = json.loads((ck / "config.json").read_text())
+    config["imported_from"] = f"{tmp_path / 'gone'} (LlamaForCausalLM)"
+    shutil.copytree(ck, tmp_path / "orphan")
+    (tmp_path / "orphan" / "config.json").write_text(json.dumps(config))
+    res = fsc_main("verify", tmp_path / "orphan", "--against", "transformers")
+    assert res.returncode == 2 and "which is not here" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
