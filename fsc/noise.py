@@ -35,7 +35,12 @@ def noisy(p: Any) -> bool:
 def interval(p: Any, phase: str = "step") -> tuple[float, float] | None:
     """A point's p10–p90 interval of `phase` ("step" or "fold"), ms, or of "time", the time
     per block that tokens/s inverts: K·step + fold, from K·p10 + p10 to K·p90 + p90 (ar, K 0:
-    the fold's). None when it was not measured."""
+    the fold's), or of "token", that time over the block's B·G tokens (points of different
+    batches compared on tokens/s). None when it was not measured."""
+    if phase == "token":
+        block = interval(p, "time")
+        tokens = (_get(p, "B") or 1) * (_get(p, "G") or 1)
+        return None if block is None else (block[0] / tokens, block[1] / tokens)
     if phase == "time":
         K = _get(p, "K") or 0
         step, fold = interval(p, "step"), interval(p, "fold")

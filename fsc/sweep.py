@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -310,12 +311,20 @@ def _baseline(rows: list[PointResult]) -> str:
     return rows[0].recipe
 
 
-def compare(rows: list[PointResult], baseline: str | None = None) -> list[dict]:
+def compare(rows: list[PointResult], baseline: str | None = None,
+            memory_budget: int | None = None, free_bytes: int | None = None) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
     baseline recipe (default: the all-attention one, else the first; × > 1: better than the
     baseline). `latency_noise` / `throughput_noise`: the p10–p90 intervals of the measure the
-    ratio names overlap (the step's; the block's, K·step + fold, which tokens/s inverts), so
-    the ratio is inside the noise."""
+    ratio names overlap (the step's; the block's per token, K·step + fold over B·G, which
+    tokens/s inverts), so the ratio is inside the noise.
+
+    Where the baseline is out of memory at (S, B), the recipe is compared with the baseline's
+    largest batch measured at that S (and G, K) that fits: `baseline_B` is the batch compared
+    with (B itself, unless so). Where the sweep measured none, `baseline_fits_B` is the largest
+    batch the cost model fits in the budget (`memory_budget`, the sweep's --memory-budget,
+    else `free_bytes`; None when neither is known; 0: not even one sequence) and
+    `baseline_command` the `fsc profile` that measures it."""
     if not rows:
         return []
     base_name = baseline or _baseline(rows)
@@ -329,15 +338,82 @@ def compare(rows: list[PointResult], baseline: str | None = None) -> list[dict]:
         if r.recipe == base_name or r.status != "ok":
             continue
         base = by.get((base_name, *key(r)))
+        fits_B = command = None
+        if base is not None and base.status == "oom":
+            same_s = [b for b in rows
+                      if b.recipe == base_name and (b.S, b.G, b.K) == (r.S, r.G, r.K)]
+            smaller = [b for b in same_s if b.status == "ok" and b.B < r.B]
+            if smaller:
+                base = max(smaller, key=lambda b: b.B)
+            else:
+                fits_B = _batch_that_fits(base, memory_budget or free_bytes,
+                                          min(b.B for b in same_s if b.status == "oom"))
+                if fits_B:
+                    command = _profile_command(base, fits_B, memory_budget)
         ok = base is not None and base.status == "ok"
         result.append({
             "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe,
             "baseline": base_name,
+            "baseline_B": base.B if ok else None,
             "latency_x": base.step_ms / r.step_ms if ok else None,
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
             "baseline_status": base.status if base else "-",
+            "baseline_fits_B": fits_B,
+            "baseline_command": command,
             "latency_noise": ok and overlap(base, r) is True,
-            "throughput_noise": ok and overlap(base, r, "time") is True,
+            "throughput_noise": ok and overlap(base, r, "token") is True,
         })
     return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))
+
+
+def _batch_that_fits(oom: PointResult, budget: int | None, oom_from: int) -> int | None:
+    """The largest B below `oom_from` (the smallest batch measured out of memory) at which the
+    cost model fits `oom`'s recipe at its S and G in `budget` bytes (0: none; None: no budget
+    or no prediction). A point's bytes are the weights plus a part per sequence (see
+    costmodel.max_batch), which the oom row's predicted total at its B gives."""
+    if budget is None or not oom.predicted_total_bytes or oom.weight_bytes is None:
+        return None
+    per_sequence = (oom.predicted_total_bytes - oom.weight_bytes) / oom.B
+    if per_sequence <= 0:
+        return None
+    return max(0, min(int((budget - oom.weight_bytes) // per_sequence), oom_from - 1))
+
+
+def _profile_command(p: PointResult, B: int, memory_budget: int | None) -> str:
+    """The `fsc profile` that measures point `p`'s recipe at its S, G and K at batch `B`."""
+    block = "--mode ar" if p.K == 0 else f"--G {p.G} --steps {p.K}"
+    budget = f" --memory-budget {_size_option(memory_budget)}" if memory_budget else ""
+    return f"fsc profile -r {shlex.quote(p.recipe)} --S {p.S} --B {B} {block}{budget}"
+
+
+def _size_option(n: int) -> str:
+    """Bytes as --memory-budget reads them back exactly: '24MiB', '3GiB', '1000000'."""
+    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{name}"
+    return str(n)
+
+
+def baseline_notes(comparison: list[dict]) -> list[str]:
+    """What a versus-baseline table says below it: for each S (and G, K) where the baseline is
+    out of memory and the sweep measured no batch of it that fits, the batch the cost model
+    fits and the command that measures it."""
+    notes: list[str] = []
+    said = set()
+    for x in comparison:
+        where = (x["S"], x["G"], x["K"])
+        if x["baseline_status"] != "oom" or x["baseline_B"] is not None or where in said:
+            continue
+        said.add(where)
+        base = x["baseline"]
+        at = (f"{base} is out of memory at S {x['S']}, B {x['B']} and the sweep measured no "
+              "smaller batch of it that fits")
+        if x["baseline_command"]:
+            notes.append(f"{at}; per the cost model it fits at B {x['baseline_fits_B']}, which "
+                         f"this measures: `{x['baseline_command']}`")
+        elif x["baseline_fits_B"] == 0:
+            notes.append(f"{at}; the cost model fits not even B 1 at S {x['S']}")
+        else:
+            notes.append(f"{at}; measure it at a smaller --B to compare")
+    return notes

@@ -175,7 +175,6 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
     from fsc.cli.profile_render import SweepBar, render_rows
     from fsc.interrupts import Stopped
     from fsc.scale import Watch, profiling
-    from fsc.sweep import compare
 
     command = " ".join(["fsc", *sys.argv[1:]])
     try:
@@ -191,12 +190,13 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
         print_json({"run_id": done.run_id, "store": str(done.store),
                     "points_stored_before": done.stored_before,
                     "points": [r.columns() for r in done.rows],
-                    "comparison": compare(done.run_rows)})
+                    "comparison": done.comparison})
         return
     follow_up = f"fsc query \"select * from profile where run_id = '{done.run_id}'\""
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
-    render_rows(done.run_rows, done.run_id, str(done.store), follow_up, out, err, wide)
+    render_rows(done.run_rows, done.run_id, str(done.store), follow_up, out, err, wide,
+                done.comparison)
 
 
 def register(app: typer.Typer) -> None:

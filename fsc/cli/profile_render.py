@@ -14,7 +14,7 @@ from rich.text import Text
 from fsc import noise
 from fsc.cli.common import bar_text, err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
-from fsc.sweep import PointResult, compare
+from fsc.sweep import PointResult, baseline_notes, compare
 
 if TYPE_CHECKING:
     from fsc.scale.profiling import DryRun
@@ -78,9 +78,10 @@ def _cells(r) -> dict:
 
 
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
-                errors: Console, wide: bool = False) -> None:
-    """The results of a sweep, each recipe against the baseline, failed points on `errors`,
-    and the query that shows the run (on a line of its own, never wrapped, to copy)."""
+                errors: Console, wide: bool = False, comparison: list[dict] | None = None) -> None:
+    """The results of a sweep, each recipe against the baseline (`comparison`, default
+    fsc.sweep.compare of the rows), failed points on `errors`, and the query that shows the run
+    (on a line of its own, never wrapped, to copy)."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     width = None if wide else -1
     show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS,
@@ -90,19 +91,9 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
     if ran:
         console.print(f"kernels ran: {', '.join(ran)}", style="dim", markup=False, highlight=False)
-    comp = compare(rows)
+    comp = compare(rows) if comparison is None else comparison
     if comp:
-        records = []
-        for x in comp:
-            rec = {"S": str(x["S"]), "B": str(x["B"]), "G": str(x["G"]), "K": str(x["K"]),
-                   "recipe": Text(printable(x["recipe"]))}
-            for col, k in (("latency ×", "latency_x"), ("memory ×", "memory_x"),
-                           ("throughput ×", "throughput_x")):
-                rec[col] = noise.versus(x, k)
-            records.append(rec)
-        title = f"versus {printable(comp[0]['baseline'])} (× > 1: better than the baseline)"
-        show(console, fitted(title, ("S", "B", "G", "K", "recipe", "latency ×", "memory ×",
-                                     "throughput ×"), records, console, width=width), wide)
+        _render_versus(comp, console, width, wide)
     for r in rows:
         if r.status != "ok":
             errors.print(Text.assemble(
@@ -111,6 +102,29 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     console.print(f"{len(rows)} points recorded in {printable(where)} (run {run_id}); see them "
                   "with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
+
+
+def _render_versus(comp: list[dict], console: Console, width: int | None, wide: bool) -> None:
+    """Each recipe against the baseline at each point; where the baseline did not fit at B,
+    against its largest batch that did (a 'baseline B' column), said in the title and below."""
+    base = printable(comp[0]["baseline"])
+    smaller = any(x["baseline_B"] not in (None, x["B"]) for x in comp)
+    records = []
+    for x in comp:
+        rec = {"S": str(x["S"]), "B": str(x["B"]), "G": str(x["G"]), "K": str(x["K"]),
+               "recipe": Text(printable(x["recipe"])),
+               "baseline B": "–" if x["baseline_B"] is None else str(x["baseline_B"])}
+        for col, k in (("latency ×", "latency_x"), ("memory ×", "memory_x"),
+                       ("throughput ×", "throughput_x")):
+            rec[col] = noise.versus(x, k)
+        records.append(rec)
+    title = f"versus {base} (× > 1: better than the baseline" + (
+        f"; where {base} is oom at B, against its largest batch that fits)" if smaller else ")")
+    columns = ("S", "B", "G", "K", "recipe", *(("baseline B",) if smaller else ()), "latency ×",
+               "memory ×", "throughput ×")
+    show(console, fitted(title, columns, records, console, width=width), wide)
+    for note in baseline_notes(comp):
+        console.print(note, soft_wrap=True, markup=False, highlight=False)
 
 
 def render_dry_run(dry: DryRun, console: Console) -> None:

@@ -27,7 +27,7 @@ from fsc import __version__, noise
 from fsc.errors import UsageError
 from fsc.results import figures, plots, select
 from fsc.store import Store
-from fsc.sweep import PointResult
+from fsc.sweep import PointResult, baseline_notes
 from fsc.sweep import compare as against_baseline
 from fsc.text import human_bytes
 
@@ -190,7 +190,10 @@ def _points_table(points: list[dict]) -> Table:
     return Table("Points", cols, rows, note=noise.LEGEND if noisy else "")
 
 
-def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
+def _baseline_table(points: list[dict], baseline: str | None,
+                    memory_budget: int | None = None) -> Table | None:
+    """Each recipe against the baseline at each point (its largest batch that fits where it
+    is out of memory at B; the budget: the run's --memory-budget, else the device's memory)."""
     results = [PointResult.from_columns(p) for p in points]
     names = {r.recipe for r in results}
     if len(names) < 2:
@@ -198,15 +201,24 @@ def _baseline_table(points: list[dict], baseline: str | None) -> Table | None:
     if baseline is not None and baseline not in names:
         return Table(f"Against {baseline}", [], [],
                      note=f"{baseline} has no point in this run; nothing to compare with")
-    comp = against_baseline(results, baseline)
+    device_memory = max((p.get("device_memory_bytes") or 0 for p in points), default=0)
+    comp = against_baseline(results, baseline, memory_budget, device_memory or None)
     if not comp:
         return None
+    smaller = any(x["baseline_B"] not in (None, x["B"]) for x in comp)
     rows = [[str(x["S"]), str(x["B"]), str(x["G"]), str(x["K"]), x["recipe"]]
+            + ([_num(x["baseline_B"])] if smaller else [])
             + [noise.versus(x, k) for k in ("latency_x", "memory_x", "throughput_x")] for x in comp]
-    return Table(f"Against {comp[0]['baseline']} at each S",
-                 ["S", "B", "G", "K", "recipe", "latency ×", "memory ×", "throughput ×"], rows,
-                 note="× above 1: better than the baseline (faster, smaller, more tokens/s); "
-                 "noise: the p10–p90 intervals overlap, so no ratio is claimed.")
+    base = comp[0]["baseline"]
+    title = f"Against {base} at each S" + (
+        f" (where {base} is out of memory at B, against its largest batch that fits)"
+        if smaller else "")
+    columns = ["S", "B", "G", "K", "recipe", *(["baseline B"] if smaller else []), "latency ×",
+               "memory ×", "throughput ×"]
+    note = ("× above 1: better than the baseline (faster, smaller, more tokens/s); noise: the "
+            "p10–p90 intervals overlap, so no ratio is claimed.")
+    return Table(title, columns, rows, note=" ".join([note] + [f"{n}." for n in
+                                                               baseline_notes(comp)]))
 
 
 
@@ -319,12 +331,13 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
     for run_id, points in points_of.items():
         ran = sorted({f"{k}:{v}" for p in points
                       for k, v in json.loads(p["mixer_backends"] or "{}").items()})
-        next(r for r in info if r["run_id"] == run_id)["kernels_ran"] = ", ".join(ran)
+        run = next(r for r in info if r["run_id"] == run_id)
+        run["kernels_ran"] = ", ".join(ran)
         section = Section(f"Profile {run_id}", _summary(points))
         section.figures = [_figure(k, points, colour, want_png, next(numbers))
                            for k in PROFILE_FIGURES]
         section.tables.append(_points_table(points))
-        versus = _baseline_table(points, baseline)
+        versus = _baseline_table(points, baseline, run["config"].get("memory_budget"))
         if versus is not None:
             section.tables.append(versus)
         sections.append(section)

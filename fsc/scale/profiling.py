@@ -28,6 +28,7 @@ from fsc.sweep import (
     PointResult,
     SweepConfig,
     SweepRequest,
+    compare,
     default_sweep,
     plan,
     predict,
@@ -82,6 +83,7 @@ class Profiled:
     stored_before: int
     rows: list[PointResult]  # measured by this invocation
     run_rows: list[PointResult]  # every point of the run (a resumed one's earlier points too)
+    comparison: list[dict]  # each recipe against the baseline (fsc.sweep.compare)
 
 
 def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,
@@ -179,7 +181,10 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
         rows = runner.run()
     # a resumed run's tables (and baselines) are of every point it holds
     every = run_points(st, run.run_id, sweep.points, cfg) if before else rows
-    return Profiled(run.run_id, st.file, before, rows, every)
+    # a baseline out of memory: which batch of it fits the budget the sweep had
+    free = free_bytes(cfg.device) if cfg.memory_budget is None and _here(cfg.device) else None
+    return Profiled(run.run_id, st.file, before, rows, every,
+                    compare(every, memory_budget=cfg.memory_budget, free_bytes=free))
 
 
 def run_points(st: Store, run_id: str, plan: list[Point], cfg: SweepConfig) -> list[PointResult]:
@@ -195,13 +200,17 @@ def run_points(st: Store, run_id: str, plan: list[Point], cfg: SweepConfig) -> l
 def _device_spec(device: str, bandwidth: float | None) -> DeviceSpec | None:
     """The figures the floor uses: the device table's for a GPU here (a remote driver has none:
     each worker takes its own), with `bandwidth` (TB/s) in place of the table's when given."""
-    here = not device.startswith("cuda") or torch.cuda.is_available()
-    spec = device_spec_for(torch.device(device)) if here else None
+    spec = device_spec_for(torch.device(device)) if _here(device) else None
     if bandwidth is None:
         return spec
     return DeviceSpec(name=device, memory_bytes=spec.memory_bytes if spec else 0,
                       bandwidth_bytes_per_s=bandwidth * 1e12,
                       peak_flops=spec.peak_flops if spec else float("inf"))
+
+
+def _here(device: str) -> bool:
+    """Whether `device` is on this machine (a remote driver may have no GPU)."""
+    return not device.startswith("cuda") or torch.cuda.is_available()
 
 
 def _cpu_share(cfg: SweepConfig, settings: ExecutorSettings, threads: int,
