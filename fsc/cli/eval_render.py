@@ -3,7 +3,34 @@ table, an accuracy heatmap (niah, mqar) or a genppl table."""
 
 from __future__ import annotations
 
-from fsc.cli.common import err, out, printable
+from fsc.cli.common import bar_text, err, out, printable
+
+
+class SampleBar:
+    """A run's samples as a progress bar on stderr, from the moment the run is recorded
+    (`start`) to the end of the block; each cell's line (`show_cell`) prints above it."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def __enter__(self) -> SampleBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start(self, run_id: str, total: int, done: int, rough_s: float | None) -> None:
+        from rich import progress as rp
+
+        self.bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(),
+                               rp.TimeElapsedColumn(), rp.TimeRemainingColumn(), console=err,
+                               transient=False)
+        self.bar.start()
+        self.bar.add_task(f"eval {run_id}: samples", total=total, completed=done)
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.bar.task_ids[0], n)
 
 
 def show_cell(c) -> None:

@@ -23,7 +23,7 @@ from fsc.cli.common import (
     store_dir,
     torch_threads,
 )
-from fsc.cli.eval_render import render, show_cell
+from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.scale import ExecutorSettings
 from fsc.train.tasks import MAX_KEY_DIGITS
@@ -197,8 +197,10 @@ def evaluate(
     torch_threads()
     st = Store(store_dir(store))
     try:
-        done = evaluate(asked, scale, st, " ".join(["fsc", *sys.argv[1:]]),
-                        Watch(say=say, stored=show_cell))
+        with SampleBar() as bar:
+            done = evaluate(asked, scale, st, " ".join(["fsc", *sys.argv[1:]]),
+                            Watch(say=say, started=bar.start, stored=show_cell,
+                                  advanced=bar.advance))
     except Stopped as e:
         where = f" --store {store}" if store is not None else ""
         print(f"interrupted: {e.kept} cells of run {e.run_id} are stored; continue with\n"

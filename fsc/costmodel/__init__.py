@@ -8,11 +8,19 @@ device figures' sources: docs/costmodel.md.
 
 from fsc.costmodel.devices import DEVICES, DeviceSpec, device_spec, resolve_device
 from fsc.costmodel.estimator import Estimate, estimate, fits, predict_point
-from fsc.costmodel.roofline import Memory, PassCost, max_batch, memory, oom_context, pass_cost
+from fsc.costmodel.roofline import (
+    Memory,
+    PassCost,
+    max_batch,
+    memory,
+    oom_context,
+    pass_cost,
+    prompt_memory,
+)
 from fsc.costmodel.shapes import CacheBytes, cache_bytes, param_counts, tensor_bytes
 
 __all__ = [
     "DEVICES", "CacheBytes", "DeviceSpec", "Estimate", "Memory", "PassCost", "cache_bytes",
     "device_spec", "estimate", "fits", "max_batch", "memory", "oom_context", "param_counts",
-    "pass_cost", "predict_point", "resolve_device", "tensor_bytes",
+    "pass_cost", "predict_point", "prompt_memory", "resolve_device", "tensor_bytes",
 ]

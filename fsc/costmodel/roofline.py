@@ -117,18 +117,44 @@ class Memory(ByteParts):
     activation_bytes: int
 
 
-def memory(recipe: Recipe, S: int, B: int, G: int) -> Memory:
-    """Device memory of a decoding point at S cached tokens, B sequences, block size G."""
-    act = DTYPE_BYTES[recipe.dtype]
-    d, T = recipe.d_model, B * G
+def _live_per_token(recipe: Recipe) -> int:
+    """Bytes a pass holds per token, the head aside: the residual stream and its norm, and the
+    widest layer intermediate."""
     ffn = ffn_shape(recipe)
     widest = max([sum(o for _, o in s.linears) for s, _ in kind_shapes(recipe)]
                  + [(ffn.matrices - 1) * (ffn.top_k * ffn.hidden + ffn.shared)
                     + (ffn.n_experts if ffn.kind == "moe" else 0)])
-    weight_bytes = param_counts(recipe)["total"] * act
+    return (2 * recipe.d_model + widest) * DTYPE_BYTES[recipe.dtype]
+
+
+def _logits_bytes(recipe: Recipe, tokens: int) -> int:
+    """The logits of `tokens` tokens in recipe.dtype and their fp32 copy."""
+    return tokens * recipe.vocab_size * (DTYPE_BYTES[recipe.dtype] + 4)
+
+
+def memory(recipe: Recipe, S: int, B: int, G: int) -> Memory:
+    """Device memory of a decoding point at S cached tokens, B sequences, block size G."""
+    T = B * G
+    weight_bytes = param_counts(recipe)["total"] * DTYPE_BYTES[recipe.dtype]
     cache = cache_bytes(recipe, B, S + G).total_bytes
-    activations = T * (2 * d + widest) * act + T * recipe.vocab_size * (act + 4)
-    return Memory(weight_bytes, cache, activations)
+    return Memory(weight_bytes, cache, T * _live_per_token(recipe) + _logits_bytes(recipe, T))
+
+
+MASK_BYTES_PER_PAIR = 5  # a masked attention pass: its boolean mask and the fp32 copy SDPA makes
+
+
+def prompt_memory(recipe: Recipe, P: int, B: int, G: int) -> Memory:
+    """Device memory of folding a P-token prompt of B sequences in one pass, in blocks of G
+    (`LM.fold_blocks`, decoding's prefill), into a cache with room for P + G tokens: the pass's
+    live set over all B·P tokens (the head reads the last token alone) and, where attention
+    without a window reads blocks of G > 1, the P × P mask of which token sees which, held as
+    booleans and as the fp32 copy attention makes of it (one layer's at a time)."""
+    masked = G > 1 and any(s.attn_flops_per_pair and s.window is None
+                           for s, _ in kind_shapes(recipe))
+    activations = (B * P * _live_per_token(recipe) + _logits_bytes(recipe, B)
+                   + (MASK_BYTES_PER_PAIR * P * P if masked else 0))
+    return Memory(memory(recipe, P, B, G).weight_bytes, cache_bytes(recipe, B, P + G).total_bytes,
+                  activations)
 
 
 def max_batch(recipe: Recipe, S: int, G: int, memory_bytes: int) -> int:

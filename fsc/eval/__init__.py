@@ -1,6 +1,7 @@
 """`fsc eval`'s tasks, registered by name: each is one module with a `check(grid, tokenizer)`
 (before any model is loaded) and a `measure(model, tokenizer, grid, lengths, device)` that
-yields each cell's measures; `score` is the one dispatch the driver and every worker call.
+yields each cell's measures; `fits` checks the memory a task needs before any model is
+loaded; `score` is the one dispatch the driver and every worker call.
 
 - niah, mqar (fsc.eval.retrieval): retrieval by length × depth, recall by pairs × length
 - loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
@@ -20,7 +21,15 @@ import torch
 from fsc.errors import UsageError
 from fsc.eval import genppl, loss, retrieval
 from fsc.eval.grid import EvalCell, EvalGrid
-from fsc.loading import load_model
+from fsc.loading import check_fits, load_model
+from fsc.recipe import Recipe
+
+
+def fits_at_lengths(grid: EvalGrid, recipe: Recipe, device) -> None:
+    """WeightsDoNotFit unless a pass of `batch` prompts at each length fits the device."""
+    for n in grid.lengths:
+        check_fits(recipe, device, S=n, B=min(grid.settings.batch, grid.settings.samples),
+                   G=grid.G)
 
 
 @dataclass(frozen=True)
@@ -29,18 +38,27 @@ class Task:
     check: Callable  # (grid, tokenizer) -> None; UsageError for a grid it cannot score
     measure: Callable  # (model, tokenizer, grid, lengths, device) -> Iterator[dict]
     cells_per_length: Callable[[EvalGrid], int]
+    fits: Callable[[EvalGrid, Recipe, str], None] = fits_at_lengths  # WeightsDoNotFit
+    # measure takes tick(n) too, called as n more samples are done (a bar over samples)
+    ticks: bool = False
 
 
 TASKS = {t.name: t for t in (
     Task("niah", retrieval.check, retrieval.niah, lambda g: len(g.depths)),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
     Task("loss", loss.check, loss.measure, lambda g: 1),
-    Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings)),
+    Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
+         genppl.fits, ticks=True),
 )}
 
 
 def task_of(grid: EvalGrid) -> Task:
     return TASKS[grid.task]
+
+
+def samples_in(grid: EvalGrid) -> int:
+    """The samples `score` goes through for `grid`: `samples` in each of its cells."""
+    return grid.settings.samples * task_of(grid).cells_per_length(grid) * len(grid.lengths)
 
 
 def check(grid: EvalGrid, tokenizer) -> None:
@@ -65,12 +83,15 @@ def model_to_score(source: str, device, seed: int, ar: bool):
 
 
 def score(model, tokenizer, grid: EvalGrid, lengths, device,
-          on_cell: Callable[[EvalCell], None] | None = None) -> list[EvalCell]:
+          on_cell: Callable[[EvalCell], None] | None = None,
+          on_samples: Callable[[int], None] | None = None) -> list[EvalCell]:
     """The cells of `grid` at `lengths`, scored by `model` in this process, each handed to
-    `on_cell` as it is done."""
+    `on_cell` as it is done; a task that ticks calls `on_samples(n)` as n more samples are."""
     cells = []
+    task = TASKS[grid.task]
+    ticks = {"tick": on_samples or (lambda n: None)} if task.ticks else {}
     with torch.no_grad():
-        for measured in TASKS[grid.task].measure(model, tokenizer, grid, lengths, device):
+        for measured in task.measure(model, tokenizer, grid, lengths, device, **ticks):
             cells.append(grid.cell(measured))
             if on_cell is not None:
                 on_cell(cells[-1])

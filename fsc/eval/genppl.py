@@ -18,24 +18,33 @@ separate autoregressive scorer (fsc.eval.scorers) reads each continuation after 
 
 A reference row (mode `reference`) scores the validation text's own continuations of the same
 prompts under the same scorer, so a reader sees how far the samples are from real text.
+
+Samples are decoded and scored one at a time (`--batch` is not used). Before any model is
+loaded, `fits` checks that a sample of the longest length fits the memory free (every model's
+weights, the cache for the prompt and the sample, the prompt folded in one pass, the scorer's
+forward over both: the cost model's floor), so that a size that cannot fit is one line at once.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import torch
 
+from fsc.costmodel import memory, prompt_memory
 from fsc.decode import DecodeConfig, generate
-from fsc.errors import UsageError
+from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
 from fsc.eval.scorers import ScoredText, load_scorer
-from fsc.loading import load_model
+from fsc.loading import free_bytes, load_model
 from fsc.model.lm import reading
-from fsc.source import load_source_recipe
+from fsc.recipe import Recipe
+from fsc.source import load_source_recipe, resolve_checkpoint
+from fsc.text import human_bytes
 from fsc.train.data import TextData, open_data
 from fsc.train.tasks import derive
 
@@ -76,16 +85,100 @@ def draws(grid: EvalGrid, tokens, length: int) -> list[tuple[list[int], list[int
     return out
 
 
+@dataclass(frozen=True)
+class Models:
+    """What a genppl run holds, by recipe: the checkpoint and each baseline (by its path), each
+    G a decoding reads it at, and the scorer's (None: a transformers model, not counted)."""
+
+    weights: dict[str, Recipe]
+    decoders: frozenset[tuple[str, int]]  # (key in weights, G)
+    scorer: Recipe | None
+
+
+def models_of(grid: EvalGrid, recipe: Recipe) -> Models:
+    """The models of `grid` (`recipe` the checkpoint's), read without their weights."""
+    weights, decoders = {grid.checkpoint: recipe}, set()
+    for d in grid.gen.decodings:
+        if d.checkpoint is not None:  # a baseline, decoded autoregressively
+            weights.setdefault(d.checkpoint, load_source_recipe(d.checkpoint))
+        decoders.add((d.checkpoint or grid.checkpoint, d.G if d.mode == "diffusion" else 1))
+    try:  # an fsc checkpoint or recipe, or a model folder fsc imports: its recipe, no weights
+        scorer = load_source_recipe(str(resolve_checkpoint(grid.gen.scorer)))
+    except (FscError, OSError):
+        scorer = None
+    return Models(weights, frozenset(decoders), scorer)
+
+
+def sample_bytes(models: Models, P: int, L: int) -> tuple[int, int, str]:
+    """(bytes, of which weights, what holds the rest) of a sample of L tokens after a P-token
+    prompt at its peak, by the cost model (a floor): every model's weights at once, and the
+    largest of a decoding's cache for both with its prompt folded in one pass
+    (`prompt_memory`) or a step of G, and the scorer's forward over the prompt (or BOS) and
+    the sample."""
+    P = max(P, 1)  # an empty prompt is BOS
+    held = [*models.weights.values(), *([models.scorer] if models.scorer else [])]
+    weights = sum(memory(r, 0, 1, 1).weight_bytes for r in held)
+    passes = {}
+    for key, G in sorted(models.decoders):
+        r = models.weights[key]
+        r = r.model_copy(update={"block_size": G}) if G > 1 else r.as_autoregressive()
+        fold, step = prompt_memory(r, P, 1, G), memory(r, P + L, 1, G)
+        passes[f"{r.name} to fold the {P}-token prompt in one pass and decode at G {G}"] = (
+            step.cache_capacity_bytes + max(fold.activation_bytes, step.activation_bytes))
+    if models.scorer is not None:
+        read = memory(models.scorer, 0, 1, P + L)
+        passes[f"the scorer to read {P + L} tokens in one pass"] = (
+            read.cache_capacity_bytes + read.activation_bytes)
+    what = max(passes, key=passes.get)
+    return weights + passes[what], weights, what
+
+
+def fits(grid: EvalGrid, recipe: Recipe, device, budget: int | None = None) -> None:
+    """WeightsDoNotFit (one line naming --prompt-length or --lengths and how far it fits), before
+    any model is loaded, when a sample of the longest length needs more than `budget` bytes
+    (default: the device's free memory; see `sample_bytes`)."""
+    budget = free_bytes(device) if budget is None else budget
+    models, P, L = models_of(grid, recipe), grid.gen.prompt_length, max(grid.lengths)
+    need, weights, what = sample_bytes(models, P, L)
+    if need <= budget:
+        return
+    head = (f"--prompt-length {P} and --lengths {L}: a genppl sample needs at least "
+            f"{human_bytes(need)} ({human_bytes(weights)} of weights, "
+            f"{human_bytes(need - weights)} for {what}) but {device} has {human_bytes(budget)} "
+            "free")
+    if weights > budget:
+        raise WeightsDoNotFit(f"{head}: the weights alone do not fit")
+    fit_P = _largest(lambda n: sample_bytes(models, n, L)[0] <= budget, 0, P)
+    if fit_P is not None:
+        raise WeightsDoNotFit(f"{head}; at most --prompt-length {fit_P} fits")
+    fit_L = _largest(lambda n: sample_bytes(models, P, n)[0] <= budget, 1, L)
+    raise WeightsDoNotFit(f"{head}; " + (f"at most --lengths {fit_L} fits" if fit_L is not None
+                                         else "lower --prompt-length and --lengths"))
+
+
+def _largest(ok: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest n in low..high - 1 with ok(n) (ok true up to some n, false after), or None."""
+    if high <= low or not ok(low):
+        return None
+    while low < high - 1:  # ok(low) holds, ok(high) does not
+        mid = (low + high) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid)
+    return low
+
+
 @torch.no_grad()
-def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+def measure(model, tokenizer, grid: EvalGrid, lengths, device,
+            tick: Callable[[int], None]) -> Iterator[dict]:
+    """Each length's reference row, then a row per decoding; tick(1) after each sample is
+    decoded (where the cell decodes) and scored."""
     gen = grid.gen
     scorer = ScoredText(load_scorer(gen.scorer, device, grid.settings.seed), tokenizer)
     for length in lengths:
         samples = draws(grid, text_tokens(grid, tokenizer, length), length)
         _roundtrip(scorer, samples)
-        yield _reference(grid, tokenizer, scorer, samples, length)
+        yield _reference(grid, scorer, samples, length, tick)
         for d in gen.decodings:
-            yield _decoded(grid, model, tokenizer, scorer, samples, length, d, device)
+            yield _decoded(grid, model, tokenizer, scorer, samples, length, d, device, tick)
 
 
 def _roundtrip(scorer: ScoredText, samples) -> None:
@@ -99,16 +192,20 @@ def _roundtrip(scorer: ScoredText, samples) -> None:
                          f"samples (the text {text[:40]!r} comes back as {back[:40]!r})")
 
 
-def _reference(grid: EvalGrid, tokenizer, scorer, samples, length: int) -> dict:
+def _reference(grid: EvalGrid, scorer, samples, length: int, tick) -> dict:
     t0 = time.perf_counter()
     outs = [ref for _, ref in samples]
-    row = _scored(grid, scorer, [p for p, _ in samples], outs, length)
+    nlls = []
+    for prompt, ref in samples:
+        nlls.append(scorer.nll(prompt, ref))
+        tick(1)
+    row = _scored(grid, scorer, nlls, outs, length)
     return {**row, "task": "genppl", "mode": "reference", "G": None, "K": None,
             "n": len(samples), "ended_early": 0, "seconds": time.perf_counter() - t0}
 
 
 def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: Decoding,
-             device) -> dict:
+             device, tick) -> dict:
     t0 = time.perf_counter()
     who = {}
     if d.checkpoint is not None:  # a baseline decoded on the same prompts
@@ -116,7 +213,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
         _, model = load_model(d.checkpoint, device=device, seed=grid.settings.seed)
         who = {"checkpoint": d.checkpoint, "recipe": recipe.name,
                "recipe_hash": recipe.recipe_hash}
-    outs, seconds, passes, tokens, blocks, steps, early = [], 0.0, 0, 0, 0, 0, 0
+    outs, nlls, seconds, passes, tokens, blocks, steps, early = [], [], 0.0, 0, 0, 0, 0, 0
     # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
     at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
           else model.recipe.as_autoregressive())
@@ -134,13 +231,15 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                 out = out[: out.index(eos)]
             early += len(out) < length
             outs.append(out)
+            nlls.append(scorer.nll(prompt, out))
+            tick(1)
             st = res.stats
             seconds += st["seconds"]
             passes += st["forward_passes"] - st["prompt_passes"]
             tokens += st["tokens"]
             blocks += st["blocks"]
             steps += st.get("steps_used", 0)
-    row = _scored(grid, scorer, [p for p, _ in samples], outs, length)
+    row = _scored(grid, scorer, nlls, outs, length)
     if grid.gen.mauve:
         row["mauve"] = mauve.mauve_of(scorer, samples, outs, grid.settings.seed)
     return {**row, **who, "task": "genppl", "mode": d.mode, "G": d.G, "K": d.K,
@@ -152,10 +251,11 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
             "seconds": time.perf_counter() - t0}
 
 
-def _scored(grid: EvalGrid, scorer: ScoredText, prompts, outs, length: int) -> dict:
-    """The measures every genppl row has: Gen-PPL and its interval, entropy, repeats."""
+def _scored(grid: EvalGrid, scorer: ScoredText, nlls, outs, length: int) -> dict:
+    """The measures every genppl row has: Gen-PPL and its interval (from each sample's
+    (NLL, scorer tokens)), entropy, repeats."""
     gen = grid.gen
-    nll, counts = zip(*(scorer.nll(p, o) for p, o in zip(prompts, outs)), strict=True)
+    nll, counts = zip(*nlls, strict=True)
     ppl, lo, hi = textstats.perplexity(list(nll), list(counts), grid.settings.seed)
     ent, ent_se = textstats.mean_se([textstats.unigram_entropy(o) for o in outs])
     reps = [r for r in (textstats.repeat_fraction(o, gen.ngram) for o in outs) if r is not None]

@@ -87,11 +87,13 @@ class Watch:
     """What a caller shows of a run while the library works: `say(line)` for a notice,
     `started(run_id, total, done, rough_s)` once the run is recorded (`done` of `total` items
     already stored; `rough_s`: the cost model's guess of the time left on a CPU, else None),
-    and `stored(item)` after each point or cell is stored."""
+    `stored(item)` after each point or cell is stored, and `advanced(n)` as n more of the
+    items `started` counts are done (where those are not the stored ones: genppl's samples)."""
 
     say: Callable[[str], None] = _quiet
     started: Callable[[str, int, int, float | None], None] = _quiet
     stored: Callable[[Any], None] = _quiet
+    advanced: Callable[[int], None] = _quiet
 
 
 @contextmanager

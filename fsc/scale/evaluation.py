@@ -14,11 +14,10 @@ from fsc import corpora
 from fsc.blocks import block_setting
 from fsc.decode import POLICIES
 from fsc.errors import UsageError
-from fsc.eval import check, model_to_score, score, task_of
+from fsc.eval import check, model_to_score, samples_in, score, task_of
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings
 from fsc.eval.mauve import available as mauve_available
 from fsc.eval.scorers import check_scorer
-from fsc.loading import check_fits
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
@@ -350,8 +349,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     before, todo = len(have), _missing(grid, have)
     device = executors.run_device(request.device, settings)
     if settings.executor == "local":
-        for n in grid.lengths:
-            check_fits(recipe, device, S=n, B=min(request.batch, request.samples), G=grid.G)
+        task_of(grid).fits(grid, recipe, device)
     engine = model = None
     if settings.remote:  # Ray is joined here: a cluster out of reach costs a line, not a run
         engine = executors.engine_for(settings, device.startswith("cuda"), work.evaluate,
@@ -384,12 +382,20 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
             watch.stored(cell)
 
         grid = todo
+        if task_of(grid).ticks:  # a bar over samples (the other tasks' cells come quickly)
+            watch.started(run.run_id, samples_in(grid), 0, None)
         if engine is None:
-            score(model, tok, grid, grid.lengths, device, keep)
+            score(model, tok, grid, grid.lengths, device, keep, watch.advanced)
         else:
             if hasattr(engine, "folder"):
                 engine.folder = executors.slurm_folder(st.dir, run.run_id)
-            _on_engine(engine, work.EvalJob(grid, device), keep)
+
+            def arrived(cell: EvalCell) -> None:  # a worker's cell: its samples at once
+                if task_of(grid).ticks:
+                    watch.advanced(grid.settings.samples)
+                keep(cell)
+
+            _on_engine(engine, work.EvalJob(grid, device), arrived)
             result.cells.sort(key=lambda c: (c.length, c.depth or 0, c.pairs or 0))
     return result
 

@@ -15,6 +15,7 @@ from fsc.costmodel import (
     param_counts,
     pass_cost,
     predict_point,
+    prompt_memory,
     resolve_device,
     tensor_bytes,
 )
@@ -145,6 +146,26 @@ def test_floor_time_by_hand():
         ("activation_bytes", 146_304), ("total_bytes", 34_665_344)]
     assert pred["predicted_total_bytes"] == 34_665_344
     assert fits(r, 4096, 2, 4, 34_665_344) and not fits(r, 4096, 2, 4, 34_665_343)
+
+
+def test_a_prompt_folded_in_one_pass_by_hand():
+    r = _hand_recipe()
+    # P = 1000 tokens at G = 4: per token (2 · 1024 + the MLP's 4096) · 2 B = 12,288 B; the head
+    # reads the last token alone, 1000 · (2 + 4) B; the 1000 × 1000 mask of which block sees
+    # which, 1 B a pair as booleans and 4 B as the fp32 copy attention makes of it. The cache has
+    # room for P + G: 2 (k, v) · 1004 · 2 · 128 · 2 B = 1,028,096.
+    mem = prompt_memory(r, 1000, 1, 4)
+    assert mem == Memory(weight_bytes=26_122_240, cache_capacity_bytes=1_028_096,
+                         activation_bytes=12_288_000 + 6_000 + 5_000_000)
+    # A causal prompt (G = 1) and a sliding window build no mask.
+    assert prompt_memory(r, 1000, 1, 1).activation_bytes == 12_294_000
+    window = parse_recipe({
+        "name": "hand_swa", "d_model": 1024, "n_layers": 1, "vocab_size": 1000, "dtype": "bf16",
+        "layers": {"default": "attention"},
+        "attention": {"n_heads": 8, "n_kv_heads": 2, "head_dim": 128, "window": 64},
+        "mlp": {"hidden_ratio": 4},
+    })
+    assert prompt_memory(window, 1000, 1, 4).activation_bytes == 12_294_000
 
 
 def test_ar_versus_diffusion_sweeps():
