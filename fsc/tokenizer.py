@@ -137,7 +137,11 @@ def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:
     with one (`bos`, from its checkpoint: fsc.source.starts_with_bos), else the text's tokens
     alone. An empty text starts from BOS either way (there is nothing else to start from),
     when the tokenizer has one."""
-    ids = tokenizer.encode(text)
+    return begun(tokenizer.encode(text), tokenizer, bos)
+
+
+def begun(ids: list[int], tokenizer, bos: bool) -> list[int]:
+    """Token ids as a model's sequence begins (see `prompt_ids`)."""
     bos_id = getattr(tokenizer, "bos_id", None)
     return ([bos_id] if (bos or not ids) and bos_id is not None else []) + ids
 

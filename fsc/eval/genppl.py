@@ -43,8 +43,9 @@ from fsc.eval.scorers import ScoredText, load_scorer
 from fsc.loading import free_bytes, load_model
 from fsc.model.lm import reading
 from fsc.recipe import Recipe
-from fsc.source import load_source_recipe, resolve_checkpoint
+from fsc.source import load_source_recipe, resolve_checkpoint, starts_with_bos
 from fsc.text import human_bytes
+from fsc.tokenizer import begun
 from fsc.train.data import TextData, open_data
 from fsc.train.tasks import derive
 
@@ -214,6 +215,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
         who = {"checkpoint": d.checkpoint, "recipe": recipe.name,
                "recipe_hash": recipe.recipe_hash}
     outs, nlls, seconds, passes, tokens, blocks, steps, early = [], [], 0.0, 0, 0, 0, 0, 0
+    bos = starts_with_bos(d.checkpoint) if d.checkpoint is not None else grid.bos
     # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
     at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
           else model.recipe.as_autoregressive())
@@ -223,7 +225,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                                temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,
                                policy=d.policy or "confidence",
                                seed=derive(grid.settings.seed, length, i, 11))
-            ids = prompt or [tokenizer.bos_id]
+            ids = begun(prompt, tokenizer, bos)  # as the generator's sequences begin
             res = generate(m, tokenizer, ids, cfg, device=device)
             out = res.token_ids
             eos = getattr(tokenizer, "eos_id", None)
