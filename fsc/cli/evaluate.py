@@ -63,9 +63,10 @@ def evaluate(
         "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
         "times the training length; loss: the training length; genppl: tokens per sample, "
         "128).", show_default=False)] = None,
-    depths: Annotated[str, typer.Option(
-        "--depths", help="niah: needle depths in [0, 1].")] = "0,0.25,0.5,0.75,1",
-    pairs: Annotated[str, typer.Option("--pairs", help="mqar: numbers of pairs, e.g. 4,8,16.")] = "8",
+    depths: Annotated[str | None, typer.Option(
+        "--depths", help="niah: needle depths in [0, 1] (default 0,0.25,0.5,0.75,1).")] = None,
+    pairs: Annotated[str | None, typer.Option(
+        "--pairs", help="mqar: numbers of pairs, e.g. 4,8,16 (default 8).")] = None,
     samples: Annotated[int, typer.Option("--samples", min=1, max=MAX_SAMPLES,
                                          help="Prompts per cell (loss: sequences).")] = 20,
     steps: Annotated[str | None, typer.Option(
@@ -182,7 +183,8 @@ def evaluate(
     asked = EvalRequest(
         source or "", str(task) if task is not None else None,
         lengths=tuple(parse_sizes(lengths, "--lengths", 1, MAX_S)) if lengths is not None else None,
-        depths=tuple(parse_depths(depths)), pairs=tuple(parse_sizes(pairs, "--pairs", 1, MAX_PAIRS)),
+        depths=tuple(parse_depths(depths)) if depths is not None else None,
+        pairs=tuple(parse_sizes(pairs, "--pairs", 1, MAX_PAIRS)) if pairs is not None else None,
         samples=samples, mode=mode and str(mode), batch=batch, data=data,
         steps=tuple(parse_sizes(steps, "--steps", 1, MAX_G)) if steps is not None else None,
         needle_digits=needle_digits, text_field=text_field,

@@ -48,8 +48,8 @@ class EvalRequest:
     source: str  # a checkpoint, a training directory (its latest step) or a recipe
     task: str | None = None  # None: the task training data implies (default_task)
     lengths: tuple[int, ...] | None = None
-    depths: tuple[float, ...] = DEFAULT_DEPTHS
-    pairs: tuple[int, ...] = (8,)
+    depths: tuple[float, ...] | None = None  # niah's (None: DEFAULT_DEPTHS)
+    pairs: tuple[int, ...] | None = None  # mqar's, and loss's on mqar data (None: 8)
     samples: int = 20
     steps: tuple[int, ...] | None = None  # K; genppl takes several
     mode: str | None = None
@@ -115,6 +115,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         names = [{"--policies": "--policy", "--thresholds": "--threshold",
                   "--temperatures": "--temperature"}.get(g, g) for g in given]
         raise UsageError(f"{', '.join(names)}: for --task genppl only")
+    depths, pairs = _task_options(request)
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
     tok = source_tokenizer(source, request.tokenizer, need_mask=mode != "ar")
@@ -138,11 +139,11 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
         gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
-                    request.depths, request.pairs,
+                    depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
                                  train_len),
                     digits, data,
-                    DataOptions(digits, request.pairs[0], request.text_field),
+                    DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
                     bos=starts_with_bos(source))
     check(grid, tok)
@@ -167,6 +168,19 @@ def default_task(request: EvalRequest, data) -> str:
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
                      f"as it is: give --task loss --data {data} (its held-out loss), or --task "
                      "niah or mqar")
+
+
+def _task_options(request: EvalRequest) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(depths, pairs), the defaults where not given; UsageError for one the task does not
+    use, as genppl's options are refused elsewhere (a resumed run's stored request holds the
+    defaults it was given, whatever its task)."""
+    if request.resume is None:
+        if request.depths is not None and request.task != "niah":
+            raise UsageError(f"--depths: for --task niah only (this is {request.task})")
+        if request.pairs is not None and request.task not in ("mqar", "loss"):
+            raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
+                             f"{request.task})")
+    return request.depths or DEFAULT_DEPTHS, request.pairs or (8,)
 
 
 def _trained_text(request: EvalRequest, trained: dict) -> str | None:
