@@ -26,6 +26,7 @@ from fsc.cli.common import (
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.scale import ExecutorSettings
+from fsc.text import counted
 from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_SAMPLES = 100_000
@@ -205,11 +206,12 @@ def evaluate(
                                   advanced=bar.advance))
     except Stopped as e:
         where = f" --store {store}" if store is not None else ""
-        print(f"interrupted: {e.kept} cells of run {e.run_id} are stored; continue with\n"
+        print(f"interrupted: {counted(e.kept, 'cell')} of run {e.run_id} stored; continue with\n"
               f"  fsc eval --resume {e.run_id}{where}", file=sys.stderr)
         raise typer.Exit(e.exit_code) from None
     if done.before:
-        err.print(f"run {done.run_id} held {done.before} cells; {len(done.cells)} scored now",
+        err.print(f"run {done.run_id} held {counted(done.before, 'cell')}; {len(done.cells)} "
+                  "scored now",
                   soft_wrap=True)
     if as_json:
         print_json({"run_id": done.run_id, "store": str(done.store), "before": done.before,

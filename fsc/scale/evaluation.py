@@ -32,7 +32,7 @@ from fsc.source import (
 )
 from fsc.store import Store
 from fsc.store.run_ids import resolve_run
-from fsc.text import printable
+from fsc.text import counted, printable
 from fsc.tokenizer import IdTokenizer
 from fsc.train.data import TEXT_SUFFIXES, DataOptions
 
@@ -384,7 +384,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     with recording(st, "eval", command, config, recipes=[recipe],
                    environment=environment(device), resume=request.resume,
                    before=before) as run:
-        run.interrupt_note = lambda name: f"interrupted ({name}) after {before + run.rows} cells"
+        run.interrupt_note = lambda name: (f"interrupted ({name}) after "
+                                           f"{counted(before + run.rows, 'cell')}")
         result = Evaluated(run.run_id, st.file, grid, before=before)
 
         def keep(cell: EvalCell) -> None:

@@ -33,7 +33,7 @@ def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monk
     real = _stop_at_second_length(monkeypatch)
     res = fsc_main("eval", *args)
     assert res.returncode == 143
-    run = res.stderr.split("cells of run ")[1].split()[0]
+    run = res.stderr.split(" of run ")[1].split()[0]
     assert f"fsc eval --resume {run} --store {store}" in res.stderr
     monkeypatch.setattr(loss, "heldout_loss", real)
     again = fsc_main("eval", "--resume", run, "--store", store, "--json", check=0)
@@ -74,7 +74,7 @@ def test_a_resume_scores_the_step_its_run_began_with(fsc_main, tmp_path, monkeyp
     res = fsc_main("eval", "train", "--task", "loss", "--data", "shakespeare", "--lengths",
                    "64,128", "--samples", "2", "--store", store)
     assert res.returncode == 143, res.stderr
-    run = res.stderr.split("cells of run ")[1].split()[0]
+    run = res.stderr.split(" of run ")[1].split()[0]
     monkeypatch.setattr(loss, "heldout_loss", real)
     _training_dir_at(tmp_path / "train", 2)
     (tmp_path / "train" / "step-000001").rename(tmp_path / "aside")
@@ -117,7 +117,7 @@ def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, mo
                    "--samples", "2", "--lengths", "8", "--prompt-length", "4", "--scorer",
                    tmp_path / "ar.yaml", "--store", store)
     assert res.returncode == 143, res.stderr
-    run = res.stderr.split("cells of run ")[1].split()[0]
+    run = res.stderr.split(" of run ")[1].split()[0]
     again = fsc_main("eval", "--resume", run, "--store", store, "--json", check=0)
     assert seen[-1:] == [4] and seen.count(1) == 1 and seen.count(2) == 1
     assert [(r["mode"], r["K"]) for r in json.loads(again.stdout)["rows"]] == [("diffusion", 4)]

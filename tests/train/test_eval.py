@@ -144,9 +144,9 @@ def test_sigterm_keeps_the_cells_scored_and_marks_the_run_interrupted(fsc_main, 
     res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", tmp_path / "t.txt",
                    "--lengths", "64,128", "--samples", "2", "--store", store)
     assert res.returncode == 143, res.stderr
-    assert "interrupted: 1 cells of run" in res.stderr and "Traceback" not in res.stderr
+    assert "interrupted: 1 cell of run" in res.stderr and "Traceback" not in res.stderr
     _, [(status, error)] = Store(store).query("select status, error from runs")
-    assert status == "interrupted" and error == "interrupted (SIGTERM) after 1 cells"
+    assert status == "interrupted" and error == "interrupted (SIGTERM) after 1 cell"
     _, [(length,)] = Store(store).query("select length from evaluation")
     assert length == 64
 
