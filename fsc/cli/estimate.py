@@ -92,8 +92,13 @@ def _render(e) -> None:
     mem.add_row("fits", "yes" if d["fits"] else "NO", "")
     mem.add_row("max batch at this S", f"{d['max_batch']:,}", "")
     oom = d["oom_context"]
-    mem.add_row("memory runs out at S", "never" if oom is None else f"{oom:,}",
-                "no growing cache" if oom is None else f"at B = {e.B}")
+    if oom == 0:  # nothing fits, whatever S: say what does not
+        mem.add_row("memory runs out", "already", "the weights alone do not fit"
+                    if d["weight_bytes"] > spec.memory_bytes else
+                    f"weights, state and activations do not fit at B = {e.B}, even at S 0")
+    else:
+        mem.add_row("memory runs out at S", "never" if oom is None else f"{oom:,}",
+                    "no growing cache" if oom is None else f"at B = {e.B}")
     out.print(mem)
 
     passes = Table(title="Per pass at the roofline floor")

@@ -51,6 +51,19 @@ def test_human_output_and_overrides(app):
         assert text in shown
 
 
+def test_weights_that_cannot_fit_are_said_so_not_oom_at_S_0(app, monkeypatch):
+    from fsc.cli.common import out
+
+    monkeypatch.setattr(out, "width", 200)  # the note whole on its line
+    for memory, says in (("1", "the weights alone do not fit"),
+                         ("6", "weights, state and activations do not fit at B = 4096")):
+        res = CliRunner().invoke(app, ["estimate", "hybrid_3b", "--S", "1024", "--B", "4096",
+                                       "--gpu", "h100", "--memory", memory])
+        shown = " ".join(res.stdout.split())
+        assert res.exit_code == 0 and "runs out at S 0" not in shown, shown
+        assert says in shown and "memory runs out │ already" in shown
+
+
 def test_help_text_on_every_option(app):
     res = CliRunner().invoke(app, ["estimate", "--help"])
     assert res.exit_code == 0
