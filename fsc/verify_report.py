@@ -93,10 +93,11 @@ def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int 
     if blocks is not None and length is not None:
         raise UsageError("give --blocks or --length, not both")
     exact = dtype == "fp32"
-    if G is None:
-        G = recipe.block_size if recipe.block_size > 1 or not exact else 4
-    if exact and G < 2:
-        raise UsageError(f"--G {G}: the exactness check needs G > 1 (in bf16 or fp16 any G >= 1)")
+    if G is None:  # the recipe's own: an autoregressive one (G 1) is checked as it decodes
+        G = recipe.block_size
+    if exact and G < 2 and recipe.block_size > 1:
+        raise UsageError(f"--G {G}: the exactness check of a denoiser (G {recipe.block_size}) "
+                         "needs G > 1, where a block sees itself (in bf16 or fp16 any G >= 1)")
     if not 1 <= G <= MAX_G:
         raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
     if length is not None:

@@ -61,3 +61,15 @@ def test_verify_options_are_checked_before_torch_runs(capsys):
     assert "not both" in capsys.readouterr().err
     assert main(["verify", "tiny_attn", "--G", "1"]) == 2  # fp32 exactness needs G > 1
     assert main(["verify", "tiny_attn", "--G", "1", "--dtype", "bf16", "--length", "8"]) == 0
+
+
+def test_an_autoregressive_recipe_is_verified_at_its_own_G(cli, tmp_path):
+    """A G 1 recipe (or checkpoint) is checked one token a block, as it decodes, not at G 4."""
+    import json
+
+    path = tmp_path / "ar.yaml"
+    path.write_text(load_recipe("tiny_attn").as_autoregressive().to_yaml())
+    res = cli("verify", path, "--blocks", "3", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["G"] == 1 and doc["exact"] is True
