@@ -3,13 +3,15 @@ before anything is allocated."""
 
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 
 import torch
 
+from fsc.blocks import MAX_S
 from fsc.checkpoint.io import load_checkpoint
-from fsc.costmodel import memory
+from fsc.costmodel import memory, prompt_memory
 from fsc.costmodel.devices import host_free_bytes
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.imports.convert import load_published
@@ -86,6 +88,47 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
         f"{human_bytes(weights)}, cache {human_bytes(mem.cache_capacity_bytes)}, activations "
         f"{human_bytes(mem.activation_bytes)}) but {have}"
     )
+
+
+def decode_bytes(recipe: Recipe, P: int, L: int, G: int, cached: bool = True) -> tuple[int, int]:
+    """(bytes, of which weights) of decoding L tokens after a P-token prompt at block size G
+    (1: autoregressive), by the cost model: weights, the cache with room for P + L + G tokens,
+    and the larger of the prompt folded in one pass and one step. With `cached` False there is
+    no cache, and every step reads all P + L tokens in one pass."""
+    r = recipe.model_copy(update={"block_size": G}) if G > 1 else recipe.as_autoregressive()
+    step = memory(r, P + L, 1, G)
+    whole = prompt_memory(r, P if cached else P + L, 1, G)
+    cache = step.cache_capacity_bytes if cached else 0
+    need = step.weight_bytes + cache + max(whole.activation_bytes, step.activation_bytes)
+    return need, step.weight_bytes
+
+
+def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bool = True,
+                      budget: int | None = None) -> None:
+    """UsageError (WeightsDoNotFit for the memory), one line naming the prompt's length and the
+    limit, when a P-token prompt and L generated tokens pass `MAX_S` tokens of context or need
+    more than `budget` bytes (default: the device's free memory); see `decode_bytes`. A recipe
+    sets no maximum length of its own (RoPE or no position encoding, recurrent states): these
+    are a prompt's limits."""
+    if P + L > MAX_S:
+        raise UsageError(f"the prompt's {P} tokens and --length {L} make {P + L} tokens of "
+                         f"context, past fsc's limit of {MAX_S}; at most {MAX_S - L} prompt "
+                         f"tokens fit with --length {L}")
+    budget = free_bytes(device) if budget is None else budget
+    need, weights = decode_bytes(recipe, P, L, G, cached)
+    if need <= budget:
+        return
+    if weights > budget:  # the weights alone: said as load_model says it
+        check_fits(recipe, device, 0, 1, G, budget)
+    # the longest prompt that fits: decode_bytes grows with P
+    fit = bisect.bisect_left(range(P), True,
+                             key=lambda n: decode_bytes(recipe, n, L, G, cached)[0] > budget) - 1
+    limit = (f"at most {fit} prompt tokens fit with --length {L}" if fit > 0
+             else f"not even a 1-token prompt fits with --length {L}")
+    raise WeightsDoNotFit(
+        f"the prompt's {P} tokens and --length {L} need {human_bytes(need)} on {recipe.name} "
+        f"({human_bytes(weights)} of weights) but {device} has {human_bytes(budget)} free; "
+        f"{limit}")
 
 
 def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,

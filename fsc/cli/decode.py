@@ -37,6 +37,9 @@ def decode(
     prompt_ids: Annotated[str | None, typer.Option(
         "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
                              "--prompt; no BOS is added.")] = None,
+    prompt_file: Annotated[Path | None, typer.Option(
+        "--prompt-file", help="One long prompt: the whole of a UTF-8 text file, as it is, "
+                              "instead of --prompt.", show_default=False)] = None,
     length: Annotated[
         str, typer.Option("--length", callback=size(1, MAX_LENGTH, "--length"),
                           help="Tokens to generate (at most), e.g. 64 or 1k.")
@@ -90,6 +93,7 @@ def decode(
     """
     from fsc.blocks import block_setting, parse_ids
     from fsc.errors import UsageError
+    from fsc.prompt import given_prompt
     from fsc.source import (
         load_source_recipe,
         resolved,
@@ -101,10 +105,7 @@ def decode(
     from fsc.tokenizer import IdTokenizer
     from fsc.tokenizer import prompt_ids as text_ids
 
-    if prompt is not None and len(prompt) > 1:
-        raise UsageError(f"--prompt given {len(prompt)} times: fsc decode takes one prompt "
-                         "(run it once for each)")
-    prompt = prompt[0] if prompt else ""
+    prompt = given_prompt(prompt, prompt_file, prompt_ids)
     source = resolved(source)  # a training directory (or its `latest`): its newest step
 
     # Everything a user can get wrong is checked before torch is imported.
@@ -117,8 +118,6 @@ def decode(
     else:  # the model's own tokenizer (fsc.source: one rule for every command)
         tok = source_tokenizer(source, tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
-        if prompt:
-            raise UsageError("give --prompt or --prompt-ids, not both")
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)
     else:
@@ -126,7 +125,7 @@ def decode(
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
-    from fsc.loading import load_model
+    from fsc.loading import check_prompt_fits, load_model
 
     ops.use_backend(str(backend))
     torch_threads()
@@ -134,6 +133,7 @@ def decode(
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
+    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g,
                                one_token_steps=mode_ == "ar")

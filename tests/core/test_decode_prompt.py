@@ -1,0 +1,82 @@
+"""fsc decode's prompt: one long prompt from a file, refused on one line (exit 2, nothing on
+stdout) before any weight is loaded when it is given twice, cannot be read, or is longer than
+fsc's context bound or the memory allows."""
+
+import json
+
+import pytest
+
+from fsc.blocks import MAX_S
+from fsc.errors import UsageError, WeightsDoNotFit
+from fsc.loading import check_prompt_fits, decode_bytes
+from fsc.recipe import load_recipe
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """A decode that gets as far as loading weights fails the test."""
+
+    def load_model(*args, **kw):
+        raise AssertionError("weights were loaded")
+
+    monkeypatch.setattr("fsc.loading.load_model", load_model)
+
+
+def _refused(res, says):
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert res.stdout == ""
+
+
+def test_a_prompt_file_decodes_as_the_same_prompt_given_inline(fsc_main, tmp_path):
+    text = "Once upon a time\nthere was"  # a newline, as a file holds it
+    (tmp_path / "p.txt").write_text(text, encoding="utf-8")
+    run = ("decode", "tiny_hybrid", "--length", "6", "--json")
+    a = json.loads(fsc_main(*run, "--prompt-file", "p.txt", check=0).stdout)
+    b = json.loads(fsc_main(*run, "--prompt", text, check=0).stdout)
+    assert a["prompt"] == text and a["prompt_ids"] == b["prompt_ids"]
+    assert a["token_ids"] == b["token_ids"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--prompt", "hi", "--prompt-file", "p.txt"], "give --prompt or --prompt-file, not both"),
+    (["--prompt-ids", "1,2", "--prompt-file", "p.txt"],
+     "give --prompt-ids or --prompt-file, not both"),
+    (["--prompt-file", "missing.txt"], "--prompt-file missing.txt: cannot read"),
+    (["--prompt-file", "."], "--prompt-file .: cannot read (Is a directory)"),
+    (["--prompt-file", "/dev/null"], "--prompt-file /dev/null: is not a regular file"),
+    (["--prompt-file", "empty.txt"], "--prompt-file empty.txt: is empty"),
+    (["--prompt-file", "latin1.txt"], "--prompt-file latin1.txt: not UTF-8 text"),
+])
+def test_bad_prompt_input_is_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args,
+                                                        says):
+    (tmp_path / "p.txt").write_text("hi")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    _refused(fsc_main("decode", "tiny_attn", *args), says)
+
+
+def test_a_prompt_past_the_memory_says_its_length_and_the_limit(fsc_main, tmp_path, monkeypatch,
+                                                                no_weights):
+    recipe = load_recipe("tiny_attn")
+    budget = decode_bytes(recipe, 100, 8, recipe.block_size)[0]  # a 100-token prompt just fits
+    monkeypatch.setattr("fsc.loading.free_bytes", lambda device: budget)
+    (tmp_path / "long.txt").write_text("x" * 300)
+    res = fsc_main("decode", "tiny_attn", "--prompt-file", "long.txt", "--length", "8")
+    _refused(res, "the prompt's 300 tokens and --length 8 need")
+    assert "at most 100 prompt tokens fit with --length 8" in res.stderr
+
+
+def test_the_limits_of_a_prompt():
+    recipe = load_recipe("tiny_mamba")
+    with pytest.raises(UsageError, match=f"past fsc's limit of {MAX_S}; at most {MAX_S - 64} "):
+        check_prompt_fits(recipe, "cpu", MAX_S, 64, 4, budget=2**40)
+    weights = decode_bytes(recipe, 0, 1, 4)[1]
+    with pytest.raises(WeightsDoNotFit, match="weights need"):  # as load_model says it
+        check_prompt_fits(recipe, "cpu", 10, 8, 4, budget=weights // 2)
+    tight = decode_bytes(recipe, 1, 8, 4)[0] - 1
+    with pytest.raises(WeightsDoNotFit, match="not even a 1-token prompt fits"):
+        check_prompt_fits(recipe, "cpu", 10, 8, 4, budget=tight)
+    check_prompt_fits(recipe, "cpu", 10, 8, 4, budget=decode_bytes(recipe, 10, 8, 4)[0])
+    # uncached: no cache, but every step reads the whole sequence
+    assert decode_bytes(recipe, 1000, 8, 4, cached=False) != decode_bytes(recipe, 1000, 8, 4)
