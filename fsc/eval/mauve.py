@@ -6,6 +6,9 @@ option of genppl (fsc[quality], the mauve-text package), shown beside Gen-PPL, n
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -33,6 +36,23 @@ def mauve_of(scored, samples, outs, seed: int) -> float | None:
 
     p = np.stack([features(pr, o) for (pr, _), o in zip(samples, outs, strict=True)])
     q = np.stack([features(pr, ref) for pr, ref in samples])
-    out = mauve.compute_mauve(p_features=p, q_features=q, seed=seed, verbose=False,
-                              num_buckets=max(2, min(len(outs) // 10, 50)))
+    with _quiet_stderr():  # faiss's C++ warns of few points per centroid ('WARNING clustering')
+        out = mauve.compute_mauve(p_features=p, q_features=q, seed=seed, verbose=False,
+                                  num_buckets=max(2, min(len(outs) // 10, 50)))
     return float(out.mauve)
+
+
+@contextmanager
+def _quiet_stderr():
+    """The process's stderr (file descriptor 2, which C++ writes to) sent to /dev/null for the
+    block; an error still reaches the caller as its exception."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

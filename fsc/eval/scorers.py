@@ -104,10 +104,12 @@ class TransformersScorer:
             raise UsageError(f"--scorer {spec}: not an fsc checkpoint or recipe, and a "
                              "transformers model needs transformers (pip install 'fsc[hf]')"
                              ) from None
+        transformers.logging.set_verbosity_error()  # its notes and progress bars: not ours
+        transformers.logging.disable_progress_bar()
         try:
             self.hf_tok = transformers.AutoTokenizer.from_pretrained(spec)
             self.model = transformers.AutoModelForCausalLM.from_pretrained(
-                spec, torch_dtype=torch.float32).to(device).eval()
+                spec, dtype=torch.float32).to(device).eval()
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds
             first = first_line(e) or type(e).__name__
             raise UsageError(f"--scorer {spec}: cannot load a transformers causal LM "
