@@ -30,10 +30,12 @@ from fsc.errors import UsageError
 from fsc.graphs import GraphedStep, capturable
 from fsc.graphs import usable as graphs_usable
 from fsc.model.lm import reading
-from fsc.train.tasks import derive
+from fsc.seeds import derive
 
 POLICIES = ("confidence", "random", "margin", "entropy")
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): the random order's seed, apart from the samples'
+WARMS_UP = ("cuda",)  # device types where the first decode of a model warms up (`warm_up`)
+_warm: set[tuple] = set()  # (recipe hash, G, device) warmed up in this process
 
 
 @dataclass
@@ -271,9 +273,29 @@ def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig,
     return out[0].tolist()
 
 
+def warm_up(model, G: int, device) -> float:
+    """Seconds of an untimed prefill, step and fold of one block of G tokens on a scratch
+    cache: what the first decode of a model pays once in a process on CUDA (lazy
+    initialisation, kernels compiled at their first call), kept out of the timed decode."""
+    t0 = time.perf_counter()
+    cache = model.empty_cache(1, 3 * G, device, block_size=G)
+    tokens = torch.zeros(1, G, dtype=torch.long, device=device)
+    model.fold_blocks(tokens, cache)
+    model(tokens, cache)
+    model.fold(tokens, cache)
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 @torch.inference_mode()  # no autograd bookkeeping at all: a few µs less per operation
 def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
-    """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS."""
+    """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS.
+
+    The stats time the prefill (`prefill_s`: the prompt folded into the cache,
+    `prompt_tokens_per_s`) apart from the generation (`generate_s`, `tokens_per_s`: generated
+    tokens alone); `seconds` is both. A warm-up (`warm_up`, on CUDA, once per model and G in a
+    process) is timed apart as `warmup_s`, None when none was made."""
     cfg.check()
     _check_inputs(model, tokenizer, prompt_ids)
     if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
@@ -288,6 +310,11 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     gen = torch.Generator().manual_seed(cfg.seed)
     order = torch.Generator().manual_seed(derive(cfg.seed, ORDER_STREAM))
     banned = banned_ids(tokenizer, vocab)
+    key = (model.recipe.recipe_hash, G, str(device))
+    warmup_s = None
+    if torch.device(device).type in WARMS_UP and key not in _warm:
+        warmup_s = warm_up(model, G, device)
+        _warm.add(key)
     t0 = time.perf_counter()
     # a graph pays for its capture from the second step of a block on
     graphs = (cfg.graphs and cfg.use_cache and cfg.mode == "diffusion" and cfg.steps > 1
@@ -295,6 +322,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
                   graphs)
     prompt_passes = run.passes
+    t1 = time.perf_counter()  # the prompt is folded (its logits read back: the device is done)
     out: list[int] = []
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
@@ -316,7 +344,8 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         if len(out) >= cfg.length:
             break
         run.commit(block)  # (the last block is not folded: nothing reads it)
-    seconds = time.perf_counter() - t0
+    t2 = time.perf_counter()
+    prefill_s, generate_s = t1 - t0, t2 - t1
     stats = {
         "mode": cfg.mode,
         "G": G,
@@ -332,7 +361,14 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         "blocks": n_blocks,
         "forward_passes": run.passes,
         "prompt_passes": prompt_passes,
-        "seconds": seconds,
-        "tokens_per_s": len(out) / seconds if seconds > 0 else float("inf"),
+        "device": str(device),
+        "warmup_s": warmup_s,  # None: no warm-up (the CPU, or this process already warmed up)
+        "prefill_s": prefill_s,
+        "generate_s": generate_s,
+        "seconds": prefill_s + generate_s,
+        # uncached, the prompt is not folded ahead: each step recomputes it
+        "prompt_tokens_per_s": (len(prompt_ids) / prefill_s if cfg.use_cache and prefill_s > 0
+                                else None),
+        "tokens_per_s": len(out) / generate_s if generate_s > 0 else float("inf"),
     }
     return DecodeResult(out, stats)

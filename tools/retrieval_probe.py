@@ -20,9 +20,10 @@ from fsc.eval.grid import DEFAULT_DEPTHS, EvalSettings
 from fsc.eval.retrieval import _cell
 from fsc.loading import load_model
 from fsc.model.attention import Attention
+from fsc.seeds import derive
 from fsc.source import checkpoint_tokenizer, resolve_checkpoint
 from fsc.tokenizer import load_tokenizer
-from fsc.train.tasks import Passkey, derive
+from fsc.train.tasks import Passkey
 
 
 def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,

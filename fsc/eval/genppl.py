@@ -43,11 +43,11 @@ from fsc.eval.scorers import ScoredText, load_scorer
 from fsc.loading import free_bytes, load_model
 from fsc.model.lm import reading
 from fsc.recipe import Recipe
+from fsc.seeds import derive
 from fsc.source import load_source_recipe, resolve_checkpoint, starts_with_bos
 from fsc.text import human_bytes
 from fsc.tokenizer import begun
 from fsc.train.data import TextData, open_data
-from fsc.train.tasks import derive
 
 
 def text_tokens(grid: EvalGrid, tokenizer, length: int):

@@ -20,7 +20,8 @@ import torch
 from fsc.decode import banned_ids, denoise, sample
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
-from fsc.train.tasks import MQAR, Passkey, derive
+from fsc.seeds import derive
+from fsc.train.tasks import MQAR, Passkey
 
 
 def prompts(grid: EvalGrid, tokenizer, length: int, pairs: int | None = None) -> Passkey | MQAR:

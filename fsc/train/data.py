@@ -21,7 +21,8 @@ import numpy as np
 
 from fsc import corpora
 from fsc.errors import UsageError
-from fsc.train.tasks import TASKS, Sample, derive
+from fsc.seeds import derive
+from fsc.train.tasks import TASKS, Sample
 
 TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json

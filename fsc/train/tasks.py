@@ -11,7 +11,6 @@ same whether the run was resumed or not. Pure Python: no torch.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass, replace
 from itertools import cycle, islice
@@ -24,12 +23,6 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 COPY_ALPHABET = "abcdefghijklmnop"
 KEY_DIGITS = 4  # the shortest default pass key
 MAX_KEY_DIGITS = 64
-
-
-def derive(*parts: int) -> int:
-    """A 63-bit seed from integers (a run's seed, a sample index, a purpose)."""
-    text = ",".join(str(int(p)) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
 
 
 @dataclass(frozen=True)

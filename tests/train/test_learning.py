@@ -12,8 +12,9 @@ from fsc_run import in_process
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.eval.retrieval import decode_answers
+from fsc.seeds import derive
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.tasks import Passkey, derive
+from fsc.train.tasks import Passkey
 
 TOK = ByteTokenizer()
 RECIPE = """\

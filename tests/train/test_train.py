@@ -19,10 +19,11 @@ from fsc.eval.grid import EvalSettings
 from fsc.eval.retrieval import _cell
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
+from fsc.seeds import derive
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, Trainer, lr_at
-from fsc.train.tasks import Copy, derive
+from fsc.train.tasks import Copy
 
 COPY = ["--data", "copy", "--seq-len", "32", "--batch", "32"]
 
