@@ -1,0 +1,102 @@
+"""Picking tokens from logits: the sample at each position (banned ids never drawn, temperature,
+top-p), its confidence, and the reveal policy's priority of each position.
+
+Two twins with one meaning. `pick_ref` is the reference: on the host, float64, drawing with
+`torch.multinomial` from CPU generators. `Picker` runs where the logits are (the GPU, or the
+CPU), float64 there, so nothing of size [G, V] leaves the device: each row of a batch draws its
+uniforms from a generator of its own on that device (seeded per row, so a row's samples never
+depend on its batch-mates), and a sample is the inverse of the CDF at the uniform. Greedy
+picks are the same tokens in both; sampled picks follow the same distribution (the draws
+differ: another generator; tests/core/test_sampler.py compares their frequencies).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fsc.seeds import derive
+
+POLICIES = ("confidence", "random", "margin", "entropy")
+ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples
+
+
+def distribution(logits, temperature: float, top_p: float):
+    """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
+    (greedy, 0: at 1), cut to the smallest top-`top_p` set and renormalised."""
+    logits = logits.double()
+    probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+    if temperature > 0 and top_p < 1:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
+        sorted_p = sorted_p * keep
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def priority(probs, conf, policy: str, uniforms=None):
+    """Each row's priority [n] under `policy` (higher is revealed first), from the distribution
+    `probs` [n, V] it sampled from and the sampled tokens' probabilities; `random` is
+    `uniforms` [n] (a stream of its own, never the samples')."""
+    if policy == "confidence":
+        return conf
+    if policy == "margin":
+        top = probs.topk(2, dim=-1).values
+        return top[:, 0] - top[:, 1]
+    if policy == "entropy":
+        return (probs * probs.clamp_min(1e-300).log()).sum(-1)  # -H: low entropy first
+    return uniforms
+
+
+def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy: str,
+             generator, order):
+    """(tokens, confidences, priorities) of each row of `logits` [n, V], on the host in float64:
+    a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn; the
+    `random` policy's priorities drawn from `order`."""
+    logits = logits.float().cpu().clone()
+    logits[..., banned] = float("-inf")
+    probs = distribution(logits, temperature, top_p)
+    if temperature == 0:
+        conf, tok = probs.max(dim=-1)
+    else:
+        tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        conf = probs.gather(-1, tok[:, None]).squeeze(-1)
+    uniforms = (torch.rand(probs.shape[0], generator=order, dtype=torch.float64)
+                if policy == "random" else None)
+    return tok, conf, priority(probs, conf, policy, uniforms)
+
+
+class Picker:
+    """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n], on the logits'
+    device in float64; row b draws from its own generator (seeded `seeds[b]`) and, for the
+    `random` policy, its own order stream."""
+
+    def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
+                 policy: str, seeds: list[int], device):
+        self.temperature, self.top_p, self.policy = temperature, top_p, policy
+        self.device = torch.device(device)
+        self.ban = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+        self.ban[[i for i in banned if i < vocab]] = True
+        self.gens = [torch.Generator(self.device).manual_seed(s) for s in seeds]
+        self.orders = [torch.Generator(self.device).manual_seed(derive(s, ORDER_STREAM))
+                       for s in seeds]
+
+    def _uniforms(self, gens, n: int):
+        return torch.stack([torch.rand(n, generator=g, device=self.device, dtype=torch.float64)
+                            for g in gens])
+
+    def __call__(self, logits):
+        B, n, V = logits.shape
+        logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
+        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p)
+        if self.temperature == 0:
+            conf, tok = probs.max(dim=-1)
+        else:  # the inverse of each row's CDF at a uniform: the first id whose CDF passes it
+            cdf = probs.cumsum(-1)
+            u = self._uniforms(self.gens, n).reshape(B * n, 1) * cdf[:, -1:]
+            tok = torch.searchsorted(cdf, u, right=True).clamp_max(V - 1)[:, 0]
+            conf = probs.gather(-1, tok[:, None]).squeeze(-1)
+        uniforms = (self._uniforms(self.orders, n).reshape(B * n)
+                    if self.policy == "random" else None)
+        rank = priority(probs, conf, self.policy, uniforms)
+        return tok.view(B, n), conf.view(B, n), rank.view(B, n)
