@@ -55,7 +55,8 @@ def decode(record, lengths: list[int]) -> None:
     for n in lengths:
         res = {}
         for cached in (True, False):
-            args = [*FSC, "decode", "tiny_hybrid", "--prompt", "The", "--length", str(n), "--json"]
+            args = [*FSC, "decode", "tiny_hybrid", "--prompt", "The", "--length", str(n),
+                    "--device", "cpu", "--json"]
             doc = json.loads(subprocess.run(args + ([] if cached else ["--no-cache"]),
                                             capture_output=True, text=True, check=True).stdout)
             res[cached] = doc

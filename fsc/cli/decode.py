@@ -84,7 +84,8 @@ def decode(
                                   "(default: a checkpoint's own tokenizer.json, else bytes).")
     ] = None,
     backend: BackendOpt = Backend.auto,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    device: Annotated[str, typer.Option(
+        "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Generate text; prints it with tokens, blocks, forward passes and tokens/s.
@@ -161,9 +162,22 @@ def decode(
         f"{counted(s['tokens'], 'token')}, {counted(s['blocks'], 'block')}, "
         f"{counted(s['forward_passes'], 'forward pass', 'forward passes')}, "
         f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
-        f"{'cached' if s['cached'] else 'no cache'})", style="dim"
+        f"{'cached' if s['cached'] else 'no cache'}, {s['device']})", style="dim"
     )
+    out.print(_prompt_line(s), style="dim", markup=False, highlight=False)
     out.print(f"weights: {printable(s['weights'])}", style="dim", markup=False, highlight=False)
+
+
+def _prompt_line(s: dict) -> str:
+    """How long the prompt took apart from the generation, and the warm-up if one was made."""
+    took = f"prompt: {counted(s['prompt_tokens'], 'token')}"
+    if s["prompt_tokens_per_s"] is None:
+        took += " (no cache: recomputed at every step)"
+    else:
+        took += f" folded in {s['prefill_s']:.3g} s ({s['prompt_tokens_per_s']:.1f} tok/s)"
+    if s["warmup_s"] is not None:
+        took += f"; warm-up {s['warmup_s']:.3g} s"
+    return took
 
 
 def _off_block(source: str, trained_G: int, G: int, tokenizer: Path | None) -> None:
