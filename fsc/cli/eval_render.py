@@ -4,6 +4,7 @@ table, an accuracy heatmap (niah, mqar) or a genppl table."""
 from __future__ import annotations
 
 from fsc.cli.common import bar_text, err, out, printable
+from fsc.cli.tables import fitted
 
 
 class SampleBar:
@@ -110,25 +111,27 @@ def _fmt(v, spec: str = ".2f") -> str:
     return "–" if v is None else format(v, spec)
 
 
-def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
-    """A row per decoding: Gen-PPL with its interval, entropy, repeats, speed."""
-    from rich.table import Table
+GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s",
+                  "passes/tok", "steps/block", "n")
 
+
+def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
+    """A row per decoding and length (Gen-PPL at one length is not comparable with another's;
+    one length is said above the table): Gen-PPL with its interval, entropy, repeats, speed.
+    On a narrow terminal the passes, steps and repeats columns go first (--json has them)."""
     scorer = next((c.scorer for c in cells if c.scorer), "?")
     out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)} "
               f"(run {run_id})", markup=False, highlight=False)
-    table = Table()
-    for col in ("decoding", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s", "passes/tok",
-                "steps/block", "n"):
-        table.add_column(col, justify="left" if col == "decoding" else "right")
-    for c in cells:
-        name = _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
-                              and c.checkpoint != cells[0].checkpoint else "")
-        table.add_row(name, _fmt(c.gen_ppl), f"{_fmt(c.gen_ppl_lo)}–{_fmt(c.gen_ppl_hi)}",
-                      _fmt(c.entropy, ".3f"), _fmt(c.repeat_ngram, ".3f"),
-                      _fmt(c.tokens_per_s, ".0f"), _fmt(c.passes_per_token),
-                      _fmt(c.steps_per_block), str(c.n))
-    out.print(table)
+    records = [{"decoding": _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
+                                           and c.checkpoint != cells[0].checkpoint else ""),
+                "length": str(c.length), "Gen-PPL": _fmt(c.gen_ppl),
+                "95 % interval": f"{_fmt(c.gen_ppl_lo)}–{_fmt(c.gen_ppl_hi)}",
+                "entropy": _fmt(c.entropy, ".3f"), "rep": _fmt(c.repeat_ngram, ".3f"),
+                "tok/s": _fmt(c.tokens_per_s, ".0f"), "passes/tok": _fmt(c.passes_per_token),
+                "steps/block": _fmt(c.steps_per_block), "n": str(c.n)} for c in cells]
+    out.print(fitted(None, GENPPL_COLUMNS, records, out, ("passes/tok", "steps/block", "rep"),
+                     hoist=("length",), left=("decoding",)))
+    several = len({c.length for c in cells}) > 1
     early = sum(c.ended_early or 0 for c in cells)
     if early:
         err.print(f"{early} samples ended at EOS before their length; each is scored on what "
@@ -136,7 +139,8 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     if any(c.mauve is not None for c in cells):
         for c in cells:
             if c.mauve is not None:
-                out.print(f"MAUVE {_setting(c)}: {c.mauve:.3f}", markup=False, highlight=False)
+                out.print(f"MAUVE {_setting(c)}" + (f" length {c.length}" if several else "")
+                          + f": {c.mauve:.3f}", markup=False, highlight=False)
 
 
 def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:

@@ -1,17 +1,45 @@
 """The quality figure (`fsc plot quality`): what text quality a decoding setting costs in
-speed. Gen-PPL against tokens/s, one line per backbone (and per policy, threshold, G and
-temperature where they vary), each point labelled by K, the scorer's interval as bars, and
-the validation text's own Gen-PPL as a dashed line; below, the samples' entropy on the same
-axis, with the text's entropy, since a sampler that repeats itself scores well too."""
+speed. One panel per scorer, data, length and prompt length (Gen-PPL under one scorer of one
+text at one length is comparable; across them it is not): Gen-PPL against tokens/s, one line per
+backbone and decoding setting (policy, threshold, G, temperature where they vary), each point
+labelled by K, the scorer's interval as bars, and the validation text's own Gen-PPL as a dashed
+line; below, the samples' entropy on the same axis, with the text's entropy, since a sampler
+that repeats itself scores well too.
+
+What varies is spread over colour, line style and marker, one each (backbone first, then
+policy, then the other settings), and the legend lists each value once: a grid of 2 K × 4
+policies × 2 τ × 2 T reads as 4 colours and 4 line styles, not 16 labels."""
 
 from __future__ import annotations
 
+import math
+
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from fsc.results.figures import Rows, _figure, _legend, _need, _plain_log, grouped
+from fsc.results.figures import (
+    MARKERS,
+    PALETTE,
+    STYLES,
+    Rows,
+    _figure,
+    _legend,
+    _need,
+    _plain_log,
+    grouped,
+    wrapped,
+)
 
-SETTING = ("G", "policy", "threshold", "temperature")  # what, besides K, may vary in a line
-STYLE = ("-", "--", "-.", ":")
+SETTING = ("G", "policy", "threshold", "temperature", "top_p")  # besides K, what may vary
+OTHER = ("G", "threshold", "temperature", "top_p")  # the settings besides the policy
+OTHER_NAMES = {"G": "block size", "threshold": "threshold", "temperature": "temperature",
+               "top_p": "nucleus mass"}
+PANEL = ("scorer", "data", "length", "prompt_length")  # what makes Gen-PPL comparable
+REFERENCE = {"color": "0.6", "ls": (0, (6, 3)), "lw": 1.8}  # the validation text's lines:
+# lighter and wider than any line style of the legend
+AR_MARKER = "*"
+LABEL_ROOM = (0.05, 0.03)  # a K label this near another (fractions of the axes: about its own
+# width and height) would overlap it, and is not drawn
 
 
 def quality_cells(rows: Rows) -> Rows:
@@ -19,59 +47,218 @@ def quality_cells(rows: Rows) -> Rows:
     return [r for r in rows if r["task"] == "genppl" and r.get("gen_ppl") is not None]
 
 
-def _setting(row: dict, varying: list[str]) -> str:
-    names = {"G": "G {}", "policy": "{}", "threshold": "τ {}", "temperature": "T {}"}
-    return " ".join(names[k].format("none" if row.get(k) is None else f"{row[k]:g}"
-                                    if not isinstance(row.get(k), str) else row[k])
-                    for k in varying)
+def _value(row: dict, key: str) -> str:
+    v = row.get(key)
+    names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}", "top_p": "top-p {}"}
+    text = "none" if v is None else v if isinstance(v, str) else f"{v:g}"
+    return names.get(key, "{}").format(text)
+
+
+def _panel_name(key: tuple, fields: list[str]) -> str:
+    """A panel's scorer, data, length and prompt length, those in `fields`, in words."""
+    said = dict(zip(PANEL, key, strict=True))
+    words = {"scorer": "under {}", "data": "{}", "length": "{} tokens",
+             "prompt_length": "after a {}-token prompt"}
+    return ", ".join(words[f].format(said[f]) for f in fields if said[f] is not None)
+
+
+class _Channels:
+    """Which colour, line style and marker each line takes: each of backbone, policy and the
+    other settings that varies gets one channel, in that order (colour, style, marker; a
+    dimension of more values than there are line styles takes markers instead)."""
+
+    def __init__(self, decoded: Rows, colour: dict[str, str]):
+        diffusion = [c for c in decoded if c["mode"] == "diffusion"]
+        self.other = [k for k in OTHER if len({c.get(k) for c in diffusion}) > 1]
+        recipes = {}
+        for c in decoded:
+            recipes.setdefault(c["recipe"], set()).add(c["run_id"])
+        self.runs_shown = any(len(runs) > 1 for runs in recipes.values())
+        dims = {"backbone": sorted({self.backbone(c) for c in decoded}),
+                "policy": sorted({c.get("policy") or "confidence" for c in diffusion}),
+                "other": sorted({self.setting(c) for c in diffusion})}
+        self.values = {d: v for d, v in dims.items() if len(v) > 1}
+        self.channel: dict[str, str] = {}
+        free = ["colour", "style", "marker"]
+        for d, values in self.values.items():
+            ch = free[0] if free[0] != "style" or len(values) <= len(STYLES) else free[-1]
+            self.channel[d] = ch
+            free.remove(ch)
+        self.recipe_colour = colour
+        self.by_recipe = (self.channel.get("backbone") == "colour"
+                          and len({colour[_recipe(b)] for b in dims["backbone"]})
+                          == len(dims["backbone"]))
+
+    def backbone(self, c: dict) -> str:
+        name = f"{c['recipe']} (ar)" if c["mode"] == "ar" else c["recipe"]
+        return f"{name} · {c['run_id']}" if self.runs_shown else name
+
+    def setting(self, c: dict) -> str:
+        return " ".join(_value(c, k) for k in self.other)
+
+    def dims(self, c: dict) -> dict[str, str]:
+        found = {"backbone": self.backbone(c)}
+        if c["mode"] == "diffusion":
+            found |= {"policy": c.get("policy") or "confidence", "other": self.setting(c)}
+        return found
+
+    def look(self, dim: str, value: str) -> dict:
+        """The line properties one value of a dimension gives."""
+        ch = self.channel.get(dim)
+        i = self.values[dim].index(value) if ch else 0
+        if ch == "colour":
+            if dim == "backbone" and self.by_recipe:
+                return {"color": self.recipe_colour[_recipe(value)]}
+            return {"color": PALETTE[i % len(PALETTE)]}
+        if ch == "style":
+            return {"ls": STYLES[i % len(STYLES)]}
+        if ch == "marker":
+            return {"marker": MARKERS[i % (len(MARKERS) - 1)]}
+        return {}
+
+    def of(self, c: dict) -> dict:
+        """A line's colour, style and marker (an AR line: a star)."""
+        props = {"color": self.recipe_colour[c["recipe"]], "ls": "-", "marker": "o"}
+        if "colour" in self.channel.values():
+            props["color"] = "0.15"
+        for dim, value in self.dims(c).items():
+            if dim in self.channel:
+                props |= self.look(dim, value)
+        if c["mode"] == "ar":
+            props["marker"] = AR_MARKER
+        return props
+
+    def label(self, c: dict) -> str:
+        """A line's name: its backbone, and its policy and settings where they vary."""
+        found = self.dims(c)
+        return " · ".join([found["backbone"]] + [found[d] for d in ("policy", "other")
+                                                 if d in self.values and d in found])
+
+    def legend(self) -> dict[str, Line2D]:
+        """One entry per value of each dimension that varies (headed by its name), or the one
+        line's name when nothing varies."""
+        entries: dict[str, Line2D] = {}
+        heads = {"backbone": "backbone", "policy": "policy",
+                 "other": ", ".join(OTHER_NAMES[k] for k in self.other)}
+        for dim, values in self.values.items():
+            entries[f"{heads[dim]}:"] = Line2D([], [], ls="")
+            for v in values:
+                props = {"color": "0.15", "ls": "-", "marker": ""} | self.look(dim, v)
+                if dim == "backbone" and v.split(" · ")[0].endswith(" (ar)"):
+                    props["marker"] = AR_MARKER
+                entries[v] = Line2D([], [], lw=1.3, ms=5, **props)
+        return entries
+
+
+def _recipe(backbone: str) -> str:
+    """The recipe a backbone's name names ('attn (ar) · RUN' -> 'attn')."""
+    return backbone.split(" · ")[0].removesuffix(" (ar)")
 
 
 def quality(rows: Rows, colour: dict[str, str]) -> Figure:
+    """The figure of the genppl rows among `rows`: a panel per scorer, data, length and prompt
+    length (see the module docstring), `colour` a colour per recipe (used when the backbone is
+    what colour tells apart)."""
     cells = quality_cells(rows)
     _need(cells, "genppl cell", "fsc eval --task genppl records them")
     decoded = [c for c in cells if c["mode"] != "reference"]
-    refs = [c for c in cells if c["mode"] == "reference"]
-    fig, axes = _figure("generative perplexity against decoding speed", cells, size=(8.0, 6.4),
-                        panels=(2, 1), sharex=True, height_ratios=[3, 2])
-    ppl_ax, ent_ax = axes[0][0], axes[1][0]
-    varying = [k for k in SETTING if len({c.get(k) for c in decoded
-                                          if c["mode"] == "diffusion"}) > 1]
-    styles = {}
-    for (recipe, run_id, mode, *setting), line in grouped(
-            decoded, ("recipe", "run_id", "mode", *SETTING)).items():
+    panels = grouped(decoded or cells, PANEL)
+    refs = grouped([c for c in cells if c["mode"] == "reference"], PANEL)
+    varying = [f for i, f in enumerate(PANEL) if len({k[i] for k in panels}) > 1]
+    common = [f for f in PANEL if f not in varying and f != "prompt_length"]
+    first = next(iter(panels))
+    what = "generative perplexity against decoding speed"
+    if _panel_name(first, common):
+        what += f" · {_panel_name(first, common)}"
+    cols = min(3, len(panels))
+    n_rows = math.ceil(len(panels) / cols)
+    size = (8.0, 6.4) if len(panels) == 1 else (4.3 * cols + 2.8, 5.6 * n_rows + 0.6)
+    fig, axes = _figure(what, cells, size=size, panels=(2 * n_rows, cols),
+                        height_ratios=[3, 2] * n_rows)
+    look = _Channels(decoded, colour)
+    several_refs = False
+    for i, (key, panel) in enumerate(panels.items()):
+        ppl_ax, ent_ax = axes[2 * (i // cols)][i % cols], axes[2 * (i // cols) + 1][i % cols]
+        ent_ax.sharex(ppl_ax)
+        several_refs |= _draw_panel(ppl_ax, ent_ax, panel, refs.get(key, []), look)
+        if varying:
+            ppl_ax.set_title(wrapped(_panel_name(key, varying), size[0] / cols - 0.4, 8),
+                             fontsize=8)
+        ppl_ax.tick_params(which="both", labelbottom=False)
+        if i % cols == 0:
+            ppl_ax.set_ylabel("Gen-PPL under the scorer")
+            ent_ax.set_ylabel("unigram entropy per\nsample (nats)")
+        ent_ax.set_xlabel("decoding speed (generated tokens/s, batch 1)")
+    for i in range(len(panels), n_rows * cols):
+        axes[2 * (i // cols)][i % cols].set_visible(False)
+        axes[2 * (i // cols) + 1][i % cols].set_visible(False)
+    entries = look.legend() if look.values else {
+        look.label(decoded[0]): Line2D([], [], **look.of(decoded[0]))} if decoded else {}
+    if refs:
+        entries["validation text" + (" (of the run named on it)" if several_refs else "")] = Line2D(
+            [], [], **REFERENCE)
+    if any(c["mode"] == "diffusion" for c in decoded):
+        entries["K n: denoising steps per block"] = Line2D([], [], ls="")
+    _legend(fig, list(entries.values()), list(entries))
+    return fig
+
+
+def _draw_panel(ppl_ax, ent_ax, panel: Rows, refs: Rows, look: _Channels) -> bool:
+    """One panel: its lines, their K labels and its reference lines (one per distinct value,
+    labelled by run when there are several). True when there are several."""
+    decoded = [c for c in panel if c["mode"] != "reference"]
+    if decoded:  # the yardstick of the runs drawn here (a --where may have dropped a run's cells)
+        refs = [r for r in refs if r["run_id"] in {c["run_id"] for c in decoded}]
+    labels: list[tuple[float, float]] = []
+    span = _span([c["tokens_per_s"] for c in decoded if c.get("tokens_per_s")],
+                 [c["gen_ppl"] for c in decoded] + [r["gen_ppl"] for r in refs])
+    for _key, line in grouped(decoded, ("recipe", "run_id", "mode", *SETTING)).items():
         line = sorted(line, key=lambda c: c["tokens_per_s"] or 0)
-        key = tuple(setting)
-        ls = styles.setdefault(key, STYLE[len(styles) % len(STYLE)])
+        props = look.of(line[0])
+        ms = 7 if line[0]["mode"] == "ar" else 4
         x = [c["tokens_per_s"] for c in line]
-        label = f"{recipe}{' (ar)' if mode == 'ar' else ''}"
-        if varying and mode == "diffusion":
-            label += f" · {_setting(line[0], varying)}"
-        marker = "*" if mode == "ar" else "o"
-        ppl_ax.errorbar(x, [c["gen_ppl"] for c in line], yerr=_bars(line), color=colour[recipe],
-                        ls=ls, marker=marker, ms=6 if mode == "ar" else 4, lw=1.3, capsize=2,
-                        label=f"{label} · {run_id}")
-        ent_ax.plot(x, [c["entropy"] for c in line], color=colour[recipe], ls=ls,
-                    marker=marker, ms=6 if mode == "ar" else 4, lw=1.3)
+        ppl_ax.errorbar(x, [c["gen_ppl"] for c in line], yerr=_bars(line), ms=ms, lw=1.3,
+                        capsize=2, label=look.label(line[0]), **props)
+        ent_ax.plot(x, [c["entropy"] for c in line], ms=ms, lw=1.3, **props)
+        if line[0]["mode"] != "diffusion":
+            continue
         for c in line:
-            if mode == "diffusion":
-                ppl_ax.annotate(f"K {c['K']}", (c["tokens_per_s"], c["gen_ppl"]),
-                                textcoords="offset points", xytext=(4, 4), fontsize=7,
-                                color=colour[recipe])
-    for ref in {(r["scorer"], round(r["gen_ppl"], 6)): r for r in refs}.values():
-        ppl_ax.axhline(ref["gen_ppl"], color="0.35", ls="--", lw=1,
-                       label=f"validation text ({ref['scorer']})")
-        ent_ax.axhline(ref["entropy"], color="0.35", ls="--", lw=1)
-    ppl_ax.set_yscale("log")
-    ppl_ax.set_ylabel("Gen-PPL under the scorer")
-    ent_ax.set_ylabel("unigram entropy per\nsample (nats)")
-    ent_ax.set_xlabel("decoding speed (generated tokens/s, batch 1)")
+            at = span(c["tokens_per_s"], c["gen_ppl"])
+            if at is None or any(abs(at[0] - a) < LABEL_ROOM[0] and abs(at[1] - b) < LABEL_ROOM[1]
+                                 for a, b in labels):
+                continue
+            labels.append(at)
+            ppl_ax.annotate(f"K {c['K']}", (c["tokens_per_s"], c["gen_ppl"]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=7,
+                            color=props["color"])
+    distinct = list({round(r["gen_ppl"], 6): r for r in refs}.values())
+    for r in distinct:
+        name = "validation text" + (f" · {r['run_id']}" if len(distinct) > 1 else "")
+        ppl_ax.axhline(r["gen_ppl"], label=name, **REFERENCE)
+        if len(distinct) > 1:  # other prompts (another seed or --samples): whose line is whose
+            ppl_ax.annotate(r["run_id"], (1, r["gen_ppl"]), xycoords=("axes fraction", "data"),
+                            xytext=(-2, 2), textcoords="offset points", ha="right", fontsize=6,
+                            color="0.4")
+        if r.get("entropy") is not None:
+            ent_ax.axhline(r["entropy"], **REFERENCE)
     for ax in (ppl_ax, ent_ax):
         ax.set_xscale("log")
         ax.grid(True, which="both", alpha=0.25)
+    ppl_ax.set_yscale("log")
     _plain_log(ppl_ax.yaxis, ppl_ax.xaxis, ent_ax.xaxis)
-    handles, labels = ppl_ax.get_legend_handles_labels()
-    _legend(fig, handles, labels)
-    return fig
+    return len(distinct) > 1
+
+
+def _span(xs: list[float], ys: list[float]):
+    """Where a point sits on log axes spanning `xs` and `ys`, as fractions (for telling
+    labels that would overlap); None for a point off a log axis."""
+    def frac(values):
+        good = [math.log10(v) for v in values if v and v > 0]
+        lo, hi = (min(good), max(good)) if good else (0.0, 1.0)
+        return lambda v: (math.log10(v) - lo) / ((hi - lo) or 1.0)
+
+    fx, fy = frac(xs), frac(ys)
+    return lambda x, y: (fx(x), fy(y)) if x and y and x > 0 and y > 0 else None
 
 
 def _bars(line: Rows):

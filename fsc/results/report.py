@@ -81,7 +81,8 @@ CAPTIONS = {
     "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
     "niah": "Needle retrieval, exact match, by prompt length and depth.",
     "retrieval": "Retrieval against prompt length ÷ training length, mean over depths.",
-    "quality": "Generative perplexity under the scorer against decoding speed, each point a K "
+    "quality": "Generative perplexity under the scorer against decoding speed, a panel per "
+               "scorer, data and length (Gen-PPL is comparable within one only), each point a K "
                "(bars: 95 % bootstrap interval over samples; dashed: the validation text), and "
                "the samples' unigram entropy below.",
 }
@@ -236,10 +237,15 @@ def _training_table(steps: list[dict]) -> Table:
 
 
 def _quality_table(cells: list[dict]) -> Table:
-    """genppl cells: a row per decoding, with the speed it costs."""
-    cols = ["run", "recipe", "decoding", "G", "K", "policy", "τ", "T", "Gen-PPL", "95 % interval",
-            "entropy", "repeats", "tok/s", "passes/token", "steps/block", "n"]
-    rows = [[c["run_id"], c["recipe"], c["mode"], _num(c["G"]), _num(c["K"]),
+    """genppl cells: a row per decoding and length, with the speed it costs (and the scorer
+    and data, when the cells have several: Gen-PPL under one is not comparable with
+    another's)."""
+    shown = [k for k in ("scorer", "data") if len({c.get(k) for c in cells}) > 1]
+    cols = ["run", "recipe", *shown, "length", "decoding", "G", "K", "policy", "τ", "T",
+            "Gen-PPL", "95 % interval", "entropy", "repeats", "tok/s", "passes/token",
+            "steps/block", "n"]
+    rows = [[c["run_id"], c["recipe"], *(str(c.get(k) or "–") for k in shown), str(c["length"]),
+             c["mode"], _num(c["G"]), _num(c["K"]),
              c["policy"] or "–", _num(c["threshold"]), _num(c["temperature"]),
              _num(c["gen_ppl"]), f"{_num(c['gen_ppl_lo'])}–{_num(c['gen_ppl_hi'])}",
              _num(c["entropy"]), _num(c["repeat_ngram"]), _num(c["tokens_per_s"]),
@@ -248,7 +254,8 @@ def _quality_table(cells: list[dict]) -> Table:
     scorers = sorted({c["scorer"] for c in cells if c.get("scorer")})
     return Table("Generative perplexity", cols, rows,
                  note=f"Scored by {', '.join(scorers)}; the reference row is the validation "
-                      "text's own continuations of the same prompts.")
+                      "text's own continuations of the same prompts, at each length. Compare "
+                      "Gen-PPL within one scorer, data and length only.")
 
 
 def _harness_table(cells: list[dict]) -> Table:

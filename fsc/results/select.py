@@ -30,7 +30,9 @@ class Source:
     """Where a figure's or a table's rows come from: a view, the run kind that fills it, the
     rows it draws (`need`, a SQL condition on the view; `what` names them), and how runs are
     picked when none is named: for each value of the view's columns `by`, the newest run that
-    has such rows (no `by`: the newest run)."""
+    has such rows (no `by`: the newest run). `from_run`: keys of the run's config read as
+    columns beside the view's (an eval cell's `data`). `keep`: a SQL condition for rows a
+    --where never drops (genppl's reference row: the yardstick of the cells it sits with)."""
 
     view: str
     kind: str
@@ -39,6 +41,17 @@ class Source:
     need: str = "true"
     what: str = "rows"
     hint: str = ""
+    from_run: tuple[str, ...] = ()
+    keep: str = ""
+
+    def table(self) -> str:
+        """The view as a --where reads it: with the `from_run` columns."""
+        if not self.from_run:
+            return self.view
+        config = ", ".join(f"CASE WHEN json_valid(r.config) THEN json_extract_string(r.config, "
+                           f"'$.{k}') END AS {k}" for k in self.from_run)
+        return (f"(SELECT v.*, {config} FROM {self.view} v LEFT JOIN runs r USING (run_id)) "
+                f"AS {self.view}")
 
     def describe(self) -> str:
         """How the default picks, in words."""
@@ -54,7 +67,7 @@ PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
 TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="training steps",
                   hint="fsc train")
 EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
-                    what="evaluation cells", hint="fsc eval")
+                    what="evaluation cells", hint="fsc eval", from_run=("data",))
 NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'niah'",
               what="niah cells", hint="fsc eval --task niah")
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
@@ -62,7 +75,8 @@ RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    what="niah or mqar cells with a training length",
                    hint="fsc eval RUN_DIR")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
-                 what="genppl cells", hint="fsc eval --task genppl")
+                 what="genppl cells", hint="fsc eval --task genppl", from_run=("data",),
+                 keep="task = 'genppl' AND mode = 'reference'")
 
 
 def _literal(text: str) -> str:
@@ -187,8 +201,9 @@ def _view_rows(st: Store, source: Source, run_ids: list[str],
     ids = ", ".join(_literal(r) for r in run_ids)
     conditions = [f"run_id IN ({ids})"]
     if where is not None:
-        conditions.append(f"({condition(where)})")
-    sql = (f"SELECT * FROM {source.view} WHERE " + " AND ".join(conditions)
+        conditions.append(f"(({condition(where)}) OR ({source.keep}))" if source.keep
+                          else f"({condition(where)})")
+    sql = (f"SELECT * FROM {source.table()} WHERE " + " AND ".join(conditions)
            + f" ORDER BY {source.order}")
     try:
         cols, found = st.query(sql)

@@ -1,0 +1,144 @@
+"""Gen-PPL is comparable under one scorer, on one text, at one length: the quality figure draws
+a panel for each, its reference line once, and a grid's lines by colour and style with a
+legend that names each value once; the tables show the length; a --where on how cells decode
+keeps the reference rows."""
+
+import io
+import itertools
+
+import pytest
+
+from fsc.results import plots, report
+from fsc.store import Store
+
+
+def genppl_run(st: Store, recipe: str, *, scorer="ar_scorer", data="shakespeare",
+               lengths=(32,), steps=(1, 2, 4), policies=("confidence",), thresholds=(None,),
+               temperatures=(1.0,)) -> str:
+    """An eval run of made-up genppl cells as `fsc eval --task genppl` stores them: a reference
+    row per length (Gen-PPL 5 at 32 tokens, 6 at 64...) and a cell per decoding, the Gen-PPL
+    falling and the speed halving as K doubles."""
+    cells = []
+    for length in lengths:
+        ref = 5.0 + length / 32 - 1
+        cells.append({"checkpoint": "c", "recipe": recipe, "recipe_hash": "h", "task": "genppl",
+                      "mode": "reference", "length": length, "n": 4, "gen_ppl": ref,
+                      "gen_ppl_lo": ref * 0.9, "gen_ppl_hi": ref * 1.1, "entropy": 3.0,
+                      "scorer": scorer, "prompt_length": 64})
+        for n, (K, pol, tau, T) in enumerate(itertools.product(steps, policies, thresholds,
+                                                               temperatures)):
+            p = ref * (1 + 8 / K) * (1 + 0.05 * (n % 5))
+            cells.append({"checkpoint": "c", "recipe": recipe, "recipe_hash": "h",
+                          "task": "genppl", "mode": "diffusion", "G": 8, "K": K, "policy": pol,
+                          "threshold": tau, "temperature": T, "length": length, "n": 4,
+                          "gen_ppl": p, "gen_ppl_lo": p * 0.9, "gen_ppl_hi": p * 1.1,
+                          "entropy": 2.9, "tokens_per_s": 800.0 / K * (1.3 if tau else 1.0),
+                          "scorer": scorer, "prompt_length": 64})
+    with st.run("eval", f"fsc eval {recipe} --task genppl", {"data": data}) as run:
+        run.add_rows("eval_cells", cells)
+        return run.run_id
+
+
+def _panels(fig):
+    """The Gen-PPL axes of a quality figure (every other row), by their titles."""
+    return [ax for ax in fig.axes if ax.get_visible() and ax.get_yscale() == "log"]
+
+
+def _references(ax) -> list[float]:
+    return [ln.get_ydata()[0] for ln in ax.get_lines() if "validation text" in ln.get_label()]
+
+
+def test_each_length_is_a_panel_of_its_own_with_its_reference(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", lengths=(128, 256), policies=("confidence", "entropy", "margin"))
+    fig = plots.draw(st, "quality").figure
+    panels = _panels(fig)
+    assert [ax.get_title() for ax in panels] == ["128 tokens", "256 tokens"]
+    assert [_references(ax) for ax in panels] == [[8.0], [12.0]]  # one reference line each
+    for ax, length in zip(panels, (128, 256), strict=True):  # no line crosses from one length
+        ref = 5.0 + length / 32 - 1
+        for c in ax.containers:
+            assert min(c.lines[0].get_ydata()) > ref
+            assert max(c.lines[0].get_ydata()) < ref * 9 * 1.25
+    labels = fig.legends[0].get_texts()
+    assert sum("validation text" in t.get_text() for t in labels) == 1
+    assert "under ar_scorer, shakespeare" in fig._suptitle.get_text()
+
+
+def test_scorers_and_data_never_share_an_axis(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", scorer="scorer_a", data="custom.txt")
+    genppl_run(st, "qs", scorer="scorer_a", data="shakespeare")
+    genppl_run(st, "tl", scorer="scorer_b", data="shakespeare")
+    drawn = plots.draw(st, "quality")  # the latest run of each recipe
+    panels = _panels(drawn.figure)
+    assert sorted(ax.get_title() for ax in panels) == [
+        "under scorer_a, custom.txt", "under scorer_a, shakespeare", "under scorer_b, shakespeare"]
+    for ax in panels:
+        assert len({c.get_label().split(" · ")[0] for c in ax.containers}) == 1
+        assert len(_references(ax)) == 1
+
+
+def test_a_filter_on_decoding_keeps_the_reference(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", lengths=(128, 256), policies=("confidence", "margin"))
+    drawn = plots.draw(st, "quality", where="policy = 'confidence' AND length = 128")
+    assert {r["mode"] for r in drawn.rows} == {"diffusion", "reference"}
+    (panel,) = _panels(drawn.figure)
+    assert _references(panel) == [8.0]
+    assert {r["policy"] for r in drawn.rows if r["mode"] == "diffusion"} == {"confidence"}
+    assert plots.draw(st, "quality", where="data = 'shakespeare'").rows  # the run's --data
+
+
+def test_a_policy_grid_is_told_apart_by_colour_and_style(tmp_path):
+    st = Store(tmp_path / "store")
+    run = genppl_run(st, "qa", steps=(2, 8), thresholds=(None, 0.9), temperatures=(0.0, 1.0),
+                     policies=("confidence", "random", "margin", "entropy"))
+    fig = plots.draw(st, "quality").figure
+    (ax,) = _panels(fig)
+    lines = [c.lines[0] for c in ax.containers]
+    assert len(lines) == 16
+    assert len({ln.get_color() for ln in lines}) == 4  # a colour per policy
+    assert len({str(ln.get_linestyle()) for ln in lines}) == 4  # a style per τ and T
+    assert len({(ln.get_color(), str(ln.get_linestyle())) for ln in lines}) == 16
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(legend) <= 14 and not any(run in t for t in legend)
+    assert {"confidence", "random", "margin", "entropy", "τ 0.9 T 0"} <= set(legend)
+    boxes = [t.get_window_extent() for t in ax.texts]  # the K labels never overlap
+    assert all(not a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+    assert {t.get_text() for t in ax.texts} == {"K 2", "K 8"}
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_the_tables_show_the_length(several, tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", lengths=(128, 256) if several else (128,))
+    page = report.build(st, [r["run_id"] for r in report.select.runs_table(st)])
+    (table,) = [t for s in page.sections for t in s.tables if t.title == "Generative perplexity"]
+    assert "length" in table.columns
+    lengths = [row[table.columns.index("length")] for row in table.rows]
+    assert sorted(set(lengths)) == (["128", "256"] if several else ["128"])
+
+
+def test_fsc_eval_genppl_table_shows_the_length_when_there_are_several(monkeypatch):
+    from rich.console import Console
+
+    from fsc.cli import eval_render
+    from fsc.eval.grid import EvalCell
+
+    def cell(length, mode="diffusion", ppl=20.0):
+        return EvalCell("c", "qa", "h", mode, 8, 4, None, "genppl", length, n=4, gen_ppl=ppl,
+                        policy="confidence", temperature=1.0, scorer="sc", tokens_per_s=100.0)
+
+    for lengths, shown in (((128, 256), True), ((128,), False)):
+        console = Console(file=io.StringIO(), width=150)
+        monkeypatch.setattr(eval_render, "out", console)
+        eval_render.render([cell(n, m, p) for n in lengths
+                            for m, p in (("reference", 8.0), ("diffusion", 20.0))],
+                           "genppl", "qa", "r")
+        text = console.file.getvalue()
+        head = next(ln for ln in text.splitlines() if "decoding" in ln)
+        assert ("length" in head) == shown, text
+        if shown:
+            assert [ln.split("│")[2].strip() for ln in text.splitlines()
+                    if ln.startswith("│")] == ["128", "128", "256", "256"]
