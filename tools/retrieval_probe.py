@@ -16,6 +16,7 @@ import argparse
 
 import torch
 
+from fsc.data.tasks import Passkey
 from fsc.eval.grid import DEFAULT_DEPTHS, EvalSettings
 from fsc.eval.retrieval import _cell
 from fsc.loading import load_model
@@ -23,7 +24,6 @@ from fsc.model.attention import Attention
 from fsc.seeds import derive
 from fsc.source import checkpoint_tokenizer, resolve_checkpoint
 from fsc.tokenizer import load_tokenizer
-from fsc.train.tasks import Passkey
 
 
 def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,

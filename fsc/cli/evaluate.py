@@ -25,9 +25,9 @@ from fsc.cli.common import (
 )
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
+from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.scale import ExecutorSettings
 from fsc.text import counted
-from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_SAMPLES = 100_000
 # The options that shape a grid: a resumed run takes all of them from its stored request.

@@ -24,9 +24,9 @@ from fsc.cli.common import (
     torch_device,
 )
 from fsc.cli.train_render import eval_said, progress_bar, report
+from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
 from fsc.train import ranks
-from fsc.train.tasks import MAX_KEY_DIGITS
 
 MAX_STEPS, MAX_NPROC, MAX_MINUTES = 10**8, 1024, 10**6
 

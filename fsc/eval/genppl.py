@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from fsc.costmodel import memory, prompt_memory
+from fsc.data.sources import TextData, open_data
 from fsc.decode import DecodeConfig, generate
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
@@ -47,7 +48,6 @@ from fsc.seeds import derive
 from fsc.source import load_source_recipe, resolve_checkpoint, starts_with_bos
 from fsc.text import human_bytes
 from fsc.tokenizer import begun
-from fsc.train.data import TextData, open_data
 
 
 def text_tokens(grid: EvalGrid, tokenizer, length: int):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fsc.train.data import DataOptions
+from fsc.data.sources import DataOptions
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 LOSS_ONLY = ("loss", "loss_se", "distinct_sequences", "bits_per_byte")

@@ -27,13 +27,13 @@ from collections.abc import Iterator
 
 import torch
 
+from fsc.data.sources import open_data
+from fsc.data.tasks import Sample
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
 from fsc.seeds import derive
-from fsc.train.data import open_data
 from fsc.train.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
-from fsc.train.tasks import Sample
 
 
 def check(grid: EvalGrid, tokenizer) -> None:

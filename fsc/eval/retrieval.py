@@ -17,11 +17,11 @@ from collections.abc import Iterator
 
 import torch
 
+from fsc.data.tasks import MQAR, Passkey
 from fsc.decode import banned_ids, denoise, sample
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.seeds import derive
-from fsc.train.tasks import MQAR, Passkey
 
 
 def prompts(grid: EvalGrid, tokenizer, length: int, pairs: int | None = None) -> Passkey | MQAR:

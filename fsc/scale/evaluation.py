@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fsc import corpora
 from fsc.blocks import block_setting
+from fsc.data.sources import TEXT_SUFFIXES, DataOptions
 from fsc.decode import POLICIES
 from fsc.errors import UsageError
 from fsc.eval import check, model_to_score, samples_in, score, task_of
@@ -34,7 +35,6 @@ from fsc.store import Store
 from fsc.store.run_ids import resolve_run
 from fsc.text import counted, printable
 from fsc.tokenizer import IdTokenizer
-from fsc.train.data import TEXT_SUFFIXES, DataOptions
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none

@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from fsc.checkpoint.io import save_checkpoint
+from fsc.data.sources import BOS, DataOptions, open_data
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
 from fsc.model.cache import Carry
@@ -42,7 +43,6 @@ from fsc.seeds import derive
 from fsc.source import LATEST
 from fsc.tokenizer import tokenizer_files
 from fsc.train import parallel
-from fsc.train.data import BOS, DataOptions, open_data
 from fsc.train.objective import Batch, loss_of
 
 STATE_JSON = "training_state.json"

@@ -22,6 +22,7 @@ from tokenizers import AddedToken
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
+from fsc.data import sources
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
@@ -34,7 +35,7 @@ from fsc.sections import MAX_NAME
 from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, text_tokenizer
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
-from fsc.train import data, parallel, ranks
+from fsc.train import parallel, ranks
 from fsc.train.fits import check_training_fits
 from fsc.train.loop import (
     TrainConfig,
@@ -200,7 +201,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
-    samples = data.open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
+    samples = sources.open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
                          "a task (passkey, mqar or copy)")

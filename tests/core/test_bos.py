@@ -8,11 +8,11 @@ import pytest
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.checkpoint.layout import CHECKSUMS_FILE, read_checksums, write_checksums
+from fsc.data.sources import BOS
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.source import starts_with_bos
 from fsc.tokenizer import ByteTokenizer, load_tokenizer, prompt_ids
-from fsc.train.data import BOS
 
 TOK = ByteTokenizer()
 

@@ -1,5 +1,5 @@
 """Imports go one way: base → registry/recipe → cost model → kernels/ops → model →
-checkpoint/store → hub/imports → profile/decode/verify → train → results/scale → cli (LAYERS
+checkpoint/store/data → hub/imports → profile/decode/verify → train → results/scale → cli (LAYERS
 below; docs/architecture.md draws it). Every import of an fsc module, at module level or inside a
 function, is read from the source (AST) and must point at its own layer or a lower one."""
 
@@ -17,7 +17,8 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.costmodel"],
     ["fsc.kernels", "fsc.ops"],
     ["fsc.model"],
-    ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance"],
+    ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance",
+     "fsc.data"],  # the samples training and evaluation both draw (tasks, --data sources)
     ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
     ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.graphs", "fsc.verify"],
     ["fsc.train", "fsc.eval"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from fsc.data.tasks import MQAR, Passkey
 from fsc.decode import DecodeConfig, generate
 from fsc.eval.grid import EvalSettings
 from fsc.eval.retrieval import decode_answers
@@ -13,7 +14,6 @@ from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.tasks import MQAR, Passkey
 
 TOK = ByteTokenizer()
 

@@ -11,10 +11,10 @@ import torch
 from fsc_run import in_process
 
 from fsc.checkpoint.io import load_checkpoint
+from fsc.data.tasks import Passkey
 from fsc.eval.retrieval import decode_answers
 from fsc.seeds import derive
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.tasks import Passkey
 
 TOK = ByteTokenizer()
 RECIPE = """\

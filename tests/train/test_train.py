@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from fsc.checkpoint.io import load_checkpoint, verify_checkpoint
+from fsc.data.tasks import Copy
 from fsc.eval.grid import EvalSettings
 from fsc.eval.retrieval import _cell
 from fsc.model.lm import build_model
@@ -23,7 +24,6 @@ from fsc.seeds import derive
 from fsc.store import Store
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, Trainer, lr_at
-from fsc.train.tasks import Copy
 
 COPY = ["--data", "copy", "--seq-len", "32", "--batch", "32"]
 

@@ -45,7 +45,7 @@ def test_train_refuses_a_step_too_large_before_preparing_data(cli, tmp_path, mon
     def never(*_a, **_k):
         raise AssertionError("data prepared before the memory check")
 
-    monkeypatch.setattr("fsc.train.data.open_data", never)
+    monkeypatch.setattr("fsc.data.sources.open_data", never)
     r = cli(*HUGE, "--out", tmp_path / "x", "--store", tmp_path / "store")
     assert r.code == 2 and r.err.count("\n") == 1, r.err
     assert "not enough memory" in r.err and "lower --seq-len or --batch" in r.err
@@ -57,7 +57,7 @@ def test_an_allocation_failing_at_run_time_is_one_line_naming_memory(cli, tmp_pa
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: "
                            "can't allocate memory: you tried to allocate 6565007360 bytes.\nmore")
 
-    monkeypatch.setattr("fsc.train.data.open_data", fail)
+    monkeypatch.setattr("fsc.data.sources.open_data", fail)
     r = cli("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--batch", "2",
             "--train-steps", "1", "--out", tmp_path / "x", "--store", tmp_path / "store")
     assert r.code == 1 and r.err.count("\n") == 1, r.err

@@ -20,9 +20,9 @@ import duckdb
 import numpy as np
 
 from fsc import corpora
+from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
 from fsc.seeds import derive
-from fsc.train.tasks import TASKS, Sample
 
 TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json

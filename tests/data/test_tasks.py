@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from fsc.data.sources import DataOptions, open_data
+from fsc.data.tasks import FILLER, MQAR, Copy, Passkey
 from fsc.errors import UsageError
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.data import DataOptions, open_data
-from fsc.train.tasks import FILLER, MQAR, Copy, Passkey
 
 TOK = ByteTokenizer()
 
