@@ -21,7 +21,8 @@ def recipes(as_json: JsonOpt = False) -> None:
         r = load_recipe(path)
         kinds = sorted(set(r.layer_plan))
         counts = ", ".join(f"{r.layer_plan.count(k)} {k}" for k in kinds)
-        ffn = f"moe {r.moe.n_experts}×top{r.moe.top_k}" if r.moe else "mlp"
+        ffn = (f"moe {r.moe.n_experts}×top{r.moe.top_k}" if r.moe else
+               "no mlp" if r.mlp_cfg.kind == "none" else "mlp")
         rows.append({
             "name": name, "path": str(path), "layer_map": r.layer_map, "d_model": r.d_model,
             "n_layers": r.n_layers, "block_size": r.block_size, "dtype": r.dtype,

@@ -72,8 +72,11 @@ def test_published_recipes_are_named_from_anywhere_and_listed(fsc_main, tmp_path
     res = fsc_main("estimate", "published/Llama-3.1-8B", "--S", "256k", "--B", "8", "--json")
     assert res.returncode == 0, res.stderr  # fsc_main runs in tmp_path, not the repository
     assert json.loads(res.stdout)["weight_bytes"] > 10**10
-    names = [r["name"] for r in json.loads(fsc_main("recipes", "--json").stdout)]
-    assert {f"published/{n}" for n in NAMES} <= set(names) and "tiny_attn" in names
+    rows = {r["name"]: r for r in json.loads(fsc_main("recipes", "--json").stdout)}
+    assert {f"published/{n}" for n in NAMES} <= set(rows) and "tiny_attn" in rows
+    # the summary says which FFN each has: none in Mamba-2 (mlp: {kind: none})
+    assert rows["published/Mamba2-2.7B"]["summary"].endswith("64 mamba), no mlp, G 1")
+    assert ", mlp, G 1" in rows["published/Bamba-9B"]["summary"]
 
 
 def test_import_help_names_every_family_it_imports(fsc_main):
