@@ -153,8 +153,7 @@ def evaluate(
     from fsc.errors import UsageError
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
-    from fsc.scale.evaluation import EvalRequest, evaluate
-    from fsc.store import Store
+    from fsc.scale.eval_request import EvalRequest, precheck
 
     if (source is None) == (resume is None):
         raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")
@@ -197,6 +196,11 @@ def evaluate(
         temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
         if temperature is not None else None, top_p=top_p,
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve, resume=resume)
+    if resume is None:
+        precheck(asked)  # the options the task takes, before torch is imported
+    from fsc.scale.evaluation import evaluate
+    from fsc.store import Store
+
     torch_threads()
     st = Store(store_dir(store))
     try:
@@ -211,8 +215,7 @@ def evaluate(
         raise typer.Exit(e.exit_code) from None
     if done.before:
         err.print(f"run {done.run_id} held {counted(done.before, 'cell')}; {len(done.cells)} "
-                  "scored now",
-                  soft_wrap=True)
+                  "scored now", soft_wrap=True)
     if as_json:
         print_json({"run_id": done.run_id, "store": str(done.store), "before": done.before,
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task,

@@ -10,9 +10,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from fsc import corpora
 from fsc.blocks import block_setting
-from fsc.data.sources import TEXT_SUFFIXES, DataOptions
+from fsc.data.sources import DataOptions
 from fsc.decode import POLICIES
 from fsc.errors import UsageError
 from fsc.eval import check, model_to_score, samples_in, score, task_of
@@ -22,6 +21,14 @@ from fsc.eval.scorers import check_scorer
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
+from fsc.scale.eval_request import (
+    DEFAULT_PAIRS,
+    GENPPL_DEFAULTS,
+    EvalRequest,
+    checked,
+    trained_text,
+    training_record,
+)
 from fsc.source import (
     checkpoint_config,
     is_checkpoint,
@@ -33,55 +40,12 @@ from fsc.source import (
 )
 from fsc.store import Store
 from fsc.store.run_ids import resolve_run
-from fsc.text import counted, printable
+from fsc.text import counted
 from fsc.tokenizer import IdTokenizer
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none
 GENPPL_LENGTH = 128  # genppl: tokens per sample unless --lengths says
-
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """What `fsc eval` was asked for; None: as the checkpoint was trained, or fsc's default."""
-
-    source: str  # a checkpoint, a training directory (its latest step) or a recipe
-    task: str | None = None  # None: the task training data implies (default_task)
-    lengths: tuple[int, ...] | None = None
-    depths: tuple[float, ...] | None = None  # niah's (None: DEFAULT_DEPTHS)
-    pairs: tuple[int, ...] | None = None  # mqar's, and loss's on mqar data (None: 8)
-    samples: int = 20
-    steps: tuple[int, ...] | None = None  # K; genppl takes several
-    mode: str | None = None
-    batch: int = 20
-    data: str | None = None
-    needle_digits: int | None = None
-    text_field: str = "text"
-    tokenizer: str | None = None
-    seed: int = 0
-    device: str = "cpu"
-    # genppl's own (None: not given; the defaults are GENPPL_DEFAULTS)
-    scorer: str | None = None
-    G: tuple[int, ...] | None = None  # block sizes decoded with (default: the recipe's)
-    policies: tuple[str, ...] | None = None
-    thresholds: tuple[float | None, ...] | None = None
-    temperatures: tuple[float, ...] | None = None
-    top_p: float | None = None
-    prompt_length: int | None = None
-    baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
-    ngram: int | None = None
-    mauve: bool = False
-    resume: str | None = None  # an eval run to continue: only its missing cells are scored
-
-    def genppl_options(self) -> list[str]:
-        """The genppl options this request gives (an error for any other task)."""
-        return [f"--{name.replace('_', '-')}" for name in GENPPL_DEFAULTS
-                if getattr(self, name) not in (None, False)]
-
-
-GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thresholds": (None,),
-                   "temperatures": (1.0,), "top_p": 1.0, "prompt_length": 64, "baseline": None,
-                   "ngram": 4, "mauve": False}
 
 
 @dataclass
@@ -101,21 +65,13 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     one that cannot be scored."""
     source = str(resolve_checkpoint(request.source))
     recipe = load_source_recipe(source)
-    trained = checkpoint_config(source).get("training")  # what `fsc train` recorded
-    trained = trained if isinstance(trained, dict) else {}
-    if request.task is None:
-        request = replace(request, task=default_task(request, trained.get("data")))
+    trained = training_record(source)  # what `fsc train` recorded
+    request = checked(request, trained)  # the task filled in, the options it takes checked
     mode = request.mode
     if mode is None and trained.get("objective") is not None:
         mode = "ar" if trained["objective"] == "ar" else "diffusion"
-    if request.task != "genppl" and request.steps is not None and len(request.steps) > 1:
-        raise UsageError("--steps takes one K except with --task genppl")
-    given = request.genppl_options()
-    if request.task != "genppl" and given:
-        names = [{"--policies": "--policy", "--thresholds": "--threshold",
-                  "--temperatures": "--temperature"}.get(g, g) for g in given]
-        raise UsageError(f"{', '.join(names)}: for --task genppl only")
-    depths, pairs = _task_options(request)
+    depths = request.depths or DEFAULT_DEPTHS
+    pairs = request.pairs or DEFAULT_PAIRS
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
     tok = source_tokenizer(source, request.tokenizer, need_mask=mode != "ar")
@@ -133,7 +89,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         base = train_len or UNKNOWN_TRAIN_LENGTH
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
-    data = request.data if request.data is not None else _trained_text(request, trained)
+    data = request.data if request.data is not None else trained_text(request, trained)
     gen = None
     if request.task == "genppl":
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
@@ -150,65 +106,9 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     return grid, recipe, tok
 
 
-TRAINED_TASK = {"passkey": "niah", "mqar": "mqar"}  # training data -> the eval task that scores it
-
-
-def default_task(request: EvalRequest, data) -> str:
-    """The task `fsc eval` runs when --task is not given: the one that measures what the
-    checkpoint was trained on (passkey: niah, mqar: mqar, text: loss; genppl when --scorer is
-    given), niah for untrained weights; UsageError naming the fitting task otherwise."""
-    if request.scorer is not None:
-        return "genppl"
-    if data is None:
-        return "niah"
-    if data in TRAINED_TASK:
-        return TRAINED_TASK[data]
-    if _is_text(data) or request.data is not None:
-        return "loss"
-    raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
-                     f"as it is: give --task loss --data {data} (its held-out loss), or --task "
-                     "niah or mqar")
-
-
-def _task_options(request: EvalRequest) -> tuple[tuple[float, ...], tuple[int, ...]]:
-    """(depths, pairs), the defaults where not given; UsageError for one the task does not
-    use, as genppl's options are refused elsewhere (a resumed run's stored request holds the
-    defaults it was given, whatever its task)."""
-    if request.resume is None:
-        if request.depths is not None and request.task != "niah":
-            raise UsageError(f"--depths: for --task niah only (this is {request.task})")
-        if request.pairs is not None and request.task not in ("mqar", "loss"):
-            raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
-                             f"{request.task})")
-    return request.depths or DEFAULT_DEPTHS, request.pairs or (8,)
-
-
-def _trained_text(request: EvalRequest, trained: dict) -> str | None:
-    """The text --data leaves to training's record: genppl's prompts from the text it was
-    trained on (a corpus's val split), loss on a corpus's held-out split; None where training
-    recorded none. UsageError for loss after a text file, which holds no held-out part."""
-    recorded = trained.get("data")
-    if not _is_text(recorded) or request.task not in ("genppl", "loss"):
-        return None
-    if request.task == "genppl":
-        return recorded
-    if corpora.is_corpus(recorded):
-        return recorded.split(":")[0] + ":val"
-    raise UsageError(f"--task loss needs --data: {request.source} was trained on "
-                     f"{printable(recorded, 80)}, whose loss is not held out (give held-out text)")
-
-
-def _is_text(data) -> bool:
-    """Whether training data `data` (as recorded) is natural text genppl can draw from."""
-    return isinstance(data, str) and (corpora.is_corpus(data) or data.endswith(TEXT_SUFFIXES))
-
-
 def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
     """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
     per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
-    if request.scorer is None:
-        raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
-                         "recipe, or a transformers model)")
     kind = check_scorer(request.scorer)
     for p in request.policies:
         if p not in POLICIES:

@@ -107,7 +107,7 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
               "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
-              "--state-passing", "--mauve", "--tasks", "--logit-shift", "--no-graphs"}
+              "--state-passing", "--mauve", "--tasks", "--logit-shift", "--no-graphs", "--csv"}
 
 
 def _cases():

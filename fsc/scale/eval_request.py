@@ -1,0 +1,139 @@
+"""What `fsc eval` is asked (EvalRequest), and the checks of it that need no model: the task
+a checkpoint's training record implies and the options that task takes. Light (no torch), so
+that the command's option errors come before torch is imported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fsc import corpora
+from fsc.data.sources import TEXT_SUFFIXES
+from fsc.errors import UsageError
+from fsc.source import checkpoint_config, resolve_checkpoint
+from fsc.text import printable
+
+DEFAULT_PAIRS = (8,)  # mqar's pairs unless --pairs says
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What `fsc eval` was asked for; None: as the checkpoint was trained, or fsc's default."""
+
+    source: str  # a checkpoint, a training directory (its latest step) or a recipe
+    task: str | None = None  # None: the task training data implies (default_task)
+    lengths: tuple[int, ...] | None = None
+    depths: tuple[float, ...] | None = None  # niah's (None: fsc.eval.grid.DEFAULT_DEPTHS)
+    pairs: tuple[int, ...] | None = None  # mqar's, and loss's on mqar data (None: 8)
+    samples: int = 20
+    steps: tuple[int, ...] | None = None  # K; genppl takes several
+    mode: str | None = None
+    batch: int = 20
+    data: str | None = None
+    needle_digits: int | None = None
+    text_field: str = "text"
+    tokenizer: str | None = None
+    seed: int = 0
+    device: str = "cpu"
+    # genppl's own (None: not given; the defaults are GENPPL_DEFAULTS)
+    scorer: str | None = None
+    G: tuple[int, ...] | None = None  # block sizes decoded with (default: the recipe's)
+    policies: tuple[str, ...] | None = None
+    thresholds: tuple[float | None, ...] | None = None
+    temperatures: tuple[float, ...] | None = None
+    top_p: float | None = None
+    prompt_length: int | None = None
+    baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
+    ngram: int | None = None
+    mauve: bool = False
+    resume: str | None = None  # an eval run to continue: only its missing cells are scored
+
+    def genppl_options(self) -> list[str]:
+        """The genppl options this request gives (an error for any other task)."""
+        return [f"--{name.replace('_', '-')}" for name in GENPPL_DEFAULTS
+                if getattr(self, name) not in (None, False)]
+
+
+GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thresholds": (None,),
+                   "temperatures": (1.0,), "top_p": 1.0, "prompt_length": 64, "baseline": None,
+                   "ngram": 4, "mauve": False}
+
+
+TRAINED_TASK = {"passkey": "niah", "mqar": "mqar"}  # training data -> the eval task that scores it
+
+
+def default_task(request: EvalRequest, data) -> str:
+    """The task `fsc eval` runs when --task is not given: the one that measures what the
+    checkpoint was trained on (passkey: niah, mqar: mqar, text: loss; genppl when --scorer is
+    given), niah for untrained weights; UsageError naming the fitting task otherwise."""
+    if request.scorer is not None:
+        return "genppl"
+    if data is None:
+        return "niah"
+    if data in TRAINED_TASK:
+        return TRAINED_TASK[data]
+    if is_text(data) or request.data is not None:
+        return "loss"
+    raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
+                     f"as it is: give --task loss --data {data} (its held-out loss), or --task "
+                     "niah or mqar")
+
+
+def trained_text(request: EvalRequest, trained: dict) -> str | None:
+    """The text --data leaves to training's record: genppl's prompts from the text it was
+    trained on (a corpus's val split), loss on a corpus's held-out split; None where training
+    recorded none. UsageError for loss after a text file, which holds no held-out part."""
+    recorded = trained.get("data")
+    if not is_text(recorded) or request.task not in ("genppl", "loss"):
+        return None
+    if request.task == "genppl":
+        return recorded
+    if corpora.is_corpus(recorded):
+        return recorded.split(":")[0] + ":val"
+    raise UsageError(f"--task loss needs --data: {request.source} was trained on "
+                     f"{printable(recorded, 80)}, whose loss is not held out (give held-out text)")
+
+
+def is_text(data) -> bool:
+    """Whether training data `data` (as recorded) is natural text genppl can draw from."""
+    return isinstance(data, str) and (corpora.is_corpus(data) or data.endswith(TEXT_SUFFIXES))
+
+
+def training_record(source: str | Path) -> dict:
+    """What `fsc train` recorded in the checkpoint `source` ({} for none, or a recipe)."""
+    trained = checkpoint_config(source).get("training")
+    return trained if isinstance(trained, dict) else {}
+
+
+def checked(request: EvalRequest, trained: dict) -> EvalRequest:
+    """`request` with its task filled in from the training record `trained` (default_task);
+    UsageError for an option its task does not take: several --steps, genppl's options, or
+    --scorer missing, but with genppl; --depths but with niah; --pairs but with mqar or loss.
+    (A resumed run's stored request holds the depths and pairs it was given whatever its
+    task: those are not checked again.)"""
+    if request.task is None:
+        request = replace(request, task=default_task(request, trained.get("data")))
+    task = request.task
+    if task != "genppl" and request.steps is not None and len(request.steps) > 1:
+        raise UsageError("--steps takes one K except with --task genppl")
+    given = request.genppl_options()
+    if task != "genppl" and given:
+        names = [{"--policies": "--policy", "--thresholds": "--threshold",
+                  "--temperatures": "--temperature"}.get(g, g) for g in given]
+        raise UsageError(f"{', '.join(names)}: for --task genppl only")
+    if task == "genppl" and request.scorer is None:
+        raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
+                         "recipe, or a transformers model)")
+    if request.resume is None:
+        if request.depths is not None and task != "niah":
+            raise UsageError(f"--depths: for --task niah only (this is {task})")
+        if request.pairs is not None and task not in ("mqar", "loss"):
+            raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
+                             f"{task})")
+    return request
+
+
+def precheck(request: EvalRequest) -> None:
+    """The checks of `checked`, with the training record of the checkpoint `request` names,
+    for a caller that has not loaded torch yet (the command line)."""
+    checked(request, training_record(resolve_checkpoint(request.source)))
