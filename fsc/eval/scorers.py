@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from fsc.errors import FscError, UsageError
+from fsc.hub.reach import looks_local, quiet, unreachable
 from fsc.loading import load_model
 from fsc.source import (
     is_checkpoint,
@@ -171,22 +172,30 @@ def check_scorer(spec: str) -> str:
                              f"{recipe.block_size}); a scorer must be autoregressive (trained "
                              "with --objective ar, or imported with fsc import)")
         return "fsc"
-    if path.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", spec):
-        raise UsageError(f"--scorer {spec}: no fsc checkpoint, recipe or transformers model "
-                         "directory there")
+    if looks_local(spec) or not re.fullmatch(r"[\w.-]+/[\w.-]+", spec):  # never the Hub's
+        raise UsageError(f"--scorer {spec}: " + (
+            "no fsc checkpoint, recipe or transformers model directory there" if path.exists()
+            else "no such file or directory"))
     _hub_config(spec)  # a Hub id: its config, where the Hub (or its cache) has it
     return "transformers"
 
 
 def _hub_config(spec: str) -> None:
+    """UsageError (one line, at once) unless the Hub, or offline the local cache, has the
+    config of Hub id `spec`; the client's retries are not shown."""
     try:
         transformers = importlib.import_module("transformers")
     except ImportError:
         raise UsageError(f"--scorer {spec}: a transformers model needs transformers "
                          "(pip install 'fsc[hf]')") from None
+    offline = unreachable()
     try:
-        transformers.AutoConfig.from_pretrained(spec)
+        with quiet():
+            transformers.AutoConfig.from_pretrained(spec, local_files_only=offline is not None)
     except Exception as e:  # noqa: BLE001 - transformers and the Hub client raise many kinds
+        if offline is not None:
+            raise UsageError(f"--scorer {spec}: not a local path, and not in the Hugging Face "
+                             f"cache; the Hub is out of reach ({offline})") from None
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UsageError(f"--scorer {spec}: cannot read its config from the Hub ({first[:160]})"
                          ) from None

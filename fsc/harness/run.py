@@ -15,10 +15,12 @@ from pathlib import Path
 import datasets
 import lm_eval
 import lm_eval.evaluator
+import yaml
 from lm_eval.tasks import TaskManager
 
 from fsc.errors import FscError, UsageError
 from fsc.harness.lm import FscLM
+from fsc.hub.reach import quiet, unreachable
 from fsc.provenance import environment
 from fsc.scale import recording
 from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, weights_origin
@@ -93,7 +95,7 @@ def _quiet():
     if git is not None:
         lm_eval.evaluator.get_git_commit_hash = lambda: None
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # the progress bars (tqdm)
+        with contextlib.redirect_stderr(io.StringIO()), quiet():  # progress bars, Hub retries
             yield
     finally:
         logger.setLevel(level)
@@ -111,17 +113,47 @@ def run_harness(request: HarnessRequest) -> tuple[dict, object]:
         return _run(request, lm)
 
 
+def unparsed(folder: str, names: list[str] | None = None) -> str | None:
+    """'FILE does not parse: ERROR (line N)' for the first task YAML under `folder` (with
+    `names`, one named NAME.yaml for a NAME there) that YAML cannot read (the harness skips
+    such a file without a word), or None."""
+
+    class AnyTag(yaml.SafeLoader):  # the harness's own tags (!function) read as nothing
+        pass
+
+    AnyTag.add_multi_constructor("!", lambda loader, suffix, node: None)
+    for path in sorted(Path(folder).glob("**/*.yaml")):
+        if names is not None and path.stem not in names:
+            continue
+        try:
+            yaml.load(path.read_text(), Loader=AnyTag)
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            what = getattr(e, "problem", None) or first_line(e) or type(e).__name__
+            return f"{path} does not parse: {what}{where}"
+    return None
+
+
 def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
     manager = None
     if request.include_path is not None:  # local tasks alone: no index of the harness's thousands
         manager = TaskManager(include_path=request.include_path, include_defaults=False)
-        if any(t not in manager.all_tasks for t in request.tasks):
+        missing = [t for t in request.tasks if t not in manager.all_tasks]
+        broken = unparsed(request.include_path, missing) if missing else None
+        if broken:
+            raise UsageError(f"--tasks: no harness task {', '.join(map(repr, missing))}: {broken}")
+        if missing:
             manager = None
     manager = manager or TaskManager(include_path=request.include_path)
     unknown = [t for t in request.tasks if t not in manager.all_tasks]
     if unknown:
-        raise UsageError(f"--tasks: no harness task {', '.join(map(repr, unknown))}"
-                         + ("" if request.include_path else " (local tasks need --include-path)"))
+        why = " (local tasks need --include-path)"
+        if request.include_path:
+            broken = unparsed(request.include_path)
+            why = f" ({broken})" if broken else ""
+        raise UsageError(f"--tasks: no harness task {', '.join(map(repr, unknown))}{why}")
+    offline = unreachable(datasets=True)  # offline, the datasets come from the cache at once
     try:
         results = lm_eval.simple_evaluate(
             model=lm, tasks=list(request.tasks), num_fewshot=request.num_fewshot,
@@ -132,7 +164,9 @@ def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
         raise
     except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
         raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
-                         f"{type(e).__name__}: {first_line(e)[:300]}") from None
+                         f"{type(e).__name__}: {first_line(e)[:300]}" + (
+                             f" (the Hub is out of reach: {offline}; only datasets in the "
+                             "local cache can be read)" if offline else "")) from None
     return results, lm
 
 
