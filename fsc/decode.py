@@ -25,15 +25,15 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from fsc.blocks import blocks_of, check_block
+from fsc.blocks import POLICIES, blocks_of, check_block
 from fsc.errors import UsageError
 from fsc.graphs import GraphedStep, capturable
 from fsc.graphs import usable as graphs_usable
 from fsc.model.lm import reading
+from fsc.sampler import ORDER_STREAM, Picker, pick_ref
 from fsc.seeds import derive
 
-POLICIES = ("confidence", "random", "margin", "entropy")
-ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): the random order's seed, apart from the samples'
+SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
 WARMS_UP = ("cuda",)  # device types where the first decode of a model warms up (`warm_up`)
 _warm: set[tuple] = set()  # (recipe hash, G, device) warmed up in this process
 
@@ -51,6 +51,7 @@ class DecodeConfig:
     use_cache: bool = True
     policy: str = "confidence"
     graphs: bool = True  # on CUDA, a block's steps replay one captured graph (fsc.graphs)
+    sampler: str = "auto"  # the pick: on the logits' device (CUDA) or the host (`picker`)
 
     def check(self) -> None:
         if self.mode not in ("diffusion", "ar"):
@@ -65,6 +66,8 @@ class DecodeConfig:
             raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
         if self.threshold is not None and not 0 < self.threshold <= 1:
             raise UsageError(f"threshold {self.threshold} must be in (0, 1]")
+        if self.sampler not in SAMPLERS:
+            raise UsageError(f"sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}")
         if self.policy not in POLICIES:
             raise UsageError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
 
@@ -83,61 +86,23 @@ def even_schedule(g: int, steps: int) -> list[int]:
     return [(k + 1) * g // steps - k * g // steps for k in range(steps)]
 
 
-def distribution(logits, temperature: float, top_p: float):
-    """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
-    (greedy, 0: at 1), cut to the smallest top-`top_p` set and renormalised."""
-    logits = logits.double()
-    probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
-    if temperature > 0 and top_p < 1:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
-        sorted_p = sorted_p * keep
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
-
-
-def sample(logits, temperature: float, top_p: float, generator):
-    """Tokens and their confidences (the probability of each, float64) for each row of
-    `logits` [n, V] (on CPU); the draw is made in float64."""
-    probs = distribution(logits, temperature, top_p)
-    if temperature == 0:
-        conf, tok = probs.max(dim=-1)
-        return tok, conf
-    tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return tok, probs.gather(-1, tok[:, None]).squeeze(-1)
-
-
-def ranking(probs, conf, policy: str, order):
-    """Each row's priority [n] under `policy` (higher is revealed first), from the
-    distribution `probs` [n, V] it sampled from and the sampled tokens' probabilities; `random`
-    draws from `order`, a generator of its own (never the samples')."""
-    if policy == "confidence":
-        return conf
-    if policy == "margin":
-        top = probs.topk(2, dim=-1).values
-        return top[:, 0] - top[:, 1]
-    if policy == "entropy":
-        return (probs * probs.clamp_min(1e-300).log()).sum(-1)  # -H: low entropy first
-    return torch.rand(probs.shape[0], generator=order, dtype=torch.float64)
-
-
-def picker(banned: list[int], temperature: float, top_p: float, policy: str, generator,
-           order):
-    """pick(logits [n, V]) -> (tokens, confidences, priorities): a sample from each row (drawn
-    from `generator`) with the `banned` ids never drawn, and the policy's priority of each
-    position (`random`: drawn from `order`)."""
+def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device):
+    """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`:
+    the device picker (fsc.sampler.Picker: nothing of [n, V] leaves the device) where
+    `cfg.sampler` asks for it (auto: on CUDA), else the host reference `pick_ref`, which the
+    CPU keeps (its draws are the ones recorded so far)."""
+    device = torch.device(device)
+    on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
+    if on_device:
+        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, [cfg.seed], device)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    order = torch.Generator().manual_seed(derive(cfg.seed, ORDER_STREAM))
 
     def pick(logits):
-        logits = logits.float().cpu().clone()
-        logits[..., banned] = float("-inf")
-        probs = distribution(logits, temperature, top_p)
-        if temperature == 0:
-            conf, tok = probs.max(dim=-1)
-        else:
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-            conf = probs.gather(-1, tok[:, None]).squeeze(-1)
-        return tok, conf, ranking(probs, conf, policy, order)
+        B, n, V = logits.shape
+        picked = pick_ref(logits.reshape(B * n, V), banned, cfg.temperature, cfg.top_p,
+                          cfg.policy, gen, order)
+        return tuple(t.view(B, n).to(device) for t in picked)
 
     return pick
 
@@ -147,7 +112,7 @@ def ar_picker(pick, banned: list[int], temperature: float):
     (the argmax of the logits, banned ids aside: the token `pick` would choose, without its
     float64 softmax over the vocabulary), else `pick`'s sample."""
     if temperature > 0:
-        return lambda logits: int(pick(logits[None])[0][0])
+        return lambda logits: int(pick(logits[None, None])[0][0, 0])
 
     def greedy(logits):
         if banned:
@@ -172,7 +137,7 @@ class _Passes:
         self.last_logits = None  # of the last fold: in AR mode they predict the next token
         if use_cache:  # the prompt in blocks of G, folded in one pass
             self.passes += 1
-            self.last_logits = model.fold_blocks(self._t(ids), self.cache).float().cpu()
+            self.last_logits = model.fold_blocks(self._t(ids), self.cache)
             self.ids += ids
             self.blocks += blocks_of(len(ids), G)
         else:
@@ -182,30 +147,31 @@ class _Passes:
     def _t(self, ids):
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
-    def step(self, block: list[int]):
-        """Logits [G, V] of the frontier block; the prefix is unchanged."""
+    def step(self, block):
+        """Logits [1, g, V] of the frontier block [1, g] (on the device); the prefix is
+        unchanged."""
         self.passes += 1
         if self.graphed is not None:
-            return self.graphed(self._t(block), self.cache)[0].float().cpu()
+            return self.graphed(block, self.cache)
         if self.use_cache:
-            return self.model(self._t(block), self.cache)[0].float().cpu()
-        logits = self.model.forward_blockwise(self._t(self.ids + block), self.blocks + [len(block)])
-        return logits[0, -len(block) :].float().cpu()
+            return self.model(block, self.cache)
+        x = torch.cat([self._t(self.ids), block], dim=1) if self.ids else block
+        return self.model.forward_blockwise(x, self.blocks + [block.shape[1]])[:, -block.shape[1] :]
 
     def commit(self, block: list[int]) -> None:
         """Fold the finished block (the uncached path recomputes the prefix at the next step)."""
         if self.use_cache:
             self.passes += 1
-            self.last_logits = self.model.fold(self._t(block), self.cache)[0].float().cpu()
+            self.last_logits = self.model.fold(self._t(block), self.cache)[0]
         self.ids += block
         self.blocks.append(len(block))
 
     def ar_logits(self):
-        """Logits [V] predicting the next token after everything committed."""
+        """Logits [V] (on the device) predicting the next token after everything committed."""
         if self.use_cache:
             return self.last_logits[-1]
         self.passes += 1
-        return self.model.forward_blockwise(self._t(self.ids), self.blocks)[0, -1].float().cpu()
+        return self.model.forward_blockwise(self._t(self.ids), self.blocks)[0, -1]
 
 
 def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
@@ -222,23 +188,20 @@ def denoise(step, block, masked, steps: int, pick, threshold: float | None = Non
             used: list[int] | None = None):
     """Fill the masked positions of `block` [B, g] (holding the mask id there) in at most
     `steps` steps; every row has the same number of masked positions. Each step is one
-    forward `step(block) -> logits [B, g, V]` against the cache, then `pick` (see `picker`;
-    a pick of (tokens, confidences) ranks by confidence) reveals the best-ranked masked
+    forward `step(block) -> logits [B, g, V]` against the cache, then `pick` (see `picker`:
+    tokens, confidences and priorities, each [B, g]) reveals the best-ranked masked
     positions: on the even schedule, or with `threshold` every one at least that confident
     and at least enough to finish in the steps left. The steps taken are appended to `used`."""
     masked = masked.clone()
-    B, g = block.shape
+    B = block.shape[0]
     n = int(masked[0].sum())
     k = min(steps, n)
     schedule = even_schedule(n, k)
     taken = 0
     for i in range(k):
         taken += 1
-        logits = step(block)
-        tok, conf, *rank = pick(logits.reshape(B * g, -1))
-        rank = rank[0] if rank else conf
-        tok, conf = tok.view(B, g).to(block.device), conf.view(B, g).to(block.device)
-        rank = rank.view(B, g).to(block.device).masked_fill(~masked, float("-inf"))
+        tok, conf, rank = pick(step(block))  # each [B, g], on the block's device
+        rank = rank.masked_fill(~masked, float("-inf"))
         if threshold is None:
             need = torch.full((B,), schedule[i], device=block.device)
         else:  # at least enough to finish within the steps left
@@ -266,11 +229,10 @@ def banned_ids(tokenizer, vocab: int) -> list[int]:
 def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig,
                    used: list[int]) -> list[int]:
     """One block of g masked positions filled in at most K steps (see `denoise`)."""
-    block = torch.full((1, g), mask_id, dtype=torch.long)
-    masked = torch.ones(1, g, dtype=torch.bool)
-    out = denoise(lambda b: run.step(b[0].tolist())[None], block, masked, cfg.steps, pick,
-                  cfg.threshold, used)
-    return out[0].tolist()
+    block = torch.full((1, g), mask_id, dtype=torch.long, device=run.device)
+    masked = torch.ones(1, g, dtype=torch.bool, device=run.device)
+    out = denoise(run.step, block, masked, cfg.steps, pick, cfg.threshold, used)
+    return out[0].tolist()  # the block's ids: the one read back to the host a block
 
 
 def warm_up(model, G: int, device) -> float:
@@ -307,8 +269,6 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     device = device or model.embed.weight.device
     vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G
-    gen = torch.Generator().manual_seed(cfg.seed)
-    order = torch.Generator().manual_seed(derive(cfg.seed, ORDER_STREAM))
     banned = banned_ids(tokenizer, vocab)
     key = (model.recipe.recipe_hash, G, str(device))
     warmup_s = None
@@ -326,7 +286,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     out: list[int] = []
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
-    pick = picker(banned, cfg.temperature, cfg.top_p, cfg.policy, gen, order)
+    pick = picker(banned, vocab, cfg, device)
     next_token = ar_picker(pick, banned, cfg.temperature)
     used: list[int] = []  # denoising steps each block took
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
+from fsc.blocks import POLICIES  # noqa: F401 - the policies `priority` knows
 from fsc.seeds import derive
 
-POLICIES = ("confidence", "random", "margin", "entropy")
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples
 
 

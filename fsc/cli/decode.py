@@ -25,7 +25,7 @@ from fsc.cli.common import (
 )
 from fsc.text import counted
 
-Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.decode.POLICIES
+Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.blocks.POLICIES
 MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
 
 

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 import torch
 
 from fsc.data.tasks import MQAR, Passkey
-from fsc.decode import banned_ids, denoise, sample
+from fsc.decode import banned_ids, denoise
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
+from fsc.sampler import Picker
 from fsc.seeds import derive
 
 
@@ -43,17 +44,6 @@ def check(grid: EvalGrid, tokenizer) -> None:
             prompts(grid, tokenizer, n, p)
 
 
-def _picker(tokenizer, vocab: int):
-    banned = banned_ids(tokenizer, vocab)
-
-    def pick(logits):
-        logits = logits.float().cpu().clone()
-        logits[..., banned] = float("-inf")
-        return sample(logits, 0.0, 1.0, None)
-
-    return pick
-
-
 @torch.no_grad()
 def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor, mode: str,
                    steps: int) -> torch.Tensor:
@@ -61,7 +51,8 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     replaced by what the cached decoder produces; see the module docstring."""
     B, L = tokens.shape
     device = tokens.device
-    pick = _picker(tokenizer, model.recipe.vocab_size)
+    vocab = model.recipe.vocab_size  # greedy picks, on the device
+    pick = Picker(banned_ids(tokenizer, vocab), vocab, 0.0, 1.0, "confidence", [0] * B, device)
     G = 1 if mode == "ar" else model.recipe.block_size
     cache = model.empty_cache(B, L, device, block_size=G)
     out = tokens.clone()
@@ -72,8 +63,7 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
             if i > at:
                 logits = model.fold_blocks(tokens[:, at:i], cache)
                 at = i
-            tok, _ = pick(logits)
-            out[:, i] = tok.to(device)
+            out[:, i] = pick(logits[:, None])[0][:, 0]
         return out
     s = 0
     while s < last:

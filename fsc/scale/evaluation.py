@@ -10,9 +10,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from fsc.blocks import block_setting
+from fsc.blocks import POLICIES, block_setting
 from fsc.data.sources import DataOptions
-from fsc.decode import POLICIES
 from fsc.errors import UsageError
 from fsc.eval import check, model_to_score, samples_in, score, task_of
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings

@@ -3,10 +3,11 @@ import json
 import pytest
 import torch
 
-from fsc.decode import DecodeConfig, even_schedule, generate, sample
+from fsc.decode import DecodeConfig, even_schedule, generate
 from fsc.errors import UsageError
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
+from fsc.sampler import distribution, pick_ref, priority
 from fsc.tokenizer import ByteTokenizer
 
 TOK = ByteTokenizer()
@@ -53,7 +54,8 @@ def test_threshold_reveals_early():
 def test_schedule_and_top_p():
     assert even_schedule(32, 8) == [4] * 8 and sum(even_schedule(7, 3)) == 7
     logits = torch.tensor([[5.0, 4.0, -10.0, -10.0]])
-    toks = {int(sample(logits, 1.0, 0.5, torch.Generator().manual_seed(s))[0]) for s in range(20)}
+    toks = {int(pick_ref(logits, [], 1.0, 0.5, "confidence", torch.Generator().manual_seed(s),
+                         None)[0]) for s in range(20)}
     assert toks == {0}
 
 
@@ -126,28 +128,25 @@ def test_the_random_order_leaves_the_samples_alone(fsc_main):
 
 
 def test_the_policies_rank_by_their_score():
-    from fsc.decode import distribution, ranking
-
     probs = distribution(torch.log(torch.tensor([
         [0.50, 0.49, 0.01],    # confident, no margin, high entropy
         [0.40, 0.10, 0.50],    # top 0.5, margin 0.1
         [0.90, 0.05, 0.05]])), 1.0, 1.0)  # sure: best by every measure
     conf = probs.max(-1).values
-    assert ranking(probs, conf, "confidence", None).argsort(descending=True).tolist() == [2, 0, 1]
-    assert ranking(probs, conf, "margin", None).argsort(descending=True).tolist() == [2, 1, 0]
-    ent = ranking(probs, conf, "entropy", None)
+    assert priority(probs, conf, "confidence", None).argsort(descending=True).tolist() == [2, 0, 1]
+    assert priority(probs, conf, "margin", None).argsort(descending=True).tolist() == [2, 1, 0]
+    ent = priority(probs, conf, "entropy", None)
     assert ent.argmax() == 2 and ent[1] < ent[2] and ent.dtype == torch.float64
     gen = torch.Generator().manual_seed(0)
-    r = ranking(probs, conf, "random", gen)
+    r = priority(probs, conf, "random", torch.rand(3, generator=gen, dtype=torch.float64))
     assert r.shape == (3,) and 0 <= float(r.min()) < 1
 
 
 def test_sampling_draws_in_float64():
-    from fsc.decode import distribution
-
     logits = torch.tensor([[0.0, 40.0, 40.0 + 1e-6]], dtype=torch.float32)
     assert distribution(logits, 1.0, 1.0).dtype == torch.float64
-    tok, conf = sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
+    tok, conf, _ = pick_ref(logits, [], 1.0, 1.0, "confidence", torch.Generator().manual_seed(0),
+                            None)
     assert conf.dtype == torch.float64 and int(tok) in (1, 2)
     # a token of probability e^-120 (zero in float32, which ends at about 1e-45) keeps its mass
     far = torch.tensor([[0.0, 120.0]], dtype=torch.float32)
