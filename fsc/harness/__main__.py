@@ -3,9 +3,16 @@ the model `fsc` registered, e.g.
 
     python -m fsc.harness --model fsc --model_args pretrained=runs/x,mc_samples=64 \\
         --batch_size 16 --device cpu --tasks arc_easy --include_path my_tasks --limit 100
+
+What fsc refuses (a missing or unknown model_args, a value of the wrong kind, a checkpoint that
+is not there) is one line and exit 2, as in fsc's own commands, and so is a task the harness
+does not find (with the task YAML of --include_path that does not parse, if one does not);
+FSC_DEBUG=1 shows the traceback.
 """
 
+import os
 import sys
+from pathlib import Path
 
 try:
     from lm_eval.__main__ import cli_evaluate
@@ -16,5 +23,36 @@ except ImportError as e:
           file=sys.stderr)
     raise SystemExit(2) from None
 
+from fsc.errors import FscError
+from fsc.harness.run import unparsed
+from fsc.text import first_line, printable
+
+
+def _include_path(argv: list[str]) -> str | None:
+    """The folder --include_path gives (`--include_path DIR` or `--include_path=DIR`)."""
+    for i, arg in enumerate(argv):
+        if arg == "--include_path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--include_path="):
+            return arg.partition("=")[2]
+    return None
+
+
+def main() -> int:
+    """The harness's command line; fsc's errors, and a task not found, as one line."""
+    try:
+        cli_evaluate()
+    except (FscError, ValueError) as e:
+        missing = isinstance(e, ValueError) and str(e).startswith("Tasks not found")
+        if os.environ.get("FSC_DEBUG") == "1" or not (isinstance(e, FscError) or missing):
+            raise
+        folder = _include_path(sys.argv[1:]) if missing else None
+        broken = unparsed(folder) if folder and Path(folder).is_dir() else None
+        print(f"error: {printable(first_line(e), 400)}" + (f" ({broken})" if broken else ""),
+              file=sys.stderr)
+        return 2 if missing else e.exit_code
+    return 0
+
+
 if __name__ == "__main__":
-    cli_evaluate()
+    sys.exit(main())

@@ -16,6 +16,9 @@ harness's own --device and --batch_size.
 
 from __future__ import annotations
 
+import inspect
+import sys
+
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
 from lm_eval import utils as lm_utils
@@ -34,19 +37,52 @@ def _flag(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
 
 
+HARNESS_ARGS = {"max_batch_size", "trust_remote_code"}  # the harness hands every model these
+
+
+def _integer(name: str, value, low: int) -> int:
+    """`value` (a model_args value or an option's, as text or a number) as an integer of at
+    least `low`; UsageError (one line) else."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.lstrip("-").isdigit() or int(text) < low:
+        raise UsageError(f"{name}={value}: expected an integer of at least {low}")
+    return int(text)
+
+
 @register_model("fsc")
 class FscLM(TemplateLM):
     """An fsc checkpoint as a harness model: exact log-probabilities at G = 1, the masked-
     diffusion bound (by Monte Carlo over masks) at G > 1 (fsc.harness.likelihood)."""
 
-    def __init__(self, pretrained: str, device: str = "cpu", batch_size: int | str = 16,
-                 mc_samples: int = 32, seed: int = 0, max_length: int = 2048,
-                 steps: int | None = None, cached: bool = True, max_gen_toks: int = 256,
-                 **_ignored) -> None:
+    def __init__(self, pretrained: str | None = None, device: str = "cpu",
+                 batch_size: int | str = 16, mc_samples: int = 32, seed: int = 0,
+                 max_length: int = 2048, steps: int | None = None, cached: bool = True,
+                 max_gen_toks: int = 256, **harness) -> None:
         super().__init__()
+        unknown = sorted(set(harness) - HARNESS_ARGS)
+        if unknown:
+            ours = [p for p in inspect.signature(FscLM.__init__).parameters
+                    if p not in ("self", "device", "batch_size", "harness")]
+            raise UsageError(f"model_args {', '.join(unknown)}: not an argument of the model fsc "
+                             f"({', '.join(ours)})")
+        if pretrained is None:
+            raise UsageError("model_args: pretrained=CKPT is required (a checkpoint or training "
+                             "directory, or a recipe)")
+        self.mc = _integer("model_args mc_samples", mc_samples, 1)
+        self.seed = _integer("model_args seed", seed, 0)
+        self._max_length = _integer("model_args max_length", max_length, 2)
+        self.max_gen_toks = _integer("model_args max_gen_toks", max_gen_toks, 1)
+        steps = None if steps is None else _integer("model_args steps", steps, 1)
+        self.batch_size = (16 if str(batch_size).startswith("auto")
+                           else _integer("--batch_size", batch_size, 1))
+        asked = str(device)  # the harness's default is cuda:0: without CUDA, the CPU
+        no_cuda = asked.startswith("cuda") and not torch.cuda.is_available()
+        device = torch_device("cpu" if no_cuda else asked)
         source = str(resolve_checkpoint(str(pretrained)))
-        device = torch_device(str(device))
-        _, self.model = load_model(source, device=device, seed=int(seed))
+        _, self.model = load_model(source, device=device, seed=self.seed)
+        if no_cuda:
+            print(f"note: --device {asked}: no CUDA device is available; running on the CPU "
+                  "(as the harness's hf model does)", file=sys.stderr)
         self.model.eval()
         self.G = self.model.recipe.block_size
         self.mode = "ar" if self.G == 1 else "diffusion"
@@ -63,15 +99,8 @@ class FscLM(TemplateLM):
             raise UsageError(f"{pretrained}: its tokenizer names no BOS or EOS token, which the "
                              "harness needs to begin an empty context")
         self._device = torch.device(device)
-        self.batch_size = 16 if str(batch_size).startswith("auto") else int(batch_size)
-        self.mc = int(mc_samples)
-        self.seed = int(seed)
-        self._max_length = int(max_length)
-        self.steps = int(steps) if steps is not None else self.G
+        self.steps = steps if steps is not None else self.G
         self.cached = _flag(cached)
-        self.max_gen_toks = int(max_gen_toks)
-        if self.mc < 1 or self.batch_size < 1 or self._max_length < 2:
-            raise UsageError("mc_samples and batch_size must be at least 1, max_length 2")
 
     # ---- what the harness reads ------------------------------------------------------------
     @property

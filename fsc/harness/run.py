@@ -21,6 +21,7 @@ from lm_eval.tasks import TaskManager
 from fsc.errors import FscError, UsageError
 from fsc.harness.lm import FscLM
 from fsc.hub.reach import quiet, unreachable
+from fsc.loading import torch_device
 from fsc.provenance import environment
 from fsc.scale import recording
 from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, weights_origin
@@ -54,6 +55,7 @@ def check(request: HarnessRequest) -> tuple[str, object]:
                          "--include-path)")
     if request.include_path is not None and not Path(request.include_path).is_dir():
         raise UsageError(f"--include-path {request.include_path}: not a directory")
+    torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
     source = str(resolve_checkpoint(request.source))
     return source, load_source_recipe(source)  # one line if it is not a model
 

@@ -1,0 +1,126 @@
+"""What a user of `python -m fsc.harness` (and of `fsc eval --task harness`) gets for bad input:
+one line, exit 2, never a traceback; no CUDA under the harness's default `cuda:0` runs on the
+CPU with a note; a task YAML that does not parse is named with its error."""
+
+import functools
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from harness_tasks import write_tasks
+
+BAD_YAML = "task: bad\ndataset_path: json\n  bad_indent: [1, 2\noutput_type: multiple_choice\n"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """(the local tasks, a folder whose task YAML does not parse, an AR recipe)."""
+    from fsc.recipe import load_recipe
+
+    root = tmp_path_factory.mktemp("harness_cli")
+    tasks = write_tasks(root / "tasks")
+    broken = root / "broken"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text(BAD_YAML)
+    ar = root / "tiny_ar.yaml"
+    ar.write_text(load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: tiny_ar")
+                  .replace("block_size: 4", "block_size: 1"))
+    return tasks, broken, ar
+
+
+@pytest.fixture
+def harness_cli(monkeypatch, capsys):
+    """harness_cli(*args) -> (exit code, stdout, stderr): `python -m fsc.harness ARGS` in this
+    process. The harness indexes the --include_path tasks alone (not its thousands: seconds)
+    and leaves the process's logging as it is."""
+    import lm_eval.__main__
+    import lm_eval.tasks
+
+    from fsc.harness import __main__ as harness_main
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(lm_eval.__main__, "setup_logging", lambda *a, **k: None)
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager",
+                        functools.partial(lm_eval.tasks.TaskManager, include_defaults=False))
+
+    def run(*args):
+        monkeypatch.setattr(sys, "argv", ["fsc.harness", *map(str, args)])
+        capsys.readouterr()
+        code = harness_main.main()
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def _error(err: str) -> str:
+    assert "Traceback" not in err, err
+    [line] = [line for line in err.splitlines() if line.startswith("error: ")]
+    return line
+
+
+@pytest.mark.parametrize(("model_args", "says"), [
+    ([], "error: model_args: pretrained=CKPT is required (a checkpoint or training directory, "
+         "or a recipe)"),
+    (["--model_args", "pretrained=AR,mc_samples=abc"],
+     "error: model_args mc_samples=abc: expected an integer of at least 1"),
+    (["--model_args", "pretrained=AR,mc_sample=1"],
+     "error: model_args mc_sample: not an argument of the model fsc (pretrained, mc_samples, "
+     "seed, max_length, steps, cached, max_gen_toks)"),
+    (["--model_args", "pretrained=AR,max_length=1"],
+     "error: model_args max_length=1: expected an integer of at least 2"),
+    (["--model_args", "pretrained=runs/nope"], "error: runs/nope: "),
+])
+def test_bad_model_args_are_one_line(harness_cli, made, model_args, says):
+    tasks, _, ar = made
+    code, _, err = harness_cli("--model", "fsc", *[a.replace("AR", str(ar)) for a in model_args],
+                               "--tasks", "fsc_choice", "--include_path", tasks,
+                               "--device", "cpu")
+    assert code == 2 and _error(err).startswith(says), err
+
+
+def test_a_task_yaml_that_does_not_parse_is_named(harness_cli, made, fsc_main, tmp_path):
+    _, broken, ar = made
+    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar}",
+                               "--tasks", "bad", "--include_path", broken, "--device", "cpu")
+    assert code == 2 and _error(err) == (
+        f"error: Tasks not found: bad ({broken / 'bad.yaml'} does not parse: mapping values are "
+        "not allowed here (line 3))")
+    res = fsc_main("eval", ar, "--task", "harness", "--tasks", "bad", "--include-path", broken,
+                   "--store", tmp_path / "st")
+    assert res.returncode == 2 and _error(res.stderr) == (
+        f"error: --tasks: no harness task 'bad': {broken / 'bad.yaml'} does not parse: mapping "
+        "values are not allowed here (line 3)")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_the_harness_default_cuda_runs_on_the_cpu_with_a_note(harness_cli, made, fsc_main,
+                                                              tmp_path):
+    tasks, _, ar = made
+    code, out, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar}",
+                                 "--tasks", "fsc_choice", "--include_path", tasks, "--limit", "2",
+                                 "--batch_size", "2")  # no --device: the harness says cuda:0
+    assert code == 0 and "fsc_choice" in out, err
+    assert ("note: --device cuda:0: no CUDA device is available; running on the CPU (as the "
+            "harness's hf model does)") in err
+    # fsc's own command keeps its rule: a device asked for that is not there is refused
+    res = fsc_main("eval", ar, "--task", "harness", "--tasks", "fsc_choice", "--include-path",
+                   tasks, "--device", "cuda", "--store", tmp_path / "st")
+    assert res.returncode == 2 and _error(res.stderr) == (
+        "error: --device cuda: no CUDA device is available")
+
+
+@pytest.mark.slow  # a new interpreter imports the harness, which indexes its thousands of tasks
+def test_python_m_fsc_harness_says_bad_model_args_in_one_line(made):
+    tasks, _, ar = made
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run([sys.executable, "-m", "fsc.harness", "--model", "fsc", "--model_args",
+                          f"pretrained={ar},mc_samples=abc", "--tasks", "fsc_choice",
+                          "--include_path", str(tasks), "--device", "cpu"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 2
+    assert _error(res.stderr) == "error: model_args mc_samples=abc: expected an integer of at least 1"
