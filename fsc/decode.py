@@ -86,23 +86,25 @@ def even_schedule(g: int, steps: int) -> list[int]:
     return [(k + 1) * g // steps - k * g // steps for k in range(steps)]
 
 
-def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device):
-    """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`:
-    the device picker (fsc.sampler.Picker: nothing of [n, V] leaves the device) where
-    `cfg.sampler` asks for it (auto: on CUDA), else the host reference `pick_ref`, which the
-    CPU keeps (its draws are the ones recorded so far)."""
+def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
+           seeds: list[int] | None = None):
+    """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`,
+    row b drawing from seed `seeds[b]` (default: cfg.seed, one row): the device picker
+    (fsc.sampler.Picker: nothing of [n, V] leaves the device) where `cfg.sampler` asks for it
+    (auto: on CUDA), else the host reference `pick_ref`, which the CPU keeps (its draws are
+    the ones recorded so far)."""
     device = torch.device(device)
+    seeds = seeds or [cfg.seed]
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
     if on_device:
-        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, [cfg.seed], device)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    order = torch.Generator().manual_seed(derive(cfg.seed, ORDER_STREAM))
+        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
 
     def pick(logits):
-        B, n, V = logits.shape
-        picked = pick_ref(logits.reshape(B * n, V), banned, cfg.temperature, cfg.top_p,
-                          cfg.policy, gen, order)
-        return tuple(t.view(B, n).to(device) for t in picked)
+        rows = [pick_ref(row, banned, cfg.temperature, cfg.top_p, cfg.policy, gen, order)
+                for row, gen, order in zip(logits, gens, orders, strict=True)]
+        return tuple(torch.stack(t).to(device) for t in zip(*rows))
 
     return pick
 

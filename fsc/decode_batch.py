@@ -1,0 +1,123 @@
+"""Many prompts decoded together: the rows of one batch share one cache and every forward pass,
+as `fsc decode --prompts`, genppl and the harness's generate_until decode.
+
+Each row decodes as `fsc.decode.generate` decodes its prompt alone: the same greedy tokens
+(tests/core/test_decode_batch.py, every mixer), its draws from its own seed (so a row's
+samples never depend on its batch-mates), its own EOS. The cache's length is one number for
+all its rows, so a batch holds prompts of one length: prompts of several lengths are decoded
+in one batch per length (per-row lengths on the device are the step that lets ragged prompts
+share one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import torch
+
+from fsc.decode import DecodeConfig, DecodeResult, banned_ids, denoise, picker
+from fsc.errors import UsageError
+from fsc.model.lm import reading
+
+
+def batches(prompts: list[list[int]], size: int) -> list[list[int]]:
+    """The rows (indices into `prompts`) of each batch: prompts of one length together, at
+    most `size` a batch, in the order of their first prompt."""
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(prompts):
+        by_length[len(p)].append(i)
+    return [rows[lo : lo + size] for rows in by_length.values()
+            for lo in range(0, len(rows), size)]
+
+
+@torch.inference_mode()
+def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig,
+                   device=None, seeds: list[int] | None = None,
+                   batch: int = 8) -> list[DecodeResult]:
+    """Up to `cfg.length` tokens after each prompt (`seeds[i]` its draws; default cfg.seed),
+    at most `batch` rows decoded together; each result's stats say the batch it shared."""
+    cfg.check()
+    if batch < 1:
+        raise UsageError(f"--batch {batch} must be at least 1")
+    if not prompts or any(not p for p in prompts):
+        raise UsageError("a prompt is empty after tokenisation")
+    if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
+        raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
+                         f"({tokenizer.name}) lacks; decode with --mode ar")
+    if not cfg.use_cache:
+        raise UsageError("batched decoding reads the cache; decode one prompt with --no-cache")
+    if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
+        with reading(model, model.recipe.as_autoregressive()):
+            return generate_batch(model, tokenizer, prompts, cfg, device, seeds, batch)
+    device = device or model.embed.weight.device
+    seeds = seeds or [cfg.seed] * len(prompts)
+    results: list[DecodeResult | None] = [None] * len(prompts)
+    for rows in batches(prompts, batch):
+        outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
+                            [seeds[i] for i in rows])
+        for i, out in zip(rows, outs, strict=True):
+            results[i] = DecodeResult(out, {**stats, "prompt_tokens": len(prompts[i]),
+                                            "tokens": len(out)})
+    return results
+
+
+def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
+          seeds: list[int]) -> tuple[list[list[int]], dict]:
+    """The tokens of each row of one batch (prompts of one length) and the batch's stats."""
+    B, P = len(prompts), len(prompts[0])
+    G = 1 if cfg.mode == "ar" else cfg.G
+    vocab = model.recipe.vocab_size
+    banned = banned_ids(tokenizer, vocab)
+    pick = picker(banned, vocab, cfg, device, seeds)
+    eos = getattr(tokenizer, "eos_id", None)
+    t0 = time.perf_counter()
+    cache = model.empty_cache(B, P + cfg.length + G, device, block_size=G)
+    logits = model.fold_blocks(torch.tensor(prompts, dtype=torch.long, device=device), cache)
+    passes, used = 1, []
+    t1 = time.perf_counter()
+    outs: list[list[int]] = [[] for _ in range(B)]
+    done = [False] * B
+    emitted = 0  # tokens each row still decoding holds
+    ban = torch.zeros(vocab, dtype=torch.bool, device=device)
+    ban[banned] = True
+    while True:
+        g = 1 if cfg.mode == "ar" else min(G, cfg.length - emitted)
+        if cfg.mode == "ar":
+            if cfg.temperature == 0:  # the argmax, banned ids aside (as `ar_picker`)
+                block = logits.masked_fill(ban, float("-inf")).argmax(-1)[:, None]
+            else:
+                block = pick(logits[:, None])[0]
+        else:
+            start = torch.full((B, g), tokenizer.mask_id, dtype=torch.long, device=device)
+            masked = torch.ones(B, g, dtype=torch.bool, device=device)
+
+            def step(b):
+                nonlocal passes
+                passes += 1
+                return model(b, cache)
+
+            block = denoise(step, start, masked, cfg.steps, pick, cfg.threshold, used)
+        emitted += g
+        for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
+            if done[b]:
+                continue
+            if eos is not None and eos in ids:  # a row ends at its EOS, kept
+                ids, done[b] = ids[: ids.index(eos) + 1], True
+            outs[b] += ids
+            done[b] |= emitted >= cfg.length
+        if all(done):
+            break
+        logits = model.fold(block, cache)[:, -1]  # (the last block is not folded)
+        passes += 1
+    t2 = time.perf_counter()
+    prefill_s, generate_s = t1 - t0, t2 - t1
+    made = sum(len(o) for o in outs)
+    stats = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
+             "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": False,
+             "batch": B, "device": str(device), "forward_passes": passes, "prompt_passes": 1,
+             "steps_used": sum(used), "steps_per_block": sum(used) / len(used) if used else 0.0,
+             "prefill_s": prefill_s, "generate_s": generate_s, "seconds": prefill_s + generate_s,
+             "prompt_tokens_per_s": B * P / prefill_s if prefill_s > 0 else None,
+             "batch_tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
+    return outs, stats
