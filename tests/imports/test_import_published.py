@@ -237,7 +237,7 @@ def test_decode_prompt_ids_errors(published, fsc_main):
                         (("--prompt-ids", "1,131"), "token id 131 is outside"),
                         (("--prompt-ids", "1", "--prompt", "hi"), "not both"),
                         (("--prompt-ids", "1", "--mode", "diffusion", "--G", "2"),
-                         "needs a mask token")):
+                         "no mask token for block diffusion")):
         res = fsc_main("decode", src, *args)
         assert res.returncode == 2 and words in res.stderr, res.stderr
 
