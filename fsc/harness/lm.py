@@ -25,7 +25,8 @@ from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 
-from fsc.decode import DecodeConfig, generate
+from fsc.decode import DecodeConfig
+from fsc.decode_batch import generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.loading import load_model, torch_device
@@ -182,9 +183,10 @@ class FscLM(TemplateLM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """fsc's decoder (autoregressive, or block diffusion at K = steps), greedy unless the
-        request asks for a temperature; cut at the first stop sequence."""
-        out = []
-        for req in requests:
+        request asks for a temperature; cut at the first stop sequence. Requests that ask for
+        the same decoding are decoded together (fsc.decode_batch: each as it decodes alone)."""
+        asks, groups = [], {}
+        for i, req in enumerate(requests):
             context, kwargs = req.args
             kwargs = dict(kwargs or {})
             until = kwargs.get("until") or []
@@ -193,12 +195,21 @@ class FscLM(TemplateLM):
             sample = kwargs.get("do_sample", False)
             temperature = float(kwargs.get("temperature", 0.0)) if sample else 0.0
             ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
+            asks.append((ids, until))
+            groups.setdefault((n, temperature), []).append(i)
+        tokens: dict[int, list[int]] = {}
+        for (n, temperature), rows in groups.items():
             cfg = DecodeConfig(length=n, G=self.G, steps=min(self.steps, self.G), mode=self.mode,
                                temperature=temperature, seed=self.seed)
-            tokens = generate(self.model, self.tok, ids, cfg, self._device).token_ids
-            if self._eot in tokens:
-                tokens = tokens[: tokens.index(self._eot)]
-            text = self.tok.decode(tokens)
+            done = generate_batch(self.model, self.tok, [asks[i][0] for i in rows], cfg,
+                                  self._device, batch=self.batch_size)
+            tokens.update({i: res.token_ids for i, res in zip(rows, done, strict=True)})
+        out = []
+        for i, (_, until) in enumerate(asks):
+            made = tokens[i]
+            if self._eot in made:
+                made = made[: made.index(self._eot)]
+            text = self.tok.decode(made)
             for stop in until:
                 if stop and stop in text:
                     text = text[: text.index(stop)]
