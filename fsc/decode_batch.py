@@ -36,7 +36,10 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
                    device=None, seeds: list[int] | None = None,
                    batch: int = 8) -> list[DecodeResult]:
     """Up to `cfg.length` tokens after each prompt (`seeds[i]` its draws; default cfg.seed),
-    at most `batch` rows decoded together; each result's stats say the batch it shared."""
+    at most `batch` rows decoded together. Each result's stats hold its own tokens, blocks,
+    steps and forward passes (as `generate` counts them alone) and its batch's: `batch`,
+    `batch_forward_passes`, the times and `tokens_per_s` (every row's tokens over the
+    generation's time: the batch's throughput)."""
     cfg.check()
     if batch < 1:
         raise UsageError(f"--batch {batch} must be at least 1")
@@ -56,15 +59,15 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     for rows in batches(prompts, batch):
         outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
                             [seeds[i] for i in rows])
-        for i, out in zip(rows, outs, strict=True):
-            results[i] = DecodeResult(out, {**stats, "prompt_tokens": len(prompts[i]),
+        for i, out, st in zip(rows, outs, stats, strict=True):
+            results[i] = DecodeResult(out, {**st, "prompt_tokens": len(prompts[i]),
                                             "tokens": len(out)})
     return results
 
 
 def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
-          seeds: list[int]) -> tuple[list[list[int]], dict]:
-    """The tokens of each row of one batch (prompts of one length) and the batch's stats."""
+          seeds: list[int]) -> tuple[list[list[int]], list[dict]]:
+    """The tokens and the stats of each row of one batch (prompts of one length)."""
     B, P = len(prompts), len(prompts[0])
     G = 1 if cfg.mode == "ar" else cfg.G
     vocab = model.recipe.vocab_size
@@ -78,6 +81,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B
+    blocks = [0] * B  # blocks each row decoded before it ended
     emitted = 0  # tokens each row still decoding holds
     ban = torch.zeros(vocab, dtype=torch.bool, device=device)
     ban[banned] = True
@@ -102,6 +106,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
             if done[b]:
                 continue
+            blocks[b] += 1
             if eos is not None and eos in ids:  # a row ends at its EOS, kept
                 ids, done[b] = ids[: ids.index(eos) + 1], True
             outs[b] += ids
@@ -113,11 +118,17 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     t2 = time.perf_counter()
     prefill_s, generate_s = t1 - t0, t2 - t1
     made = sum(len(o) for o in outs)
-    stats = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
-             "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": False,
-             "batch": B, "device": str(device), "forward_passes": passes, "prompt_passes": 1,
-             "steps_used": sum(used), "steps_per_block": sum(used) / len(used) if used else 0.0,
-             "prefill_s": prefill_s, "generate_s": generate_s, "seconds": prefill_s + generate_s,
-             "prompt_tokens_per_s": B * P / prefill_s if prefill_s > 0 else None,
-             "batch_tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
+    shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
+              "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": False,
+              "batch": B, "device": str(device), "batch_forward_passes": passes,
+              "prompt_passes": 1, "prefill_s": prefill_s, "generate_s": generate_s,
+              "seconds": prefill_s + generate_s,
+              "prompt_tokens_per_s": B * P / prefill_s if prefill_s > 0 else None,
+              "tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
+    stats = []
+    for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone
+        steps = sum(used[: blocks[b]])
+        stats.append({**shared, "blocks": blocks[b], "steps_used": steps,
+                      "steps_per_block": steps / blocks[b] if used else 0.0,
+                      "forward_passes": 1 + steps + blocks[b] - 1})
     return outs, stats

@@ -85,6 +85,7 @@ def genppl(name: str, a) -> None:
                     "--steps", ",".join(map(str, STEPS)), "--policy", ",".join(a.policies),
                     "--samples", str(a.samples), "--lengths", str(a.length),
                     "--prompt-length", str(a.prompt_length), "--scorer", str(a.out / SCORER),
+                    "--batch", "1",  # tokens/s of one stream, as the table says
                     *(["--baseline", str(a.out / AR)] if name == "quality_attn" else []),
                     "--store", str(a.store)])
     print(f"genppl {name}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s", flush=True)

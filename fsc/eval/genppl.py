@@ -36,7 +36,8 @@ import torch
 
 from fsc.costmodel import memory, prompt_memory
 from fsc.data.sources import TextData, open_data
-from fsc.decode import DecodeConfig, generate
+from fsc.decode import DecodeConfig
+from fsc.decode_batch import generate_batch
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
@@ -219,28 +220,31 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
     # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
     at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
           else model.recipe.as_autoregressive())
-    with reading(model, at) as m:
-        for i, (prompt, _) in enumerate(samples):
-            cfg = DecodeConfig(length=length, G=d.G, steps=max(d.K, 1), mode=d.mode,
-                               temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,
-                               policy=d.policy or "confidence",
-                               seed=derive(grid.settings.seed, length, i, 11))
-            ids = begun(prompt, tokenizer, bos)  # as the generator's sequences begin
-            res = generate(m, tokenizer, ids, cfg, device=device)
-            out = res.token_ids
-            eos = getattr(tokenizer, "eos_id", None)
-            if eos is not None and eos in out:
-                out = out[: out.index(eos)]
-            early += len(out) < length
-            outs.append(out)
-            nlls.append(scorer.nll(prompt, out))
-            tick(1)
-            st = res.stats
-            seconds += st["seconds"]
-            passes += st["forward_passes"] - st["prompt_passes"]
-            tokens += st["tokens"]
-            blocks += st["blocks"]
-            steps += st.get("steps_used", 0)
+    cfg = DecodeConfig(length=length, G=d.G, steps=max(d.K, 1), mode=d.mode,
+                       temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,
+                       policy=d.policy or "confidence")
+    seeds = [derive(grid.settings.seed, length, i, 11) for i in range(len(samples))]
+    prompts = [begun(prompt, tokenizer, bos) for prompt, _ in samples]  # as its sequences begin
+    eos = getattr(tokenizer, "eos_id", None)
+    size = grid.settings.batch
+    with reading(model, at) as m:  # --batch samples decoded together, each as alone
+        for lo in range(0, len(samples), size):
+            done = generate_batch(m, tokenizer, prompts[lo : lo + size], cfg, device,
+                                  seeds[lo : lo + size], batch=size)
+            seconds += done[0].stats["generate_s"]  # the batch's, shared by its rows
+            for (prompt, _), res in zip(samples[lo : lo + size], done, strict=True):
+                out = res.token_ids
+                if eos is not None and eos in out:
+                    out = out[: out.index(eos)]
+                early += len(out) < length
+                outs.append(out)
+                nlls.append(scorer.nll(prompt, out))
+                tick(1)
+                st = res.stats
+                passes += st["forward_passes"] - st["prompt_passes"]
+                tokens += st["tokens"]
+                blocks += st["blocks"]
+                steps += st.get("steps_used", 0)
     row = _scored(grid, scorer, nlls, outs, length)
     if grid.gen.mauve:
         row["mauve"] = mauve.mauve_of(scorer, samples, outs, grid.settings.seed)

@@ -52,3 +52,14 @@ def test_bad_batches_are_refused():
         generate_batch(m, TOK, [[1, 2]], cfg, batch=0)
     with pytest.raises(UsageError, match="empty"):
         generate_batch(m, TOK, [[1, 2], []], cfg)
+
+
+def test_a_rows_counts_are_its_own():
+    m = _model("tiny_hybrid")
+    cfg = DecodeConfig(length=10, G=4, steps=2)
+    prompts = [TOK.encode(t) for t in TEXTS[:2]]
+    for res, p in zip(generate_batch(m, TOK, prompts, cfg, batch=2), prompts):
+        alone = generate(m, TOK, p, cfg).stats
+        for key in ("tokens", "blocks", "steps_used", "forward_passes", "prompt_passes"):
+            assert res.stats[key] == alone[key], key
+        assert res.stats["batch"] == 2
