@@ -111,10 +111,10 @@ def models_of(grid: EvalGrid, recipe: Recipe) -> Models:
     return Models(weights, frozenset(decoders), scorer)
 
 
-def sample_bytes(models: Models, P: int, L: int) -> tuple[int, int, str]:
-    """(bytes, of which weights, what holds the rest) of a sample of L tokens after a P-token
-    prompt at its peak, by the cost model (a floor): every model's weights at once, and the
-    largest of a decoding's cache for both with its prompt folded in one pass
+def sample_bytes(models: Models, P: int, L: int, B: int = 1) -> tuple[int, int, str]:
+    """(bytes, of which weights, what holds the rest) of B samples of L tokens after a P-token
+    prompt decoded together, at their peak, by the cost model (a floor): every model's weights
+    at once, and the largest of a decoding's cache for both with its prompts folded in one pass
     (`prompt_memory`) or a step of G, and the scorer's forward over the prompt (or BOS) and
     the sample."""
     P = max(P, 1)  # an empty prompt is BOS
@@ -124,7 +124,7 @@ def sample_bytes(models: Models, P: int, L: int) -> tuple[int, int, str]:
     for key, G in sorted(models.decoders):
         r = models.weights[key]
         r = r.model_copy(update={"block_size": G}) if G > 1 else r.as_autoregressive()
-        fold, step = prompt_memory(r, P, 1, G), memory(r, P + L, 1, G)
+        fold, step = prompt_memory(r, P, B, G), memory(r, P + L, B, G)  # B decoded together
         passes[f"{r.name} to fold the {P}-token prompt in one pass and decode at G {G}"] = (
             step.cache_capacity_bytes + max(fold.activation_bytes, step.activation_bytes))
     if models.scorer is not None:
@@ -141,7 +141,8 @@ def fits(grid: EvalGrid, recipe: Recipe, device, budget: int | None = None) -> N
     (default: the device's free memory; see `sample_bytes`)."""
     budget = free_bytes(device) if budget is None else budget
     models, P, L = models_of(grid, recipe), grid.gen.prompt_length, max(grid.lengths)
-    need, weights, what = sample_bytes(models, P, L)
+    B = min(grid.settings.batch, grid.settings.samples)
+    need, weights, what = sample_bytes(models, P, L, B)
     if need <= budget:
         return
     head = (f"--prompt-length {P} and --lengths {L}: a genppl sample needs at least "
@@ -150,10 +151,10 @@ def fits(grid: EvalGrid, recipe: Recipe, device, budget: int | None = None) -> N
             "free")
     if weights > budget:
         raise WeightsDoNotFit(f"{head}: the weights alone do not fit")
-    fit_P = _largest(lambda n: sample_bytes(models, n, L)[0] <= budget, 0, P)
+    fit_P = _largest(lambda n: sample_bytes(models, n, L, B)[0] <= budget, 0, P)
     if fit_P is not None:
         raise WeightsDoNotFit(f"{head}; at most --prompt-length {fit_P} fits")
-    fit_L = _largest(lambda n: sample_bytes(models, P, n)[0] <= budget, 1, L)
+    fit_L = _largest(lambda n: sample_bytes(models, P, n, B)[0] <= budget, 1, L)
     raise WeightsDoNotFit(f"{head}; " + (f"at most --lengths {fit_L} fits" if fit_L is not None
                                          else "lower --prompt-length and --lengths"))
 
