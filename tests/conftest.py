@@ -1,11 +1,16 @@
 """Test-wide setup. The Triton interpreter switch is read when kernels are decorated, so it is
-set here, before anything imports fsc.kernels."""
+set here, before anything imports fsc.kernels: on (TRITON_INTERPRET=1, unless the caller set
+it), except in a run that selects the gpu tests on a CUDA machine (`pytest -m gpu tests/gpu`),
+which compiles them for the GPU. A gpu run that cannot run them (no CUDA, or the interpreter
+on) stops with one line rather than skip every one of them."""
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+CALLER_INTERPRET = os.environ.get("TRITON_INTERPRET")  # None: the tests decide (pytest_configure)
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.pop("FSC_KERNEL_TUNING", None)  # tests see the kernels' own defaults
 os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".store-unused"))
@@ -13,12 +18,27 @@ os.environ.setdefault("FSC_STORE", os.path.join(os.path.dirname(__file__), ".sto
 # dataset that is not local fails at once instead of after network retries.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import torch
+import torch  # noqa: E402
 
 torch.set_num_threads(1)  # see fsc.cli.common.torch_threads
 
 import pytest  # noqa: E402
 from fsc_run import in_process, new_process  # noqa: E402
+from gpu_run import refusal, selects_gpu  # noqa: E402
+
+
+def pytest_configure(config):
+    """A run of the gpu tests (-m gpu) on a CUDA machine compiles the kernels for the GPU: the
+    switch is set again here, before collection imports any test module (and fsc.kernels),
+    unless the caller set it; a gpu run that cannot run its tests stops in one line."""
+    cuda = torch.cuda.is_available()
+    if (selects_gpu(config.option.markexpr) and cuda and CALLER_INTERPRET is None
+            and "fsc.kernels" not in sys.modules):
+        os.environ["TRITON_INTERPRET"] = "0"
+        os.environ["FSC_GPU_TESTS"] = "1"  # tests/kernels/conftest.py leaves the switch as it is
+    why = refusal(config.option.markexpr, cuda, os.environ.get("TRITON_INTERPRET"))
+    if why is not None:
+        raise pytest.UsageError(why)
 
 
 @pytest.fixture

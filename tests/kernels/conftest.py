@@ -1,9 +1,11 @@
 """Kernel tests run the Triton kernels under the CPU interpreter. The switch is read when the
-kernels are decorated, so it is set here, before anything imports fsc.kernels."""
+kernels are decorated, so it is set here, before anything imports fsc.kernels (but for a run of
+the gpu tests on a CUDA machine, which compiles them: tests/conftest.py)."""
 
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"
+if os.environ.get("FSC_GPU_TESTS") != "1":
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
 from fsc.kernels import _common
