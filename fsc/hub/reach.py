@@ -1,7 +1,7 @@
 """Before a Hub client is asked anything: whether a name is a local path or a Hub id, and
 whether the Hub can be reached at all, so that a mistyped path never goes to the Hub and a
 command run offline says so in one line at once, not after the clients' half a minute of
-retries. Light: nothing here imports huggingface_hub until the Hub is found out of reach.
+retries. Light: nothing here imports a Hub client.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def _connect(endpoint: str) -> str | None:
 
 def cache_only() -> None:
     """Every Hub client of this process (huggingface_hub, transformers, datasets) reads its
-    local cache alone from here on: they read HF_HUB_OFFLINE when imported, so their flags are
-    set beside the variable."""
-    from huggingface_hub import constants
-
+    local cache alone from here on: a client reads HF_HUB_OFFLINE when it is imported, so the
+    flags of those imported already are set beside the variable."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    constants.HF_HUB_OFFLINE = True
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None:
+        hub.HF_HUB_OFFLINE = True
     config = sys.modules.get("datasets.config")
     if config is not None:
         config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = True
