@@ -1,9 +1,11 @@
 """The prompt of a decode: given as text, as a UTF-8 file (a long prompt: an argument is
-limited to 128 KiB) or as token ids, one of them. Pure Python (no torch), so the CLI checks it
-first; `fsc.loading.check_prompt_fits` checks its length before any weight is loaded."""
+limited to 128 KiB) or as token ids, one of them; or many prompts from a file (`--prompts`),
+decoded in batches. Pure Python (no torch), so the CLI checks them first;
+`fsc.loading.check_prompt_fits` checks their length before any weight is loaded."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -33,7 +35,74 @@ def read_prompt_file(path: Path) -> str:
     """The whole text of a regular UTF-8 file, as it is (a final newline is part of the
     prompt). UsageError, one line, for a file that is missing, not a regular file (a FIFO is
     refused at once, never waited on), unreadable, not UTF-8 or empty."""
-    where = f"--prompt-file {printable(str(path), 120)}"
+    return _file_text(path, "--prompt-file")
+
+
+BATCH = 8  # rows of --prompts decoded together unless --batch says
+WRITTEN = ("recipe", "prompt_ids", "text", "token_ids", "stats")  # what a result adds
+
+
+def given_prompts(path: Path | None, batch: int | None, no_cache: bool,
+                  prompt: list[str] | None, prompt_file: Path | None,
+                  prompt_ids: str | None) -> list[tuple[int, dict]] | None:
+    """The prompts of --prompts FILE (see `read_prompts`), None when it is not given.
+    UsageError for --batch without --prompts, or --prompts with a single prompt's option or
+    with --no-cache (batched decoding reads the cache)."""
+    if path is None:
+        if batch is not None:
+            raise UsageError(f"--batch {batch} goes with --prompts FILE (a single prompt is "
+                             "decoded alone)")
+        return None
+    for name, value in (("--prompt", prompt), ("--prompt-ids", prompt_ids),
+                        ("--prompt-file", prompt_file)):
+        if value is not None:
+            raise UsageError(f"give --prompts or {name}, not both")
+    if no_cache:
+        raise UsageError("--no-cache decodes one prompt (--prompt): --prompts decodes in "
+                         "batches through the cache")
+    return read_prompts(path)
+
+
+def read_prompts(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of each prompt of a UTF-8 file, in its order. A `.jsonl` file
+    holds one JSON object a line, its prompt the string field `prompt`, its other fields kept
+    for the result (none of them named as one of `WRITTEN`); any other file holds one prompt a
+    line, as it is (the line's end aside). Blank lines are skipped in both. UsageError, one
+    line naming the line number, for a line that is not such an object; or for a file that
+    holds no prompt or cannot be read as `read_prompt_file` says."""
+    where = f"--prompts {printable(str(path), 120)}"
+    text = _file_text(path, "--prompts")
+    jsonl = path.suffix.lower() == ".jsonl"
+    found = []
+    for n, line in enumerate(text.split("\n"), 1):  # (not splitlines: U+2028 is no line end)
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        found.append((n, _record(line, f"{where}: line {n}") if jsonl else {"prompt": line}))
+    if not found:
+        raise UsageError(f"{where}: holds no prompt (only blank lines)")
+    return found
+
+
+def _record(line: str, where: str) -> dict:
+    """One line of a JSONL prompts file: an object with a string `prompt`."""
+    try:
+        record = json.loads(line)
+    except ValueError as e:
+        raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("prompt"), str):
+        raise UsageError(f'{where} is not an object with a string "prompt" field')
+    taken = [k for k in WRITTEN if k in record]
+    if taken:
+        raise UsageError(f'{where}: field "{taken[0]}" is one fsc decode writes '
+                         f"({', '.join(WRITTEN)}); rename it")
+    return record
+
+
+def _file_text(path: Path, option: str) -> str:
+    """The whole text of a regular, non-empty UTF-8 file given to `option` (see
+    `read_prompt_file`)."""
+    where = f"{option} {printable(str(path), 120)}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:

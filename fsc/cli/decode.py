@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.bounds import size
+from fsc.cli.bounds import MAX_B, size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
@@ -23,6 +23,7 @@ from fsc.cli.common import (
     torch_device,
     torch_threads,
 )
+from fsc.prompt import BATCH
 from fsc.text import counted
 
 Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.blocks.POLICIES
@@ -40,6 +41,14 @@ def decode(
     prompt_file: Annotated[Path | None, typer.Option(
         "--prompt-file", help="One long prompt: the whole of a UTF-8 text file, as it is, "
                               "instead of --prompt.", show_default=False)] = None,
+    prompts: Annotated[Path | None, typer.Option(
+        "--prompts", help="Many prompts, one a line (blank lines skipped), or a .jsonl file "
+        "of objects with a string 'prompt' (other fields kept); decoded in batches, one JSON "
+        "line a result on stdout in the file's order. Row i (from 0) draws from the seed "
+        "fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
+    batch: Annotated[int | None, typer.Option(
+        "--batch", min=1, max=MAX_B, help=f"With --prompts: rows decoded together (default "
+        f"{BATCH}); prompts of one length share a batch.", show_default=False)] = None,
     length: Annotated[
         str, typer.Option("--length", callback=size(1, MAX_LENGTH, "--length"),
                           help="Tokens to generate (at most), e.g. 64 or 1k.")
@@ -94,7 +103,7 @@ def decode(
     """
     from fsc.blocks import block_setting, parse_ids
     from fsc.errors import UsageError
-    from fsc.prompt import given_prompt
+    from fsc.prompt import given_prompt, given_prompts
     from fsc.source import (
         load_source_recipe,
         resolved,
@@ -106,6 +115,7 @@ def decode(
     from fsc.tokenizer import IdTokenizer
     from fsc.tokenizer import prompt_ids as text_ids
 
+    records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
     prompt = given_prompt(prompt, prompt_file, prompt_ids)
     source = resolved(source)  # a training directory (or its `latest`): its newest step
 
@@ -121,8 +131,16 @@ def decode(
     if prompt_ids is not None:
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)
-    else:
-        ids = text_ids(tok, prompt, starts_with_bos(source))  # as the checkpoint was trained
+    else:  # as the checkpoint was trained
+        texts = [r["prompt"] for _, r in records] if records else [prompt]
+        bos = starts_with_bos(source)
+        rows = [text_ids(tok, t, bos) for t in texts]
+        ids = max(rows, key=len)  # with --prompts: the longest, checked at B rows
+        if records and not all(rows):
+            line = next(n for (n, _), r in zip(records, rows, strict=True) if not r)
+            raise UsageError(f"--prompts {printable(str(prompts), 120)}: line {line}'s prompt "
+                             f"is empty and {tok.name} has no BOS to begin it")
+    B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
     from fsc.decode import DecodeConfig, generate
@@ -134,13 +152,18 @@ def decode(
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
-    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache)
+    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
-    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=1, G=g,
+    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
                        policy=str(policy), graphs=not no_graphs)
+    if records:
+        from fsc.cli.decode_prompts import decode_prompts
+
+        return decode_prompts(model, tok, recipe.name, records, rows, cfg, device,
+                              batch or BATCH, weights_origin(source, seed))
     with ops.trace() as ran:
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends

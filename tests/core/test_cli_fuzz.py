@@ -50,7 +50,7 @@ COMMANDS = {
         "--temperature": "float_nonneg", "--top-p": "unit", "--threshold": "unit",
         "--policy": "choice",
         "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids",
-        "--prompt-file": "in_file"}),
+        "--prompt-file": "in_file", "--prompts": "in_file", "--batch": "int_pos"}),
     "verify": (["tiny_attn"], {"--G": "int_pos", "--B": "int_pos", "--blocks": "int_pos",
                                "--length": "int_pos", "--against": "choice",
                                "--prompt-ids": "ids",

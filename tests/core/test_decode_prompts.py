@@ -1,0 +1,127 @@
+"""fsc decode --prompts: the prompts of a file decoded in batches, one JSON line a result in the
+file's order, each the tokens of its prompt decoded alone (row i with the seed derived from
+--seed and i); bad input refused on one line (exit 2, nothing on stdout) before any weight."""
+
+import json
+
+import pytest
+
+from fsc.checkpoint.io import save_checkpoint
+from fsc.loading import decode_bytes
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.seeds import derive
+
+# lengths 9, 2, 9, 6, 2 tokens: three batches at --batch 2, two of them shared
+PROMPTS = ["Once upon", "hi", "Once upan", "a time", "ho"]
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """A decode that gets as far as loading weights fails the test."""
+
+    def load_model(*args, **kw):
+        raise AssertionError("weights were loaded")
+
+    monkeypatch.setattr("fsc.loading.load_model", load_model)
+
+
+def _lines(res) -> list[dict]:
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines()]
+
+
+def _refused(res, says):
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert res.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_mamba"])
+def test_each_sampled_row_is_its_prompt_decoded_alone_with_its_derived_seed(fsc_main, tmp_path,
+                                                                            name):
+    # a checkpoint: its weights do not depend on --seed, so a row alone takes the row's seed
+    save_checkpoint(build_model(load_recipe(name), seed=1), tmp_path / "ckpt", seed=1)
+    (tmp_path / "p.jsonl").write_text("".join(
+        json.dumps({"id": f"q{i}", "prompt": p}) + "\n" for i, p in enumerate(PROMPTS)))
+    run = ("decode", "ckpt", "--length", "6", "--temperature", "1", "--top-p", "0.9")
+    res = fsc_main(*run, "--prompts", "p.jsonl", "--batch", "2", "--seed", "3")
+    rows = _lines(res)
+    assert [r["id"] for r in rows] == [f"q{i}" for i in range(len(PROMPTS))]  # the file's order
+    assert [r["stats"]["batch"] for r in rows] == [2, 2, 2, 1, 2]
+    assert "5 prompts in 3 batches (--batch 2)" in res.stderr
+    for i, row in enumerate(rows):
+        seed = derive(3, i)
+        assert row["prompt"] == PROMPTS[i] and row["stats"]["seed"] == seed
+        alone = json.loads(fsc_main(*run, "--prompt", PROMPTS[i], "--seed", str(seed), "--json",
+                                    check=0).stdout)
+        assert row["prompt_ids"] == alone["prompt_ids"]
+        assert row["token_ids"] == alone["token_ids"] and row["text"] == alone["text"]
+
+
+@pytest.mark.parametrize("name, mode", [("tiny_hybrid", "diffusion"), ("tiny_mamba", "ar")])
+def test_a_text_file_holds_a_prompt_a_line_decoded_greedily_as_alone(fsc_main, tmp_path, name,
+                                                                     mode):
+    # blank lines (and a CRLF line end) are no part of any prompt
+    (tmp_path / "p.txt").write_bytes("\n".join(PROMPTS[:3]).replace("hi", "\r\n  \nhi\r")
+                                     .encode())
+    run = ("decode", name, "--length", "6", "--mode", mode, "--seed", "2")
+    rows = _lines(fsc_main(*run, "--prompts", "p.txt", "--batch", "2"))
+    assert [r["prompt"] for r in rows] == PROMPTS[:3]
+    for row in rows:  # greedy: the recipe's seeded weights (--seed), whatever a row's seed
+        alone = json.loads(fsc_main(*run, "--prompt", row["prompt"], "--json", check=0).stdout)
+        assert row["token_ids"] == alone["token_ids"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--prompts", "empty.txt"], "--prompts empty.txt: is empty"),
+    (["--prompts", "blank.txt"], "--prompts blank.txt: holds no prompt (only blank lines)"),
+    (["--prompts", "missing.txt"], "--prompts missing.txt: cannot read"),
+    (["--prompts", "bad.jsonl"], "--prompts bad.jsonl: line 3 is not JSON"),
+    (["--prompts", "nofield.jsonl"],
+     '--prompts nofield.jsonl: line 1 is not an object with a string "prompt" field'),
+    (["--prompts", "number.jsonl"],
+     '--prompts number.jsonl: line 2 is not an object with a string "prompt" field'),
+    (["--prompts", "taken.jsonl"], '--prompts taken.jsonl: line 1: field "text" is one fsc'),
+    (["--prompts", "p.txt", "--batch", "0"], "--batch"),
+    (["--prompts", "p.txt", "--batch", "-2"], "--batch"),
+    (["--prompts", "p.txt", "--prompt", "hi"], "give --prompts or --prompt, not both"),
+    (["--prompts", "p.txt", "--prompt-ids", "1,2"], "give --prompts or --prompt-ids, not both"),
+    (["--prompts", "p.txt", "--prompt-file", "p.txt"],
+     "give --prompts or --prompt-file, not both"),
+    (["--prompt", "hi", "--batch", "4"], "--batch 4 goes with --prompts FILE"),
+    (["--prompts", "p.txt", "--no-cache"], "--no-cache decodes one prompt (--prompt)"),
+])
+def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args, says):
+    (tmp_path / "p.txt").write_text("hi\nho\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text("\n  \n\r\n")
+    (tmp_path / "bad.jsonl").write_text('{"prompt": "a"}\n\n{"prompt": "b"\n')
+    (tmp_path / "nofield.jsonl").write_text('{"text": "a"}\n')
+    (tmp_path / "number.jsonl").write_text('{"prompt": "a"}\n{"prompt": 7}\n')
+    (tmp_path / "taken.jsonl").write_text('{"prompt": "a", "text": "b"}\n')
+    _refused(fsc_main("decode", "tiny_attn", *args), says)
+
+
+def test_an_empty_prompt_without_a_bos_names_its_line(fsc_main, tmp_path, no_weights):
+    from tokenizers import Tokenizer, models
+
+    folder = tmp_path / "tok"  # a tokenizer with no BOS: an empty prompt has no token
+    folder.mkdir()
+    vocab = {chr(i): i for i in range(32, 127)} | {"[UNK]": 127}
+    Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")).save(
+        str(folder / "tokenizer.json"))
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n{"prompt": ""}\n')
+    res = fsc_main("decode", "tiny_attn", "--mode", "ar", "--tokenizer", "tok",
+                   "--prompts", "p.jsonl")
+    _refused(res, "--prompts p.jsonl: line 2's prompt is empty")
+
+
+def test_the_longest_prompt_is_checked_at_the_batch(fsc_main, tmp_path, monkeypatch, no_weights):
+    recipe = load_recipe("tiny_attn")
+    budget = decode_bytes(recipe, 100, 8, recipe.block_size, B=3)[0]  # 3 rows of 100 just fit
+    monkeypatch.setattr("fsc.loading.free_bytes", lambda device: budget)
+    (tmp_path / "p.txt").write_text("x" * 100 + "\n" + "y" * 300 + "\nz\nw\n")
+    res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--batch", "3", "--length", "8")
+    _refused(res, "the longest prompt's 300 tokens at --batch 3 and --length 8 need")
+    assert "at most 100 prompt tokens fit with --length 8 at --batch 3" in res.stderr
