@@ -35,12 +35,15 @@ class SampleBar:
 
 
 def show_cell(c) -> None:
-    """A cell's line on stderr as it is stored."""
+    """A cell's line on stderr as it is stored (a suite cell's score: the expected strings
+    found)."""
+    scored = c.score is not None and (c.task != "niah" or c.variant != "single")
     err.print(f"  {c.task} length {c.length}"
               + (f" depth {c.depth:g}" if c.depth is not None else "")
               + (f" pairs {c.pairs}" if c.pairs is not None else "")
               + (f" {_setting(c)}" if c.task == "genppl" else "")
-              + (f": {c.accuracy:.2f}" if c.accuracy is not None else "")
+              + (f": score {c.score:.2f}" if scored else "")
+              + (f": {c.accuracy:.2f}" if c.accuracy is not None and not scored else "")
               + (f": Gen-PPL {c.gen_ppl:.2f}" if c.gen_ppl is not None else ""),
               markup=False, highlight=False)
 
@@ -78,9 +81,16 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
                           "is understated (give --samples at most that, or more text)",
                           soft_wrap=True)
         return
-    key = "depth" if task == "niah" else "pairs"
+    key = {"niah": "depth", "mqar": "pairs"}.get(task, "words" if task in ("cwe", "fwe")
+                                                  else "hops")
+    suite = task not in ("niah", "mqar") or (task == "niah" and any(
+        c.variant not in (None, "single") or c.distractors or c.haystack not in (None, "filler")
+        for c in cells))
+    what = "score (the expected strings found)" if suite else "accuracy"
+    if task == "niah" and suite:
+        what = f"{cells[0].variant} {what}" if cells else what
     lengths = sorted({c.length for c in cells})
-    out.print(f"{printable(recipe, 60)}: {task} accuracy by {key} × length (run {run_id})",
+    out.print(f"{printable(recipe, 60)}: {task} {what} by {key} × length (run {run_id})",
               markup=False, highlight=False)
     table = Table()
     table.add_column(key, justify="right")
@@ -88,10 +98,10 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         ratio = next(c.length_ratio for c in cells if c.length == n)
         table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
     for k in sorted({getattr(c, key) for c in cells}):
-        row = {c.length: c for c in cells if getattr(c, key) == k}
-        table.add_row(f"{k:g}", *[
-            Text(f" {row[n].accuracy:.2f} ", style=_shade(row[n].accuracy)) if n in row else "-"
-            for n in lengths])
+        row = {c.length: c.score if suite else c.accuracy for c in cells
+               if getattr(c, key) == k}
+        table.add_row(f"{k:g}", *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if n in row
+                                  else "-" for n in lengths])
     out.print(table)
 
 

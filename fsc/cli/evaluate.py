@@ -1,5 +1,5 @@
-"""`fsc eval`: needle retrieval by length × depth, mqar by pairs × length, held-out loss,
-generative perplexity by decoding setting. The work itself is fsc.scale.evaluation."""
+"""`fsc eval`: niah by length × depth, mqar by pairs × length, the RULER-style suite (niah's
+variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scale.evaluation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import typer
 from fsc.blocks import MAX_G
 from fsc.cli.bounds import MAX_B, MAX_S, parse_depths, parse_floats, parse_sizes
 from fsc.cli.common import (
-    Choice,
     JsonOpt,
     Mode,
     StoreOpt,
@@ -23,6 +22,7 @@ from fsc.cli.common import (
     store_dir,
     torch_threads,
 )
+from fsc.cli.eval_options import SUITE_OPTIONS, Task, with_suite_options
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
@@ -34,22 +34,15 @@ MAX_SAMPLES = 100_000
 GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
                 "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
-                "mauve")
+                "mauve", *SUITE_OPTIONS)
 MAX_PAIRS = 676  # mqar's keys are two letters
-
-
-class Task(Choice):
-    niah = "niah"
-    mqar = "mqar"
-    loss = "loss"
-    genppl = "genppl"
-    harness = "harness"
 
 
 HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "mc_samples")
 
 
 @with_executor_options
+@with_suite_options
 def evaluate(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(
@@ -57,9 +50,10 @@ def evaluate(
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.", show_default=False)] = None,
     task: Annotated[Task | None, typer.Option(
-        "--task", help="niah, mqar, loss, genppl or harness (default: the one that scores "
-        "what the checkpoint was trained on: passkey niah, mqar mqar, text loss; genppl with "
-        "--scorer; harness with --tasks; niah for a recipe).", show_default=False)] = None,
+        "--task", help="niah, mqar, vt, cwe, fwe, loss, genppl or harness (default: the one "
+        "that scores what the checkpoint was trained on: passkey niah, mqar mqar, text loss; "
+        "genppl with --scorer; harness with --tasks; niah for a recipe).",
+        show_default=False)] = None,
     lengths: Annotated[str | None, typer.Option(
         "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
         "times the training length; loss: the training length; genppl: tokens per sample, "
@@ -145,11 +139,13 @@ def evaluate(
     as_json: JsonOpt = False,
     *,
     scale: ExecutorSettings,
+    suite: dict,
 ) -> None:
-    """Score a checkpoint: retrieval (niah, mqar) decoded by the cached decoder, held-out
-    loss (the bound over every block, or AR NLL), or generative perplexity (genppl: samples by
-    K, G, policy and temperature, scored by a separate AR --scorer, beside the validation
-    text). A row per cell in the store (view `evaluation`); --resume RUN_ID continues a run."""
+    """Score a checkpoint: retrieval (niah, mqar) and the RULER-style suite (niah --variant,
+    vt, cwe, fwe) decoded by the cached decoder, held-out loss (the bound over every block, or
+    AR NLL), or generative perplexity (genppl: samples by K, G, policy and temperature, scored
+    by a separate AR --scorer, beside the validation text). A row per cell in the store (view
+    `evaluation`); --resume RUN_ID continues a run."""
     from fsc.errors import UsageError
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
@@ -195,7 +191,8 @@ def evaluate(
         if threshold is not None else None,
         temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
         if temperature is not None else None, top_p=top_p,
-        prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve, resume=resume)
+        prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve,
+        resume=resume, **suite)
     if resume is None:
         precheck(asked)  # the options the task takes, before torch is imported
     from fsc.scale.evaluation import evaluate

@@ -32,6 +32,7 @@ class Sample:
     score: list[bool]  # positions exact match compares (a subset of target)
     depth: float | None = None  # where the needle sits, 0 (start) .. 1 (end)
     pairs: int | None = None
+    answers: tuple[str, ...] = ()  # what a RULER-style score looks for in the decoded answer
 
 
 class Layout:

@@ -4,6 +4,7 @@ yields each cell's measures; `fits` checks the memory a task needs before any mo
 loaded; `score` is the one dispatch the driver and every worker call.
 
 - niah, mqar (fsc.eval.retrieval): retrieval by length × depth, recall by pairs × length
+- niah's variants, vt, cwe, fwe (fsc.eval.ruler): the RULER-style suite, scored as RULER does
 - loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
 - genppl (fsc.eval.genppl): generative perplexity of samples under a separate scorer
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from fsc.errors import UsageError
-from fsc.eval import genppl, loss, retrieval
+from fsc.eval import genppl, loss, retrieval, ruler
 from fsc.eval.grid import EvalCell, EvalGrid
 from fsc.loading import check_fits, load_model
 from fsc.recipe import Recipe
@@ -41,14 +42,18 @@ class Task:
     fits: Callable[[EvalGrid, Recipe, str], None] = fits_at_lengths  # WeightsDoNotFit
     # measure takes tick(n) too, called as n more samples are done (a bar over samples)
     ticks: bool = False
+    blocks: bool = True  # its prompts are laid out in blocks of G: each length a multiple
 
 
 TASKS = {t.name: t for t in (
-    Task("niah", retrieval.check, retrieval.niah, lambda g: len(g.depths)),
+    Task("niah", ruler.check, ruler.measure, lambda g: len(g.depths)),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
-    Task("loss", loss.check, loss.measure, lambda g: 1),
+    Task("vt", ruler.check, ruler.measure, lambda g: 1),
+    Task("cwe", ruler.check, ruler.measure, lambda g: 1),
+    Task("fwe", ruler.check, ruler.measure, lambda g: 1),
+    Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False),  # checks its own
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
-         genppl.fits, ticks=True),
+         genppl.fits, ticks=True, blocks=False),  # its cells name their own G
 )}
 
 
@@ -65,7 +70,7 @@ def check(grid: EvalGrid, tokenizer) -> None:
     """UsageError, before any model is loaded, for a grid its task cannot score."""
     if grid.task not in TASKS:
         raise UsageError(f"--task {grid.task!r} is not one of {', '.join(TASKS)}")
-    if grid.task in ("niah", "mqar"):  # genppl's cells name their own G; loss checks its own
+    if TASKS[grid.task].blocks:
         for n in grid.lengths:
             if n % grid.G:
                 raise UsageError(f"--lengths: {n} is not a multiple of the block size "

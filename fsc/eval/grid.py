@@ -1,15 +1,16 @@
 """An `fsc eval` grid: what it scores (a checkpoint decoded one way, or several ways for
 genppl), the cells it spans (lengths × depths for niah, pairs × lengths for mqar, lengths for
-held-out loss, decode settings for genppl) and the record each cell becomes (`EvalCell`: one
+vt, cwe, fwe and held-out loss, decode settings for genppl) and the record each cell becomes (`EvalCell`: one
 eval_cells row). The driver builds and checks the grid before any model is loaded; every
 worker gets it as it is. Pure Python: no torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -17,7 +18,10 @@ LOSS_ONLY = ("loss", "loss_se", "distinct_sequences", "bits_per_byte")
 GENPPL_ONLY = ("policy", "threshold", "temperature", "top_p", "prompt_length", "scorer",
                "gen_ppl", "gen_ppl_lo", "gen_ppl_hi", "scored_tokens", "entropy", "entropy_se",
                "repeat_ngram", "passes_per_token", "steps_per_block", "ended_early", "mauve")
-OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY}  # columns only one task's rows have
+SUITE_ONLY = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
+              "vt": ("hops", "chains", "haystack", "score"),
+              "cwe": ("words", "score"), "fwe": ("words", "score")}
+OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY, **SUITE_ONLY}  # columns of some tasks' rows
 
 
 @dataclass
@@ -98,6 +102,14 @@ class EvalCell:
     steps_per_block: float | None = None
     ended_early: int | None = None
     mauve: float | None = None
+    variant: str | None = None  # niah: single, multikey, multivalue or multiquery
+    needles: int | None = None  # niah: keys or values of the variant
+    distractors: int | None = None  # niah: needles whose keys are never asked
+    hops: int | None = None  # vt
+    chains: int | None = None  # vt
+    words: int | None = None  # cwe, fwe: words the answer names
+    haystack: str | None = None  # niah, vt: filler or a corpus
+    score: float | None = None  # niah, vt, cwe, fwe: RULER's (the expected strings found)
     tokens_per_s: float | None = None
     seconds: float | None = None
 
@@ -120,7 +132,7 @@ class EvalGrid:
     recipe_hash: str
     G: int  # the block size decoded with (1: autoregressive)
     K: int  # denoising steps per block (0: autoregressive)
-    task: str  # niah | mqar | loss | genppl
+    task: str  # niah | mqar | vt | cwe | fwe | loss | genppl
     lengths: tuple[int, ...]  # prompt lengths; loss: sequence lengths; genppl: sample lengths
     depths: tuple[float, ...]  # niah
     pairs: tuple[int, ...]  # mqar
@@ -130,6 +142,7 @@ class EvalGrid:
     options: DataOptions
     tokenizer: str | None  # a tokenizer directory (None: fsc's byte-level one)
     gen: GenSettings | None = None  # genppl
+    ruler: RulerOptions = field(default_factory=RulerOptions)  # niah, vt, cwe, fwe: the knobs
     bos: bool = False  # the model's sequences begin with BOS (an imported model's convention)
 
     @property

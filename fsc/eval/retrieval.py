@@ -46,9 +46,10 @@ def check(grid: EvalGrid, tokenizer) -> None:
 
 @torch.no_grad()
 def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor, mode: str,
-                   steps: int) -> torch.Tensor:
+                   steps: int, free: bool = False) -> torch.Tensor:
     """`tokens` [B, L] with the answers at the `target` [L] positions (the same in every row)
-    replaced by what the cached decoder produces; see the module docstring."""
+    replaced by what the cached decoder produces; see the module docstring. `free`: what was
+    decoded is folded, not the truth (an answer of several blocks as a user would get it)."""
     B, L = tokens.shape
     device = tokens.device
     vocab = model.recipe.vocab_size  # greedy picks, on the device
@@ -56,12 +57,13 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     G = 1 if mode == "ar" else model.recipe.block_size
     cache = model.empty_cache(B, L, device, block_size=G)
     out = tokens.clone()
+    history = out if free else tokens  # what the cache reads before each answer
     last = int(target.nonzero().max()) + 1
     if mode == "ar":  # the tokens before each target folded in one pass, then its pick
         at, logits = 0, None
         for i in target[:last].nonzero()[:, 0].tolist():
             if i > at:
-                logits = model.fold_blocks(tokens[:, at:i], cache)
+                logits = model.fold_blocks(history[:, at:i], cache)
                 at = i
             out[:, i] = pick(logits[:, None])[0][:, 0]
         return out
@@ -79,7 +81,7 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
         out[:, s : s + G] = denoise(lambda b: model(b, cache), block.masked_fill(
             masked, tokenizer.mask_id), masked, steps, pick)
         if s + G < last:
-            model.fold(block, cache)
+            model.fold(history[:, s : s + G], cache)
         s += G
     return out
 

@@ -46,6 +46,14 @@ class EvalRequest:
     baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
     ngram: int | None = None
     mauve: bool = False
+    # the RULER-style suite's own (None: not given; the defaults are fsc.data.ruler.RulerOptions)
+    variant: str | None = None  # niah: single, multikey, multivalue or multiquery
+    needles: int | None = None  # niah
+    distractors: int | None = None  # niah
+    hops: int | None = None  # vt
+    chains: int | None = None  # vt
+    words: int | None = None  # cwe, fwe
+    haystack: str | None = None  # niah, vt: filler or a corpus
     resume: str | None = None  # an eval run to continue: only its missing cells are scored
 
     def genppl_options(self) -> list[str]:
@@ -59,7 +67,11 @@ GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thre
                    "ngram": 4, "mauve": False}
 
 
-TRAINED_TASK = {"passkey": "niah", "mqar": "mqar"}  # training data -> the eval task that scores it
+TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "vt": "vt", "cwe": "cwe",
+                "fwe": "fwe"}  # training data -> the eval task that scores it
+SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah",), "distractors": ("niah",),
+                 "hops": ("vt",), "chains": ("vt",), "words": ("cwe", "fwe"),
+                 "haystack": ("niah", "vt")}  # the suite's options: the tasks that take each
 
 
 def default_task(request: EvalRequest, data) -> str:
@@ -108,9 +120,9 @@ def training_record(source: str | Path) -> dict:
 def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     """`request` with its task filled in from the training record `trained` (default_task);
     UsageError for an option its task does not take: several --steps, genppl's options, or
-    --scorer missing, but with genppl; --depths but with niah; --pairs but with mqar or loss.
-    (A resumed run's stored request holds the depths and pairs it was given whatever its
-    task: those are not checked again.)"""
+    --scorer missing, but with genppl; --depths but with niah; --pairs but with mqar or loss;
+    a suite option (SUITE_OPTIONS) but with its tasks. (A resumed run's stored request holds
+    the depths and pairs it was given whatever its task: those are not checked again.)"""
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
     task = request.task
@@ -130,6 +142,10 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
         if request.pairs is not None and task not in ("mqar", "loss"):
             raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
                              f"{task})")
+        for name, tasks in SUITE_OPTIONS.items():
+            if getattr(request, name) is not None and task not in tasks:
+                raise UsageError(f"--{name}: for --task {' or '.join(tasks)} only (this is "
+                                 f"{task})")
     return request
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fsc.blocks import POLICIES, block_setting
+from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import UsageError
 from fsc.eval import check, model_to_score, samples_in, score, task_of
@@ -23,6 +24,7 @@ from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.scale.eval_request import (
     DEFAULT_PAIRS,
     GENPPL_DEFAULTS,
+    SUITE_OPTIONS,
     EvalRequest,
     checked,
     trained_text,
@@ -100,6 +102,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     digits, data,
                     DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
+                    RulerOptions(**{k: getattr(request, k) for k in SUITE_OPTIONS
+                                    if getattr(request, k) is not None}),
                     bos=starts_with_bos(source))
     check(grid, tok)
     return grid, recipe, tok

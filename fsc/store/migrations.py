@@ -285,6 +285,16 @@ def eval_cells_harness(con: Connection) -> None:
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
+def eval_cells_suite(con: Connection) -> None:
+    """The RULER-style suite (niah's variants, vt, cwe, fwe): each task's knobs and RULER's
+    score (the fraction of the expected strings found in the decoded answer)."""
+    for name, kind in (("variant", "VARCHAR"), ("needles", "INTEGER"),
+                       ("distractors", "INTEGER"), ("hops", "INTEGER"), ("chains", "INTEGER"),
+                       ("words", "INTEGER"), ("haystack", "VARCHAR"), ("score", "DOUBLE")):
+        con.execute(f"ALTER TABLE eval_cells ADD COLUMN {name} {kind}")
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -298,6 +308,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     eval_cells_quality,
     runs_resumed_at,
     eval_cells_harness,
+    eval_cells_suite,
 ]
 
 

@@ -81,7 +81,7 @@ _EVAL_CELL = {
     "checkpoint": "Checkpoint directory evaluated.",
     "recipe": "Recipe name.",
     "recipe_hash": "Recipe content hash.",
-    "task": "niah (passkey retrieval), mqar (associative recall), loss (held-out loss), genppl (generative perplexity) or harness (an lm-evaluation-harness metric).",
+    "task": "niah (needle retrieval), mqar (associative recall), vt (variable tracking), cwe and fwe (common- and frequent-word extraction), loss (held-out loss), genppl (generative perplexity) or harness (an lm-evaluation-harness metric).",
     "mode": "Decoding: diffusion (block diffusion, G and K) or ar; genppl's reference row: reference (the validation text itself).",
     "G": "Block size decoded with (1 = autoregressive).",
     "K": "Denoising steps per block (0: autoregressive).",
@@ -90,7 +90,7 @@ _EVAL_CELL = {
     "length_ratio": "length / train_length.",
     "depth": "niah: where the needle sits, 0 (start) to 1 (end).",
     "pairs": "mqar: key-value pairs per sample.",
-    "n": "Items scored: samples (niah, genppl), queries (mqar), sequences (loss).",
+    "n": "Items scored: samples (niah, vt, cwe, fwe, genppl), queries (mqar), sequences (loss).",
     "correct": "Items decoded exactly right.",
     "accuracy": "correct / n.",
     "loss": "loss: held-out loss per token, nats (the diffusion bound over every block, or AR NLL).",
@@ -127,6 +127,14 @@ _EVAL_CELL = {
     "mc_samples": "harness, diffusion: Monte Carlo draws per block of the likelihood bound.",
     "bound": "harness: true when the value rests on a bound of the likelihood (a block-diffusion model), not the exact likelihood.",
     "provenance": "harness: where the evaluated weights came from.",
+    "variant": "niah: single (one key asked), multikey (several keys, one asked), multivalue (one key's values, all asked) or multiquery (several keys, all asked).",
+    "needles": "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places.",
+    "distractors": "niah: more needles, of keys never asked.",
+    "hops": "vt: links of each chain after its value (VAR B = VAR A).",
+    "chains": "vt: chains per prompt, one asked.",
+    "words": "cwe, fwe: words the answer names.",
+    "haystack": "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text.",
+    "score": "niah, vt, cwe, fwe: RULER's score, the fraction of the expected strings found in a decoded answer, averaged over the n samples (correct: the samples that found them all).",
 }
 
 SCHEMA: dict[str, Relation] = {

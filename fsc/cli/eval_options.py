@@ -1,0 +1,71 @@
+"""Options of `fsc eval` declared beside the command: its --task choice, and the RULER-style
+suite's options (niah's --variant, --needles, --distractors; vt's --hops, --chains; cwe's and
+fwe's --words; --haystack): `with_suite_options` adds them to a command and hands it the ones
+given as `suite` (a dict; fsc.scale.eval_request checks which task takes each, fsc.data.ruler
+their bounds)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Annotated
+
+import typer
+
+from fsc.cli.common import Choice
+
+
+class Task(Choice):
+    niah = "niah"
+    mqar = "mqar"
+    vt = "vt"
+    cwe = "cwe"
+    fwe = "fwe"
+    loss = "loss"
+    genppl = "genppl"
+    harness = "harness"
+
+
+SUITE_OPTIONS = {
+    "variant": Annotated[str | None, typer.Option(
+        "--variant", help="niah: single (one key asked; the default), multikey (several keys, "
+        "one asked), multivalue (one key, several values, all asked) or multiquery (several "
+        "keys, all asked).", show_default=False)],
+    "needles": Annotated[int | None, typer.Option(
+        "--needles", help="niah: keys (multikey, multiquery) or values (multivalue) per "
+        "prompt (default 4).", show_default=False)],
+    "distractors": Annotated[int | None, typer.Option(
+        "--distractors", help="niah: more needles, of keys never asked (default 0).",
+        show_default=False)],
+    "hops": Annotated[int | None, typer.Option(
+        "--hops", help="vt: links of each chain after its value (default 4).",
+        show_default=False)],
+    "chains": Annotated[int | None, typer.Option(
+        "--chains", help="vt: chains per prompt, one asked (default 1).", show_default=False)],
+    "words": Annotated[int | None, typer.Option(
+        "--words", help="cwe, fwe: words the answer names (default 3).", show_default=False)],
+    "haystack": Annotated[str | None, typer.Option(
+        "--haystack", help="niah, vt: filler (the default) or shakespeare (its validation "
+        "text) around the needles.", show_default=False)],
+}
+
+
+def with_suite_options(command):
+    """`command` (a typer command taking `suite`) with the suite's options added before its
+    --store; the ones given are handed to it as `suite`."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
+           if p.name != "suite"]
+    at = next(i for i, p in enumerate(own) if p.name == "store")
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                               default=None) for name, annotation in SUITE_OPTIONS.items()]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at]]
+    params += added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
+
+    @functools.wraps(command)
+    def run(*args, **values):
+        suite = {name: v for name in SUITE_OPTIONS if (v := values.pop(name)) is not None}
+        return command(*args, suite=suite, **values)
+
+    run.__signature__ = inspect.Signature(params)
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    return run

@@ -1,0 +1,102 @@
+"""The RULER-style suite as `fsc eval` tasks (fsc.data.ruler makes the prompts): niah in
+RULER's variants, variable tracking (vt), common- and frequent-word extraction (cwe, fwe).
+
+A cell's answers are decoded by the cached decoder `batch` at a time
+(fsc.eval.retrieval.decode_answers) freely: each answer block is folded as it was decoded, so
+an answer of several blocks is the one a user would get. Each answer is scored as RULER scores
+it: the fraction of the expected strings found in the decoded text (`score`, the mean over
+samples), beside the samples that found them all (`correct`, `accuracy`). niah asked as
+before (one key, no distractors, the filler haystack) is the passkey task of
+fsc.eval.retrieval, scored by exact match (for one key the same as RULER's score).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import torch
+
+from fsc.data.ruler import found, suite_task
+from fsc.errors import UsageError
+from fsc.eval import retrieval
+from fsc.eval.grid import EvalGrid, EvalSettings
+from fsc.seeds import derive
+
+STREAMS = {"niah": 12, "vt": 13, "cwe": 14, "fwe": 15}  # derive's purpose for each task's prompts
+
+
+def plain(grid: EvalGrid) -> bool:
+    """niah asked as before the suite: the passkey prompts of fsc.eval.retrieval."""
+    r = grid.ruler
+    return grid.task == "niah" and (r.variant, r.needles, r.distractors, r.haystack) in (
+        ("single", None, 0, "filler"), ("single", 1, 0, "filler"))
+
+
+def prompts(grid: EvalGrid, tokenizer, length: int):
+    """The generator of a cell's prompts at `length`; UsageError (naming --lengths or the
+    option that does not fit) when they cannot be made."""
+    return suite_task(grid.task, tokenizer, length, grid.G, grid.ruler, grid.digits,
+                      option="--lengths")
+
+
+def check(grid: EvalGrid, tokenizer) -> None:
+    """UsageError, before any model is loaded, for prompts that cannot be made (a length too
+    short, needles or hops that do not fit, an unknown variant or haystack), or --data."""
+    if plain(grid):
+        retrieval.check(grid, tokenizer)
+        return
+    if grid.data is not None:
+        raise UsageError(f"--data is for --task loss or genppl; --task {grid.task} makes its "
+                         "own prompts")
+    for n in grid.lengths:
+        prompts(grid, tokenizer, n)
+
+
+def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+    """A cell per length (niah: per length and depth, the asked needle's depth)."""
+    if plain(grid):
+        for cell in retrieval.niah(model, tokenizer, grid, lengths, device):
+            yield {**cell, "variant": "single", "needles": 1, "distractors": 0,
+                   "haystack": "filler", "score": cell["accuracy"]}
+        return
+    settings, stream = grid.settings, STREAMS[grid.task]
+    for length in lengths:
+        task = prompts(grid, tokenizer, length)
+        for depth in grid.depths if grid.task == "niah" else (None,):
+            if depth is None:
+                samples = [task.sample(derive(settings.seed, length, i, stream))
+                           for i in range(settings.samples)]
+            else:
+                samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i,
+                                              stream), depth) for i in range(settings.samples)]
+            yield {"task": grid.task, "length": length, "depth": depth,
+                   "length_ratio": retrieval.ratio(length, settings), **task.facts(),
+                   **scored(model, tokenizer, samples, settings, device)}
+
+
+def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
+    """Decode `samples` (one layout) in batches; RULER's score, the samples that found every
+    expected string, and the answer tokens decoded right."""
+    target = torch.tensor(samples[0].target)
+    total, complete, right, graded = 0.0, 0, 0, 0
+    t0, tokens = time.perf_counter(), 0
+    for start in range(0, len(samples), settings.batch):
+        chunk = samples[start : start + settings.batch]
+        assert all(s.target == samples[0].target for s in chunk), "one layout per cell"
+        ids = torch.tensor([s.ids for s in chunk], dtype=torch.long, device=device)
+        got = retrieval.decode_answers(model, tokenizer, ids, target, settings.mode,
+                                       settings.steps, free=True).cpu()
+        for s, row in zip(chunk, got, strict=True):
+            share = found(tokenizer.decode(row[target].tolist()), s.answers)
+            total += share
+            complete += share == 1
+            graded_here = torch.tensor(s.score)
+            right += int((row[graded_here] == torch.tensor(s.ids)[graded_here]).sum())
+            graded += int(graded_here.sum())
+        tokens += ids.numel()
+    seconds = time.perf_counter() - t0
+    n = len(samples)
+    return {"n": n, "correct": complete, "accuracy": complete / n, "score": total / n,
+            "token_accuracy": right / graded if graded else None,
+            "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds}

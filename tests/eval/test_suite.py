@@ -1,0 +1,94 @@
+"""`fsc eval` on the RULER-style suite: answers decoded freely by the cached decoder, scored as
+RULER scores them, a row per cell with the task's own columns, and bad input refused in one
+line before any model is loaded."""
+
+import json
+
+import pytest
+import torch
+
+from fsc.data.ruler import CommonWords, VariableTracking
+from fsc.decode import DecodeConfig, generate
+from fsc.eval import retrieval, ruler
+from fsc.eval.grid import EvalSettings
+from fsc.eval.retrieval import decode_answers
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.store import Store
+from fsc.tokenizer import ByteTokenizer
+
+TOK = ByteTokenizer()
+
+
+def test_free_answers_of_several_blocks_are_what_generate_decodes():
+    """Free decoding folds each decoded block: the answer is generate()'s greedy one."""
+    m = build_model(load_recipe("tiny_hybrid"), seed=3).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.ndim == 2:
+                p.mul_(8.0)
+    task = VariableTracking(TOK, 192, 4, hops=2)
+    samples = [task.sample(i) for i in range(2)]
+    first = samples[0].target.index(True)
+    got = decode_answers(m, TOK, torch.tensor([s.ids for s in samples]),
+                         torch.tensor(samples[0].target), "diffusion", 2, free=True)
+    assert 192 - first > 4  # several answer blocks
+    for b, s in enumerate(samples):
+        want = generate(m, TOK, s.ids[:first], DecodeConfig(length=192 - first, G=4, steps=2))
+        assert got[b, first:].tolist() == want.token_ids
+
+
+def test_scores_are_the_expected_strings_found(monkeypatch):
+    """A decoder that answers every sample right but drops the first word of odd ones: score
+    (1 + 2/3) / 2, one sample of two all found, 5 of the 6 words' tokens right."""
+    task = CommonWords(TOK, 256, 4, words=3)
+    samples = [task.sample(i) for i in range(2)]
+
+    def answer(model, tokenizer, ids, target, mode, steps, free):
+        assert free
+        out = ids.clone()
+        first = int(target.nonzero()[0])
+        out[1, first : first + 3] = TOK.encode("???")[0]
+        return out
+
+    monkeypatch.setattr(retrieval, "decode_answers", answer)
+    got = ruler.scored(None, TOK, samples, EvalSettings("diffusion", 4, 2, 2, 0, 128), "cpu")
+    assert got["score"] == pytest.approx((1 + 2 / 3) / 2)
+    assert (got["n"], got["correct"], got["accuracy"]) == (2, 1, 0.5)
+    assert got["token_accuracy"] == pytest.approx((11 + 8) / 22)
+
+
+def test_vt_cells_are_stored_with_their_columns(fsc_main, tmp_path):
+    store = tmp_path / "store"
+    res = fsc_main("eval", "tiny_attn", "--task", "vt", "--hops", "2", "--lengths", "128,192",
+                   "--samples", "2", "--store", store, "--json", check=0)
+    rows = json.loads(res.stdout)["rows"]
+    assert [(r["task"], r["length"], r["hops"], r["chains"], r["haystack"]) for r in rows] == [
+        ("vt", 128, 2, 1, "filler"), ("vt", 192, 2, 1, "filler")]
+    assert all(0 <= r["score"] <= 1 and r["n"] == 2 and "words" not in r for r in rows)
+    _, stored = Store(store).query("select task, hops, score, variant from evaluation "
+                                   "order by length")
+    assert [(t, h, v) for t, h, _, v in stored] == [("vt", 2, None), ("vt", 2, None)]
+    res = fsc_main("eval", "tiny_attn", "--task", "niah", "--variant", "multivalue",
+                   "--needles", "2", "--distractors", "1", "--lengths", "192", "--depths", "0.5",
+                   "--samples", "2", "--store", store, check=0)
+    assert "niah multivalue score" in res.stdout
+    _, [row] = Store(store).query("select variant, needles, distractors, depth from evaluation "
+                                  "where task = 'niah'")
+    assert row == ("multivalue", 2, 1, 0.5)
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--task", "vt", "--hops", "30", "--lengths", "256"),
+     "--lengths 256 is shorter than a vt prompt with --hops 30 and --chains 1"),
+    (("--task", "niah", "--variant", "multiquery", "--needles", "9", "--lengths", "128"),
+     "--lengths 128 is shorter than a niah multiquery prompt with 9 needles"),
+    (("--task", "cwe", "--lengths", "64"), "--lengths 64 is shorter than a cwe prompt"),
+    (("--task", "niah", "--variant", "several"), "--variant 'several' is not one of single"),
+    (("--task", "vt", "--words", "3"), "--words: for --task cwe or fwe only (this is vt)"),
+    (("--task", "mqar", "--haystack", "shakespeare"), "--haystack: for --task niah or vt only"),
+])
+def test_bad_suite_input_is_one_line_before_any_model(cli, monkeypatch, tmp_path, args, line):
+    monkeypatch.setattr("fsc.scale.evaluation.model_to_score", lambda *a: pytest.fail("loaded"))
+    r = cli("eval", "tiny_attn", *args, "--store", tmp_path / "store")
+    assert r.code == 2 and line in r.err and len(r.err.strip().splitlines()) == 1
