@@ -19,10 +19,11 @@ separate autoregressive scorer (fsc.eval.scorers) reads each continuation after 
 A reference row (mode `reference`) scores the validation text's own continuations of the same
 prompts under the same scorer, so a reader sees how far the samples are from real text.
 
-Samples are decoded and scored one at a time (`--batch` is not used). Before any model is
-loaded, `fits` checks that a sample of the longest length fits the memory free (every model's
-weights, the cache for the prompt and the sample, the prompt folded in one pass, the scorer's
-forward over both: the cost model's floor), so that a size that cannot fit is one line at once.
+Samples are decoded `--batch` at a time and scored one at a time. Before any model is loaded,
+`fits` checks that a batch of samples of the longest length fits the memory free (every model's
+weights, the cache for the prompts and the samples, the prompts folded in one pass, the
+scorer's forward over one: the cost model's floor), so that a size that cannot fit is one line
+at once.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def fits(grid: EvalGrid, recipe: Recipe, device, budget: int | None = None) -> N
     need, weights, what = sample_bytes(models, P, L, B)
     if need <= budget:
         return
-    head = (f"--prompt-length {P} and --lengths {L}: a genppl sample needs at least "
+    who = "a genppl sample needs" if B == 1 else f"{B} genppl samples decoded together need"
+    head = (f"--prompt-length {P} and --lengths {L}: {who} at least "
             f"{human_bytes(need)} ({human_bytes(weights)} of weights, "
             f"{human_bytes(need - weights)} for {what}) but {device} has {human_bytes(budget)} "
             "free")

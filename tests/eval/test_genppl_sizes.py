@@ -46,8 +46,9 @@ def test_a_prompt_that_cannot_fit_is_refused_before_any_model_loads(fsc_main, tm
     res = fsc_main(*args, "--prompt-length", "100000")
     assert res.returncode == 2 and "Traceback" not in res.stderr
     [line] = _errors(res)
-    assert line.startswith("error: --prompt-length 100000 and --lengths 16: a genppl sample "
-                           "needs at least ") and "but cpu has 1.00 GiB free" in line, line
+    assert line.startswith("error: --prompt-length 100000 and --lengths 16: 2 genppl samples "
+                           "decoded together need at least "), line
+    assert "but cpu has 1.00 GiB free" in line
     assert "to fold the 100000-token prompt in one pass" in line
     fit = int(line.rsplit("at most --prompt-length ", 1)[1].split()[0])
     assert 0 < fit < 100000
