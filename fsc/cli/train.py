@@ -57,7 +57,9 @@ def train(
         metavar="RECIPE", help="Recipe file, shipped recipe name, or a checkpoint or training "
         "dir to start from (not with --resume).", show_default=False)] = None,
     data: Annotated[str | None, typer.Option(
-        "--data", help="passkey, mqar, copy, a .txt/.jsonl/.parquet file, or "
+        "--data", help="passkey, mqar, copy, the RULER-style niah_multikey, niah_multivalue, "
+        "niah_multiquery, vt, cwe, fwe; ruler (all of these with passkey) or a weighted mix "
+        "(passkey:2,vt:1,cwe:1); shakespeare, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
     seq_len: Annotated[str | None, typer.Option(
         "--seq-len", callback=size(1, MAX_S, "--seq-len"), show_default=False,

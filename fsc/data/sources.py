@@ -1,6 +1,7 @@
-"""What `--data` names, as a source of samples: a synthetic task, a shipped corpus (fsc.corpora:
-`shakespeare`, `shakespeare:train`, `shakespeare:val`), a local text file, or a Hugging Face
-dataset streamed through the optional `datasets` library.
+"""What `--data` names, as a source of samples: a synthetic task (fsc.data.tasks, or one of
+the RULER-style suite, fsc.data.ruler), a weighted mix of them (fsc.data.mix), a shipped corpus
+(fsc.corpora: `shakespeare`, `shakespeare:train`, `shakespeare:val`), a local text file, or a
+Hugging Face dataset streamed through the optional `datasets` library.
 
 `open_data(...)` checks the source up front (a missing or corrupt file is one line, exit 2)
 and returns an object whose `sample(index)` is the index-th training sample: the same for a
@@ -20,6 +21,8 @@ import duckdb
 import numpy as np
 
 from fsc import corpora
+from fsc.data import ruler
+from fsc.data.mix import MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
 from fsc.seeds import derive
@@ -27,7 +30,9 @@ from fsc.seeds import derive
 TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json
 # `bos`) and `fsc decode` follows the record, so its prompts begin as training's did
-SYNTHETIC = tuple(TASKS)
+SUITE = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
+         "niah_multiquery": "multiquery", "vt": None, "cwe": None, "fwe": None}  # name: variant
+SYNTHETIC = (*TASKS, *SUITE)
 
 
 @dataclass(frozen=True)
@@ -157,12 +162,12 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split is `split`."""
-    if spec in TASKS:
-        kind = TASKS[spec]
-        knobs = {"passkey": {"digits": options.needle_digits,
-                             "needle": options.supervise_needle},
-                 "mqar": {"pairs": options.pairs}}.get(spec, {})
-        return TaskData(kind(tokenizer, L, G, **knobs, option=option), seed)
+    if spec in SYNTHETIC:
+        return TaskData(_task(spec, tokenizer, L, G, options, option), seed)
+    mix = parse_mix(spec, SYNTHETIC)
+    if mix is not None:
+        return MixData(spec, mix, lambda name: TaskData(
+            _task(name, tokenizer, L, G, options, option), seed), seed)
     if spec.startswith("hf:"):
         return HubData(spec, tokenizer, L, options.text_field)
     if corpora.is_corpus(spec):
@@ -171,10 +176,23 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
         return TextData(f"{corpus.name}:{part}", np.asarray(ids, dtype=np.int64), L, seed, option)
     path = Path(spec)
     if path.suffix not in TEXT_SUFFIXES:
-        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, "
+        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, ruler or "
+                         "a mix (passkey:2,vt:1), "
                          f"{', '.join(corpora.CORPORA)}[:train|val], a "
                          f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
     ids: list[int] = []
     for doc in _documents(path, options.text_field):
         ids += tokenizer.encode(doc) + _eos(tokenizer)
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
+
+
+def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: str):
+    """The synthetic task `name` (SYNTHETIC) at length L."""
+    if name in SUITE:
+        if SUITE[name] is not None:
+            return ruler.Needles(tokenizer, L, G, SUITE[name], digits=options.needle_digits,
+                                 split="train", option=option)
+        return ruler.SUITE[name](tokenizer, L, G, option=option)
+    knobs = {"passkey": {"digits": options.needle_digits, "needle": options.supervise_needle},
+             "mqar": {"pairs": options.pairs}}.get(name, {})
+    return TASKS[name](tokenizer, L, G, **knobs, option=option)

@@ -144,17 +144,23 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
 
 def quick_eval(trainer, n: int = 16) -> dict:
     """The in-loop eval (--eval-every): exact-match accuracy on `n` held-out samples of the
-    training task at the training length, decoded by the cached decoder with K = G."""
+    training task at the training length, decoded by the cached decoder with K = G (a mix of
+    tasks: the mean over its tasks of n / tasks samples each, at least 2)."""
     cfg, model = trainer.cfg, trainer.model
-    task = trainer.data.task
-    task = task.evaluated() if isinstance(task, Passkey) else task  # one layout per cell
-    samples = [task.sample(derive(cfg.seed, i, 9)) for i in range(n)]
+    tasks = getattr(trainer.data, "tasks", None) or [trainer.data.task]
+    each = n if len(tasks) == 1 else max(2, n // len(tasks))
     mode = "ar" if cfg.objective == "ar" else "diffusion"
-    settings = EvalSettings(mode, model.recipe.block_size, n, n, cfg.seed, cfg.seq_len)
+    settings = EvalSettings(mode, model.recipe.block_size, each, each, cfg.seed, cfg.seq_len)
     was_training = model.training
     model.eval()
     try:
-        return {"eval_accuracy": _cell(model, trainer.tok, samples, settings,
-                                       trainer.device)["accuracy"]}
+        accuracies = []
+        for j, task in enumerate(tasks):
+            task = task.evaluated() if isinstance(task, Passkey) else task  # one layout per cell
+            which = (j,) if len(tasks) > 1 else ()
+            samples = [task.sample(derive(cfg.seed, *which, i, 9)) for i in range(each)]
+            accuracies.append(_cell(model, trainer.tok, samples, settings,
+                                    trainer.device)["accuracy"])
+        return {"eval_accuracy": sum(accuracies) / len(accuracies)}
     finally:
         model.train(was_training)

@@ -92,3 +92,21 @@ def test_bad_suite_input_is_one_line_before_any_model(cli, monkeypatch, tmp_path
     monkeypatch.setattr("fsc.scale.evaluation.model_to_score", lambda *a: pytest.fail("loaded"))
     r = cli("eval", "tiny_attn", *args, "--store", tmp_path / "store")
     assert r.code == 2 and line in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_a_model_trained_on_a_mix_is_scored_at_its_length_ratios(fsc_main, tmp_path):
+    store = tmp_path / "store"
+    fsc_main("train", "tiny_attn", "--data", "passkey:1,vt:2", "--seq-len", "192",
+             "--train-steps", "2", "--batch", "1", "--eval-every", "2", "--out", tmp_path / "run",
+             "--store", store, check=0)
+    _, [(accuracy,)] = Store(store).query("select eval_accuracy from training "
+                                          "where eval_accuracy is not null")
+    assert 0 <= accuracy <= 1  # the in-loop eval: the mean over the mix's tasks
+    res = fsc_main("eval", tmp_path / "run", "--task", "vt", "--hops", "2", "--lengths",
+                   "192,384", "--samples", "1", "--store", store, "--json", check=0)
+    assert [r["length_ratio"] for r in json.loads(res.stdout)["rows"]] == [1.0, 2.0]
+    bad = fsc_main("train", "tiny_attn", "--data", "passkey:-1,vt:1", "--seq-len", "192",
+                   "--train-steps", "2", "--out", tmp_path / "bad", "--store", store)
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "error: --data passkey:-1,vt:1: the weight of passkey is -1; a weight is a finite "
+        "number >= 0")

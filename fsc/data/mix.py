@@ -1,0 +1,58 @@
+"""Synthetic tasks mixed into one `--data` source: `ruler` (the RULER-style suite, each task
+weighted 1) or a list `TASK[:WEIGHT],...` such as `passkey:2,vt:1,cwe:1` (a weight left out is
+1). Each sample's task is drawn from the run's seed and the sample's index with the weights,
+and the sample itself as that task alone would draw it: the n-th sample is the same however a
+run was split by resumes. Pure Python: no torch."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from fsc.data.tasks import Sample
+from fsc.errors import UsageError
+from fsc.seeds import derive
+
+RULER = ("passkey", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
+
+
+def parse_mix(spec: str, tasks) -> list[tuple[str, float]] | None:
+    """The (task, weight) pairs `spec` names, or None when it names no mix (a single task, a
+    corpus, a file); UsageError for a weight that is not a number, is negative, or weights
+    that sum to zero."""
+    if spec == "ruler":
+        return [(t, 1.0) for t in RULER]
+    parts = [p.strip().partition(":") for p in spec.split(",")]
+    if not all(name in tasks for name, _, _ in parts) or spec in tasks:
+        return None
+    mix = []
+    for name, colon, weight in parts:
+        try:
+            w = float(weight) if colon else 1.0
+        except ValueError:
+            raise UsageError(f"--data {spec}: the weight of {name}, {weight!r}, is not a "
+                             "number") from None
+        if not w >= 0 or w == float("inf"):
+            raise UsageError(f"--data {spec}: the weight of {name} is {weight}; a weight is a "
+                             "finite number >= 0")
+        mix.append((name, w))
+    if sum(w for _, w in mix) <= 0:
+        raise UsageError(f"--data {spec}: the weights sum to zero; give one a weight above 0")
+    return mix
+
+
+class MixData:
+    """Samples of several tasks, each drawn with its weight (`tasks` and `weights` in the
+    order given; `make(name)` builds a task's TaskData-like source)."""
+
+    def __init__(self, spec: str, mix: list[tuple[str, float]], make: Callable, seed: int):
+        self.name, self.seed = spec, seed
+        self.sources = [make(name) for name, _ in mix]
+        self.tasks = [s.task for s in self.sources]
+        self.weights = [w for _, w in mix]
+        self.supervises = "answer"
+
+    def sample(self, index: int) -> Sample:
+        rng = random.Random(derive(self.seed, index, 4))
+        source = rng.choices(self.sources, self.weights)[0]
+        return source.sample(index)
