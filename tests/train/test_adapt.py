@@ -256,7 +256,7 @@ def test_an_adaptation_says_so_trains_blocks_and_is_named_apart(fsc_main, tmp_pa
     tables tell it from the autoregressive model it came from."""
     res = fsc_main("train", ar_ckpt, "--G", "8", *TEXT, "--train-steps", "4", "--out",
                    tmp_path / "ad", "--store", tmp_path / "st", check=0)
-    line = res.stdout.replace("\n", " ")
+    line = " ".join(res.stdout.split())  # the summary as one line, however rich wrapped it
     assert "trained quality_attn-G8 (adapted from " in line and "(blocks)" in line
     assert "at G 8, annealed over 1 step)" in line
     step = next((tmp_path / "ad").glob("step-*"))
