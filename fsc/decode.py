@@ -27,7 +27,7 @@ import torch
 
 from fsc.blocks import POLICIES, blocks_of, check_block
 from fsc.errors import UsageError
-from fsc.graphs import GraphedStep, capturable
+from fsc.graphs import GraphedStep
 from fsc.graphs import usable as graphs_usable
 from fsc.model.lm import reading
 from fsc.sampler import ORDER_STREAM, Picker, pick_ref
@@ -280,7 +280,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     t0 = time.perf_counter()
     # a graph pays for its capture from the second step of a block on
     graphs = (cfg.graphs and cfg.use_cache and cfg.mode == "diffusion" and cfg.steps > 1
-              and graphs_usable(device) and capturable(model))
+              and graphs_usable(device))
     run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
                   graphs)
     prompt_passes = run.passes

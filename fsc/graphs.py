@@ -29,13 +29,6 @@ def usable(device) -> bool:
     return torch.device(device).type == "cuda" and torch.cuda.is_available()
 
 
-def capturable(model) -> bool:
-    """Whether `model`'s step can be held in a graph: not with mixture-of-experts layers, whose
-    routing picks each expert's rows by a data-dependent `nonzero` on the GPU (a host sync,
-    which a capture refuses); such a model steps eagerly."""
-    return model.recipe.moe is None
-
-
 def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
     """(graph, output): `fn`'s GPU work captured once. With `warm`, `fn` first runs once on a side
     stream, as CUDA graphs need for lazily initialised state (cuBLAS workspaces, Triton's

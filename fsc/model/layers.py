@@ -65,15 +65,20 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+DENSE_TOKENS = 512  # off the CPU, passes of at most this many tokens run every expert densely
+
+
 class MoE(nn.Module):
     """Top-k mixture of GELU (up, down) or SwiGLU (gate, up, down) experts; gate weights are the
     softmax over the chosen k. With `shared_hidden`, a shared expert of that width (the same
     kind) runs on every token, scaled by sigmoid(shared_gate x) when `shared_gate`.
 
     The (token, choice) pairs are sorted by expert and each projection is one grouped matmul
-    (`F.grouped_mm`, jagged groups, no padding) on the CPU. On other devices, and for widths
-    that are not a multiple of 16 bytes (grouped_mm's layout rule), the experts run one after
-    another (`forward_loop`, also the reference the grouped form is tested against)."""
+    (`F.grouped_mm`, jagged groups, no padding) on the CPU. On other devices a decode-sized
+    pass (at most DENSE_TOKENS tokens) runs every expert on every token (`forward_dense`: fixed
+    shapes, so CUDA graphs hold it); longer passes there, and widths that are not a multiple
+    of 16 bytes (grouped_mm's layout rule), run the experts one after another (`forward_loop`,
+    also the reference both other forms are tested against)."""
 
     def __init__(self, d_model: int, hidden: int, n_experts: int, top_k: int,
                  swiglu: bool = False, shared_hidden: int | None = None,
@@ -114,6 +119,8 @@ class MoE(nn.Module):
                 and d % align == 0 and hidden % align == 0)
 
     def forward(self, x):  # (B, T, d)
+        if x.device.type != "cpu" and x.shape[0] * x.shape[1] <= DENSE_TOKENS:
+            return self.forward_dense(x)
         if not self._grouped_fits(x):
             return self.forward_loop(x)
         shape = x.shape
@@ -126,6 +133,20 @@ class MoE(nn.Module):
         h = self._hidden(flat[order // k], lambda t, w: F.grouped_mm(t, w, offs=ends))
         y = F.grouped_mm(h, self.down, offs=ends)[order.argsort()]  # back in (token, choice) order
         y = (y.view(N, k, -1) * gates[..., None]).sum(1)
+        return self._with_shared(flat, y).reshape(shape)
+
+    def forward_dense(self, x):  # (B, T, d)
+        """Every expert on every token, each output weighted by its gate (0 where not chosen):
+        fixed shapes, no data-dependent indexing, so a CUDA graph can hold it (decode's steps,
+        at most DENSE_TOKENS tokens a pass, where reading every expert's weights is the cost
+        either way)."""
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        idx, gates = self._route(flat)
+        weight = torch.zeros(flat.shape[0], self.up.shape[0], dtype=flat.dtype, device=x.device)
+        weight.scatter_(1, idx, gates)  # (N, E): the gate of each chosen expert
+        h = self._hidden(flat, lambda t, w: torch.einsum("nd,edh->neh", t, w))
+        y = torch.einsum("neh,ehd,ne->nd", h, self.down, weight)
         return self._with_shared(flat, y).reshape(shape)
 
     def forward_loop(self, x):  # (B, T, d)

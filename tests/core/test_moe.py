@@ -61,3 +61,30 @@ def test_widths_grouped_matmul_cannot_take_run_the_loop():
     x = torch.randn(2, 5, 6)
     assert not moe._grouped_fits(x)
     torch.testing.assert_close(moe(x), moe.forward_loop(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("options", [{}, {"swiglu": True, "shared_hidden": 48, "shared_gate": True}])
+def test_the_dense_form_equals_the_loop(options):
+    """forward_dense (every expert on every token, weighted by its gate: the fixed shapes a CUDA
+    graph holds) equals the loop: outputs and gradients, an idle expert included."""
+    moe = _moe(6, 2, **options)
+    with torch.no_grad():
+        moe.router.weight[0] = -1.0  # expert 0 is never chosen
+    x = torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(3)) + 3.0
+    x.requires_grad_()
+    got = _outputs_and_grads(moe, moe.forward_dense, x)
+    want = _outputs_and_grads(moe, moe.forward_loop, x)
+    for g, w in zip(got, want, strict=True):
+        assert (g - w).abs().max() <= 1e-5 * w.abs().max()
+
+
+def test_a_decode_sized_pass_off_the_cpu_runs_dense(monkeypatch):
+    """(The meta device stands in for CUDA.)"""
+    from fsc.model import layers
+
+    moe = _moe(4, 2)
+    seen = []
+    monkeypatch.setattr(layers.MoE, "forward_dense", lambda self, x: seen.append(x.shape) or x)
+    x = torch.randn(1, 8, 64, device="meta")
+    moe.to("meta")(x)
+    assert seen == [(1, 8, 64)]

@@ -117,5 +117,5 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
                      DecodeConfig(length=16, G=4, steps=3, temperature=0.0, graphs=g), device="cuda")
             for g in (False, True)]
     assert runs[0].token_ids == runs[1].token_ids
-    # tiny_hybrid has MoE layers, whose routing a graph cannot hold: it steps eagerly
-    assert runs[1].stats["graphs"] == (name != "tiny_hybrid") and not runs[0].stats["graphs"]
+    # tiny_hybrid's MoE layers too: a decode-sized pass runs its experts densely
+    assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
