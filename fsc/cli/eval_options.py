@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,6 +22,7 @@ class Task(Choice):
     vt = "vt"
     cwe = "cwe"
     fwe = "fwe"
+    ruler = "ruler"
     loss = "loss"
     genppl = "genppl"
     harness = "harness"
@@ -47,6 +49,10 @@ SUITE_OPTIONS = {
     "haystack": Annotated[str | None, typer.Option(
         "--haystack", help="niah, vt: filler (the default) or shakespeare (its validation "
         "text) around the needles.", show_default=False)],
+    "export": Annotated[Path | None, typer.Option(
+        "--export", metavar="DIR", help="niah, vt, cwe, fwe, ruler: write the prompts as "
+        "lm-evaluation-harness tasks in DIR (JSON lines, a task YAML each, a group YAML) "
+        "instead of scoring them.", show_default=False)],
 }
 
 
@@ -69,3 +75,15 @@ def with_suite_options(command):
     run.__signature__ = inspect.Signature(params)
     run.__annotations__ = {p.name: p.annotation for p in params}
     return run
+
+
+def export_prompts(asked, folder: Path) -> None:
+    """`fsc eval --export DIR`: the request's prompts written as harness tasks, and how to
+    score them."""
+    from fsc.cli.common import say
+    from fsc.scale.evaluation import export
+
+    grid, names = export(asked, folder)
+    say(f"wrote {len(names) - 1} lm-evaluation-harness tasks and their group {names[-1]} to "
+        f"{folder}; score them with\n  fsc eval {grid.checkpoint} --task harness --tasks "
+        f"{names[-1]} --include-path {folder}")

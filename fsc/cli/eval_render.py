@@ -38,7 +38,8 @@ def show_cell(c) -> None:
     """A cell's line on stderr as it is stored (a suite cell's score: the expected strings
     found)."""
     scored = c.score is not None and (c.task != "niah" or c.variant != "single")
-    err.print(f"  {c.task} length {c.length}"
+    err.print(f"  {c.task}" + (f" {c.variant}" if c.task == "niah" and c.variant not in
+                               (None, "single") else "") + f" length {c.length}"
               + (f" depth {c.depth:g}" if c.depth is not None else "")
               + (f" pairs {c.pairs}" if c.pairs is not None else "")
               + (f" {_setting(c)}" if c.task == "genppl" else "")
@@ -63,6 +64,9 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
 
     if task == "genppl":
         _render_genppl(cells, recipe, run_id)
+        return
+    if task == "ruler":
+        _render_suite(cells, recipe, run_id)
         return
     if task == "loss":
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
@@ -102,6 +106,33 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
                if getattr(c, key) == k}
         table.add_row(f"{k:g}", *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if n in row
                                   else "-" for n in lengths])
+    out.print(table)
+
+
+def _render_suite(cells: list, recipe: str, run_id: str) -> None:
+    """--task ruler: a row per task (niah per variant, its depths averaged), a column per
+    length, RULER's score in each, and their average."""
+    from rich.table import Table
+    from rich.text import Text
+
+    lengths = sorted({c.length for c in cells})
+    rows: dict[str, dict[int, list[float]]] = {}
+    for c in cells:
+        name = f"niah {c.variant}" if c.task == "niah" else c.task
+        rows.setdefault(name, {}).setdefault(c.length, []).append(c.score)
+    means = {name: {n: sum(v) / len(v) for n, v in by.items()} for name, by in rows.items()}
+    means["average"] = {n: sum(m[n] for m in means.values() if n in m)
+                        / sum(n in m for m in means.values()) for n in lengths}
+    out.print(f"{printable(recipe, 60)}: RULER-style score by task × length (run {run_id})",
+              markup=False, highlight=False)
+    table = Table()
+    table.add_column("task")
+    for n in lengths:
+        ratio = next(c.length_ratio for c in cells if c.length == n)
+        table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
+    for name, by in means.items():
+        table.add_row(name, *[Text(f" {by[n]:.2f} ", style=_shade(by[n])) if n in by else "-"
+                              for n in lengths])
     out.print(table)
 
 

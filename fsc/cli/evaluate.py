@@ -22,7 +22,7 @@ from fsc.cli.common import (
     store_dir,
     torch_threads,
 )
-from fsc.cli.eval_options import SUITE_OPTIONS, Task, with_suite_options
+from fsc.cli.eval_options import SUITE_OPTIONS, Task, export_prompts, with_suite_options
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
@@ -50,8 +50,8 @@ def evaluate(
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.", show_default=False)] = None,
     task: Annotated[Task | None, typer.Option(
-        "--task", help="niah, mqar, vt, cwe, fwe, loss, genppl or harness (default: the one "
-        "that scores what the checkpoint was trained on: passkey niah, mqar mqar, text loss; "
+        "--task", help="niah, mqar, vt, cwe, fwe, ruler (all of the suite), loss, genppl or "
+        "harness (default: the task of the training data: passkey niah, mqar mqar, text loss; "
         "genppl with --scorer; harness with --tasks; niah for a recipe).",
         show_default=False)] = None,
     lengths: Annotated[str | None, typer.Option(
@@ -59,7 +59,7 @@ def evaluate(
         "times the training length; loss: the training length; genppl: tokens per sample, "
         "128).", show_default=False)] = None,
     depths: Annotated[str | None, typer.Option(
-        "--depths", help="niah: needle depths in [0, 1] (default 0,0.25,0.5,0.75,1).")] = None,
+        "--depths", help="niah, ruler: needle depths, 0 to 1 (default 0,0.25,0.5,0.75,1).")] = None,
     pairs: Annotated[str | None, typer.Option(
         "--pairs", help="mqar: numbers of pairs, e.g. 4,8,16 (default 8).")] = None,
     samples: Annotated[int, typer.Option("--samples", min=1, max=MAX_SAMPLES,
@@ -192,9 +192,12 @@ def evaluate(
         temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
         if temperature is not None else None, top_p=top_p,
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve,
-        resume=resume, **suite)
+        resume=resume, **{k: v for k, v in suite.items() if k != "export"})
     if resume is None:
         precheck(asked)  # the options the task takes, before torch is imported
+    if suite.get("export") is not None:  # the prompts written, not scored
+        export_prompts(asked, suite["export"])
+        return
     from fsc.scale.evaluation import evaluate
     from fsc.store import Store
 

@@ -4,7 +4,8 @@ yields each cell's measures; `fits` checks the memory a task needs before any mo
 loaded; `score` is the one dispatch the driver and every worker call.
 
 - niah, mqar (fsc.eval.retrieval): retrieval by length × depth, recall by pairs × length
-- niah's variants, vt, cwe, fwe (fsc.eval.ruler): the RULER-style suite, scored as RULER does
+- niah's variants, vt, cwe, fwe (fsc.eval.ruler): the RULER-style suite, scored as RULER does;
+  ruler: all of them in one run
 - loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
 - genppl (fsc.eval.genppl): generative perplexity of samples under a separate scorer
 
@@ -46,11 +47,12 @@ class Task:
 
 
 TASKS = {t.name: t for t in (
-    Task("niah", ruler.check, ruler.measure, lambda g: len(g.depths)),
+    Task("niah", ruler.check, ruler.measure, ruler.cells_per_length),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
-    Task("vt", ruler.check, ruler.measure, lambda g: 1),
-    Task("cwe", ruler.check, ruler.measure, lambda g: 1),
-    Task("fwe", ruler.check, ruler.measure, lambda g: 1),
+    Task("vt", ruler.check, ruler.measure, ruler.cells_per_length),
+    Task("cwe", ruler.check, ruler.measure, ruler.cells_per_length),
+    Task("fwe", ruler.check, ruler.measure, ruler.cells_per_length),
+    Task("ruler", ruler.check, ruler.measure, ruler.cells_per_length),
     Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False),  # checks its own
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
          genppl.fits, ticks=True, blocks=False),  # its cells name their own G

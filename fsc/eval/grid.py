@@ -1,8 +1,8 @@
 """An `fsc eval` grid: what it scores (a checkpoint decoded one way, or several ways for
 genppl), the cells it spans (lengths × depths for niah, pairs × lengths for mqar, lengths for
-vt, cwe, fwe and held-out loss, decode settings for genppl) and the record each cell becomes (`EvalCell`: one
-eval_cells row). The driver builds and checks the grid before any model is loaded; every
-worker gets it as it is. Pure Python: no torch.
+vt, cwe, fwe and held-out loss, all of these for ruler, decode settings for genppl) and the
+record each cell becomes (`EvalCell`: one eval_cells row). The driver builds and checks the
+grid before any model is loaded; every worker gets it as it is. Pure Python: no torch.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ GENPPL_ONLY = ("policy", "threshold", "temperature", "top_p", "prompt_length", "
 SUITE_ONLY = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
               "vt": ("hops", "chains", "haystack", "score"),
               "cwe": ("words", "score"), "fwe": ("words", "score")}
-OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY, **SUITE_ONLY}  # columns of some tasks' rows
+OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY, **SUITE_ONLY}  # some tasks' rows only
 
 
 @dataclass

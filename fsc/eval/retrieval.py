@@ -96,11 +96,16 @@ def niah(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
     for length in lengths:
         task = prompts(grid, tokenizer, length)
         for depth in grid.depths:
-            samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i, 5), depth)
-                       for i in range(settings.samples)]
+            samples = niah_samples(grid, task, length, depth)
             yield {"task": "niah", "length": length, "depth": depth,
                    "length_ratio": ratio(length, settings),
                    **_cell(model, tokenizer, samples, settings, device)}
+
+
+def niah_samples(grid: EvalGrid, task: Passkey, length: int, depth: float) -> list:
+    """The samples of a niah cell (the same in `fsc eval` and its --export)."""
+    return [task.sample(derive(grid.settings.seed, length, round(depth * 1e6), i, 5), depth)
+            for i in range(grid.settings.samples)]
 
 
 def mqar(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:

@@ -1,5 +1,6 @@
 """The RULER-style suite as `fsc eval` tasks (fsc.data.ruler makes the prompts): niah in
-RULER's variants, variable tracking (vt), common- and frequent-word extraction (cwe, fwe).
+RULER's variants, variable tracking (vt), common- and frequent-word extraction (cwe, fwe), and
+`ruler`: all of them in one run (niah in each variant, then vt, cwe and fwe).
 
 A cell's answers are decoded by the cached decoder `batch` at a time
 (fsc.eval.retrieval.decode_answers) freely: each answer block is folded as it was decoded, so
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
@@ -24,18 +26,38 @@ from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.seeds import derive
 
 STREAMS = {"niah": 12, "vt": 13, "cwe": 14, "fwe": 15}  # derive's purpose for each task's prompts
+PARTS = (("niah", "single"), ("niah", "multikey"), ("niah", "multivalue"),
+         ("niah", "multiquery"), ("vt", None), ("cwe", None), ("fwe", None))  # --task ruler
+PLAIN = {"variant": "single", "needles": 1, "distractors": 0, "haystack": "filler"}
+
+
+def parts(grid: EvalGrid) -> list[EvalGrid]:
+    """The grids `grid` stands for: itself, or for --task ruler one a task and variant (niah
+    single with one needle, whatever --needles says of the others)."""
+    if grid.task != "ruler":
+        return [grid]
+    return [replace(grid, task=task, ruler=replace(
+        grid.ruler, variant=variant or grid.ruler.variant,
+        needles=None if variant == "single" else grid.ruler.needles))
+        for task, variant in PARTS]
+
+
+def cells_per_length(grid: EvalGrid) -> int:
+    return sum(len(p.depths) if p.task == "niah" else 1 for p in parts(grid))
 
 
 def plain(grid: EvalGrid) -> bool:
     """niah asked as before the suite: the passkey prompts of fsc.eval.retrieval."""
     r = grid.ruler
-    return grid.task == "niah" and (r.variant, r.needles, r.distractors, r.haystack) in (
-        ("single", None, 0, "filler"), ("single", 1, 0, "filler"))
+    return grid.task == "niah" and (r.variant, r.needles or 1, r.distractors, r.haystack) == (
+        "single", 1, 0, "filler")
 
 
 def prompts(grid: EvalGrid, tokenizer, length: int):
     """The generator of a cell's prompts at `length`; UsageError (naming --lengths or the
     option that does not fit) when they cannot be made."""
+    if plain(grid):
+        return retrieval.prompts(grid, tokenizer, length)
     return suite_task(grid.task, tokenizer, length, grid.G, grid.ruler, grid.digits,
                       option="--lengths")
 
@@ -43,36 +65,44 @@ def prompts(grid: EvalGrid, tokenizer, length: int):
 def check(grid: EvalGrid, tokenizer) -> None:
     """UsageError, before any model is loaded, for prompts that cannot be made (a length too
     short, needles or hops that do not fit, an unknown variant or haystack), or --data."""
-    if plain(grid):
-        retrieval.check(grid, tokenizer)
-        return
     if grid.data is not None:
         raise UsageError(f"--data is for --task loss or genppl; --task {grid.task} makes its "
                          "own prompts")
-    for n in grid.lengths:
-        prompts(grid, tokenizer, n)
+    for part in parts(grid):
+        for n in grid.lengths:
+            prompts(part, tokenizer, n)
+
+
+def cells(grid: EvalGrid, tokenizer, length: int) -> Iterator[tuple[dict, list]]:
+    """(what names the cell, its samples) for each cell of `grid` (one part) at `length`."""
+    settings = grid.settings
+    task = prompts(grid, tokenizer, length)
+    facts = PLAIN if plain(grid) else task.facts()
+    for depth in grid.depths if grid.task == "niah" else (None,):
+        if plain(grid):
+            samples = retrieval.niah_samples(grid, task, length, depth)
+        elif depth is None:
+            samples = [task.sample(derive(settings.seed, length, i, STREAMS[grid.task]))
+                       for i in range(settings.samples)]
+        else:
+            samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i,
+                                          STREAMS[grid.task]), depth)
+                       for i in range(settings.samples)]
+        yield ({"task": grid.task, "length": length, "depth": depth,
+                "length_ratio": retrieval.ratio(length, settings), **facts}, samples)
 
 
 def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
-    """A cell per length (niah: per length and depth, the asked needle's depth)."""
-    if plain(grid):
-        for cell in retrieval.niah(model, tokenizer, grid, lengths, device):
-            yield {**cell, "variant": "single", "needles": 1, "distractors": 0,
-                   "haystack": "filler", "score": cell["accuracy"]}
-        return
-    settings, stream = grid.settings, STREAMS[grid.task]
-    for length in lengths:
-        task = prompts(grid, tokenizer, length)
-        for depth in grid.depths if grid.task == "niah" else (None,):
-            if depth is None:
-                samples = [task.sample(derive(settings.seed, length, i, stream))
-                           for i in range(settings.samples)]
-            else:
-                samples = [task.sample(derive(settings.seed, length, round(depth * 1e6), i,
-                                              stream), depth) for i in range(settings.samples)]
-            yield {"task": grid.task, "length": length, "depth": depth,
-                   "length_ratio": retrieval.ratio(length, settings), **task.facts(),
-                   **scored(model, tokenizer, samples, settings, device)}
+    """A cell per length (niah: per length and depth, the asked needle's depth), for each
+    part of the grid in turn."""
+    for part in parts(grid):
+        for length in lengths:
+            for cell, samples in cells(part, tokenizer, length):
+                if plain(part):  # exact match of the key
+                    got = retrieval._cell(model, tokenizer, samples, part.settings, device)
+                    yield {**cell, **got, "score": got["accuracy"]}
+                else:
+                    yield {**cell, **scored(model, tokenizer, samples, part.settings, device)}
 
 
 def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:

@@ -69,9 +69,10 @@ GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thre
 
 TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "vt": "vt", "cwe": "cwe",
                 "fwe": "fwe"}  # training data -> the eval task that scores it
-SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah",), "distractors": ("niah",),
-                 "hops": ("vt",), "chains": ("vt",), "words": ("cwe", "fwe"),
-                 "haystack": ("niah", "vt")}  # the suite's options: the tasks that take each
+SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
+                 "distractors": ("niah", "ruler"), "hops": ("vt", "ruler"),
+                 "chains": ("vt", "ruler"), "words": ("cwe", "fwe", "ruler"),
+                 "haystack": ("niah", "vt", "ruler")}  # each suite option: the tasks taking it
 
 
 def default_task(request: EvalRequest, data) -> str:
@@ -137,14 +138,15 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
         raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
                          "recipe, or a transformers model)")
     if request.resume is None:
-        if request.depths is not None and task != "niah":
-            raise UsageError(f"--depths: for --task niah only (this is {task})")
+        if request.depths is not None and task not in ("niah", "ruler"):
+            raise UsageError(f"--depths: for --task niah or ruler only (this is {task})")
         if request.pairs is not None and task not in ("mqar", "loss"):
             raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
                              f"{task})")
         for name, tasks in SUITE_OPTIONS.items():
             if getattr(request, name) is not None and task not in tasks:
-                raise UsageError(f"--{name}: for --task {' or '.join(tasks)} only (this is "
+                raise UsageError(f"--{name}: for --task {', '.join(tasks[:-1])}"
+                                 f"{' or ' if len(tasks) > 1 else ''}{tasks[-1]} only (this is "
                                  f"{task})")
     return request
 

@@ -15,6 +15,7 @@ from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import UsageError
 from fsc.eval import check, model_to_score, samples_in, score, task_of
+from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings
 from fsc.eval.mauve import available as mauve_available
 from fsc.eval.scorers import check_scorer
@@ -109,6 +110,13 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     return grid, recipe, tok
 
 
+def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:
+    """The prompts `request` would score written as lm-evaluation-harness tasks in `folder`
+    (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last)."""
+    grid, _, tok = grid_of(request)
+    return grid, write_tasks(grid, tok, Path(folder))
+
+
 def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
     """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
     per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
@@ -178,8 +186,9 @@ def _powers_to(G: int) -> tuple[int, ...]:
     return (*ks, G)
 
 
-CELL_KEY = ("task", "length", "depth", "pairs", "mode", "G", "K", "policy", "threshold",
-            "temperature", "top_p", "checkpoint")  # what tells one cell of a run from another
+# what tells one cell of a run from another
+CELL_KEY = ("task", "variant", "length", "depth", "pairs", "mode", "G", "K", "policy",
+            "threshold", "temperature", "top_p", "checkpoint")
 
 
 def cell_key(cell: EvalCell) -> tuple:

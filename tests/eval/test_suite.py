@@ -85,8 +85,8 @@ def test_vt_cells_are_stored_with_their_columns(fsc_main, tmp_path):
      "--lengths 128 is shorter than a niah multiquery prompt with 9 needles"),
     (("--task", "cwe", "--lengths", "64"), "--lengths 64 is shorter than a cwe prompt"),
     (("--task", "niah", "--variant", "several"), "--variant 'several' is not one of single"),
-    (("--task", "vt", "--words", "3"), "--words: for --task cwe or fwe only (this is vt)"),
-    (("--task", "mqar", "--haystack", "shakespeare"), "--haystack: for --task niah or vt only"),
+    (("--task", "vt", "--words", "3"), "--words: for --task cwe, fwe or ruler only (this is vt)"),
+    (("--task", "mqar", "--haystack", "shakespeare"), "--haystack: for --task niah, vt or ruler only"),
 ])
 def test_bad_suite_input_is_one_line_before_any_model(cli, monkeypatch, tmp_path, args, line):
     monkeypatch.setattr("fsc.scale.evaluation.model_to_score", lambda *a: pytest.fail("loaded"))
@@ -110,3 +110,14 @@ def test_a_model_trained_on_a_mix_is_scored_at_its_length_ratios(fsc_main, tmp_p
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: --data passkey:-1,vt:1: the weight of passkey is -1; a weight is a finite "
         "number >= 0")
+
+
+def test_ruler_runs_the_whole_suite_and_averages_it(fsc_main, tmp_path):
+    res = fsc_main("eval", "tiny_attn", "--task", "ruler", "--lengths", "224", "--depths", "0.5",
+                   "--needles", "2", "--hops", "2", "--samples", "1", "--store",
+                   tmp_path / "store", check=0)
+    assert "RULER-style score by task × length" in res.stdout and "average" in res.stdout
+    _, rows = Store(tmp_path / "store").query("select task, variant from evaluation")
+    assert sorted(rows, key=str) == sorted([("niah", v) for v in (
+        "single", "multikey", "multivalue", "multiquery")] + [("vt", None), ("cwe", None),
+                                                               ("fwe", None)], key=str)

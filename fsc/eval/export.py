@@ -1,0 +1,86 @@
+"""`fsc eval CKPT --task ruler --export DIR` (or niah, vt, cwe, fwe): the prompts `fsc eval`
+would score, written as lm-evaluation-harness tasks instead of scored. Per task (niah per
+variant) and length: a JSON-lines file of documents (`input`: the prompt's text; `outputs`: the
+expected strings; `length`, `depth`) and a task YAML (generate_until, greedy, at most the
+answer's tokens, scored by RULER's metric in `utils.py`: the fraction of `outputs` found in the
+answer); and a group YAML over them all (`fsc_ruler`, `fsc_vt`, ...). Any harness model is then
+scored on the same prompts: an fsc checkpoint with `fsc eval CKPT --task harness --tasks
+fsc_ruler --include-path DIR`, a transformers model through the harness's `hf` model. Pure
+Python: no torch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fsc.errors import UsageError
+from fsc.eval.grid import EvalGrid
+from fsc.eval.ruler import cells, parts
+
+EXPORTED = ("niah", "vt", "cwe", "fwe", "ruler")
+UTILS = '''"""RULER's score of a generated answer: the fraction of the expected strings it holds
+(case ignored), as fsc.data.ruler.found computes it (written by fsc eval --export)."""
+
+
+def score(doc, results):
+    answer = results[0].lower()
+    return {"score": sum(o.lower() in answer for o in doc["outputs"]) / len(doc["outputs"])}
+'''
+TASK = """task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{input}}}}"
+doc_to_target: "{{{{outputs}}}}"
+process_results: !function utils.score
+generation_kwargs:
+  until: []
+  max_gen_toks: {tokens}
+  do_sample: false
+metric_list:
+  - metric: score
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
+    """Write the harness tasks of `grid`'s prompts into `folder` (see the module docstring);
+    the names of the tasks, the group's last. UsageError for a task that is not the suite's."""
+    if grid.task not in EXPORTED:
+        raise UsageError(f"--export: for --task {', '.join(EXPORTED[:-1])} or {EXPORTED[-1]} "
+                         f"(this is {grid.task})")
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for part in parts(grid):
+        for length in grid.lengths:
+            docs, tokens = [], 0
+            for cell, samples in cells(part, tokenizer, length):
+                for s in samples:
+                    first = s.target.index(True)
+                    expected = s.answers or (tokenizer.decode(
+                        [t for t, scored in zip(s.ids, s.score, strict=True) if scored]),)
+                    docs.append({"input": tokenizer.decode(s.ids[:first]),
+                                 "outputs": list(expected), "length": length,
+                                 "depth": cell["depth"]})
+                    tokens = len(s.ids) - first
+            variant = f"_{cell['variant']}" if part.task == "niah" else ""
+            name = f"fsc_{part.task}{variant}_{length}"
+            data = (folder / f"{name}.jsonl").resolve()
+            data.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+            (folder / f"{name}.yaml").write_text(TASK.format(name=name, data=json.dumps(str(data)),
+                                                            tokens=tokens))
+            names.append(name)
+    group = f"fsc_{grid.task}"
+    (folder / f"{group}.yaml").write_text(
+        f"group: {group}\ntask:\n" + "".join(f"  - {n}\n" for n in names)
+        + "aggregate_metric_list:\n  - metric: score\n    aggregation: mean\n"
+        "    weight_by_size: false\nmetadata:\n  version: 1.0\n")
+    (folder / "utils.py").write_text(UTILS)
+    return [*names, group]
