@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-all gpu-wheels bench retrieval quality stress-store clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-decode gpu-all gpu-wheels bench retrieval quality stress-store clean
 
 install: $(STAMP)
 
@@ -74,6 +74,11 @@ gpu-check:
 # on the torch and the fla training backends (fla from .whl/, see gpu-wheels).
 gpu-train:
 	PYTHONPATH=$(GPU_SITE) python3 -m tools.train_gpu
+
+# On the GPU machine after gpu-check (same install): fsc decode end to end beside fsc profile
+# for the 3B trio at S 16k and 256k, B 1 and 8 (docs/benchmarks.md section 18).
+gpu-decode:
+	PYTHONPATH=$(GPU_SITE) python3 -m tools.bench_decode_gpu
 
 # On a GPU machine lent for a short time: the GPU tests, gpu-check (a shorter budget) and
 # gpu-train in one call of at most ~9.5 minutes, each step bounded; logs in $$OUT or gpu-out/.
