@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fsc import corpora
-from fsc.data.sources import TEXT_SUFFIXES
+from fsc.data.mix import parse_mix
+from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES
 from fsc.errors import UsageError
 from fsc.source import checkpoint_config, resolve_checkpoint
 from fsc.text import printable
@@ -67,8 +68,11 @@ GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thre
                    "ngram": 4, "mauve": False}
 
 
-TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "vt": "vt", "cwe": "cwe",
-                "fwe": "fwe"}  # training data -> the eval task that scores it
+TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "niah_multikey": "niah",
+                "niah_multivalue": "niah", "niah_multiquery": "niah", "vt": "vt", "cwe": "cwe",
+                "fwe": "fwe", "ruler": "ruler"}  # training data -> the eval task that scores it
+TRAINED_VARIANT = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
+                   "niah_multiquery": "multiquery"}  # and niah's variant
 SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
                  "distractors": ("niah", "ruler"), "hops": ("vt", "ruler"),
                  "chains": ("vt", "ruler"), "words": ("cwe", "fwe", "ruler"),
@@ -77,14 +81,17 @@ SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
 
 def default_task(request: EvalRequest, data) -> str:
     """The task `fsc eval` runs when --task is not given: the one that measures what the
-    checkpoint was trained on (passkey: niah, mqar: mqar, text: loss; genppl when --scorer is
-    given), niah for untrained weights; UsageError naming the fitting task otherwise."""
+    checkpoint was trained on (passkey: niah, mqar: mqar, vt: vt, ..., a mix of tasks: ruler,
+    text: loss; genppl when --scorer is given), niah for untrained weights; UsageError naming
+    the fitting task otherwise."""
     if request.scorer is not None:
         return "genppl"
     if data is None:
         return "niah"
     if data in TRAINED_TASK:
         return TRAINED_TASK[data]
+    if isinstance(data, str) and parse_mix(data, SYNTHETIC) is not None:
+        return "ruler"
     if is_text(data) or request.data is not None:
         return "loss"
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
@@ -126,6 +133,8 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     the depths and pairs it was given whatever its task: those are not checked again.)"""
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
+        if request.task == "niah" and request.variant is None:  # the variant trained on
+            request = replace(request, variant=TRAINED_VARIANT.get(trained.get("data")))
     task = request.task
     if task != "genppl" and request.steps is not None and len(request.steps) > 1:
         raise UsageError("--steps takes one K except with --task genppl")

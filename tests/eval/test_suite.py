@@ -121,3 +121,14 @@ def test_ruler_runs_the_whole_suite_and_averages_it(fsc_main, tmp_path):
     assert sorted(rows, key=str) == sorted([("niah", v) for v in (
         "single", "multikey", "multivalue", "multiquery")] + [("vt", None), ("cwe", None),
                                                                ("fwe", None)], key=str)
+
+
+@pytest.mark.parametrize("data, task, variant", [
+    ("vt", "vt", None), ("cwe", "cwe", None), ("ruler", "ruler", None),
+    ("passkey:2,vt:1", "ruler", None), ("niah_multiquery", "niah", "multiquery"),
+    ("passkey", "niah", None)])
+def test_the_default_task_of_a_suite_checkpoint(data, task, variant):
+    from fsc.scale.eval_request import EvalRequest, checked
+
+    asked = checked(EvalRequest("ckpt"), {"data": data})
+    assert (asked.task, asked.variant) == (task, variant)
