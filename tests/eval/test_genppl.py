@@ -18,15 +18,6 @@ SMALL = ["--task", "genppl", "--data", "shakespeare", "--samples", "3", "--lengt
          "--prompt-length", "8"]
 
 
-@pytest.fixture
-def ar_recipe(tmp_path):
-    """A seeded G = 1 recipe: an autoregressive scorer."""
-    text = load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: tiny_ar")
-    path = tmp_path / "tiny_ar.yaml"
-    path.write_text(text.replace("block_size: 4", "block_size: 1"))
-    return path
-
-
 def _doc(fsc_main, *args):
     res = fsc_main("eval", *args, "--json", check=0)
     return json.loads(res.stdout)

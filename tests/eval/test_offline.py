@@ -37,17 +37,6 @@ def no_network(monkeypatch):
         monkeypatch.setattr(config, "HF_DATASETS_OFFLINE", config.HF_DATASETS_OFFLINE)
 
 
-@pytest.fixture
-def ar_recipe(tmp_path):
-    """A seeded G = 1 recipe: an autoregressive model (a scorer, a harness model)."""
-    from fsc.recipe import load_recipe
-
-    text = load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: tiny_ar")
-    path = tmp_path / "tiny_ar.yaml"
-    path.write_text(text.replace("block_size: 4", "block_size: 1"))
-    return path
-
-
 def _timed(fsc_main, *args):
     t0 = time.perf_counter()
     res = fsc_main(*args)
