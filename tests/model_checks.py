@@ -44,8 +44,8 @@ def passkey_batch(n: int, G: int):
     """A batch of the first `n` passkey samples (128 tokens, blocks of G), on the CPU: a task
     whose supervised positions are its answers."""
     from fsc.data.tasks import Passkey
+    from fsc.objective import Batch
     from fsc.tokenizer import ByteTokenizer
-    from fsc.train.objective import Batch
 
     task = Passkey(ByteTokenizer(), 128, G, 5)
     return Batch.of([task.sample(i) for i in range(n)], "cpu")

@@ -22,10 +22,10 @@ import torch
 
 from fsc.data.tasks import Passkey
 from fsc.model.lm import build_model
+from fsc.objective import Batch, blocks_loss, draw_blocks, draw_frontier, frontier_loss
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, make_optimizer
-from fsc.train.objective import Batch, blocks_loss, draw_blocks, draw_frontier, frontier_loss
 from tools.options import renamed
 
 OBJECTIVES = ("frontier", "blocks")

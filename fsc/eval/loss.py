@@ -32,8 +32,8 @@ from fsc.data.tasks import Sample
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
+from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
 from fsc.seeds import derive
-from fsc.train.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
 
 
 def check(grid: EvalGrid, tokenizer) -> None:

@@ -39,11 +39,11 @@ from fsc.interrupts import StopSignals
 from fsc.model.cache import Carry
 from fsc.model.fla_scan import train_backend
 from fsc.model.layers import TORCH_DTYPES
+from fsc.objective import Batch, loss_of
 from fsc.seeds import derive
 from fsc.source import LATEST
 from fsc.tokenizer import tokenizer_files
 from fsc.train import parallel
-from fsc.train.objective import Batch, loss_of
 
 STATE_JSON = "training_state.json"
 STATE_TENSORS = "training_state.safetensors"

@@ -1,7 +1,8 @@
 """Imports go one way: base → registry/recipe → cost model → kernels/ops → model →
-checkpoint/store/data → hub/imports → profile/decode/verify → train → results/scale → cli (LAYERS
-below; docs/architecture.md draws it). Every import of an fsc module, at module level or inside a
-function, is read from the source (AST) and must point at its own layer or a lower one."""
+checkpoint/store/data → hub/imports → profile/decode/verify/objective → eval → train →
+results/scale → cli (LAYERS below; docs/architecture.md draws it). Every import of an fsc
+module, at module level or inside a function, is read from the source (AST) and must point at
+its own layer or a lower one."""
 
 import ast
 import subprocess
@@ -20,8 +21,10 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance",
      "fsc.data"],  # the samples training and evaluation both draw (tasks, --data sources)
     ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
-    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.decode_batch", "fsc.sampler", "fsc.graphs", "fsc.verify"],
-    ["fsc.train", "fsc.eval"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)
+    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.decode_batch", "fsc.sampler", "fsc.graphs", "fsc.verify",
+     "fsc.objective"],  # the denoising bound: training's loss, and eval's loss task
+    ["fsc.eval"],
+    ["fsc.train"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)
     ["fsc.results", "fsc.scale", "fsc.harness"],  # the harness model runs fsc inside lm-eval
     ["fsc.cli", "fsc.__main__"],
 ]

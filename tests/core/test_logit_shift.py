@@ -9,9 +9,9 @@ from model_checks import EVERY_MIXER, mixing_model, with_shift
 
 from fsc.errors import RecipeError
 from fsc.model.cache import copy_cache
+from fsc.objective import Batch, block_losses, draw_blocks
 from fsc.recipe import load_recipe, parse_recipe
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.objective import Batch, block_losses, draw_blocks
 
 MASK = ByteTokenizer.mask_id
 

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 
 from fsc.eval.loss import draw_bound, sequence_bounds
 from fsc.model.lm import build_model
+from fsc.objective import Batch
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.objective import Batch
 
 TOK = ByteTokenizer()
 

@@ -174,11 +174,11 @@ def test_an_annealed_step_is_the_objective_at_that_block_size(tmp_path):
     import torch
 
     from fsc.model.lm import build_model
+    from fsc.objective import Batch, loss_of
     from fsc.recipe import load_recipe
     from fsc.seeds import derive
     from fsc.tokenizer import ByteTokenizer
     from fsc.train.loop import TrainConfig, Trainer
-    from fsc.train.objective import Batch, loss_of
 
     recipe = load_recipe("tiny_attn")
     cfg = TrainConfig(source="tiny_attn", data="copy", seq_len=32, steps=6, out=str(tmp_path),

@@ -9,9 +9,7 @@ from model_checks import EVERY_MIXER, mixing_model, passkey_batch
 from safetensors.torch import load_file
 
 from fsc.model.mixer import Mixer
-from fsc.store import Store
-from fsc.tokenizer import ByteTokenizer
-from fsc.train.objective import (
+from fsc.objective import (
     Batch,
     Frontier,
     block_losses,
@@ -20,6 +18,8 @@ from fsc.train.objective import (
     frontier_loss,
     loss_of,
 )
+from fsc.store import Store
+from fsc.tokenizer import ByteTokenizer
 
 MASK = ByteTokenizer.mask_id
 

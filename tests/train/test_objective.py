@@ -6,9 +6,9 @@ import torch
 from model_checks import EVERY_MIXER, mixing_model, passkey_batch
 
 from fsc.mixers import KINDS
+from fsc.objective import Batch, ar_loss, draw_frontier, frontier_logits, frontier_loss
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
-from fsc.train.objective import Batch, ar_loss, draw_frontier, frontier_logits, frontier_loss
 
 MASK = ByteTokenizer.mask_id
 

@@ -6,10 +6,10 @@ import torch
 from safetensors.torch import load_file
 
 from fsc.model.lm import build_model
+from fsc.objective import Batch
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, Trainer
-from fsc.train.objective import Batch
 
 COPY = ["--data", "copy", "--seq-len", "32", "--batch", "4", "--objective", "blocks"]
 

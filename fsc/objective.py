@@ -10,7 +10,8 @@ frontier. The loss is the cross-entropy on the masked positions weighted by 1/t,
 the frontier's supervised positions: a per-token estimate of the block's NLL bound.
 
 The frontier logits are the ones the cached decoder computes: `fold` of the clean prefix, then
-a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer).
+a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer). Both
+training (fsc.train.loop) and the held-out loss of `fsc eval --task loss` (fsc.eval.loss) use it.
 
 Blocks (G > 1): every block with supervised positions gets the frontier's draw (its own t and
 mask) and is scored in one two-stream forward: the clean sequence gives the KV or state at
