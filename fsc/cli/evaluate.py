@@ -22,6 +22,7 @@ from fsc.cli.common import (
     store_dir,
     torch_threads,
 )
+from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
 from fsc.cli.eval_options import SUITE_OPTIONS, Task, export_prompts, with_suite_options
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
@@ -36,9 +37,6 @@ GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode"
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
                 "mauve", *SUITE_OPTIONS)
 MAX_PAIRS = 676  # mqar's keys are two letters
-
-
-HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "mc_samples")
 
 
 @with_executor_options
@@ -66,7 +64,7 @@ def evaluate(
                                          help="Prompts per cell (loss: sequences).")] = 20,
     steps: Annotated[str | None, typer.Option(
         "--steps", help="Denoising steps K per block (default: G; genppl: a list, default "
-        "1, 2, 4 ... G).", show_default=False)] = None,
+        "1, 2, 4 ... G; harness: generation's K).", show_default=False)] = None,
     mode: Annotated[Mode | None, typer.Option(
         "--mode", help="diffusion or ar (default: how the checkpoint was trained; ar when G is 1).",
         show_default=False)] = None,
@@ -130,6 +128,11 @@ def evaluate(
     mc_samples: Annotated[int, typer.Option(
         "--mc-samples", min=1, max=4096, help="harness, diffusion checkpoints: Monte Carlo "
         "draws per block of the likelihood bound.")] = 32,
+    log_samples: Annotated[bool, typer.Option("--log-samples", help="harness: write each "
+                                              "document's requests and answers too.")] = False,
+    output_path: Annotated[Path | None, typer.Option(
+        "--output-path", help="harness: a folder for the harness's results JSON (and "
+        "--log-samples' JSONL), as lm_eval --output_path writes them.", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
@@ -159,15 +162,10 @@ def evaluate(
     if task != Task.harness and harness_given:
         raise UsageError(f"{', '.join(harness_given)}: for --task harness only")
     if task == Task.harness:
-        if resume is not None:
-            raise UsageError("--resume: a harness run is scored whole; run it again")
-        others = given_options(ctx, tuple(o for o in GRID_OPTIONS if o not in ("task", "batch",
-                                                                                 "seed")))
-        if others:
-            raise UsageError(f"{', '.join(others)}: not used by --task harness (its tasks set "
-                             "their own prompts; see --tasks, --limit, --num-fewshot)")
-        _harness(source, tasks, include_path, limit, num_fewshot, mc_samples, batch, seed,
-                 device, store, as_json)
+        evaluate_harness(ctx, source, resume, GRID_OPTIONS, store, as_json, tasks=tasks,
+                         include_path=include_path, limit=limit, num_fewshot=num_fewshot,
+                         mc_samples=mc_samples, batch=batch, seed=seed, device=device,
+                         steps=steps, log_samples=log_samples, output_path=output_path)
         return
     if resume is not None:
         given = given_options(ctx, GRID_OPTIONS)
@@ -222,25 +220,6 @@ def evaluate(
                     "rows": [c.columns() for c in done.cells]})
         return
     render(done.cells, done.grid.task, done.grid.recipe, done.run_id)
-
-
-def _harness(source, tasks, include_path, limit, num_fewshot, mc_samples, batch, seed, device,
-             store, as_json) -> None:
-    from fsc.cli.eval_render import render_harness
-    from fsc.harness.run import HarnessRequest, evaluate_harness
-    from fsc.store import Store
-
-    names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
-    request = HarnessRequest(source, names, str(include_path) if include_path else None,
-                             limit, num_fewshot, mc_samples, batch, seed, device)
-    torch_threads()
-    st = Store(store_dir(store))
-    run_id, rows, seconds = evaluate_harness(request, st, " ".join(["fsc", *sys.argv[1:]]))
-    if as_json:
-        print_json({"run_id": run_id, "store": str(st.file), "checkpoint": source,
-                    "task": "harness", "seconds": seconds, "rows": rows})
-        return
-    render_harness(rows, run_id, seconds)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,8 @@
 """`fsc eval CKPT --task harness`: lm-evaluation-harness tasks on an fsc model (fsc.harness.lm),
-each metric a row of the store (eval_cells, task 'harness')."""
+each metric a row of the store (eval_cells, task 'harness'). The run is recorded before the
+model loads, so its duration is the work's and a failure inside the harness leaves it failed
+with its error; --output-path writes the harness's own results JSON (and, with --log-samples,
+its samples) as its command line does."""
 
 from __future__ import annotations
 
@@ -9,15 +12,18 @@ import io
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 import lm_eval
 import lm_eval.evaluator
 import yaml
+from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 
+from fsc import paths
+from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
 from fsc.harness.lm import FscLM
 from fsc.hub.reach import quiet, unreachable
@@ -41,23 +47,47 @@ class HarnessRequest:
     device: str = "cpu"
     max_length: int = 2048
     cached: bool = True
+    steps: int | None = None  # K of generation (diffusion; default G)
+    log_samples: bool = False  # the harness's per-document records, into output_path
+    output_path: str | None = None  # the harness's results JSON (and samples) go here
+
+
+@dataclass
+class Harnessed:
+    """A harness run as stored: its id, its rows, the seconds its work took, and the files
+    the harness wrote under --output-path."""
+
+    run_id: str
+    rows: list[dict]
+    seconds: float
+    files: list[str] = field(default_factory=list)
 
 
 def harness_version() -> str:
     return importlib.metadata.version("lm_eval")
 
 
-def check(request: HarnessRequest) -> tuple[str, object]:
-    """(the checkpoint, its recipe) of what is asked; UsageError, before any weights are
-    loaded, for what cannot run."""
+def check(request: HarnessRequest) -> tuple[str, object, tuple[str, int, int]]:
+    """(the checkpoint, its recipe, its (mode, G, K)) of what is asked; UsageError, before any
+    weights are loaded, for what cannot run."""
     if not request.tasks:
         raise UsageError("--task harness needs --tasks (e.g. arc_easy,piqa, or a task of "
                          "--include-path)")
     if request.include_path is not None and not Path(request.include_path).is_dir():
         raise UsageError(f"--include-path {request.include_path}: not a directory")
+    if request.log_samples and request.output_path is None:
+        raise UsageError("--log-samples needs --output-path DIR (the harness writes the samples "
+                         "there)")
+    if request.output_path is not None:
+        paths.output_dir(Path(request.output_path), f"--output-path {request.output_path}",
+                         replace=True)
     torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
     source = str(resolve_checkpoint(request.source))
-    return source, load_source_recipe(source)  # one line if it is not a model
+    recipe = load_source_recipe(source)  # one line if it is not a model
+    if recipe.block_size == 1 and request.steps is not None:
+        raise UsageError(f"--steps {request.steps}: {request.source} is autoregressive (G 1): "
+                         "it generates with no denoising steps")
+    return source, recipe, block_setting(None, None, request.steps, recipe.block_size)
 
 
 def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
@@ -106,13 +136,20 @@ def _quiet():
             lm_eval.evaluator.get_git_commit_hash = git
 
 
-def run_harness(request: HarnessRequest) -> tuple[dict, object]:
-    """(the harness's results, the FscLM scored), in this process."""
-    lm = FscLM(request.source, device=request.device, batch_size=request.batch,
-               mc_samples=request.mc_samples, seed=request.seed, max_length=request.max_length,
-               cached=request.cached)
+def model_args(request: HarnessRequest, source: str) -> dict:
+    """The model fsc's arguments for `request` (as `--model_args` would give them)."""
+    return {"pretrained": source, "mc_samples": request.mc_samples, "seed": request.seed,
+            "max_length": request.max_length, "steps": request.steps, "cached": request.cached}
+
+
+def run_harness(request: HarnessRequest, manager: TaskManager, source: str,
+                tracker: EvaluationTracker | None = None) -> tuple[dict, object]:
+    """(the harness's results, the FscLM scored), in this process, on the tasks `manager`
+    found (task_manager)."""
+    args = model_args(request, source)
+    lm = FscLM(device=request.device, batch_size=request.batch, **args)
     with _quiet():
-        return _run(request, lm)
+        return _run(request, lm, manager, args, tracker)
 
 
 def unparsed(folder: str, names: list[str] | None = None) -> str | None:
@@ -137,7 +174,9 @@ def unparsed(folder: str, names: list[str] | None = None) -> str | None:
     return None
 
 
-def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
+def task_manager(request: HarnessRequest) -> TaskManager:
+    """The harness's index of the tasks `request` names (the --include-path tasks alone
+    where they hold them all); UsageError for a task not found."""
     manager = None
     if request.include_path is not None:  # local tasks alone: no index of the harness's thousands
         manager = TaskManager(include_path=request.include_path, include_defaults=False)
@@ -155,13 +194,19 @@ def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
             broken = unparsed(request.include_path)
             why = f" ({broken})" if broken else ""
         raise UsageError(f"--tasks: no harness task {', '.join(map(repr, unknown))}{why}")
+    return manager
+
+
+def _run(request: HarnessRequest, lm, manager: TaskManager, args: dict,
+         tracker: EvaluationTracker | None) -> tuple[dict, object]:
     offline = unreachable(datasets=True)  # offline, the datasets come from the cache at once
     try:
         results = lm_eval.simple_evaluate(
-            model=lm, tasks=list(request.tasks), num_fewshot=request.num_fewshot,
-            limit=request.limit, task_manager=manager, random_seed=request.seed,
-            numpy_random_seed=request.seed, torch_random_seed=request.seed,
-            fewshot_random_seed=request.seed, bootstrap_iters=1000, log_samples=False)
+            model=lm, model_args=args, tasks=list(request.tasks),
+            num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
+            random_seed=request.seed, numpy_random_seed=request.seed,
+            torch_random_seed=request.seed, fewshot_random_seed=request.seed,
+            bootstrap_iters=1000, log_samples=request.log_samples, evaluation_tracker=tracker)
     except (FscError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
@@ -172,23 +217,50 @@ def _run(request: HarnessRequest, lm) -> tuple[dict, object]:
     return results, lm
 
 
-def evaluate_harness(request: HarnessRequest, st, command: str):
-    """Run the harness and record its metrics as one eval run of `st`; returns (run id,
-    rows, seconds)."""
-    source, recipe = check(request)
-    t0 = time.perf_counter()
-    results, lm = run_harness(request)
-    seconds = time.perf_counter() - t0
-    K = 0 if lm.mode == "ar" else lm.steps
-    rows = rows_of(results, lm.mode, lm.G, K, request.mc_samples, source, recipe)
-    for row in rows:
-        row["seconds"] = seconds
+def save_output(tracker: EvaluationTracker, results: dict, log_samples: bool) -> list[str]:
+    """Write the harness's results JSON (and with `log_samples` each task's samples) where its
+    command line writes them for --output_path: under OUT/<model>/ (or, for OUT a .json name,
+    beside it); the files written. FscError for one not written (the harness only logs it)."""
+    samples = results.pop("samples", None) if log_samples else None
+    tracker.save_results_aggregated(results=results, samples=samples)
+    date = getattr(tracker, "date_id", None)  # set once the results are written
+    out = Path(tracker.output_path)
+    if out.suffix == ".json":
+        folder, files = out.parent, [out.with_name(f"{out.stem}_{date}.json")]
+    else:
+        folder = out / str(tracker.general_config_tracker.model_name_sanitized)
+        files = [folder / f"results_{date}.json"]
+    for task in results.get("configs", {}) if samples is not None else ():
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+        files.append(folder / f"samples_{task}_{date}.jsonl")
+    missing = [f for f in files if date is None or not f.is_file()]
+    if missing:
+        raise FscError(f"--output-path {out}: the harness could not write {missing[0]}")
+    return [str(f) for f in files]
+
+
+def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
+    """Run the harness and record its metrics as one eval run of `st`, registered before the
+    model loads (a failure inside the harness leaves the run failed with its error)."""
+    source, recipe, (mode, G, K) = check(request)
+    with _quiet():
+        manager = task_manager(request)
     config = {"request": {**request.__dict__, "tasks": list(request.tasks)},
-              "checkpoint": source, "task": "harness", "mode": lm.mode, "G": lm.G, "K": K,
+              "checkpoint": source, "task": "harness", "mode": mode, "G": G, "K": K,
               "harness_version": harness_version(), "recipe": recipe.name,
               "recipe_hash": recipe.recipe_hash}
+    tracker = (EvaluationTracker(output_path=request.output_path)
+               if request.output_path is not None else None)
     with recording(st, "eval", command, config, recipes=[recipe],
                    environment=environment(request.device)) as run:
+        t0 = time.perf_counter()
+        results, lm = run_harness(request, manager, source, tracker)
+        seconds = time.perf_counter() - t0
+        with _quiet():
+            files = save_output(tracker, results, request.log_samples) if tracker else []
+        rows = rows_of(results, lm.mode, lm.G, 0 if lm.mode == "ar" else lm.steps,
+                       request.mc_samples, source, recipe)
+        for row in rows:
+            row["seconds"] = seconds
         run.add_rows("eval_cells", rows)
-        run_id = run.run_id
-    return run_id, rows, seconds
+    return Harnessed(run.run_id, rows, seconds, files)

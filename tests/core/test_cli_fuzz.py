@@ -97,7 +97,7 @@ COMMANDS = {
         "--threshold": "unit", "--temperature": "float_nonneg", "--top-p": "unit",
         "--prompt-length": "int_nonneg", "--ngram": "int_pos", "--resume": "choice",
         "--include-path": "in_dir", "--limit": "int_pos", "--num-fewshot": "int_nonneg",
-        "--mc-samples": "int_pos"}),
+        "--mc-samples": "int_pos", "--output-path": "out_dir"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),
     "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),
@@ -107,7 +107,8 @@ NOT_FUZZED = {"--json", "--help", "--store", "--prompt", "--no-cache", "--tokeni
               "--write", "--yes", "--markdown", "--dry-run", "--recipe", "--version", "--private",
               "--message", "--text-field", "--run", "--baseline",
               "--slurm-partition", "--name", "--recipe-only", "--wide", "--supervise-needle",
-              "--state-passing", "--mauve", "--tasks", "--logit-shift", "--no-graphs", "--csv"}
+              "--state-passing", "--mauve", "--tasks", "--logit-shift", "--no-graphs", "--csv",
+              "--log-samples"}
 
 
 def _cases():

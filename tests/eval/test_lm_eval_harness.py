@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,10 @@ def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_
         "SELECT harness_task, metric, value, harness_version, provenance FROM evaluation "
         "WHERE task = 'harness' ORDER BY harness_task, metric")
     assert len(stored) == 6 and all(r[3] for r in stored) and "checkpoint" in stored[0][4]
+    # the run is recorded before the model loads: its duration holds the work
+    run = json.loads(fsc_main("runs", "show", doc["run_id"], "--store", tmp_path / "st",
+                              "--json", check=0).stdout)
+    assert run["status"] == "finished" and run["duration_s"] >= doc["seconds"]
 
 
 @pytest.mark.slow  # the harness end to end again at G > 1 (the bound itself: test_harness_likelihood)
@@ -111,6 +116,47 @@ def test_harness_options_belong_to_the_harness(fsc_main, made):
     _, ckpts = made
     res = fsc_main("eval", ckpts["ar"], "--task", "loss", "--limit", "3", check=2)
     assert "--limit: for --task harness only" in res.stderr
+
+
+def test_a_failure_inside_the_harness_leaves_the_run_failed_with_its_error(
+        fsc_main, made, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tasks, ckpts = made
+    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_missing", check=2)
+    assert "the harness could not run fsc_missing" in res.stderr
+    [run] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json", check=0).stdout)
+    shown = fsc_main("runs", "show", run["run_id"], "--store", tmp_path / "st", check=0).stdout
+    assert run["status"] == "failed" and run["kind"] == "eval"
+    assert "error    UsageError: the harness could not run fsc_missing" in shown
+
+
+def test_steps_log_samples_and_output_path_as_lm_eval_takes_them(fsc_main, made, tmp_path):
+    """--steps K reaches the model's generation (rows and the harness's own record say K);
+    --output-path writes lm_eval's results JSON under DIR/<model>/, --log-samples a JSONL of
+    each document; what cannot apply is one line before any weights load."""
+    tasks, ckpts = made
+    out = tmp_path / "out"
+    res = _eval(fsc_main, ckpts["hybrid"], tasks, tmp_path / "st", "--tasks", "fsc_gen",
+                "--limit", "1", "--steps", "2", "--log-samples", "--output-path", out)
+    doc = json.loads(res.stdout)
+    assert {r["K"] for r in doc["rows"]} == {2}
+    results = [Path(f) for f in doc["files"] if Path(f).name.startswith("results_")]
+    samples = [Path(f) for f in doc["files"] if Path(f).name.startswith("samples_fsc_gen_")]
+    assert len(results) == 1 and len(samples) == 1 and results[0].parent.parent == out
+    written = json.loads(results[0].read_text())
+    assert written["config"]["model_args"]["steps"] == 2 and "fsc_gen" in written["results"]
+    [line] = samples[0].read_text().splitlines()
+    assert json.loads(line)["doc"] == {"question": "Say A:", "answer": "A"}
+    assert f"wrote {results[0]}" in res.stderr
+    for args, says in ((["--steps", "2"], "--steps 2: "),  # an AR checkpoint generates with no K
+                       (["--steps", "1,2"], "--steps 1,2: --task harness generates with one K"),
+                       (["--log-samples"], "--log-samples needs --output-path DIR"),
+                       (["--output-path", tasks / "fsc_gen.yaml"], "--output-path ")):
+        res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st2", "--tasks", "fsc_gen", *args,
+                    check=2)
+        assert res.stderr.startswith(f"error: {says}") and res.stderr.count("\n") == 1, res.stderr
+    assert not (tmp_path / "st2").exists()
 
 
 # ---- exact against the harness's own Hugging Face backend (make test-slow) --------------------

@@ -1,0 +1,61 @@
+"""`fsc eval --task harness`: the options the harness takes checked, one library call
+(fsc.harness.run.evaluate_harness), its table or JSON."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from fsc.blocks import MAX_G
+from fsc.cli.bounds import parse_sizes
+from fsc.cli.common import given_options, print_json, say, store_dir, torch_threads
+from fsc.errors import UsageError
+
+# The options only the harness takes, and the grid options it takes too (its tasks set their
+# own prompts; --steps is generation's K).
+HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "mc_samples", "log_samples",
+                   "output_path")
+TAKES = ("task", "batch", "seed", "steps")
+
+
+def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
+                     grid_options: tuple[str, ...], store: Path | None, as_json: bool, *,
+                     tasks: str | None, include_path: Path | None, limit: int | None,
+                     num_fewshot: int | None, mc_samples: int, batch: int, seed: int,
+                     device: str, steps: str | None, log_samples: bool,
+                     output_path: Path | None) -> None:
+    """Check the harness's options (UsageError for a grid option it does not take, --resume,
+    or several --steps), run it into the store and show its rows."""
+    from fsc.cli.eval_render import render_harness
+
+    if resume is not None:
+        raise UsageError("--resume: a harness run is scored whole; run it again")
+    others = given_options(ctx, tuple(o for o in grid_options if o not in TAKES))
+    if others:
+        raise UsageError(f"{', '.join(others)}: not used by --task harness (its tasks set "
+                         "their own prompts; see --tasks, --limit, --num-fewshot)")
+    K = parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None
+    if K is not None and len(K) > 1:
+        raise UsageError(f"--steps {steps}: --task harness generates with one K")
+    from fsc.harness.run import HarnessRequest
+    from fsc.harness.run import evaluate_harness as run
+    from fsc.store import Store
+
+    names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
+    request = HarnessRequest(source or "", names, str(include_path) if include_path else None,
+                             limit, num_fewshot, mc_samples, batch, seed, device,
+                             steps=K[0] if K else None, log_samples=log_samples,
+                             output_path=str(output_path) if output_path else None)
+    torch_threads()
+    st = Store(store_dir(store))
+    done = run(request, st, " ".join(["fsc", *sys.argv[1:]]))
+    for path in done.files:
+        say(f"wrote {path}")
+    if as_json:
+        print_json({"run_id": done.run_id, "store": str(st.file), "checkpoint": source,
+                    "task": "harness", "seconds": done.seconds, "files": done.files,
+                    "rows": done.rows})
+        return
+    render_harness(done.rows, done.run_id, done.seconds)
