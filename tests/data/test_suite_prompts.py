@@ -116,12 +116,14 @@ def test_natural_text_haystack_is_the_corpus():
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: Needles(TOK, 128, 4, "multiquery", 8, option="--lengths"), "--lengths 128 is shorter than a niah "
-     "multiquery prompt with 8 needles and 0 distractors"),
-    (lambda: VariableTracking(TOK, 128, 4, hops=9, option="--lengths"), "--lengths 128 is shorter than a vt prompt "
-     "with --hops 9"),
-    (lambda: CommonWords(TOK, 64, 4, option="--lengths"), "--lengths 64 is shorter than a cwe prompt"),
-    (lambda: FrequentWords(TOK, 128, 4, option="--lengths"), "--lengths 128 is shorter than a fwe prompt"),
+    (lambda: Needles(TOK, 128, 4, "multiquery", 8, option="--lengths"),
+     "--lengths 128 is shorter than a niah multiquery prompt with 8 needles and 0 distractors"),
+    (lambda: VariableTracking(TOK, 128, 4, hops=9, option="--lengths"),
+     "--lengths 128 is shorter than a vt prompt with --hops 9"),
+    (lambda: CommonWords(TOK, 64, 4, option="--lengths"),
+     "--lengths 64 is shorter than a cwe prompt"),
+    (lambda: FrequentWords(TOK, 128, 4, option="--lengths"),
+     "--lengths 128 is shorter than a fwe prompt"),
     (lambda: Needles(TOK, 512, 4, "many"), "--variant 'many' is not one of single, multikey"),
     (lambda: Needles(TOK, 512, 4, "single", 3), "--needles 3: --variant single has one"),
     (lambda: Needles(TOK, 512, 4, "multikey", 0), "--needles 0 must be between 1 and 64"),

@@ -86,7 +86,8 @@ def test_vt_cells_are_stored_with_their_columns(fsc_main, tmp_path):
     (("--task", "cwe", "--lengths", "64"), "--lengths 64 is shorter than a cwe prompt"),
     (("--task", "niah", "--variant", "several"), "--variant 'several' is not one of single"),
     (("--task", "vt", "--words", "3"), "--words: for --task cwe, fwe or ruler only (this is vt)"),
-    (("--task", "mqar", "--haystack", "shakespeare"), "--haystack: for --task niah, vt or ruler only"),
+    (("--task", "mqar", "--haystack", "shakespeare"),
+     "--haystack: for --task niah, vt or ruler only"),
 ])
 def test_bad_suite_input_is_one_line_before_any_model(cli, monkeypatch, tmp_path, args, line):
     monkeypatch.setattr("fsc.scale.evaluation.model_to_score", lambda *a: pytest.fail("loaded"))
