@@ -3,10 +3,11 @@ as `fsc decode --prompts`, genppl and the harness's generate_until decode.
 
 Each row decodes as `fsc.decode.generate` decodes its prompt alone: the same greedy tokens
 (tests/core/test_decode_batch.py, every mixer), its draws from its own seed (so a row's
-samples never depend on its batch-mates), its own EOS. The cache's length is one number for
-all its rows, so a batch holds prompts of one length: prompts of several lengths are decoded
-in one batch per length (per-row lengths on the device are the step that lets ragged prompts
-share one).
+samples never depend on its batch-mates), its own EOS. Prompts of one length are folded in
+one pass; prompts of several lengths are folded one by one and their caches merged
+(`fsc.model.cache.merge_rows`: fixed states as they are, KV caches right-aligned with per-row
+padding the attention skips), so they share a batch too. A sliding-window attention's ring
+cannot be aligned so: such a model decodes a batch per prompt length.
 """
 
 from __future__ import annotations
@@ -18,17 +19,26 @@ import torch
 
 from fsc.decode import DecodeConfig, DecodeResult, banned_ids, denoise, picker
 from fsc.errors import UsageError
+from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
 
 
-def batches(prompts: list[list[int]], size: int) -> list[list[int]]:
-    """The rows (indices into `prompts`) of each batch: prompts of one length together, at
-    most `size` a batch, in the order of their first prompt."""
+def batches(prompts: list[list[int]], size: int, ragged: bool = True) -> list[list[int]]:
+    """The rows (indices into `prompts`) of each batch, at most `size` a batch: in order, or
+    (not `ragged`) prompts of one length together, in the order of their first prompt."""
+    if ragged:
+        return [list(range(lo, min(lo + size, len(prompts))))
+                for lo in range(0, len(prompts), size)]
     by_length: dict[int, list[int]] = defaultdict(list)
     for i, p in enumerate(prompts):
         by_length[len(p)].append(i)
     return [rows[lo : lo + size] for rows in by_length.values()
             for lo in range(0, len(rows), size)]
+
+
+def ragged_ok(model) -> bool:
+    """Whether prompts of several lengths may share a batch: not with a sliding window."""
+    return getattr(model.recipe.attention, "window", None) is None
 
 
 @torch.inference_mode()
@@ -56,7 +66,7 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     device = device or model.embed.weight.device
     seeds = seeds or [cfg.seed] * len(prompts)
     results: list[DecodeResult | None] = [None] * len(prompts)
-    for rows in batches(prompts, batch):
+    for rows in batches(prompts, batch, ragged_ok(model)):
         outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
                             [seeds[i] for i in rows])
         for i, out, st in zip(rows, outs, stats, strict=True):
@@ -67,16 +77,23 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
 
 def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
           seeds: list[int]) -> tuple[list[list[int]], list[dict]]:
-    """The tokens and the stats of each row of one batch (prompts of one length)."""
-    B, P = len(prompts), len(prompts[0])
+    """The tokens and the stats of each row of one batch."""
+    B, P = len(prompts), max(len(p) for p in prompts)
     G = 1 if cfg.mode == "ar" else cfg.G
     vocab = model.recipe.vocab_size
     banned = banned_ids(tokenizer, vocab)
     pick = picker(banned, vocab, cfg, device, seeds)
     eos = getattr(tokenizer, "eos_id", None)
     t0 = time.perf_counter()
-    cache = model.empty_cache(B, P + cfg.length + G, device, block_size=G)
-    logits = model.fold_blocks(torch.tensor(prompts, dtype=torch.long, device=device), cache)
+    capacity = P + cfg.length + G
+    if all(len(p) == P for p in prompts):  # one pass folds them all
+        cache = model.empty_cache(B, capacity, device, block_size=G)
+        logits = model.fold_blocks(torch.tensor(prompts, dtype=torch.long, device=device), cache)
+    else:  # each alone, then one cache (right-aligned: fsc.model.cache.merge_rows)
+        alone = [model.empty_cache(1, len(p), device, block_size=G) for p in prompts]
+        logits = torch.cat([model.fold_blocks(torch.tensor([p], dtype=torch.long, device=device),
+                                              c) for p, c in zip(prompts, alone, strict=True)])
+        cache = merge_rows(alone, capacity)
     passes, used = 1, []
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
@@ -123,7 +140,8 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "prompt_passes": 1, "prefill_s": prefill_s, "generate_s": generate_s,
               "seconds": prefill_s + generate_s,
-              "prompt_tokens_per_s": B * P / prefill_s if prefill_s > 0 else None,
+              "prompt_tokens_per_s": (sum(map(len, prompts)) / prefill_s if prefill_s > 0
+                                      else None),
               "tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
     stats = []
     for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone

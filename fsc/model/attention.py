@@ -70,6 +70,8 @@ class Attention(Mixer):
             return self._window_block(x, cache, commit)
         if commit and S + G > cache.capacity:
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
+        if cache.pads is not None:
+            return self._ragged_block(x, cache, commit)
         q, k, v = self._qkv(x, range(S, S + G), S + G)  # (B, G, H|Hkv, D)
         kc, vc = cache.tensors["k"], cache.tensors["v"]
         k, v = k.to(kc.dtype), v.to(vc.dtype)
@@ -79,6 +81,23 @@ class Attention(Mixer):
             k, v = kc[:, S : S + G], vc[:, S : S + G]
         o = ops.call("block_attention", q, kc, vc, k, v, S, 1 / math.sqrt(self.head_dim))
         return self._out(o, x)
+
+    def _ragged_block(self, x, cache: LayerCache, commit: bool):
+        """The block of rows whose prefixes begin `cache.pads` positions late (right-aligned
+        by `fsc.model.cache.merge_rows`): each row's positions count from its own start, and
+        its queries never read the padding before it; the same attention as the row's alone."""
+        G, S = x.shape[1], cache.length
+        at = torch.arange(S, S + G, device=x.device)
+        q, k, v = self._qkv(x, at[None] - cache.pads[:, None], S + G)
+        kc, vc = cache.tensors["k"], cache.tensors["v"]
+        k, v = k.to(kc.dtype), v.to(vc.dtype)
+        if commit:
+            kc[:, S : S + G] = k
+            vc[:, S : S + G] = v
+        keys = torch.arange(S + G, device=x.device)
+        allowed = (keys[None] >= cache.pads[:, None])[:, None, :].expand(-1, G, -1)  # (B, G, S+G)
+        return self._attend(q, torch.cat([kc[:, :S], k], 1), torch.cat([vc[:, :S], v], 1),
+                            allowed, x)
 
     def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
         """The blocks' keys and values written into the cache, then one masked pass: each

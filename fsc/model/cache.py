@@ -24,6 +24,7 @@ class LayerCache:
     tensors: dict[str, torch.Tensor]
     length: int = 0
     growing: bool = False
+    pads: torch.Tensor | None = None  # [B] long: a growing cache's rows begin this late (ragged)
 
     @property
     def capacity(self) -> int | None:
@@ -78,7 +79,36 @@ def copy_cache(cache: ModelCache, batch: int | None = None) -> ModelCache:
     def copied(t: torch.Tensor) -> torch.Tensor:
         return t.clone() if batch is None else t.repeat(batch, *([1] * (t.dim() - 1)))
 
-    layers = [LayerCache(c.kind, {k: copied(t) for k, t in c.tensors.items()}, c.length, c.growing)
+    layers = [LayerCache(c.kind, {k: copied(t) for k, t in c.tensors.items()}, c.length, c.growing,
+                         None if c.pads is None else copied(c.pads))
               for c in cache.layers]
     last = None if cache.last_hidden is None else copied(cache.last_hidden)
     return ModelCache(layers, cache.block_size, n, cache.length, last)
+
+
+def merge_rows(caches: list[ModelCache], capacity: int) -> ModelCache:
+    """One cache of len(caches) rows from caches of one row each, folded alone to lengths of
+    their own: a fixed state is its row's as it is; a growing (KV) cache holds each row's
+    prefix right-aligned at the longest length S, its first S − length positions padding that
+    `pads` tells the attention to skip (and to count positions from). Room for `capacity`
+    tokens in all."""
+    S = max(c.length for c in caches)
+    first = caches[0]
+    layers = []
+    for i, lc in enumerate(first.layers):
+        rows = [c.layers[i] for c in caches]
+        if not lc.growing:
+            tensors = {k: torch.cat([r.tensors[k] for r in rows]) for k in lc.tensors}
+            layers.append(LayerCache(lc.kind, tensors, S, False))
+            continue
+        tensors = {}
+        for k, t in lc.tensors.items():
+            merged = t.new_zeros((len(rows), capacity, *t.shape[2:]))
+            for b, (r, c) in enumerate(zip(rows, caches, strict=True)):
+                merged[b, S - c.length : S] = r.tensors[k][0, : c.length]
+            tensors[k] = merged
+        pads = torch.tensor([S - c.length for c in caches], device=t.device)
+        layers.append(LayerCache(lc.kind, tensors, S, True, pads))
+    last = (None if first.last_hidden is None
+            else torch.cat([c.last_hidden for c in caches]))
+    return ModelCache(layers, first.block_size, len(caches), S, last)
