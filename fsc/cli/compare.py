@@ -45,25 +45,16 @@ def compare(
     Points are matched on recipe hash, S, B, G, K, dtype, backend and device. Ratios are B / A
     (time above 1: B is slower). The verdict follows the time per block (K steps and a fold):
     noise when A's and B's p10–p90 intervals of it overlap, else faster or slower. The last
-    line is the geometric mean over the matched points.
+    line is the geometric mean over the matched points. Runs timed differently (CUDA graphs
+    or eager, or over different --repeats) get a note: line. Eval and train runs: fsc report.
     """
     from fsc.results import compare as comparing
     from fsc.results import select
     from fsc.store import Store
-    from fsc.store.run_ids import resolve_run
 
     st = Store(store_dir(store))
     st.check()
-    run_a = resolve_run(st, run_a, "profile", "RUN_A")  # a prefix, or `latest` (profile)
-    run_b = resolve_run(st, run_b, "profile", "RUN_B")
-    kinds = {r["run_id"]: r["kind"] for r in select.runs_table(st)}
-    for which, run_id in (("RUN_A", run_a), ("RUN_B", run_b)):
-        if run_id not in kinds:
-            raise UsageError(f"{which}: no run {printable(run_id, 80)!r} in the store "
-                             "(see `fsc runs --kind profile`)")
-        if kinds[run_id] != "profile":
-            raise UsageError(f"{which}: run {run_id} is a {kinds[run_id]} run; fsc compare "
-                             "compares profile runs")
+    run_a, run_b = _profile_run(st, run_a, "RUN_A"), _profile_run(st, run_b, "RUN_B")
     points = {r: select.rows(st, select.PROFILE, [r]) for r in (run_a, run_b)}
     result = comparing.compare(run_a, points[run_a], run_b, points[run_b])
     if not result.pairs:
@@ -72,16 +63,52 @@ def compare(
     why = comparing.regressions(result, fail_above) if fail_above is not None else []
     configs = {r["run_id"]: r["config"] for r in select.provenance(st, [run_a, run_b])}
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
-    note = comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b])
-    if note:
+    repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
+    notes = [n for n in (comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
+                         comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]))
+             if n]
+    for note in notes:
         say(note)
     if as_json:
         print_json(result.to_dict() | {"fail_above": fail_above, "failed": why,
-                                       "timing": {"a": timed[run_a], "b": timed[run_b]}})
+                                       "timing": {"a": timed[run_a], "b": timed[run_b]},
+                                       "repeats": {"a": repeats[run_a], "b": repeats[run_b]},
+                                       "notes": notes})
     else:
         _show(result, wide)
     if why:
         raise Slower("; ".join(why))
+
+
+def _profile_run(st, text: str, which: str) -> str:
+    """The profile run `text` names (an id, a prefix of it or of its tail, or `latest`);
+    UsageError for none, or for a run of another kind, with how to compare such runs."""
+    from fsc.results import select
+    from fsc.store.run_ids import LATEST, resolve_run
+
+    try:
+        run_id = resolve_run(st, text, "profile", which)
+    except UsageError:
+        if text == LATEST:
+            raise
+        try:  # a run of another kind: say what it is and what compares it
+            run_id = resolve_run(st, text)
+        except UsageError:
+            run_id = None
+        if run_id is None:
+            raise  # the first error: no profile run
+    kind = {r["run_id"]: r["kind"] for r in select.runs_table(st)}.get(run_id)
+    if kind is None:
+        raise UsageError(f"{which}: no run {printable(run_id, 80)!r} in the store "
+                         "(see `fsc runs --kind profile`)")
+    if kind != "profile":
+        view = {"eval": "evaluation", "train": "training"}.get(kind)
+        rows = (f"; its rows: fsc query \"SELECT * FROM {view} WHERE run_id = '{run_id}'\""
+                if view else "")
+        raise UsageError(f"{which}: run {run_id} is {'an' if kind[0] in 'aeiou' else 'a'} "
+                         f"{kind} run; fsc compare compares profile runs point by point (set "
+                         f"{kind} runs side by side with fsc report RUN RUN ...{rows})")
+    return run_id
 
 
 COLUMNS = ("recipe", "S", "B", "G", "K", "dtype", "step A ms", "step B ms", "step ×", "fold ×",

@@ -108,6 +108,23 @@ def timing_note(run_a: str, timing_a: str, run_b: str, timing_b: str) -> str | N
             "the ratios compare the two ways of issuing as well as the runs")
 
 
+def repeats(config: dict[str, Any]) -> int | None:
+    """The timed repeats of each point of a profile run, as its config records them."""
+    n = config.get("repeats")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
+                 repeats_b: int | None) -> str | None:
+    """A line saying the two runs timed each point over different numbers of repeats, or
+    None (the same, or one not recorded)."""
+    if repeats_a is None or repeats_b is None or repeats_a == repeats_b:
+        return None
+    return (f"note: A ({run_a}) timed each point over {repeats_a} repeats, B ({run_b}) over "
+            f"{repeats_b}: the medians and p10–p90 intervals (and so the verdicts) rest on "
+            "different numbers of samples")
+
+
 def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) -> Comparison:
     """Match the points of two runs (rows of the profile view) and compare each pair."""
     by_b = {tuple(p[k] for k in KEY): p for p in points_b}

@@ -196,3 +196,43 @@ def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
     on_cpu = [point("tiny_attn", 16, 1, 1.0, device="cpu")]
     assert comparing.timing({}, on_cpu) == "cpu"
     assert comparing.timing_note("a", "cpu", "b", "graphs") is None
+
+
+def test_runs_timed_over_different_repeats_are_said_to_be(cli, tmp_path):
+    from results_helpers import _env
+
+    st = Store(tmp_path / "store")
+    r = load_recipe("tiny_attn")
+    st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
+    env = _env(st)
+    runs = []
+    for repeats in (5, 40, 40):
+        run = st.start_run("profile", "fsc profile", env, {"recipes": ["tiny_attn"],
+                                                            "repeats": repeats})
+        st.add_point(run, point("tiny_attn", 1024, 1, 4.0))
+        st.finish_run(run)
+        runs.append(run)
+    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
+    note = (f"note: A ({runs[0]}) timed each point over 5 repeats, B ({runs[1]}) over 40: the "
+            "medians and p10–p90 intervals (and so the verdicts) rest on different numbers of "
+            "samples")
+    assert r.code == 0 and note in r.err, r.err
+    assert doc["repeats"] == {"a": 5, "b": 40} and doc["notes"] == [note]
+    r, doc = _json(cli, runs[1], runs[2], "--store", tmp_path / "store")
+    assert "note:" not in r.err and doc["notes"] == [] and doc["repeats"] == {"a": 40, "b": 40}
+
+
+def test_eval_runs_are_pointed_to_report_and_query(cli, made):
+    """`fsc compare` of eval runs (by a prefix of the tail, or a whole id): one line saying
+    it compares profile runs, and what sets eval runs side by side."""
+    st = Store(made.store)
+    evals = [st.start_run("eval", "fsc eval", None, {}) for _ in range(2)]
+    for args, which in (([evals[0].rpartition("-")[2], evals[1]], "RUN_A"),
+                        ([made.run_a, evals[1]], "RUN_B")):
+        r = cli("compare", *args, "--store", made.store)
+        run = evals[0] if which == "RUN_A" else evals[1]
+        assert r.code == 2 and r.err.count("\n") == 1, r.err
+        assert r.err.startswith(f"error: {which}: run {run} is an eval run; fsc compare "
+                                "compares profile runs point by point (set eval runs side by "
+                                "side with fsc report RUN RUN ...; its rows: fsc query "
+                                f"\"SELECT * FROM evaluation WHERE run_id = '{run}'\")"), r.err

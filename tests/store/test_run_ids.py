@@ -45,7 +45,7 @@ def test_a_run_is_named_by_its_tail_and_latest_by_the_kind_needed(tmp_path, cli)
     r = cli("compare", tail, "latest", "--store", tmp_path)
     assert r.code == 2 and f"runs {a} and {b} share no point" in r.err, r.err
     r = cli("compare", tail, e, "--store", tmp_path)
-    assert r.code == 2 and f"run {e} is a eval run" in r.err, r.err
+    assert r.code == 2 and f"run {e} is an eval run" in r.err, r.err
     r = cli("report", "latest", "--store", tmp_path, "--out", tmp_path / "r.html")
     assert r.code == 0 and e in (tmp_path / "r.html").read_text()  # latest of any kind
     from fsc.results import select
