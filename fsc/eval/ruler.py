@@ -49,7 +49,8 @@ def cells_per_length(grid: EvalGrid) -> int:
 def plain(grid: EvalGrid) -> bool:
     """niah asked as before the suite: the passkey prompts of fsc.eval.retrieval."""
     r = grid.ruler
-    return grid.task == "niah" and (r.variant, r.needles or 1, r.distractors, r.haystack) == (
+    needles = 1 if r.needles is None else r.needles
+    return grid.task == "niah" and (r.variant, needles, r.distractors, r.haystack) == (
         "single", 1, 0, "filler")
 
 

@@ -140,7 +140,7 @@ def test_a_scorer_that_flatters_or_judges_nothing_is_warned_of(fsc_main, tmp_pat
     (["--scorer", "AR", "--policy", "best"], "--policy 'best' is not one of"),
     (["--scorer", "AR", "--threshold", "1.5"], "--threshold: '1.5' is not a number in (0, 1]"),
     (["--scorer", "AR", "--baseline", "tiny_attn"], "--baseline tiny_attn: a block-diffusion"),
-    (["--scorer", "AR", "--depths", "0.5"], "--depths: for --task niah only (this is genppl)"),
+    (["--scorer", "AR", "--depths", "0.5"], "--depths: for --task niah or ruler only (this is genppl)"),
     (["--scorer", "AR", "--pairs", "4"], "--pairs: for --task mqar (or loss on mqar data)"),
 ])
 def test_bad_genppl_input_is_one_line(fsc_main, tmp_path, ar_recipe, args, says):
