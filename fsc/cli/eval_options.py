@@ -1,8 +1,9 @@
 """Options of `fsc eval` declared beside the command: its --task choice, and the RULER-style
 suite's options (niah's --variant, --needles, --distractors; vt's --hops, --chains; cwe's and
-fwe's --words; --haystack): `with_suite_options` adds them to a command and hands it the ones
-given as `suite` (a dict; fsc.scale.eval_request checks which task takes each, fsc.data.ruler
-their bounds)."""
+fwe's --words; --haystack; --export): `with_suite_options(names)` adds them to a command and
+hands it the ones given as `suite` (a dict; fsc.scale.eval_request and fsc.data.sources check
+which task takes each, fsc.data.ruler their bounds). `fsc train` takes the knobs of the suite's
+training data (TRAIN_KNOBS)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ SUITE_OPTIONS = {
     "words": Annotated[int | None, typer.Option(
         "--words", help="cwe, fwe: words the answer names (default 3).", show_default=False)],
     "haystack": Annotated[str | None, typer.Option(
-        "--haystack", help="niah, vt: filler (the default) or shakespeare (its validation "
-        "text) around the needles.", show_default=False)],
+        "--haystack", help="niah, vt: filler (the default) or shakespeare around the needles "
+        "(fsc eval reads its validation text, fsc train its training text).",
+        show_default=False)],
     "export": Annotated[Path | None, typer.Option(
         "--export", metavar="DIR", help="niah, vt, cwe, fwe, ruler: write the prompts as "
         "lm-evaluation-harness tasks in DIR (JSON lines, a task YAML each, a group YAML) "
@@ -56,25 +58,33 @@ SUITE_OPTIONS = {
 }
 
 
-def with_suite_options(command):
-    """`command` (a typer command taking `suite`) with the suite's options added before its
-    --store; the ones given are handed to it as `suite`."""
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
-           if p.name != "suite"]
-    at = next(i for i, p in enumerate(own) if p.name == "store")
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                               default=None) for name, annotation in SUITE_OPTIONS.items()]
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at]]
-    params += added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
+TRAIN_KNOBS = ("needles", "distractors", "hops", "chains", "words", "haystack")
 
-    @functools.wraps(command)
-    def run(*args, **values):
-        suite = {name: v for name in SUITE_OPTIONS if (v := values.pop(name)) is not None}
-        return command(*args, suite=suite, **values)
 
-    run.__signature__ = inspect.Signature(params)
-    run.__annotations__ = {p.name: p.annotation for p in params}
-    return run
+def with_suite_options(names: tuple[str, ...] = tuple(SUITE_OPTIONS)):
+    """A decorator: `command` (a typer command taking `suite`) with the suite's options
+    `names` added before its --store; the ones given are handed to it as `suite`."""
+
+    def add(command):
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
+               if p.name != "suite"]
+        at = next(i for i, p in enumerate(own) if p.name == "store")
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                   annotation=SUITE_OPTIONS[name], default=None)
+                 for name in names]
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at]]
+        params += added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
+
+        @functools.wraps(command)
+        def run(*args, **values):
+            suite = {name: v for name in names if (v := values.pop(name)) is not None}
+            return command(*args, suite=suite, **values)
+
+        run.__signature__ = inspect.Signature(params)
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return add
 
 
 def export_prompts(asked, folder: Path) -> None:

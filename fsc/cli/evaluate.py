@@ -40,7 +40,7 @@ MAX_PAIRS = 676  # mqar's keys are two letters
 
 
 @with_executor_options
-@with_suite_options
+@with_suite_options()
 def evaluate(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(

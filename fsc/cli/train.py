@@ -23,6 +23,7 @@ from fsc.cli.common import (
     store_dir,
     torch_device,
 )
+from fsc.cli.eval_options import TRAIN_KNOBS, with_suite_options
 from fsc.cli.train_render import eval_said, progress_bar, report
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
@@ -42,7 +43,7 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
-                "logit_shift", "anneal")
+                "logit_shift", "anneal", *TRAIN_KNOBS)
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
                   "train_backend")
 
@@ -51,6 +52,7 @@ def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bo
     return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
 
+@with_suite_options(TRAIN_KNOBS)
 def train(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(
@@ -157,6 +159,8 @@ def train(
         "its own (default 1).", high=MAX_NPROC)] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    *,
+    suite: dict,
 ) -> None:
     """Train with the single-frontier objective (or next-token for ar); checkpoints, a
     training-state file for --resume and a row per logged step in the store.
@@ -197,7 +201,7 @@ def train(
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
             supervise_needle=supervise_needle, pairs=pairs, text_field=text_field,
             tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at,
-            train_backend=str(train_backend), state_passing=state_passing)
+            train_backend=str(train_backend), state_passing=state_passing, suite=suite)
     cfg = job.cfg
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)

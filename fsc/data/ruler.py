@@ -347,7 +347,7 @@ class FrequentWords(_WordList):
 
     name = "fwe"
     ask = " What are the {} most frequent words in the list above?"
-    items_per_word = 10  # few enough items and the top words tie in most draws
+    items_per_word = 6  # fewer items and the top words tie in most draws
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)

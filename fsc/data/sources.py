@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -33,6 +33,9 @@ BOS = False  # no training sequence begins with BOS; every checkpoint records it
 SUITE = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
          "niah_multiquery": "multiquery", "vt": None, "cwe": None, "fwe": None}  # name: variant
 SYNTHETIC = (*TASKS, *SUITE)
+NIAH = tuple(n for n in SUITE if n.startswith("niah"))
+KNOBS = {"needles": NIAH, "distractors": NIAH, "hops": ("vt",), "chains": ("vt",),
+         "words": ("cwe", "fwe"), "haystack": (*NIAH, "vt")}  # a suite knob: the tasks using it
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class DataOptions:
     pairs: int = 8
     text_field: str = "text"
     supervise_needle: bool = False
+    suite: dict = field(default_factory=dict)  # the RULER-style tasks' knobs given (KNOBS)
 
 
 class TaskData:
@@ -162,9 +166,13 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split is `split`."""
+    mix = [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
+    for knob in options.suite:  # a knob no task of the data reads is a mistake, not a no-op
+        if mix is None or not {name for name, _ in mix} & set(KNOBS[knob]):
+            raise UsageError(f"--{knob}: for --data {', '.join(KNOBS[knob])}, ruler or a mix "
+                             f"holding one (this is {spec})")
     if spec in SYNTHETIC:
         return TaskData(_task(spec, tokenizer, L, G, options, option), seed)
-    mix = parse_mix(spec, SYNTHETIC)
     if mix is not None:
         return MixData(spec, mix, lambda name: TaskData(
             _task(name, tokenizer, L, G, options, option), seed), seed)
@@ -189,10 +197,10 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
 def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: str):
     """The synthetic task `name` (SYNTHETIC) at length L."""
     if name in SUITE:
-        if SUITE[name] is not None:
-            return ruler.Needles(tokenizer, L, G, SUITE[name], digits=options.needle_digits,
-                                 split="train", option=option)
-        return ruler.SUITE[name](tokenizer, L, G, option=option)
+        knobs = ruler.RulerOptions(**{"variant": SUITE[name] or "single", **options.suite})
+        task = "niah" if SUITE[name] else name
+        return ruler.suite_task(task, tokenizer, L, G, knobs, options.needle_digits, "train",
+                                option)
     knobs = {"passkey": {"digits": options.needle_digits, "needle": options.supervise_needle},
              "mqar": {"pairs": options.pairs}}.get(name, {})
     return TASKS[name](tokenizer, L, G, **knobs, option=option)

@@ -103,8 +103,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     digits, data,
                     DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
-                    RulerOptions(**{k: getattr(request, k) for k in SUITE_OPTIONS
-                                    if getattr(request, k) is not None}),
+                    _suite_knobs(request, trained),
                     bos=starts_with_bos(source))
     check(grid, tok)
     return grid, recipe, tok
@@ -115,6 +114,17 @@ def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:
     (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last)."""
     grid, _, tok = grid_of(request)
     return grid, write_tasks(grid, tok, Path(folder))
+
+
+def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:
+    """The suite's knobs: those given, else those training recorded (--hops 2 trained, --hops
+    2 evaluated), but a single needle for niah's single variant."""
+    given = {k: getattr(request, k) for k in SUITE_OPTIONS if getattr(request, k) is not None}
+    recorded = trained.get("suite") if isinstance(trained.get("suite"), dict) else {}
+    knobs = {**recorded, **given}
+    if knobs.get("variant", "single") == "single" and "needles" not in given:
+        knobs.pop("needles", None)
+    return RulerOptions(**knobs)
 
 
 def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:

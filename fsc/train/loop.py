@@ -82,6 +82,7 @@ class TrainConfig:
     supervise_needle: bool = False
     pairs: int = 8
     text_field: str = "text"
+    suite: dict = field(default_factory=dict)  # the RULER-style tasks' knobs given (--hops, ...)
     tokenizer: str | None = None
     recipe_yaml: str = ""  # the recipe trained (G = 1 for objective ar)
     nproc: int = 1  # data-parallel processes (torchrun); the global batch is nproc × batch
@@ -97,7 +98,7 @@ class TrainConfig:
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
-                           self.supervise_needle)
+                           self.supervise_needle, self.suite)
 
 
 @dataclass
@@ -297,6 +298,7 @@ class Trainer:
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
+                **({"suite": cfg.suite} if cfg.suite else {}),
                 "train_backend": self.backend,
                 "final_loss": self.losses[-1] if self.losses else None,
                 **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {}),

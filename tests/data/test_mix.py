@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from fsc.data.mix import RULER, parse_mix
-from fsc.data.sources import SYNTHETIC, open_data
+from fsc.data.sources import SYNTHETIC, DataOptions, open_data
 from fsc.errors import UsageError
 from fsc.tokenizer import ByteTokenizer
 
@@ -55,3 +55,14 @@ def test_a_mix_draws_each_task_with_its_weight_and_the_same_sample_each_time():
 def test_a_length_too_short_for_one_task_of_the_mix_names_it():
     with pytest.raises(UsageError, match="--seq-len 128 is shorter than a fwe prompt"):
         open_data("passkey,fwe", TOK, 128, 4, 0)
+
+
+def test_the_suites_knobs_reach_its_tasks_and_a_knob_no_task_reads_is_refused():
+    vt = open_data("passkey,vt", TOK, 192, 4, 0, DataOptions(suite={"hops": 2}))
+    answers = {len(s.answers) for s in map(vt.sample, range(20)) if s.answers}
+    assert answers == {3}  # the value's variable and two hops
+    words = open_data("cwe", TOK, 192, 4, 0, DataOptions(suite={"words": 2}))
+    assert len(words.sample(0).answers) == 2
+    with pytest.raises(UsageError, match=r"^--hops: for --data vt, ruler or a mix holding one "
+                       r"\(this is passkey:2,cwe:1\)$"):
+        open_data("passkey:2,cwe:1", TOK, 192, 4, 0, DataOptions(suite={"hops": 2}))

@@ -133,3 +133,18 @@ def test_the_default_task_of_a_suite_checkpoint(data, task, variant):
 
     asked = checked(EvalRequest("ckpt"), {"data": data})
     assert (asked.task, asked.variant) == (task, variant)
+
+
+def test_the_knobs_training_used_are_the_ones_eval_uses(fsc_main, tmp_path):
+    store = tmp_path / "store"
+    fsc_main("train", "tiny_attn", "--data", "vt", "--hops", "2", "--seq-len", "128",
+             "--train-steps", "1", "--batch", "1", "--out", tmp_path / "run", "--store", store,
+             check=0)
+    res = fsc_main("eval", tmp_path / "run", "--lengths", "128", "--samples", "1", "--store",
+                   store, "--json", check=0)
+    [row] = json.loads(res.stdout)["rows"]
+    assert (row["task"], row["hops"], row["chains"]) == ("vt", 2, 1)
+    bad = fsc_main("train", "tiny_attn", "--data", "passkey", "--words", "2", "--seq-len", "128",
+                   "--train-steps", "1", "--out", tmp_path / "bad", "--store", store)
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "error: --words: for --data cwe, fwe, ruler or a mix holding one (this is passkey)")
