@@ -86,7 +86,9 @@ COMMANDS = {
         "--eval-every": "int_nonneg", "--log-every": "int_pos", "--needle-digits": "int_pos",
         "--pairs": "int_pos", "--resume": "in_dir", "--stop-after": "int_pos",
         "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg",
-        "--stop-at": "unit", "--anneal": "int_nonneg"}),
+        "--stop-at": "unit", "--anneal": "int_nonneg", "--needles": "int_pos",
+        "--distractors": "int_nonneg", "--hops": "int_pos", "--chains": "int_pos",
+        "--words": "int_pos", "--haystack": "choice"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
