@@ -167,7 +167,7 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split is `split`."""
     mix = [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
-    for knob in options.suite:  # a knob no task of the data reads is a mistake, not a no-op
+    for knob in getattr(options, "suite", {}):  # a knob no task reads is a mistake, not a no-op
         if mix is None or not {name for name, _ in mix} & set(KNOBS[knob]):
             raise UsageError(f"--{knob}: for --data {', '.join(KNOBS[knob])}, ruler or a mix "
                              f"holding one (this is {spec})")
