@@ -68,10 +68,16 @@ TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="tra
                   hint="fsc train")
 EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                     what="evaluation cells", hint="fsc eval", from_run=("data",))
-NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'niah'",
-              what="niah cells", hint="fsc eval --task niah")
+# niah's passkey cells: the RULER-style variants (fsc eval --task niah --variant ...) score
+# other prompts, so they are not pooled with them
+PASSKEY = ("coalesce(variant, 'single') = 'single' AND coalesce(distractors, 0) = 0 AND "
+           "coalesce(haystack, 'filler') = 'filler'")
+NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
+              need=f"task = 'niah' AND {PASSKEY}", what="niah cells",
+              hint="fsc eval --task niah")
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
-                   need="task IN ('niah', 'mqar') AND length_ratio IS NOT NULL",
+                   need=f"(task = 'mqar' OR task = 'niah' AND {PASSKEY}) AND "
+                   "length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
                    hint="fsc eval RUN_DIR")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",

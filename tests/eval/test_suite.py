@@ -148,3 +148,16 @@ def test_the_knobs_training_used_are_the_ones_eval_uses(fsc_main, tmp_path):
                    "--train-steps", "1", "--out", tmp_path / "bad", "--store", store)
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: --words: for --data cwe, fwe, ruler or a mix holding one (this is passkey)")
+
+
+def test_the_niah_figures_draw_the_passkey_cells_alone(fsc_main, tmp_path):
+    from fsc.results import select
+
+    store = tmp_path / "store"
+    for variant in ("single", "multikey"):
+        fsc_main("eval", "tiny_attn", "--task", "niah", "--variant", variant, "--needles",
+                 "1" if variant == "single" else "2", "--lengths", "192", "--depths", "0.5",
+                 "--samples", "1", "--store", store, check=0)
+    st = Store(store)
+    runs = select.pick_runs(st, select.NIAH, ["all"])
+    assert {r["variant"] for r in select.rows(st, select.NIAH, runs)} == {"single"}
