@@ -106,11 +106,11 @@ def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, mo
     real = genppl._decoded
     seen = []
 
-    def stop_at_k4(grid, model, tok, scorer, samples, length, d, device):
+    def stop_at_k4(grid, model, tok, scorer, samples, length, d, device, *rest):
         seen.append(d.K)
         if d.K == 4 and len(seen) < 4:
             os.kill(os.getpid(), signal.SIGTERM)
-        return real(grid, model, tok, scorer, samples, length, d, device)
+        return real(grid, model, tok, scorer, samples, length, d, device, *rest)
 
     monkeypatch.setattr(genppl, "_decoded", stop_at_k4)
     res = fsc_main("eval", "tiny_attn", "--task", "genppl", "--data", "shakespeare",
