@@ -37,7 +37,8 @@ def _refused(res, says):
     assert res.stdout == ""
 
 
-@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_mamba"])
+@pytest.mark.parametrize("name", ["tiny_hybrid",
+                                  pytest.param("tiny_mamba", marks=pytest.mark.slow)])
 def test_each_sampled_row_is_its_prompt_decoded_alone_with_its_derived_seed(fsc_main, tmp_path,
                                                                             name):
     # a checkpoint: its weights do not depend on --seed, so a row alone takes the row's seed

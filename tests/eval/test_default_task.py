@@ -23,6 +23,7 @@ def test_a_copy_checkpoint_is_told_which_task_fits(fsc_main, tmp_path):
         default_task(EvalRequest("cp"), "copy")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_text_checkpoint_is_scored_on_its_corpus_held_out_split(fsc_main, tmp_path):
     """fsc eval CKPT of a checkpoint trained on shakespeare runs its default task, loss, on
     shakespeare's val split without --data; after a text file (no held-out part) it says so."""

@@ -131,6 +131,7 @@ def test_a_failure_inside_the_harness_leaves_the_run_failed_with_its_error(
     assert "error    UsageError: the harness could not run fsc_missing" in shown
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_steps_log_samples_and_output_path_as_lm_eval_takes_them(fsc_main, made, tmp_path):
     """--steps K reaches the model's generation (rows and the harness's own record say K);
     --output-path writes lm_eval's results JSON under DIR/<model>/, --log-samples a JSONL of

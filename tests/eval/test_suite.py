@@ -113,6 +113,7 @@ def test_a_model_trained_on_a_mix_is_scored_at_its_length_ratios(fsc_main, tmp_p
         "number >= 0")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_ruler_runs_the_whole_suite_and_averages_it(fsc_main, tmp_path):
     res = fsc_main("eval", "tiny_attn", "--task", "ruler", "--lengths", "224", "--depths", "0.5",
                    "--needles", "2", "--hops", "2", "--samples", "1", "--store",
@@ -135,6 +136,7 @@ def test_the_default_task_of_a_suite_checkpoint(data, task, variant):
     assert (asked.task, asked.variant) == (task, variant)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_knobs_training_used_are_the_ones_eval_uses(fsc_main, tmp_path):
     store = tmp_path / "store"
     fsc_main("train", "tiny_attn", "--data", "vt", "--hops", "2", "--seq-len", "128",
@@ -150,6 +152,7 @@ def test_the_knobs_training_used_are_the_ones_eval_uses(fsc_main, tmp_path):
         "error: --words: for --data cwe, fwe, ruler or a mix holding one (this is passkey)")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_niah_figures_draw_the_passkey_cells_alone(fsc_main, tmp_path):
     from fsc.results import select
 

@@ -198,6 +198,7 @@ def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
     assert comparing.timing_note("a", "cpu", "b", "graphs") is None
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_runs_timed_over_different_repeats_are_said_to_be(cli, tmp_path):
     from results_helpers import _env
 

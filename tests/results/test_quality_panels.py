@@ -109,7 +109,7 @@ def test_a_policy_grid_is_told_apart_by_colour_and_style(tmp_path):
     assert {t.get_text() for t in ax.texts} == {"K 2", "K 8"}
 
 
-@pytest.mark.parametrize("several", [False, True])
+@pytest.mark.parametrize("several", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_the_tables_show_the_length(several, tmp_path):
     st = Store(tmp_path / "store")
     genppl_run(st, "qa", lengths=(128, 256) if several else (128,))
