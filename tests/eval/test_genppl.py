@@ -101,6 +101,7 @@ def test_an_ar_checkpoint_is_one_ar_row_and_a_baseline_is_another(fsc_main, tmp_
     assert doc["rows"][1]["gen_ppl"] == doc["rows"][2]["gen_ppl"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_scorer_that_flatters_or_judges_nothing_is_warned_of(fsc_main, tmp_path, ar_recipe):
     """The checkpoint scored as its own scorer, a --baseline that is the scorer (a training
     directory and its step are the same weights), and a recipe's seeded weights as the scorer:

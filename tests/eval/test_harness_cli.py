@@ -97,6 +97,7 @@ def test_a_task_yaml_that_does_not_parse_is_named(harness_cli, made, fsc_main, t
         "values are not allowed here (line 3)")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_the_harness_default_cuda_runs_on_the_cpu_with_a_note(harness_cli, made, fsc_main,
                                                               tmp_path):
