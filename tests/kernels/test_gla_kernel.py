@@ -36,7 +36,7 @@ def test_gla_matches_the_reference(case, writes):
     _check(_inputs(*case), writes, case[5], case[6])
 
 
-@pytest.mark.parametrize("kind", ["chunk", "scan"])
+@pytest.mark.parametrize("kind", ["chunk", pytest.param("scan", marks=pytest.mark.slow)])
 def test_both_forms_on_long_blocks(kind):
     """Either form, forced, over several sub-chunks, as a fold."""
     with _common.tuned(gla, form=kind):

@@ -28,8 +28,9 @@ def _decode(model, tokens, backend, S, G):
 
 
 @pytest.mark.parametrize("recipe", [
-    pytest.param("tiny_hybrid", marks=pytest.mark.slow),  # three kernels, each tested alone too
-    *[r for r in OPS_OF if r != "tiny_hybrid"]])
+    *[pytest.param(r, marks=pytest.mark.slow)  # three kernels, each tested alone too; GLA's
+      for r in ("tiny_hybrid", "tiny_gla")],   # two forms at the interpreter's pace
+    *[r for r in OPS_OF if r not in ("tiny_hybrid", "tiny_gla")]])
 def test_triton_backend_matches_torch(recipe):
     model = build_model(load_recipe(recipe), seed=1)
     B, G, S, n_blocks = 2, 4, 5, 3

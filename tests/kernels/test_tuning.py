@@ -24,7 +24,8 @@ CHOICES = [
     ("linear", "linear_block", {"block_v": 16}),
     ("linear", "linear_block", {"block_v": 64, "num_warps": 8}),
     ("gla", "gla_block", {"form": "scan", "block_v": 16, "num_warps": 8}),
-    ("gla", "gla_block", {"form": "scan", "block_v": 8, "num_warps": 1}),
+    pytest.param("gla", "gla_block", {"form": "scan", "block_v": 8, "num_warps": 1},
+                 marks=pytest.mark.slow),  # the scan form's other block_v stays in make test
     ("gla", "gla_block", {"form": "scan", "block_v": 64, "num_warps": 2}),
     ("gla", "gla_block", {"form": "chunk", "block_v": 16, "num_warps": 8, "num_stages": 1}),
     ("gla", "gla_block", {"form": "chunk", "block_v": 128, "num_warps": 4, "num_stages": 3}),
