@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import torch
 
-from fsc.blocks import POLICIES  # noqa: F401 - the policies `priority` knows
 from fsc.seeds import derive
 
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples

@@ -97,10 +97,6 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False).ids
 
-    def encode_with_specials(self, text: str) -> list[int]:
-        """`text` as the tokenizer itself begins (and ends) a text: transformers' tokenizer(text)."""
-        return self.tok.encode(text, add_special_tokens=True).ids
-
     def decode(self, ids: list[int]) -> str:
         return self.tok.decode(ids)
 

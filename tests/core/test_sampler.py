@@ -5,7 +5,8 @@ own."""
 import pytest
 import torch
 
-from fsc.sampler import POLICIES, Picker, pick_ref
+from fsc.blocks import POLICIES
+from fsc.sampler import Picker, pick_ref
 
 V = 7
 BANNED = [5]
