@@ -94,9 +94,10 @@ def source_tokenizer(ref: str | Path, given: str | Path | None = None, need_mask
     """The tokenizer of the model `ref` names (`text_tokenizer`), or `given` (--tokenizer);
     `need_mask` for a diffusion model. A published model without a tokenizer reads ids alone
     (text is refused in one line), never fsc's bytes."""
-    if given is None and text_tokenizer(ref) is None and is_import_source(ref):
+    spec = given if given is not None else text_tokenizer(ref)
+    if spec is None and is_import_source(ref):
         return IdTokenizer(load_source_recipe(ref).vocab_size)
-    return load_tokenizer(given if given is not None else text_tokenizer(ref), need_mask)
+    return load_tokenizer(spec, need_mask)
 
 
 def has_published_weights(ref: str | Path) -> bool:
@@ -105,17 +106,21 @@ def has_published_weights(ref: str | Path) -> bool:
     return is_import_source(ref) and not str(ref).startswith("hf:") and has_weights(Path(ref))
 
 
-def starts_with_bos(ref: str | Path) -> bool:
+def starts_with_bos(ref: str | Path, tokenizer=None) -> bool:
     """Whether the model's sequences begin with BOS: a published model's (an import source, or
     a checkpoint `fsc import` wrote) as its tokenizer begins a text; any other checkpoint as
     its config.json says (`bos`). fsc trains without one, so a checkpoint written before the
-    field existed, and a recipe's seeded weights, begin without BOS too."""
+    field existed, and a recipe's seeded weights, begin without BOS too. `tokenizer`: the
+    model's own, where the caller has it loaded (`source_tokenizer` without --tokenizer), so
+    that its tokenizer.json is not read a second time."""
     config = checkpoint_config(ref)
     if config.get("bos") is True:
         return True
     if config.get("imported_from") or is_import_source(ref):
-        spec = text_tokenizer(ref)
-        return spec is not None and load_tokenizer(spec, need_mask=False).adds_bos
+        if tokenizer is None:
+            spec = text_tokenizer(ref)
+            tokenizer = None if spec is None else load_tokenizer(spec, need_mask=False)
+        return bool(getattr(tokenizer, "adds_bos", False))
     return False
 
 

@@ -133,7 +133,7 @@ def decode(
         prompt = tok.decode(ids)
     else:  # as the checkpoint was trained
         texts = [r["prompt"] for _, r in records] if records else [prompt]
-        bos = starts_with_bos(source)
+        bos = starts_with_bos(source, None if tokenizer else tok)
         rows = [text_ids(tok, t, bos) for t in texts]
         ids = max(rows, key=len)  # with --prompts: the longest, checked at B rows
         if records and not all(rows):

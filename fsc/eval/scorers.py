@@ -72,7 +72,7 @@ class FscScorer:
         self.model.eval()
         self.device = device
         self.name = f"{recipe.name} ({source})" if is_checkpoint(source) else recipe.name
-        self.bos = starts_with_bos(source)
+        self.bos = starts_with_bos(source, self.tokenizer)
 
     def logits(self, ids: list[int]) -> torch.Tensor:
         """Next-token logits [len(ids), V] at every position."""

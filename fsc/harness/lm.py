@@ -91,7 +91,7 @@ class FscLM(TemplateLM):
         if isinstance(self.tok, IdTokenizer):
             raise UsageError(f"{pretrained}: no tokenizer.json beside the model; the harness "
                              "reads text")
-        self.bos = starts_with_bos(source)  # an imported model: as its tokenizer begins a text
+        self.bos = starts_with_bos(source, self.tok)  # an imported model: as its tokenizer begins a text
         bos, self._eot = self.tok.bos_id, self.tok.eos_id
         if isinstance(self.tok, ByteTokenizer) and not self.bos:
             bos = None  # a model trained without BOS begins from EOS, as the harness does then

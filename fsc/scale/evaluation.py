@@ -104,7 +104,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
                     _suite_knobs(request, trained),
-                    bos=starts_with_bos(source))
+                    bos=starts_with_bos(source, None if request.tokenizer else tok))
     check(grid, tok)
     return grid, recipe, tok
 
