@@ -109,20 +109,21 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     return pick
 
 
+def greedy_ids(logits, banned: list[int]):
+    """The argmax of `logits` [..., V] over its last dimension, banned ids aside: the token
+    `pick` would choose at temperature 0, without its float64 softmax over the vocabulary."""
+    if banned:
+        logits = logits.clone()
+        logits[..., banned] = float("-inf")
+    return logits.argmax(-1)
+
+
 def ar_picker(pick, banned: list[int], temperature: float):
     """next(logits [V]) -> the next token of autoregressive decoding: greedy at temperature 0
-    (the argmax of the logits, banned ids aside: the token `pick` would choose, without its
-    float64 softmax over the vocabulary), else `pick`'s sample."""
+    (`greedy_ids`), else `pick`'s sample."""
     if temperature > 0:
         return lambda logits: int(pick(logits[None, None])[0][0, 0])
-
-    def greedy(logits):
-        if banned:
-            logits = logits.clone()
-            logits[banned] = float("-inf")
-        return int(logits.argmax())
-
-    return greedy
+    return lambda logits: int(greedy_ids(logits, banned))
 
 
 class _Passes:

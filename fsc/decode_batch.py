@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import torch
 
-from fsc.decode import DecodeConfig, DecodeResult, banned_ids, denoise, picker
+from fsc.decode import DecodeConfig, DecodeResult, banned_ids, denoise, greedy_ids, picker
 from fsc.errors import UsageError
 from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
@@ -100,13 +100,11 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     done = [False] * B
     blocks = [0] * B  # blocks each row decoded before it ended
     emitted = 0  # tokens each row still decoding holds
-    ban = torch.zeros(vocab, dtype=torch.bool, device=device)
-    ban[banned] = True
     while True:
         g = 1 if cfg.mode == "ar" else min(G, cfg.length - emitted)
         if cfg.mode == "ar":
-            if cfg.temperature == 0:  # the argmax, banned ids aside (as `ar_picker`)
-                block = logits.masked_fill(ban, float("-inf")).argmax(-1)[:, None]
+            if cfg.temperature == 0:  # as `ar_picker`
+                block = greedy_ids(logits, banned)[:, None]
             else:
                 block = pick(logits[:, None])[0]
         else:
