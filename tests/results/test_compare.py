@@ -173,19 +173,26 @@ def test_the_table_reads_at_100_columns_and_whole_with_wide(cli, tmp_path, monke
     assert max(len(line) for line in wide.out.splitlines()) > 100
 
 
-def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
+def _profile_runs(folder, made: list[tuple[dict, float]]) -> list[str]:
+    """A finished profile run of tiny_attn per (config, step ms), one point each, in a store
+    at `folder`."""
     from results_helpers import _env
 
-    st = Store(tmp_path / "store")
+    st = Store(folder)
     r = load_recipe("tiny_attn")
     st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
     env = _env(st)
     runs = []
-    for config, step in (({}, 30.0), ({"graphs": True}, 4.0)):  # before graphs; with them
+    for config, step in made:
         run = st.start_run("profile", "fsc profile", env, {"recipes": ["tiny_attn"], **config})
         st.add_point(run, point("tiny_attn", 1024, 1, step))
         st.finish_run(run)
         runs.append(run)
+    return runs
+
+
+def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
+    runs = _profile_runs(tmp_path / "store", [({}, 30.0), ({"graphs": True}, 4.0)])  # eager; graphs
     r, doc = _json(cli, *runs, "--store", tmp_path / "store")
     assert r.code == 0, r.err
     assert doc["timing"] == {"a": "eager", "b": "graphs"}
@@ -200,19 +207,7 @@ def test_runs_timed_differently_on_the_gpu_are_said_to_be(cli, tmp_path):
 
 @pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_runs_timed_over_different_repeats_are_said_to_be(cli, tmp_path):
-    from results_helpers import _env
-
-    st = Store(tmp_path / "store")
-    r = load_recipe("tiny_attn")
-    st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
-    env = _env(st)
-    runs = []
-    for repeats in (5, 40, 40):
-        run = st.start_run("profile", "fsc profile", env, {"recipes": ["tiny_attn"],
-                                                            "repeats": repeats})
-        st.add_point(run, point("tiny_attn", 1024, 1, 4.0))
-        st.finish_run(run)
-        runs.append(run)
+    runs = _profile_runs(tmp_path / "store", [({"repeats": n}, 4.0) for n in (5, 40, 40)])
     r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
     note = (f"note: A ({runs[0]}) timed each point over 5 repeats, B ({runs[1]}) over 40: the "
             "medians and p10–p90 intervals (and so the verdicts) rest on different numbers of "
