@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-decode gpu-all gpu-wheels bench retrieval quality stress-store clean
+.PHONY: install test test-slow test-all test-typer-oldest lint run browser gpu-check gpu-train gpu-decode gpu-all gpu-wheels bench retrieval reach quality stress-store clean
 
 install: $(STAMP)
 
@@ -105,6 +105,15 @@ bench: install
 # the store.
 retrieval: install
 	$(BIN)/python -m tools.retrieval --figures docs/img/retrieval
+
+# Long reach on the RULER-style suite (docs/benchmarks.md section 19): train the passkey trio on
+# a mix of the suite at 128 tokens (passkey twice as often as each of niah multikey and
+# multivalue, vt, cwe and fwe; --needles 2 --hops 2 --words 2, repeats supervised), 2,000 steps
+# each, score every part of the suite at 1x..16x, print the RULER-style tables and draw
+# docs/img/reach/ruler.png (about 30 minutes on 2 cores); runs/reach holds the checkpoints and
+# the store.
+reach: install
+	$(BIN)/python -m tools.reach --figures docs/img/reach
 
 # The miniature of the paper's Table 5 (docs/benchmarks.md section 14): train the quality trio
 # (attention, Mamba-2, the MMMA hybrid; G 8, the every-block objective), an AR model of

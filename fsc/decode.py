@@ -14,8 +14,11 @@ in float64: categorical sampling in low precision lowers entropy (arXiv 2409.029
 the block-causal forward at every step instead (the uncached reference and speed baseline).
 
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
-next one. The prompt is folded in one pass (`LM.fold_blocks`); the last block generated is not
-folded, as nothing reads it.
+next one. The last block generated is not folded, as nothing reads it.
+
+The prompt is folded by `prefill`: in passes of at most `prefill_chunk` tokens (whole blocks,
+`LM.fold_blocks` each), so that a long prompt's activations, and attention's mask of which
+token reads which, are those of one chunk against the prefix, not of the whole prompt.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from fsc.sampler import ORDER_STREAM, Picker, pick_ref
 from fsc.seeds import derive
 
 SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
+PREFILL_CHUNK = 4096  # prompt tokens folded in one pass (`prefill`; 0: the whole prompt)
 WARMS_UP = ("cuda",)  # device types where the first decode of a model warms up (`warm_up`)
 _warm: set[tuple] = set()  # (recipe hash, G, device) warmed up in this process
 
@@ -52,6 +56,7 @@ class DecodeConfig:
     policy: str = "confidence"
     graphs: bool = True  # on CUDA, a block's steps replay one captured graph (fsc.graphs)
     sampler: str = "auto"  # the pick: on the logits' device (CUDA) or the host (`picker`)
+    prefill_chunk: int = PREFILL_CHUNK  # prompt tokens folded in one pass (0: all)
 
     def check(self) -> None:
         if self.mode not in ("diffusion", "ar"):
@@ -70,6 +75,8 @@ class DecodeConfig:
             raise UsageError(f"sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}")
         if self.policy not in POLICIES:
             raise UsageError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.prefill_chunk < 0:
+            raise UsageError(f"--prefill-chunk {self.prefill_chunk} must be >= 0")
 
 
 @dataclass
@@ -79,6 +86,22 @@ class DecodeResult:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def chunk_tokens(chunk: int, G: int, T: int) -> int:
+    """Tokens a prefill pass folds: `chunk` rounded down to whole blocks of G (at least one
+    block), or all T when `chunk` is 0 or at least T."""
+    return T if not chunk or chunk >= T else max(G, chunk // G * G)
+
+
+def prefill(model, tokens, cache, chunk: int = PREFILL_CHUNK):
+    """Fold a prompt `tokens` [B, T] into `cache` in passes of `chunk_tokens` tokens each (the
+    cache as folding it in one pass leaves it); (the last token's logits [B, V], the passes)."""
+    T = tokens.shape[1]
+    n = chunk_tokens(chunk, cache.block_size, T)
+    for start in range(0, T, n):
+        logits = model.fold_blocks(tokens[:, start : start + n], cache)
+    return logits, -(-T // n)
 
 
 def even_schedule(g: int, steps: int) -> list[int]:
@@ -130,7 +153,7 @@ class _Passes:
     """The forward passes of one decode: against the cache, or recomputing the prefix."""
 
     def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device,
-                 graphs: bool = False):
+                 graphs: bool = False, chunk: int = PREFILL_CHUNK):
         self.model, self.use_cache, self.device = model, use_cache, device
         self.graphed = GraphedStep(model) if graphs else None  # graphs: steps on the cache
         self.ids: list[int] = []
@@ -138,9 +161,9 @@ class _Passes:
         self.passes = 0
         self.cache = model.empty_cache(1, capacity, device, block_size=G) if use_cache else None
         self.last_logits = None  # of the last fold: in AR mode they predict the next token
-        if use_cache:  # the prompt in blocks of G, folded in one pass
-            self.passes += 1
-            self.last_logits = model.fold_blocks(self._t(ids), self.cache)
+        if use_cache:  # the prompt in blocks of G, folded a chunk a pass
+            self.last_logits, passes = prefill(model, self._t(ids), self.cache, chunk)
+            self.passes += passes
             self.ids += ids
             self.blocks += blocks_of(len(ids), G)
         else:
@@ -283,7 +306,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     graphs = (cfg.graphs and cfg.use_cache and cfg.mode == "diffusion" and cfg.steps > 1
               and graphs_usable(device))
     run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
-                  graphs)
+                  graphs, cfg.prefill_chunk)
     prompt_passes = run.passes
     t1 = time.perf_counter()  # the prompt is folded (its logits read back: the device is done)
     out: list[int] = []

@@ -17,7 +17,16 @@ from collections import defaultdict
 
 import torch
 
-from fsc.decode import DecodeConfig, DecodeResult, banned_ids, denoise, greedy_ids, picker
+from fsc.decode import (
+    DecodeConfig,
+    DecodeResult,
+    banned_ids,
+    chunk_tokens,
+    denoise,
+    greedy_ids,
+    picker,
+    prefill,
+)
 from fsc.errors import UsageError
 from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
@@ -86,15 +95,19 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     eos = getattr(tokenizer, "eos_id", None)
     t0 = time.perf_counter()
     capacity = P + cfg.length + G
-    if all(len(p) == P for p in prompts):  # one pass folds them all
+    chunk = cfg.prefill_chunk
+    if all(len(p) == P for p in prompts):  # folded together, a chunk a pass
         cache = model.empty_cache(B, capacity, device, block_size=G)
-        logits = model.fold_blocks(torch.tensor(prompts, dtype=torch.long, device=device), cache)
+        logits, passes = prefill(model, torch.tensor(prompts, dtype=torch.long, device=device),
+                                 cache, chunk)
     else:  # each alone, then one cache (right-aligned: fsc.model.cache.merge_rows)
         alone = [model.empty_cache(1, len(p), device, block_size=G) for p in prompts]
-        logits = torch.cat([model.fold_blocks(torch.tensor([p], dtype=torch.long, device=device),
-                                              c) for p, c in zip(prompts, alone, strict=True)])
+        folded = [prefill(model, torch.tensor([p], dtype=torch.long, device=device), c, chunk)
+                  for p, c in zip(prompts, alone, strict=True)]
+        logits = torch.cat([lg for lg, _ in folded])
+        passes = sum(n for _, n in folded)
         cache = merge_rows(alone, capacity)
-    passes, used = 1, []
+    prompt_passes, used = passes, []
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B
@@ -136,15 +149,18 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
               "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": False,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
-              "prompt_passes": 1, "prefill_s": prefill_s, "generate_s": generate_s,
+              "prompt_passes": prompt_passes, "prefill_s": prefill_s, "generate_s": generate_s,
               "seconds": prefill_s + generate_s,
               "prompt_tokens_per_s": (sum(map(len, prompts)) / prefill_s if prefill_s > 0
                                       else None),
               "tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
+    def alone_passes(n: int) -> int:
+        return -(-n // chunk_tokens(chunk, G, n))
+
     stats = []
     for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone
         steps = sum(used[: blocks[b]])
         stats.append({**shared, "blocks": blocks[b], "steps_used": steps,
                       "steps_per_block": steps / blocks[b] if used else 0.0,
-                      "forward_passes": 1 + steps + blocks[b] - 1})
+                      "forward_passes": alone_passes(len(prompts[b])) + steps + blocks[b] - 1})
     return outs, stats

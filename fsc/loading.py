@@ -91,21 +91,22 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
 
 
 def decode_bytes(recipe: Recipe, P: int, L: int, G: int, cached: bool = True,
-                 B: int = 1) -> tuple[int, int]:
+                 B: int = 1, chunk: int = 0) -> tuple[int, int]:
     """(bytes, of which weights) of decoding L tokens after a P-token prompt at block size G
     (1: autoregressive), B rows together, by the cost model: weights, the cache with room for
-    P + L + G tokens of each row, and the larger of the prompts folded in one pass and one step.
-    With `cached` False there is no cache, and every step reads all P + L tokens in one pass."""
+    P + L + G tokens of each row, and the larger of the prompt's prefill (in passes of `chunk`
+    tokens; 0: one pass) and one step. With `cached` False there is no cache, and every step
+    reads all P + L tokens in one pass."""
     r = recipe.model_copy(update={"block_size": G}) if G > 1 else recipe.as_autoregressive()
     step = memory(r, P + L, B, G)
-    whole = prompt_memory(r, P if cached else P + L, B, G)
+    whole = prompt_memory(r, P, B, G, chunk) if cached else prompt_memory(r, P + L, B, G)
     cache = step.cache_capacity_bytes if cached else 0
     need = step.weight_bytes + cache + max(whole.activation_bytes, step.activation_bytes)
     return need, step.weight_bytes
 
 
 def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bool = True,
-                      budget: int | None = None, B: int = 1) -> None:
+                      budget: int | None = None, B: int = 1, chunk: int = 0) -> None:
     """UsageError (WeightsDoNotFit for the memory), one line naming the prompt's length and the
     limit, when a P-token prompt and L generated tokens pass `MAX_S` tokens of context or need
     more than `budget` bytes (default: the device's free memory) with B such rows decoded
@@ -117,14 +118,15 @@ def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bo
                          f"context, past fsc's limit of {MAX_S}; at most {MAX_S - L} prompt "
                          f"tokens fit with --length {L}")
     budget = free_bytes(device) if budget is None else budget
-    need, weights = decode_bytes(recipe, P, L, G, cached, B)
+    need, weights = decode_bytes(recipe, P, L, G, cached, B, chunk)
     if need <= budget:
         return
     if weights > budget:  # the weights alone: said as load_model says it
         check_fits(recipe, device, 0, 1, G, budget)
     # the longest prompt that fits: decode_bytes grows with P
     fit = bisect.bisect_left(range(P), True,
-                             key=lambda n: decode_bytes(recipe, n, L, G, cached, B)[0] > budget) - 1
+                             key=lambda n: decode_bytes(recipe, n, L, G, cached, B, chunk)[0]
+                             > budget) - 1
     rows = f" at --batch {B}" if B > 1 else ""
     limit = (f"at most {fit} prompt tokens fit with --length {L}{rows}" if fit > 0
              else f"not even a 1-token prompt fits with --length {L}{rows}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.bounds import MAX_B, size
+from fsc.cli.bounds import MAX_B, MAX_S, size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
@@ -92,6 +92,10 @@ def decode(
         Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory "
                                   "(default: a checkpoint's own tokenizer.json, else bytes).")
     ] = None,
+    prefill_chunk: Annotated[str, typer.Option(
+        "--prefill-chunk", callback=size(0, MAX_S, "--prefill-chunk"),
+        help="Prompt tokens folded in one pass, rounded down to whole blocks (0: the whole "
+        "prompt): a long prompt's memory is one chunk's against the prefix.")] = "4k",
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
@@ -152,13 +156,14 @@ def decode(
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
-    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B)
+    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
+                      chunk=prefill_chunk)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
-                       policy=str(policy), graphs=not no_graphs)
+                       policy=str(policy), graphs=not no_graphs, prefill_chunk=prefill_chunk)
     if records:
         from fsc.cli.decode_prompts import decode_prompts
 

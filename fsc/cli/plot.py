@@ -25,7 +25,7 @@ from fsc.cli.common import (
 from fsc.errors import FscError, UsageError
 
 Kind = choices("Kind", "latency", "memory", "throughput", "roofline", "loss", "niah",
-               "retrieval", "quality")
+               "retrieval", "ruler", "quality")
 Metric = choices("Metric", "accuracy", "token_accuracy")
 Format = choices("Format", "html", "md")
 
@@ -34,8 +34,8 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 RunOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="Run to show: its id, the first characters of the id or of its tail "
     "(3f35e7), or latest (repeat for several; `all`: every run of the kind). Default: "
-    "the latest run with the rows drawn (loss, niah, quality: of each recipe; retrieval: each "
-    "task).",
+    "the latest run with the rows drawn (loss, niah, ruler, quality: of each recipe; "
+    "retrieval: each task).",
     show_default=False)]
 WhereOpt = Annotated[str | None, typer.Option(
     "--where", help="SQL condition on the rows' view (profile, training or evaluation), e.g. "
@@ -48,8 +48,8 @@ class PlotFailed(FscError):
 
 def plot(
     kind: Annotated[Kind, typer.Argument(help="latency, memory, throughput, roofline (profile "
-                                         "runs), loss (training), niah, retrieval or quality "
-                                         "(eval).")],
+                                         "runs), loss (training), niah, retrieval, ruler or "
+                                         "quality (eval).")],
     runs: RunOpt = None,
     where: WhereOpt = None,
     out_file: Annotated[Path | None, typer.Option(

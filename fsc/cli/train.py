@@ -133,8 +133,8 @@ def train(
         "--needle-digits", "passkey: digits of the key (default: the smallest multiple of G "
         "that is at least 4, so the key fills its answer blocks).", high=MAX_KEY_DIGITS)] = None,
     supervise_needle: Annotated[bool, typer.Option(
-        "--supervise-needle", help="passkey: also train on the needle's repeat of the key "
-        "(not scored).")] = False,
+        "--supervise-needle", help="passkey, niah_*: also train on each needle's repeat of "
+        "its key; vt: on the name each link refers to (not scored).")] = False,
     state_passing: Annotated[bool, typer.Option("--state-passing", help="Start each sequence's "
         "recurrent layers where the previous batch's same row ended (blocks or ar).")] = False,
     pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.",

@@ -143,16 +143,19 @@ def memory(recipe: Recipe, S: int, B: int, G: int) -> Memory:
 MASK_BYTES_PER_PAIR = 5  # a masked attention pass: its boolean mask and the fp32 copy SDPA makes
 
 
-def prompt_memory(recipe: Recipe, P: int, B: int, G: int) -> Memory:
-    """Device memory of folding a P-token prompt of B sequences in one pass, in blocks of G
-    (`LM.fold_blocks`, decoding's prefill), into a cache with room for P + G tokens: the pass's
-    live set over all B·P tokens (the head reads the last token alone) and, where attention
-    without a window reads blocks of G > 1, the P × P mask of which token sees which, held as
-    booleans and as the fp32 copy attention makes of it (one layer's at a time)."""
+def prompt_memory(recipe: Recipe, P: int, B: int, G: int, chunk: int = 0) -> Memory:
+    """Device memory of folding a P-token prompt of B sequences in blocks of G
+    (`LM.fold_blocks`, decoding's prefill), into a cache with room for P + G tokens, in passes
+    of `chunk` tokens (fsc.decode.prefill; 0: one pass of all P): the largest pass's live set
+    over B·chunk tokens (the head reads the last token alone) and, where attention without a
+    window reads blocks of G > 1, its chunk × P mask of which token sees which (the last
+    chunk against the whole prompt), held as booleans and as the fp32 copy attention makes of
+    it (one layer's at a time)."""
     masked = G > 1 and any(s.attn_flops_per_pair and s.window is None
                            for s, _ in kind_shapes(recipe))
-    activations = (B * P * _live_per_token(recipe) + _logits_bytes(recipe, B)
-                   + (MASK_BYTES_PER_PAIR * P * P if masked else 0))
+    C = P if not chunk or chunk >= P else max(G, chunk // G * G)  # fsc.decode.chunk_tokens
+    activations = (B * C * _live_per_token(recipe) + _logits_bytes(recipe, B)
+                   + (MASK_BYTES_PER_PAIR * C * P if masked else 0))
     return Memory(memory(recipe, P, B, G).weight_bytes, cache_bytes(recipe, B, P + G).total_bytes,
                   activations)
 

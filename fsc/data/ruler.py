@@ -77,15 +77,21 @@ def _numbers(rng: random.Random, n: int, digits: int) -> list[str]:
     return [f"{v:0{digits}d}" for v in rng.sample(range(10**digits), n)]
 
 
-def _placed(hay: list[int], pieces: list[tuple[float, list[int]]]) -> list[int]:
-    """`hay` with each piece inserted at its depth (0: the start, 1: the end), in depth order
-    (pieces at one depth keep their order)."""
-    out, at = [], 0
-    for depth, piece in sorted(pieces, key=lambda p: p[0]):
+def _placed(hay: list[int], pieces: list[tuple[float, list[int]]],
+            marked: dict[int, range] | None = None) -> tuple[list[int], list[bool]]:
+    """(`hay` with each piece inserted at its depth (0: the start, 1: the end), in depth order
+    (pieces at one depth keep their order); the positions `marked` names in a piece (piece
+    index: a range of its tokens), True)."""
+    out, marks, at = [], [], 0
+    for i in sorted(range(len(pieces)), key=lambda i: pieces[i][0]):
+        depth, piece = pieces[i]
         cut = max(at, round(depth * len(hay)))
-        out += hay[at:cut] + piece
+        out += hay[at:cut]
+        span = (marked or {}).get(i, range(0))
+        marks += [False] * (cut - at) + [j in span for j in range(len(piece))]
+        out += piece
         at = cut
-    return out + hay[at:]
+    return out + hay[at:], marks + [False] * (len(hay) - at)
 
 
 _CORPUS_TOKENS: dict[tuple, tuple] = {}
@@ -130,11 +136,13 @@ class _Answered:
         core = self.lay.enc(text)[: self.budget]
         return core + [self.lay.pad] * (self.budget - len(core)), len(core)
 
-    def _sample(self, prompt: list[int], text: str, answers, **facts) -> Sample:
+    def _sample(self, prompt: list[int], text: str, answers, repeats: list[bool] | None = None,
+                **facts) -> Sample:
+        """`repeats`: prompt positions trained on as well (the supervised repeats)."""
         answer, n_score = self._answer(text)
         ids = prompt + answer
         assert len(ids) == self.L, (self.name, len(ids), self.L)
-        target = [False] * len(prompt) + [True] * len(answer)
+        target = (repeats or [False] * len(prompt)) + [True] * len(answer)
         score = [False] * len(prompt) + [True] * n_score + [False] * (len(answer) - n_score)
         return Sample(ids, target, score, answers=tuple(answers), **facts)
 
@@ -160,20 +168,25 @@ class Needles(_Answered):
     then a question about some of them. single: one key asked; multikey: `needles` keys, one
     asked; multivalue: one key with `needles` values, all asked; multiquery: `needles` keys,
     all asked. `distractors` more needles of keys never asked come with any variant. The
-    (first) asked needle sits at the sample's depth, the others at drawn depths."""
+    (first) asked needle sits at the sample's depth, the others at drawn depths.
+
+    `needle=True` (training only) has each needle repeat its value (" The pass key of baku is
+    4821, 4821."), the repeat supervised: a copy from a few tokens back that teaches
+    the copy the answer needs, as passkey's needle does (fsc.data.tasks.Passkey)."""
 
     name = "niah"
 
     def __init__(self, tokenizer, L: int, G: int, variant: str = "multikey",
                  needles: int | None = None, distractors: int = 0, digits: int | None = None,
-                 haystack: str = "filler", split: str = "val", option: str = "--seq-len"):
+                 haystack: str = "filler", split: str = "val", option: str = "--seq-len",
+                 needle: bool = False):
         if variant not in VARIANTS:
             raise UsageError(f"--variant {variant!r} is not one of {', '.join(VARIANTS)}")
         needles = (1 if variant == "single" else MULTI_NEEDLES) if needles is None else needles
         if variant == "single" and needles != 1:
             raise UsageError(f"--needles {needles}: --variant single has one needle asked "
                              "(add others with --distractors, or use multikey)")
-        self.variant = variant
+        self.variant, self.needle, self.split = variant, needle, split
         self.needles = _bounded("--needles", needles, 1, MAX_NEEDLES)
         self.distractors = _bounded("--distractors", distractors, 0, MAX_NEEDLES)
         self.digits = _bounded("--needle-digits", key_digits(G) if digits is None else digits,
@@ -192,8 +205,25 @@ class Needles(_Answered):
         return {"variant": self.variant, "needles": self.needles,
                 "distractors": self.distractors, "haystack": self.hay.spec}
 
+    def evaluated(self) -> Needles:
+        """The task as evaluation lays it out: the answer alone supervised."""
+        if not self.needle:
+            return self
+        return Needles(self.lay.tok, self.L, self.lay.G, self.variant, self.needles,
+                       self.distractors, self.digits, self.hay.spec, self.split, self.option)
+
+    def _needle(self, key: str, value: str) -> tuple[list[int], range]:
+        """(a needle's tokens, where its supervised repeat of the value lies)."""
+        head = self.lay.enc(f" The pass key of {key} is {value}")
+        if not self.needle:
+            return head + self.lay.enc("."), range(0)
+        head += self.lay.enc(", ")
+        again = self.lay.enc(value)
+        return head + again + self.lay.enc("."), range(len(head), len(head) + len(again))
+
     def _parts(self, rng: random.Random, depth: float):
-        """(needles at their depths, the question, the values asked)."""
+        """(needles at their depths, the question, the values asked, the supervised repeat of
+        each needle)."""
         v = self.variant
         n_keys = self.needles if v in ("multikey", "multiquery") else 1
         keys = _words(rng, n_keys + self.distractors, "cvcv")
@@ -210,8 +240,9 @@ class Needles(_Answered):
             asked = keys[:1]
         first = next(i for i, (k, _) in enumerate(pairs) if k == asked[0])
         depths = [depth if i == first else rng.random() for i in range(len(pairs))]
-        pieces = [(d, self.lay.enc(f" The pass key of {k} is {val}."))
-                  for d, (k, val) in zip(depths, pairs, strict=True)]
+        needles = [self._needle(k, val) for k, val in pairs]
+        pieces = [(d, ids) for d, (ids, _) in zip(depths, needles, strict=True)]
+        repeats = {i: span for i, (_, span) in enumerate(needles)}
         in_order = [pairs[i] for i in sorted(range(len(pairs)), key=depths.__getitem__)]
         answers = [val for k in asked for key, val in in_order if key == k]  # as they appear
         if v == "multivalue":
@@ -220,25 +251,32 @@ class Needles(_Answered):
             ask = f" What are the pass keys of {', '.join(asked[:-1])} and {asked[-1]}?"
         else:
             ask = f" What is the pass key of {asked[0]}?"
-        return pieces, self.lay.enc(ask + " Answer: "), answers
+        return pieces, self.lay.enc(ask + " Answer: "), answers, repeats
 
     def sample(self, seed: int, depth: float | None = None) -> Sample:
         rng = random.Random(seed)
         depth = rng.random() if depth is None else depth
-        pieces, question, answers = self._parts(rng, depth)
-        prompt = _placed(self.hay.take(self._room(pieces, question), rng), pieces) + question
-        return self._sample(prompt, " ".join(answers), answers, depth=depth)
+        pieces, question, answers, repeats = self._parts(rng, depth)
+        prompt, repeats = _placed(self.hay.take(self._room(pieces, question), rng), pieces,
+                                  repeats)
+        return self._sample(prompt + question, " ".join(answers), answers,
+                            repeats + [False] * len(question), depth=depth)
 
 
 class VariableTracking(_Answered):
     """`chains` chains of `hops` + 1 variables in a haystack: " VAR ABC = 12345." then
     " VAR DEF = VAR ABC." and so on, each chain in order at drawn depths; the question asks
-    which variables hold the first chain's value, the answer names all of that chain."""
+    which variables hold the first chain's value, the answer names all of that chain.
+
+    `needle=True` (training only) supervises the name each link refers to ("VAR DEF = VAR
+    ABC"): which variable the chain last bound, the step the answer takes at every link."""
 
     name = "vt"
 
     def __init__(self, tokenizer, L: int, G: int, hops: int = 4, chains: int = 1,
-                 haystack: str = "filler", split: str = "val", option: str = "--seq-len"):
+                 haystack: str = "filler", split: str = "val", option: str = "--seq-len",
+                 needle: bool = False):
+        self.needle, self.split = needle, split
         self.hops = _bounded("--hops", hops, 1, MAX_HOPS)
         self.chains = _bounded("--chains", chains, 1, MAX_CHAINS)
         self.lay, self.L = Layout(tokenizer, G), L
@@ -251,26 +289,38 @@ class VariableTracking(_Answered):
     def facts(self) -> dict:
         return {"hops": self.hops, "chains": self.chains, "haystack": self.hay.spec}
 
+    def evaluated(self) -> VariableTracking:
+        """The task as evaluation lays it out: the answer alone supervised."""
+        if not self.needle:
+            return self
+        return VariableTracking(self.lay.tok, self.L, self.lay.G, self.hops, self.chains,
+                                self.hay.spec, self.split, self.option)
+
     def _parts(self, rng: random.Random):
         names = _words(rng, self.chains * (self.hops + 1), "CCC")
+        repeats: dict[int, range] = {}  # statement: its supervised tokens
         values = _numbers(rng, self.chains, VT_DIGITS)
         statements = []
         for c in range(self.chains):
             chain = names[c * (self.hops + 1) : (c + 1) * (self.hops + 1)]
             depths = sorted(rng.random() for _ in chain)
-            said = [f" VAR {chain[0]} = {values[c]}."]
-            said += [f" VAR {b} = VAR {a}." for a, b in pairwise(chain)]
-            statements += [(d, self.lay.enc(s)) for d, s in zip(depths, said, strict=True)]
+            statements.append((depths[0], self.lay.enc(f" VAR {chain[0]} = {values[c]}.")))
+            for d, (a, b) in zip(depths[1:], pairwise(chain), strict=True):
+                head, name = self.lay.enc(f" VAR {b} = VAR "), self.lay.enc(a)
+                statements.append((d, head + name + self.lay.enc(".")))
+                if self.needle:
+                    repeats[len(statements) - 1] = range(len(head), len(head) + len(name))
         question = self.lay.enc(f" Question: which variables hold the value {values[0]}? "
                                 "Answer: ")
-        return statements, question, names[: self.hops + 1]
+        return statements, question, names[: self.hops + 1], repeats
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)
-        statements, question, answers = self._parts(rng)
-        prompt = _placed(self.hay.take(self._room(statements, question), rng), statements)
-        prompt += question
-        return self._sample(prompt, " ".join(answers), answers)
+        statements, question, answers, repeats = self._parts(rng)
+        prompt, repeats = _placed(self.hay.take(self._room(statements, question), rng),
+                                  statements, repeats)
+        return self._sample(prompt + question, " ".join(answers), answers,
+                            repeats + [False] * len(question))
 
 
 class _WordList(_Answered):
@@ -369,14 +419,17 @@ SUITE = {"niah": Needles, "vt": VariableTracking, "cwe": CommonWords, "fwe": Fre
 
 
 def suite_task(task: str, tokenizer, L: int, G: int, options: RulerOptions,
-               digits: int | None = None, split: str = "val", option: str = "--seq-len"):
-    """The generator of `task` (niah, vt, cwe or fwe) at length L with `options`."""
+               digits: int | None = None, split: str = "val", option: str = "--seq-len",
+               needle: bool = False):
+    """The generator of `task` (niah, vt, cwe or fwe) at length L with `options`; `needle`:
+    niah's and vt's supervised repeats (training)."""
     o = options
     if task == "niah":
         return Needles(tokenizer, L, G, o.variant, o.needles, o.distractors, digits, o.haystack,
-                       split, option)
+                       split, option, needle)
     if task == "vt":
-        return VariableTracking(tokenizer, L, G, o.hops, o.chains, o.haystack, split, option)
+        return VariableTracking(tokenizer, L, G, o.hops, o.chains, o.haystack, split, option,
+                                needle)
     return SUITE[task](tokenizer, L, G, o.words, option)
 
 

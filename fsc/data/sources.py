@@ -200,7 +200,7 @@ def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: st
         knobs = ruler.RulerOptions(**{"variant": SUITE[name] or "single", **options.suite})
         task = "niah" if SUITE[name] else name
         return ruler.suite_task(task, tokenizer, L, G, knobs, options.needle_digits, "train",
-                                option)
+                                option, options.supervise_needle)
     knobs = {"passkey": {"digits": options.needle_digits, "needle": options.supervise_needle},
              "mqar": {"pairs": options.pairs}}.get(name, {})
     return TASKS[name](tokenizer, L, G, **knobs, option=option)

@@ -518,11 +518,88 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     return fig
 
 
-DRAWS: dict[str, Callable[[Rows], Rows]] = {"niah": niah_cells, "retrieval": retrieval_cells}
+def ruler_part(row: dict) -> str:
+    """The suite's part a cell belongs to: its task, niah with its variant."""
+    return f"niah {row.get('variant') or 'single'}" if row["task"] == "niah" else row["task"]
+
+
+def ruler_cells(rows: Rows) -> Rows:
+    """The evaluation rows the RULER figure draws: scored cells with a training length."""
+    return [r for r in rows if r.get("score") is not None and r.get("length_ratio")]
+
+
+def ruler_scores(cells: Rows) -> dict[tuple, dict[str, dict[float, float]]]:
+    """{(recipe, run_id): {part: {length ratio: RULER's score over the part's cells}}}, an
+    `average` part beside the others (the mean over the parts, at ratios every part has)."""
+    out: dict[tuple, dict[str, dict[float, float]]] = {}
+    for key, line in grouped(cells, ("recipe", "run_id")).items():
+        parts = {ruler_part(p[0]): {r[0]: _metric(got, "score")
+                                    for r, got in grouped(p, ("length_ratio",)).items()}
+                 for p in (v for v in _by_part(line).values())}
+        shared = set.intersection(*(set(v) for v in parts.values()))
+        parts["average"] = {x: sum(v[x] for v in parts.values()) / len(parts)
+                            for x in sorted(shared)}
+        out[key] = parts
+    return out
+
+
+def _by_part(rows: Rows) -> dict[str, Rows]:
+    got: dict[str, Rows] = defaultdict(list)
+    for r in rows:
+        got[ruler_part(r)].append(r)
+    return dict(got)
+
+
+def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
+    """RULER's score against length ÷ training length: a panel per part of the suite (niah's
+    variants, vt, cwe, fwe) and one of their average, a line per backbone (and run)."""
+    cells = ruler_cells(rows)
+    _need(cells, "scored cell with a training length",
+          "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them")
+    scores = ruler_scores(cells)
+    names = sorted({p for parts in scores.values() for p in parts if p != "average"})
+    names.append("average")
+    cols = min(4, len(names))
+    n_rows = math.ceil(len(names) / cols)
+    fig, axes = _figure("RULER-style score against length", cells,
+                        size=(3.0 * cols + 1.0, 2.6 * n_rows + 1.2), panels=(n_rows, cols),
+                        sharex=True, sharey=True)
+    several = len({run for _, run in scores}) > len({recipe for recipe, _ in scores})
+    for i, name in enumerate(names):
+        ax = axes[i // cols][i % cols]
+        for (recipe, run_id), parts in scores.items():
+            if parts.get(name):
+                x = sorted(parts[name])
+                ax.plot(x, [parts[name][v] for v in x], marker="o", ms=3, lw=1.3,
+                        color=colour[recipe],
+                        label=f"{recipe} · {run_id}" if several else recipe)
+        ax.set_title(name, fontsize=9, weight="bold" if name == "average" else "normal")
+        ax.set_xscale("log", base=2)
+        _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(True, alpha=0.25)
+        if i % cols == 0:
+            ax.set_ylabel("score (expected strings found)")
+        if i // cols == n_rows - 1 or i + cols >= len(names):
+            ax.set_xlabel("length ÷ training length")
+    for i in range(len(names), n_rows * cols):
+        axes[i // cols][i % cols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    _legend(fig, handles, labels)
+    return fig
+
+
+DRAWS: dict[str, Callable[[Rows], Rows]] = {"niah": niah_cells, "retrieval": retrieval_cells,
+                                            "ruler": ruler_cells}
 
 BUILDERS: dict[str, Callable[..., Figure]] = {
     "latency": latency, "memory": memory, "throughput": throughput, "roofline": roofline,
-    "loss": loss, "niah": niah, "retrieval": retrieval,
+    "loss": loss, "niah": niah, "retrieval": retrieval, "ruler": ruler,
 }
 
 

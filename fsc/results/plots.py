@@ -12,7 +12,8 @@ from fsc.store import Store
 
 SOURCE = {"latency": select.PROFILE_OK, "memory": select.PROFILE_OK,
           "throughput": select.PROFILE_OK, "roofline": select.PROFILE_OK, "loss": select.TRAINING, "niah": select.NIAH,
-          "retrieval": select.RETRIEVAL, "quality": select.QUALITY}
+          "retrieval": select.RETRIEVAL, "ruler": select.RULER,
+          "quality": select.QUALITY}
 BUILDERS = {**figures.BUILDERS, "quality": quality.quality}
 DRAWS = {**figures.DRAWS, "quality": quality.quality_cells}  # the rows each eval figure draws
 

@@ -32,7 +32,8 @@ from fsc.sweep import compare as against_baseline
 from fsc.text import human_bytes
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
-EVAL_FIGURES = ("niah", "retrieval", "quality")
+EVAL_FIGURES = ("niah", "retrieval", "ruler", "quality")
+EVAL_IF_ANY = ("ruler", "quality")  # drawn only when the runs hold their rows
 
 
 @dataclass
@@ -81,6 +82,8 @@ CAPTIONS = {
     "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
     "niah": "Needle retrieval, exact match, by prompt length and depth.",
     "retrieval": "Retrieval against prompt length ÷ training length, mean over depths.",
+    "ruler": "RULER-style score (the fraction of expected strings found) against prompt "
+             "length ÷ training length: a panel per task and variant, and their average.",
     "quality": "Generative perplexity under the scorer against decoding speed, a panel per "
                "scorer, data and length (Gen-PPL is comparable within one only), each point a K "
                "(bars: 95 % bootstrap interval over samples; dashed: the validation text), and "
@@ -358,7 +361,7 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         harness = [c for c in cells if c["task"] == "harness"]
         drawn = [c for c in cells if c["task"] != "harness"]
         section.figures = [_figure(k, drawn, colour, want_png, next(numbers)) for k in EVAL_FIGURES
-                           if drawn and (plots.DRAWS[k](drawn) or k != "quality")]
+                           if drawn and (plots.DRAWS[k](drawn) or k not in EVAL_IF_ANY)]
         genppl = [c for c in drawn if c["task"] == "genppl"]
         others = [c for c in drawn if c["task"] != "genppl"]
         section.tables = ([_eval_table(others)] if others else []) + (

@@ -80,6 +80,10 @@ RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    "length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
                    hint="fsc eval RUN_DIR")
+RULER = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
+               need="score IS NOT NULL AND length_ratio IS NOT NULL",
+               what="RULER-style cells with a training length",
+               hint="fsc eval RUN_DIR --task ruler")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
                  what="genppl cells", hint="fsc eval --task genppl", from_run=("data",),
                  keep="task = 'genppl' AND mode = 'reference'")

@@ -80,3 +80,19 @@ def test_the_limits_of_a_prompt():
     check_prompt_fits(recipe, "cpu", 10, 8, 4, budget=decode_bytes(recipe, 10, 8, 4)[0])
     # uncached: no cache, but every step reads the whole sequence
     assert decode_bytes(recipe, 1000, 8, 4, cached=False) != decode_bytes(recipe, 1000, 8, 4)
+
+
+def test_a_chunked_prefill_fits_a_prompt_one_pass_would_not(fsc_main, tmp_path, monkeypatch,
+                                                              no_weights):
+    recipe = load_recipe("tiny_attn")
+    one_pass = decode_bytes(recipe, 2000, 8, 4)[0]
+    budget = decode_bytes(recipe, 2000, 8, 4, chunk=256)[0]
+    assert budget < one_pass  # the 2000 × 2000 mask, not 256 × 2000
+    check_prompt_fits(recipe, "cpu", 2000, 8, 4, budget=budget, chunk=256)
+    with pytest.raises(WeightsDoNotFit, match="the prompt's 2000 tokens"):
+        check_prompt_fits(recipe, "cpu", 2000, 8, 4, budget=budget, chunk=0)
+    monkeypatch.setattr("fsc.loading.free_bytes", lambda device: budget)
+    (tmp_path / "long.txt").write_text("x" * 2000)
+    res = fsc_main("decode", "tiny_attn", "--prompt-file", "long.txt", "--length", "8",
+                   "--prefill-chunk", "0")
+    _refused(res, "the prompt's 2000 tokens and --length 8 need")

@@ -260,3 +260,13 @@ def test_the_largest_recipe_the_schema_allows_is_estimated_at_once():
                  mlp={"hidden_ratio": 64})
     d = estimate(big, S=10**6, B=1024).to_dict()
     assert d["param_count"] > 8 * 10**14 and d["tokens_per_s"] > 0 and d["floor_ms"] < float("inf")
+
+
+def test_a_prompt_folded_a_chunk_at_a_time_by_hand():
+    r = _hand_recipe()
+    # chunks of 248 tokens (whole blocks of 4): the live set of 248 tokens, 248 · 12,288 B, and
+    # the last chunk's 248 × 1000 mask against the whole prompt, 5 B a pair
+    mem = prompt_memory(r, 1000, 1, 4, chunk=248)
+    assert mem.activation_bytes == 248 * 12_288 + 6_000 + 5 * 248 * 1000
+    assert prompt_memory(r, 1000, 1, 4, chunk=251) == mem  # rounded down to whole blocks
+    assert prompt_memory(r, 1000, 1, 4, chunk=4096) == prompt_memory(r, 1000, 1, 4)

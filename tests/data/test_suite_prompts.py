@@ -140,3 +140,56 @@ def test_found_is_rulers_fraction_of_expected_strings():
     assert found("1234 5678 9999", ("1234", "5678")) == 1
     assert found("ABC xyz", ("abc", "def")) == 0.5
     assert found("", ("1",)) == 0
+
+
+def _spans(marks):
+    """(start, end) of each run of True."""
+    spans, start = [], None
+    for i, m in enumerate([*marks, False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+@pytest.mark.parametrize("variant, needles", [("single", 1), ("multikey", 3), ("multivalue", 2)])
+def test_supervised_needles_repeat_their_value_and_train_on_the_repeat(variant, needles):
+    task = Needles(TOK, 256, 4, variant, needles, distractors=1, needle=True)
+    plain = task.evaluated()
+    assert plain.evaluated() is plain and not plain.needle and plain.facts() == task.facts()
+    for seed in range(4):
+        s, e = task.sample(seed), plain.sample(seed)
+        assert s.answers == e.answers and s.score[-task.budget:] == e.score[-task.budget:]
+        text = TOK.decode(s.ids)
+        pairs = re.findall(r"The pass key of (\w+) is (\d+), (\d+)\.", text)
+        assert len(pairs) == needles + 1 and all(a == b for _, a, b in pairs)
+        *repeats, answer = _spans(s.target)
+        assert [TOK.decode(s.ids[a:b]) for a, b in repeats] == [v for _, _, v in pairs]
+        assert all(TOK.decode(s.ids[a - 2 : a]) == ", " for a, _ in repeats)
+        assert _spans(e.target) == [(len(e.ids) - task.budget, len(e.ids))]
+        assert answer == (len(s.ids) - task.budget, len(s.ids))
+        assert not re.search(r"is \d+, \d+", TOK.decode(e.ids))  # evaluation: no repeats
+
+
+def test_supervised_chains_train_on_the_name_each_link_refers_to():
+    task = VariableTracking(TOK, 256, 4, hops=3, chains=2, needle=True)
+    plain = task.evaluated()
+    assert not plain.needle
+    for seed in range(4):
+        s, e = task.sample(seed), plain.sample(seed)
+        assert s.ids == e.ids and s.answers == e.answers  # the layout is the same
+        *links, _ = _spans(s.target)
+        assert len(_spans(e.target)) == 1 and len(links) == 2 * 3
+        text = TOK.decode(s.ids)
+        referred = re.findall(r"VAR [A-Z]{3} = VAR ([A-Z]{3})\.", text)
+        assert sorted(TOK.decode(s.ids[a:b]) for a, b in links) == sorted(referred)
+        assert all(TOK.decode(s.ids[a - 4 : a]) == "VAR " for a, _ in links)
+
+
+def test_a_supervised_needle_that_does_not_fit_names_the_length():
+    Needles(TOK, 112, 4, "multikey", 2)  # fits without the repeats, not with them
+    with pytest.raises(UsageError, match=r"--seq-len 112 is shorter than a niah multikey "
+                       r"prompt with 2 needles and 0 distractors \(115 tokens at G = 4\)"):
+        Needles(TOK, 112, 4, "multikey", 2, needle=True)

@@ -176,3 +176,24 @@ def eval_run(store: Path, recipe: str, task: str) -> str:
     st.add_rows("eval_cells", run, cells)
     st.finish_run(run)
     return run
+
+
+RULER_PARTS = (("niah", "single"), ("niah", "multikey"), ("vt", None), ("cwe", None))
+
+
+def ruler_run(store: Path, recipe: str, score) -> str:
+    """An eval run of `fsc eval RUN --task ruler` on `recipe`'s made-up checkpoint: a cell per
+    part of the suite, length ratio and (niah) depth, scored `score(part index, ratio, depth)`."""
+    st = Store(store)
+    run = st.start_run("eval", f"fsc eval {recipe} --task ruler", _env(st, "AMD EPYC"),
+                       {"recipe": recipe, "task": "ruler"})
+    base = {"checkpoint": f"/ckpt/{recipe}", "recipe": recipe, "recipe_hash": "h", "mode":
+            "diffusion", "G": 4, "K": 4, "train_length": 128, "n": 10, "correct": 5,
+            "accuracy": 0.5, "token_accuracy": 0.5, "tokens_per_s": 100.0, "seconds": 1.0}
+    cells = [base | {"task": task, "variant": variant, "length": 128 * m,
+                     "length_ratio": float(m), "depth": d, "score": score(i, m, d)}
+             for i, (task, variant) in enumerate(RULER_PARTS) for m in (1, 2, 4)
+             for d in ((0.0, 1.0) if task == "niah" else (None,))]
+    st.add_rows("eval_cells", run, cells)
+    st.finish_run(run)
+    return run

@@ -395,3 +395,28 @@ def test_an_existing_file_is_replaced_only_with_force(cli, made, tmp_path):
         assert r.code == 2 and "exists; pass --force" in r.err and out.read_text() == "mine"
         assert cli(*args, "--store", made.store, "--out", out, "--force").code == 0
         assert out.read_bytes() != b"mine"
+
+
+def test_ruler_draws_a_panel_per_part_and_their_average(cli, tmp_path):
+    from results_helpers import RULER_PARTS, ruler_run
+
+    store = tmp_path / "store"
+    runs = {r: ruler_run(store, r, lambda i, m, d, k=k: (k + i + (d or 0)) / (4 * m))
+            for k, r in enumerate(("tiny_attn", "tiny_mamba"))}
+    eval_run(store, "tiny_hybrid", "niah")  # passkey cells, no score: not drawn
+    drawn = draw(tmp_path, Store(store), "ruler")
+    assert sorted(drawn.run_ids) == sorted(runs.values())
+    panels = {ax.get_title(): ax for ax in drawn.figure.axes if ax.get_visible()}
+    assert sorted(panels) == sorted(["average", "cwe", "niah multikey", "niah single", "vt"])
+    for k, recipe in enumerate(runs):
+        line = {ln.get_label(): ln for ln in panels["average"].get_lines()}[recipe]
+        assert list(line.get_xdata()) == [1.0, 2.0, 4.0]
+        # niah parts: the mean over depths 0 and 1 adds 0.5; four parts, i = 0..3
+        want = [(k + sum(range(4)) / 4 + 0.5 * 2 / 4) / (4 * m) for m in (1, 2, 4)]
+        assert list(line.get_ydata()) == pytest.approx(want)
+    doc = _plot(cli, "ruler", "--store", store, "--out", tmp_path / "ruler.png")
+    assert doc["rows"] == 2 * sum(2 if t == "niah" else 1 for t, _ in RULER_PARTS) * 3
+    check_png(tmp_path / "ruler.png",
+              colours=list(figures.colours(["tiny_attn", "tiny_mamba"]).values()))
+    r = cli("plot", "ruler", "--store", tmp_path / "empty", "--out", tmp_path / "x.png")
+    assert r.code != 0 and r.err.count("\n") == 1

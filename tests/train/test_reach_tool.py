@@ -1,0 +1,47 @@
+"""tools.reach (`make reach`): the commands it runs for each backbone, and the whole of it on a
+tiny model, from training to the RULER-style tables and figure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tools import reach
+
+
+def _value(args: list[str], option: str) -> str:
+    return args[args.index(option) + 1]
+
+
+def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
+    seen: list[list[str]] = []
+    monkeypatch.setattr(reach, "run_json", lambda args: seen.append(args) or
+                        {"step": 1, "final_loss": 0.0, "run_id": "r"})
+    a = reach.options(["--seeds", "1"])
+    reach.train(("passkey_hybrid", 1), a)
+    reach.evaluate(("passkey_hybrid", 1), a)
+    train, evaluate = seen
+    assert train[:2] == ["train", "passkey_hybrid"] and "--supervise-needle" in train
+    assert _value(train, "--data") == reach.MIX and _value(train, "--seq-len") == "128"
+    assert _value(train, "--out").endswith("passkey_hybrid-s1")
+    for knob in ("--needles", "--hops", "--words"):
+        assert _value(train, knob) == _value(evaluate, knob) == "2"
+    assert _value(evaluate, "--task") == "ruler"
+    assert _value(evaluate, "--lengths") == "128,256,512,1024,2048"
+
+
+@pytest.mark.slow  # a minute: make test-slow (CI runs it)
+def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.reach", "--recipes", "tiny_attn", "--lr", "3e-3",
+         "--train-steps", "2", "--eval-every", "2", "--samples", "1", "--depths", "0.5",
+         "--jobs", "1", "--out", str(tmp_path / "runs"), "--store", str(tmp_path / "store"),
+         "--figures", str(tmp_path / "img")], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "| tiny_attn | 1 |" in out.stdout  # the average, one seed
+    for part in reach.PARTS + ["**average**"]:
+        row = next(line for line in out.stdout.splitlines() if line.startswith(f"| {part} |"))
+        assert row.count("|") == len(reach.RATIOS) + 2 and "–" not in row
+    assert (tmp_path / "img" / "ruler.png").stat().st_size > 10_000

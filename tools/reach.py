@@ -1,0 +1,186 @@
+"""Long reach on the RULER-style suite (`make reach`, docs/benchmarks.md section 19): train the
+passkey trio (attention, Mamba-2 and the MMMA hybrid) on a mix of the suite at one length,
+score each at 1, 2, 4, 8 and 16 times that length on every part of the suite (niah single,
+multikey, multivalue, multiquery; vt; cwe; fwe), and print RULER-style tables: task × length
+per backbone, and the average by backbone over seeds.
+
+    python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
+        [--lr X | R=X,...] [--data MIX] [--seq-len 128] [--samples 10] [--depths 0,0.5,1]
+        [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
+
+Training runs as `fsc train RECIPE --data MIX --needles 2 --hops 2 --words 2
+--supervise-needle` (the knobs that fit 128 tokens at G 4; every needle's repeat of its value
+and every chain link's name supervised beside the answers), evaluation as `fsc eval CKPT
+--task ruler` with the same knobs; both record their runs in --store, and the tables are read
+back from it. niah multiquery is scored but not trained on: with its repeats, two needles do
+not fit 128 tokens. With --figures, `fsc plot ruler` of the seed-0 runs is written there
+(ruler.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tools.fscjson import Reader, run_json
+from tools.retrieval import RATIOS, _latest_runs, _per_recipe, tag
+
+RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]
+# passkey twice as often as each other task: the reach targets are read on it
+MIX = "passkey:2,niah_multikey,niah_multivalue,vt,cwe,fwe"
+KNOBS = ["--needles", "2", "--hops", "2", "--words", "2"]
+PARTS = ["niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt", "cwe",
+         "fwe"]
+
+
+def train(job: tuple[str, int], a) -> None:
+    recipe, seed = job
+    t0 = time.perf_counter()
+    doc = run_json(["train", recipe, "--data", a.data, *KNOBS, "--supervise-needle",
+                    "--seq-len", str(a.seq_len), "--train-steps", str(a.train_steps[recipe]),
+                    "--batch", str(a.batch), "--lr", str(a.lr[recipe]), "--weighting", "masked",
+                    "--objective", "blocks", "--seed", str(seed), "--eval-every",
+                    str(a.eval_every), "--out", str(a.out / tag(recipe, seed)), "--store",
+                    str(a.store)])
+    print(f"trained {tag(recipe, seed)}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
+          f"loss {doc['final_loss']:.4f}", flush=True)
+
+
+def evaluate(job: tuple[str, int], a) -> None:
+    t0 = time.perf_counter()
+    lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
+    doc = run_json(["eval", str(a.out / tag(*job)), "--task", "ruler", *KNOBS, "--lengths",
+                    lengths, "--depths", a.depths, "--samples", str(a.samples), "--batch",
+                    str(a.samples), "--store", str(a.store)])
+    print(f"evaluated {tag(*job)}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s",
+          flush=True)
+
+
+def scores(st: Reader, run: str) -> dict[str, dict[float, float]]:
+    """{part: {length ratio: RULER's score, the mean over the part's cells}} of an eval run."""
+    _, rows = st.query(
+        "select case when task = 'niah' then 'niah ' || coalesce(variant, 'single') else task"
+        " end, length_ratio, sum(score * n) / sum(n) from evaluation where run_id = ? and"
+        " score is not null group by all", [run])
+    out: dict[str, dict[float, float]] = {}
+    for part, ratio, score in rows:
+        out.setdefault(part, {})[ratio] = score
+    return out
+
+
+def _average(parts: dict[str, dict[float, float]], ratio: float) -> float | None:
+    got = [parts[p].get(float(ratio)) for p in PARTS]
+    return None if None in got else sum(got) / len(got)
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "–"
+    mean = sum(values) / len(values)
+    return f"{mean:.2f}" if len(values) == 1 else (
+        f"{mean:.2f} [{min(values):.2f}, {max(values):.2f}]")
+
+
+def tables(a) -> str:
+    """The tables of docs/benchmarks.md section 19 from the newest train and eval runs of each
+    (recipe, seed) in the store."""
+    st = Reader(a.store)
+    tags = [tag(r, s) for r in a.recipes for s in a.seeds]
+    lines = ["| training | steps | wall time | last loss | in-loop exact match by step |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for t, run in _latest_runs(st, "train", tags).items():
+        _, [(steps, wall, loss)] = st.query(
+            "select max(step), max(elapsed_s), last(loss order by step) from training where"
+            " run_id = ?", [run])
+        _, accs = st.query("select eval_accuracy from training where run_id = ? and"
+                           " eval_accuracy is not null order by step", [run])
+        curve = ", ".join(f"{acc:.2f}" for (acc,) in accs)
+        lines.append(f"| {t} | {steps} | {wall:.0f} s | {loss:.4f} | {curve} |")
+    got = {t: scores(st, run) for t, run in _latest_runs(st, "eval", tags).items()}
+    head = " | ".join(f"{x}×" for x in RATIOS)
+    spread = " (mean [lowest, highest] over seeds)" if len(a.seeds) > 1 else ""
+    lines += ["", f"RULER's score (the fraction of the expected strings found), the average of "
+              f"the {len(PARTS)} parts, by length ÷ training length ({a.seq_len}){spread}:", "",
+              f"| recipe | seeds | {head} |", "| --- | ---: |" + " ---: |" * len(RATIOS)]
+    for r in a.recipes:
+        runs = [got[tag(r, s)] for s in a.seeds if tag(r, s) in got]
+        if runs:
+            row = [_cell([v for p in runs if (v := _average(p, x)) is not None])
+                   for x in RATIOS]
+            lines.append(f"| {r} | {len(runs)} | " + " | ".join(row) + " |")
+    for r in a.recipes:
+        runs = [got[tag(r, s)] for s in a.seeds if tag(r, s) in got]
+        if not runs:
+            continue
+        lines += ["", f"{r}: score by task and length{spread}:", "", f"| task | {head} |",
+                  "| --- |" + " ---: |" * len(RATIOS)]
+        for part in PARTS:
+            row = [_cell([p[part][float(x)] for p in runs if float(x) in p.get(part, {})])
+                   for x in RATIOS]
+            lines.append(f"| {part} | " + " | ".join(row) + " |")
+        row = [_cell([v for p in runs if (v := _average(p, x)) is not None]) for x in RATIOS]
+        lines.append("| **average** | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def figures(a) -> None:
+    """`fsc plot ruler` of the seed-0 eval runs, into --figures."""
+    st = Reader(a.store)
+    runs = list(_latest_runs(st, "eval", [tag(r, 0) for r in a.recipes]).values())
+    st.con.close()
+    if runs:
+        a.figures.mkdir(parents=True, exist_ok=True)
+        out = a.figures / "ruler.png"
+        run_json(["plot", "ruler", *(x for run in runs for x in ("--run", run)), "--force",
+                  "--out", str(out), "--store", str(a.store)])
+        print(f"wrote {out}", flush=True)
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipes", default=",".join(RECIPES))
+    # a fixed budget (no --stop-at: a mix's in-loop exact match is not the passkey's)
+    p.add_argument("--train-steps", default="2000",
+                   help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
+    p.add_argument("--lr", default="passkey_attn=3e-3,passkey_mamba=1e-2,passkey_hybrid=1e-2,"
+                   "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2")
+    p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--samples", type=int, default=10, help="prompts per cell")
+    p.add_argument("--depths", default="0,0.5,1", help="niah's needle depths")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path("runs/reach"))
+    p.add_argument("--store", type=Path, default=Path("runs/reach/store"))
+    p.add_argument("--figures", type=Path, default=None, help="write ruler.png here")
+    p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--tables-only", action="store_true",
+                   help="print the tables from the newest runs in --store; run nothing")
+    a = p.parse_args(argv)
+    a.recipes = a.recipes.split(",")
+    a.train_steps = _per_recipe(a.train_steps, a.recipes)
+    a.lr = _per_recipe(a.lr, a.recipes, float)
+    a.seeds = [int(x) for x in a.seeds.split(",")]
+    return a
+
+
+def main() -> None:
+    a = options()
+    jobs = [(r, seed) for seed in a.seeds for r in a.recipes]
+    if not a.tables_only:
+        with ThreadPoolExecutor(a.jobs) as pool:
+            if not a.skip_train:
+                list(pool.map(lambda job: train(job, a), jobs))
+            list(pool.map(lambda job: evaluate(job, a), jobs))
+        print()
+    print(tables(a))
+    if a.figures is not None:
+        figures(a)
+
+
+if __name__ == "__main__":
+    main()
