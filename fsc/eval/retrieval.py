@@ -1,13 +1,14 @@
 """Retrieval tasks: needle retrieval (niah) by length × depth, associative recall (mqar) by
 pairs × length.
 
-Answers are decoded by the cached decoder: the prompt folded block by block into the cache,
-each answer block filled by `fsc.decode.denoise` (K steps against the cache, the most
-confident positions revealed on the even schedule; greedy) or, autoregressively, one token per
-fold. After an answer block the true block is folded (teacher forcing), so the next answer of
-an mqar sample is asked after the right history; an exact match over a whole passkey is the
-same as with free decoding, since decoding agrees with the truth up to its first error.
-Samples of one cell share a layout, so they are decoded together, `batch` at a time.
+Answers are decoded by the cached decoder, greedily. An answer after the whole prompt (niah,
+the RULER-style suite) is decoded as `fsc decode --prompts` decodes it
+(`fsc.decode_batch.generate_batch`: the prompt prefilled, each answer block filled by K steps
+against the cache, then folded; a row ends at EOS). The answers of mqar sit between its
+queries: each answer block is filled by `fsc.decode.denoise` (or, autoregressively, one token
+per fold), then the true block is folded (teacher forcing), so the next answer is asked after
+the right history. Samples of one cell share a layout, so they are decoded together, `batch`
+at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Iterator
 import torch
 
 from fsc.data.tasks import MQAR, Passkey
-from fsc.decode import banned_ids, denoise
+from fsc.decode import DecodeConfig, banned_ids, denoise
+from fsc.decode_batch import generate_batch
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.sampler import Picker
@@ -52,9 +54,12 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     decoded is folded, not the truth (an answer of several blocks as a user would get it)."""
     B, L = tokens.shape
     device = tokens.device
+    G = 1 if mode == "ar" else model.recipe.block_size
+    first = int(target.nonzero().min())
+    if first > 0 and bool(target[first:].all()):  # one answer, after the whole prompt
+        return _after_prompt(model, tokenizer, tokens, first, mode, G, steps)
     vocab = model.recipe.vocab_size  # greedy picks, on the device
     pick = Picker(banned_ids(tokenizer, vocab), vocab, 0.0, 1.0, "confidence", [0] * B, device)
-    G = 1 if mode == "ar" else model.recipe.block_size
     cache = model.empty_cache(B, L, device, block_size=G)
     out = tokens.clone()
     history = out if free else tokens  # what the cache reads before each answer
@@ -83,6 +88,24 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
         if s + G < last:
             model.fold(history[:, s : s + G], cache)
         s += G
+    return out
+
+
+def _after_prompt(model, tokenizer, tokens: torch.Tensor, first: int, mode: str, G: int,
+                  steps: int) -> torch.Tensor:
+    """`tokens` [B, L] with positions `first` on decoded after the prompt before them, by the
+    decoder `fsc decode --prompts` runs (greedy, the pick on the device); after a row's EOS,
+    EOS again."""
+    B, L = tokens.shape
+    cfg = DecodeConfig(length=L - first, G=G, steps=1 if mode == "ar" else steps, mode=mode,
+                       sampler="device")
+    rows = generate_batch(model, tokenizer, tokens[:, :first].tolist(), cfg, tokens.device,
+                          batch=B)
+    out = tokens.clone()
+    eos = getattr(tokenizer, "eos_id", None)
+    for b, row in enumerate(rows):
+        ids = row.token_ids + [eos] * (L - first - len(row.token_ids))
+        out[b, first:] = torch.tensor(ids, dtype=out.dtype)
     return out
 
 
