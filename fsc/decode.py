@@ -16,6 +16,20 @@ the block-causal forward at every step instead (the uncached reference and speed
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
 next one. The last block generated is not folded, as nothing reads it.
 
+The cached decoder is `generate_batch`: prompts decoded together, the rows of one batch sharing
+one cache and every forward pass. `fsc decode` (one prompt: `generate`, a batch of one), `fsc
+decode --prompts`, the eval tasks (genppl; niah and the RULER-style suite through
+fsc.eval.retrieval) and the harness's generate_until all decode through it. Each row decodes
+as its prompt would alone: the same greedy tokens as alone and as the uncached reference
+(tests/core/test_decode_batch.py, every mixer), its draws from its own seed (so a row's samples
+never depend on its batch-mates), its own EOS. Prompts of one length are folded together;
+prompts of several lengths are folded one by one and their caches merged
+(`fsc.model.cache.merge_rows`: fixed states as they are, KV caches right-aligned with per-row
+padding the attention skips), so they share a batch too. A sliding-window attention's ring
+cannot be aligned so: such a model decodes a batch per prompt length. On CUDA the K steps of a
+block replay one captured graph (fsc.graphs), and the first decode of a model in a process
+warms up first (`warmed`).
+
 The prompt is folded by `prefill`: in passes of at most `prefill_chunk` tokens (whole blocks,
 `LM.fold_blocks` each), so that a long prompt's activations, and attention's mask of which
 token reads which, are those of one chunk against the prefix, not of the whole prompt.
@@ -24,14 +38,16 @@ token reads which, are those of one chunk against the prefix, not of the whole p
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-from fsc.blocks import POLICIES, blocks_of, check_block
+from fsc.blocks import POLICIES, check_block
 from fsc.errors import UsageError
 from fsc.graphs import GraphedStep
 from fsc.graphs import usable as graphs_usable
+from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
 from fsc.sampler import ORDER_STREAM, Picker, pick_ref
 from fsc.seeds import derive
@@ -149,53 +165,34 @@ def ar_picker(pick, banned: list[int], temperature: float):
     return lambda logits: int(greedy_ids(logits, banned))
 
 
-class _Passes:
-    """The forward passes of one decode: against the cache, or recomputing the prefix."""
+class _Reference:
+    """The forward passes of the uncached reference decode: every step recomputes the whole
+    prefix with the block-causal forward (no cache; `generate(..., use_cache=False)`)."""
 
-    def __init__(self, model, ids: list[int], G: int, capacity: int, use_cache: bool, device,
-                 graphs: bool = False, chunk: int = PREFILL_CHUNK):
-        self.model, self.use_cache, self.device = model, use_cache, device
-        self.graphed = GraphedStep(model) if graphs else None  # graphs: steps on the cache
+    def __init__(self, model, ids: list[int], G: int, device):
+        self.model, self.device = model, device
         self.ids: list[int] = []
         self.blocks: list[int] = []
         self.passes = 0
-        self.cache = model.empty_cache(1, capacity, device, block_size=G) if use_cache else None
-        self.last_logits = None  # of the last fold: in AR mode they predict the next token
-        if use_cache:  # the prompt in blocks of G, folded a chunk a pass
-            self.last_logits, passes = prefill(model, self._t(ids), self.cache, chunk)
-            self.passes += passes
-            self.ids += ids
-            self.blocks += blocks_of(len(ids), G)
-        else:
-            for start in range(0, len(ids), G):
-                self.commit(ids[start : start + G])
+        for start in range(0, len(ids), G):
+            self.commit(ids[start : start + G])
 
     def _t(self, ids):
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
     def step(self, block):
-        """Logits [1, g, V] of the frontier block [1, g] (on the device); the prefix is
-        unchanged."""
+        """Logits [1, g, V] of the frontier block [1, g] after the prefix."""
         self.passes += 1
-        if self.graphed is not None:
-            return self.graphed(block, self.cache)
-        if self.use_cache:
-            return self.model(block, self.cache)
         x = torch.cat([self._t(self.ids), block], dim=1) if self.ids else block
         return self.model.forward_blockwise(x, self.blocks + [block.shape[1]])[:, -block.shape[1] :]
 
     def commit(self, block: list[int]) -> None:
-        """Fold the finished block (the uncached path recomputes the prefix at the next step)."""
-        if self.use_cache:
-            self.passes += 1
-            self.last_logits = self.model.fold(self._t(block), self.cache)[0]
+        """The finished block joins the prefix (recomputed at the next step)."""
         self.ids += block
         self.blocks.append(len(block))
 
     def ar_logits(self):
-        """Logits [V] (on the device) predicting the next token after everything committed."""
-        if self.use_cache:
-            return self.last_logits[-1]
+        """Logits [V] predicting the next token after everything committed."""
         self.passes += 1
         return self.model.forward_blockwise(self._t(self.ids), self.blocks)[0, -1]
 
@@ -252,13 +249,23 @@ def banned_ids(tokenizer, vocab: int) -> list[int]:
     return [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
 
 
-def _denoise_block(run: _Passes, pick, mask_id: int, g: int, cfg: DecodeConfig,
+def _denoise_block(run: _Reference, pick, mask_id: int, g: int, cfg: DecodeConfig,
                    used: list[int]) -> list[int]:
     """One block of g masked positions filled in at most K steps (see `denoise`)."""
     block = torch.full((1, g), mask_id, dtype=torch.long, device=run.device)
     masked = torch.ones(1, g, dtype=torch.bool, device=run.device)
     out = denoise(run.step, block, masked, cfg.steps, pick, cfg.threshold, used)
     return out[0].tolist()  # the block's ids: the one read back to the host a block
+
+
+def warmed(model, G: int, device) -> float | None:
+    """`warm_up`'s seconds where the first decode of `model` at G on `device` in this process
+    needs one (CUDA), else None."""
+    key = (model.recipe.recipe_hash, G, str(device))
+    if torch.device(device).type not in WARMS_UP or key in _warm:
+        return None
+    _warm.add(key)
+    return warm_up(model, G, device)
 
 
 def warm_up(model, G: int, device) -> float:
@@ -280,12 +287,19 @@ def warm_up(model, G: int, device) -> float:
 def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
     """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS.
 
+    Cached (the default), this is the batched decoder with one row
+    (`generate_batch`, the one `fsc decode --prompts`, every eval task and the
+    harness decode through). `use_cache=False` is its exactness reference: every step
+    recomputes the whole prefix (`_Reference`), and greedy decoding gives the same tokens.
+
     The stats time the prefill (`prefill_s`: the prompt folded into the cache,
     `prompt_tokens_per_s`) apart from the generation (`generate_s`, `tokens_per_s`: generated
     tokens alone); `seconds` is both. A warm-up (`warm_up`, on CUDA, once per model and G in a
     process) is timed apart as `warmup_s`, None when none was made."""
     cfg.check()
     _check_inputs(model, tokenizer, prompt_ids)
+    if cfg.use_cache:
+        return generate_batch(model, tokenizer, [prompt_ids], cfg, device, [cfg.seed], 1)[0]
     if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
         with reading(model, model.recipe.as_autoregressive()):
             return generate(model, tokenizer, prompt_ids, cfg, device)
@@ -296,19 +310,9 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     vocab = model.recipe.vocab_size
     G = 1 if cfg.mode == "ar" else cfg.G
     banned = banned_ids(tokenizer, vocab)
-    key = (model.recipe.recipe_hash, G, str(device))
-    warmup_s = None
-    if torch.device(device).type in WARMS_UP and key not in _warm:
-        warmup_s = warm_up(model, G, device)
-        _warm.add(key)
     t0 = time.perf_counter()
-    # a graph pays for its capture from the second step of a block on
-    graphs = (cfg.graphs and cfg.use_cache and cfg.mode == "diffusion" and cfg.steps > 1
-              and graphs_usable(device))
-    run = _Passes(model, prompt_ids, G, len(prompt_ids) + cfg.length + G, cfg.use_cache, device,
-                  graphs, cfg.prefill_chunk)
-    prompt_passes = run.passes
-    t1 = time.perf_counter()  # the prompt is folded (its logits read back: the device is done)
+    run = _Reference(model, prompt_ids, G, device)
+    t1 = time.perf_counter()
     out: list[int] = []
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
@@ -329,7 +333,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
             break
         if len(out) >= cfg.length:
             break
-        run.commit(block)  # (the last block is not folded: nothing reads it)
+        run.commit(block)
     t2 = time.perf_counter()
     prefill_s, generate_s = t1 - t0, t2 - t1
     stats = {
@@ -340,21 +344,159 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         "threshold": cfg.threshold,
         "steps_used": sum(used),
         "steps_per_block": sum(used) / len(used) if used else 0.0,
-        "cached": cfg.use_cache,
-        "graphs": run.graphed is not None,
+        "cached": False,
+        "graphs": False,
         "prompt_tokens": len(prompt_ids),
         "tokens": len(out),
         "blocks": n_blocks,
         "forward_passes": run.passes,
-        "prompt_passes": prompt_passes,
+        "prompt_passes": 0,  # every step recomputes the prompt instead
         "device": str(device),
-        "warmup_s": warmup_s,  # None: no warm-up (the CPU, or this process already warmed up)
+        "warmup_s": None,
         "prefill_s": prefill_s,
         "generate_s": generate_s,
         "seconds": prefill_s + generate_s,
-        # uncached, the prompt is not folded ahead: each step recomputes it
-        "prompt_tokens_per_s": (len(prompt_ids) / prefill_s if cfg.use_cache and prefill_s > 0
-                                else None),
+        "prompt_tokens_per_s": None,  # the prompt is not folded ahead
         "tokens_per_s": len(out) / generate_s if generate_s > 0 else float("inf"),
     }
     return DecodeResult(out, stats)
+
+
+def batches(prompts: list[list[int]], size: int, ragged: bool = True) -> list[list[int]]:
+    """The rows (indices into `prompts`) of each batch, at most `size` a batch: in order, or
+    (not `ragged`) prompts of one length together, in the order of their first prompt."""
+    if ragged:
+        return [list(range(lo, min(lo + size, len(prompts))))
+                for lo in range(0, len(prompts), size)]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(prompts):
+        by_length[len(p)].append(i)
+    return [rows[lo : lo + size] for rows in by_length.values()
+            for lo in range(0, len(rows), size)]
+
+
+def ragged_ok(model) -> bool:
+    """Whether prompts of several lengths may share a batch: not with a sliding window."""
+    return getattr(model.recipe.attention, "window", None) is None
+
+
+@torch.inference_mode()
+def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig,
+                   device=None, seeds: list[int] | None = None,
+                   batch: int = 8) -> list[DecodeResult]:
+    """Up to `cfg.length` tokens after each prompt (`seeds[i]` its draws; default cfg.seed),
+    at most `batch` rows decoded together. Each result's stats hold its own tokens, blocks,
+    steps and forward passes (as `generate` counts them alone) and its batch's: `batch`,
+    `batch_forward_passes`, the times and `tokens_per_s` (every row's tokens over the
+    generation's time: the batch's throughput)."""
+    cfg.check()
+    if batch < 1:
+        raise UsageError(f"--batch {batch} must be at least 1")
+    if not prompts or any(not p for p in prompts):
+        raise UsageError("a prompt is empty after tokenisation")
+    _check_inputs(model, tokenizer, prompts[0])
+    if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
+        raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
+                         f"({tokenizer.name}) lacks; decode with --mode ar")
+    if not cfg.use_cache:
+        raise UsageError("batched decoding reads the cache; decode one prompt with --no-cache")
+    if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
+        with reading(model, model.recipe.as_autoregressive()):
+            return generate_batch(model, tokenizer, prompts, cfg, device, seeds, batch)
+    device = device or model.embed.weight.device
+    seeds = seeds or [cfg.seed] * len(prompts)
+    results: list[DecodeResult | None] = [None] * len(prompts)
+    warmup_s = warmed(model, 1 if cfg.mode == "ar" else cfg.G, device)
+    for rows in batches(prompts, batch, ragged_ok(model)):
+        outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
+                            [seeds[i] for i in rows])
+        for i, out, st in zip(rows, outs, stats, strict=True):
+            results[i] = DecodeResult(out, {**st, "prompt_tokens": len(prompts[i]),
+                                            "tokens": len(out), "warmup_s": warmup_s})
+        warmup_s = None  # the first batch's rows paid it
+    return results
+
+
+def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
+          seeds: list[int]) -> tuple[list[list[int]], list[dict]]:
+    """The tokens and the stats of each row of one batch."""
+    B, P = len(prompts), max(len(p) for p in prompts)
+    G = 1 if cfg.mode == "ar" else cfg.G
+    vocab = model.recipe.vocab_size
+    banned = banned_ids(tokenizer, vocab)
+    pick = picker(banned, vocab, cfg, device, seeds)
+    eos = getattr(tokenizer, "eos_id", None)
+    t0 = time.perf_counter()
+    capacity = P + cfg.length + G
+    chunk = cfg.prefill_chunk
+    if all(len(p) == P for p in prompts):  # folded together, a chunk a pass
+        cache = model.empty_cache(B, capacity, device, block_size=G)
+        logits, passes = prefill(model, torch.tensor(prompts, dtype=torch.long, device=device),
+                                 cache, chunk)
+    else:  # each alone, then one cache (right-aligned: fsc.model.cache.merge_rows)
+        alone = [model.empty_cache(1, len(p), device, block_size=G) for p in prompts]
+        folded = [prefill(model, torch.tensor([p], dtype=torch.long, device=device), c, chunk)
+                  for p, c in zip(prompts, alone, strict=True)]
+        logits = torch.cat([lg for lg, _ in folded])
+        passes = sum(n for _, n in folded)
+        cache = merge_rows(alone, capacity)
+    prompt_passes, used = passes, []
+    # a graph pays for its capture from the second step of a block on
+    graphed = (GraphedStep(model) if cfg.mode == "diffusion" and cfg.graphs and cfg.steps > 1
+               and graphs_usable(device) else None)
+    t1 = time.perf_counter()
+    outs: list[list[int]] = [[] for _ in range(B)]
+    done = [False] * B
+    blocks = [0] * B  # blocks each row decoded before it ended
+    emitted = 0  # tokens each row still decoding holds
+    while True:
+        g = 1 if cfg.mode == "ar" else min(G, cfg.length - emitted)
+        if cfg.mode == "ar":
+            if cfg.temperature == 0:  # as `ar_picker`
+                block = greedy_ids(logits, banned)[:, None]
+            else:
+                block = pick(logits[:, None])[0]
+        else:
+            start = torch.full((B, g), tokenizer.mask_id, dtype=torch.long, device=device)
+            masked = torch.ones(B, g, dtype=torch.bool, device=device)
+
+            def step(b):
+                nonlocal passes
+                passes += 1
+                return model(b, cache) if graphed is None else graphed(b, cache)
+
+            block = denoise(step, start, masked, cfg.steps, pick, cfg.threshold, used)
+        emitted += g
+        for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
+            if done[b]:
+                continue
+            blocks[b] += 1
+            if eos is not None and eos in ids:  # a row ends at its EOS, kept
+                ids, done[b] = ids[: ids.index(eos) + 1], True
+            outs[b] += ids
+            done[b] |= emitted >= cfg.length
+        if all(done):
+            break
+        logits = model.fold(block, cache)[:, -1]  # (the last block is not folded)
+        passes += 1
+    t2 = time.perf_counter()
+    prefill_s, generate_s = t1 - t0, t2 - t1
+    made = sum(len(o) for o in outs)
+    shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
+              "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": graphed is not None,
+              "batch": B, "device": str(device), "batch_forward_passes": passes,
+              "prompt_passes": prompt_passes, "prefill_s": prefill_s, "generate_s": generate_s,
+              "seconds": prefill_s + generate_s,
+              "prompt_tokens_per_s": (sum(map(len, prompts)) / prefill_s if prefill_s > 0
+                                      else None),
+              "tokens_per_s": made / generate_s if generate_s > 0 else float("inf")}
+    def alone_passes(n: int) -> int:
+        return -(-n // chunk_tokens(chunk, G, n))
+
+    stats = []
+    for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone
+        steps = sum(used[: blocks[b]])
+        stats.append({**shared, "blocks": blocks[b], "steps_used": steps,
+                      "steps_per_block": steps / blocks[b] if used else 0.0,
+                      "forward_passes": alone_passes(len(prompts[b])) + steps + blocks[b] - 1})
+    return outs, stats

@@ -25,6 +25,13 @@ def run_json(args: list[str]) -> dict:
     return json.loads(res.stdout)
 
 
+def plot(kind: str, runs: list[str], out: Path, store: Path) -> None:
+    """`fsc plot KIND` of `runs` into `out` (replaced)."""
+    run_json(["plot", kind, *(x for run in runs for x in ("--run", run)), "--force", "--out",
+              str(out), "--store", str(store)])
+    print(f"wrote {out}", flush=True)
+
+
 class Reader:
     """Read-only SQL with parameters on the store's file (fsc query takes no parameters)."""
 

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.fscjson import Reader, run_json
+from tools.fscjson import Reader, plot, run_json
 
 TRIO = ["quality_attn", "quality_mamba", "quality_hybrid"]
 SCORER = "quality_scorer"
@@ -212,9 +212,7 @@ def figures(a) -> None:
     st.con.close()
     a.figures.mkdir(parents=True, exist_ok=True)
     out = a.figures / "quality.png"
-    run_json(["plot", "quality", *(x for run in evals for x in ("--run", run)), "--force",
-              "--out", str(out), "--store", str(a.store)])
-    print(f"wrote {out}", flush=True)
+    plot("quality", evals, out, a.store)
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from tools.fscjson import Reader, run_json
-from tools.retrieval import RATIOS, _latest_runs, _per_recipe, tag
+from tools import retrieval
+from tools.fscjson import Reader, plot, run_json
+from tools.retrieval import RATIOS, _latest_runs, parsed, tag
 
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]
 # passkey twice as often as each other task: the reach targets are read on it
@@ -132,10 +131,7 @@ def figures(a) -> None:
     st.con.close()
     if runs:
         a.figures.mkdir(parents=True, exist_ok=True)
-        out = a.figures / "ruler.png"
-        run_json(["plot", "ruler", *(x for run in runs for x in ("--run", run)), "--force",
-                  "--out", str(out), "--store", str(a.store)])
-        print(f"wrote {out}", flush=True)
+        plot("ruler", runs, a.figures / "ruler.png", a.store)
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
@@ -153,33 +149,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--samples", type=int, default=10, help="prompts per cell")
     p.add_argument("--depths", default="0,0.5,1", help="niah's needle depths")
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path("runs/reach"))
-    p.add_argument("--store", type=Path, default=Path("runs/reach/store"))
-    p.add_argument("--figures", type=Path, default=None, help="write ruler.png here")
-    p.add_argument("--skip-train", action="store_true")
-    p.add_argument("--tables-only", action="store_true",
-                   help="print the tables from the newest runs in --store; run nothing")
-    a = p.parse_args(argv)
-    a.recipes = a.recipes.split(",")
-    a.train_steps = _per_recipe(a.train_steps, a.recipes)
-    a.lr = _per_recipe(a.lr, a.recipes, float)
-    a.seeds = [int(x) for x in a.seeds.split(",")]
-    return a
+    return parsed(p, argv, "reach", "write ruler.png of the seed-0 runs here")
 
 
 def main() -> None:
-    a = options()
-    jobs = [(r, seed) for seed in a.seeds for r in a.recipes]
-    if not a.tables_only:
-        with ThreadPoolExecutor(a.jobs) as pool:
-            if not a.skip_train:
-                list(pool.map(lambda job: train(job, a), jobs))
-            list(pool.map(lambda job: evaluate(job, a), jobs))
-        print()
-    print(tables(a))
-    if a.figures is not None:
-        figures(a)
+    retrieval.run(options(), train, evaluate, tables, figures)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tools.fscjson import Reader, run_json
+from tools.fscjson import Reader, plot, run_json
 from tools.options import renamed
 
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]  # the default trio
@@ -149,10 +149,7 @@ def figures(a) -> None:
     a.figures.mkdir(parents=True, exist_ok=True)
     for kind, runs in (("retrieval", evals), ("niah", evals), ("loss", trains)):
         if runs:
-            out = a.figures / f"{kind}.png"
-            run_json(["plot", kind, *(x for run in runs for x in ("--run", run)), "--force",
-                      "--out", str(out), "--store", str(a.store)])
-            print(f"wrote {out}", flush=True)
+            plot(kind, runs, a.figures / f"{kind}.png", a.store)
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
@@ -185,11 +182,19 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--supervise-needle", action=argparse.BooleanOptionalAction, default=True,
                    help="also train on the needle's repeat of the key (fsc train's option)")
     p.add_argument("--samples", type=int, default=20)
+    return parsed(p, argv, "retrieval",
+                  "write retrieval.png, niah.png and loss.png of the seed-0 runs here")
+
+
+def parsed(p: argparse.ArgumentParser, argv: list[str] | None, name: str,
+           figures: str) -> argparse.Namespace:
+    """The options a trio's tool shares (--jobs, --out, --store, --figures, --skip-train,
+    --tables-only; runs/NAME by default), added and parsed: per-recipe --train-steps and --lr
+    as dicts, --seeds and --recipes as lists."""
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--out", type=Path, default=Path("runs/retrieval"))
-    p.add_argument("--store", type=Path, default=Path("runs/retrieval/store"))
-    p.add_argument("--figures", type=Path, default=None,
-                   help="write retrieval.png, niah.png and loss.png of the seed-0 runs here")
+    p.add_argument("--out", type=Path, default=Path(f"runs/{name}"))
+    p.add_argument("--store", type=Path, default=Path(f"runs/{name}/store"))
+    p.add_argument("--figures", type=Path, default=None, help=figures)
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--tables-only", action="store_true",
                    help="print the tables from the newest runs in --store; run nothing")
@@ -201,8 +206,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def main() -> None:
-    a = options()
+def run(a, train, evaluate, tables, figures) -> None:
+    """Train every (recipe, seed) and evaluate each, --jobs at a time (unless --skip-train or
+    --tables-only), then print the tables and (with --figures) draw the figures."""
     jobs = [(r, seed) for seed in a.seeds for r in a.recipes]
     if not a.tables_only:
         with ThreadPoolExecutor(a.jobs) as pool:
@@ -213,6 +219,10 @@ def main() -> None:
     print(tables(a))
     if a.figures is not None:
         figures(a)
+
+
+def main() -> None:
+    run(options(), train, evaluate, tables, figures)
 
 
 if __name__ == "__main__":

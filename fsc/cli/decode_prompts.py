@@ -16,7 +16,7 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]]
     from the seed `fsc.seeds.derive(cfg.seed, i)`, which its stats give, so that rows are
     independent of each other and of the batch they share."""
     from fsc import ops
-    from fsc.decode_batch import batches, generate_batch
+    from fsc.decode import batches, generate_batch
     from fsc.seeds import derive
 
     seeds = [derive(cfg.seed, i) for i in range(len(rows))]

@@ -37,8 +37,7 @@ import torch
 
 from fsc.costmodel import memory, prompt_memory
 from fsc.data.sources import TextData, open_data
-from fsc.decode import DecodeConfig
-from fsc.decode_batch import generate_batch
+from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid

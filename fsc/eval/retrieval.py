@@ -3,7 +3,7 @@ pairs × length.
 
 Answers are decoded by the cached decoder, greedily. An answer after the whole prompt (niah,
 the RULER-style suite) is decoded as `fsc decode --prompts` decodes it
-(`fsc.decode_batch.generate_batch`: the prompt prefilled, each answer block filled by K steps
+(`fsc.decode.generate_batch`: the prompt prefilled, each answer block filled by K steps
 against the cache, then folded; a row ends at EOS). The answers of mqar sit between its
 queries: each answer block is filled by `fsc.decode.denoise` (or, autoregressively, one token
 per fold), then the true block is folded (teacher forcing), so the next answer is asked after
@@ -19,8 +19,7 @@ from collections.abc import Iterator
 import torch
 
 from fsc.data.tasks import MQAR, Passkey
-from fsc.decode import DecodeConfig, banned_ids, denoise
-from fsc.decode_batch import generate_batch
+from fsc.decode import DecodeConfig, banned_ids, denoise, generate_batch
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.sampler import Picker

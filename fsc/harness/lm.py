@@ -25,8 +25,7 @@ from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 
-from fsc.decode import DecodeConfig
-from fsc.decode_batch import generate_batch
+from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.loading import load_model, torch_device
@@ -184,7 +183,7 @@ class FscLM(TemplateLM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """fsc's decoder (autoregressive, or block diffusion at K = steps), greedy unless the
         request asks for a temperature; cut at the first stop sequence. Requests that ask for
-        the same decoding are decoded together (fsc.decode_batch: each as it decodes alone)."""
+        the same decoding are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
         asks, groups = [], {}
         for i, req in enumerate(requests):
             context, kwargs = req.args

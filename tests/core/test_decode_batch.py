@@ -1,12 +1,11 @@
-"""Prompts decoded together (fsc.decode_batch) give what each gives alone: every mixer, block
+"""Prompts decoded together (fsc.decode.generate_batch) give what each gives alone: every mixer, block
 diffusion and AR, greedy and sampled (each row its own seed), prompts of several lengths in
 one batch (padding never reaching an SSM's state or an attention's keys)."""
 
 import pytest
 import torch
 
-from fsc.decode import DecodeConfig, generate
-from fsc.decode_batch import batches, generate_batch
+from fsc.decode import DecodeConfig, batches, generate, generate_batch
 from fsc.errors import UsageError
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe

@@ -5,22 +5,13 @@ carried across chunks, a sliding window's ring); decoding after it gives the sam
 import pytest
 import torch
 
-from fsc.decode import DecodeConfig, chunk_tokens, generate, prefill
-from fsc.decode_batch import generate_batch
+from fsc.decode import DecodeConfig, chunk_tokens, generate, generate_batch, prefill
 from fsc.errors import UsageError
-from fsc.model.lm import build_model
-from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
+from tests.core.test_decode_batch import _model
 
 TOK = ByteTokenizer()
 PROMPT = TOK.encode("Now is the winter of our discontent made glorious summer by this sun")
-
-
-def _model(name):
-    m = build_model(load_recipe(name), seed=3).eval()
-    with torch.no_grad():  # sharper logits so greedy choices are not near-ties
-        m.lm_head.weight.mul_(20)
-    return m
 
 
 def test_chunks_are_whole_blocks():
