@@ -518,6 +518,10 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     return fig
 
 
+RULER_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt",
+               "cwe", "fwe")  # the suite's parts as `fsc eval --task ruler` scores them
+
+
 def ruler_part(row: dict) -> str:
     """The suite's part a cell belongs to: its task, niah with its variant."""
     return f"niah {row.get('variant') or 'single'}" if row["task"] == "niah" else row["task"]
@@ -557,7 +561,8 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
     _need(cells, "scored cell with a training length",
           "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them")
     scores = ruler_scores(cells)
-    names = sorted({p for parts in scores.values() for p in parts if p != "average"})
+    held = {p for parts in scores.values() for p in parts if p != "average"}
+    names = [p for p in RULER_ORDER if p in held] + sorted(held - set(RULER_ORDER))
     names.append("average")
     cols = min(4, len(names))
     n_rows = math.ceil(len(names) / cols)
