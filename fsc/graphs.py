@@ -11,7 +11,10 @@ profile` replays the step (and the fold, rewound) it times.
 What a capture depends on is its key: the cache object and its length, and the shape and dtype
 of the tokens. Anything else a step reads must not change between replays without one of these
 changing too; within a decode that holds (only a fold changes the cache, and it changes the
-length). The output a replay returns is the graph's own tensor, overwritten by the next replay:
+length). A cache of fixed states alone (Mamba-2, linear attention, GLA, Gated DeltaNet: no
+attention layer, no logit shift) is read by a step through its tensors only, which a fold
+updates in place, and nothing of the step depends on the length: for such a model the length
+leaves the key, and one capture serves every block of a decode (`length_free`). The output a replay returns is the graph's own tensor, overwritten by the next replay:
 read it (or copy it) before calling again.
 """
 
@@ -50,10 +53,19 @@ def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
     return graph, out
 
 
+def length_free(model, cache) -> bool:
+    """Whether a step of `model` on `cache` does the same work on the same tensors at every
+    cache length: every layer a fixed state (attention's keys, a window's ring and positions
+    depend on the length), and no logit shift (its first position reads the last folded
+    hidden, a tensor a fold replaces)."""
+    return not model.recipe.logit_shift and all(c.kind != "attention" for c in cache.layers)
+
+
 class GraphedStep:
-    """`model(tokens, cache)` replayed from a CUDA graph while the key (cache, its length, the
-    tokens' shape and dtype) is unchanged, recaptured when it changes (by this module's
-    `capture`, looked up at each capture: a test without a GPU swaps in a stand-in)."""
+    """`model(tokens, cache)` replayed from a CUDA graph while the key (cache, its length unless
+    the step is `length_free`, the tokens' shape and dtype) is unchanged, recaptured when it
+    changes (by this module's `capture`, looked up at each capture: a test without a GPU swaps
+    in a stand-in)."""
 
     def __init__(self, model):
         self.model = model
@@ -63,17 +75,21 @@ class GraphedStep:
         self._tokens = None
         self._out = None
         self._warm = True
+        self._free = False
         self.captures = 0
         self.replays = 0
 
     def __call__(self, tokens: torch.Tensor, cache) -> torch.Tensor:
-        key = (cache.length, tuple(tokens.shape), tokens.dtype, tokens.device)
+        free = cache is self._cache and self._free
+        key = (None if free else cache.length, tuple(tokens.shape), tokens.dtype, tokens.device)
         if cache is not self._cache or key != self._key:
             self._graph = self._out = self._cache = None  # the old capture's memory goes first
             self._tokens = tokens.clone()
             self._graph, self._out = capture(lambda: self.model(self._tokens, cache), self._warm)
             self._warm = False
-            self._key, self._cache = key, cache
+            self._free = length_free(self.model, cache)
+            self._key = (None if self._free else cache.length, *key[1:])
+            self._cache = cache
             self.captures += 1
         else:
             self._tokens.copy_(tokens)

@@ -63,6 +63,41 @@ def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
     assert graphed.stats["forward_passes"] == eager.stats["forward_passes"]
 
 
+@pytest.mark.parametrize("name, captures", [
+    ("tiny_mamba", 2), ("tiny_gla", 2),  # fixed states: one capture, and one for the short block
+    ("tiny_attn", 4)])  # attention: one a block (its keys and positions move with the length)
+def test_a_fixed_state_model_captures_once_for_every_block(name, captures, monkeypatch):
+    made = []
+
+    def counting(fn, warm=True):
+        made.append(fn)
+        return fake_capture(fn, warm)
+
+    eager = _gen(name, temperature=0.0, length=14, G=4, steps=3)  # blocks of 4, 4, 4 and 2
+    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(graphs, "capture", counting)
+    graphed = _gen(name, temperature=0.0, length=14, G=4, steps=3)
+    assert graphed.token_ids == eager.token_ids and len(made) == captures
+    model = build_model(load_recipe(name), seed=1).eval()
+    cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
+    assert graphs.length_free(model, cache) == (name != "tiny_attn")
+
+
+def test_a_fixed_state_step_replayed_after_folds_reads_the_folded_state(monkeypatch):
+    """One capture across folds: what the replay returns is the step on the cache as the
+    folds left it (the state is updated in place, where the captured step reads it)."""
+    monkeypatch.setattr(graphs, "capture", fake_capture)
+    model = build_model(load_recipe("tiny_mamba"), seed=1).eval()
+    cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
+    step, gen = GraphedStep(model), torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _ in range(3):
+            tokens = torch.randint(0, 256, (1, 4), generator=gen)
+            assert torch.equal(step(tokens, cache).clone(), model(tokens, cache))
+            model.fold(tokens, cache)
+    assert step.captures == 1 and step.replays == 3
+
+
 def test_graphs_only_where_a_block_takes_several_steps(monkeypatch):
     monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", fake_capture)

@@ -101,10 +101,12 @@ def test_a_step_replayed_from_a_cuda_graph_equals_the_eager_step(name):
             assert torch.equal(step(tokens, cache), model(tokens, cache))
         if fold:
             model.fold(tokens, cache)
-    assert (step.captures, step.replays) == (2, 9)
+    # a fixed-state model's step does not depend on the length: one capture across the fold,
+    # its replay after it reading the state the fold wrote in place
+    assert (step.captures, step.replays) == (2 if name == "tiny_attn" else 1, 9)
 
 
-@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla"])
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla", "tiny_mamba"])
 def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
     from fsc.decode import DecodeConfig, generate
     from fsc.model.lm import build_model
