@@ -45,7 +45,7 @@ import torch
 
 from fsc.blocks import POLICIES, check_block
 from fsc.errors import UsageError
-from fsc.graphs import GraphedStep
+from fsc.graphs import GraphedFold, GraphedStep, length_free
 from fsc.graphs import usable as graphs_usable
 from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
@@ -441,9 +441,12 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         passes = sum(n for _, n in folded)
         cache = merge_rows(alone, capacity)
     prompt_passes, used = passes, []
-    # a graph pays for its capture from the second step of a block on
-    graphed = (GraphedStep(model) if cfg.mode == "diffusion" and cfg.graphs and cfg.steps > 1
-               and graphs_usable(device) else None)
+    # on CUDA: a graph pays for its capture from the second step of a block on, and a fold's
+    # from the second fold on where one capture serves them all (a length-free model)
+    on = cfg.graphs and graphs_usable(device)
+    graphed = (GraphedStep(model) if on and cfg.mode == "diffusion" and cfg.steps > 1
+               else None)
+    folder = GraphedFold(model) if on and length_free(model, cache) else None
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B
@@ -477,13 +480,15 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
             done[b] |= emitted >= cfg.length
         if all(done):
             break
-        logits = model.fold(block, cache)[:, -1]  # (the last block is not folded)
+        logits = (model.fold(block, cache) if folder is None
+                  else folder(block, cache))[:, -1]  # (the last block is not folded)
         passes += 1
     t2 = time.perf_counter()
     prefill_s, generate_s = t1 - t0, t2 - t1
     made = sum(len(o) for o in outs)
     shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
-              "policy": cfg.policy, "threshold": cfg.threshold, "cached": True, "graphs": graphed is not None,
+              "policy": cfg.policy, "threshold": cfg.threshold, "cached": True,
+              "graphs": graphed is not None or folder is not None,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "prompt_passes": prompt_passes, "prefill_s": prefill_s, "generate_s": generate_s,
               "seconds": prefill_s + generate_s,

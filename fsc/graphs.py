@@ -14,7 +14,9 @@ changing too; within a decode that holds (only a fold changes the cache, and it 
 length). A cache of fixed states alone (Mamba-2, linear attention, GLA, Gated DeltaNet: no
 attention layer, no logit shift) is read by a step through its tensors only, which a fold
 updates in place, and nothing of the step depends on the length: for such a model the length
-leaves the key, and one capture serves every block of a decode (`length_free`). The output a replay returns is the graph's own tensor, overwritten by the next replay:
+leaves the key, and one capture serves every block of a decode (`length_free`); its fold is
+replayed the same way (`GraphedFold`), so that neither the K steps nor the fold of a block, nor
+an AR token's fold, is issued from Python. The output a replay returns is the graph's own tensor, overwritten by the next replay:
 read it (or copy it) before calling again.
 """
 
@@ -94,5 +96,50 @@ class GraphedStep:
         else:
             self._tokens.copy_(tokens)
         self._graph.replay()
+        self.replays += 1
+        return self._out
+
+
+class GraphedFold:
+    """`model.fold(tokens, cache)` replayed from a CUDA graph, for a `length_free` model: the
+    fold writes its states in place and reads nothing that depends on the length, so one
+    capture serves every fold of a decode of one block shape (AR: every token). Capturing
+    runs the fold on a side stream first (the warm-up), so the cache is saved before and put
+    back after; each replay folds for real, and the lengths (Python's, which a replay does not
+    run) are set after it."""
+
+    def __init__(self, model):
+        self.model = model
+        self._key = None
+        self._cache = None
+        self._graph = None
+        self._tokens = None
+        self._out = None
+        self._warm = True
+        self.captures = 0
+        self.replays = 0
+
+    def __call__(self, tokens: torch.Tensor, cache) -> torch.Tensor:
+        key = (tuple(tokens.shape), tokens.dtype, tokens.device)
+        S = cache.length
+        if cache is not self._cache or key != self._key:
+            assert length_free(self.model, cache), "a fold replays only where its step is length-free"
+            self._graph = self._out = self._cache = None
+            self._tokens = tokens.clone()
+            saved = [{k: t.clone() for k, t in c.tensors.items()} for c in cache.layers]
+            self._graph, self._out = capture(lambda: self.model.fold(self._tokens, cache),
+                                             self._warm)
+            for c, held in zip(cache.layers, saved, strict=True):  # as before the capture
+                for k, t in held.items():
+                    c.tensors[k].copy_(t)
+            self._warm = False
+            self._key, self._cache = key, cache
+            self.captures += 1
+        else:
+            self._tokens.copy_(tokens)
+        self._graph.replay()
+        cache.length = S + tokens.shape[1]
+        for c in cache.layers:
+            c.length = cache.length
         self.replays += 1
         return self._out

@@ -64,8 +64,9 @@ def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name, captures", [
-    ("tiny_mamba", 2), ("tiny_gla", 2),  # fixed states: one capture, and one for the short block
-    ("tiny_attn", 4)])  # attention: one a block (its keys and positions move with the length)
+    # fixed states: one step capture, one for the short last block, one of the fold
+    ("tiny_mamba", 3), ("tiny_gla", 3),
+    ("tiny_attn", 4)])  # attention: a step capture a block (its keys and positions move), eager folds
 def test_a_fixed_state_model_captures_once_for_every_block(name, captures, monkeypatch):
     made = []
 
@@ -96,6 +97,40 @@ def test_a_fixed_state_step_replayed_after_folds_reads_the_folded_state(monkeypa
             assert torch.equal(step(tokens, cache).clone(), model(tokens, cache))
             model.fold(tokens, cache)
     assert step.captures == 1 and step.replays == 3
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar"])
+def test_a_fixed_state_models_folds_replay_one_capture(mode, monkeypatch):
+    """The fold of a length-free model is captured once (per block shape) and replayed: the
+    same tokens as eager, the cache's lengths advanced by each replay, and the cache as the
+    eager folds leave it (the capture's own warm-up fold undone)."""
+    made = []
+
+    def counting(fn, warm=True):
+        made.append(fn)
+        return fake_capture(fn, warm)
+
+    eager = _gen("tiny_mamba", temperature=0.0, length=10, G=4, steps=2, mode=mode)
+    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(graphs, "capture", counting)
+    graphed = _gen("tiny_mamba", temperature=0.0, length=10, G=4, steps=2, mode=mode)
+    assert graphed.token_ids == eager.token_ids and graphed.stats["graphs"]
+    # diffusion: blocks 4, 4, 2, two folds of 4 (one capture) and two step shapes; AR: nine
+    # folds of one token, one capture
+    assert len(made) == (3 if mode == "diffusion" else 1)
+    model = build_model(load_recipe("tiny_mamba"), seed=1).eval()
+    ref = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
+    cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
+    fold, gen = graphs.GraphedFold(model), torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _ in range(3):
+            tokens = torch.randint(0, 256, (1, 4), generator=gen)
+            assert torch.equal(fold(tokens, cache).clone(), model.fold(tokens, ref))
+            assert cache.length == ref.length and [c.length for c in cache.layers] == [
+                c.length for c in ref.layers]
+            for c, r in zip(cache.layers, ref.layers):
+                assert all(torch.equal(c.tensors[k], r.tensors[k]) for k in r.tensors)
+    assert (fold.captures, fold.replays) == (1, 3)
 
 
 def test_graphs_only_where_a_block_takes_several_steps(monkeypatch):

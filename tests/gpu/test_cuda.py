@@ -106,6 +106,27 @@ def test_a_step_replayed_from_a_cuda_graph_equals_the_eager_step(name):
     assert (step.captures, step.replays) == (2 if name == "tiny_attn" else 1, 9)
 
 
+@pytest.mark.parametrize("name", ["tiny_mamba", "tiny_linear", "tiny_gla", "tiny_gated_delta"])
+@torch.no_grad()
+def test_a_fold_replayed_from_a_cuda_graph_equals_the_eager_fold(name):
+    from fsc.graphs import GraphedFold
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe(name), device="cuda", seed=1).eval()
+    ref = model.synthetic_cache(2, 64, "cuda", seed=3, capacity=80, block_size=4)
+    cache = model.synthetic_cache(2, 64, "cuda", seed=3, capacity=80, block_size=4)
+    fold = GraphedFold(model)
+    gen = torch.Generator("cuda").manual_seed(0)
+    for _ in range(3):
+        tokens = torch.randint(0, 256, (2, 4), device="cuda", generator=gen)
+        assert torch.equal(fold(tokens, cache), model.fold(tokens, ref))
+        assert cache.length == ref.length
+        for c, r in zip(cache.layers, ref.layers):
+            assert all(torch.equal(c.tensors[k], r.tensors[k]) for k in r.tensors)
+    assert (fold.captures, fold.replays) == (1, 3)
+
+
 @pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla", "tiny_mamba"])
 def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
     from fsc.decode import DecodeConfig, generate
@@ -118,6 +139,10 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
     runs = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),
                      DecodeConfig(length=16, G=4, steps=3, temperature=0.0, graphs=g), device="cuda")
             for g in (False, True)]
+    ar = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),  # the fold replayed
+                   DecodeConfig(length=12, G=4, steps=1, mode="ar", graphs=g), device="cuda")
+          for g in (False, True)]
+    assert ar[0].token_ids == ar[1].token_ids
     assert runs[0].token_ids == runs[1].token_ids
     # tiny_hybrid's MoE layers too: a decode-sized pass runs its experts densely
     assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
