@@ -11,12 +11,13 @@ profile` replays the step (and the fold, rewound) it times.
 What a capture depends on is its key: the cache object and its length, and the shape and dtype
 of the tokens. Anything else a step reads must not change between replays without one of these
 changing too; within a decode that holds (only a fold changes the cache, and it changes the
-length). A cache of fixed states alone (Mamba-2, linear attention, GLA, Gated DeltaNet: no
-attention layer, no logit shift) is read by a step through its tensors only, which a fold
-updates in place, and nothing of the step depends on the length: for such a model the length
-leaves the key, and one capture serves every block of a decode (`length_free`); its fold is
-replayed the same way (`GraphedFold`), so that neither the K steps nor the fold of a block, nor
-an AR token's fold, is issued from Python. The output a replay returns is the graph's own tensor, overwritten by the next replay:
+length). A cache of fixed states (Mamba-2, linear attention, GLA, Gated DeltaNet) is read by a step
+through its tensors only, which a fold updates in place; attention reads its length on the
+device once the cache is made static (`make_static`: the whole cache masked at the length, the
+block written at it). Where every layer is so (and there is no logit shift), nothing of a step
+depends on the length: the length leaves the key, and one capture serves every block of a
+decode (`length_free`); the fold is replayed the same way (`GraphedFold`), so that neither the
+K steps nor the fold of a block, nor an AR token's fold, is issued from Python. The output a replay returns is the graph's own tensor, overwritten by the next replay:
 read it (or copy it) before calling again.
 """
 
@@ -56,11 +57,27 @@ def capture(fn: Callable[[], torch.Tensor | None], warm: bool = True):
 
 
 def length_free(model, cache) -> bool:
-    """Whether a step of `model` on `cache` does the same work on the same tensors at every
-    cache length: every layer a fixed state (attention's keys, a window's ring and positions
-    depend on the length), and no logit shift (its first position reads the last folded
-    hidden, a tensor a fold replaces)."""
-    return not model.recipe.logit_shift and all(c.kind != "attention" for c in cache.layers)
+    """Whether a step (and a fold) of `model` on `cache` does the same work on the same tensors
+    at every cache length: every layer a fixed state, or attention in its static form (its
+    length on the device: `make_static`; a sliding window's ring is not), and no logit shift
+    (its first position reads the last folded hidden, a tensor a fold replaces)."""
+    return not model.recipe.logit_shift and all(
+        c.kind != "attention" or c.at is not None for c in cache.layers)
+
+
+STATIC_MAX = 1 << 15  # the largest KV cache (tokens) `make_static` reads whole at every step
+
+
+def make_static(cache) -> None:
+    """Attention layers without a window read their length on the device from now on
+    (`LayerCache.at`; `Attention._static_block`): a step reads the whole cache, masked at the
+    length, so its work is the same at every length. Before a decode's first step, after the
+    prompt is folded. Not above STATIC_MAX tokens of capacity: there the masked read of the
+    whole cache (torch's attention, not the split-KV kernel) would cost more than a capture a
+    block saves, until the kernel reads its length on the device too."""
+    for c in cache.layers:
+        if c.kind == "attention" and c.growing and c.capacity <= STATIC_MAX:
+            c.at = torch.tensor([c.length], device=c.tensors["k"].device)
 
 
 class GraphedStep:
@@ -126,12 +143,15 @@ class GraphedFold:
             assert length_free(self.model, cache), "a fold replays only where its step is length-free"
             self._graph = self._out = self._cache = None
             self._tokens = tokens.clone()
-            saved = [{k: t.clone() for k, t in c.tensors.items()} for c in cache.layers]
+            # a state and the device length as they were (a KV cache's slots past the length
+            # are written again by the real fold)
+            saved = [{k: t.clone() for k, t in (c.tensors | {"at": c.at}).items()
+                      if t is not None and (k == "at" or not c.growing)} for c in cache.layers]
             self._graph, self._out = capture(lambda: self.model.fold(self._tokens, cache),
                                              self._warm)
             for c, held in zip(cache.layers, saved, strict=True):  # as before the capture
                 for k, t in held.items():
-                    c.tensors[k].copy_(t)
+                    (c.at if k == "at" else c.tensors[k]).copy_(t)
             self._warm = False
             self._key, self._cache = key, cache
             self.captures += 1

@@ -70,6 +70,8 @@ class Attention(Mixer):
             return self._window_block(x, cache, commit)
         if commit and S + G > cache.capacity:
             raise ValueError(f"attention cache is full: S {S} + G {G} exceeds capacity {cache.capacity}")
+        if cache.at is not None:
+            return self._static_block(x, cache, commit)
         if cache.pads is not None:
             return self._ragged_block(x, cache, commit)
         q, k, v = self._qkv(x, range(S, S + G), S + G)  # (B, G, H|Hkv, D)
@@ -81,6 +83,32 @@ class Attention(Mixer):
             k, v = kc[:, S : S + G], vc[:, S : S + G]
         o = ops.call("block_attention", q, kc, vc, k, v, S, 1 / math.sqrt(self.head_dim))
         return self._out(o, x)
+
+    def _static_block(self, x, cache: LayerCache, commit: bool):
+        """The block against the whole cache, the length read on the device (`cache.at`): the
+        prefix keys below it (and, ragged, from each row's start on), the block's own keys,
+        positions from it; a fold writes the block at it and moves it on. The same attention
+        as `_block`'s, with the same operations at every length, so that one captured CUDA
+        graph serves every block (fsc.graphs)."""
+        G, cap = x.shape[1], cache.capacity
+        at = cache.at + torch.arange(G, device=x.device)  # the block's slots
+        pos = at if cache.pads is None else at[None] - cache.pads[:, None]
+        q, k, v = self._qkv(x, pos, cap)
+        kc, vc = cache.tensors["k"], cache.tensors["v"]
+        k, v = k.to(kc.dtype), v.to(vc.dtype)
+        keys = torch.arange(cap, device=x.device)
+        before = keys < cache.at  # (cap,): the prefix
+        if cache.pads is not None:
+            before = before[None] & (keys[None] >= cache.pads[:, None])  # (B, cap)
+        prefix = before[..., None, :].expand(*before.shape[:-1], G, cap)
+        own = torch.ones(*prefix.shape[:-1], G, dtype=torch.bool, device=x.device)
+        out = self._attend(q, torch.cat([kc, k], 1), torch.cat([vc, v], 1),
+                           torch.cat([prefix, own], -1), x)
+        if commit:
+            kc.index_copy_(1, at, k)
+            vc.index_copy_(1, at, v)
+            cache.at += G
+        return out
 
     def _ragged_block(self, x, cache: LayerCache, commit: bool):
         """The block of rows whose prefixes begin `cache.pads` positions late (right-aligned

@@ -25,6 +25,9 @@ class LayerCache:
     length: int = 0
     growing: bool = False
     pads: torch.Tensor | None = None  # [B] long: a growing cache's rows begin this late (ragged)
+    # [1] long on the cache's device: the length again, for a step and fold that read it there
+    # (attention's static form, which one CUDA graph serves at every length: fsc.graphs)
+    at: torch.Tensor | None = None
 
     @property
     def capacity(self) -> int | None:

@@ -6,11 +6,15 @@ import pytest
 import torch
 
 from fsc import decode, graphs
+from fsc.decode import DecodeConfig
 from fsc.errors import UsageError
 from fsc.graphs import GraphedStep
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
+from fsc.tokenizer import ByteTokenizer
 from tests.core.test_decode import _gen
+
+TOK = ByteTokenizer()
 
 
 class _Replay:
@@ -64,10 +68,11 @@ def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name, captures", [
-    # fixed states: one step capture, one for the short last block, one of the fold
-    ("tiny_mamba", 3), ("tiny_gla", 3),
-    ("tiny_attn", 4)])  # attention: a step capture a block (its keys and positions move), eager folds
-def test_a_fixed_state_model_captures_once_for_every_block(name, captures, monkeypatch):
+    # fixed states, and attention made static: one step capture, one for the short last
+    # block, one of the fold
+    ("tiny_mamba", 3), ("tiny_gla", 3), ("tiny_attn", 3), ("tiny_hybrid", 3),
+    ("passkey_hybrid_swa", 4)])  # a window's ring: a step capture a block, eager folds
+def test_a_length_free_model_captures_once_for_every_block(name, captures, monkeypatch):
     made = []
 
     def counting(fn, warm=True):
@@ -81,7 +86,13 @@ def test_a_fixed_state_model_captures_once_for_every_block(name, captures, monke
     assert graphed.token_ids == eager.token_ids and len(made) == captures
     model = build_model(load_recipe(name), seed=1).eval()
     cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
-    assert graphs.length_free(model, cache) == (name != "tiny_attn")
+    assert graphs.length_free(model, cache) == (name in ("tiny_mamba", "tiny_gla"))
+    graphs.make_static(cache)  # attention reads its length on the device
+    assert graphs.length_free(model, cache) == (name != "passkey_hybrid_swa")
+    monkeypatch.setattr(graphs, "STATIC_MAX", 39)  # a cache longer than that stays as it is
+    cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
+    graphs.make_static(cache)
+    assert graphs.length_free(model, cache) == (name in ("tiny_mamba", "tiny_gla"))
 
 
 def test_a_fixed_state_step_replayed_after_folds_reads_the_folded_state(monkeypatch):
@@ -133,11 +144,22 @@ def test_a_fixed_state_models_folds_replay_one_capture(mode, monkeypatch):
     assert (fold.captures, fold.replays) == (1, 3)
 
 
-def test_graphs_only_where_a_block_takes_several_steps(monkeypatch):
+def test_graphs_where_a_capture_is_replayed(monkeypatch):
+    made = []
+
+    def counting(fn, warm=True):
+        made.append(fn)
+        return fake_capture(fn, warm)
+
     monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
-    monkeypatch.setattr(graphs, "capture", fake_capture)
-    assert not _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"]  # K 1: capture never pays
-    assert not _gen("tiny_attn", length=8, mode="ar").stats["graphs"]
+    monkeypatch.setattr(graphs, "capture", counting)
+    # K 1: no step is captured (a block's one step would pay for its own capture), the folds
+    # are (one capture serves them all); AR: each token's fold
+    assert _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"] and len(made) == 1
+    assert _gen("tiny_attn", length=8, mode="ar").stats["graphs"] and len(made) == 2
+    # a sliding window's ring moves with the length: its folds stay eager, its steps a
+    # capture a block
+    assert not _gen("passkey_hybrid_swa", length=8, mode="ar").stats["graphs"]
     assert not _gen("tiny_attn", length=8, steps=2, graphs=False).stats["graphs"]
     assert not _gen("tiny_attn", length=8, steps=2, use_cache=False).stats["graphs"]
     assert not graphs.usable("cpu")
@@ -185,3 +207,40 @@ def test_profile_times_the_step_and_the_fold_replayed_where_it_can(name, asked, 
     row = profile.measure_point(model, model.recipe, 32, 1, 4, 4, cfg)
     assert len(made) == captured  # the step and the rewound fold
     assert row["step_ms"] > 0 and row["fold_ms"] > 0 and len(row["samples"]["step"]) == 2
+
+
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_hybrid", "passkey_attn_nope"])
+@torch.no_grad()
+def test_static_attention_is_the_attention_at_every_length(name):
+    """Attention's static form (the whole cache, masked at a length held on the device) gives
+    the step and the fold of the usual form, over folds of several blocks, and the same KV."""
+    model = build_model(load_recipe(name), seed=1).eval()
+    ref = model.synthetic_cache(2, 9, seed=2, capacity=40, block_size=4)
+    cache = model.synthetic_cache(2, 9, seed=2, capacity=40, block_size=4)
+    graphs.make_static(cache)
+    gen = torch.Generator().manual_seed(0)
+    for g in (4, 4, 3, 1):
+        tokens = torch.randint(0, 256, (2, g), generator=gen)
+        torch.testing.assert_close(model(tokens, cache), model(tokens, ref), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(model.fold(tokens, cache), model.fold(tokens, ref), atol=1e-5,
+                                   rtol=1e-5)
+    for c, r in zip(cache.layers, ref.layers):
+        assert c.length == r.length == 9 + 12
+        if c.kind == "attention":
+            assert int(c.at) == c.length
+            torch.testing.assert_close(c.tensors["k"][:, : c.length], r.tensors["k"][:, : r.length])
+
+
+def test_a_ragged_batch_decodes_through_static_attention_as_alone(monkeypatch):
+    from tests.core.test_decode_batch import TEXTS, _model
+
+    m = _model("tiny_hybrid")
+    prompts = [TOK.encode(t) for t in TEXTS]
+    for mode in ("diffusion", "ar"):
+        cfg = DecodeConfig(length=9, G=4, steps=2, mode=mode)
+        eager = [decode.generate(m, TOK, p, cfg).token_ids for p in prompts]
+        with monkeypatch.context() as mp:
+            mp.setattr(decode, "graphs_usable", lambda device: True)
+            mp.setattr(graphs, "capture", fake_capture)
+            together = decode.generate_batch(m, TOK, prompts, cfg, batch=5)
+        assert [r.token_ids for r in together] == eager and together[0].stats["graphs"]
