@@ -117,24 +117,13 @@ class GraphedStep:
         return self._out
 
 
-class GraphedFold:
+class GraphedFold(GraphedStep):
     """`model.fold(tokens, cache)` replayed from a CUDA graph, for a `length_free` model: the
     fold writes its states in place and reads nothing that depends on the length, so one
     capture serves every fold of a decode of one block shape (AR: every token). Capturing
     runs the fold on a side stream first (the warm-up), so the cache is saved before and put
     back after; each replay folds for real, and the lengths (Python's, which a replay does not
-    run) are set after it."""
-
-    def __init__(self, model):
-        self.model = model
-        self._key = None
-        self._cache = None
-        self._graph = None
-        self._tokens = None
-        self._out = None
-        self._warm = True
-        self.captures = 0
-        self.replays = 0
+    run) are set after it. (A GraphedStep's bookkeeping, a fold's capture and replay.)"""
 
     def __call__(self, tokens: torch.Tensor, cache) -> torch.Tensor:
         key = (tuple(tokens.shape), tokens.dtype, tokens.device)
