@@ -45,7 +45,7 @@ import torch
 
 from fsc.blocks import POLICIES, check_block
 from fsc.errors import UsageError
-from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
+from fsc.graphs import GraphedFold, GraphedStep, make_static
 from fsc.graphs import usable as graphs_usable
 from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
@@ -444,11 +444,10 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     # on CUDA: a graph pays for its capture from the second step of a block on, and a fold's
     # from the second fold on where one capture serves them all (a length-free model)
     on = cfg.graphs and graphs_usable(device)
-    if on:  # attention reads its length on the device: one capture for every length
-        make_static(cache)
     graphed = (GraphedStep(model) if on and cfg.mode == "diffusion" and cfg.steps > 1
                else None)
-    folder = GraphedFold(model) if on and length_free(model, cache) else None
+    # attention reading its length on the device: one capture for every length
+    folder = GraphedFold(model) if on and make_static(model, cache) else None
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B

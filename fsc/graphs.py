@@ -68,47 +68,52 @@ def length_free(model, cache) -> bool:
 STATIC_MAX = 1 << 15  # the largest KV cache (tokens) `make_static` reads whole at every step
 
 
-def make_static(cache) -> None:
-    """Attention layers without a window read their length on the device from now on
-    (`LayerCache.at`; `Attention._static_block`): a step reads the whole cache, masked at the
-    length, so its work is the same at every length. Before a decode's first step, after the
-    prompt is folded. Not above STATIC_MAX tokens of capacity: there the masked read of the
-    whole cache (torch's attention, not the split-KV kernel) would cost more than a capture a
-    block saves, until the kernel reads its length on the device too."""
-    for c in cache.layers:
-        if c.kind == "attention" and c.growing and c.capacity <= STATIC_MAX:
-            c.at = torch.tensor([c.length], device=c.tensors["k"].device)
+def make_static(model, cache) -> bool:
+    """Whether `model` on `cache` can be made `length_free`, made so: its attention layers
+    read their length on the device from now on (`LayerCache.at`; `Attention._static_block`:
+    a step reads the whole cache, masked at the length, so its work is the same at every
+    length). Before a decode's first step, after the prompt is folded. A cache that cannot be
+    made so is left as it is (a sliding window's ring, a logit shift), and so is one above
+    STATIC_MAX tokens of capacity: there the masked read of the whole cache (torch's
+    attention, not the split-KV kernel) would cost more than a capture a block saves, until
+    the kernel reads its length on the device too."""
+    attention = [c for c in cache.layers if c.kind == "attention"]
+    if model.recipe.logit_shift or any(not c.growing or c.capacity > STATIC_MAX
+                                       for c in attention):
+        return length_free(model, cache)
+    for c in attention:
+        c.at = torch.tensor([c.length], device=c.tensors["k"].device)
+    return True
 
 
 class GraphedStep:
-    """`model(tokens, cache)` replayed from a CUDA graph while the key (cache, its length unless
-    the step is `length_free`, the tokens' shape and dtype) is unchanged, recaptured when it
-    changes (by this module's `capture`, looked up at each capture: a test without a GPU swaps
-    in a stand-in)."""
+    """`model(tokens, cache)` replayed from a CUDA graph while the key (the tokens' shape and
+    dtype) and the cache are unchanged, and its length too unless the step is `length_free`;
+    recaptured when one changes (by this module's `capture`, looked up at each capture: a test
+    without a GPU swaps in a stand-in)."""
 
     def __init__(self, model):
         self.model = model
         self._key = None
         self._cache = None  # held, so that the graph's tensors stay allocated
+        self._length = None  # the length captured at; None: any (length-free)
         self._graph = None
         self._tokens = None
         self._out = None
         self._warm = True
-        self._free = False
         self.captures = 0
         self.replays = 0
 
     def __call__(self, tokens: torch.Tensor, cache) -> torch.Tensor:
-        free = cache is self._cache and self._free
-        key = (None if free else cache.length, tuple(tokens.shape), tokens.dtype, tokens.device)
-        if cache is not self._cache or key != self._key:
+        key = (tuple(tokens.shape), tokens.dtype, tokens.device)
+        if (cache is not self._cache or key != self._key
+                or self._length not in (None, cache.length)):
             self._graph = self._out = self._cache = None  # the old capture's memory goes first
             self._tokens = tokens.clone()
             self._graph, self._out = capture(lambda: self.model(self._tokens, cache), self._warm)
             self._warm = False
-            self._free = length_free(self.model, cache)
-            self._key = (None if self._free else cache.length, *key[1:])
-            self._cache = cache
+            self._length = None if length_free(self.model, cache) else cache.length
+            self._key, self._cache = key, cache
             self.captures += 1
         else:
             self._tokens.copy_(tokens)
@@ -128,7 +133,7 @@ class GraphedFold(GraphedStep):
     def __call__(self, tokens: torch.Tensor, cache) -> torch.Tensor:
         key = (tuple(tokens.shape), tokens.dtype, tokens.device)
         S = cache.length
-        if cache is not self._cache or key != self._key:
+        if cache is not self._cache or key != self._key:  # (a fold is always length-free)
             assert length_free(self.model, cache), "a fold replays only where its step is length-free"
             self._graph = self._out = self._cache = None
             self._tokens = tokens.clone()
@@ -147,8 +152,6 @@ class GraphedFold(GraphedStep):
         else:
             self._tokens.copy_(tokens)
         self._graph.replay()
-        cache.length = S + tokens.shape[1]
-        for c in cache.layers:
-            c.length = cache.length
+        cache.set_length(S + tokens.shape[1])
         self.replays += 1
         return self._out

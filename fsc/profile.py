@@ -59,13 +59,6 @@ class Timer:
         return (time.perf_counter() - t0) * 1e3
 
 
-def _rewind(cache, S: int) -> None:
-    """Undo a fold's length change (the data written past S is overwritten by the next fold)."""
-    cache.length = S
-    for lc in cache.layers:
-        lc.length = S
-
-
 @torch.no_grad()
 def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: SweepConfig) -> dict:
     """Time step and fold at one point; returns the measured columns and raw samples."""
@@ -83,7 +76,7 @@ def measure_point(model, recipe: Recipe, S: int, B: int, G: int, K: int, cfg: Sw
 
     def fold():
         model.fold(tokens, cache)
-        _rewind(cache, S)
+        cache.set_length(S)  # rewound: the data past S is overwritten by the next fold
 
     with ops.trace() as ran:
         for _ in range(cfg.warmup):

@@ -47,10 +47,11 @@ def check(grid: EvalGrid, tokenizer) -> None:
 
 @torch.no_grad()
 def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor, mode: str,
-                   steps: int, free: bool = False) -> torch.Tensor:
+                   steps: int) -> torch.Tensor:
     """`tokens` [B, L] with the answers at the `target` [L] positions (the same in every row)
-    replaced by what the cached decoder produces; see the module docstring. `free`: what was
-    decoded is folded, not the truth (an answer of several blocks as a user would get it)."""
+    replaced by what the cached decoder produces; see the module docstring: an answer after the
+    whole prompt is decoded freely (each answer block folded as decoded, as a user gets it),
+    answers between queries after the true blocks before them."""
     B, L = tokens.shape
     device = tokens.device
     G = 1 if mode == "ar" else model.recipe.block_size
@@ -61,13 +62,12 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
     pick = Picker(banned_ids(tokenizer, vocab), vocab, 0.0, 1.0, "confidence", [0] * B, device)
     cache = model.empty_cache(B, L, device, block_size=G)
     out = tokens.clone()
-    history = out if free else tokens  # what the cache reads before each answer
     last = int(target.nonzero().max()) + 1
     if mode == "ar":  # the tokens before each target folded in one pass, then its pick
         at, logits = 0, None
         for i in target[:last].nonzero()[:, 0].tolist():
             if i > at:
-                logits = model.fold_blocks(history[:, at:i], cache)
+                logits = model.fold_blocks(tokens[:, at:i], cache)
                 at = i
             out[:, i] = pick(logits[:, None])[0][:, 0]
         return out
@@ -85,7 +85,7 @@ def decode_answers(model, tokenizer, tokens: torch.Tensor, target: torch.Tensor,
         out[:, s : s + G] = denoise(lambda b: model(b, cache), block.masked_fill(
             masked, tokenizer.mask_id), masked, steps, pick)
         if s + G < last:
-            model.fold(history[:, s : s + G], cache)
+            model.fold(tokens[:, s : s + G], cache)
         s += G
     return out
 

@@ -117,7 +117,7 @@ def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
         assert all(s.target == samples[0].target for s in chunk), "one layout per cell"
         ids = torch.tensor([s.ids for s in chunk], dtype=torch.long, device=device)
         got = retrieval.decode_answers(model, tokenizer, ids, target, settings.mode,
-                                       settings.steps, free=True).cpu()
+                                       settings.steps).cpu()
         for s, row in zip(chunk, got, strict=True):
             share = found(tokenizer.decode(row[target].tolist()), s.answers)
             total += share

@@ -50,6 +50,13 @@ class ModelCache:
     length: int = 0
     last_hidden: torch.Tensor | None = None  # [B, d_model], after the final norm; shift only
 
+    def set_length(self, S: int) -> None:
+        """S tokens folded, in the model's cache and every layer's (a fold replayed from a CUDA
+        graph runs no Python to count them; a profile's fold is rewound)."""
+        self.length = S
+        for c in self.layers:
+            c.length = S
+
     def nbytes(self) -> CacheBytes:
         """Bytes allocated: the growing (KV) and fixed (state) layers' tensors."""
         kv = sum(c.nbytes() for c in self.layers if c.growing)

@@ -87,11 +87,11 @@ def test_a_length_free_model_captures_once_for_every_block(name, captures, monke
     model = build_model(load_recipe(name), seed=1).eval()
     cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
     assert graphs.length_free(model, cache) == (name in ("tiny_mamba", "tiny_gla"))
-    graphs.make_static(cache)  # attention reads its length on the device
+    graphs.make_static(model, cache)  # attention reads its length on the device
     assert graphs.length_free(model, cache) == (name != "passkey_hybrid_swa")
     monkeypatch.setattr(graphs, "STATIC_MAX", 39)  # a cache longer than that stays as it is
     cache = model.synthetic_cache(1, 8, seed=2, capacity=40, block_size=4)
-    graphs.make_static(cache)
+    graphs.make_static(model, cache)
     assert graphs.length_free(model, cache) == (name in ("tiny_mamba", "tiny_gla"))
 
 
@@ -217,7 +217,7 @@ def test_static_attention_is_the_attention_at_every_length(name):
     model = build_model(load_recipe(name), seed=1).eval()
     ref = model.synthetic_cache(2, 9, seed=2, capacity=40, block_size=4)
     cache = model.synthetic_cache(2, 9, seed=2, capacity=40, block_size=4)
-    graphs.make_static(cache)
+    graphs.make_static(model, cache)
     gen = torch.Generator().manual_seed(0)
     for g in (4, 4, 3, 1):
         tokens = torch.randint(0, 256, (2, g), generator=gen)

@@ -31,7 +31,7 @@ def test_free_answers_of_several_blocks_are_what_generate_decodes():
     samples = [task.sample(i) for i in range(2)]
     first = samples[0].target.index(True)
     got = decode_answers(m, TOK, torch.tensor([s.ids for s in samples]),
-                         torch.tensor(samples[0].target), "diffusion", 2, free=True)
+                         torch.tensor(samples[0].target), "diffusion", 2)
     assert 192 - first > 4  # several answer blocks
     for b, s in enumerate(samples):
         want = generate(m, TOK, s.ids[:first], DecodeConfig(length=192 - first, G=4, steps=2))
@@ -44,10 +44,10 @@ def test_scores_are_the_expected_strings_found(monkeypatch):
     task = CommonWords(TOK, 256, 4, words=3)
     samples = [task.sample(i) for i in range(2)]
 
-    def answer(model, tokenizer, ids, target, mode, steps, free):
-        assert free
+    def answer(model, tokenizer, ids, target, mode, steps):
         out = ids.clone()
         first = int(target.nonzero()[0])
+        assert bool(target[first:].all())  # one answer after the prompt: decoded freely
         out[1, first : first + 3] = TOK.encode("???")[0]
         return out
 

@@ -81,7 +81,7 @@ def test_the_harness_model_answers_the_exported_prompts_as_fsc_eval_does(fsc_mai
     ids = torch.tensor([TOK.encode(d["input"]) + [0] * 12 for d in docs])
     target = torch.zeros(160, dtype=torch.bool)
     target[-12:] = True
-    ours = decode_answers(lm.model, TOK, ids, target, "diffusion", 4, free=True)
+    ours = decode_answers(lm.model, TOK, ids, target, "diffusion", 4)
     assert answers == [TOK.decode(row[-12:].tolist()) for row in ours]
     assert len(set(answers)) > 1
 

@@ -119,7 +119,7 @@ def test_a_fold_and_step_replayed_from_one_capture_equal_the_eager_ones(name):
     model = build_model(load_recipe(name), device="cuda", seed=1).eval()
     ref = model.synthetic_cache(2, 64, "cuda", seed=3, capacity=80, block_size=4)
     cache = model.synthetic_cache(2, 64, "cuda", seed=3, capacity=80, block_size=4)
-    make_static(cache)
+    make_static(model, cache)
     fold, step = GraphedFold(model), GraphedStep(model)
     gen = torch.Generator("cuda").manual_seed(0)
     for _ in range(3):
