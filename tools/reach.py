@@ -24,7 +24,7 @@ import time
 
 from tools import retrieval
 from tools.fscjson import Reader, plot, run_json
-from tools.retrieval import RATIOS, _latest_runs, parsed, tag
+from tools.retrieval import RATIOS, _latest_runs, parsed, tag, training_table
 
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]
 # passkey twice as often as each other task: the reach targets are read on it
@@ -87,16 +87,7 @@ def tables(a) -> str:
     (recipe, seed) in the store."""
     st = Reader(a.store)
     tags = [tag(r, s) for r in a.recipes for s in a.seeds]
-    lines = ["| training | steps | wall time | last loss | in-loop exact match by step |",
-             "| --- | ---: | ---: | ---: | --- |"]
-    for t, run in _latest_runs(st, "train", tags).items():
-        _, [(steps, wall, loss)] = st.query(
-            "select max(step), max(elapsed_s), last(loss order by step) from training where"
-            " run_id = ?", [run])
-        _, accs = st.query("select eval_accuracy from training where run_id = ? and"
-                           " eval_accuracy is not null order by step", [run])
-        curve = ", ".join(f"{acc:.2f}" for (acc,) in accs)
-        lines.append(f"| {t} | {steps} | {wall:.0f} s | {loss:.4f} | {curve} |")
+    lines = training_table(st, tags)
     got = {t: scores(st, run) for t, run in _latest_runs(st, "eval", tags).items()}
     head = " | ".join(f"{x}×" for x in RATIOS)
     spread = " (mean [lowest, highest] over seeds)" if len(a.seeds) > 1 else ""

@@ -90,11 +90,9 @@ def _cells(st: Reader, run: str) -> dict[float, tuple[float, float]]:
     return {ratio: (acc, tok) for ratio, acc, tok in rows}
 
 
-def tables(a) -> str:
-    """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
-    (recipe, seed) in the store."""
-    st = Reader(a.store)
-    tags = [tag(r, s) for r in a.recipes for s in a.seeds]
+def training_table(st: Reader, tags: list[str]) -> list[str]:
+    """A row per (recipe, seed): the newest training's steps, wall time, tokens/s, last loss
+    and in-loop exact match by step."""
     lines = ["| training | steps | wall time | tokens/s | last loss | in-loop exact match by step |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
     for t, run in _latest_runs(st, "train", tags).items():
@@ -105,6 +103,15 @@ def tables(a) -> str:
                            " eval_accuracy is not null order by step", [run])
         curve = ", ".join(f"{acc:.2f}" for _, acc in accs)
         lines.append(f"| {t} | {steps} | {wall:.0f} s | {rate:.0f} | {loss:.4f} | {curve} |")
+    return lines
+
+
+def tables(a) -> str:
+    """The tables of docs/benchmarks.md section 9, from the newest train and eval runs of each
+    (recipe, seed) in the store."""
+    st = Reader(a.store)
+    tags = [tag(r, s) for r in a.recipes for s in a.seeds]
+    lines = training_table(st, tags)
     evals = _latest_runs(st, "eval", tags)
     head = " | ".join(f"{x}×" for x in RATIOS)
     lines += ["", f"Exact match of the whole key (digits right in brackets), mean over the five "

@@ -537,9 +537,9 @@ def ruler_scores(cells: Rows) -> dict[tuple, dict[str, dict[float, float]]]:
     `average` part beside the others (the mean over the parts, at ratios every part has)."""
     out: dict[tuple, dict[str, dict[float, float]]] = {}
     for key, line in grouped(cells, ("recipe", "run_id")).items():
-        parts = {ruler_part(p[0]): {r[0]: _metric(got, "score")
-                                    for r, got in grouped(p, ("length_ratio",)).items()}
-                 for p in (v for v in _by_part(line).values())}
+        parts = {part: {r[0]: _metric(got, "score")
+                        for r, got in grouped(rows, ("length_ratio",)).items()}
+                 for part, rows in _by_part(line).items()}
         shared = set.intersection(*(set(v) for v in parts.values()))
         parts["average"] = {x: sum(v[x] for v in parts.values()) / len(parts)
                             for x in sorted(shared)}
