@@ -96,3 +96,17 @@ def test_a_chunked_prefill_fits_a_prompt_one_pass_would_not(fsc_main, tmp_path, 
     res = fsc_main("decode", "tiny_attn", "--prompt-file", "long.txt", "--length", "8",
                    "--prefill-chunk", "0")
     _refused(res, "the prompt's 2000 tokens and --length 8 need")
+
+
+def test_fsc_decode_prefills_a_long_prompt_a_chunk_at_a_time(fsc_main, tmp_path):
+    """At the command line: --prefill-chunk folds the prompt in passes of whole blocks, counted
+    in the stats, and decodes what one pass decodes."""
+    (tmp_path / "long.txt").write_text("The grass is green. " * 5)  # 100 tokens
+    runs = {}
+    for chunk in ("0", "8", "10"):
+        res = fsc_main("decode", "tiny_hybrid", "--prompt-file", tmp_path / "long.txt",
+                       "--length", "8", "--prefill-chunk", chunk, "--device", "cpu", "--json")
+        assert res.returncode == 0, res.stderr
+        runs[chunk] = json.loads(res.stdout)
+    assert [runs[c]["stats"]["prompt_passes"] for c in ("0", "8", "10")] == [1, 13, 13]
+    assert runs["8"]["token_ids"] == runs["0"]["token_ids"] == runs["10"]["token_ids"]

@@ -164,3 +164,25 @@ def test_the_niah_figures_draw_the_passkey_cells_alone(fsc_main, tmp_path):
     st = Store(store)
     runs = select.pick_runs(st, select.NIAH, ["all"])
     assert {r["variant"] for r in select.rows(st, select.NIAH, runs)} == {"single"}
+
+
+def test_fsc_train_supervises_the_suites_repeats_and_says_what_does_not_fit(fsc_main, tmp_path):
+    """At the command line: --supervise-needle trains niah's variants and vt on their repeats
+    (the in-loop eval scores the answers alone); a length the repeats do not fit is one line
+    naming it, exit 2, nothing trained."""
+    store = tmp_path / "store"
+    res = fsc_main("train", "tiny_attn", "--data", "niah_multikey,vt", "--needles", "2",
+                   "--hops", "2", "--supervise-needle", "--seq-len", "128", "--train-steps", "2",
+                   "--batch", "2", "--eval-every", "2", "--out", tmp_path / "run", "--store",
+                   store, "--json")
+    assert res.returncode == 0, res.stderr
+    _, [(accuracy,)] = Store(store).query("select eval_accuracy from training "
+                                          "where eval_accuracy is not null")
+    assert 0 <= accuracy <= 1
+    bad = fsc_main("train", "tiny_attn", "--data", "niah_multikey", "--needles", "2",
+                   "--supervise-needle", "--seq-len", "112", "--train-steps", "1", "--out",
+                   tmp_path / "bad", "--store", store)
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "error: --seq-len 112 is shorter than a niah multikey prompt with 2 needles and 0 "
+        "distractors (115 tokens at G = 4)")
+    assert not (tmp_path / "bad").exists()
