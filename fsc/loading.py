@@ -137,6 +137,17 @@ def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bo
         f"{limit}")
 
 
+def reread(model, recipe: Recipe):
+    """`model`'s own weights (not copied) in a model built from `recipe`, a weight-free change
+    of the model's (`Recipe.changed`: the same tensors, read another way), in eval mode."""
+    if recipe == model.recipe:
+        return model
+    dtype = next(model.parameters()).dtype
+    new = build_model(recipe, device="meta", dtype=dtype)
+    new.load_state_dict(model.state_dict(), strict=True, assign=True)
+    return new.eval()
+
+
 def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
                S: int = 0, B: int = 1, G: int = 1, one_token_steps: bool = False):
     """(recipe, model): a checkpoint's verified weights, a published folder's own weights (an

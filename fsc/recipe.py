@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from fsc.dtypes import DTYPE_BYTES  # noqa: F401 - re-exported
-from fsc.errors import RecipeError
+from fsc.errors import RecipeError, UsageError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
 from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show, source_name
 from fsc.sections import (
@@ -351,7 +351,11 @@ class _Recipe(Section):
             return None
         a = self.attention
         encoding = f"RoPE, theta {a.rope_theta:g}" if a.position == "rope" else "none (NoPE)"
-        return encoding if a.window is None else f"{encoding}; sliding window of {a.window} tokens"
+        if a.window is not None:
+            encoding += f"; sliding window of {a.window} tokens"
+        if a.logn is not None:
+            encoding += f"; queries past {a.logn} scaled by log(p + 1) / log({a.logn})"
+        return encoding
 
     @property
     def mlp_cfg(self) -> MlpCfg | None:
@@ -370,6 +374,28 @@ class _Recipe(Section):
     def with_dtype(self, dtype: str) -> Recipe:
         """The same recipe with weights and activations in `dtype` (bf16, fp16, fp32)."""
         return self if dtype == self.dtype else self.model_copy(update={"dtype": dtype})
+
+    def changed(self, changes: tuple[tuple[str, object], ...]) -> Recipe:
+        """The recipe with weight-free fields changed (`parse_changes`'s pairs; `fsc eval
+        --set`), named for them so that their rows stand apart: the same weights read another
+        way. RecipeError for a value the field does not take, or a section the recipe lacks."""
+        if not changes:
+            return self
+        data = _pruned(self.hashed_fields())
+        for key, value in changes:
+            *section, field = key.split(".")
+            into = data
+            for part in section:
+                if getattr(self, part, None) is None:
+                    raise RecipeError(f"--set {key}: {self.name} has no {part} section")
+                into = into.setdefault(part, {})
+            if value is None:
+                into.pop(field, None)
+            else:
+                into[field] = value
+        said = ",".join(f"{k}={'none' if v is None else v}" for k, v in changes)
+        data["name"] = f"{self.name}+{said}"[:MAX_NAME]
+        return parse_recipe(data, f"{self.name} with --set {said}")
 
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
         """The same layer plan at another width (heads scaled to keep head sizes valid; explicit
@@ -487,6 +513,33 @@ def _format_error(source: str, err: ValidationError) -> str:
     if e["type"] in ("too_long", "string_too_long"):
         problem += f" ({len(got)} {'characters' if isinstance(got, str) else 'entries'})"
     return _message(source, loc, problem, got, _describe(_at(loc)[1]))
+
+
+# Recipe fields that change how weights are read, never what weights there are: a checkpoint
+# can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
+WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "state_dtype")
+
+
+def parse_changes(items) -> tuple[tuple[str, object], ...]:
+    """(key, value) pairs of `--set KEY=VALUE` items, each key one of WEIGHT_FREE, the value
+    read as YAML (none or null: the field's default); UsageError naming the item otherwise."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not text.strip():
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. attention.logn=128")
+        if key not in WEIGHT_FREE:
+            raise UsageError(f"--set {key}: not a field that changes no weight; one of "
+                             f"{', '.join(WEIGHT_FREE)}")
+        if key in out:
+            raise UsageError(f"--set {key}: given twice")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text.strip()
+        out[key] = None if isinstance(value, str) and value.lower() == "none" else value
+    return tuple(out.items())
 
 
 def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:

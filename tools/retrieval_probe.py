@@ -41,7 +41,7 @@ def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,
                 m.window, m.growing = window, False
             if scale != 1.0:
                 qkv = m._qkv
-                m._qkv = lambda x, pos, qkv=qkv: (lambda q, k, v: (q * scale, k, v))(*qkv(x, pos))
+                m._qkv = lambda *args, qkv=qkv: (lambda q, k, v: (q * scale, k, v))(*qkv(*args))
     G = model.recipe.block_size
     settings = EvalSettings("diffusion", G, samples, samples, 0, None)
     out = {}

@@ -35,7 +35,7 @@ MAX_SAMPLES = 100_000
 GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
                 "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
-                "mauve", *SUITE_OPTIONS)
+                "mauve", "changes", *SUITE_OPTIONS)
 MAX_PAIRS = 676  # mqar's keys are two letters
 
 
@@ -133,6 +133,11 @@ def evaluate(
     output_path: Annotated[Path | None, typer.Option(
         "--output-path", help="harness: a folder for the harness's results JSON (and "
         "--log-samples' JSONL), as lm_eval --output_path writes them.", show_default=False)] = None,
+    changes: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE", help="Score the checkpoint with a recipe field that "
+        "changes no weight set otherwise (repeatable): attention.logn, attention.window, "
+        "attention.rope_theta or state_dtype, e.g. --set attention.logn=128; the rows name "
+        "the recipe RECIPE+KEY=VALUE.", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
@@ -190,10 +195,13 @@ def evaluate(
         temperatures=tuple(parse_floats(temperature, "--temperature", 0, 100))
         if temperature is not None else None, top_p=top_p,
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve,
-        resume=resume, **{k: v for k, v in suite.items() if k != "export"})
+        changes=tuple(changes or ()), resume=resume,
+        **{k: v for k, v in suite.items() if k != "export"})
     if resume is None:
         precheck(asked)  # the options the task takes, before torch is imported
     if suite.get("export") is not None:  # the prompts written, not scored
+        if changes:
+            raise UsageError("--set changes the model scored; --export writes prompts only")
         export_prompts(asked, suite["export"])
         return
     from fsc.scale.evaluation import evaluate

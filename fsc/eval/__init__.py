@@ -23,8 +23,8 @@ import torch
 from fsc.errors import UsageError
 from fsc.eval import genppl, loss, retrieval, ruler
 from fsc.eval.grid import EvalCell, EvalGrid
-from fsc.loading import check_fits, load_model
-from fsc.recipe import Recipe
+from fsc.loading import check_fits, load_model, reread
+from fsc.recipe import Recipe, parse_changes
 
 
 def fits_at_lengths(grid: EvalGrid, recipe: Recipe, device) -> None:
@@ -80,10 +80,13 @@ def check(grid: EvalGrid, tokenizer) -> None:
     TASKS[grid.task].check(grid, tokenizer)
 
 
-def model_to_score(source: str, device, seed: int, ar: bool):
-    """The model `fsc eval` scores: a checkpoint (or a recipe's seeded weights), decoded at
-    G = 1 when `ar` asks it of a G > 1 checkpoint."""
+def model_to_score(source: str, device, seed: int, ar: bool, changes: tuple[str, ...] = ()):
+    """The model `fsc eval` scores: a checkpoint (or a recipe's seeded weights), its weight-free
+    fields changed as `fsc eval --set` asks (`changes`), decoded at G = 1 when `ar` asks it of
+    a G > 1 checkpoint."""
     _, model = load_model(source, device=device, seed=seed)
+    if changes:
+        model = reread(model, model.recipe.changed(parse_changes(changes)))
     if ar and model.recipe.block_size != 1:
         model.recipe = model.recipe.as_autoregressive()
     return model

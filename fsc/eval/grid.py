@@ -144,6 +144,7 @@ class EvalGrid:
     gen: GenSettings | None = None  # genppl
     ruler: RulerOptions = field(default_factory=RulerOptions)  # niah, vt, cwe, fwe: the knobs
     bos: bool = False  # the model's sequences begin with BOS (an imported model's convention)
+    changes: tuple[str, ...] = ()  # `fsc eval --set`: weight-free recipe fields changed
 
     @property
     def ar(self) -> bool:

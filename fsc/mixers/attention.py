@@ -59,6 +59,12 @@ class AttentionCfg(Section):
     # back the context goes: a hybrid whose attention is local has to carry anything older in
     # its recurrent layers (Samba's design), which is what lets it read past its training length.
     window: int | None = Field(None, ge=1, le=2**24, json_schema_extra=ADDED)
+    # Log-length query scaling (Qwen's logn attention; Scalable-Softmax): a query at position p
+    # with p + 1 > logn is multiplied by log(p + 1) / log(logn), so the softmax over a context
+    # longer than `logn` (the training length) stays as peaked as at that length instead of
+    # spreading its weight over the added keys. None: no scaling. Changes no weight: a
+    # checkpoint trained without it can be evaluated with it (tools/retrieval_probe.py --logn).
+    logn: int | None = Field(None, ge=2, le=2**24, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):

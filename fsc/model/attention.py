@@ -17,6 +17,18 @@ from fsc.model.layers import RMSNorm, block_ids, rope
 from fsc.model.mixer import Mixer
 
 
+def log_scaled(q, positions, length: int):
+    """q (B, T, H, D) at `positions` ((T,) or (B, T), or a `range`), each query past `length`
+    multiplied by log(p + 1) / log(length): `AttentionCfg.logn`."""
+    if isinstance(positions, range):
+        if positions.stop <= length:  # every query within the length: unchanged
+            return q
+        positions = torch.arange(positions.start, positions.stop, device=q.device)
+    keys = positions.to(torch.float32) + 1
+    factor = torch.where(keys > length, keys.log() / math.log(length), 1.0)  # 1 exactly within
+    return (q.float() * factor[..., None, None]).to(q.dtype)
+
+
 class Attention(Mixer):
     kind = "attention"
     growing = True
@@ -43,6 +55,7 @@ class Attention(Mixer):
         # a fixed state rather than a growing one.
         self.window = cfg.window
         self.growing = cfg.window is None
+        self.logn = cfg.logn
 
     def cache_shapes(self, batch, capacity):
         slots = capacity if self.window is None else self.window
@@ -58,6 +71,8 @@ class Attention(Mixer):
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.logn is not None:
+            q = log_scaled(q, positions, self.logn)
         if self.theta is None:
             return q, k, v
         return (rope(q, positions, self.theta, self.scaling, self.rope_dims, upto),

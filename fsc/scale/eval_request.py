@@ -11,6 +11,7 @@ from fsc import corpora
 from fsc.data.mix import parse_mix
 from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES
 from fsc.errors import UsageError
+from fsc.recipe import parse_changes
 from fsc.source import checkpoint_config, resolve_checkpoint
 from fsc.text import printable
 
@@ -55,6 +56,7 @@ class EvalRequest:
     chains: int | None = None  # vt
     words: int | None = None  # cwe, fwe
     haystack: str | None = None  # niah, vt: filler or a corpus
+    changes: tuple[str, ...] = ()  # --set KEY=VALUE: weight-free recipe fields changed
     resume: str | None = None  # an eval run to continue: only its missing cells are scored
 
     def genppl_options(self) -> list[str]:
@@ -163,4 +165,5 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
 def precheck(request: EvalRequest) -> None:
     """The checks of `checked`, with the training record of the checkpoint `request` names,
     for a caller that has not loaded torch yet (the command line)."""
+    parse_changes(request.changes)
     checked(request, training_record(resolve_checkpoint(request.source)))

@@ -20,7 +20,7 @@ from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSett
 from fsc.eval.mauve import available as mauve_available
 from fsc.eval.scorers import check_scorer
 from fsc.provenance import environment
-from fsc.recipe import Recipe
+from fsc.recipe import Recipe, parse_changes
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.scale.eval_request import (
     DEFAULT_PAIRS,
@@ -66,7 +66,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     filling in the mode, tokenizer, needle digits and lengths it leaves open; UsageError for
     one that cannot be scored."""
     source = str(resolve_checkpoint(request.source))
-    recipe = load_source_recipe(source)
+    recipe = load_source_recipe(source).changed(parse_changes(request.changes))
     trained = training_record(source)  # what `fsc train` recorded
     request = checked(request, trained)  # the task filled in, the options it takes checked
     mode = request.mode
@@ -104,7 +104,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
                     _suite_knobs(request, trained),
-                    bos=starts_with_bos(source, None if request.tokenizer else tok))
+                    bos=starts_with_bos(source, None if request.tokenizer else tok),
+                    changes=request.changes)
     check(grid, tok)
     return grid, recipe, tok
 
@@ -292,7 +293,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                                       work.evaluate_to_file, watch.say,
                                       task_of(grid).cells_per_length(grid))
     else:
-        model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
+        model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar,
+                               grid.changes)
     config = {"request": {k: v for k, v in asdict(request).items() if k != "resume"},
               "checkpoint": grid.checkpoint, "task": grid.task, "lengths": list(grid.lengths),
               "depths": list(grid.depths), "pairs": list(grid.pairs), "samples": request.samples,

@@ -157,7 +157,7 @@ def evaluate(job: EvalJob, group: Group) -> list[dict[str, Any]]:
     set_threads()
     device = "cuda:0" if job.device.startswith("cuda") else job.device
     grid = job.grid
-    model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar)
+    model = model_to_score(grid.checkpoint, device, grid.settings.seed, grid.ar, grid.changes)
     cells = score(model, load_tokenizer(grid.tokenizer, need_mask=not grid.ar), grid, list(group.points), device)
     return [c.columns() for c in cells]
 

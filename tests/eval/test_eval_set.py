@@ -1,0 +1,82 @@
+"""fsc eval --set KEY=VALUE: a checkpoint scored with a recipe field that changes no weight set
+otherwise (attention.logn, attention.window, attention.rope_theta, state_dtype): the same
+tensors read another way, rows under the recipe named for the change, kept by --resume; bad
+items refused in one line before any model is loaded."""
+
+import json
+
+import pytest
+import torch
+
+from fsc.eval import model_to_score
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe, parse_changes
+from fsc.store import Store
+from tests.eval.test_eval_resume import _stop_at_second_length
+
+
+@torch.no_grad()
+def test_the_model_scored_is_the_checkpoints_weights_under_the_changed_recipe(tmp_path):
+    from fsc.checkpoint.io import save_checkpoint
+
+    save_checkpoint(build_model(load_recipe("tiny_hybrid"), seed=3), tmp_path / "ck", seed=3)
+    plain = model_to_score(str(tmp_path / "ck"), "cpu", 0, False)
+    model = model_to_score(str(tmp_path / "ck"), "cpu", 0, False,
+                           ("attention.logn=8", "attention.window=12"))
+    assert model.recipe.name == "tiny_hybrid+attention.logn=8,attention.window=12"
+    mixers = [layer.mixer for layer in model.layers if layer.mixer.kind == "attention"]
+    assert mixers and all(m.logn == 8 and m.window == 12 for m in mixers)
+    a, b = plain.state_dict(), model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    tokens = torch.randint(0, 256, (1, 32), generator=torch.Generator().manual_seed(0))
+    want = build_model(load_recipe("tiny_hybrid").changed(
+        parse_changes(["attention.logn=8", "attention.window=12"])), seed=3).eval()
+    torch.testing.assert_close(model.forward_blockwise(tokens, [4] * 8),
+                               want.forward_blockwise(tokens, [4] * 8), rtol=0, atol=0)
+    assert not torch.equal(model.forward_blockwise(tokens, [4] * 8),
+                           plain.forward_blockwise(tokens, [4] * 8))
+
+
+def test_rows_name_the_change_and_a_resume_keeps_it(fsc_main, tmp_path, monkeypatch):
+    from fsc.eval import loss
+
+    store = tmp_path / "store"
+    args = ["tiny_attn", "--task", "loss", "--data", "shakespeare", "--lengths", "64,128",
+            "--samples", "2", "--store", store]
+    whole = json.loads(fsc_main("eval", *args, "--set", "attention.logn=64", "--json").stdout)
+    plain = json.loads(fsc_main("eval", *args, "--json").stdout)
+    assert {r["recipe"] for r in whole["rows"]} == {"tiny_attn+attention.logn=64"}
+    assert whole["rows"][0]["loss"] == plain["rows"][0]["loss"]  # within 64 tokens: unchanged
+    real = _stop_at_second_length(monkeypatch)
+    res = fsc_main("eval", *args, "--set", "attention.logn=64", "--store", tmp_path / "s2")
+    assert res.returncode == 143
+    run = res.stderr.split(" of run ")[1].split()[0]
+    monkeypatch.setattr(loss, "heldout_loss", real)
+    again = json.loads(fsc_main("eval", "--resume", run, "--store", tmp_path / "s2",
+                                "--json").stdout)
+    assert [r["length"] for r in again["rows"]] == [128]
+    assert again["rows"][0]["recipe"] == "tiny_attn+attention.logn=64"
+    assert again["rows"][0]["loss"] == whole["rows"][1]["loss"] != plain["rows"][1]["loss"]
+    _, hashes = Store(store).query("select distinct recipe_hash from eval_cells")
+    assert len(hashes) == 2
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--set", "d_model=8"], "--set d_model: not a field that changes no weight"),
+    (["--set", "attention.logn"], "--set 'attention.logn': expected KEY=VALUE"),
+    (["--set", "attention.logn=1"], "attention.logn: too small (got 1)"),
+    (["--set", "attention.logn=8", "--set", "attention.logn=9"], "--set attention.logn: given twice"),
+    (["--set", "state_dtype=fp8"], "state_dtype"),
+    (["--task", "harness", "--tasks", "x", "--set", "attention.logn=8"], "--set: not used by"),
+    (["--export", "OUT", "--task", "niah", "--set", "attention.logn=8"], "--export writes prompts"),
+])
+def test_bad_changes_are_one_line_before_any_model(cli, tmp_path, args, said):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    res = cli("eval", "tiny_attn", *args, "--store", tmp_path / "store")
+    assert res.code == 2 and said in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert not (tmp_path / "store").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_section_the_recipe_lacks_is_named(cli, tmp_path):
+    res = cli("eval", "tiny_mamba", "--set", "attention.logn=8", "--store", tmp_path / "store")
+    assert res.code == 2 and "tiny_mamba has no attention section" in res.err
