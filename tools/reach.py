@@ -7,6 +7,7 @@ per backbone, and the average by backbone over seeds.
     python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
         [--lr X | R=X,...] [--data MIX] [--seq-len 128] [--samples 10] [--depths 0,0.5,1]
         [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
+        [--set KEY=VALUE ...]
 
 Training runs as `fsc train RECIPE --data MIX --needles 2 --hops 2 --words 2
 --supervise-needle` (the knobs that fit 128 tokens at G 4; every needle's repeat of its value
@@ -14,7 +15,9 @@ and every chain link's name supervised beside the answers), evaluation as `fsc e
 --task ruler` with the same knobs; both record their runs in --store, and the tables are read
 back from it. niah multiquery is scored but not trained on: with its repeats, two needles do
 not fit 128 tokens. With --figures, `fsc plot ruler` of the seed-0 runs is written there
-(ruler.png).
+(ruler.png). --set KEY=VALUE (with --skip-train: the checkpoints trained) scores them with a
+weight-free recipe field changed (`fsc eval --set`, e.g. attention.logn=128), and the tables
+then read those runs only.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ def evaluate(job: tuple[str, int], a) -> None:
     lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
     doc = run_json(["eval", str(a.out / tag(*job)), "--task", "ruler", *KNOBS, "--lengths",
                     lengths, "--depths", a.depths, "--samples", str(a.samples), "--batch",
-                    str(a.samples), "--store", str(a.store)])
+                    str(a.samples), "--store", str(a.store),
+                    *[x for change in a.set for x in ("--set", change)]])
     print(f"evaluated {tag(*job)}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s",
           flush=True)
 
@@ -88,8 +92,9 @@ def tables(a) -> str:
     st = Reader(a.store)
     tags = [tag(r, s) for r in a.recipes for s in a.seeds]
     lines = training_table(st, tags)
-    got = {t: scores(st, run) for t, run in _latest_runs(st, "eval", tags).items()}
+    got = {t: scores(st, run) for t, run in _latest_runs(st, "eval", tags, tuple(a.set)).items()}
     head = " | ".join(f"{x}×" for x in RATIOS)
+    said = "+" + ",".join(a.set) if a.set else ""  # the recipe as scored (fsc eval --set)
     spread = " (mean [lowest, highest] over seeds)" if len(a.seeds) > 1 else ""
     lines += ["", f"RULER's score (the fraction of the expected strings found), the average of "
               f"the {len(PARTS)} parts, by length ÷ training length ({a.seq_len}){spread}:", "",
@@ -99,12 +104,12 @@ def tables(a) -> str:
         if runs:
             row = [_cell([v for p in runs if (v := _average(p, x)) is not None])
                    for x in RATIOS]
-            lines.append(f"| {r} | {len(runs)} | " + " | ".join(row) + " |")
+            lines.append(f"| {r}{said} | {len(runs)} | " + " | ".join(row) + " |")
     for r in a.recipes:
         runs = [got[tag(r, s)] for s in a.seeds if tag(r, s) in got]
         if not runs:
             continue
-        lines += ["", f"{r}: score by task and length{spread}:", "", f"| task | {head} |",
+        lines += ["", f"{r}{said}: score by task and length{spread}:", "", f"| task | {head} |",
                   "| --- |" + " ---: |" * len(RATIOS)]
         for part in PARTS:
             row = [_cell([p[part][float(x)] for p in runs if float(x) in p.get(part, {})])
@@ -118,7 +123,7 @@ def tables(a) -> str:
 def figures(a) -> None:
     """`fsc plot ruler` of the seed-0 eval runs, into --figures."""
     st = Reader(a.store)
-    runs = list(_latest_runs(st, "eval", [tag(r, 0) for r in a.recipes]).values())
+    runs = list(_latest_runs(st, "eval", [tag(r, 0) for r in a.recipes], tuple(a.set)).values())
     st.con.close()
     if runs:
         a.figures.mkdir(parents=True, exist_ok=True)
@@ -140,6 +145,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--samples", type=int, default=10, help="prompts per cell")
     p.add_argument("--depths", default="0,0.5,1", help="niah's needle depths")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="score with a weight-free recipe field changed (fsc eval --set; "
+                   "repeatable); the tables read the runs scored so")
     return parsed(p, argv, "reach", "write ruler.png of the seed-0 runs here")
 
 

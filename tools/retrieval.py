@@ -23,6 +23,7 @@ retrieval`, `fsc plot niah` and `fsc plot loss` of the seed-0 runs are written t
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,14 +74,19 @@ def evaluate(job: tuple[str, int], a) -> None:
     print(f"evaluated {tag(*job)}: run {doc['run_id']}", flush=True)
 
 
-def _latest_runs(st: Reader, kind: str, tags: list[str]) -> dict[str, str]:
-    """The newest finished run of `kind` per training tag (the folder its checkpoint is in)."""
+def _latest_runs(st: Reader, kind: str, tags: list[str],
+                 changes: tuple[str, ...] = ()) -> dict[str, str]:
+    """The newest finished run of `kind` per training tag (the folder its checkpoint is in);
+    of eval runs, those that changed the recipe as `changes` says (`fsc eval --set`; none by
+    default), so that a probe's rows never stand in for the plain ones."""
     key = "out" if kind == "train" else "checkpoint"
-    _, rows = st.query(f"select json_extract_string(config, '$.{key}'), run_id from runs where"
+    _, rows = st.query(f"select json_extract_string(config, '$.{key}'), run_id,"
+                       " json_extract(config, '$.request.changes') from runs where"
                        " kind = ? and status = 'finished' order by started_at", [kind])
     # a train run records its --out, an eval run the checkpoint it read (--out/step-N)
     found = {(Path(path) if kind == "train" else Path(path).parent).name: run
-             for path, run in rows if path}
+             for path, run, said in rows
+             if path and (kind == "train" or list(json.loads(said or "[]")) == list(changes))}
     return {t: found[t] for t in tags if t in found}
 
 

@@ -30,6 +30,10 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
         assert _value(train, knob) == _value(evaluate, knob) == "2"
     assert _value(evaluate, "--task") == "ruler"
     assert _value(evaluate, "--lengths") == "128,256,512,1024,2048"
+    assert "--set" not in evaluate
+    seen.clear()
+    reach.evaluate(("passkey_hybrid", 1), reach.options(["--set", "attention.logn=128"]))
+    assert _value(seen[0], "--set") == "attention.logn=128"
 
 
 @pytest.mark.slow  # a minute: make test-slow (CI runs it)
@@ -45,3 +49,14 @@ def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
         row = next(line for line in out.stdout.splitlines() if line.startswith(f"| {part} |"))
         assert row.count("|") == len(reach.RATIOS) + 2 and "–" not in row
     assert (tmp_path / "img" / "ruler.png").stat().st_size > 10_000
+    # the same checkpoint scored with a weight-free change: its own rows, the plain ones kept
+    where = ["--recipes", "tiny_attn", "--lr", "3e-3", "--out", str(tmp_path / "runs"), "--store",
+             str(tmp_path / "store")]
+    out = subprocess.run([sys.executable, "-m", "tools.reach", *where, "--skip-train",
+                          "--samples", "1", "--depths", "0.5", "--set", "attention.logn=128"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "| tiny_attn+attention.logn=128 | 1 |" in out.stdout
+    plain = subprocess.run([sys.executable, "-m", "tools.reach", *where, "--tables-only"],
+                           capture_output=True, text=True, timeout=600)
+    assert "| tiny_attn | 1 |" in plain.stdout and "logn" not in plain.stdout
