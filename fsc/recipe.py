@@ -517,7 +517,8 @@ def _format_error(source: str, err: ValidationError) -> str:
 
 # Recipe fields that change how weights are read, never what weights there are: a checkpoint
 # can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
-WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "state_dtype")
+WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
+               "state_dtype")
 
 
 def parse_changes(items) -> tuple[tuple[str, object], ...]:

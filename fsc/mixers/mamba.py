@@ -18,6 +18,11 @@ class MambaCfg(Section):
     # Mamba-2's gated RMSNorm: RMSNorm (with weight, eps the recipe's norm_eps) over y·silu(z)
     # before out_proj. Off: y·silu(z) goes to out_proj as is.
     gated_norm: bool = Field(False, json_schema_extra=ADDED)
+    # Every head's decay rate A times this: a token's decay a = exp(dt·A) becomes a^decay_scale,
+    # so below 1 the state forgets more slowly (1/r keeps the decay over r times the training
+    # length what it was over the training length). Changes no weight: a checkpoint can be
+    # scored with it (`fsc eval --set mamba.decay_scale=0.25`).
+    decay_scale: float = Field(1.0, gt=0, le=64.0, allow_inf_nan=False, json_schema_extra=ADDED)
 
 
 class Dims(NamedTuple):

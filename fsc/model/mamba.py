@@ -57,6 +57,7 @@ class Mamba(FixedState):
         self.out_proj = nn.Linear(self.d_inner, recipe.d_model, bias=False)
         # Mamba-2's gated RMSNorm: the op gates y by silu(z); the norm follows.
         self.norm = RMSNorm(self.d_inner, recipe.norm_eps) if cfg.gated_norm else None
+        self.decay_scale = cfg.decay_scale
 
     def _out(self, y, dtype):
         """out_proj of the gated y [B, T, d_inner], through the gated norm when there is one."""
@@ -86,7 +87,7 @@ class Mamba(FixedState):
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
         xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        A = -torch.exp(self.A_log.float())
+        A = self._A()
         y = ops.call(
             "mamba_block_scan",
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
@@ -179,7 +180,12 @@ class Mamba(FixedState):
         B and C (B, T, N), dt after softplus and log a_t = dt_t A (B, T, H), fp32."""
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
         dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
-        return self._heads(xs), Bm, Cm, dtf, dtf * -torch.exp(self.A_log.float())
+        return self._heads(xs), Bm, Cm, dtf, dtf * self._A()
+
+    def _A(self):
+        """The heads' decay rates A = -exp(A_log) (H,), fp32, times `mamba.decay_scale`."""
+        A = -torch.exp(self.A_log.float())
+        return A if self.decay_scale == 1.0 else A * self.decay_scale
 
     def _output(self, y, xs, z, dtype):
         """The scan's y (B, T, H, P) with the skip D x, gated by silu(z), through out_proj."""

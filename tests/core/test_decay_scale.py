@@ -1,0 +1,62 @@
+"""Mamba-2's decay scaled: `mamba.decay_scale: c`, every head's A times c (a token's decay
+a^c), in every path (the chunked training forward, the cached step and fold through the op,
+the two-stream objective), so cached decoding stays exact; recipes that do not name it keep
+their hash and their weights."""
+
+import pytest
+import torch
+from model_checks import mixing_model
+
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe, parse_recipe
+
+VOCAB = 280
+
+
+def _scaled(name: str, c: float | None, G: int = 4):
+    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
+    if c is not None:
+        data["mamba"]["decay_scale"] = c
+    data["block_size"] = G
+    return parse_recipe(data)
+
+
+def test_in_the_hash_only_when_given_and_no_weight_changes():
+    base = load_recipe("tiny_mamba")
+    assert _scaled("tiny_mamba", None, base.block_size).recipe_hash == base.recipe_hash
+    assert _scaled("tiny_mamba", 0.5, base.block_size).recipe_hash != base.recipe_hash
+    a = build_model(base, seed=7).state_dict()
+    b = build_model(_scaled("tiny_mamba", 0.5, base.block_size), seed=7).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("name", ["tiny_mamba", "tiny_hybrid"])
+@pytest.mark.parametrize("G", [1, 4])
+@torch.no_grad()
+def test_cached_step_and_fold_equal_the_blockwise_forward(name, G):
+    m = mixing_model(_scaled(name, 0.25, G))
+    nb = 4
+    tokens = torch.randint(0, VOCAB, (2, G * nb), generator=torch.Generator().manual_seed(G))
+    ref = m.forward_blockwise(tokens, [G] * nb)
+    plain = mixing_model(_scaled(name, None, G)).forward_blockwise(tokens, [G] * nb)
+    assert (ref - plain).abs().max() > 1e-3  # the option reaches the logits
+    cache = m.empty_cache(2, G * nb, block_size=G)
+    for b in range(nb):
+        blk = tokens[:, b * G : (b + 1) * G]
+        step = m(blk, cache)
+        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-4)
+        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-4)
+
+
+@torch.no_grad()
+def test_a_scale_is_the_same_as_a_shifted_A_log():
+    """A·c = -exp(A_log + log c): the option equals the plain model with A_log moved."""
+    import math
+
+    m = mixing_model(_scaled("tiny_mamba", 0.5))
+    shifted = mixing_model(_scaled("tiny_mamba", None))
+    for layer in shifted.layers:
+        layer.mixer.A_log.add_(math.log(0.5))
+    tokens = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(m.forward_blockwise(tokens, [4] * 4),
+                               shifted.forward_blockwise(tokens, [4] * 4), rtol=1e-5, atol=1e-5)
