@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
-
 from fsc.store import Store
+from fsc.store.connect import connect
 
 FSC = [sys.executable, "-m", "fsc"]
 
@@ -33,10 +32,13 @@ def plot(kind: str, runs: list[str], out: Path, store: Path) -> None:
 
 
 class Reader:
-    """Read-only SQL with parameters on the store's file (fsc query takes no parameters)."""
+    """Read-only SQL with parameters on the store's file (fsc query takes no parameters), a
+    short connection per query under the store's lock (fsc.store.connect), so that runs
+    writing to the store meanwhile (a training beside the tables) wait for it, and it for them."""
 
     def __init__(self, store: Path):
-        self.con = duckdb.connect(str(Store(store).file), read_only=True)
+        self.file = Store(store).file
 
     def query(self, sql: str, params: list) -> tuple[None, list[tuple]]:
-        return None, self.con.execute(sql, params).fetchall()
+        with connect(self.file, read_only=True) as con:
+            return None, con.execute(sql, params).fetchall()

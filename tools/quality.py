@@ -209,7 +209,6 @@ def figures(a) -> None:
     st = Reader(a.store)
     runs = _latest(st, "genppl")
     evals = [runs[t] for t in TRIO if t in runs]
-    st.con.close()
     a.figures.mkdir(parents=True, exist_ok=True)
     out = a.figures / "quality.png"
     plot("quality", evals, out, a.store)

@@ -124,7 +124,6 @@ def figures(a) -> None:
     """`fsc plot ruler` of the seed-0 eval runs, into --figures."""
     st = Reader(a.store)
     runs = list(_latest_runs(st, "eval", [tag(r, 0) for r in a.recipes], tuple(a.set)).values())
-    st.con.close()
     if runs:
         a.figures.mkdir(parents=True, exist_ok=True)
         plot("ruler", runs, a.figures / "ruler.png", a.store)

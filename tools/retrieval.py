@@ -158,7 +158,6 @@ def figures(a) -> None:
     tags = [tag(r, 0) for r in a.recipes]
     evals = list(_latest_runs(st, "eval", tags).values())
     trains = list(_latest_runs(st, "train", tags).values())
-    st.con.close()
     a.figures.mkdir(parents=True, exist_ok=True)
     for kind, runs in (("retrieval", evals), ("niah", evals), ("loss", trains)):
         if runs:
