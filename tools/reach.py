@@ -7,7 +7,7 @@ per backbone, and the average by backbone over seeds.
     python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
         [--lr X | R=X,...] [--data MIX] [--seq-len 128] [--samples 10] [--depths 0,0.5,1]
         [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
-        [--set KEY=VALUE ...]
+        [--set KEY=VALUE ...] [--start-from DIR] [--state-passing]
 
 Training runs as `fsc train RECIPE --data MIX --needles 2 --hops 2 --words 2
 --supervise-needle` (the knobs that fit 128 tokens at G 4; every needle's repeat of its value
@@ -17,13 +17,15 @@ back from it. niah multiquery is scored but not trained on: with its repeats, tw
 not fit 128 tokens. With --figures, `fsc plot ruler` of the seed-0 runs is written there
 (ruler.png). --set KEY=VALUE (with --skip-train: the checkpoints trained) scores them with a
 weight-free recipe field changed (`fsc eval --set`, e.g. attention.logn=128), and the tables
-then read those runs only.
+then read those runs only. --start-from DIR trains on from the checkpoints an earlier run left
+in DIR (post-training, e.g. 500 steps with --state-passing), into this run's --out and --store.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from tools import retrieval
 from tools.fscjson import Reader, plot, run_json
@@ -40,12 +42,13 @@ PARTS = ["niah single", "niah multikey", "niah multivalue", "niah multiquery", "
 def train(job: tuple[str, int], a) -> None:
     recipe, seed = job
     t0 = time.perf_counter()
-    doc = run_json(["train", recipe, "--data", a.data, *KNOBS, "--supervise-needle",
+    source = str(a.start_from / tag(recipe, seed)) if a.start_from else recipe
+    doc = run_json(["train", source, "--data", a.data, *KNOBS, "--supervise-needle",
                     "--seq-len", str(a.seq_len), "--train-steps", str(a.train_steps[recipe]),
                     "--batch", str(a.batch), "--lr", str(a.lr[recipe]), "--weighting", "masked",
                     "--objective", "blocks", "--seed", str(seed), "--eval-every",
                     str(a.eval_every), "--out", str(a.out / tag(recipe, seed)), "--store",
-                    str(a.store)])
+                    str(a.store), *(["--state-passing"] if a.state_passing else [])])
     print(f"trained {tag(recipe, seed)}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
           f"loss {doc['final_loss']:.4f}", flush=True)
 
@@ -144,6 +147,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--samples", type=int, default=10, help="prompts per cell")
     p.add_argument("--depths", default="0,0.5,1", help="niah's needle depths")
+    p.add_argument("--start-from", type=Path, default=None, metavar="DIR",
+                   help="train on from the checkpoints of an earlier run's --out (DIR/RECIPE[-sS]),"
+                   " as post-training; give this run its own --out and --store")
+    p.add_argument("--state-passing", action="store_true", help="fsc train --state-passing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="score with a weight-free recipe field changed (fsc eval --set; "
                    "repeatable); the tables read the runs scored so")

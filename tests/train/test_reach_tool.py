@@ -34,6 +34,11 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
     seen.clear()
     reach.evaluate(("passkey_hybrid", 1), reach.options(["--set", "attention.logn=128"]))
     assert _value(seen[0], "--set") == "attention.logn=128"
+    seen.clear()  # post-training: from the earlier run's checkpoint, with state passing
+    reach.train(("passkey_hybrid", 1), reach.options(["--start-from", "runs/reach",
+                                                      "--state-passing", "--out", "runs/sp"]))
+    assert seen[0][1] == "runs/reach/passkey_hybrid-s1" and "--state-passing" in seen[0]
+    assert _value(seen[0], "--out") == "runs/sp/passkey_hybrid-s1"
 
 
 @pytest.mark.slow  # a minute: make test-slow (CI runs it)
