@@ -123,6 +123,61 @@ def tables(a) -> str:
     return "\n".join(lines)
 
 
+# The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
+# (folders under the store's run directory), the `fsc eval --set` changes scored with, the
+# store, relative to --out's parent). Each is made by a command of that section.
+SEEDS3 = ("", "-s1", "-s2")
+LEVERS = [
+    ("attention, 2,000 steps (the default)", ("passkey_attn",), (), "reach"),
+    ("attention, 6,000 steps (seed 0: 2,000 then 4,000 more)",
+     ("passkey_attn-more", "passkey_attn-s1", "passkey_attn-s2"), (), "reach"),
+    ("Mamba-2 (the default)", tuple(f"passkey_mamba{s}" for s in SEEDS3), (), "reach"),
+    ("Mamba-2, decay scaled 0.5 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
+     ("mamba.decay_scale=0.5",), "reach"),
+    ("Mamba-2, decay scaled 0.25 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
+     ("mamba.decay_scale=0.25",), "reach"),
+    ("Mamba-2, its state in bf16 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
+     ("state_dtype=bf16",), "reach"),
+    ("Mamba-2, 500 more steps", tuple(f"passkey_mamba{s}" for s in SEEDS3), (), "reach-more"),
+    ("Mamba-2, 500 more steps with state passing", tuple(f"passkey_mamba{s}" for s in SEEDS3), (),
+     "reach-sp"),
+    ("hybrid, RoPE (the default)", tuple(f"passkey_hybrid{s}" for s in SEEDS3), (), "reach"),
+    ("hybrid, a 32-token window", ("passkey_hybrid_swa", "passkey_hybrid_swa-s1"), (), "reach"),
+    ("hybrid, NoPE", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (), "reach"),
+    ("hybrid, NoPE, logn 128 at evaluation", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
+     ("attention.logn=128",), "reach"),
+    ("hybrid, NoPE, logn 128 and decay 0.5 at evaluation",
+     tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
+     ("mamba.decay_scale=0.5", "attention.logn=128"), "reach"),
+    ("hybrid, NoPE, 500 more steps", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (),
+     "reach-more"),
+    ("hybrid, NoPE, 500 more steps with state passing",
+     tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (), "reach-sp"),
+]
+
+
+def levers(a) -> str:
+    """The levers' table (LEVERS) from the stores under --out's parent: the RULER average
+    (means over seeds) and niah single (passkey; mean [lowest, highest]) by length."""
+    head = " | ".join(f"{x}×" for x in RATIOS)
+    lines = [f"| change | seeds | RULER average {head} | passkey {head} |",
+             "| --- | ---: |" + " ---: |" * 2 * len(RATIOS)]
+    for label, tags, changes, where in LEVERS:
+        store = a.out.parent / where / "store"
+        if not (store / "fsc.duckdb").exists():
+            continue
+        st = Reader(store)
+        runs = [scores(st, run) for run in _latest_runs(st, "eval", list(tags), changes).values()]
+        if not runs:
+            continue
+        avg = [_cell([v for p in runs if (v := _average(p, x)) is not None]).split(" ")[0]
+               for x in RATIOS]
+        key = [_cell([p["niah single"][float(x)] for p in runs
+                      if float(x) in p.get("niah single", {})]) for x in RATIOS]
+        lines.append(f"| {label} | {len(runs)} | " + " | ".join(avg + key) + " |")
+    return "\n".join(lines)
+
+
 def figures(a) -> None:
     """`fsc plot ruler` of the seed-0 eval runs, into --figures."""
     st = Reader(a.store)
@@ -151,6 +206,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="train on from the checkpoints of an earlier run's --out (DIR/RECIPE[-sS]),"
                    " as post-training; give this run its own --out and --store")
     p.add_argument("--state-passing", action="store_true", help="fsc train --state-passing")
+    p.add_argument("--levers", action="store_true",
+                   help="print the levers' table (LEVERS) from the stores beside --out; run nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="score with a weight-free recipe field changed (fsc eval --set; "
                    "repeatable); the tables read the runs scored so")
@@ -158,7 +215,11 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main() -> None:
-    retrieval.run(options(), train, evaluate, tables, figures)
+    a = options()
+    if a.levers:
+        print(levers(a))
+        return
+    retrieval.run(a, train, evaluate, tables, figures)
 
 
 if __name__ == "__main__":

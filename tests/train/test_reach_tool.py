@@ -65,3 +65,10 @@ def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
     plain = subprocess.run([sys.executable, "-m", "tools.reach", *where, "--tables-only"],
                            capture_output=True, text=True, timeout=600)
     assert "| tiny_attn | 1 |" in plain.stdout and "logn" not in plain.stdout
+
+
+def test_the_levers_table_has_a_row_only_where_a_store_holds_its_runs(tmp_path):
+    a = reach.options(["--out", str(tmp_path / "reach")])
+    lines = reach.levers(a).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("| change | seeds | RULER average 1×")
+    assert lines[0].count("|") == 2 * len(reach.RATIOS) + 3
