@@ -49,3 +49,25 @@ def passkey_batch(n: int, G: int):
 
     task = Passkey(ByteTokenizer(), 128, G, 5)
     return Batch.of([task.sample(i) for i in range(n)], "cpu")
+
+
+def random_tokens(T: int, B: int = 2, seed: int = 0, vocab: int = 280) -> torch.Tensor:
+    """B rows of T seeded random token ids below `vocab`."""
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def walk_blocks(m, tokens: torch.Tensor, G: int, atol: float = 1e-5, unlike=None) -> None:
+    """The cached step of every block of G tokens equals the block-causal forward's logits
+    there, and the fold that follows gives the step's logits (the cache's contract). With
+    `unlike` (the same weights without an option m has), the forward differs from its: the
+    option reaches the logits."""
+    nb = tokens.shape[1] // G
+    ref = m.forward_blockwise(tokens, [G] * nb)
+    if unlike is not None:
+        assert (ref - unlike.forward_blockwise(tokens, [G] * nb)).abs().max() > 1e-3
+    cache = m.empty_cache(tokens.shape[0], G * nb, block_size=G)
+    for b in range(nb):
+        blk = tokens[:, b * G : (b + 1) * G]
+        step = m(blk, cache)
+        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=atol)
+        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=atol)

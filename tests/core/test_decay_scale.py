@@ -5,12 +5,10 @@ their hash and their weights."""
 
 import pytest
 import torch
-from model_checks import mixing_model
+from model_checks import mixing_model, random_tokens, walk_blocks
 
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, parse_recipe
-
-VOCAB = 280
 
 
 def _scaled(name: str, c: float | None, G: int = 4):
@@ -34,18 +32,8 @@ def test_in_the_hash_only_when_given_and_no_weight_changes():
 @pytest.mark.parametrize("G", [1, 4])
 @torch.no_grad()
 def test_cached_step_and_fold_equal_the_blockwise_forward(name, G):
-    m = mixing_model(_scaled(name, 0.25, G))
-    nb = 4
-    tokens = torch.randint(0, VOCAB, (2, G * nb), generator=torch.Generator().manual_seed(G))
-    ref = m.forward_blockwise(tokens, [G] * nb)
-    plain = mixing_model(_scaled(name, None, G)).forward_blockwise(tokens, [G] * nb)
-    assert (ref - plain).abs().max() > 1e-3  # the option reaches the logits
-    cache = m.empty_cache(2, G * nb, block_size=G)
-    for b in range(nb):
-        blk = tokens[:, b * G : (b + 1) * G]
-        step = m(blk, cache)
-        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-4)
-        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-4)
+    walk_blocks(mixing_model(_scaled(name, 0.25, G)), random_tokens(G * 4, seed=G), G,
+                atol=1e-4, unlike=mixing_model(_scaled(name, None, G)))
 
 
 @torch.no_grad()
@@ -57,6 +45,6 @@ def test_a_scale_is_the_same_as_a_shifted_A_log():
     shifted = mixing_model(_scaled("tiny_mamba", None))
     for layer in shifted.layers:
         layer.mixer.A_log.add_(math.log(0.5))
-    tokens = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(0))
+    tokens = random_tokens(16)
     torch.testing.assert_close(m.forward_blockwise(tokens, [4] * 4),
                                shifted.forward_blockwise(tokens, [4] * 4), rtol=1e-5, atol=1e-5)

@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from model_checks import mixing_model
+from model_checks import mixing_model, random_tokens, walk_blocks
 
 from fsc.decode import DecodeConfig, generate, generate_batch
 from fsc.graphs import make_static
@@ -18,8 +18,7 @@ from fsc.model.attention import log_scaled
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, parse_recipe
 from fsc.tokenizer import ByteTokenizer
-
-VOCAB = 280
+from tests.core.test_position import peer_attention
 
 
 def _logn(name: str, logn: int | None, G: int | None = None, position: str | None = None):
@@ -31,10 +30,6 @@ def _logn(name: str, logn: int | None, G: int | None = None, position: str | Non
     if G is not None:
         data["block_size"] = G
     return parse_recipe(data)
-
-
-def _tokens(T: int, B: int = 2, seed: int = 0):
-    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
 
 
 def test_logn_is_in_the_hash_only_when_given_and_changes_no_weight():
@@ -61,7 +56,7 @@ def test_the_factor_is_one_within_the_length_and_the_log_ratio_past_it():
 @pytest.mark.parametrize("name", ["tiny_attn", "tiny_hybrid"])
 @torch.no_grad()
 def test_within_the_length_nothing_changes(name):
-    tokens = _tokens(24)
+    tokens = random_tokens(24)
     plain = mixing_model(_logn(name, None, 4)).forward_blockwise(tokens, [4] * 6)
     scaled = mixing_model(_logn(name, 24, 4)).forward_blockwise(tokens, [4] * 6)
     assert torch.equal(plain, scaled)
@@ -71,18 +66,8 @@ def test_within_the_length_nothing_changes(name):
 @pytest.mark.parametrize("G", [1, 4])
 @torch.no_grad()
 def test_cached_step_and_fold_equal_the_blockwise_forward(name, G):
-    m = mixing_model(_logn(name, 3, G))
-    nb = 5
-    tokens = _tokens(G * nb, seed=G)
-    ref = m.forward_blockwise(tokens, [G] * nb)
-    assert (ref - mixing_model(_logn(name, None, G)).forward_blockwise(tokens, [G] * nb)
-            ).abs().max() > 1e-3  # the option reaches the logits past the length
-    cache = m.empty_cache(2, G * nb, block_size=G)
-    for b in range(nb):
-        blk = tokens[:, b * G : (b + 1) * G]
-        step = m(blk, cache)
-        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-5)
-        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
+    walk_blocks(mixing_model(_logn(name, 3, G)), random_tokens(G * 5, seed=G), G,
+                unlike=mixing_model(_logn(name, None, G)))  # past the length
 
 
 @torch.no_grad()
@@ -119,17 +104,8 @@ def test_nope_attention_equals_a_peer_that_scales_its_queries():
     L, lengths = 5, [4, 4, 3, 4]
     x = torch.randn(2, sum(lengths), 64, generator=torch.Generator().manual_seed(1))
     mixer = mixing_model(_logn("tiny_attn", L, position="none")).layers[0].mixer
-    B, T, _ = x.shape
-    h, hkv, d = mixer.n_heads, mixer.n_kv_heads, mixer.head_dim
-    factor = torch.tensor([max(1.0, math.log(p + 1) / math.log(L)) for p in range(T)])
-    q = (x @ mixer.wq.weight.T).view(B, T, h, d) * factor[:, None, None]
-    k = (x @ mixer.wk.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
-    v = (x @ mixer.wv.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
-    block = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d)
-    scores = scores.masked_fill(block[None, :] > block[:, None], float("-inf"))
-    o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v)
-    peer = o.reshape(B, T, h * d) @ mixer.wo.weight.T
+    factor = torch.tensor([max(1.0, math.log(p + 1) / math.log(L)) for p in range(x.shape[1])])
+    peer = peer_attention(mixer, x, lengths, factor)
     torch.testing.assert_close(mixer.forward_blockwise(x, lengths), peer, rtol=1e-5, atol=1e-5)
 
 

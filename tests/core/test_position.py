@@ -80,11 +80,14 @@ def test_nope_cached_equals_blockwise(name, G):
         torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
 
 
-def _peer_attention(mixer, x, block_lengths):
-    """Block-causal softmax attention with no position encoding, written from the weights."""
+def peer_attention(mixer, x, block_lengths, factor=None):
+    """Block-causal softmax attention with no position encoding, written from the weights;
+    with `factor` (T,), each query multiplied by its own."""
     B, T, _ = x.shape
     h, hkv, d = mixer.n_heads, mixer.n_kv_heads, mixer.head_dim
     q = (x @ mixer.wq.weight.T).view(B, T, h, d)
+    if factor is not None:
+        q = q * factor[:, None, None]
     k = (x @ mixer.wk.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
     v = (x @ mixer.wv.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
     block = torch.repeat_interleave(torch.arange(len(block_lengths)), torch.tensor(block_lengths))
@@ -100,7 +103,7 @@ def test_nope_attention_equals_a_peer_without_rotation():
     x = torch.randn(2, sum(lengths), 64, generator=torch.Generator().manual_seed(1))
     nope = mixing_model(_with_position("tiny_attn", "none")).layers[0].mixer
     rope = mixing_model(_with_position("tiny_attn", "rope")).layers[0].mixer
-    peer = _peer_attention(nope, x, lengths)
+    peer = peer_attention(nope, x, lengths)
     torch.testing.assert_close(nope.forward_blockwise(x, lengths), peer, rtol=1e-5, atol=1e-5)
     cache, start = nope.empty_cache(2, sum(lengths), "cpu"), 0
     for g in lengths:

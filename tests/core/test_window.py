@@ -8,7 +8,7 @@ the whole sequence must change nothing, and recipes that do not name it keep the
 
 import pytest
 import torch
-from model_checks import mixing_model
+from model_checks import mixing_model, random_tokens, walk_blocks
 
 from fsc.costmodel import cache_bytes
 from fsc.model.lm import build_model
@@ -26,7 +26,7 @@ def _windowed(name: str, window: int | None, G: int):
 
 
 def _tokens(T: int, B: int = 2, seed: int = 0):
-    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+    return random_tokens(T, B, seed, VOCAB)
 
 
 def test_window_is_in_the_hash_only_when_given():
@@ -47,16 +47,7 @@ def test_window_changes_no_seeded_weight():
 def test_cached_step_and_fold_equal_the_blockwise_forward(name, G, W):
     """Ring cache against the masked training forward, over more blocks than the window holds
     (W < G too: the fold keeps only the block's last W tokens)."""
-    m = mixing_model(_windowed(name, W, G))
-    nb = 5
-    tokens = _tokens(G * nb, seed=G)
-    ref = m.forward_blockwise(tokens, [G] * nb)
-    cache = m.empty_cache(2, G * nb, block_size=G)
-    for b in range(nb):
-        blk = tokens[:, b * G : (b + 1) * G]
-        step = m(blk, cache)
-        torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=1e-5)
-        torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
+    walk_blocks(mixing_model(_windowed(name, W, G)), _tokens(G * 5, seed=G), G)
 
 
 @pytest.mark.parametrize("G,W", [(1, 3), (4, 5)])
