@@ -34,6 +34,8 @@ BAD = {
     "depths": ["", "abc", "-0.1", "1.5", "nan", "0,,1"],
     "address": ["nowhere", "", "ray://", "host:99999999"],
     "ids": ["", "abc", "1,,2", "-1", "1;2", "99999999999999999999"],
+    "set": ["", "x", "=3", "d_model=8", "attention.logn=1", "attention.logn=abc",
+            "state_dtype=fp8", "mamba.decay_scale=-1", "attention.window=[1]"],
     "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
               "B = "],
 }
@@ -103,7 +105,7 @@ COMMANDS = {
         "--mc-samples": "int_pos", "--output-path": "out_dir", "--variant": "choice",
         "--needles": "int_pos", "--distractors": "int_nonneg", "--hops": "int_pos",
         "--chains": "int_pos", "--words": "int_pos", "--haystack": "choice",
-        "--export": "out_dir"}),
+        "--export": "out_dir", "--set": "set"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),
     "compare": (["run-a", "run-b"], {"--fail-above": "float_pos"}),
