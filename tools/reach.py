@@ -142,6 +142,8 @@ LEVERS = [
     ("Mamba-2, 500 more steps with state passing", tuple(f"passkey_mamba{s}" for s in SEEDS3), (),
      "reach-sp"),
     ("hybrid, RoPE (the default)", tuple(f"passkey_hybrid{s}" for s in SEEDS3), (), "reach"),
+    ("hybrid, RoPE, decay 0.5 at evaluation", tuple(f"passkey_hybrid{s}" for s in SEEDS3),
+     ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, a 32-token window", ("passkey_hybrid_swa", "passkey_hybrid_swa-s1"), (), "reach"),
     ("hybrid, NoPE", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (), "reach"),
     ("hybrid, NoPE, logn 128 at evaluation", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
