@@ -17,9 +17,9 @@ import argparse
 import torch
 
 from fsc.data.tasks import Passkey
+from fsc.eval import model_to_score
 from fsc.eval.grid import DEFAULT_DEPTHS, EvalSettings
 from fsc.eval.retrieval import _cell
-from fsc.loading import load_model
 from fsc.model.attention import Attention
 from fsc.seeds import derive
 from fsc.source import checkpoint_tokenizer, resolve_checkpoint
@@ -31,15 +31,14 @@ def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,
     """Exact match by length, one value per depth of DEFAULT_DEPTHS (fsc eval's prompts) of a
     checkpoint or a training directory (its newest)."""
     checkpoint = str(resolve_checkpoint(checkpoint))
-    _, model = load_model(checkpoint, device="cpu")
+    # the window as `fsc eval --set attention.window=W` sets it: the recipe's, weights as trained
+    model = model_to_score(checkpoint, "cpu", 0, False,
+                           (f"attention.window={window}",) if window is not None else ())
     tok = load_tokenizer(checkpoint_tokenizer(checkpoint))
-    model.eval()
-    for layer in model.layers:
-        m = layer.mixer
-        if isinstance(m, Attention):
-            if window is not None:
-                m.window, m.growing = window, False
-            if scale != 1.0:
+    if scale != 1.0:
+        for layer in model.layers:
+            m = layer.mixer
+            if isinstance(m, Attention):
                 qkv = m._qkv
                 m._qkv = lambda *args, qkv=qkv: (lambda q, k, v: (q * scale, k, v))(*qkv(*args))
     G = model.recipe.block_size

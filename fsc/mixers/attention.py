@@ -63,7 +63,7 @@ class AttentionCfg(Section):
     # with p + 1 > logn is multiplied by log(p + 1) / log(logn), so the softmax over a context
     # longer than `logn` (the training length) stays as peaked as at that length instead of
     # spreading its weight over the added keys. None: no scaling. Changes no weight: a
-    # checkpoint trained without it can be evaluated with it (tools/retrieval_probe.py --logn).
+    # checkpoint trained without it can be scored with it (`fsc eval --set attention.logn=L`).
     logn: int | None = Field(None, ge=2, le=2**24, json_schema_extra=ADDED)
 
 
