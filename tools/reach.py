@@ -123,42 +123,43 @@ def tables(a) -> str:
     return "\n".join(lines)
 
 
+def _seeds(recipe: str, n: int = 3) -> tuple[str, ...]:
+    """The tags of seeds 0 to n - 1 of `recipe` (`tag`)."""
+    return tuple(tag(recipe, s) for s in range(n))
+
+
 # The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
 # (folders under the store's run directory), the `fsc eval --set` changes scored with, the
 # store, relative to --out's parent). Each is made by a command of that section.
-SEEDS3 = ("", "-s1", "-s2")
 LEVERS = [
     ("attention, 2,000 steps (the default)", ("passkey_attn",), (), "reach"),
     ("attention, 6,000 steps (seed 0: 2,000 then 4,000 more)",
      ("passkey_attn-more", "passkey_attn-s1", "passkey_attn-s2"), (), "reach"),
-    ("Mamba-2 (the default)", tuple(f"passkey_mamba{s}" for s in SEEDS3), (), "reach"),
-    ("Mamba-2, decay scaled 0.5 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
+    ("Mamba-2 (the default)", _seeds("passkey_mamba"), (), "reach"),
+    ("Mamba-2, decay scaled 0.5 at evaluation", _seeds("passkey_mamba"),
      ("mamba.decay_scale=0.5",), "reach"),
-    ("Mamba-2, decay scaled 0.25 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
+    ("Mamba-2, decay scaled 0.25 at evaluation", _seeds("passkey_mamba"),
      ("mamba.decay_scale=0.25",), "reach"),
-    ("Mamba-2, its state in bf16 at evaluation", tuple(f"passkey_mamba{s}" for s in SEEDS3),
-     ("state_dtype=bf16",), "reach"),
-    ("Mamba-2, 500 more steps", tuple(f"passkey_mamba{s}" for s in SEEDS3), (), "reach-more"),
-    ("Mamba-2, 500 more steps with state passing", tuple(f"passkey_mamba{s}" for s in SEEDS3), (),
-     "reach-sp"),
-    ("hybrid, RoPE (the default)", tuple(f"passkey_hybrid{s}" for s in SEEDS3), (), "reach"),
-    ("hybrid, RoPE, decay 0.5 at evaluation", tuple(f"passkey_hybrid{s}" for s in SEEDS3),
+    ("Mamba-2, its state in bf16 at evaluation", _seeds("passkey_mamba"), ("state_dtype=bf16",),
+     "reach"),
+    ("Mamba-2, 500 more steps", _seeds("passkey_mamba"), (), "reach-more"),
+    ("Mamba-2, 500 more steps with state passing", _seeds("passkey_mamba"), (), "reach-sp"),
+    ("hybrid, RoPE (the default)", _seeds("passkey_hybrid"), (), "reach"),
+    ("hybrid, RoPE, decay 0.5 at evaluation", _seeds("passkey_hybrid"),
      ("mamba.decay_scale=0.5",), "reach"),
-    ("hybrid, RoPE, logn 128 at evaluation", tuple(f"passkey_hybrid{s}" for s in SEEDS3),
+    ("hybrid, RoPE, logn 128 at evaluation", _seeds("passkey_hybrid"), ("attention.logn=128",),
+     "reach"),
+    ("hybrid, a 32-token window", _seeds("passkey_hybrid_swa", 2), (), "reach"),
+    ("hybrid, NoPE", _seeds("passkey_hybrid_nope"), (), "reach"),
+    ("hybrid, NoPE, logn 128 at evaluation", _seeds("passkey_hybrid_nope"),
      ("attention.logn=128",), "reach"),
-    ("hybrid, a 32-token window", ("passkey_hybrid_swa", "passkey_hybrid_swa-s1"), (), "reach"),
-    ("hybrid, NoPE", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (), "reach"),
-    ("hybrid, NoPE, logn 128 at evaluation", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
-     ("attention.logn=128",), "reach"),
-    ("hybrid, NoPE, decay 0.5 at evaluation", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
+    ("hybrid, NoPE, decay 0.5 at evaluation", _seeds("passkey_hybrid_nope"),
      ("mamba.decay_scale=0.5",), "reach"),
-    ("hybrid, NoPE, logn 128 and decay 0.5 at evaluation",
-     tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3),
+    ("hybrid, NoPE, logn 128 and decay 0.5 at evaluation", _seeds("passkey_hybrid_nope"),
      ("mamba.decay_scale=0.5", "attention.logn=128"), "reach"),
-    ("hybrid, NoPE, 500 more steps", tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (),
-     "reach-more"),
-    ("hybrid, NoPE, 500 more steps with state passing",
-     tuple(f"passkey_hybrid_nope{s}" for s in SEEDS3), (), "reach-sp"),
+    ("hybrid, NoPE, 500 more steps", _seeds("passkey_hybrid_nope"), (), "reach-more"),
+    ("hybrid, NoPE, 500 more steps with state passing", _seeds("passkey_hybrid_nope"), (),
+     "reach-sp"),
 ]
 
 
@@ -176,8 +177,8 @@ def levers(a) -> str:
         runs = [scores(st, run) for run in _latest_runs(st, "eval", list(tags), changes).values()]
         if not runs:
             continue
-        avg = [_cell([v for p in runs if (v := _average(p, x)) is not None]).split(" ")[0]
-               for x in RATIOS]
+        means = [[v for p in runs if (v := _average(p, x)) is not None] for x in RATIOS]
+        avg = [f"{sum(v) / len(v):.2f}" if v else "–" for v in means]
         key = [_cell([p["niah single"][float(x)] for p in runs
                       if float(x) in p.get("niah single", {})]) for x in RATIOS]
         lines.append(f"| {label} | {len(runs)} | " + " | ".join(avg + key) + " |")
