@@ -121,3 +121,12 @@ def test_a_ragged_batch_decodes_each_row_as_alone():
         together = generate_batch(m, tok, prompts, cfg, batch=3)
         assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
                                                    for p in prompts]
+
+
+def test_fsc_build_says_the_queries_are_scaled(cli, tmp_path):
+    p = tmp_path / "logn.yaml"
+    p.write_text(_logn("tiny_attn", 128).to_yaml())
+    res = cli("build", p)
+    assert res.code == 0
+    assert ("attention position encoding  RoPE, theta 10000; queries past 128 scaled by "
+            "log(p + 1) / log(128)") in res.out

@@ -80,3 +80,14 @@ def test_bad_changes_are_one_line_before_any_model(cli, tmp_path, args, said):
 def test_a_section_the_recipe_lacks_is_named(cli, tmp_path):
     res = cli("eval", "tiny_mamba", "--set", "attention.logn=8", "--store", tmp_path / "store")
     assert res.code == 2 and "tiny_mamba has no attention section" in res.err
+
+
+def test_a_decay_scale_at_the_command_line_reaches_the_score(fsc_main, tmp_path):
+    """mamba.decay_scale through `fsc eval --set`: exit 0, its own rows, another held-out loss."""
+    args = ["tiny_mamba", "--task", "loss", "--data", "shakespeare", "--lengths", "64",
+            "--samples", "2", "--store", tmp_path / "store", "--json"]
+    plain = json.loads(fsc_main("eval", *args).stdout)["rows"][0]
+    res = fsc_main("eval", *args, "--set", "mamba.decay_scale=0.5")
+    assert res.returncode == 0, res.stderr
+    slow = json.loads(res.stdout)["rows"][0]
+    assert slow["recipe"] == "tiny_mamba+mamba.decay_scale=0.5" and slow["loss"] != plain["loss"]
