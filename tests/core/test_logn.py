@@ -6,6 +6,7 @@ block-causal training forward, the two-stream `blocks` objective, the cached ste
 bit; past it the option reaches the computation; recipes that do not name it keep their hash.
 """
 
+import json
 import math
 
 import pytest
@@ -126,7 +127,7 @@ def test_a_ragged_batch_decodes_each_row_as_alone():
 def test_fsc_build_says_the_queries_are_scaled(cli, tmp_path):
     p = tmp_path / "logn.yaml"
     p.write_text(_logn("tiny_attn", 128).to_yaml())
-    res = cli("build", p)
+    res = cli("build", p, "--json")  # (the table's line wraps with the terminal's width)
     assert res.code == 0
-    assert ("attention position encoding  RoPE, theta 10000; queries past 128 scaled by "
-            "log(p + 1) / log(128)") in res.out
+    assert json.loads(res.out)["position_encoding"] == (
+        "RoPE, theta 10000; queries past 128 scaled by log(p + 1) / log(128)")
