@@ -60,8 +60,9 @@ def length_free(model, cache) -> bool:
     """Whether a step (and a fold) of `model` on `cache` does the same work on the same tensors
     at every cache length: every layer a fixed state, or attention in its static form (its
     length on the device: `make_static`; a sliding window's ring is not), and no logit shift
-    (its first position reads the last folded hidden, a tensor a fold replaces)."""
-    return not model.recipe.logit_shift and all(
+    (its first position reads the last folded hidden, a tensor a fold replaces), and no decay
+    read by position (`mamba.decay_from`: its rates change with the length)."""
+    return not model.recipe.logit_shift and not model.recipe.decays_by_position and all(
         c.kind != "attention" or c.at is not None for c in cache.layers)
 
 
@@ -73,13 +74,13 @@ def make_static(model, cache) -> bool:
     read their length on the device from now on (`LayerCache.at`; `Attention._static_block`:
     a step reads the whole cache, masked at the length, so its work is the same at every
     length). Before a decode's first step, after the prompt is folded. A cache that cannot be
-    made so is left as it is (a sliding window's ring, a logit shift), and so is one above
-    STATIC_MAX tokens of capacity: there the masked read of the whole cache (torch's
-    attention, not the split-KV kernel) would cost more than a capture a block saves, until
-    the kernel reads its length on the device too."""
+    made so is left as it is (a sliding window's ring, a logit shift, a decay read by
+    position), and so is one above STATIC_MAX tokens of capacity: there the masked read of the
+    whole cache (torch's attention, not the split-KV kernel) would cost more than a capture a
+    block saves, until the kernel reads its length on the device too."""
     attention = [c for c in cache.layers if c.kind == "attention"]
-    if model.recipe.logit_shift or any(not c.growing or c.capacity > STATIC_MAX
-                                       for c in attention):
+    if (model.recipe.logit_shift or model.recipe.decays_by_position
+            or any(not c.growing or c.capacity > STATIC_MAX for c in attention)):
         return length_free(model, cache)
     for c in attention:
         c.at = torch.tensor([c.length], device=c.tensors["k"].device)

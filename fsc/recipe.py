@@ -358,6 +358,12 @@ class _Recipe(Section):
         return encoding
 
     @property
+    def decays_by_position(self) -> bool:
+        """Whether a Mamba layer's decay depends on the token's position (`mamba.decay_from`):
+        a step then differs from one cache length to the next."""
+        return self.mamba is not None and self.mamba.decay_from is not None
+
+    @property
     def mlp_cfg(self) -> MlpCfg | None:
         return None if self.moe is not None else (self.mlp or MlpCfg())
 
@@ -518,7 +524,7 @@ def _format_error(source: str, err: ValidationError) -> str:
 # Recipe fields that change how weights are read, never what weights there are: a checkpoint
 # can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
 WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
-               "state_dtype")
+               "mamba.decay_from", "mamba.decay_power", "state_dtype")
 
 
 def parse_changes(items) -> tuple[tuple[str, object], ...]:

@@ -133,6 +133,9 @@ def main():
          rnd(1, 32, 128), rnd(1, 32, 128), rnd(80, dtype=f32), rnd(1, 32, 80, 64),
          rnd(1, 80, 64, 128, dtype=f32))
     compile_launches("mamba fold", mamba, ["_mamba_kernel"], lambda: mamba.mamba_block_scan(*m, m[-1]))
+    rates = (*m[:3], rnd(32, 80, dtype=f32).expand(1, 32, 80), *m[4:])  # mamba.decay_from
+    compile_launches("mamba fold, a rate per token", mamba, ["_mamba_kernel"],
+                     lambda: mamba.mamba_block_scan(*rates, rates[-1]))
     q = (rnd(1, 32, 20, 128), rnd(1, 32, 20, 128), rnd(1, 32, 20, 128))
     st, z = rnd(1, 20, 128, 128, dtype=f32), rnd(1, 20, 128, dtype=f32)
     compile_launches("linear fold", lin, ["_linear_kernel"],

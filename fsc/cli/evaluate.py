@@ -136,7 +136,8 @@ def evaluate(
     changes: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="Score the checkpoint with a recipe field that "
         "changes no weight set otherwise (repeatable): attention.logn, attention.window, "
-        "attention.rope_theta, mamba.decay_scale or state_dtype, e.g. --set attention.logn=128; the rows name "
+        "attention.rope_theta, mamba.decay_scale, mamba.decay_from, mamba.decay_power or state_dtype, "
+        "e.g. --set attention.logn=128; the rows name "
         "the recipe RECIPE+KEY=VALUE.", show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     resume: Annotated[str | None, typer.Option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fsc.mixers.spec import MixerShape, MixerSpec
 from fsc.sections import ADDED, MAX_CONV, MAX_EXPAND, MAX_HEAD_DIM, MAX_STATE, Bad, Section
@@ -23,6 +23,20 @@ class MambaCfg(Section):
     # length what it was over the training length). Changes no weight: a checkpoint can be
     # scored with it (`fsc eval --set mamba.decay_scale=0.25`).
     decay_scale: float = Field(1.0, gt=0, le=64.0, allow_inf_nan=False, json_schema_extra=ADDED)
+    # Decay scaled by position past the training length (the decay's counterpart of
+    # `attention.logn`): a token at position p with p + 1 > decay_from has its decay rate A
+    # times (decay_from / (p + 1)) ** decay_power, so the decay summed over a context of T
+    # tokens grows as log(T / decay_from) past it (power 1) rather than as T. Within
+    # decay_from nothing changes; no weight changes (`fsc eval --set mamba.decay_from=128`).
+    decay_from: int | None = Field(None, ge=1, le=2**24, json_schema_extra=ADDED)
+    decay_power: float = Field(1.0, gt=0, le=4.0, allow_inf_nan=False, json_schema_extra=ADDED)
+
+    @model_validator(mode="after")
+    def _power_needs_a_start(self):
+        if self.decay_power != 1.0 and self.decay_from is None:
+            raise ValueError("decay_power scales the decay past decay_from: set mamba.decay_from "
+                             "(the training length) as well")
+        return self
 
 
 class Dims(NamedTuple):

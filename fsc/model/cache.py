@@ -24,7 +24,8 @@ class LayerCache:
     tensors: dict[str, torch.Tensor]
     length: int = 0
     growing: bool = False
-    pads: torch.Tensor | None = None  # [B] long: a growing cache's rows begin this late (ragged)
+    pads: torch.Tensor | None = None  # [B] long: the rows begin this late (ragged; a growing
+    # cache's keys are padded so, a fixed state's positions count from there)
     # [1] long on the cache's device: the length again, for a step and fold that read it there
     # (attention's static form, which one CUDA graph serves at every length: fsc.graphs)
     at: torch.Tensor | None = None
@@ -101,15 +102,18 @@ def merge_rows(caches: list[ModelCache], capacity: int) -> ModelCache:
     their own: a fixed state is its row's as it is; a growing (KV) cache holds each row's
     prefix right-aligned at the longest length S, its first S − length positions padding that
     `pads` tells the attention to skip (and to count positions from). Room for `capacity`
-    tokens in all."""
+    tokens in all. A fixed state's layer keeps `pads` too: a mixer that reads positions
+    (`mamba.decay_from`) counts each row's from its own start."""
     S = max(c.length for c in caches)
     first = caches[0]
+    device = next(iter(first.layers[0].tensors.values())).device
+    pads = torch.tensor([S - c.length for c in caches], device=device)
     layers = []
     for i, lc in enumerate(first.layers):
         rows = [c.layers[i] for c in caches]
         if not lc.growing:
             tensors = {k: torch.cat([r.tensors[k] for r in rows]) for k in lc.tensors}
-            layers.append(LayerCache(lc.kind, tensors, S, False))
+            layers.append(LayerCache(lc.kind, tensors, S, False, pads))
             continue
         tensors = {}
         for k, t in lc.tensors.items():
@@ -117,7 +121,6 @@ def merge_rows(caches: list[ModelCache], capacity: int) -> ModelCache:
             for b, (r, c) in enumerate(zip(rows, caches, strict=True)):
                 merged[b, S - c.length : S] = r.tensors[k][0, : c.length]
             tensors[k] = merged
-        pads = torch.tensor([S - c.length for c in caches], device=t.device)
         layers.append(LayerCache(lc.kind, tensors, S, True, pads))
     last = (None if first.last_hidden is None
             else torch.cat([c.last_hidden for c in caches]))

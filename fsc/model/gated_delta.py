@@ -157,7 +157,7 @@ class GatedDelta(FixedState):
             o = self._chunked(q, k, v, g, beta, block_lengths)
         return self._out(o, x)
 
-    def forward_blockwise_from(self, x, block_lengths, start):
+    def forward_blockwise_from(self, x, block_lengths, start, at=0):
         """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
         state it ends in (see `Mixer.forward_blockwise_from`)."""
         window = self._window(start)

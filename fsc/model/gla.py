@@ -75,7 +75,7 @@ class GLA(FixedState):
         o, _ = self._chunked(q, k, v, gk, block_lengths, max(1, GROUP // max(block_lengths)))
         return self.wo(o.flatten(2).to(x.dtype))
 
-    def forward_blockwise_from(self, x, block_lengths, start):
+    def forward_blockwise_from(self, x, block_lengths, start, at=0):
         """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
         state it ends in (see `Mixer.forward_blockwise_from`)."""
         q, k, v, gk = self._proj(x)

@@ -97,7 +97,7 @@ class LinearAttention(FixedState):
         out = ch.unpack(out + torch.einsum("bcthr,bchrd->bcthd", fq, before))  # (B, T, H, Dv + 1)
         return (out, before[:, -1] + kv[:, -1]) if final else out
 
-    def forward_blockwise_from(self, x, block_lengths, start):
+    def forward_blockwise_from(self, x, block_lengths, start, at=0):
         """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
         sums it ends in (see `Mixer.forward_blockwise_from`)."""
         out, end = self._chunked(*self._features(x), block_lengths, self._sums(start), final=True)

@@ -38,6 +38,18 @@ def init_decay_and_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> boo
     return True
 
 
+def decay_factor(positions, start: int, power: float, device=None):
+    """The factor on A of tokens at `positions` ((T,) or (B, T), or a `range`): 1 within
+    `start`, (start / (p + 1)) ** power past it (`MambaCfg.decay_from`); None when every
+    position of a range is within (nothing changes, bit for bit)."""
+    if isinstance(positions, range):
+        if positions.stop <= start:
+            return None
+        positions = torch.arange(positions.start, positions.stop, device=device)
+    tokens = positions.to(torch.float32) + 1
+    return torch.where(tokens > start, (start / tokens) ** power, 1.0)
+
+
 class Mamba(FixedState):
     kind = "mamba"
     carries = True  # on torch (the chunked forms)
@@ -58,6 +70,7 @@ class Mamba(FixedState):
         # Mamba-2's gated RMSNorm: the op gates y by silu(z); the norm follows.
         self.norm = RMSNorm(self.d_inner, recipe.norm_eps) if cfg.gated_norm else None
         self.decay_scale = cfg.decay_scale
+        self.decay_from, self.decay_power = cfg.decay_from, cfg.decay_power
 
     def _out(self, y, dtype):
         """out_proj of the gated y [B, T, d_inner], through the gated norm when there is one."""
@@ -87,7 +100,12 @@ class Mamba(FixedState):
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
         xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        A = self._A()
+        S = cache.length  # a ragged batch's rows count from their own starts
+        at = range(S, S + G) if cache.pads is None else (
+            torch.arange(S, S + G, device=x.device)[None] - cache.pads[:, None])
+        A = self._rates(at)
+        if A.dim() > 1:  # per token: [B, G, H]
+            A = A.expand(B, G, self.n_heads)
         y = ops.call(
             "mamba_block_scan",
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
@@ -106,16 +124,17 @@ class Mamba(FixedState):
 
     def _blockwise(self, x, block_lengths, scan):
         z, xbc, dt = self._split(x)
-        xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias), dt)
+        xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias), dt,
+                                           range(x.shape[1]))
         return self._output(scan(xs, Bm, Cm, dtf, la, block_lengths), xs, z, x.dtype)
 
-    def forward_blockwise_from(self, x, block_lengths, start):
-        """`forward_blockwise` (the chunked form) after a prefix that left `start`, and the
-        state it ends in (see `Mixer.forward_blockwise_from`)."""
+    def forward_blockwise_from(self, x, block_lengths, start, at=0):
+        """`forward_blockwise` (the chunked form) after a prefix of `at` tokens that left
+        `start`, and the state it ends in (see `Mixer.forward_blockwise_from`)."""
         z, xbc, dt = self._split(x)
         window = None if start is None else start["conv"]
         xs, Bm, Cm, dtf, la = self._inputs(conv_sequence(xbc, self.conv_weight, self.conv_bias,
-                                                         window), dt)
+                                                         window), dt, range(at, at + x.shape[1]))
         y, h = self._chunked(xs, Bm, Cm, dtf, la, block_lengths, h_init=self._ssm(start),
                              final=True)
         return self._output(y, xs, z, x.dtype), self._end(xbc, window, h)
@@ -130,7 +149,7 @@ class Mamba(FixedState):
         z, xbc, dt = self._split(x_clean)
         zn, xbcn, dtn = self._split(x_noised)
         conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias)
-        clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
+        clean, noised = self._noised_inputs(conv, dt, conv_n, dtn, blocks)
         y, yn = fla_scan.two_stream(fla_scan.SCALAR_DECAY, (*self._fla_operands(*clean), None),
                                     (*self._fla_operands(*noised), None), blocks, 1.0)
         return (self._output(y, clean[0], z, x_clean.dtype),
@@ -145,7 +164,7 @@ class Mamba(FixedState):
         zn, xbcn, dtn = self._split(x_noised)
         window = None if start is None else start["conv"]
         conv, conv_n = conv_two_stream(xbc, xbcn, blocks, self.conv_weight, self.conv_bias, window)
-        clean, noised = self._inputs(conv, dt), self._inputs(conv_n, dtn)  # xs, Bm, Cm, dtf, la
+        clean, noised = self._noised_inputs(conv, dt, conv_n, dtn, blocks)
         y, starts, h = self._chunked(*clean, [G] * (T // G), at=blocks, h_init=self._ssm(start),
                                      final=True)
         yn = self._chunked(*noised, [G] * K, starts=starts)
@@ -175,17 +194,34 @@ class Mamba(FixedState):
         return fla_scan.blockwise(fla_scan.SCALAR_DECAY, *self._fla_operands(xs, Bm, Cm, dtf, la),
                                   block_lengths, 1.0)
 
-    def _inputs(self, xbc, dt):
-        """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H): x (B, T, H, P),
-        B and C (B, T, N), dt after softplus and log a_t = dt_t A (B, T, H), fp32."""
+    def _inputs(self, xbc, dt, positions):
+        """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H) of tokens at
+        `positions` (see `_rates`): x (B, T, H, P), B and C (B, T, N), dt after softplus and
+        log a_t = dt_t A_t (B, T, H), fp32."""
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
         dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
-        return self._heads(xs), Bm, Cm, dtf, dtf * self._A()
+        return self._heads(xs), Bm, Cm, dtf, dtf * self._rates(positions)
+
+    def _noised_inputs(self, conv, dt, conv_n, dtn, blocks):
+        """`_inputs` of the clean stream (positions from 0) and of the noised one, whose k-th
+        block stands at block blocks[b, k] of its row."""
+        G = conv_n.shape[1] // blocks.shape[1]
+        at = None if self.decay_from is None else (
+            blocks[..., None] * G + torch.arange(G, device=blocks.device)).flatten(1)
+        return self._inputs(conv, dt, range(conv.shape[1])), self._inputs(conv_n, dtn, at)
 
     def _A(self):
         """The heads' decay rates A = -exp(A_log) (H,), fp32, times `mamba.decay_scale`."""
         A = -torch.exp(self.A_log.float())
         return A if self.decay_scale == 1.0 else A * self.decay_scale
+
+    def _rates(self, positions):
+        """The decay rates of tokens at `positions` ((T,) or (B, T), or a `range`): `_A()`
+        (H,), or with `mamba.decay_from` past it, each token's (..., T, H)."""
+        A = self._A()
+        factor = None if self.decay_from is None else decay_factor(
+            positions, self.decay_from, self.decay_power, A.device)
+        return A if factor is None else factor[..., None] * A
 
     def _output(self, y, xs, z, dtype):
         """The scan's y (B, T, H, P) with the skip D x, gated by silu(z), through out_proj."""

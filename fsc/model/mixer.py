@@ -88,11 +88,13 @@ class Mixer(nn.Module):
                 y_noised[b, k * G : (k + 1) * G] = self.forward_blockwise(seq, [G] * (j + 1))[0, j * G :]
         return self.forward_blockwise(x_clean, [G] * (T // G)), y_noised
 
-    def forward_blockwise_from(self, x, block_lengths: list[int], start: dict | None):
-        """(`forward_blockwise` of x after a prefix that left this mixer's cache tensors
-        `start` (None: an empty cache), the tensors a fold of the prefix and then x would
-        leave). The training forms of state passing (`fsc train --state-passing`): a mixer
-        whose state is fixed implements them (`carries`)."""
+    def forward_blockwise_from(self, x, block_lengths: list[int], start: dict | None, at: int = 0):
+        """(`forward_blockwise` of x after a prefix of `at` tokens that left this mixer's cache
+        tensors `start` (None: an empty cache), the tensors a fold of the prefix and then x
+        would leave). The training forms of state passing (`fsc train --state-passing`): a
+        mixer whose state is fixed implements them (`carries`). `at` matters only to a mixer
+        that reads positions (Mamba with `mamba.decay_from`); state passing starts each
+        sequence at 0."""
         raise NotImplementedError(f"{self.kind} layers do not start from a passed state")
 
     def forward_two_stream_from(self, x_clean, x_noised, blocks, start: dict | None):
@@ -148,7 +150,8 @@ class FixedState(Mixer):
         end state written into the cache; the fold per block where that form is not at hand."""
         if not self.carries or self.backend != "torch":
             return super().fold_blocks(x, block_lengths, cache)
-        y, end = self.forward_blockwise_from(x, block_lengths, cache.tensors if cache.length else None)
+        y, end = self.forward_blockwise_from(x, block_lengths, cache.tensors if cache.length else None,
+                                             cache.length)
         assert end.keys() == cache.tensors.keys(), (self.kind, end.keys())
         for name, t in end.items():
             cache.tensors[name].copy_(t)

@@ -33,7 +33,8 @@ def mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None)
     x:         [B, G, H, P]   conv'd inputs, P = mamba head_dim
     dt:        [B, G, H]      raw step sizes; softplus(dt + dt_bias) is applied here
     dt_bias:   [H]
-    A:         [H]            negative decay rates (A = -exp(A_log)); a_t = exp(dt_t A)
+    A:         [H]            negative decay rates (A = -exp(A_log)); a_t = exp(dt_t A); or
+               [B, G, H]      each token's own (`mamba.decay_from`: scaled by position)
     Bm, Cm:    [B, G, N]      input and output projections of the state (one group)
     D:         [H]            skip
     z:         [B, G, H, P]   gate, y *= silu(z); or None

@@ -40,15 +40,16 @@ def _softplus(v):
 
 
 @triton.jit
-def _log_decays(dt_ptr, t, G, stride_dt_token, dt_bias, A):
-    """For each token t: dt_t = softplus(dt + dt_bias), la_t = dt_t·A and la_{t+1}, all 0 past
-    the block. Both tokens come from one [G, 2] tile: one softplus, and fewer registers than two
-    [G] vectors take (see tools/compile_sm90.py)."""
+def _log_decays(dt_ptr, a_ptr, t, G, stride_dt_token, stride_a_token, dt_bias):
+    """For each token t: dt_t = softplus(dt + dt_bias), la_t = dt_t·A_t and la_{t+1}, all 0
+    past the block (A_t the token's decay rate: the head's, or scaled by position). Both tokens
+    come from one [G, 2] tile: one softplus, and fewer registers than two [G] vectors take (see
+    tools/compile_sm90.py)."""
     j = tl.arange(0, 2)
     tj = t[:, None] + j[None, :]
     raw = load_f32(dt_ptr + tj * stride_dt_token, tj < G) + dt_bias
     dt = tl.where(tj < G, _softplus(raw), 0.0)
-    la = dt * A
+    la = dt * load_f32(a_ptr + tj * stride_a_token, tj < G)
     this = j[None, :] == 0
     return (
         tl.sum(tl.where(this, dt, 0.0), 1),
@@ -63,6 +64,7 @@ def _mamba_kernel(
     G, P, N,
     stride_x_batch, stride_x_token, stride_x_head, stride_x_headdim,
     stride_dt_batch, stride_dt_token, stride_dt_head,
+    stride_a_batch, stride_a_token, stride_a_head,
     stride_B_batch, stride_B_token, stride_B_dstate,
     stride_C_batch, stride_C_token, stride_C_dstate,
     stride_z_batch, stride_z_token, stride_z_head, stride_z_headdim,
@@ -81,11 +83,12 @@ def _mamba_kernel(
 
     dt, la, la_next = _log_decays(
         dt_ptr + b * stride_dt_batch + h * stride_dt_head,
+        a_ptr + b * stride_a_batch + h * stride_a_head,
         t,
         G,
         stride_dt_token,
+        stride_a_token,
         tl.load(dtb_ptr + h).to(tl.float32),
-        tl.load(a_ptr + h).to(tl.float32),
     )
     cum = tl.cumsum(la, 0)
     total = tl.sum(tl.where(t == BLOCK_G - 1, cum, 0.0), 0)  # c_G (padding adds zeros)
@@ -173,15 +176,17 @@ TRIALS = [
 
 
 def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
-    """Triton twin of `mamba_block_scan_ref` (same shapes; output in x.dtype)."""
+    """Triton twin of `mamba_block_scan_ref` (same shapes, A [H] or [B, G, H]; output in
+    x.dtype)."""
     op = "mamba_block_scan"
     dev = _common.check(op, {"x": x, "dt": dt, "dt_bias": dt_bias, "A": A, "Bm": Bm, "Cm": Cm,
                              "D": D, "z": z, "state": state, "new_state": new_state})
     B, G, H, P = x.shape
     N = Bm.shape[-1]
     _common.expect_shape(op, "dt", dt, (B, G, H))
-    for name, t in (("dt_bias", dt_bias), ("A", A), ("D", D)):
+    for name, t in (("dt_bias", dt_bias), ("D", D)):
         _common.expect_shape(op, name, t, (H,))
+    _common.expect_shape(op, "A", A, (H,) if A.dim() == 1 else (B, G, H))
     _common.expect_shape(op, "Bm", Bm, (B, G, N))
     _common.expect_shape(op, "Cm", Cm, (B, G, N))
     _common.expect_shape(op, "z", z, (B, G, H, P))
@@ -206,7 +211,7 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
     with _common.device_guard(dev):
         _mamba_kernel[(B, H, _common.cdiv(P, block_p))](
             x, dt, dt_bias, A, Bm, Cm, D, zz, state, out, ns, G, P, N,
-            *_common.strides(x, dt, Bm, Cm, zz, state, out, ns),
+            *_common.strides(x, dt, A.expand(B, G, H), Bm, Cm, zz, state, out, ns),
             BLOCK_G=block_g, BLOCK_P=block_p, BLOCK_N=block_n, HAS_Z=z is not None,
             WRITE=new_state is not None, UPCAST=_common.upcast(), PRECISION=precision,
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),

@@ -35,7 +35,8 @@ BAD = {
     "address": ["nowhere", "", "ray://", "host:99999999"],
     "ids": ["", "abc", "1,,2", "-1", "1;2", "99999999999999999999"],
     "set": ["", "x", "=3", "d_model=8", "attention.logn=1", "attention.logn=abc",
-            "state_dtype=fp8", "mamba.decay_scale=-1", "attention.window=[1]"],
+            "state_dtype=fp8", "mamba.decay_scale=-1", "attention.window=[1]",
+            "mamba.decay_power=0.5", "mamba.decay_from=0"],
     "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
               "B = "],
 }

@@ -91,3 +91,23 @@ def test_a_decay_scale_at_the_command_line_reaches_the_score(fsc_main, tmp_path)
     assert res.returncode == 0, res.stderr
     slow = json.loads(res.stdout)["rows"][0]
     assert slow["recipe"] == "tiny_mamba+mamba.decay_scale=0.5" and slow["loss"] != plain["loss"]
+
+
+def test_a_decay_by_position_changes_the_score_only_past_its_start(fsc_main, tmp_path):
+    """mamba.decay_from through `fsc eval --set`: at 64 tokens a start of 64 scores what the
+    plain recipe scores (nothing past it), a start of 16 (power 0.5) another loss."""
+    args = ["tiny_mamba", "--task", "loss", "--data", "shakespeare", "--lengths", "64",
+            "--samples", "2", "--store", tmp_path / "store", "--json"]
+    plain = json.loads(fsc_main("eval", *args).stdout)["rows"][0]
+    within = json.loads(fsc_main("eval", *args, "--set", "mamba.decay_from=64").stdout)["rows"][0]
+    res = fsc_main("eval", *args, "--set", "mamba.decay_from=16", "--set", "mamba.decay_power=0.5")
+    assert res.returncode == 0, res.stderr
+    past = json.loads(res.stdout)["rows"][0]
+    assert within["loss"] == plain["loss"] and within["recipe"] == "tiny_mamba+mamba.decay_from=64"
+    assert past["recipe"] == "tiny_mamba+mamba.decay_from=16,mamba.decay_power=0.5"
+    assert past["loss"] != plain["loss"]
+
+
+def test_a_decay_power_without_its_start_is_refused(cli, tmp_path):
+    res = cli("eval", "tiny_mamba", "--set", "mamba.decay_power=0.5", "--store", tmp_path / "store")
+    assert res.code == 2 and "decay_from" in res.err and len(res.err.strip().splitlines()) == 1

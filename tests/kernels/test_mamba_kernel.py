@@ -94,3 +94,24 @@ def test_mamba_matches_fp64_under_decay(decay):
     ref = mamba_block_scan_ref(*(t.double() for t in args), want)
     assert rel_err(new, want) <= 4e-7, f"new state: {rel_err(new, want):.3g}"
     assert rel_err(out, ref) <= 4e-7, f"output: {rel_err(out, ref):.3g}"
+
+
+@pytest.mark.parametrize("G", [1, 5])
+def test_mamba_takes_a_rate_per_token(G):
+    """A [B, G, H] (`mamba.decay_from`: each token's rate), also as the mixer passes it (one
+    row's rates expanded over the batch), against the reference; and not the heads' rates."""
+    B, H, P, N = 2, 3, 16, 8
+    x, dt, dt_bias, A, Bm, Cm, D, z, state = _inputs(B, G, H, P, N, F32, F32, True, seed=4)
+    scale = torch.linspace(0.9, 0.2, G)
+    for rates in (A * scale[None, :, None] * torch.tensor([1.0, 0.5])[:, None, None],
+                  (A * scale[:, None]).expand(B, G, H)):
+        args = (x, dt, dt_bias, rates, Bm, Cm, D, z, state)
+        new, want = torch.empty_like(state), torch.empty_like(state)
+        out = mamba.mamba_block_scan(*args, new)
+        assert_close(out, mamba_block_scan_ref(*args, want), F32)
+        assert_close(new, want, F32)
+        plain = torch.empty_like(state)  # the state the heads' rates leave
+        mamba_block_scan_ref(x, dt, dt_bias, A, Bm, Cm, D, z, state, plain)
+        assert (new - plain).abs().max() > 1e-3
+    with pytest.raises(KernelError, match="A has shape"):
+        mamba.mamba_block_scan(x, dt, dt_bias, A[None, None].expand(B, G + 1, H), Bm, Cm, D, z, state)
