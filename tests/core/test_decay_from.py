@@ -9,14 +9,14 @@ changes, bit for bit; recipes that do not name it keep their hash and their weig
 
 import pytest
 import torch
+from fsc.kernels.mamba.reference import mamba_block_scan_ref
 from model_checks import mixing_model, random_tokens, walk_blocks
 
 from fsc.decode import DecodeConfig, generate, generate_batch
 from fsc.errors import RecipeError
 from fsc.graphs import length_free, make_static
-from fsc.kernels.mamba.reference import mamba_block_scan_ref
-from fsc.model.conv import conv_sequence
 from fsc.model.cache import copy_cache, merge_rows
+from fsc.model.conv import conv_sequence
 from fsc.model.lm import build_model
 from fsc.model.mamba import decay_factor
 from fsc.recipe import load_recipe, parse_recipe
