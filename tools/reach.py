@@ -201,7 +201,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-steps", default="2000",
                    help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
     p.add_argument("--lr", default="passkey_attn=3e-3,passkey_mamba=1e-2,passkey_hybrid=1e-2,"
-                   "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2")
+                   "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2,"
+                   "passkey_hybrid_nope_logn=1e-2")
     p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--batch", type=int, default=32)
