@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from fsc.model.lm import build_model
-from fsc.recipe import Recipe, load_recipe, shipped_recipes
+from fsc.recipe import Recipe, load_recipe, parse_recipe, shipped_recipes
 
 # The tiny shipped recipes: together they hold every mixer kind.
 EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
@@ -71,3 +71,47 @@ def walk_blocks(m, tokens: torch.Tensor, G: int, atol: float = 1e-5, unlike=None
         step = m(blk, cache)
         torch.testing.assert_close(step, ref[:, b * G : (b + 1) * G], rtol=0, atol=atol)
         torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=atol)
+
+
+def variant(name: str, changes: dict[str, object], G: int | None = None) -> Recipe:
+    """The shipped recipe `name` with fields changed ({"section.field" or "field": value},
+    a value None leaving the field as it is) and, given G, that block size."""
+    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
+    for key, value in changes.items():
+        *section, leaf = key.split(".")
+        if value is not None:
+            (data[section[0]] if section else data)[leaf] = value
+    if G is not None:
+        data["block_size"] = G
+    return parse_recipe(data)
+
+
+@torch.no_grad()
+def two_stream_equals_its_loop(m) -> None:
+    """The first layer's mixer of `m`: its batched two-stream form equals the reference loop
+    (noised blocks at several places, in an order of their own)."""
+    mixer = m.layers[0].mixer
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 24, m.recipe.d_model, generator=g)
+    xn = torch.randn(2, 12, m.recipe.d_model, generator=g)
+    blocks = torch.tensor([[0, 3, 5], [4, 1, 2]])
+    for got, want in zip(mixer.forward_two_stream(x, xn, blocks),
+                         mixer.forward_two_stream_loop(x, xn, blocks), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def ragged_rows_decode_alone(m) -> None:
+    """Prompts of 11, 2 and 9 bytes decoded together give each prompt's tokens alone, by
+    diffusion and AR (the head scaled up so that ties are rare)."""
+    from fsc.decode import DecodeConfig, generate, generate_batch
+    from fsc.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    with torch.no_grad():
+        m.lm_head.weight.mul_(20)
+    prompts = [tok.encode(t) for t in ["Once upon a", "Hi", "To be or "]]
+    for mode in ("diffusion", "ar"):
+        cfg = DecodeConfig(length=8, G=4, steps=2, mode=mode)
+        together = generate_batch(m, tok, prompts, cfg, batch=3)
+        assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
+                                                   for p in prompts]

@@ -10,28 +10,26 @@ changes, bit for bit; recipes that do not name it keep their hash and their weig
 import pytest
 import torch
 from fsc.kernels.mamba.reference import mamba_block_scan_ref
-from model_checks import mixing_model, random_tokens, walk_blocks
+from model_checks import (
+    mixing_model,
+    ragged_rows_decode_alone,
+    random_tokens,
+    two_stream_equals_its_loop,
+    variant,
+    walk_blocks,
+)
 
-from fsc.decode import DecodeConfig, generate, generate_batch
 from fsc.errors import RecipeError
 from fsc.graphs import length_free, make_static
 from fsc.model.cache import copy_cache, merge_rows
 from fsc.model.conv import conv_sequence
 from fsc.model.lm import build_model
 from fsc.model.mamba import decay_factor
-from fsc.recipe import load_recipe, parse_recipe
-from fsc.tokenizer import ByteTokenizer
+from fsc.recipe import load_recipe
 
 
 def _from(name: str, start: int | None, G: int | None = None, power: float | None = None):
-    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
-    if start is not None:
-        data["mamba"]["decay_from"] = start
-    if power is not None:
-        data["mamba"]["decay_power"] = power
-    if G is not None:
-        data["block_size"] = G
-    return parse_recipe(data)
+    return variant(name, {"mamba.decay_from": start, "mamba.decay_power": power}, G)
 
 
 def test_in_the_hash_only_when_given_and_no_weight_changes():
@@ -97,17 +95,8 @@ def test_a_causal_mamba_equals_the_recurrence_with_each_tokens_rate():
     torch.testing.assert_close(mixer.forward_blockwise(x, [1] * T), want, rtol=1e-5, atol=1e-5)
 
 
-@torch.no_grad()
 def test_two_stream_equals_its_reference_loop():
-    m = mixing_model(_from("tiny_mamba", 5, 4))
-    mixer = m.layers[0].mixer
-    g = torch.Generator().manual_seed(4)
-    x = torch.randn(2, 24, m.recipe.d_model, generator=g)
-    xn = torch.randn(2, 12, m.recipe.d_model, generator=g)
-    blocks = torch.tensor([[0, 3, 5], [4, 1, 2]])
-    for got, want in zip(mixer.forward_two_stream(x, xn, blocks),
-                         mixer.forward_two_stream_loop(x, xn, blocks), strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    two_stream_equals_its_loop(mixing_model(_from("tiny_mamba", 5, 4)))
 
 
 @torch.no_grad()
@@ -130,16 +119,7 @@ def test_a_prefill_after_a_prefix_counts_from_the_prefix():
 @pytest.mark.parametrize("name", ["tiny_mamba", "tiny_hybrid"])
 def test_a_ragged_batch_decodes_each_row_as_alone(name):
     """Rows of different prompt lengths scale their decays by their own positions."""
-    tok = ByteTokenizer()
-    m = build_model(_from(name, 6), seed=5).eval()
-    with torch.no_grad():
-        m.lm_head.weight.mul_(20)
-    prompts = [tok.encode(t) for t in ["Once upon a", "Hi", "To be or "]]
-    for mode in ("diffusion", "ar"):
-        cfg = DecodeConfig(length=8, G=4, steps=2, mode=mode)
-        together = generate_batch(m, tok, prompts, cfg, batch=3)
-        assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
-                                                   for p in prompts]
+    ragged_rows_decode_alone(build_model(_from(name, 6), seed=5).eval())
 
 
 @pytest.mark.parametrize("name", ["tiny_mamba", "tiny_hybrid"])

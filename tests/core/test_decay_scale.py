@@ -5,18 +5,14 @@ their hash and their weights."""
 
 import pytest
 import torch
-from model_checks import mixing_model, random_tokens, walk_blocks
+from model_checks import mixing_model, random_tokens, variant, walk_blocks
 
 from fsc.model.lm import build_model
-from fsc.recipe import load_recipe, parse_recipe
+from fsc.recipe import load_recipe
 
 
 def _scaled(name: str, c: float | None, G: int = 4):
-    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
-    if c is not None:
-        data["mamba"]["decay_scale"] = c
-    data["block_size"] = G
-    return parse_recipe(data)
+    return variant(name, {"mamba.decay_scale": c}, G)
 
 
 def test_in_the_hash_only_when_given_and_no_weight_changes():

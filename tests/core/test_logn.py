@@ -11,26 +11,24 @@ import math
 
 import pytest
 import torch
-from model_checks import mixing_model, random_tokens, walk_blocks
+from model_checks import (
+    mixing_model,
+    ragged_rows_decode_alone,
+    random_tokens,
+    two_stream_equals_its_loop,
+    variant,
+    walk_blocks,
+)
 
-from fsc.decode import DecodeConfig, generate, generate_batch
 from fsc.graphs import make_static
 from fsc.model.attention import log_scaled
 from fsc.model.lm import build_model
-from fsc.recipe import load_recipe, parse_recipe
-from fsc.tokenizer import ByteTokenizer
+from fsc.recipe import load_recipe
 from tests.core.test_position import peer_attention
 
 
 def _logn(name: str, logn: int | None, G: int | None = None, position: str | None = None):
-    data = load_recipe(name).model_dump(mode="json", exclude_none=True)
-    if logn is not None:
-        data["attention"]["logn"] = logn
-    if position is not None:
-        data["attention"]["position"] = position
-    if G is not None:
-        data["block_size"] = G
-    return parse_recipe(data)
+    return variant(name, {"attention.logn": logn, "attention.position": position}, G)
 
 
 def test_logn_is_in_the_hash_only_when_given_and_changes_no_weight():
@@ -85,17 +83,8 @@ def test_static_attention_scales_as_the_plain_form():
                                    rtol=1e-5)
 
 
-@torch.no_grad()
 def test_two_stream_equals_its_reference_loop():
-    m = mixing_model(_logn("tiny_attn", 5, 4))
-    mixer = m.layers[0].mixer
-    g = torch.Generator().manual_seed(4)
-    x, xn = torch.randn(2, 24, m.recipe.d_model, generator=g), torch.randn(2, 12, m.recipe.d_model,
-                                                                          generator=g)
-    blocks = torch.tensor([[0, 3, 5], [4, 1, 2]])
-    for got, want in zip(mixer.forward_two_stream(x, xn, blocks),
-                         mixer.forward_two_stream_loop(x, xn, blocks), strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    two_stream_equals_its_loop(mixing_model(_logn("tiny_attn", 5, 4)))
 
 
 @torch.no_grad()
@@ -112,16 +101,7 @@ def test_nope_attention_equals_a_peer_that_scales_its_queries():
 
 def test_a_ragged_batch_decodes_each_row_as_alone():
     """Rows of different prompt lengths scale by their own positions, not the padded ones."""
-    tok = ByteTokenizer()
-    m = build_model(_logn("tiny_hybrid", 6), seed=5).eval()
-    with torch.no_grad():
-        m.lm_head.weight.mul_(20)
-    prompts = [tok.encode(t) for t in ["Once upon a", "Hi", "To be or "]]
-    for mode in ("diffusion", "ar"):
-        cfg = DecodeConfig(length=8, G=4, steps=2, mode=mode)
-        together = generate_batch(m, tok, prompts, cfg, batch=3)
-        assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
-                                                   for p in prompts]
+    ragged_rows_decode_alone(build_model(_logn("tiny_hybrid", 6), seed=5).eval())
 
 
 def test_fsc_build_says_the_queries_are_scaled(cli, tmp_path):
