@@ -247,14 +247,17 @@ class Mamba(FixedState):
         y = (dec * cb) @ x  # (B, n, H, t, P)
         into = torch.exp(ch.pack(la).cumsum(2)).transpose(2, 3)  # (B, n, H, C): from chunk start
         h0, end = (starts, None) if starts is not None else self._carry(x, Bc, dec, into, h_init)
-        y = ch.unpack((y + (Cc[:, :, None] @ h0.transpose(-1, -2)) * into[..., None]).transpose(2, 3))
+        # C_t·h0 for every head: one product per chunk over the heads' rows, not C broadcast
+        # (copied) to every head
+        ch0 = torch.einsum("bnhpm,bncm->bnhcp", h0, Cc)  # (B, n, H, C, P)
+        y = ch.unpack((y + ch0 * into[..., None]).transpose(2, 3))
         if at is None:
             return (y, end) if final else y
         # only the K blocks asked for are formed, not every block end
         rows, c, r = ch.before(at)
         row = dec.transpose(2, 3)[rows, c, r]  # (B, K, H, C): decays from each s to e
         xg, Bg = x[rows, c], Bc[rows, c]  # (B, K, H, C, P), (B, K, C, N)
-        h = (xg * row[..., None]).transpose(-1, -2) @ Bg[:, :, None]  # (B, K, H, P, N)
+        h = torch.einsum("bkhcp,bkcm->bkhpm", xg * row[..., None], Bg)  # (B, K, H, P, N)
         h = h + into.transpose(2, 3)[rows, c, r][..., None, None] * h0[rows, c]
         first = (at == 0)[..., None, None, None]  # a block at 0 starts from h_init
         h = h * ~first if h_init is None else torch.where(first, h_init[:, None], h)
@@ -265,7 +268,7 @@ class Mamba(FixedState):
         """(the forward state each chunk starts from (B, n, H, P, N), the state at the end
         (B, H, P, N)): what each chunk adds by its end, carried from chunk to chunk from
         `h_init` (zeros by default)."""
-        local = (x * dec[..., -1, :, None]).transpose(-1, -2) @ Bc[:, :, None]  # (B, n, H, P, N)
+        local = torch.einsum("bnhcp,bncm->bnhpm", x * dec[..., -1, :, None], Bc)  # (B, n, H, P, N)
         h = scan(into[..., -1, None, None], local, h_init)  # (B, n + 1, H, P, N)
         return h[:, :-1], h[:, -1]
 
