@@ -25,10 +25,17 @@ def init_conv(leaf: str, p: torch.Tensor, gen: torch.Generator) -> bool:
 
 def causal_conv(x, weight, bias):
     """SiLU of the depthwise causal conv of x (N, W-1+L, C), its first W-1 rows the window
-    before the L tokens; weight [C, W], bias [C] or None. Returns (N, L, C) fp32."""
-    y = F.conv1d(x.float().transpose(1, 2), weight.float().unsqueeze(1),
-                 None if bias is None else bias.float(), groups=weight.shape[0])
-    return F.silu(y).transpose(1, 2)
+    before the L tokens; weight [C, W], bias [C] or None. Returns (N, L, C) fp32.
+
+    As W multiply-adds of shifted views (W is a few taps): on the CPU they and their backward
+    take a half to a fifth of the time of a grouped conv1d's."""
+    x, w = x.float(), weight.float()
+    W = w.shape[1]
+    L = x.shape[1] - (W - 1)
+    y = x[:, :L] * w[:, 0] if bias is None else torch.addcmul(bias.float(), x[:, :L], w[:, 0])
+    for k in range(1, W):
+        y = torch.addcmul(y, x[:, k : k + L], w[:, k])
+    return F.silu(y)
 
 
 def with_window(x, weight, window=None):
