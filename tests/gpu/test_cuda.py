@@ -158,3 +158,37 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
     assert runs[0].token_ids == runs[1].token_ids
     # tiny_hybrid's MoE layers too: a decode-sized pass runs its experts densely
     assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
+
+
+@torch.no_grad()
+def test_a_decay_read_by_position_decodes_on_triton_as_on_torch():
+    """`mamba.decay_from`: the op's rate per token on the GPU kernel against the torch
+    reference, step and fold past the start; and a decode with graphs (captured per length, a
+    step not being length-free) gives the eager tokens."""
+    from fsc import ops
+    from fsc.decode import DecodeConfig, generate
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe, parse_recipe
+    from fsc.tokenizer import ByteTokenizer
+
+    data = load_recipe("tiny_hybrid").model_dump(mode="json", exclude_none=True)
+    data["mamba"].update(decay_from=8, decay_power=0.5)
+    model = build_model(parse_recipe(data), device="cuda", seed=1).eval()
+    tokens = torch.randint(0, 256, (2, 12), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    logits = {}
+    for backend in ("torch", "triton"):
+        with ops.backend(backend):
+            cache = model.synthetic_cache(2, 20, "cuda", seed=3, capacity=32, block_size=4)
+            out = []
+            for b in range(3):
+                blk = tokens[:, 4 * b : 4 * b + 4]
+                out.append(model(blk, cache))
+                model.fold(blk, cache)
+            logits[backend] = torch.cat(out, 1)
+    torch.testing.assert_close(logits["triton"], logits["torch"], rtol=1e-3, atol=1e-3)
+    tok = ByteTokenizer()
+    model.lm_head.weight.mul_(20)
+    runs = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),
+                     DecodeConfig(length=16, G=4, steps=3, temperature=0.0, graphs=g), device="cuda")
+            for g in (False, True)]
+    assert runs[0].token_ids == runs[1].token_ids
