@@ -219,14 +219,19 @@ def parsed(p: argparse.ArgumentParser, argv: list[str] | None, name: str,
 
 
 def run(a, train, evaluate, tables, figures) -> None:
-    """Train every (recipe, seed) and evaluate each, --jobs at a time (unless --skip-train or
-    --tables-only), then print the tables and (with --figures) draw the figures."""
+    """Train every (recipe, seed) and evaluate each as soon as it is trained, --jobs at a time
+    (unless --skip-train or --tables-only), then print the tables and (with --figures) draw the
+    figures."""
     jobs = [(r, seed) for seed in a.seeds for r in a.recipes]
+
+    def one(job) -> None:
+        if not a.skip_train:
+            train(job, a)
+        evaluate(job, a)
+
     if not a.tables_only:
         with ThreadPoolExecutor(a.jobs) as pool:
-            if not a.skip_train:
-                list(pool.map(lambda job: train(job, a), jobs))
-            list(pool.map(lambda job: evaluate(job, a), jobs))
+            list(pool.map(one, jobs))
         print()
     print(tables(a))
     if a.figures is not None:
