@@ -50,6 +50,15 @@ def decay_factor(positions, start: int, power: float, device=None):
     return torch.where(tokens > start, (start / tokens) ** power, 1.0)
 
 
+def block_positions(cache: LayerCache, G: int):
+    """The positions of a block of G tokens after `cache`: a range, or (B, G) counted from
+    each row's own start where the rows are ragged (`LayerCache.pads`)."""
+    S = cache.length
+    if cache.pads is None:
+        return range(S, S + G)
+    return torch.arange(S, S + G, device=cache.pads.device)[None] - cache.pads[:, None]
+
+
 class Mamba(FixedState):
     kind = "mamba"
     carries = True  # on torch (the chunked forms)
@@ -100,10 +109,7 @@ class Mamba(FixedState):
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
         xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        S = cache.length  # a ragged batch's rows count from their own starts
-        at = range(S, S + G) if cache.pads is None else (
-            torch.arange(S, S + G, device=x.device)[None] - cache.pads[:, None])
-        A = self._rates(at)
+        A = self._A() if self.decay_from is None else self._rates(block_positions(cache, G))
         if A.dim() > 1:  # per token: [B, G, H]
             A = A.expand(B, G, self.n_heads)
         y = ops.call(
