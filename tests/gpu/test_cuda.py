@@ -28,16 +28,22 @@ def test_every_kernel_matches_its_reference_in_bf16():
 @pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_linear", "tiny_gla", "tiny_gated_delta"])
 @torch.no_grad()
 def test_triton_backend_decodes_like_the_reference(name):
-    from fsc import ops
     from fsc.model.lm import build_model
     from fsc.recipe import load_recipe
 
-    model = build_model(load_recipe(name), device="cuda", seed=1).eval()
+    steps_alike_on_both_backends(build_model(load_recipe(name), device="cuda", seed=1).eval(), 300)
+
+
+def steps_alike_on_both_backends(model, S: int) -> None:
+    """Three blocks stepped and folded after a synthetic cache of S tokens give the same
+    logits on the torch reference ops and on the Triton kernels."""
+    from fsc import ops
+
     tokens = torch.randint(0, 256, (2, 12), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     logits = {}
     for backend in ("torch", "triton"):
         with ops.backend(backend):
-            cache = model.synthetic_cache(2, 300, "cuda", seed=3, capacity=312, block_size=4)
+            cache = model.synthetic_cache(2, S, "cuda", seed=3, capacity=S + 12, block_size=4)
             out = []
             for b in range(3):
                 blk = tokens[:, 4 * b : 4 * b + 4]
@@ -165,7 +171,6 @@ def test_a_decay_read_by_position_decodes_on_triton_as_on_torch():
     """`mamba.decay_from`: the op's rate per token on the GPU kernel against the torch
     reference, step and fold past the start; and a decode with graphs (captured per length, a
     step not being length-free) gives the eager tokens."""
-    from fsc import ops
     from fsc.decode import DecodeConfig, generate
     from fsc.model.lm import build_model
     from fsc.recipe import load_recipe, parse_recipe
@@ -174,18 +179,7 @@ def test_a_decay_read_by_position_decodes_on_triton_as_on_torch():
     data = load_recipe("tiny_hybrid").model_dump(mode="json", exclude_none=True)
     data["mamba"].update(decay_from=8, decay_power=0.5)
     model = build_model(parse_recipe(data), device="cuda", seed=1).eval()
-    tokens = torch.randint(0, 256, (2, 12), device="cuda", generator=torch.Generator("cuda").manual_seed(0))
-    logits = {}
-    for backend in ("torch", "triton"):
-        with ops.backend(backend):
-            cache = model.synthetic_cache(2, 20, "cuda", seed=3, capacity=32, block_size=4)
-            out = []
-            for b in range(3):
-                blk = tokens[:, 4 * b : 4 * b + 4]
-                out.append(model(blk, cache))
-                model.fold(blk, cache)
-            logits[backend] = torch.cat(out, 1)
-    torch.testing.assert_close(logits["triton"], logits["torch"], rtol=1e-3, atol=1e-3)
+    steps_alike_on_both_backends(model, 20)
     tok = ByteTokenizer()
     model.lm_head.weight.mul_(20)
     runs = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),
