@@ -86,6 +86,13 @@ def variant(name: str, changes: dict[str, object], G: int | None = None) -> Reci
     return parse_recipe(data)
 
 
+def same_weights(a: Recipe, b: Recipe) -> bool:
+    """Whether the two recipes' models, built at one seed, hold equal tensors (an option that
+    changes how weights are read, never which)."""
+    wa, wb = build_model(a, seed=7).state_dict(), build_model(b, seed=7).state_dict()
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 @torch.no_grad()
 def two_stream_equals_its_loop(m) -> None:
     """The first layer's mixer of `m`: its batched two-stream form equals the reference loop

@@ -15,6 +15,7 @@ from model_checks import (
     mixing_model,
     ragged_rows_decode_alone,
     random_tokens,
+    same_weights,
     two_stream_equals_its_loop,
     variant,
     walk_blocks,
@@ -38,8 +39,7 @@ def test_logn_is_in_the_hash_only_when_given_and_changes_no_weight():
     assert scaled.recipe_hash != base.recipe_hash
     assert scaled.position_encoding == ("RoPE, theta 10000; queries past 16 scaled by "
                                         "log(p + 1) / log(16)")
-    a, b = build_model(base, seed=7).state_dict(), build_model(scaled, seed=7).state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert same_weights(base, scaled)
 
 
 def test_the_factor_is_one_within_the_length_and_the_log_ratio_past_it():
