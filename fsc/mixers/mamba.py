@@ -34,8 +34,9 @@ class MambaCfg(Section):
     @model_validator(mode="after")
     def _power_needs_a_start(self):
         if self.decay_power != 1.0 and self.decay_from is None:
-            raise ValueError("decay_power scales the decay past decay_from: set mamba.decay_from "
-                             "(the training length) as well")
+            raise Bad(("decay_power",), "scales the decay past decay_from, which is not set",
+                      self.decay_power, "1, or any power with decay_from (e.g. the training "
+                      "length) set too")
         return self
 
 
