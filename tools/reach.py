@@ -174,6 +174,8 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16", _seeds("passkey_hybrid_nope_logn"), (), "reach"),
     ("hybrid, NoPE, trained with logn 16, 4,000 steps", _seeds("passkey_hybrid_nope_logn", 2),
      (), "reach-4k"),
+    ("hybrid, NoPE, trained with logn 16, 4,000 steps, decay 0.5 at evaluation",
+     _seeds("passkey_hybrid_nope_logn", 2), ("mamba.decay_scale=0.5",), "reach-4k"),
     ("hybrid, NoPE, trained with logn 16, decay 0.5 at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",
