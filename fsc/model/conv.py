@@ -28,7 +28,7 @@ def causal_conv(x, weight, bias):
     before the L tokens; weight [C, W], bias [C] or None. Returns (N, L, C) fp32.
 
     As W multiply-adds of shifted views (W is a few taps): on the CPU they and their backward
-    take a half to a fifth of the time of a grouped conv1d's."""
+    are faster than a grouped conv1d's (docs/benchmarks.md §8)."""
     x, w = x.float(), weight.float()
     W = w.shape[1]
     L = x.shape[1] - (W - 1)
