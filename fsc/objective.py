@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fsc.model.layers import noised_positions
+
 EPS = 1e-3  # smallest mask rate: 1/t weights stay bounded
 
 
@@ -182,7 +184,7 @@ def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
     m.scatter_(-1, lowest, scored[..., None])
     T = int(torch.where(scored, blocks, 0).max() + 1) * G
     dev = tokens.device
-    at = (blocks[..., None] * G + torch.arange(G)).flatten(1).to(dev)  # (B, K·G)
+    at = noised_positions(blocks, G).to(dev)  # (B, K·G)
     labels = tokens.gather(1, at)
     masked = m.flatten(1).to(dev)
     return Blocks(tokens[:, :T], labels.masked_fill(masked, mask_id), labels, masked,

@@ -13,7 +13,7 @@ from torch import nn
 from fsc import ops
 from fsc.mixers import attention as spec
 from fsc.model.cache import LayerCache
-from fsc.model.layers import RMSNorm, block_ids, rope
+from fsc.model.layers import RMSNorm, block_ids, noised_positions, rope
 from fsc.model.mixer import Mixer
 
 
@@ -130,8 +130,7 @@ class Attention(Mixer):
         by `fsc.model.cache.merge_rows`): each row's positions count from its own start, and
         its queries never read the padding before it; the same attention as the row's alone."""
         G, S = x.shape[1], cache.length
-        at = torch.arange(S, S + G, device=x.device)
-        q, k, v = self._qkv(x, at[None] - cache.pads[:, None], S + G)
+        q, k, v = self._qkv(x, cache.positions(G), S + G)
         kc, vc = cache.tensors["k"], cache.tensors["v"]
         k, v = k.to(kc.dtype), v.to(vc.dtype)
         if commit:
@@ -231,9 +230,7 @@ class Attention(Mixer):
         ids = clean_pos // G
         y_clean = self._attend(q, k, v, self._reach(ids[None, :] <= ids[:, None], clean_pos, ids * G),
                                x_clean)
-        at = torch.arange(G, device=blocks.device)
-        pos = (blocks[..., None] * G + at).flatten(1)  # (B, K·G): the twin's positions
-        qn, kn, vn = self._qkv(x_noised, pos, T)
+        qn, kn, vn = self._qkv(x_noised, noised_positions(blocks, G), T)
         unit = torch.arange(K * G, device=blocks.device) // G
         block = blocks.repeat_interleave(G, 1)  # (B, K·G): each noised query's block
         before = self._reach(ids[None, None, :] < block[..., None], clean_pos, block * G)  # (B, K·G, T)

@@ -30,6 +30,14 @@ class LayerCache:
     # (attention's static form, which one CUDA graph serves at every length: fsc.graphs)
     at: torch.Tensor | None = None
 
+    def positions(self, G: int):
+        """The positions of a block of G tokens after this cache: a range, or (B, G) counted
+        from each row's own start where the rows are ragged (`pads`)."""
+        S = self.length
+        if self.pads is None:
+            return range(S, S + G)
+        return torch.arange(S, S + G, device=self.pads.device)[None] - self.pads[:, None]
+
     @property
     def capacity(self) -> int | None:
         return self.tensors["k"].shape[1] if self.growing else None

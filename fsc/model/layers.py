@@ -231,6 +231,12 @@ def rope(x, positions, theta: float, scaling=None, dims: int | None = None, upto
     return (xf * cos + rotated * sin).to(x.dtype)
 
 
+def noised_positions(blocks: torch.Tensor, G: int) -> torch.Tensor:
+    """The positions (B, K·G) of the two-stream objective's K noised blocks of G, the k-th of
+    row b standing at block blocks[b, k] (B, K): those of its clean twin."""
+    return (blocks[..., None] * G + torch.arange(G, device=blocks.device)).flatten(1)
+
+
 def block_ids(block_lengths: list[int], device) -> torch.Tensor:
     """Block index of every token of a sequence cut into blocks of the given lengths."""
     lengths = torch.tensor(block_lengths, device=device)

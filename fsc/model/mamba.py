@@ -18,7 +18,7 @@ from fsc.model import fla_scan
 from fsc.model.cache import LayerCache
 from fsc.model.chunked import Chunks, decay_matrix, scan
 from fsc.model.conv import conv_sequence, conv_two_stream, init_conv, window_after
-from fsc.model.layers import RMSNorm
+from fsc.model.layers import RMSNorm, noised_positions
 from fsc.model.mixer import FixedState
 
 CHUNK = 16  # tokens a chunk of the training form holds (whole blocks, at least one)
@@ -48,15 +48,6 @@ def decay_factor(positions, start: int, power: float, device=None):
         positions = torch.arange(positions.start, positions.stop, device=device)
     tokens = positions.to(torch.float32) + 1
     return torch.where(tokens > start, (start / tokens) ** power, 1.0)
-
-
-def block_positions(cache: LayerCache, G: int):
-    """The positions of a block of G tokens after `cache`: a range, or (B, G) counted from
-    each row's own start where the rows are ragged (`LayerCache.pads`)."""
-    S = cache.length
-    if cache.pads is None:
-        return range(S, S + G)
-    return torch.arange(S, S + G, device=cache.pads.device)[None] - cache.pads[:, None]
 
 
 class Mamba(FixedState):
@@ -109,7 +100,7 @@ class Mamba(FixedState):
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
         xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        A = self._A() if self.decay_from is None else self._rates(block_positions(cache, G))
+        A = self._A() if self.decay_from is None else self._rates(cache.positions(G))
         if A.dim() > 1:  # per token: [B, G, H]
             A = A.expand(B, G, self.n_heads)
         y = ops.call(
@@ -211,9 +202,7 @@ class Mamba(FixedState):
     def _noised_inputs(self, conv, dt, conv_n, dtn, blocks):
         """`_inputs` of the clean stream (positions from 0) and of the noised one, whose k-th
         block stands at block blocks[b, k] of its row."""
-        G = conv_n.shape[1] // blocks.shape[1]
-        at = None if self.decay_from is None else (
-            blocks[..., None] * G + torch.arange(G, device=blocks.device)).flatten(1)
+        at = None if self.decay_from is None else noised_positions(blocks, conv_n.shape[1] // blocks.shape[1])
         return self._inputs(conv, dt, range(conv.shape[1])), self._inputs(conv_n, dtn, at)
 
     def _A(self):
