@@ -128,6 +128,14 @@ def _seeds(recipe: str, n: int = 3) -> tuple[str, ...]:
     return tuple(tag(recipe, s) for s in range(n))
 
 
+def _by_position(label: str, recipe: str, powers: tuple[str, ...]) -> list[tuple]:
+    """LEVERS rows of `recipe`'s three seeds scored with the decay by position from 128 at each
+    power (`mamba.decay_from`, `mamba.decay_power`; 1 the default)."""
+    return [(f"{label}, decay by position from 128, power {k} at evaluation", _seeds(recipe),
+             ("mamba.decay_from=128",) + (() if k == "1" else (f"mamba.decay_power={k}",)),
+             "reach") for k in powers]
+
+
 # The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
 # (folders under the store's run directory), the `fsc eval --set` changes scored with, the
 # store, relative to --out's parent). Each is made by a command of that section.
@@ -140,9 +148,7 @@ LEVERS = [
      ("mamba.decay_scale=0.5",), "reach"),
     ("Mamba-2, decay scaled 0.25 at evaluation", _seeds("passkey_mamba"),
      ("mamba.decay_scale=0.25",), "reach"),
-    *[(f"Mamba-2, decay by position from 128, power {k} at evaluation", _seeds("passkey_mamba"),
-       ("mamba.decay_from=128",) + (() if k == "1" else (f"mamba.decay_power={k}",)), "reach")
-      for k in ("1", "0.75", "0.5", "0.25")],
+    *_by_position("Mamba-2", "passkey_mamba", ("1", "0.75", "0.5", "0.25")),
     ("Mamba-2, decay by position (power 0.5) and scaled 0.5 at evaluation",
      _seeds("passkey_mamba"),
      ("mamba.decay_from=128", "mamba.decay_power=0.5", "mamba.decay_scale=0.5"), "reach"),
@@ -155,10 +161,7 @@ LEVERS = [
      ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, RoPE, logn 128 at evaluation", _seeds("passkey_hybrid"), ("attention.logn=128",),
      "reach"),
-    *[(f"hybrid, RoPE, decay by position from 128, power {k} at evaluation",
-       _seeds("passkey_hybrid"),
-       ("mamba.decay_from=128",) + (() if k == "1" else (f"mamba.decay_power={k}",)), "reach")
-      for k in ("1", "0.5")],
+    *_by_position("hybrid, RoPE", "passkey_hybrid", ("1", "0.5")),
     ("hybrid, a 32-token window", _seeds("passkey_hybrid_swa", 2), (), "reach"),
     ("hybrid, NoPE", _seeds("passkey_hybrid_nope"), (), "reach"),
     ("hybrid, NoPE, logn 128 at evaluation", _seeds("passkey_hybrid_nope"),
@@ -167,10 +170,7 @@ LEVERS = [
      ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, logn 128 and decay 0.5 at evaluation", _seeds("passkey_hybrid_nope"),
      ("mamba.decay_scale=0.5", "attention.logn=128"), "reach"),
-    *[(f"hybrid, NoPE, decay by position from 128, power {k} at evaluation",
-       _seeds("passkey_hybrid_nope"),
-       ("mamba.decay_from=128",) + (() if k == "1" else (f"mamba.decay_power={k}",)), "reach")
-      for k in ("1", "0.5")],
+    *_by_position("hybrid, NoPE", "passkey_hybrid_nope", ("1", "0.5")),
     ("hybrid, NoPE, trained with logn 16", _seeds("passkey_hybrid_nope_logn"), (), "reach"),
     ("hybrid, NoPE, trained with logn 16, 4,000 steps", _seeds("passkey_hybrid_nope_logn", 2),
      (), "reach-4k"),
