@@ -171,14 +171,14 @@ def test_a_decay_read_by_position_decodes_on_triton_as_on_torch():
     """`mamba.decay_from`: the op's rate per token on the GPU kernel against the torch
     reference, step and fold past the start; and a decode with graphs (captured per length, a
     step not being length-free) gives the eager tokens."""
+    from model_checks import variant
+
     from fsc.decode import DecodeConfig, generate
     from fsc.model.lm import build_model
-    from fsc.recipe import load_recipe, parse_recipe
     from fsc.tokenizer import ByteTokenizer
 
-    data = load_recipe("tiny_hybrid").model_dump(mode="json", exclude_none=True)
-    data["mamba"].update(decay_from=8, decay_power=0.5)
-    model = build_model(parse_recipe(data), device="cuda", seed=1).eval()
+    recipe = variant("tiny_hybrid", {"mamba.decay_from": 8, "mamba.decay_power": 0.5})
+    model = build_model(recipe, device="cuda", seed=1).eval()
     steps_alike_on_both_backends(model, 20)
     tok = ByteTokenizer()
     model.lm_head.weight.mul_(20)
