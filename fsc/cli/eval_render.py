@@ -37,15 +37,16 @@ class SampleBar:
 def show_cell(c) -> None:
     """A cell's line on stderr as it is stored (a suite cell's score: the expected strings
     found)."""
-    scored = c.score is not None and (c.task != "niah" or c.variant != "single")
-    err.print(f"  {c.task}" + (f" {c.variant}" if c.task == "niah" and c.variant not in
+    variant = c.get("variant")
+    scored = c.get("score") is not None and (c.task != "niah" or variant != "single")
+    err.print(f"  {c.task}" + (f" {variant}" if c.task == "niah" and variant not in
                                (None, "single") else "") + f" length {c.length}"
               + (f" depth {c.depth:g}" if c.depth is not None else "")
               + (f" pairs {c.pairs}" if c.pairs is not None else "")
               + (f" {_setting(c)}" if c.task == "genppl" else "")
-              + (f": score {c.score:.2f}" if scored else "")
+              + (f": score {c.get('score'):.2f}" if scored else "")
               + (f": {c.accuracy:.2f}" if c.accuracy is not None and not scored else "")
-              + (f": Gen-PPL {c.gen_ppl:.2f}" if c.gen_ppl is not None else ""),
+              + (f": Gen-PPL {c.get('gen_ppl'):.2f}" if c.get("gen_ppl") is not None else ""),
               markup=False, highlight=False)
 
 
@@ -76,36 +77,39 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
             table.add_column(c, justify="right")
         for c in cells:
             table.add_row(str(c.length), str(c.n), f"{c.loss:.4f}",
-                          "–" if c.loss_se is None else f"{c.loss_se:.4f}")
+                          "–" if c.get("loss_se") is None else f"{c.get('loss_se'):.4f}")
         out.print(table)
         for c in cells:
-            if (c.distinct_sequences or c.n) < c.n:
-                err.print(f"length {c.length}: the data holds {c.distinct_sequences} "
+            if (c.get("distinct_sequences") or c.n) < c.n:
+                err.print(f"length {c.length}: the data holds {c.get('distinct_sequences')} "
                           f"distinct sequences; the {c.n} scored reuse them, so the spread "
                           "is understated (give --samples at most that, or more text)",
                           soft_wrap=True)
         return
-    key = {"niah": "depth", "mqar": "pairs"}.get(task, "words" if task in ("cwe", "fwe")
-                                                  else "hops")
-    suite = task not in ("niah", "mqar") or (task == "niah" and any(
-        c.variant not in (None, "single") or c.distractors or c.haystack not in (None, "filler")
-        for c in cells))
+    # a task without a table of its own: its score (else accuracy) by length
+    key = {"niah": "depth", "mqar": "pairs", "vt": "hops", "cwe": "words", "fwe": "words"}.get(task)
+    suite = task in ("vt", "cwe", "fwe") or (task == "niah" and any(
+        c.get("variant") not in (None, "single") or c.get("distractors")
+        or c.get("haystack") not in (None, "filler") for c in cells)) or (
+        key is None and any(c.get("score") is not None for c in cells))
     what = "score (the expected strings found)" if suite else "accuracy"
     if task == "niah" and suite:
-        what = f"{cells[0].variant} {what}" if cells else what
+        what = f"{cells[0].get('variant')} {what}" if cells else what
     lengths = sorted({c.length for c in cells})
-    out.print(f"{printable(recipe, 60)}: {task} {what} by {key} × length (run {run_id})",
+    by = f"by {key} × length" if key else "by length"
+    out.print(f"{printable(recipe, 60)}: {printable(task, 40)} {what} {by} (run {run_id})",
               markup=False, highlight=False)
     table = Table()
-    table.add_column(key, justify="right")
+    table.add_column(key or "", justify="right")
     for n in lengths:
         ratio = next(c.length_ratio for c in cells if c.length == n)
         table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
-    for k in sorted({getattr(c, key) for c in cells}):
-        row = {c.length: c.score if suite else c.accuracy for c in cells
-               if getattr(c, key) == k}
-        table.add_row(f"{k:g}", *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if n in row
-                                  else "-" for n in lengths])
+    for k in sorted({c.get(key) for c in cells} if key else {None}):
+        row = {c.length: c.get("score") if suite else c.accuracy for c in cells
+               if key is None or c.get(key) == k}
+        table.add_row("" if k is None else f"{k:g}",
+                      *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if row.get(n) is not None
+                        else "-" for n in lengths])
     out.print(table)
 
 
@@ -118,8 +122,8 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     lengths = sorted({c.length for c in cells})
     rows: dict[str, dict[int, list[float]]] = {}
     for c in cells:
-        name = f"niah {c.variant}" if c.task == "niah" else c.task
-        rows.setdefault(name, {}).setdefault(c.length, []).append(c.score)
+        name = f"niah {c.get('variant')}" if c.task == "niah" else c.task
+        rows.setdefault(name, {}).setdefault(c.length, []).append(c.get("score"))
     means = {name: {n: sum(v) / len(v) for n, v in by.items()} for name, by in rows.items()}
     means["average"] = {n: sum(m[n] for m in means.values() if n in m)
                         / sum(n in m for m in means.values()) for n in lengths}
@@ -141,11 +145,11 @@ def _setting(c) -> str:
     if c.mode == "reference":
         return "validation text"
     head = "ar" if c.mode == "ar" else f"G {c.G} K {c.K}"
-    if c.policy and c.policy != "confidence":
-        head += f" {c.policy}"
-    if c.threshold is not None:
-        head += f" τ {c.threshold:g}"
-    return head + (f" T {c.temperature:g}" if c.temperature is not None else "")
+    if c.get("policy") and c.get("policy") != "confidence":
+        head += f" {c.get('policy')}"
+    if c.get("threshold") is not None:
+        head += f" τ {c.get('threshold'):g}"
+    return head + (f" T {c.get('temperature'):g}" if c.get("temperature") is not None else "")
 
 
 def _fmt(v, spec: str = ".2f") -> str:
@@ -160,28 +164,28 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     """A row per decoding and length (Gen-PPL at one length is not comparable with another's;
     one length is said above the table): Gen-PPL with its interval, entropy, repeats, speed.
     On a narrow terminal the passes, steps and repeats columns go first (--json has them)."""
-    scorer = next((c.scorer for c in cells if c.scorer), "?")
+    scorer = next((c.get("scorer") for c in cells if c.get("scorer")), "?")
     out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)} "
               f"(run {run_id})", markup=False, highlight=False)
     records = [{"decoding": _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
                                            and c.checkpoint != cells[0].checkpoint else ""),
-                "length": str(c.length), "Gen-PPL": _fmt(c.gen_ppl),
-                "95 % interval": f"{_fmt(c.gen_ppl_lo)}–{_fmt(c.gen_ppl_hi)}",
-                "entropy": _fmt(c.entropy, ".3f"), "rep": _fmt(c.repeat_ngram, ".3f"),
-                "tok/s": _fmt(c.tokens_per_s, ".0f"), "passes/tok": _fmt(c.passes_per_token),
-                "steps/block": _fmt(c.steps_per_block), "n": str(c.n)} for c in cells]
+                "length": str(c.length), "Gen-PPL": _fmt(c.get("gen_ppl")),
+                "95 % interval": f"{_fmt(c.get('gen_ppl_lo'))}–{_fmt(c.get('gen_ppl_hi'))}",
+                "entropy": _fmt(c.get("entropy"), ".3f"), "rep": _fmt(c.get("repeat_ngram"), ".3f"),
+                "tok/s": _fmt(c.tokens_per_s, ".0f"), "passes/tok": _fmt(c.get("passes_per_token")),
+                "steps/block": _fmt(c.get("steps_per_block")), "n": str(c.n)} for c in cells]
     out.print(fitted(None, GENPPL_COLUMNS, records, out, ("passes/tok", "steps/block", "rep"),
                      hoist=("length",), left=("decoding",)))
     several = len({c.length for c in cells}) > 1
-    early = sum(c.ended_early or 0 for c in cells)
+    early = sum(c.get("ended_early") or 0 for c in cells)
     if early:
         err.print(f"{early} samples ended at EOS before their length; each is scored on what "
                   "it holds", soft_wrap=True)
-    if any(c.mauve is not None for c in cells):
+    if any(c.get("mauve") is not None for c in cells):
         for c in cells:
-            if c.mauve is not None:
+            if c.get("mauve") is not None:
                 out.print(f"MAUVE {_setting(c)}" + (f" length {c.length}" if several else "")
-                          + f": {c.mauve:.3f}", markup=False, highlight=False)
+                          + f": {c.get('mauve'):.3f}", markup=False, highlight=False)
 
 
 def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:

@@ -93,6 +93,15 @@ def query(
             err.print(f"showing the first {TABLE_MAX_ROWS} rows; use --format csv/json or --out")
 
 
+def declared() -> dict:
+    """The row tables' declared columns (fsc.store.schema.Column): the eval tasks' own and the
+    harness's, which a store gains as they first write; `fsc schema` describes them."""
+    from fsc.eval import declared_columns
+    from fsc.harness import COLUMNS
+
+    return {"eval_cells": (*declared_columns(), *COLUMNS)}
+
+
 def schema(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -109,7 +118,7 @@ def schema(
 
     st = Store(store_dir(store))
     st.check()
-    doc = describe(st)
+    doc = describe(st, declared())
     if as_json:
         print_json(doc)
         return

@@ -9,8 +9,10 @@ loaded; `score` is the one dispatch the driver and every worker call.
 - loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
 - genppl (fsc.eval.genppl): generative perplexity of samples under a separate scorer
 
-A new task is one module and a line in TASKS. Scorers (fsc checkpoints or transformers
-models) are adapters in fsc.eval.scorers; the model and the store never import them.
+A new task is one module and a line in TASKS: the columns its cells hold besides EvalCell's
+shared ones are declared in the module (fsc.store.schema.Column) and named in that line, and a
+store gains them when the task first writes. Scorers (fsc checkpoints or transformers models)
+are adapters in fsc.eval.scorers; the model and the store never import them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from fsc.eval import genppl, loss, retrieval, ruler
 from fsc.eval.grid import EvalCell, EvalGrid
 from fsc.loading import check_fits, load_model, reread
 from fsc.recipe import Recipe, parse_changes
+from fsc.store.schema import Column
 
 
 def fits_at_lengths(grid: EvalGrid, recipe: Recipe, device) -> None:
@@ -44,19 +47,25 @@ class Task:
     # measure takes tick(n) too, called as n more samples are done (a bar over samples)
     ticks: bool = False
     blocks: bool = True  # its prompts are laid out in blocks of G: each length a multiple
+    # its own eval_cells columns beside EvalCell's shared ones: what measure's cells may hold
+    # besides those (a store gains them as the task's first cells are written)
+    columns: tuple[Column, ...] = ()
 
 
 TASKS = {t.name: t for t in (
-    Task("niah", ruler.check, ruler.measure, ruler.cells_per_length),
+    *(Task(name, ruler.check, ruler.measure, ruler.cells_per_length,
+           columns=ruler.columns(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
-    Task("vt", ruler.check, ruler.measure, ruler.cells_per_length),
-    Task("cwe", ruler.check, ruler.measure, ruler.cells_per_length),
-    Task("fwe", ruler.check, ruler.measure, ruler.cells_per_length),
-    Task("ruler", ruler.check, ruler.measure, ruler.cells_per_length),
-    Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False),  # checks its own
+    Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False,  # checks its own
+         columns=loss.COLUMNS),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
-         genppl.fits, ticks=True, blocks=False),  # its cells name their own G
+         genppl.fits, ticks=True, blocks=False, columns=genppl.COLUMNS),  # its cells name their G
 )}
+
+
+def declared_columns() -> tuple[Column, ...]:
+    """Every task's own eval_cells columns, each once (`fsc schema` describes them)."""
+    return tuple({c.name: c for task in TASKS.values() for c in task.columns}.values())
 
 
 def task_of(grid: EvalGrid) -> Task:
@@ -100,9 +109,13 @@ def score(model, tokenizer, grid: EvalGrid, lengths, device,
     cells = []
     task = TASKS[grid.task]
     ticks = {"tick": on_samples or (lambda n: None)} if task.ticks else {}
+    own = {c.name for c in task.columns}
     with torch.no_grad():
         for measured in task.measure(model, tokenizer, grid, lengths, device, **ticks):
             cells.append(grid.cell(measured))
+            if not set(cells[-1].own) <= own:  # a column the store would refuse
+                raise ValueError(f"--task {grid.task} measured {sorted(set(cells[-1].own) - own)}"
+                                 ", which neither EvalCell nor the task's columns declare")
             if on_cell is not None:
                 on_cell(cells[-1])
     return cells

@@ -7,6 +7,7 @@ grid before any model is loaded; every worker gets it as it is. Pure Python: no 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -14,14 +15,6 @@ from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 
 DEFAULT_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
-LOSS_ONLY = ("loss", "loss_se", "distinct_sequences", "bits_per_byte")
-GENPPL_ONLY = ("policy", "threshold", "temperature", "top_p", "prompt_length", "scorer",
-               "gen_ppl", "gen_ppl_lo", "gen_ppl_hi", "scored_tokens", "entropy", "entropy_se",
-               "repeat_ngram", "passes_per_token", "steps_per_block", "ended_early", "mauve")
-SUITE_ONLY = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
-              "vt": ("hops", "chains", "haystack", "score"),
-              "cwe": ("words", "score"), "fwe": ("words", "score")}
-OWN_COLUMNS = {"loss": LOSS_ONLY, "genppl": GENPPL_ONLY, **SUITE_ONLY}  # some tasks' rows only
 
 
 @dataclass
@@ -82,45 +75,30 @@ class EvalCell:
     accuracy: float | None = None
     token_accuracy: float | None = None
     loss: float | None = None
-    loss_se: float | None = None
-    distinct_sequences: int | None = None
-    bits_per_byte: float | None = None
-    policy: str | None = None
-    threshold: float | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    prompt_length: int | None = None
-    scorer: str | None = None
-    gen_ppl: float | None = None
-    gen_ppl_lo: float | None = None
-    gen_ppl_hi: float | None = None
-    scored_tokens: int | None = None
-    entropy: float | None = None
-    entropy_se: float | None = None
-    repeat_ngram: float | None = None
-    passes_per_token: float | None = None
-    steps_per_block: float | None = None
-    ended_early: int | None = None
-    mauve: float | None = None
-    variant: str | None = None  # niah: single, multikey, multivalue or multiquery
-    needles: int | None = None  # niah: keys or values of the variant
-    distractors: int | None = None  # niah: needles whose keys are never asked
-    hops: int | None = None  # vt
-    chains: int | None = None  # vt
-    words: int | None = None  # cwe, fwe: words the answer names
-    haystack: str | None = None  # niah, vt: filler or a corpus
-    score: float | None = None  # niah, vt, cwe, fwe: RULER's (the expected strings found)
     tokens_per_s: float | None = None
     seconds: float | None = None
+    # the task's own columns (its knobs and measures), as its module declares them (Task.columns)
+    own: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, column: str) -> Any:
+        """The value of `column`: a field's, or one of the task's own (None if it has none)."""
+        if column in self.own:
+            return self.own[column]
+        return getattr(self, column) if column in SHARED else None
 
     def columns(self) -> dict[str, Any]:
         """The cell's eval_cells row: what the store writes, `--json` prints and a worker
-        sends (`EvalCell(**row)` reads it back). A task's own columns (OWN_COLUMNS) are in
-        its rows only."""
-        others = {c for task, cols in OWN_COLUMNS.items() if task != self.task for c in cols}
-        own = OWN_COLUMNS.get(self.task, ())
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name in own or f.name not in others}
+        sends (`EvalCell.from_row` reads it back): the shared fields, then the task's own."""
+        return {**{name: getattr(self, name) for name in SHARED}, **self.own}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> EvalCell:
+        """The cell whose `columns()` are `row`."""
+        return cls(**{k: v for k, v in row.items() if k in SHARED},
+                   own={k: v for k, v in row.items() if k not in SHARED})
+
+
+SHARED = tuple(f.name for f in fields(EvalCell) if f.name != "own")  # every cell's columns
 
 
 @dataclass(frozen=True)
@@ -157,4 +135,5 @@ class EvalGrid:
         base = EvalCell(self.checkpoint, self.recipe, self.recipe_hash, self.settings.mode,
                         self.G, self.K, self.settings.train_len, measured["task"],
                         measured["length"])
-        return replace(base, **measured)
+        return replace(base, **{k: v for k, v in measured.items() if k in SHARED},
+                       own={k: v for k, v in measured.items() if k not in SHARED})

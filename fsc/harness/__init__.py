@@ -10,6 +10,28 @@
 
 import importlib.util
 
+from fsc.store.schema import Column
+
+COLUMNS = (  # `fsc eval --task harness`: its own eval_cells columns, a row per task and metric
+    Column("harness_task", "VARCHAR",
+           "harness: the lm-evaluation-harness task (arc_easy, piqa, a local task...)."),
+    Column("metric", "VARCHAR",
+           "harness: the metric's name as the harness reports it (acc, acc_norm, "
+           "word_perplexity...)."),
+    Column("value", "DOUBLE", "harness: the metric's value."),
+    Column("value_se", "DOUBLE",
+           "harness: its standard error as the harness computes it (NULL where it gives none)."),
+    Column("num_fewshot", "INTEGER", "harness: few-shot examples per prompt."),
+    Column("harness_version", "VARCHAR",
+           "harness: the lm-evaluation-harness version that ran the task."),
+    Column("mc_samples", "INTEGER",
+           "harness, diffusion: Monte Carlo draws per block of the likelihood bound."),
+    Column("bound", "BOOLEAN",
+           "harness: true when the value rests on a bound of the likelihood (a block-diffusion "
+           "model), not the exact likelihood."),
+    Column("provenance", "VARCHAR", "harness: where the evaluated weights came from."),
+)
+
 
 def available() -> bool:
     """Whether lm-evaluation-harness is installed (`fsc[harness]`); nothing is imported."""

@@ -25,6 +25,7 @@ from lm_eval.tasks import TaskManager
 from fsc import paths
 from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
+from fsc.harness import COLUMNS
 from fsc.harness.lm import FscLM
 from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
@@ -262,5 +263,5 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
                        request.mc_samples, source, recipe)
         for row in rows:
             row["seconds"] = seconds
-        run.add_rows("eval_cells", rows)
+        run.add_rows("eval_cells", rows, COLUMNS)
     return Harnessed(run.run_id, rows, seconds, files)

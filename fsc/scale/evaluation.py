@@ -203,7 +203,7 @@ CELL_KEY = ("task", "variant", "length", "depth", "pairs", "mode", "G", "K", "po
 
 
 def cell_key(cell: EvalCell) -> tuple:
-    return tuple(getattr(cell, c) for c in CELL_KEY)
+    return tuple(cell.get(c) for c in CELL_KEY)
 
 
 PINNED = {"source": "", "baseline": "--baseline ", "scorer": "--scorer "}  # field: its option
@@ -316,7 +316,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
             if cell_key(cell) in have:
                 return
             have.add(cell_key(cell))
-            run.add_rows("eval_cells", [cell.columns()])
+            run.add_rows("eval_cells", [cell.columns()], task_of(grid).columns)
             result.cells.append(cell)
             watch.stored(cell)
 
@@ -346,7 +346,7 @@ def _on_engine(engine, job: work.EvalJob, keep) -> None:
     failed = []
     for arrival in engine.arrivals(job, [work.Group(i, (n,)) for i, n in enumerate(lengths)]):
         for row in arrival.rows:
-            keep(EvalCell(**row))
+            keep(EvalCell.from_row(row))
         if arrival.failure is not None:
             failed.append(f"length {arrival.group.points[0]}: {arrival.failure}")
     if failed:

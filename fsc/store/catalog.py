@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
 
 from fsc.store.connect import connect
-from fsc.store.migrations import MIGRATIONS, migrate
-from fsc.store.schema import SCHEMA
+from fsc.store.migrations import MIGRATIONS, ROW_VIEWS, add_columns, migrate
+from fsc.store.schema import SCHEMA, Column
 from fsc.store.store import Store
 
 
@@ -29,20 +30,30 @@ def _catalog(con: duckdb.DuckDBPyConnection) -> tuple[int, dict[str, tuple[str, 
     return version, relations
 
 
-def describe(store: Store) -> dict[str, Any]:
+def describe(store: Store,
+             declared: Mapping[str, Sequence[Column]] | None = None) -> dict[str, Any]:
     """Tables, views and columns with their types and descriptions.
 
     Reads the store's own catalog when the store exists (read-only); otherwise migrates an
-    in-memory database, so the answer is the schema a new store would get. Relations and
-    columns that the code does not document are listed with a null description.
+    in-memory database and adds the `declared` columns of each row table (an eval task's
+    own, see fsc.store.schema.Column), so the answer is the schema a new store would get once
+    every task has written. The declared columns' descriptions are theirs, in the table and
+    its view. Relations and columns that nothing documents are listed with a null description.
     """
+    declared = declared or {}
     if store.exists():
         with connect(store.file, read_only=True, timeout_s=store.timeout_s) as con:
             version, relations = _catalog(con)
     else:
         with duckdb.connect(":memory:") as con:
             migrate(con)
+            for table, columns in declared.items():
+                add_columns(con, table, columns)
             version, relations = _catalog(con)
+    notes = {name: dict(SCHEMA[name].columns) for name in SCHEMA}
+    for table, columns in declared.items():
+        for relation in (table, ROW_VIEWS[table][0]):
+            notes[relation].update({c.name: c.description for c in columns})
     names = [n for n in SCHEMA if n in relations] + sorted(set(relations) - set(SCHEMA))
     out = []
     for name in names:
@@ -52,10 +63,8 @@ def describe(store: Store) -> dict[str, Any]:
             "name": name,
             "kind": kind,
             "description": doc.description if doc else None,
-            "columns": [
-                {"name": c, "type": t, "description": doc.columns.get(c) if doc else None}
-                for c, t in columns
-            ],
+            "columns": [{"name": c, "type": t, "description": notes.get(name, {}).get(c)}
+                        for c, t in columns],
         })
     return {
         "store": str(store.file) if store.exists() else None,

@@ -40,6 +40,28 @@ def row_view(view: str, table: str, alias: str, environment: str, columns: str =
         """
 
 
+# each row table's view: (view, alias, environment columns)
+ROW_VIEWS = {"train_steps": ("training", "t", ENVIRONMENT),
+             "eval_cells": ("evaluation", "c", ENVIRONMENT)}
+
+
+def add_columns(con: Connection, table: str, columns) -> list[str]:
+    """Add to row table `table` each declared column (fsc.store.schema.Column) it lacks, and
+    recreate its view if any was added; the names added. A declared column needs no migration:
+    a store gains it when rows first carry it."""
+    have = {name for (name,) in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main'"
+        " AND table_name = ?", [table]).fetchall()}
+    added = [c.name for c in columns if c.name not in have]
+    for c in columns:
+        if c.name in added:
+            con.execute(f'ALTER TABLE {table} ADD COLUMN "{c.name}" {c.type}')
+    if added:
+        view, alias, environment = ROW_VIEWS[table]
+        con.execute(row_view(view, table, alias, environment))
+    return added
+
+
 def create_runs_recipes_environments(con: Connection) -> None:
     con.execute(
         """

@@ -1,8 +1,9 @@
 """One-line descriptions of every table, view and column of the store.
 
 The DDL lives in `migrations.py`; this is the documentation of the schema those migrations
-produce. A test checks that the two agree name for name, and `fsc schema` / docs/store.md are
-rendered from here. All timestamps are UTC (DuckDB `TIMESTAMP` without a zone).
+produce, less the row tables' declared columns (`Column`: an eval task's own measures, which its
+module declares and describes). A test checks that the two agree name for name, and `fsc
+schema` / docs/store.md are rendered from here and those declarations. All timestamps are UTC (DuckDB `TIMESTAMP` without a zone).
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ class Relation:
     kind: str  # 'table' | 'view'
     description: str
     columns: dict[str, str]  # column name -> description, in table order
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column that a module above the store declares for a row table (an eval task's own
+    measures, the harness's metrics): `Store.add_rows` adds it to the table and its view when
+    rows first carry it, and `fsc schema` describes it with `description`. Such a column needs
+    no migration; its name, type and meaning live with the code that fills it."""
+
+    name: str
+    type: str  # a DuckDB type: DOUBLE, BIGINT, INTEGER, VARCHAR or BOOLEAN
+    description: str
 
 
 _POINT_MEASURES = {
@@ -76,6 +89,8 @@ _TRAIN_STEP = {
     "recorded_at": "When the row was written (UTC).",
 }
 
+# what every eval cell may fill; a task's own columns (its knobs and measures) are declared by
+# its module in fsc/eval/ (fsc.store.schema.Column), the harness's by fsc/harness/run.py
 _EVAL_CELL = {
     "run_id": "Run identifier (a run of kind eval).",
     "checkpoint": "Checkpoint directory evaluated.",
@@ -98,43 +113,6 @@ _EVAL_CELL = {
     "seconds": "Wall time of the cell, s.",
     "recorded_at": "When the row was written (UTC).",
     "token_accuracy": "Fraction of the scored tokens (key digits, answer tokens) decoded right: partial credit beside the exact match.",
-    "loss_se": "loss: standard error of the held-out loss over its n sequences, nats.",
-    "distinct_sequences": "loss on a text file: distinct sequences of this length the file holds; fewer than n means sequences were scored again.",
-    "bits_per_byte": "loss on text: the summed NLL (or bound) in bits over the UTF-8 bytes of the scored text.",
-    "policy": "genppl: which masked positions a step reveals: confidence, random, margin or entropy.",
-    "threshold": "genppl: threshold τ of adaptive parallel decoding (NULL: the even schedule).",
-    "temperature": "genppl: sampling temperature (0: greedy).",
-    "top_p": "genppl: nucleus sampling mass.",
-    "prompt_length": "genppl: tokens of validation text before each sample (0: BOS).",
-    "scorer": "genppl: the autoregressive model that scored the samples.",
-    "gen_ppl": "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples.",
-    "gen_ppl_lo": "genppl: lower end of the 95 % bootstrap interval of gen_ppl (over samples).",
-    "gen_ppl_hi": "genppl: upper end of that interval.",
-    "scored_tokens": "genppl: scorer tokens the perplexity is over.",
-    "entropy": "genppl: mean unigram entropy per sample, nats (generator tokens).",
-    "entropy_se": "genppl: standard error of entropy over samples.",
-    "repeat_ngram": "genppl: mean fraction of a sample's n-grams seen earlier in it.",
-    "passes_per_token": "genppl: forward passes per generated token (steps and folds; the prompt excluded).",
-    "steps_per_block": "genppl: denoising steps per block actually used (threshold decoding adapts them).",
-    "ended_early": "genppl: samples that ended at EOS before the length (scored on what they hold).",
-    "mauve": "genppl: MAUVE of the samples against the validation text (fsc[quality]).",
-    "harness_task": "harness: the lm-evaluation-harness task (arc_easy, piqa, a local task...).",
-    "metric": "harness: the metric's name as the harness reports it (acc, acc_norm, word_perplexity...).",
-    "value": "harness: the metric's value.",
-    "value_se": "harness: its standard error as the harness computes it (NULL where it gives none).",
-    "num_fewshot": "harness: few-shot examples per prompt.",
-    "harness_version": "harness: the lm-evaluation-harness version that ran the task.",
-    "mc_samples": "harness, diffusion: Monte Carlo draws per block of the likelihood bound.",
-    "bound": "harness: true when the value rests on a bound of the likelihood (a block-diffusion model), not the exact likelihood.",
-    "provenance": "harness: where the evaluated weights came from.",
-    "variant": "niah: single (one key asked), multikey (several keys, one asked), multivalue (one key's values, all asked) or multiquery (several keys, all asked).",
-    "needles": "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places.",
-    "distractors": "niah: more needles, of keys never asked.",
-    "hops": "vt: links of each chain after its value (VAR B = VAR A).",
-    "chains": "vt: chains per prompt, one asked.",
-    "words": "cwe, fwe: words the answer names.",
-    "haystack": "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text.",
-    "score": "niah, vt, cwe, fwe: RULER's score, the fraction of the expected strings found in a decoded answer, averaged over the n samples (correct: the samples that found them all).",
 }
 
 SCHEMA: dict[str, Relation] = {

@@ -17,12 +17,13 @@ exception marks it failed with the exception's type and text; both propagate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fsc.interrupts import signal_name, signum_of
+from fsc.store.schema import Column
 
 
 class RunWriter(Protocol):
@@ -32,7 +33,8 @@ class RunWriter(Protocol):
     def add_point(self, run_id: str, point: dict[str, Any],
                   samples: dict[str, list[float]] | None = None) -> int: ...
 
-    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]]) -> None: ...
+    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]],
+                 columns: Sequence[Column] = ()) -> None: ...
 
     def add_bench(self, run_id: str, name: str, value: float, unit: str,
                   params: dict[str, Any] | None = None) -> None: ...
@@ -60,9 +62,11 @@ class RunSession:
             self.points.append(point_id)
         return point_id
 
-    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+    def add_rows(self, table: str, rows: list[dict[str, Any]],
+                 columns: Sequence[Column] = ()) -> None:
+        """Rows of this run (`columns`: the declared ones they may carry, see Store.add_rows)."""
         with self.held():
-            self.store.add_rows(table, self.run_id, rows)
+            self.store.add_rows(table, self.run_id, rows, columns)
             self.rows += len(rows)
 
     def add_bench(self, name: str, value: float, unit: str, params: dict | None = None) -> None:

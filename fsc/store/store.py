@@ -13,7 +13,7 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +25,10 @@ from fsc.errors import NothingToDo, QueryError, StoreError, StorePathError, Usag
 from fsc.store import export as exporting
 from fsc.store import sandbox
 from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, one_line, utcnow
-from fsc.store.migrations import MIGRATIONS, migrate
+from fsc.store.migrations import MIGRATIONS, add_columns, migrate
 from fsc.store.process import process_state
 from fsc.store.sandbox import READ_ONLY_MESSAGE
-from fsc.store.schema import SCHEMA
+from fsc.store.schema import SCHEMA, Column
 from fsc.store.session import RunSession
 
 DB_NAME = "fsc.duckdb"
@@ -317,15 +317,19 @@ class Store:
         with self._transaction() as con:
             _insert(con, "bench_results", row)
 
-    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def add_rows(self, table: str, run_id: str, rows: list[dict[str, Any]],
+                 columns: Sequence[Column] = ()) -> None:
         """Append rows of `fsc train` (train_steps) or `fsc eval` (eval_cells) for run
-        `run_id` in one transaction; missing columns are NULL."""
-        allowed = ROW_TABLES[table]
+        `run_id` in one transaction; missing columns are NULL. `columns` are the declared
+        columns the rows may carry beyond the table's own (an eval task's), added to the table
+        if it lacks them."""
+        allowed = ROW_TABLES[table] + tuple(c.name for c in columns)
         for row in rows:
             _check_keys(table, row, allowed)
         with self._transaction() as con:
             if not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 raise ValueError(f"no run {run_id!r} in {self.file}")
+            add_columns(con, table, columns)
             now = utcnow()
             for row in rows:
                 _insert(con, table, {"run_id": run_id, **row, "recorded_at": now})

@@ -15,9 +15,12 @@ import pytest
 from PIL import Image
 
 from fsc.cli.main import main
+from fsc.cli.query import declared
 from fsc.recipe import load_recipe
 from fsc.store import Store
 from fsc.train.loop import TrainStep
+
+EVAL_COLUMNS = declared()["eval_cells"]  # the tasks' own columns, which the cells carry
 
 REAL_SWEEP = ["-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16,64", "--B", "1,2",
               "--repeats", "3", "--warmup", "1"]
@@ -173,7 +176,7 @@ def eval_run(store: Path, recipe: str, task: str) -> str:
     else:
         cells = [base | {"length": 256, "accuracy": None, "token_accuracy": None, "correct": None,
                          "loss": 2.0}]
-    st.add_rows("eval_cells", run, cells)
+    st.add_rows("eval_cells", run, cells, EVAL_COLUMNS)
     st.finish_run(run)
     return run
 
@@ -194,6 +197,6 @@ def ruler_run(store: Path, recipe: str, score) -> str:
                      "length_ratio": float(m), "depth": d, "score": score(i, m, d)}
              for i, (task, variant) in enumerate(RULER_PARTS) for m in (1, 2, 4)
              for d in ((0.0, 1.0) if task == "niah" else (None,))]
-    st.add_rows("eval_cells", run, cells)
+    st.add_rows("eval_cells", run, cells, EVAL_COLUMNS)
     st.finish_run(run)
     return run

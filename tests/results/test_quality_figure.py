@@ -3,6 +3,7 @@ validation text as a dashed line; fsc report shows it with the genppl table."""
 
 import pytest
 
+from fsc.cli.query import declared
 from fsc.results import plots
 from fsc.store import Store
 
@@ -25,7 +26,8 @@ def quality_store(tmp_path):
     st = Store(tmp_path / "store")
     for recipe, ppl in (("attn", [40.0, 20.0, 10.0]), ("mamba", [50.0, 22.0, 11.0])):
         with st.run("eval", "fsc eval", {}) as run:
-            run.add_rows("eval_cells", _cells(recipe, ppl, [400.0, 200.0, 100.0]))
+            run.add_rows("eval_cells", _cells(recipe, ppl, [400.0, 200.0, 100.0]),
+                         declared()["eval_cells"])
     return st
 
 

@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from fsc.cli.query import declared
 from fsc.results import plots, report
 from fsc.store import Store
 
@@ -35,7 +36,7 @@ def genppl_run(st: Store, recipe: str, *, scorer="ar_scorer", data="shakespeare"
                           "entropy": 2.9, "tokens_per_s": 800.0 / K * (1.3 if tau else 1.0),
                           "scorer": scorer, "prompt_length": 64})
     with st.run("eval", f"fsc eval {recipe} --task genppl", {"data": data}) as run:
-        run.add_rows("eval_cells", cells)
+        run.add_rows("eval_cells", cells, declared()["eval_cells"])
         return run.run_id
 
 
@@ -127,8 +128,9 @@ def test_fsc_eval_genppl_table_shows_the_length_when_there_are_several(monkeypat
     from fsc.eval.grid import EvalCell
 
     def cell(length, mode="diffusion", ppl=20.0):
-        return EvalCell("c", "qa", "h", mode, 8, 4, None, "genppl", length, n=4, gen_ppl=ppl,
-                        policy="confidence", temperature=1.0, scorer="sc", tokens_per_s=100.0)
+        return EvalCell("c", "qa", "h", mode, 8, 4, None, "genppl", length, n=4,
+                        tokens_per_s=100.0, own={"gen_ppl": ppl, "policy": "confidence",
+                                                 "temperature": 1.0, "scorer": "sc"})
 
     for lengths, shown in (((128, 256), True), ((128,), False)):
         console = Console(file=io.StringIO(), width=150)

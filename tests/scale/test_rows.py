@@ -4,7 +4,8 @@ eval cell (EvalCell.columns) cross a worker's JSON-lines file and the store unch
 import json
 from datetime import UTC, datetime
 
-from fsc.eval.grid import LOSS_ONLY, EvalCell
+from fsc.eval import loss as loss_task
+from fsc.eval.grid import EvalCell
 from fsc.scale import work
 from fsc.store import Store
 from fsc.sweep import PointResult
@@ -42,13 +43,15 @@ def test_a_cell_row_holds_the_loss_columns_only_in_a_loss_cell(tmp_path):
     niah = EvalCell(**facts, task="niah", length=128, depth=0.5, length_ratio=2.0, n=2,
                     correct=1, accuracy=0.5, token_accuracy=0.75, seconds=0.1)
     loss = EvalCell(**facts, task="loss", length=64, length_ratio=1.0, n=4, loss=5.5,
-                    loss_se=0.1, distinct_sequences=6)
-    assert not set(LOSS_ONLY) & set(niah.columns())
-    assert set(LOSS_ONLY) <= set(loss.columns())
+                    own={"loss_se": 0.1, "distinct_sequences": 6})
+    own = {c.name for c in loss_task.COLUMNS}
+    assert not own & set(niah.columns())
+    assert {"loss_se", "distinct_sequences"} <= set(loss.columns()) <= set(niah.columns()) | own
+    assert loss.get("loss_se") == 0.1 and niah.get("loss_se") is None and niah.get("depth") == 0.5
     for cell in (niah, loss):  # what a worker sends is read back as the same cell
-        assert EvalCell(**json.loads(json.dumps(cell.columns()))) == cell
+        assert EvalCell.from_row(json.loads(json.dumps(cell.columns()))) == cell
     st = Store(tmp_path)
     with st.run("eval", "fsc eval", {}) as run:
-        run.add_rows("eval_cells", [niah.columns(), loss.columns()])
-    _, rows = st.query("SELECT task, depth, accuracy, loss FROM eval_cells ORDER BY task")
-    assert rows == [("loss", None, None, 5.5), ("niah", 0.5, 0.5, None)]
+        run.add_rows("eval_cells", [niah.columns(), loss.columns()], loss_task.COLUMNS)
+    _, rows = st.query("SELECT task, depth, accuracy, loss, loss_se FROM eval_cells ORDER BY task")
+    assert rows == [("loss", None, None, 5.5, 0.1), ("niah", 0.5, 0.5, None, None)]

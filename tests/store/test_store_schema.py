@@ -3,10 +3,15 @@
 from pathlib import Path
 
 import duckdb
+import pytest
 
+from fsc.cli.query import declared
 from fsc.store import SCHEMA, Store
 from fsc.store.catalog import describe, to_markdown
 from fsc.store.migrations import MIGRATIONS, migrate
+from fsc.store.schema import Column
+
+DECLARED = declared()  # the eval tasks' and the harness's own eval_cells columns
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "store.md"
 REQUIRED_PROFILE_COLUMNS = [
@@ -36,10 +41,49 @@ def test_fresh_store_has_exactly_the_documented_schema(store_path):
         views = {n for (n,) in con.execute(
             "select table_name from information_schema.tables where table_type = 'VIEW'"
             " and table_schema = 'main'").fetchall()}
-    assert catalog == {name: list(rel.columns) for name, rel in SCHEMA.items()}
+    own = {c.name for c in DECLARED["eval_cells"]}
+    assert set(catalog) == set(SCHEMA)
+    for name, rel in SCHEMA.items():  # the documented columns, in order; besides them, only
+        assert [c for c in catalog[name] if c in rel.columns] == list(rel.columns)  # declared
+        assert set(catalog[name]) - set(rel.columns) <= (own if "eval" in name else set())
     assert views == {name for name, rel in SCHEMA.items() if rel.kind == "view"}
     for rel in SCHEMA.values():
         assert rel.description and all(d.strip() for d in rel.columns.values())
+
+
+def test_a_declared_column_a_store_holds_has_its_declared_type(store_path):
+    st = Store(store_path)
+    st.migrate()
+    with duckdb.connect(str(st.file), read_only=True) as con:
+        types = dict(con.execute("select column_name, data_type from information_schema.columns"
+                                 " where table_name = 'eval_cells'").fetchall())
+    columns = DECLARED["eval_cells"]
+    assert len({c.name for c in columns}) == len(columns)  # one declaration a name
+    for c in columns:
+        assert c.description.strip() and c.name not in SCHEMA["eval_cells"].columns
+        assert types.get(c.name, c.type) == c.type, c.name
+
+
+def test_a_new_declared_column_reaches_the_table_its_view_and_the_schema(store_path):
+    """A new task's own column needs no migration: the first rows that carry it add it."""
+    column = Column("sharpness", "DOUBLE", "toy: how sharp the answers were.")
+    st = Store(store_path)
+    with st.run("eval", "fsc eval", {}) as run:
+        run.add_rows("eval_cells", [{"task": "toy", "length": 8, "n": 1, "sharpness": 0.5}],
+                     (column,))
+        run.add_rows("eval_cells", [{"task": "toy", "length": 16, "sharpness": 0.25}], (column,))
+        with pytest.raises(ValueError, match="sharpness"):  # a column nothing declared
+            run.add_rows("eval_cells", [{"task": "toy", "length": 8, "sharpness": 1.0}])
+    _, rows = st.query("SELECT length, sharpness FROM evaluation ORDER BY length")
+    assert rows == [(8, 0.5), (16, 0.25)]
+    doc = describe(st, {"eval_cells": (column,)})
+    for relation in ("eval_cells", "evaluation"):
+        [rel] = [r for r in doc["relations"] if r["name"] == relation]
+        assert {"name": "sharpness", "type": "DOUBLE",
+                "description": "toy: how sharp the answers were."} in rel["columns"]
+    fresh = describe(Store(store_path / "none"), {"eval_cells": (column,)})  # a new store's
+    assert [r for r in fresh["relations"] if r["name"] == "evaluation"] == \
+        [r for r in doc["relations"] if r["name"] == "evaluation"]
 
 
 def test_profile_view_has_the_promised_columns():
@@ -66,18 +110,18 @@ def test_migrate_in_one_connection_twice():
 
 
 def test_describe_without_a_store_does_not_create_it(store_path):
-    doc = describe(Store(store_path))
+    doc = describe(Store(store_path), DECLARED)
     assert not store_path.exists()
     assert doc["store"] is None and doc["schema_version"] == len(MIGRATIONS)
     assert [r["name"] for r in doc["relations"]] == list(SCHEMA)
     Store(store_path).migrate()
-    existing = describe(Store(store_path))
+    existing = describe(Store(store_path), DECLARED)
     assert existing["relations"] == doc["relations"]
 
 
 def test_docs_show_the_current_schema(store_path):
     """docs/store.md embeds `fsc schema --markdown`; regenerate it when the schema changes."""
-    assert to_markdown(describe(Store(store_path))) in DOCS.read_text()
+    assert to_markdown(describe(Store(store_path), DECLARED)) in DOCS.read_text()
 
 
 def test_a_measurement_added_to_profile_points_shows_in_the_profile_view():
