@@ -184,6 +184,8 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_from=128", "mamba.decay_power=0.5"),
      "reach"),
+    ("hybrid, NoPE, trained with logn 16, then 1,000 steps at 128",
+     _seeds("passkey_hybrid_nope_logn"), (), "reach-more1k"),
     ("hybrid, NoPE, trained with logn 16, then 1,000 steps at 256 (× 256)",
      _seeds("passkey_hybrid_nope_logn"), (), "reach-curr"),
     ("hybrid, NoPE, trained with logn 16 at 256 (× 256)", _seeds("passkey_hybrid_nope_logn", 2),

@@ -7,7 +7,7 @@ grid before any model is loaded; every worker gets it as it is. Pure Python: no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -129,11 +129,17 @@ class EvalGrid:
         """Decoded autoregressively (a G > 1 checkpoint at G = 1)."""
         return self.settings.mode == "ar"
 
-    def cell(self, measured: dict[str, Any]) -> EvalCell:
+    def cell(self, measured: dict[str, Any], own: Sequence[str] = ()) -> EvalCell:
         """The record of a cell: the grid's facts, overridden by what `measured` holds (a
-        genppl cell names its own mode, G and K)."""
+        genppl cell names its own mode, G and K), and each of its task's `own` columns (None
+        where not measured). ValueError for a measure that is neither shared nor its own: the
+        store would refuse it."""
         base = EvalCell(self.checkpoint, self.recipe, self.recipe_hash, self.settings.mode,
                         self.G, self.K, self.settings.train_len, measured["task"],
                         measured["length"])
+        unknown = sorted(set(measured) - set(SHARED) - set(own))
+        if unknown:
+            raise ValueError(f"--task {measured['task']} measured {unknown}, which neither "
+                             "EvalCell nor the task's columns declare")
         return replace(base, **{k: v for k, v in measured.items() if k in SHARED},
-                       own={k: v for k, v in measured.items() if k not in SHARED})
+                       own={k: measured.get(k) for k in own})

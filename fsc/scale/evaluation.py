@@ -264,7 +264,8 @@ def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
         return grid.cell({"task": "genppl", "length": n, "mode": d.mode, "G": d.G, "K": d.K,
                           "policy": d.policy, "threshold": d.threshold,
                           "temperature": d.temperature, "top_p": d.top_p,
-                          **({"checkpoint": d.checkpoint} if d.checkpoint else {})})
+                          **({"checkpoint": d.checkpoint} if d.checkpoint else {})},
+                         [c.name for c in task_of(grid).columns])
 
     left = tuple(d for d in grid.gen.decodings
                  if any(cell_key(cell_of(d, n)) not in have for n in lengths))

@@ -18,6 +18,7 @@ from fsc.store import Store
 from fsc.store.schema import Column
 
 SHARPNESS = Column("sharpness", "DOUBLE", "toy: how sharp the answers were.")
+BLUNTNESS = Column("bluntness", "DOUBLE", "toy: not measured.")
 
 
 def _check(grid, tokenizer) -> None:
@@ -42,9 +43,11 @@ def _run(tmp_path, lengths=(16, 32)):
 
 
 def test_a_registered_task_stores_its_own_column_without_a_migration(tmp_path, monkeypatch):
-    _register(monkeypatch, (SHARPNESS,))
+    _register(monkeypatch, (SHARPNESS, BLUNTNESS))
     st, result = _run(tmp_path)
     assert [c.get("sharpness") for c in result.cells] == [0.25, 0.5]
+    # every cell's row has each of its task's columns, None where it measured none
+    assert [c.columns()["bluntness"] for c in result.cells] == [None, None]
     _, rows = st.query("SELECT task, length, accuracy, sharpness FROM evaluation ORDER BY length")
     assert rows == [("toy", 16, 1.0, 0.25), ("toy", 32, 1.0, 0.5)]
     assert SHARPNESS in tasks.declared_columns()  # what `fsc schema` describes
