@@ -122,7 +122,27 @@ def tables(a) -> str:
             lines.append(f"| {part} | " + " | ".join(row) + " |")
         row = [_cell([v for p in runs if (v := _average(p, x)) is not None]) for x in RATIOS]
         lines.append("| **average** | " + " | ".join(row) + " |")
+    if len(a.seeds) == 1:
+        lines += side_by_side(got, [tag(r, a.seeds[0]) for r in a.recipes], a.seeds[0], said)
     return "\n".join(lines)
+
+
+def side_by_side(got: dict, tags: list[str], seed: int, said: str) -> list[str]:
+    """One seed's parts × lengths of every recipe in one table (docs/benchmarks.md section 19)."""
+    tags = [t for t in tags if t in got]
+    if len(tags) < 2:
+        return []
+    later = [f"{x}×" for x in RATIOS[1:]]
+    head = [f"seed {seed}: task"] + [h for t in tags for h in (f"{t}{said} 1×", *later)]
+    lines = ["", f"Seed {seed}, side by side:", "", "| " + " | ".join(head) + " |",
+             "| --- |" + " ---: |" * (len(head) - 1)]
+    for part in PARTS:
+        row = [f"{got[t][part][float(x)]:.2f}" if float(x) in got[t].get(part, {}) else "–"
+               for t in tags for x in RATIOS]
+        lines.append(f"| {part} | " + " | ".join(row) + " |")
+    row = [f"{v:.2f}" if (v := _average(got[t], x)) is not None else "–"
+           for t in tags for x in RATIOS]
+    return lines + ["| **average** | " + " | ".join(row) + " |"]
 
 
 def _seeds(recipe: str, n: int = 3) -> tuple[str, ...]:

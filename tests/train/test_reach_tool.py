@@ -72,3 +72,14 @@ def test_the_levers_table_has_a_row_only_where_a_store_holds_its_runs(tmp_path):
     lines = reach.levers(a).splitlines()
     assert len(lines) == 2 and lines[0].startswith("| change | seeds | RULER average 1×")
     assert lines[0].count("|") == 2 * len(reach.RATIOS) + 3
+
+
+def test_one_seed_of_several_recipes_is_also_printed_side_by_side():
+    parts = {p: {float(x): 0.5 for x in reach.RATIOS} for p in reach.PARTS}
+    some = {**parts, "vt": {1.0: 1.0}}  # vt scored at 1× only
+    lines = reach.side_by_side({"a": parts, "b": some}, ["a", "b", "c"], 0, "")
+    assert lines[3].startswith("| seed 0: task | a 1× |") and "| b 1× |" in lines[3]
+    vt = next(line for line in lines if line.startswith("| vt |"))
+    assert vt.count("|") == 2 * len(reach.RATIOS) + 2 and vt.count("–") == len(reach.RATIOS) - 1
+    assert lines[-1].startswith("| **average** | 0.50 |") and lines[-1].endswith("| – |")
+    assert reach.side_by_side({"a": parts}, ["a", "b"], 0, "") == []  # one recipe: nothing
