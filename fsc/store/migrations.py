@@ -49,6 +49,8 @@ def add_columns(con: Connection, table: str, columns) -> list[str]:
     """Add to row table `table` each declared column (fsc.store.schema.Column) it lacks, and
     recreate its view if any was added; the names added. A declared column needs no migration:
     a store gains it when rows first carry it."""
+    if not columns:  # most writes (a training's steps, the shared columns): no catalog query
+        return []
     have = {name for (name,) in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main'"
         " AND table_name = ?", [table]).fetchall()}
