@@ -17,9 +17,9 @@ import argparse
 import torch
 
 from fsc.data.tasks import Passkey
-from fsc.eval import model_to_score
 from fsc.eval.grid import DEFAULT_DEPTHS, EvalSettings
 from fsc.eval.retrieval import _cell
+from fsc.eval.tasks import model_to_score
 from fsc.model.attention import Attention
 from fsc.seeds import derive
 from fsc.source import checkpoint_tokenizer, resolve_checkpoint

@@ -96,10 +96,10 @@ def query(
 def declared() -> dict:
     """The row tables' declared columns (fsc.store.schema.Column): the eval tasks' own and the
     harness's, which a store gains as they first write; `fsc schema` describes them."""
-    from fsc.eval import declared_columns
+    from fsc.eval.columns import ALL
     from fsc.harness import COLUMNS
 
-    return {"eval_cells": (*declared_columns(), *COLUMNS)}
+    return {"eval_cells": (*ALL, *COLUMNS)}
 
 
 def schema(

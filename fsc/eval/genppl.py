@@ -47,41 +47,8 @@ from fsc.model.lm import reading
 from fsc.recipe import Recipe
 from fsc.seeds import derive
 from fsc.source import load_source_recipe, resolve_checkpoint, starts_with_bos
-from fsc.store.schema import Column
 from fsc.text import human_bytes
 from fsc.tokenizer import begun
-
-COLUMNS = (  # its own eval_cells columns: how each cell decoded, what scored it, the measures
-    Column("policy", "VARCHAR",
-           "genppl: which masked positions a step reveals: confidence, random, margin or "
-           "entropy."),
-    Column("threshold", "DOUBLE",
-           "genppl: threshold τ of adaptive parallel decoding (NULL: the even schedule)."),
-    Column("temperature", "DOUBLE", "genppl: sampling temperature (0: greedy)."),
-    Column("top_p", "DOUBLE", "genppl: nucleus sampling mass."),
-    Column("prompt_length", "BIGINT",
-           "genppl: tokens of validation text before each sample (0: BOS)."),
-    Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),
-    Column("gen_ppl", "DOUBLE",
-           "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples."),
-    Column("gen_ppl_lo", "DOUBLE",
-           "genppl: lower end of the 95 % bootstrap interval of gen_ppl (over samples)."),
-    Column("gen_ppl_hi", "DOUBLE", "genppl: upper end of that interval."),
-    Column("scored_tokens", "BIGINT", "genppl: scorer tokens the perplexity is over."),
-    Column("entropy", "DOUBLE",
-           "genppl: mean unigram entropy per sample, nats (generator tokens)."),
-    Column("entropy_se", "DOUBLE", "genppl: standard error of entropy over samples."),
-    Column("repeat_ngram", "DOUBLE",
-           "genppl: mean fraction of a sample's n-grams seen earlier in it."),
-    Column("passes_per_token", "DOUBLE",
-           "genppl: forward passes per generated token (steps and folds; the prompt excluded)."),
-    Column("steps_per_block", "DOUBLE",
-           "genppl: denoising steps per block actually used (threshold decoding adapts them)."),
-    Column("ended_early", "INTEGER",
-           "genppl: samples that ended at EOS before the length (scored on what they hold)."),
-    Column("mauve", "DOUBLE",
-           "genppl: MAUVE of the samples against the validation text (fsc[quality])."),
-)
 
 
 def text_tokens(grid: EvalGrid, tokenizer, length: int):

@@ -34,18 +34,6 @@ from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
 from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
 from fsc.seeds import derive
-from fsc.store.schema import Column
-
-COLUMNS = (  # its own eval_cells columns (the held-out loss is every cell's `loss`)
-    Column("loss_se", "DOUBLE",
-           "loss: standard error of the held-out loss over its n sequences, nats."),
-    Column("distinct_sequences", "BIGINT",
-           "loss on a text file: distinct sequences of this length the file holds; fewer than n "
-           "means sequences were scored again."),
-    Column("bits_per_byte", "DOUBLE",
-           "loss on text: the summed NLL (or bound) in bits over the UTF-8 bytes of the scored "
-           "text."),
-)
 
 
 def check(grid: EvalGrid, tokenizer) -> None:

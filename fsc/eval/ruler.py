@@ -24,34 +24,6 @@ from fsc.errors import UsageError
 from fsc.eval import retrieval
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.seeds import derive
-from fsc.store.schema import Column
-
-COLUMNS = (  # the suite's own eval_cells columns: each task's knobs and RULER's score
-    Column("variant", "VARCHAR",
-           "niah: single (one key asked), multikey (several keys, one asked), multivalue (one "
-           "key's values, all asked) or multiquery (several keys, all asked)."),
-    Column("needles", "INTEGER",
-           "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places."),
-    Column("distractors", "INTEGER", "niah: more needles, of keys never asked."),
-    Column("hops", "INTEGER", "vt: links of each chain after its value (VAR B = VAR A)."),
-    Column("chains", "INTEGER", "vt: chains per prompt, one asked."),
-    Column("words", "INTEGER", "cwe, fwe: words the answer names."),
-    Column("haystack", "VARCHAR",
-           "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text."),
-    Column("score", "DOUBLE",
-           "niah, vt, cwe, fwe: RULER's score, the fraction of the expected strings found in a "
-           "decoded answer, averaged over the n samples (correct: the samples that found them "
-           "all)."),
-)
-OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
-       "vt": ("hops", "chains", "haystack", "score"), "cwe": ("words", "score"),
-       "fwe": ("words", "score"), "ruler": tuple(c.name for c in COLUMNS)}
-
-
-def columns(task: str) -> tuple[Column, ...]:
-    """The columns of COLUMNS that `task`'s cells fill (ruler: every part's)."""
-    return tuple(c for c in COLUMNS if c.name in OWN[task])
-
 
 STREAMS = {"niah": 12, "vt": 13, "cwe": 14, "fwe": 15}  # derive's purpose for each task's prompts
 PARTS = (("niah", "single"), ("niah", "multikey"), ("niah", "multivalue"),

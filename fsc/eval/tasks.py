@@ -1,18 +1,6 @@
-"""`fsc eval`'s tasks, registered by name: each is one module with a `check(grid, tokenizer)`
-(before any model is loaded) and a `measure(model, tokenizer, grid, lengths, device)` that
-yields each cell's measures; `fits` checks the memory a task needs before any model is
-loaded; `score` is the one dispatch the driver and every worker call.
-
-- niah, mqar (fsc.eval.retrieval): retrieval by length × depth, recall by pairs × length
-- niah's variants, vt, cwe, fwe (fsc.eval.ruler): the RULER-style suite, scored as RULER does;
-  ruler: all of them in one run
-- loss (fsc.eval.loss): held-out NLL, or its bound, per token and per byte
-- genppl (fsc.eval.genppl): generative perplexity of samples under a separate scorer
-
-A new task is one module and a line in TASKS: the columns its cells hold besides EvalCell's
-shared ones are declared in the module (fsc.store.schema.Column) and named in that line, and a
-store gains them when the task first writes. Scorers (fsc checkpoints or transformers models)
-are adapters in fsc.eval.scorers; the model and the store never import them.
+"""`fsc eval`'s tasks, registered by name in TASKS (see the package docstring, fsc.eval).
+`fits` checks the memory a task needs before any model is loaded; `score` is the one dispatch
+the driver and every worker call.
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from fsc.errors import UsageError
-from fsc.eval import genppl, loss, retrieval, ruler
+from fsc.eval import columns, genppl, loss, retrieval, ruler
 from fsc.eval.grid import EvalCell, EvalGrid
 from fsc.loading import check_fits, load_model, reread
 from fsc.recipe import Recipe, parse_changes
@@ -54,17 +42,18 @@ class Task:
 
 TASKS = {t.name: t for t in (
     *(Task(name, ruler.check, ruler.measure, ruler.cells_per_length,
-           columns=ruler.columns(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
+           columns=columns.suite(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
     Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False,  # checks its own
-         columns=loss.COLUMNS),
+         columns=columns.LOSS),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
-         genppl.fits, ticks=True, blocks=False, columns=genppl.COLUMNS),  # its cells name their G
+         genppl.fits, ticks=True, blocks=False, columns=columns.GENPPL),  # its cells name their G
 )}
 
 
 def declared_columns() -> tuple[Column, ...]:
-    """Every task's own eval_cells columns, each once (`fsc schema` describes them)."""
+    """Every registered task's own eval_cells columns, each once (those of the shipped tasks are
+    fsc.eval.columns.ALL, which `fsc schema` describes)."""
     return tuple({c.name: c for task in TASKS.values() for c in task.columns}.values())
 
 

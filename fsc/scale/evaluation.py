@@ -14,11 +14,11 @@ from fsc.blocks import POLICIES, block_setting
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import UsageError
-from fsc.eval import check, model_to_score, samples_in, score, task_of
 from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings
 from fsc.eval.mauve import available as mauve_available
 from fsc.eval.scorers import check_scorer
+from fsc.eval.tasks import check, model_to_score, own_columns, samples_in, score, task_of
 from fsc.provenance import environment
 from fsc.recipe import Recipe, parse_changes
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
@@ -265,7 +265,7 @@ def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
                           "policy": d.policy, "threshold": d.threshold,
                           "temperature": d.temperature, "top_p": d.top_p,
                           **({"checkpoint": d.checkpoint} if d.checkpoint else {})},
-                         [c.name for c in task_of(grid).columns])
+                         own_columns(grid.task, task_of(grid)))
 
     left = tuple(d for d in grid.gen.decodings
                  if any(cell_key(cell_of(d, n)) not in have for n in lengths))

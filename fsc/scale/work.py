@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from fsc import ops
-from fsc.eval import model_to_score, score
 from fsc.eval.grid import EvalGrid
+from fsc.eval.tasks import model_to_score, score
 from fsc.loading import set_threads
 from fsc.profile import Sweep
 from fsc.sweep import Point, PointResult, SweepConfig

@@ -91,6 +91,8 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ("import fsc.costmodel", ("torch", "triton", "duckdb", "pydantic", "yaml")),
     ("import fsc.costmodel, fsc.mixers, fsc.recipe, fsc.kernels; fsc.kernels.op_folders()",
      ("torch", "triton", "duckdb")),
+    # fsc schema describes the eval tasks' and the harness's own columns
+    ("import fsc.eval.columns, fsc.harness", ("torch", "lm_eval")),
     # every command is registered at start-up; plotting loads matplotlib only when it runs
     ("import fsc.cli.main", ("torch", "matplotlib", "duckdb", "transformers")),
     # checkpoints are saved, loaded and recorded without the Hub's client

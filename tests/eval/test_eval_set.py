@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from fsc.eval import model_to_score
+from fsc.eval.tasks import model_to_score
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, parse_changes
 from fsc.store import Store

@@ -7,10 +7,10 @@ import io
 import pytest
 from rich.console import Console
 
-from fsc import eval as tasks
 from fsc.cli import eval_render
 from fsc.cli.eval_options import Task as TaskChoice
 from fsc.errors import UsageError
+from fsc.eval import tasks
 from fsc.scale import ExecutorSettings, Watch
 from fsc.scale.eval_request import EvalRequest
 from fsc.scale.evaluation import evaluate
@@ -76,3 +76,9 @@ def test_a_column_the_task_does_not_declare_is_refused(tmp_path, monkeypatch):
 def test_the_command_line_offers_every_registered_task():
     """`fsc eval --task` lists its choices without importing torch: keep it with TASKS."""
     assert {t.value for t in TaskChoice} == {*tasks.TASKS, "harness"}
+
+
+def test_every_registered_tasks_columns_are_the_ones_fsc_schema_describes():
+    from fsc.eval.columns import ALL
+
+    assert set(tasks.declared_columns()) == set(ALL)

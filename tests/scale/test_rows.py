@@ -4,7 +4,7 @@ eval cell (EvalCell.columns) cross a worker's JSON-lines file and the store unch
 import json
 from datetime import UTC, datetime
 
-from fsc.eval import loss as loss_task
+from fsc.eval.columns import LOSS
 from fsc.eval.grid import EvalCell
 from fsc.scale import work
 from fsc.store import Store
@@ -44,7 +44,7 @@ def test_a_cell_row_holds_the_loss_columns_only_in_a_loss_cell(tmp_path):
                     correct=1, accuracy=0.5, token_accuracy=0.75, seconds=0.1)
     loss = EvalCell(**facts, task="loss", length=64, length_ratio=1.0, n=4, loss=5.5,
                     own={"loss_se": 0.1, "distinct_sequences": 6})
-    own = {c.name for c in loss_task.COLUMNS}
+    own = {c.name for c in LOSS}
     assert not own & set(niah.columns())
     assert {"loss_se", "distinct_sequences"} <= set(loss.columns()) <= set(niah.columns()) | own
     assert loss.get("loss_se") == 0.1 and niah.get("loss_se") is None and niah.get("depth") == 0.5
@@ -52,6 +52,6 @@ def test_a_cell_row_holds_the_loss_columns_only_in_a_loss_cell(tmp_path):
         assert EvalCell.from_row(json.loads(json.dumps(cell.columns()))) == cell
     st = Store(tmp_path)
     with st.run("eval", "fsc eval", {}) as run:
-        run.add_rows("eval_cells", [niah.columns(), loss.columns()], loss_task.COLUMNS)
+        run.add_rows("eval_cells", [niah.columns(), loss.columns()], LOSS)
     _, rows = st.query("SELECT task, depth, accuracy, loss, loss_se FROM eval_cells ORDER BY task")
     assert rows == [("loss", None, None, 5.5, 0.1), ("niah", 0.5, 0.5, None, None)]

@@ -1,0 +1,80 @@
+"""The eval tasks' own eval_cells columns (fsc.store.schema.Column), beside EvalCell's shared
+ones: each task's line in TASKS (fsc.eval.tasks) names its own, and a store gains them when the
+task first writes. Light (no torch), so that `fsc schema` describes them at once.
+"""
+
+from __future__ import annotations
+
+from fsc.store.schema import Column
+
+SUITE = (  # the RULER-style suite's (fsc.eval.ruler) own eval_cells columns: each task's knobs and RULER's score
+    Column("variant", "VARCHAR",
+           "niah: single (one key asked), multikey (several keys, one asked), multivalue (one "
+           "key's values, all asked) or multiquery (several keys, all asked)."),
+    Column("needles", "INTEGER",
+           "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places."),
+    Column("distractors", "INTEGER", "niah: more needles, of keys never asked."),
+    Column("hops", "INTEGER", "vt: links of each chain after its value (VAR B = VAR A)."),
+    Column("chains", "INTEGER", "vt: chains per prompt, one asked."),
+    Column("words", "INTEGER", "cwe, fwe: words the answer names."),
+    Column("haystack", "VARCHAR",
+           "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text."),
+    Column("score", "DOUBLE",
+           "niah, vt, cwe, fwe: RULER's score, the fraction of the expected strings found in a "
+           "decoded answer, averaged over the n samples (correct: the samples that found them "
+           "all)."),
+)
+OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
+       "vt": ("hops", "chains", "haystack", "score"), "cwe": ("words", "score"),
+       "fwe": ("words", "score"), "ruler": tuple(c.name for c in SUITE)}
+
+
+def suite(task: str) -> tuple[Column, ...]:
+    """The columns of SUITE that `task`'s cells fill (ruler: every part's)."""
+    return tuple(c for c in SUITE if c.name in OWN[task])
+
+
+GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it, the measures
+    Column("policy", "VARCHAR",
+           "genppl: which masked positions a step reveals: confidence, random, margin or "
+           "entropy."),
+    Column("threshold", "DOUBLE",
+           "genppl: threshold τ of adaptive parallel decoding (NULL: the even schedule)."),
+    Column("temperature", "DOUBLE", "genppl: sampling temperature (0: greedy)."),
+    Column("top_p", "DOUBLE", "genppl: nucleus sampling mass."),
+    Column("prompt_length", "BIGINT",
+           "genppl: tokens of validation text before each sample (0: BOS)."),
+    Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),
+    Column("gen_ppl", "DOUBLE",
+           "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples."),
+    Column("gen_ppl_lo", "DOUBLE",
+           "genppl: lower end of the 95 % bootstrap interval of gen_ppl (over samples)."),
+    Column("gen_ppl_hi", "DOUBLE", "genppl: upper end of that interval."),
+    Column("scored_tokens", "BIGINT", "genppl: scorer tokens the perplexity is over."),
+    Column("entropy", "DOUBLE",
+           "genppl: mean unigram entropy per sample, nats (generator tokens)."),
+    Column("entropy_se", "DOUBLE", "genppl: standard error of entropy over samples."),
+    Column("repeat_ngram", "DOUBLE",
+           "genppl: mean fraction of a sample's n-grams seen earlier in it."),
+    Column("passes_per_token", "DOUBLE",
+           "genppl: forward passes per generated token (steps and folds; the prompt excluded)."),
+    Column("steps_per_block", "DOUBLE",
+           "genppl: denoising steps per block actually used (threshold decoding adapts them)."),
+    Column("ended_early", "INTEGER",
+           "genppl: samples that ended at EOS before the length (scored on what they hold)."),
+    Column("mauve", "DOUBLE",
+           "genppl: MAUVE of the samples against the validation text (fsc[quality])."),
+)
+
+LOSS = (  # the loss task's (fsc.eval.loss; the held-out loss is every cell's `loss`)
+    Column("loss_se", "DOUBLE",
+           "loss: standard error of the held-out loss over its n sequences, nats."),
+    Column("distinct_sequences", "BIGINT",
+           "loss on a text file: distinct sequences of this length the file holds; fewer than n "
+           "means sequences were scored again."),
+    Column("bits_per_byte", "DOUBLE",
+           "loss on text: the summed NLL (or bound) in bits over the UTF-8 bytes of the scored "
+           "text."),
+)
+
+ALL = (*SUITE, *GENPPL, *LOSS)  # what `fsc schema` describes beside the schema's own
