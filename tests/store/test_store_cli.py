@@ -121,3 +121,15 @@ def test_every_command_has_help(command):
     done = CliRunner().invoke(app, [command, "--help"])
     assert done.exit_code == 0
     assert "--store" in done.stdout and len(done.stdout.splitlines()) > 5
+
+
+def test_fsc_schema_describes_the_eval_tasks_own_columns_from_their_declarations(store_path):
+    from fsc.eval.columns import ALL
+    from fsc.harness import COLUMNS
+
+    res = CliRunner().invoke(app, ["schema", "--json"])
+    assert res.exit_code == 0
+    [cells] = [r for r in json.loads(res.stdout)["relations"] if r["name"] == "eval_cells"]
+    described = {c["name"]: c["description"] for c in cells["columns"]}
+    for column in (*ALL, *COLUMNS):
+        assert described[column.name] == column.description
