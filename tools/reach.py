@@ -5,7 +5,7 @@ on every part of the suite (niah single, multikey, multivalue, multiquery; vt; c
 print RULER-style tables: task × length per backbone, and the average by backbone over seeds.
 
     python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
-        [--lr X | R=X,...] [--data MIX] [--seq-len 128] [--samples 10] [--depths 0,0.5,1]
+        [--lr X | R=X,...] [--data MIX] [--seq-len 128 | 128,256] [--samples 10] [--depths 0,0.5,1]
         [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
         [--set KEY=VALUE ...] [--start-from DIR] [--state-passing]
 
@@ -46,7 +46,7 @@ def train(job: tuple[str, int], a) -> None:
     t0 = time.perf_counter()
     source = str(a.start_from / tag(recipe, seed)) if a.start_from else recipe
     doc = run_json(["train", source, "--data", a.data, *KNOBS, "--supervise-needle",
-                    "--seq-len", str(a.seq_len), "--train-steps", str(a.train_steps[recipe]),
+                    "--seq-len", a.seq_len, "--train-steps", str(a.train_steps[recipe]),
                     "--batch", str(a.batch), "--lr", str(a.lr[recipe]), "--weighting", "masked",
                     "--objective", "blocks", "--seed", str(seed), "--eval-every",
                     str(a.eval_every), "--out", str(a.out / tag(recipe, seed)), "--store",
@@ -57,13 +57,18 @@ def train(job: tuple[str, int], a) -> None:
 
 def evaluate(job: tuple[str, int], a) -> None:
     t0 = time.perf_counter()
-    lengths = ",".join(str(a.seq_len * r) for r in RATIOS)
+    lengths = ",".join(str(longest(a.seq_len) * r) for r in RATIOS)
     doc = run_json(["eval", str(a.out / tag(*job)), "--task", "ruler", *KNOBS, "--lengths",
                     lengths, "--depths", a.depths, "--samples", str(a.samples), "--batch",
                     str(a.samples), "--store", str(a.store),
                     *[x for change in a.set for x in ("--set", change)]])
     print(f"evaluated {tag(*job)}: run {doc['run_id']}, {time.perf_counter() - t0:.0f} s",
           flush=True)
+
+
+def longest(seq_len: str) -> int:
+    """The training length of fsc train's --seq-len (one length, or the longest of several)."""
+    return max(int(part.partition(":")[0]) for part in seq_len.split(","))
 
 
 def scores(st: Reader, run: str) -> dict[str, dict[float, float]]:
@@ -102,7 +107,7 @@ def tables(a) -> str:
     said = "+" + ",".join(a.set) if a.set else ""  # the recipe as scored (fsc eval --set)
     spread = " (mean [lowest, highest] over seeds)" if len(a.seeds) > 1 else ""
     lines += ["", f"RULER's score (the fraction of the expected strings found), the average of "
-              f"the {len(PARTS)} parts, by length ÷ training length ({a.seq_len}){spread}:", "",
+              f"the {len(PARTS)} parts, by length ÷ training length ({longest(a.seq_len)}){spread}:", "",
               f"| recipe | seeds | {head} |", "| --- | ---: |" + " ---: |" * len(RATIOS)]
     for r in a.recipes:
         runs = [got[tag(r, s)] for s in a.seeds if tag(r, s) in got]
@@ -258,7 +263,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2,"
                    "passkey_hybrid_nope_logn=1e-2")
     p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
-    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--seq-len", default="128", help="fsc train's --seq-len: one length, or "
+                   "several (128,256: each micro-batch at one; scored against the longest)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")

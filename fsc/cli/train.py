@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S, size
+from fsc.cli.bounds import MAX_B, MAX_S, parse_sizes, size
 from fsc.cli.common import (
     INVOKED,
     JsonOpt,
@@ -25,6 +25,7 @@ from fsc.cli.common import (
 )
 from fsc.cli.eval_options import TRAIN_KNOBS, with_suite_options
 from fsc.cli.train_render import eval_said, progress_bar, report
+from fsc.data.mix import weighted
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
 from fsc.train import ranks
@@ -48,6 +49,25 @@ RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every
                   "train_backend")
 
 
+def _lengths(value: str | int | list | None) -> int | list | None:
+    """--seq-len: one size (an int), or several with weights, LEN[:WEIGHT],... ([[L, w], ...],
+    each length once)."""
+    if value is None or isinstance(value, int | list):
+        return value
+    if "," not in value and ":" not in value:
+        return size(1, MAX_S, "--seq-len")(value)
+    try:
+        pairs = weighted(value, "--seq-len")
+        lengths = [[parse_sizes(L, "--seq-len", 1, MAX_S)[0], w] for L, w in pairs]
+    except UsageError as e:
+        raise typer.BadParameter(str(e).removeprefix("--seq-len: ").removeprefix(
+            f"--seq-len {value}: ")) from None
+    seen = [L for L, _ in lengths]
+    if len(set(seen)) < len(seen):
+        raise typer.BadParameter(f"{value[:60]}: a length given twice")
+    return lengths[0][0] if len(lengths) == 1 else lengths
+
+
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
     return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
@@ -64,8 +84,10 @@ def train(
         "(passkey:2,vt:1,cwe:1); shakespeare, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
     seq_len: Annotated[str | None, typer.Option(
-        "--seq-len", callback=size(1, MAX_S, "--seq-len"), show_default=False,
-        help="Tokens per sequence (a multiple of G), e.g. 1024 or 1k.")] = None,
+        "--seq-len", callback=_lengths, show_default=False,
+        help="Tokens per sequence (a multiple of G), e.g. 1024 or 1k; or several lengths, "
+        "each micro-batch at one drawn with its weight (128,256 or 128:3,256:1): the longest "
+        "is the run's training length.")] = None,
     train_steps: Annotated[int | None, _count(
         "--train-steps", "Optimizer steps in all (the schedule's length; with --resume, may "
         "extend it).")] = None,
@@ -194,7 +216,8 @@ def train(
             raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
         job = new_job(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
-            anneal=anneal, data=data, seq_len=seq_len,
+            anneal=anneal, data=data, lengths=seq_len if isinstance(seq_len, list) else None,
+            seq_len=max(L for L, _ in seq_len) if isinstance(seq_len, list) else seq_len,
             steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,

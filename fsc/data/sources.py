@@ -22,7 +22,7 @@ import numpy as np
 
 from fsc import corpora
 from fsc.data import ruler
-from fsc.data.mix import MixData, parse_mix
+from fsc.data.mix import LengthMix, MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
 from fsc.seeds import derive
@@ -192,6 +192,17 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     for doc in _documents(path, options.text_field):
         ids += tokenizer.encode(doc) + _eos(tokenizer)
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
+
+
+def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,
+                 options: DataOptions = DataOptions(), per_batch: int = 1):
+    """The data `spec` names at several lengths ([[L, weight], ...], `fsc train --seq-len
+    128,256`): each batch of `per_batch` samples at one length drawn with its weight
+    (LengthMix); one length is that length's source alone."""
+    if len(lengths) == 1:
+        return open_data(spec, tokenizer, lengths[0][0], G, seed, options)
+    return LengthMix({L: open_data(spec, tokenizer, L, G, seed, options) for L, _ in lengths},
+                     [w for _, w in lengths], seed, per_batch)
 
 
 def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: str):

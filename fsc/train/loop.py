@@ -33,7 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from fsc.checkpoint.io import save_checkpoint
-from fsc.data.sources import BOS, DataOptions, open_data
+from fsc.data.sources import BOS, DataOptions, open_lengths
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
 from fsc.model.cache import Carry
@@ -57,7 +57,7 @@ KEEP = 3  # the default number of rolling saves kept
 class TrainConfig:
     source: str  # recipe name/path, or the checkpoint the run started from
     data: str
-    seq_len: int
+    seq_len: int  # the longest of `lengths` when there are several
     steps: int
     out: str
     objective: str = "frontier"
@@ -95,6 +95,9 @@ class TrainConfig:
     adapted_from: dict | None = None
     mask_added: dict | None = None  # adapting: the mask token added to the tokenizer {token, id}
     anneal: int = 0  # steps over which the block size grows from 1 to G (`block_at`; 0: none)
+    # several lengths (--seq-len 128,256): [[L, weight], ...], each micro-batch at one drawn
+    # with its weight (fsc.data.mix.LengthMix); None: every sequence seq_len long
+    lengths: list | None = None
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
@@ -226,8 +229,9 @@ class Trainer:
         self.cfg, self.recipe, self.model, self.tok = cfg, recipe, model, tokenizer
         self.G = recipe.block_size
         self.device = torch.device(cfg.device)
-        self.data = data or open_data(cfg.data, tokenizer, cfg.seq_len, self.G, cfg.seed,
-                                      cfg.data_options())
+        self.data = data or open_lengths(cfg.data, tokenizer, cfg.lengths or [[cfg.seq_len, 1]],
+                                         self.G, cfg.seed, cfg.data_options(),
+                                         cfg.batch * cfg.nproc)
         self.opt = make_optimizer(model, cfg)
         self.step = 0
         self.losses: list[float] = []
@@ -296,7 +300,8 @@ class Trainer:
     def training_facts(self) -> dict:
         cfg = self.cfg
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
-                "seq_len": cfg.seq_len, "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
+                "seq_len": cfg.seq_len, **({"lengths": cfg.lengths} if cfg.lengths else {}),
+                "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 **({"suite": cfg.suite} if cfg.suite else {}),
                 "train_backend": self.backend,

@@ -182,8 +182,10 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     """The job, once what its settings ask of the recipe, the tokenizer, the memory and the
     data holds (UsageError, exit 2, otherwise)."""
     G = recipe.block_size
-    if cfg.seq_len % G:
-        raise UsageError(f"--seq-len {cfg.seq_len} is not a multiple of the block size G = {G}")
+    lengths = cfg.lengths or [[cfg.seq_len, 1.0]]
+    for L, _ in lengths:
+        if L % G:
+            raise UsageError(f"--seq-len {L} is not a multiple of the block size G = {G}")
     if cfg.anneal and (G == 1 or cfg.objective == "ar"):
         raise UsageError(f"--anneal {cfg.anneal} grows the block size of a denoiser from 1 to G; "
                          "this run trains next-token at G 1 (give --G N, or a recipe at G > 1)")
@@ -201,7 +203,8 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
-    samples = sources.open_data(cfg.data, tok, cfg.seq_len, G, cfg.seed, cfg.data_options())
+    samples = sources.open_lengths(cfg.data, tok, lengths, G, cfg.seed, cfg.data_options(),
+                                   cfg.batch * cfg.nproc)  # a micro-batch of the global batch
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
                          "a task (passkey, mqar or copy)")
