@@ -76,9 +76,13 @@ def model_card(recipe: Recipe, facts: dict) -> str:
         origin = (f"Weights: the published model's, imported by `fsc import` from "
                   f"`{facts['imported_from']}` (renamed to fsc's tensors, values unchanged).")
     elif training is not None:
+        lengths = training.get("lengths")  # several (--seq-len 128,256): [[L, weight], ...]
+        length = (f"sequence length {training['seq_len']:,}" if not lengths else
+                  "sequence lengths " + ", ".join(f"{L:,} (weight {w:g})" for L, w in lengths)
+                  + f", each batch at one; training length {training['seq_len']:,}")
         origin = (f"Weights: trained by `fsc train` for {training['steps']:,} steps on "
-                  f"`{training['data']}` (objective `{training['objective']}`, sequence length "
-                  f"{training['seq_len']:,}), final loss {training['final_loss']:.4f}.")
+                  f"`{training['data']}` (objective `{training['objective']}`, {length}), "
+                  f"final loss {training['final_loss']:.4f}.")
         if training.get("adapted_from"):
             was = training["adapted_from"]
             origin += (f" Adapted from the autoregressive checkpoint `{was['checkpoint']}` "

@@ -44,6 +44,9 @@ def test_a_run_at_two_lengths_records_the_longest_and_resumes_bit_exact(cli, tmp
     trained = json.loads((tmp_path / "whole" / "step-000004" / "config.json").read_text())
     assert trained["training"]["seq_len"] == 32
     assert trained["training"]["lengths"] == [[16, 1.0], [32, 1.0]]
+    card = (tmp_path / "whole" / "step-000004" / "README.md").read_text()
+    assert ("sequence lengths 16 (weight 1), 32 (weight 1), each batch at one; training length "
+            "32)") in card
     r = cli("train", "tiny_attn", *common, "--out", tmp_path / "split", "--stop-after", "2")
     assert r.code == 0, r.err
     r = cli("train", "--resume", tmp_path / "split", "--store", tmp_path / "store")
