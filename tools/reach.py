@@ -182,6 +182,8 @@ LEVERS = [
     ("Mamba-2, its state in bf16 at evaluation", _seeds("passkey_mamba"), ("state_dtype=bf16",),
      "reach"),
     ("Mamba-2, then 1,000 steps at 256 (× 256)", _seeds("passkey_mamba", 2), (), "reach-curr"),
+    ("Mamba-2, then 1,000 steps at 256, then 1,000 at 512 (× 512)", _seeds("passkey_mamba", 2),
+     (), "reach-curr512"),
     ("Mamba-2, 500 more steps", _seeds("passkey_mamba"), (), "reach-more"),
     ("Mamba-2, 500 more steps with state passing", _seeds("passkey_mamba"), (), "reach-sp"),
     ("hybrid, RoPE (passkey_hybrid)", _seeds("passkey_hybrid"), (), "reach"),
