@@ -103,6 +103,15 @@ class TrainConfig:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
                            self.supervise_needle, self.suite)
 
+    def length_mix(self) -> list:
+        """The lengths trained at, [[L, weight], ...]: `lengths`, or seq_len alone."""
+        return self.lengths or [[self.seq_len, 1.0]]
+
+    def open_data(self, tokenizer, G: int):
+        """The run's samples: `data` at its lengths, a micro-batch of the global batch at one."""
+        return open_lengths(self.data, tokenizer, self.length_mix(), G, self.seed,
+                            self.data_options(), self.batch * self.nproc)
+
 
 @dataclass
 class TrainStep:
@@ -229,9 +238,7 @@ class Trainer:
         self.cfg, self.recipe, self.model, self.tok = cfg, recipe, model, tokenizer
         self.G = recipe.block_size
         self.device = torch.device(cfg.device)
-        self.data = data or open_lengths(cfg.data, tokenizer, cfg.lengths or [[cfg.seq_len, 1]],
-                                         self.G, cfg.seed, cfg.data_options(),
-                                         cfg.batch * cfg.nproc)
+        self.data = data or cfg.open_data(tokenizer, self.G)
         self.opt = make_optimizer(model, cfg)
         self.step = 0
         self.losses: list[float] = []

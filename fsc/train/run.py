@@ -22,7 +22,6 @@ from tokenizers import AddedToken
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
-from fsc.data import sources
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
@@ -182,8 +181,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     """The job, once what its settings ask of the recipe, the tokenizer, the memory and the
     data holds (UsageError, exit 2, otherwise)."""
     G = recipe.block_size
-    lengths = cfg.lengths or [[cfg.seq_len, 1.0]]
-    for L, _ in lengths:
+    for L, _ in cfg.length_mix():
         if L % G:
             raise UsageError(f"--seq-len {L} is not a multiple of the block size G = {G}")
     if cfg.anneal and (G == 1 or cfg.objective == "ar"):
@@ -203,8 +201,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
-    samples = sources.open_lengths(cfg.data, tok, lengths, G, cfg.seed, cfg.data_options(),
-                                   cfg.batch * cfg.nproc)  # a micro-batch of the global batch
+    samples = cfg.open_data(tok, G)
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
                          "a task (passkey, mqar or copy)")
