@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.fscjson import Reader, plot, run_json
+from tools.retrieval import tag
 
 TRIO = ["quality_attn", "quality_mamba", "quality_hybrid"]
 SCORER = "quality_scorer"
@@ -50,10 +51,6 @@ class Job:
     objective: str
     steps: int
     seed: int = 0
-
-
-def tag(recipe: str, seed: int) -> str:
-    return recipe if seed == 0 else f"{recipe}-s{seed}"
 
 
 def jobs(a) -> list[Job]:

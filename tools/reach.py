@@ -241,6 +241,11 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, then 256, 512 and 1,024 (× 1,024), attention limited to "
      "its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
      ("attention.window=32",), "reach-curr1024"),
+    ("hybrid, NoPE, trained with logn 16, two attention layers (MAMA)",
+     _seeds("experiments/passkey_hybrid2_nope_logn"), (), "reach-mama"),
+    ("hybrid, NoPE, trained with logn 16, two attention layers (MAMA), both limited to their last "
+     "32 tokens at evaluation", _seeds("experiments/passkey_hybrid2_nope_logn"),
+     ("attention.window=32",), "reach-mama"),
     ("hybrid, NoPE, trained with logn 16 at 256 (× 256)", _seeds("passkey_hybrid_nope_logn", 2),
      (), "reach-256"),
     ("hybrid, NoPE, 500 more steps", _seeds("passkey_hybrid_nope"), (), "reach-more"),

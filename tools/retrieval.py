@@ -50,8 +50,11 @@ def _per_recipe(text: str, recipes: list[str], kind=int) -> dict:
 
 
 def tag(recipe: str, seed: int) -> str:
-    """The name of a (recipe, seed) training: its folder under --out."""
-    return recipe if seed == 0 else f"{recipe}-s{seed}"
+    """The name of a (recipe, seed) training: its folder under --out. A recipe given as a path
+    (`experiments/NAME`, `dir/NAME.yaml`) is named by its file, as the tables find a run by
+    the name of the folder it was trained into."""
+    name = Path(recipe).name.removesuffix(".yaml").removesuffix(".yml")
+    return name if seed == 0 else f"{name}-s{seed}"
 
 
 def train(job: tuple[str, int], a) -> None:

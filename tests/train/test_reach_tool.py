@@ -41,6 +41,21 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
     assert _value(seen[0], "--out") == "runs/sp/passkey_hybrid_nope_logn-s1"
 
 
+def test_a_recipe_given_as_a_path_trains_into_a_folder_named_by_its_file(monkeypatch):
+    seen: list[list[str]] = []
+    monkeypatch.setattr(reach, "run_json", lambda args: seen.append(args) or
+                        {"step": 1, "final_loss": 0.0, "run_id": "r"})
+    a = reach.options(["--recipes", "experiments/passkey_hybrid_first", "--lr", "1e-2", "--out",
+                       "runs/x"])
+    reach.train(("experiments/passkey_hybrid_first", 2), a)
+    reach.evaluate(("experiments/passkey_hybrid_first", 2), a)
+    train, evaluate = seen
+    assert train[1] == "experiments/passkey_hybrid_first"  # fsc resolves the recipe itself
+    assert _value(train, "--out") == "runs/x/passkey_hybrid_first-s2" == evaluate[1]
+    assert reach.tag("recipes/x.yaml", 0) == "x" and reach.tag("published/Llama-3.1-8B", 1) == (
+        "Llama-3.1-8B-s1")
+
+
 @pytest.mark.slow  # a minute: make test-slow (CI runs it)
 def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
     out = subprocess.run(
