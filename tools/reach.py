@@ -150,9 +150,9 @@ def side_by_side(got: dict, tags: list[str], seed: int, said: str) -> list[str]:
     return lines + ["| **average** | " + " | ".join(row) + " |"]
 
 
-def _seeds(recipe: str, n: int = 3) -> tuple[str, ...]:
-    """The tags of seeds 0 to n - 1 of `recipe` (`tag`)."""
-    return tuple(tag(recipe, s) for s in range(n))
+def _seeds(recipe: str, n: int = 3, first: int = 0) -> tuple[str, ...]:
+    """The tags of seeds first to first + n - 1 of `recipe` (`tag`)."""
+    return tuple(tag(recipe, s) for s in range(first, first + n))
 
 
 def _by_position(label: str, recipe: str, powers: tuple[str, ...]) -> list[tuple]:
@@ -166,7 +166,6 @@ def _by_position(label: str, recipe: str, powers: tuple[str, ...]) -> list[tuple
 # The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
 # (folders under the store's run directory), the `fsc eval --set` changes scored with, the
 # store, relative to --out's parent). Each is made by a command of that section.
-_SEEDS_3_5 = tuple(tag("passkey_hybrid_nope_logn", s) for s in (3, 4, 5))
 LEVERS = [
     ("attention, 2,000 steps (the default)", ("passkey_attn",), (), "reach"),
     ("attention, 6,000 steps (seed 0: 2,000 then 4,000 more)",
@@ -216,9 +215,9 @@ LEVERS = [
      _seeds("passkey_hybrid_nope_logn", 2), ("mamba.decay_scale=0.5",), "reach-4k"),
     ("hybrid, NoPE, trained with logn 16, attention limited to its last 32 tokens at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("attention.window=32",), "reach"),
-    ("hybrid, NoPE, trained with logn 16, seeds 3 to 5", _SEEDS_3_5, (), "reach-seeds"),
+    ("hybrid, NoPE, trained with logn 16, seeds 3 to 5", _seeds("passkey_hybrid_nope_logn", first=3), (), "reach-seeds"),
     ("hybrid, NoPE, trained with logn 16, seeds 3 to 5, attention limited to its last 32 tokens "
-     "at evaluation", _SEEDS_3_5, ("attention.window=32",), "reach-seeds"),
+     "at evaluation", _seeds("passkey_hybrid_nope_logn", first=3), ("attention.window=32",), "reach-seeds"),
     ("hybrid, NoPE, trained with logn 16, decay 0.5 at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",

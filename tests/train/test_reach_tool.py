@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,23 @@ def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
     plain = subprocess.run([sys.executable, "-m", "tools.reach", *where, "--tables-only"],
                            capture_output=True, text=True, timeout=600)
     assert "| tiny_attn | 1 |" in plain.stdout and "logn" not in plain.stdout
+
+
+@pytest.mark.slow  # half a minute: make test-slow (CI runs it)
+def test_a_recipe_given_as_a_path_is_trained_scored_and_tabled(tmp_path):
+    recipe = tmp_path / "mine" / "tiny_path.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text(Path("recipes/tiny_attn.yaml").read_text().replace(
+        "name: tiny_attn", "name: tiny_path"))
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.reach", "--recipes", str(recipe), "--lr", "3e-3",
+         "--train-steps", "2", "--eval-every", "2", "--samples", "1", "--depths", "0.5",
+         "--jobs", "1", "--out", str(tmp_path / "runs"), "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "runs" / "tiny_path" / "latest").exists()
+    assert next(line for line in out.stdout.splitlines() if line.startswith("| tiny_path | 2 |"))
+    assert f"| {recipe} | 1 |" in out.stdout  # the average, one seed
 
 
 def test_the_levers_table_has_a_row_only_where_a_store_holds_its_runs(tmp_path):
