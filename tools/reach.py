@@ -7,7 +7,7 @@ print RULER-style tables: task × length per backbone, and the average by backbo
     python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
         [--lr X | R=X,...] [--data MIX] [--seq-len 128 | 128,256] [--samples 10] [--depths 0,0.5,1]
         [--jobs 2] [--out DIR] [--store DIR] [--figures DIR] [--skip-train] [--tables-only]
-        [--set KEY=VALUE ...] [--start-from DIR] [--state-passing]
+        [--set KEY=VALUE ...] [--start-from DIR] [--state-passing] [--freeze KIND]
 
 Training runs as `fsc train RECIPE --data MIX --needles 2 --hops 2 --words 2
 --supervise-needle` (the knobs that fit 128 tokens at G 4; every needle's repeat of its value
@@ -19,6 +19,8 @@ not fit 128 tokens. With --figures, `fsc plot ruler` of the seed-0 runs is writt
 weight-free recipe field changed (`fsc eval --set`, e.g. attention.logn=128), and the tables
 then read those runs only. --start-from DIR trains on from the checkpoints an earlier run left
 in DIR (post-training, e.g. 500 steps with --state-passing), into this run's --out and --store.
+--freeze KIND trains with that kind's mixers kept as they start (fsc train --freeze: e.g. the
+hybrid's attention layer trained first, its Mamba-2 layers as initialised).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def train(job: tuple[str, int], a) -> None:
                     "--batch", str(a.batch), "--lr", str(a.lr[recipe]), "--weighting", "masked",
                     "--objective", "blocks", "--seed", str(seed), "--eval-every",
                     str(a.eval_every), "--out", str(a.out / tag(recipe, seed)), "--store",
-                    str(a.store), *(["--state-passing"] if a.state_passing else [])])
+                    str(a.store), *(["--state-passing"] if a.state_passing else []),
+                    *(["--freeze", a.freeze] if a.freeze else [])])
     print(f"trained {tag(recipe, seed)}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "
           f"loss {doc['final_loss']:.4f}", flush=True)
 
@@ -309,6 +312,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="train on from the checkpoints of an earlier run's --out (DIR/RECIPE[-sS]),"
                    " as post-training; give this run its own --out and --store")
     p.add_argument("--state-passing", action="store_true", help="fsc train --state-passing")
+    p.add_argument("--freeze", default=None, metavar="KIND[,KIND]",
+                   help="fsc train --freeze: these mixers keep the weights they start with")
     p.add_argument("--levers", action="store_true",
                    help="print the levers' table (LEVERS) from the stores beside --out; run nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

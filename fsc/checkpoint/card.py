@@ -91,6 +91,9 @@ def model_card(recipe: Recipe, facts: dict) -> str:
         if training.get("anneal"):
             origin += (f" The block size grew from 1 to G over the first {training['anneal']:,} "
                        "steps (--anneal).")
+        if training.get("freeze"):
+            origin += (f" Its {', '.join(training['freeze'])} mixers were not trained: they "
+                       "kept the weights the run started from (--freeze).")
         if recipe.logit_shift:
             origin += " Position j's logits are read from position j − 1 (logit shift)."
     else:

@@ -44,7 +44,7 @@ TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
-                "logit_shift", "anneal", *TRAIN_KNOBS)
+                "logit_shift", "anneal", "freeze", *TRAIN_KNOBS)
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
                   "train_backend")
 
@@ -66,6 +66,16 @@ def _lengths(value: str | int | list | None) -> int | list | None:
     if len(set(seen)) < len(seen):
         raise typer.BadParameter(f"{value[:60]}: a length given twice")
     return lengths[0][0] if len(lengths) == 1 else lengths
+
+
+def _kinds(value: str | None) -> list[str]:
+    """--freeze: mixer kinds, comma-separated, each once (checked against the recipe later)."""
+    kinds = [k.strip() for k in (value or "").split(",") if k.strip()]
+    if value is not None and not kinds:
+        raise UsageError("--freeze: name a mixer kind (mamba, attention, ...)")
+    if len(set(kinds)) < len(kinds):
+        raise UsageError(f"--freeze {printable(value, 60)}: a kind given twice")
+    return kinds
 
 
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
@@ -157,6 +167,10 @@ def train(
     supervise_needle: Annotated[bool, typer.Option(
         "--supervise-needle", help="passkey, niah_*: also train on each needle's repeat of "
         "its key; vt: on the name each link refers to (not scored).")] = False,
+    freeze: Annotated[str | None, typer.Option(
+        "--freeze", metavar="KIND[,KIND]", help="Keep the mixers of these kinds (mamba, "
+        "attention, ...) as the run starts them: from their initialisation, or from the "
+        "checkpoint it starts from; every other weight trains.", show_default=False)] = None,
     state_passing: Annotated[bool, typer.Option("--state-passing", help="Start each sequence's "
         "recurrent layers where the previous batch's same row ended (blocks or ar).")] = False,
     pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.",
@@ -224,7 +238,8 @@ def train(
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,
             supervise_needle=supervise_needle, pairs=pairs, text_field=text_field,
             tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at,
-            train_backend=str(train_backend), state_passing=state_passing, suite=suite)
+            train_backend=str(train_backend), state_passing=state_passing, suite=suite,
+            freeze=_kinds(freeze))
     cfg = job.cfg
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)

@@ -98,6 +98,9 @@ class TrainConfig:
     # several lengths (--seq-len 128,256): [[L, weight], ...], each micro-batch at one drawn
     # with its weight (fsc.data.mix.LengthMix); None: every sequence seq_len long
     lengths: list | None = None
+    # mixer kinds whose layers' mixers keep the weights the run starts from (--freeze mamba):
+    # the norms and MLPs around them, and every other layer, train
+    freeze: list = field(default_factory=list)
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,
@@ -180,10 +183,25 @@ def block_at(anneal: int, G: int, step: int) -> int:
     return below[step * len(below) // anneal]
 
 
+def freeze_mixers(model, kinds) -> int:
+    """Stop training the mixers of the layers whose mixer is one of `kinds` (their parameters
+    no longer require a gradient, so the optimizer leaves them as they are); the number of
+    parameters frozen."""
+    frozen = 0
+    for layer in model.layers:
+        if layer.mixer.kind in kinds:
+            for p in layer.mixer.parameters():
+                p.requires_grad_(False)
+                frozen += p.numel()
+    return frozen
+
+
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (not on norms, biases or per-head scalars)."""
-    decay = [p for _, p in model.named_parameters() if p.ndim >= 2]
-    rest = [p for _, p in model.named_parameters() if p.ndim < 2]
+    """AdamW over the parameters that train; weight decay on matrices only (not on norms,
+    biases or per-head scalars)."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in trained if p.ndim >= 2]
+    rest = [p for p in trained if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": rest, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
@@ -239,6 +257,7 @@ class Trainer:
         self.G = recipe.block_size
         self.device = torch.device(cfg.device)
         self.data = data or cfg.open_data(tokenizer, self.G)
+        freeze_mixers(model, cfg.freeze)
         self.opt = make_optimizer(model, cfg)
         self.step = 0
         self.losses: list[float] = []
@@ -314,7 +333,8 @@ class Trainer:
                 "train_backend": self.backend,
                 "final_loss": self.losses[-1] if self.losses else None,
                 **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {}),
-                **({"anneal": cfg.anneal} if cfg.anneal else {})}
+                **({"anneal": cfg.anneal} if cfg.anneal else {}),
+                **({"freeze": cfg.freeze} if cfg.freeze else {})}
 
     def _digits(self) -> int | None:
         """The pass key's digits (resolved from the default for G), None for other data."""

@@ -187,6 +187,11 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     if cfg.anneal and (G == 1 or cfg.objective == "ar"):
         raise UsageError(f"--anneal {cfg.anneal} grows the block size of a denoiser from 1 to G; "
                          "this run trains next-token at G 1 (give --G N, or a recipe at G > 1)")
+    kinds = sorted(set(recipe.layer_plan))
+    for kind in cfg.freeze:
+        if kind not in kinds:
+            raise UsageError(f"--freeze {kind}: {recipe.name} has no {kind} layer (its mixers: "
+                             f"{', '.join(kinds)})")
     if cfg.anneal > cfg.steps:
         raise UsageError(f"--anneal {cfg.anneal} is longer than --train-steps {cfg.steps}: the "
                          f"run would end before it trains at G = {G}")

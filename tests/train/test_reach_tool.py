@@ -31,7 +31,7 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
         assert _value(train, knob) == _value(evaluate, knob) == "2"
     assert _value(evaluate, "--task") == "ruler"
     assert _value(evaluate, "--lengths") == "128,256,512,1024,2048"
-    assert "--set" not in evaluate
+    assert "--set" not in evaluate and "--freeze" not in train
     seen.clear()
     reach.evaluate(("passkey_hybrid_nope_logn", 1), reach.options(["--set", "attention.logn=128"]))
     assert _value(seen[0], "--set") == "attention.logn=128"
@@ -40,6 +40,9 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
         ["--start-from", "runs/reach", "--state-passing", "--out", "runs/sp"]))
     assert seen[0][1] == "runs/reach/passkey_hybrid_nope_logn-s1" and "--state-passing" in seen[0]
     assert _value(seen[0], "--out") == "runs/sp/passkey_hybrid_nope_logn-s1"
+    seen.clear()  # the hybrid's attention trained first, its Mamba-2 mixers as initialised
+    reach.train(("passkey_hybrid_nope_logn", 1), reach.options(["--freeze", "mamba"]))
+    assert _value(seen[0], "--freeze") == "mamba"
 
 
 def test_a_recipe_given_as_a_path_trains_into_a_folder_named_by_its_file(monkeypatch):
