@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S, parse_sizes, size
+from fsc.cli.bounds import MAX_B
 from fsc.cli.common import (
     INVOKED,
     JsonOpt,
@@ -24,8 +24,8 @@ from fsc.cli.common import (
     torch_device,
 )
 from fsc.cli.eval_options import TRAIN_KNOBS, with_suite_options
+from fsc.cli.train_options import mixer_kinds, seq_lengths
 from fsc.cli.train_render import eval_said, progress_bar, report
-from fsc.data.mix import weighted
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
 from fsc.train import ranks
@@ -49,35 +49,6 @@ RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every
                   "train_backend")
 
 
-def _lengths(value: str | int | list | None) -> int | list | None:
-    """--seq-len: one size (an int), or several with weights, LEN[:WEIGHT],... ([[L, w], ...],
-    each length once)."""
-    if value is None or isinstance(value, int | list):
-        return value
-    if "," not in value and ":" not in value:
-        return size(1, MAX_S, "--seq-len")(value)
-    try:
-        pairs = weighted(value, "--seq-len")
-        lengths = [[parse_sizes(L, "--seq-len", 1, MAX_S)[0], w] for L, w in pairs]
-    except UsageError as e:
-        raise typer.BadParameter(str(e).removeprefix("--seq-len: ").removeprefix(
-            f"--seq-len {value}: ")) from None
-    seen = [L for L, _ in lengths]
-    if len(set(seen)) < len(seen):
-        raise typer.BadParameter(f"{value[:60]}: a length given twice")
-    return lengths[0][0] if len(lengths) == 1 else lengths
-
-
-def _kinds(value: str | None) -> list[str]:
-    """--freeze: mixer kinds, comma-separated, each once (checked against the recipe later)."""
-    kinds = [k.strip() for k in (value or "").split(",") if k.strip()]
-    if value is not None and not kinds:
-        raise UsageError("--freeze: name a mixer kind (mamba, attention, ...)")
-    if len(set(kinds)) < len(kinds):
-        raise UsageError(f"--freeze {printable(value, 60)}: a kind given twice")
-    return kinds
-
-
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
     return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
@@ -94,7 +65,7 @@ def train(
         "(passkey:2,vt:1,cwe:1); shakespeare, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
     seq_len: Annotated[str | None, typer.Option(
-        "--seq-len", callback=_lengths, show_default=False,
+        "--seq-len", callback=seq_lengths, show_default=False,
         help="Tokens per sequence (a multiple of G), e.g. 1024 or 1k; or several lengths, "
         "each micro-batch at one drawn with its weight (128,256 or 128:3,256:1): the longest "
         "is the run's training length.")] = None,
@@ -239,7 +210,7 @@ def train(
             supervise_needle=supervise_needle, pairs=pairs, text_field=text_field,
             tokenizer=str(tokenizer) if tokenizer else None, nproc=nproc or 1, stop_at=stop_at,
             train_backend=str(train_backend), state_passing=state_passing, suite=suite,
-            freeze=_kinds(freeze))
+            freeze=mixer_kinds(freeze))
     cfg = job.cfg
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)

@@ -37,6 +37,7 @@ BAD = {
     "set": ["", "x", "=3", "d_model=8", "attention.logn=1", "attention.logn=abc",
             "state_dtype=fp8", "mamba.decay_scale=-1", "attention.window=[1]",
             "mamba.decay_power=0.5", "mamba.decay_from=0"],
+    "kinds": [",", "mamba", "", "attention,attention", "ATTENTION", "attention;rm"],
     "where": ["", "  ", "1=1; drop table runs", "B = 1) union select 1 where (1", "select",
               "B = "],
 }
@@ -92,7 +93,7 @@ COMMANDS = {
         "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg",
         "--stop-at": "unit", "--anneal": "int_nonneg", "--needles": "int_pos",
         "--distractors": "int_nonneg", "--hops": "int_pos", "--chains": "int_pos",
-        "--words": "int_pos", "--haystack": "choice"}),
+        "--words": "int_pos", "--haystack": "choice", "--freeze": "kinds"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
