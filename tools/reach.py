@@ -169,8 +169,6 @@ def _by_position(label: str, recipe: str, powers: tuple[str, ...]) -> list[tuple
 # The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
 # (folders under the store's run directory), the `fsc eval --set` changes scored with, the
 # store, relative to --out's parent). Each is made by a command of that section.
-# make reach's hybrid at the seeds whose Mamba-2 layers carry the needle (the window ablation)
-MAMBA_SEEDS = (tag("passkey_hybrid_nope_logn", 0), tag("passkey_hybrid_nope_logn", 2))
 LEVERS = [
     ("attention, 2,000 steps (the default)", ("passkey_attn",), (), "reach"),
     ("attention, 6,000 steps (seed 0: 2,000 then 4,000 more)",
@@ -233,13 +231,18 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, seeds 3 to 5, then 256, then 512 (× 512), attention "
      "limited to its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn", first=3),
      ("attention.window=32",), "reach-seeds-curr512"),
-    ("hybrid, NoPE, trained with logn 16, its Mamba-2 mixers frozen as initialised (seeds 0, 2)",
-     MAMBA_SEEDS, (), "reach-frz"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all (seeds 0, 2)",
-     MAMBA_SEEDS, (), "reach-frz-then"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all (seeds 0, 2), "
-     "attention limited to its last 32 tokens at evaluation", MAMBA_SEEDS,
+    ("hybrid, NoPE, trained with logn 16, its Mamba-2 mixers frozen as initialised",
+     _seeds("passkey_hybrid_nope_logn"), (), "reach-frz"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all",
+     _seeds("passkey_hybrid_nope_logn"), (), "reach-frz-then"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all, attention "
+     "limited to its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
      ("attention.window=32",), "reach-frz-then"),
+    ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2 (two schedules)",
+     _seeds("passkey_hybrid_nope_logn"), (), "reach-again"),
+    ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2, attention limited to "
+     "its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
+     ("attention.window=32",), "reach-again"),
     ("hybrid, NoPE, trained with logn 16, decay 0.5 at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",
