@@ -218,9 +218,11 @@ LEVERS = [
      _seeds("passkey_hybrid_nope_logn", 2), ("mamba.decay_scale=0.5",), "reach-4k"),
     ("hybrid, NoPE, trained with logn 16, attention limited to its last 32 tokens at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("attention.window=32",), "reach"),
-    ("hybrid, NoPE, trained with logn 16, seeds 3 to 5", _seeds("passkey_hybrid_nope_logn", first=3), (), "reach-seeds"),
+    ("hybrid, NoPE, trained with logn 16, seeds 3 to 5", _seeds("passkey_hybrid_nope_logn", first=3),
+     (), "reach-seeds"),
     ("hybrid, NoPE, trained with logn 16, seeds 3 to 5, attention limited to its last 32 tokens "
-     "at evaluation", _seeds("passkey_hybrid_nope_logn", first=3), ("attention.window=32",), "reach-seeds"),
+     "at evaluation", _seeds("passkey_hybrid_nope_logn", first=3), ("attention.window=32",),
+     "reach-seeds"),
     ("hybrid, NoPE, trained with logn 16, seeds 3 to 5, then 1,000 steps at 256 (× 256)",
      _seeds("passkey_hybrid_nope_logn", first=3), (), "reach-seeds-curr"),
     ("hybrid, NoPE, trained with logn 16, seeds 3 to 5, then 256, then 512 (× 512)",

@@ -183,17 +183,12 @@ def block_at(anneal: int, G: int, step: int) -> int:
     return below[step * len(below) // anneal]
 
 
-def freeze_mixers(model, kinds) -> int:
-    """Stop training the mixers of the layers whose mixer is one of `kinds` (their parameters
-    no longer require a gradient, so the optimizer leaves them as they are); the number of
-    parameters frozen."""
-    frozen = 0
+def freeze_mixers(model, kinds) -> None:
+    """Stop training the mixers of the layers whose mixer is one of `kinds`: their parameters
+    no longer require a gradient, so `make_optimizer` leaves them out."""
     for layer in model.layers:
         if layer.mixer.kind in kinds:
-            for p in layer.mixer.parameters():
-                p.requires_grad_(False)
-                frozen += p.numel()
-    return frozen
+            layer.mixer.requires_grad_(False)
 
 
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
