@@ -524,7 +524,7 @@ def _format_error(source: str, err: ValidationError) -> str:
 # Recipe fields that change how weights are read, never what weights there are: a checkpoint
 # can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
 WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
-               "mamba.decay_from", "mamba.decay_power", "state_dtype")
+               "mamba.decay_from", "mamba.decay_power", "mamba.max_half_life", "state_dtype")
 
 
 def parse_changes(items) -> tuple[tuple[str, object], ...]:

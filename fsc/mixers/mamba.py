@@ -30,6 +30,13 @@ class MambaCfg(Section):
     # decay_from nothing changes; no weight changes (`fsc eval --set mamba.decay_from=128`).
     decay_from: int | None = Field(None, ge=1, le=2**24, json_schema_extra=ADDED)
     decay_power: float = Field(1.0, gt=0, le=4.0, allow_inf_nan=False, json_schema_extra=ADDED)
+    # A bound on the state's memory: every token decays the state at least by 2^(-1/max_half_life)
+    # (its log decay dt·A capped at -ln 2 / max_half_life), so what a token wrote is at most
+    # half there max_half_life tokens later, whatever the weights learn. Trained with it, the
+    # layers that must carry a fact further than that are the others (attention, in a hybrid);
+    # changes no weight (`fsc eval --set mamba.max_half_life=none` scores without it).
+    max_half_life: float | None = Field(None, gt=0, le=2**24, allow_inf_nan=False,
+                                        json_schema_extra=ADDED)
 
     @model_validator(mode="after")
     def _power_needs_a_start(self):

@@ -71,6 +71,8 @@ class Mamba(FixedState):
         self.norm = RMSNorm(self.d_inner, recipe.norm_eps) if cfg.gated_norm else None
         self.decay_scale = cfg.decay_scale
         self.decay_from, self.decay_power = cfg.decay_from, cfg.decay_power
+        # the least decay rate a token has (mamba.max_half_life), or None
+        self.min_rate = None if cfg.max_half_life is None else math.log(2) / cfg.max_half_life
 
     def _out(self, y, dtype):
         """out_proj of the gated y [B, T, d_inner], through the gated norm when there is one."""
@@ -103,6 +105,9 @@ class Mamba(FixedState):
         A = self._A() if self.decay_from is None else self._rates(cache.positions(G))
         if A.dim() > 1:  # per token: [B, G, H]
             A = A.expand(B, G, self.n_heads)
+        if self.min_rate is not None:  # per token, so that dt·A is at most -min_rate
+            dtf = F.softplus(dt.float() + self.dt_bias.float())
+            A = torch.minimum(A, -self.min_rate / dtf.clamp_min(1e-30))
         y = ops.call(
             "mamba_block_scan",
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
@@ -194,10 +199,11 @@ class Mamba(FixedState):
     def _inputs(self, xbc, dt, positions):
         """The scan's inputs of the conv'd xbc (B, T, C) and raw dt (B, T, H) of tokens at
         `positions` (see `_rates`): x (B, T, H, P), B and C (B, T, N), dt after softplus and
-        log a_t = dt_t A_t (B, T, H), fp32."""
+        log a_t = dt_t A_t (B, T, H), fp32, at most -min_rate when the memory is bounded."""
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
         dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
-        return self._heads(xs), Bm, Cm, dtf, dtf * self._rates(positions)
+        la = dtf * self._rates(positions)
+        return self._heads(xs), Bm, Cm, dtf, la if self.min_rate is None else la.clamp(max=-self.min_rate)
 
     def _noised_inputs(self, conv, dt, conv_n, dtn, blocks):
         """`_inputs` of the clean stream (positions from 0) and of the noised one, whose k-th
