@@ -245,6 +245,18 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2, attention limited to "
      "its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
      ("attention.window=32",), "reach-again"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 8 tokens",
+     _seeds("experiments/passkey_hybrid_halflife8"), (), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, attention limited to its last 32 "
+     "tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife8"),
+     ("attention.window=32",), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, scored without the bound",
+     _seeds("experiments/passkey_hybrid_halflife8"), ("mamba.max_half_life=none",), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 32 tokens",
+     _seeds("experiments/passkey_hybrid_halflife32", 1), (), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 32, attention limited to its last "
+     "32 tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife32", 1),
+     ("attention.window=32",), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, decay 0.5 at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",
