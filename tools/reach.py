@@ -252,6 +252,12 @@ LEVERS = [
      ("attention.window=32",), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, scored without the bound",
      _seeds("experiments/passkey_hybrid_halflife8"), ("mamba.max_half_life=none",), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, a fourth seed (3)",
+     _seeds("experiments/passkey_hybrid_halflife8", 1, first=3), (), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, a fourth seed (3), attention "
+     "limited to its last 32 tokens at evaluation",
+     _seeds("experiments/passkey_hybrid_halflife8", 1, first=3), ("attention.window=32",),
+     "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 32 tokens",
      _seeds("experiments/passkey_hybrid_halflife32", 1), (), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 32, attention limited to its last "
