@@ -106,8 +106,7 @@ class Mamba(FixedState):
         if A.dim() > 1:  # per token: [B, G, H]
             A = A.expand(B, G, self.n_heads)
         if self.min_rate is not None:  # per token, so that dt·A is at most -min_rate
-            dtf = F.softplus(dt.float() + self.dt_bias.float())
-            A = torch.minimum(A, -self.min_rate / dtf.clamp_min(1e-30))
+            A = torch.minimum(A, -self.min_rate / self._step_sizes(dt).clamp_min(1e-30))
         y = ops.call(
             "mamba_block_scan",
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
@@ -201,9 +200,14 @@ class Mamba(FixedState):
         `positions` (see `_rates`): x (B, T, H, P), B and C (B, T, N), dt after softplus and
         log a_t = dt_t A_t (B, T, H), fp32, at most -min_rate when the memory is bounded."""
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
-        dtf = F.softplus(dt.float() + self.dt_bias.float())  # (B, T, H)
+        dtf = self._step_sizes(dt)  # (B, T, H)
         la = dtf * self._rates(positions)
         return self._heads(xs), Bm, Cm, dtf, la if self.min_rate is None else la.clamp(max=-self.min_rate)
+
+    def _step_sizes(self, dt):
+        """dt after softplus with the heads' bias, fp32: the step sizes the scan multiplies the
+        decay rates by (the op computes the same from the raw dt)."""
+        return F.softplus(dt.float() + self.dt_bias.float())
 
     def _noised_inputs(self, conv, dt, conv_n, dtn, blocks):
         """`_inputs` of the clean stream (positions from 0) and of the noised one, whose k-th
