@@ -21,27 +21,29 @@ def test_make_reach_trains_on_the_mix_with_the_knobs_eval_uses(monkeypatch):
     monkeypatch.setattr(reach, "run_json", lambda args: seen.append(args) or
                         {"step": 1, "final_loss": 0.0, "run_id": "r"})
     a = reach.options(["--seeds", "1"])
-    reach.train(("passkey_hybrid_nope_logn", 1), a)
-    reach.evaluate(("passkey_hybrid_nope_logn", 1), a)
+    assert a.recipes[2] == "passkey_hybrid_halflife8"  # make reach's hybrid: its memory bounded
+    reach.train(("passkey_hybrid_halflife8", 1), a)
+    reach.evaluate(("passkey_hybrid_halflife8", 1), a)
     train, evaluate = seen
-    assert train[:2] == ["train", "passkey_hybrid_nope_logn"] and "--supervise-needle" in train
+    assert train[:2] == ["train", "passkey_hybrid_halflife8"] and "--supervise-needle" in train
     assert _value(train, "--data") == reach.MIX and _value(train, "--seq-len") == "128"
-    assert _value(train, "--out").endswith("passkey_hybrid_nope_logn-s1")
+    assert _value(train, "--lr") == "0.01"
+    assert _value(train, "--out").endswith("passkey_hybrid_halflife8-s1")
     for knob in ("--needles", "--hops", "--words"):
         assert _value(train, knob) == _value(evaluate, knob) == "2"
     assert _value(evaluate, "--task") == "ruler"
     assert _value(evaluate, "--lengths") == "128,256,512,1024,2048"
     assert "--set" not in evaluate and "--freeze" not in train
     seen.clear()
-    reach.evaluate(("passkey_hybrid_nope_logn", 1), reach.options(["--set", "attention.logn=128"]))
+    reach.evaluate(("passkey_hybrid_halflife8", 1), reach.options(["--set", "attention.logn=128"]))
     assert _value(seen[0], "--set") == "attention.logn=128"
     seen.clear()  # post-training: from the earlier run's checkpoint, with state passing
-    reach.train(("passkey_hybrid_nope_logn", 1), reach.options(
+    reach.train(("passkey_hybrid_halflife8", 1), reach.options(
         ["--start-from", "runs/reach", "--state-passing", "--out", "runs/sp"]))
-    assert seen[0][1] == "runs/reach/passkey_hybrid_nope_logn-s1" and "--state-passing" in seen[0]
-    assert _value(seen[0], "--out") == "runs/sp/passkey_hybrid_nope_logn-s1"
+    assert seen[0][1] == "runs/reach/passkey_hybrid_halflife8-s1" and "--state-passing" in seen[0]
+    assert _value(seen[0], "--out") == "runs/sp/passkey_hybrid_halflife8-s1"
     seen.clear()  # the hybrid's attention trained first, its Mamba-2 mixers as initialised
-    reach.train(("passkey_hybrid_nope_logn", 1), reach.options(["--freeze", "mamba"]))
+    reach.train(("passkey_hybrid_halflife8", 1), reach.options(["--freeze", "mamba"]))
     assert _value(seen[0], "--freeze") == "mamba"
 
 
