@@ -107,11 +107,13 @@ retrieval: install
 	$(BIN)/python -m tools.retrieval --figures docs/img/retrieval
 
 # Long reach on the RULER-style suite (docs/benchmarks.md section 19): train attention, Mamba-2
-# and the MMMA hybrid (NoPE attention, trained with logn 16: passkey_hybrid_nope_logn) on a mix
+# and the MMMA hybrid (NoPE attention trained with logn 16, its Mamba-2 layers' memory bounded to
+# a half-life of 8 tokens: passkey_hybrid_halflife8) on a mix
 # of the suite at 128 tokens (passkey twice as often as each of niah multikey and
 # multivalue, vt, cwe and fwe; --needles 2 --hops 2 --words 2, repeats supervised), 2,000 steps
 # each, score every part of the suite at 1x..16x, print the RULER-style tables and draw
-# docs/img/reach/ruler.png (23 minutes measured on 2 cores, each training scored as it ends);
+# docs/img/reach/ruler.png (65 minutes measured on a slow 2-core machine, 23 on a faster one;
+# each training scored as it ends);
 # runs/reach holds the checkpoints and the store.
 reach: install
 	$(BIN)/python -m tools.reach --figures docs/img/reach

@@ -212,7 +212,7 @@ LEVERS = [
     *_by_position("hybrid, NoPE", "passkey_hybrid_nope", ("1", "0.5")),
     ("hybrid, NoPE, attention limited to its last 32 tokens at evaluation",
      _seeds("passkey_hybrid_nope"), ("attention.window=32",), "reach"),
-    ("hybrid, NoPE, trained with logn 16 (make reach's hybrid)",
+    ("hybrid, NoPE, trained with logn 16 (make reach's hybrid before the bound)",
      _seeds("passkey_hybrid_nope_logn"), (), "reach"),
     ("hybrid, NoPE, trained with logn 16, 4,000 steps", _seeds("passkey_hybrid_nope_logn", 2),
      (), "reach-4k"),
@@ -247,7 +247,8 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2, attention limited to "
      "its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
      ("attention.window=32",), "reach-again"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 8 tokens",
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 8 tokens (make "
+     "reach's hybrid)",
      _seeds("passkey_hybrid_halflife8"), (), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, attention limited to its last 32 "
      "tokens at evaluation", _seeds("passkey_hybrid_halflife8"),
