@@ -191,7 +191,7 @@ def test_an_annealed_step_is_the_objective_at_that_block_size(tmp_path):
         want, _ = loss_of(copy.deepcopy(trainer.model), "blocks", batch, G, trainer.tok.mask_id,
                           gen)
         got, _, _ = trainer.train_step()
-        assert got == pytest.approx(float(want), rel=1e-5)
+        assert got == pytest.approx(want.item(), rel=1e-5)
 
 
 def test_the_options_are_recorded_and_the_shifted_denoiser_decodes_exactly(fsc_main, tmp_path,
