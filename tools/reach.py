@@ -261,6 +261,11 @@ LEVERS = [
      "limited to its last 32 tokens at evaluation",
      _seeds("passkey_hybrid_halflife8", 1, first=3), ("attention.window=32",),
      "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 16 tokens",
+     _seeds("experiments/passkey_hybrid_halflife16"), (), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, attention limited to its last 32 "
+     "tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife16"),
+     ("attention.window=32",), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 32 tokens",
      _seeds("experiments/passkey_hybrid_halflife32", 1), (), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 32, attention limited to its last "
@@ -344,7 +349,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
     p.add_argument("--lr", default="passkey_attn=3e-3,passkey_mamba=1e-2,passkey_hybrid=1e-2,"
                    "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2,"
-                   "passkey_hybrid_nope_logn=1e-2,passkey_hybrid_halflife8=1e-2")
+                   "passkey_hybrid_nope_logn=1e-2,passkey_hybrid_halflife8=1e-2,"
+                   "passkey_hybrid_halflife16=1e-2,passkey_hybrid_halflife32=1e-2")
     p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
     p.add_argument("--seq-len", default="128", help="fsc train's --seq-len: one length, or "
                    "several (128,256: each micro-batch at one; scored against the longest)")

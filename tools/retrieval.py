@@ -39,14 +39,16 @@ DEPTHS = "0,0.25,0.5,0.75,1"
 
 
 def _per_recipe(text: str, recipes: list[str], kind=int) -> dict:
-    """'3000' (every recipe) or 'passkey_attn=3000,passkey_mamba=4000,...'."""
+    """'3000' (every recipe) or 'passkey_attn=3000,passkey_mamba=4000,...'; a recipe given as a
+    path (experiments/NAME) takes the value given for the path or, failing that, for its name."""
     if "=" not in text:
         return dict.fromkeys(recipes, kind(text))
     given = {k: kind(v) for k, v in (part.split("=") for part in text.split(","))}
-    missing = [r for r in recipes if r not in given]
+    out = {r: given.get(r, given.get(tag(r, 0))) for r in recipes}
+    missing = [r for r, v in out.items() if v is None]
     if missing:
         raise SystemExit(f"no value for {', '.join(missing)} in {text!r}")
-    return {r: given[r] for r in recipes}
+    return out
 
 
 def tag(recipe: str, seed: int) -> str:

@@ -60,6 +60,14 @@ def test_a_recipe_given_as_a_path_trains_into_a_folder_named_by_its_file(monkeyp
     assert _value(train, "--out") == "runs/x/passkey_hybrid_first-s2" == evaluate[1]
     assert reach.tag("recipes/x.yaml", 0) == "x" and reach.tag("published/Llama-3.1-8B", 1) == (
         "Llama-3.1-8B-s1")
+    # a per-recipe value is found by the path or by the file's name; one found by neither is refused
+    a = reach.options(["--recipes", "experiments/passkey_hybrid_halflife16,passkey_mamba"])
+    assert a.lr == {"experiments/passkey_hybrid_halflife16": 1e-2, "passkey_mamba": 1e-2}
+    a = reach.options(["--recipes", "dir/x,passkey_attn", "--train-steps", "dir/x=5,passkey_attn=7",
+                       "--lr", "1e-3"])
+    assert a.train_steps == {"dir/x": 5, "passkey_attn": 7}
+    with pytest.raises(SystemExit, match="no value for experiments/nope"):
+        reach.options(["--recipes", "experiments/nope"])
 
 
 @pytest.mark.slow  # a minute: make test-slow (CI runs it)
