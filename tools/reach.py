@@ -1,8 +1,9 @@
 """Long reach on the RULER-style suite (`make reach`, docs/benchmarks.md section 19): train the
 passkey trio (attention, Mamba-2 and the MMMA hybrid, its attention NoPE with log-length
-scaling and its Mamba-2 layers' memory bounded to a half-life of 8 tokens) on a mix of the suite at one length, score each at 1, 2, 4, 8 and 16 times that length
-on every part of the suite (niah single, multikey, multivalue, multiquery; vt; cwe; fwe), and
-print RULER-style tables: task × length per backbone, and the average by backbone over seeds.
+scaling and its Mamba-2 layers' memory bounded to a half-life of 8 tokens) on a mix of the
+suite at one length, score each at 1, 2, 4, 8 and 16 times that length on every part of the
+suite (niah single, multikey, multivalue, multiquery; vt; cwe; fwe), and print RULER-style
+tables: task × length per backbone, and the average by backbone over seeds.
 
     python -m tools.reach [--recipes passkey_attn,...] [--seeds 0,1,2] [--train-steps N | R=N,...]
         [--lr X | R=X,...] [--data MIX] [--seq-len 128 | 128,256] [--samples 10] [--depths 0,0.5,1]
