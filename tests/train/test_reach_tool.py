@@ -70,6 +70,17 @@ def test_a_recipe_given_as_a_path_trains_into_a_folder_named_by_its_file(monkeyp
         reach.options(["--recipes", "experiments/nope"])
 
 
+def test_a_recipe_with_no_lr_is_refused_at_the_command_line_in_one_line(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "tools.reach", "--recipes", "experiments/nope", "--out",
+         str(tmp_path / "runs"), "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("no value for experiments/nope in ")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "store").exists()
+
+
 @pytest.mark.slow  # a minute: make test-slow (CI runs it)
 def test_make_reach_end_to_end_on_a_tiny_model(tmp_path):
     out = subprocess.run(
