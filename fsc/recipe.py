@@ -594,7 +594,10 @@ def shipped_recipes() -> dict[str, Path]:
     return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
 
 
+PUBLISHED = "published"  # recipes/published/NAME.yaml: a command's ``published/NAME``
+
+
 def published_recipes() -> dict[str, Path]:
     """The recipes `fsc import` makes of the published configs in recipes/published, named
     as commands take them: ``published/NAME``."""
-    return {f"published/{p.stem}": p for p in sorted((shipped_dir() / "published").glob("*.yaml"))}
+    return {f"{PUBLISHED}/{p.stem}": p for p in sorted((shipped_dir() / PUBLISHED).glob("*.yaml"))}

@@ -57,6 +57,11 @@ def _shade(acc: float) -> str:
     return f"black on rgb({r},{g},60)"
 
 
+# A block-diffusion checkpoint's loss is the masked-diffusion bound (fsc.eval.loss), an
+# autoregressive one's the exact NLL: the loss table marks the bound's numbers with ≤.
+LOSS_BOUND = "≤: an upper bound on the NLL (a block-diffusion model's ELBO, by Monte Carlo)"
+
+
 def render(cells: list, task: str, recipe: str, run_id: str) -> None:
     """The cells (fsc.train.grid.EvalCell) as a loss table, or as an accuracy heatmap by depth
     (or pairs) × length."""
@@ -73,12 +78,16 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
                   highlight=False)
         table = Table()
-        for c in ("length", "sequences", "loss (nats/token)", "± s.e."):
+        for c in ("length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"):
             table.add_column(c, justify="right")
         for c in cells:
-            table.add_row(str(c.length), str(c.n), f"{c.loss:.4f}",
-                          "–" if c.get("loss_se") is None else f"{c.get('loss_se'):.4f}")
+            bound = "≤ " if c.mode != "ar" else ""
+            table.add_row(str(c.length), str(c.n), _fmt(c.loss, ".4f", bound),
+                          _fmt(c.get("loss_se"), ".4f"),
+                          _fmt(c.get("bits_per_byte"), ".4f", bound))
         out.print(table)
+        if any(c.mode != "ar" for c in cells):
+            out.print(LOSS_BOUND, markup=False, highlight=False)
         for c in cells:
             if (c.get("distinct_sequences") or c.n) < c.n:
                 err.print(f"length {c.length}: the data holds {c.get('distinct_sequences')} "
@@ -152,8 +161,8 @@ def _setting(c) -> str:
     return head + (f" T {c.get('temperature'):g}" if c.get("temperature") is not None else "")
 
 
-def _fmt(v, spec: str = ".2f") -> str:
-    return "–" if v is None else format(v, spec)
+def _fmt(v, spec: str = ".2f", mark: str = "") -> str:
+    return "–" if v is None else mark + format(v, spec)
 
 
 GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s",

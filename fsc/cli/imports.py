@@ -22,7 +22,8 @@ from fsc.cli.common import (
 def import_cmd(
     source: Annotated[str, typer.Argument(
         help="A folder with config.json (and *.safetensors or a pytorch_model.bin, tokenizer "
-             "files), or hf:ORG/NAME[@REV] on the Hub.")],
+             "files), published/NAME (a published config, as `fsc recipes` lists it), or "
+             "hf:ORG/NAME[@REV] on the Hub.")],
     out_path: Annotated[Path | None, typer.Option(
         "--out", help="Where to write: the checkpoint directory when the source has weights, "
                       "else the recipe file. Without it the recipe is printed.")] = None,

@@ -175,15 +175,19 @@ def train(
     A rolling checkpoint is saved every 10 minutes by default (--save-minutes, --keep). Ctrl-C,
     SIGTERM, SIGUSR1 or SIGUSR2 ends the run after the step under way, saved and resumable;
     the exit status is 128 + the signal's number (130, 143, 138, 140)."""
+    # the processes --nproc starts run the same command line: only the first says it
+    steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
+                    quiet=ranks.launched())
+    missing = [n for n, v in (("RECIPE", source), ("--data", data), ("--seq-len", seq_len),
+                              ("--train-steps", steps), ("--out", out_dir)) if v is None]
+    if missing and resume is None:  # said before torch is imported, in a fraction of a second
+        raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
     from fsc.interrupts import exit_code
     from fsc.store import Store
     from fsc.train.launch import check_gpus, launch
     from fsc.train.run import new_job, resumed_job
     from fsc.train.run import train as train_job
 
-    # the processes --nproc starts run the same command line: only the first says it
-    steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
-                    quiet=ranks.launched())
     nproc = nproc or (ranks.world_size() if ranks.launched() else None)
     if resume is not None:
         given = given_options(ctx, RUN_SETTINGS)
@@ -195,10 +199,6 @@ def train(
                    for key in RESUME_CHANGES if ctx.get_parameter_source(key).name != "DEFAULT"}
         job = resumed_job(resume, device, steps, nproc, changes)
     else:
-        missing = [n for n, v in (("RECIPE", source), ("--data", data), ("--seq-len", seq_len),
-                                  ("--train-steps", steps), ("--out", out_dir)) if v is None]
-        if missing:
-            raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
         job = new_job(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
             anneal=anneal, data=data, lengths=seq_len if isinstance(seq_len, list) else None,

@@ -11,6 +11,7 @@ only the config; fsc.imports.convert reads the weights.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
 from fsc.imports.fetch import PICKLED, snapshot
-from fsc.recipe import Recipe, parse_recipe
+from fsc.recipe import PUBLISHED, Recipe, parse_recipe, published_recipes
 
 HF_PREFIX = "hf:"
 CONFIG = "config.json"
@@ -104,12 +105,21 @@ def has_weights(directory: Path) -> bool:
 
 
 def local_dir(ref: str, files: str = "config") -> Path:
-    """The folder of an import source: the folder itself, or a Hub snapshot of its config
+    """The folder of an import source: the folder itself; for ``published/NAME`` (a published
+    model's recipe, as `fsc recipes` lists it) where no such folder is here, the folder its
+    recipe was imported from, recipes/published/NAME; or a Hub snapshot of its config
     (`files="config"`) or of config, weights and tokenizer (`files="all"`)."""
-    if not ref.startswith(HF_PREFIX):
-        return Path(ref)
-    repo, rev = parse_hf(ref)
-    return snapshot(repo, rev, weights=files == "all")
+    if ref.startswith(HF_PREFIX):
+        repo, rev = parse_hf(ref)
+        return snapshot(repo, rev, weights=files == "all")
+    folder = Path(ref)
+    if folder.parts[:1] != (PUBLISHED,) or os.path.exists(folder):
+        return folder
+    recipe = published_recipes().get(folder.as_posix())
+    if recipe is None:
+        raise ImportRefused(f"{ref}: no such folder, nor a published model of that name "
+                            "(`fsc recipes` lists them)")
+    return recipe.with_suffix("")  # NAME.yaml is what `fsc import` makes of NAME/config.json
 
 
 def import_config(ref: str | Path, name: str | None = None) -> Imported:

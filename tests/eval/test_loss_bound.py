@@ -73,3 +73,30 @@ def test_ar_loss_is_the_next_token_nll_and_bits_per_byte_follow(fsc_main, tmp_pa
     assert row["mode"] == "ar"
     assert row["bits_per_byte"] == pytest.approx(row["loss"] / math.log(2), rel=1e-6)
     assert 4 < row["loss"] < 8  # about ln 288 for untrained weights
+
+
+def test_the_table_marks_a_bound_and_gives_bits_per_byte_at_80_columns(fsc_main, ar_recipe,
+                                                                        tmp_path, monkeypatch):
+    """A row per length: loss in nats/token, its s.e. and bits/byte; a block-diffusion model's
+    numbers are bounds (≤, said under the table), an AR model's are exact (no mark); every
+    line fits 80 columns."""
+    from fsc.cli import common
+    from fsc.cli.eval_render import LOSS_BOUND
+    from fsc.store import Store
+
+    monkeypatch.setattr(common.out, "width", 80)
+    for source, mark in (("tiny_attn", "≤ "), (ar_recipe, "")):
+        store = tmp_path / f"st-{bool(mark)}"
+        res = fsc_main("eval", source, "--task", "loss", "--data", "shakespeare", "--lengths",
+                       "16,32", "--samples", "2", "--store", store, check=0)
+        lines = res.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, res.stdout
+        header = next(line for line in lines if "length" in line)
+        assert [w.strip() for w in header.strip("┃").split("┃")] == [
+            "length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"]
+        _, rows = Store(store).query("select length, n, loss, loss_se, bits_per_byte "
+                                     "from evaluation order by length")
+        for length, n, loss, se, bpb in rows:
+            assert f"│ {length} │ {n} │ {mark}{loss:.4f} │ {se:.4f} │ {mark}{bpb:.4f} │" in \
+                " ".join(res.stdout.split()), res.stdout
+        assert (LOSS_BOUND in lines) == bool(mark) and ("≤" in res.stdout) == bool(mark)

@@ -79,6 +79,28 @@ def test_published_recipes_are_named_from_anywhere_and_listed(fsc_main, tmp_path
     assert ", mlp, G 1" in rows["published/Bamba-9B"]["summary"]
 
 
+def test_import_reads_a_published_model_by_name_from_anywhere(fsc_main, tmp_path):
+    """`fsc import published/NAME` reads the folder recipes/published/NAME, the recipe's hash
+    that of the shipped recipe; a published name that is not there is one line, exit 2."""
+    import json
+
+    for name in NAMES:  # fsc_main runs in tmp_path, not the repository
+        res = fsc_main("import", f"published/{name}", "--json")
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["recipe_hash"] == load_recipe(PUBLISHED / f"{name}.yaml").recipe_hash
+        assert doc["recipe"] == name
+    res = fsc_main("import", "published/Qwen3-8B", "--out", "q.yaml")
+    assert res.returncode == 0 and load_recipe(tmp_path / "q.yaml").name == "Qwen3-8B"
+    res = fsc_main("import", "published/Qwen9-8B")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("error: published/Qwen9-8B: no such folder, nor a published model of "
+                          "that name (`fsc recipes` lists them)\n")
+    (tmp_path / "published" / "Qwen3-8B").mkdir(parents=True)  # a folder here comes first
+    res = fsc_main("import", "published/Qwen3-8B")
+    assert res.returncode == 2 and "published/Qwen3-8B: cannot read config.json" in res.stderr
+
+
 def test_import_help_names_every_family_it_imports(fsc_main):
     """`fsc import --help` lists every architecture fsc.imports.FAMILIES takes."""
     import re

@@ -1,6 +1,7 @@
 """`fsc train`: a tiny model learns copy, resuming is bit-exact, Ctrl-C (and SIGTERM, SIGUSR2)
 leaves a loadable checkpoint, a run killed outright resumes from its last save, the store holds
-the run and its steps, the card says what was trained."""
+the run and its steps, the card says what was trained, a run missing its options is refused
+before torch loads."""
 
 import itertools
 import json
@@ -110,6 +111,25 @@ def test_resume_refuses_new_settings_and_a_plain_checkpoint(fsc_main, tmp_path):
     assert res.returncode == 2 and "no training state" in res.stderr
     res = fsc_main("train", "--resume", tmp_path / "plain", "--lr", "0.1", "--batch", "2")
     assert res.returncode == 2 and "drop --batch, --lr" in res.stderr
+
+
+def test_missing_options_are_refused_before_torch_is_imported():
+    """A run without its required options is a one-line error, said before torch (seconds of
+    imports) is loaded."""
+    missing = {("tiny_attn",): "--data, --seq-len, --train-steps, --out",
+               (): "RECIPE, --data, --seq-len, --train-steps, --out",
+               ("tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "3"): "--out"}
+    code = f"""
+import sys
+from fsc.cli.main import main
+for args in {list(missing)!r}:
+    assert main(["train", *args]) == 2, args
+assert "torch" not in sys.modules, "a missing option imported torch"
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [f"error: fsc train needs {words} (or --resume DIR)"
+                                        for words in missing.values()]
 
 
 def test_store_card_and_checkpoint_of_a_run(fsc_main, tmp_path):
