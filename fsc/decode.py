@@ -27,7 +27,8 @@ prompts of several lengths are folded one by one and their caches merged
 (`fsc.model.cache.merge_rows`: fixed states as they are, KV caches right-aligned with per-row
 padding the attention skips), so they share a batch too. A sliding-window attention's ring
 cannot be aligned so: such a model decodes a batch per prompt length. On CUDA the K steps of a
-block replay one captured graph (fsc.graphs), and the first decode of a model in a process
+block replay one captured graph: the forward pass, the device pick and the reveal together
+(fsc.denoise.Steps, fsc.graphs), and the first decode of a model in a process
 warms up first (`warmed`).
 
 The prompt is folded by `prefill`: in passes of at most `prefill_chunk` tokens (whole blocks,
@@ -44,13 +45,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from fsc.blocks import POLICIES, check_block
+from fsc.denoise import Steps, denoise
 from fsc.errors import UsageError
-from fsc.graphs import GraphedFold, GraphedStep, make_static
+from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
 from fsc.graphs import usable as graphs_usable
 from fsc.model.cache import merge_rows
 from fsc.model.lm import reading
-from fsc.sampler import ORDER_STREAM, Picker, pick_ref
-from fsc.seeds import derive
+from fsc.sampler import HostPicker, Picker
 
 SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
 PREFILL_CHUNK = 4096  # prompt tokens folded in one pass (`prefill`; 0: the whole prompt)
@@ -70,7 +71,7 @@ class DecodeConfig:
     seed: int = 0
     use_cache: bool = True
     policy: str = "confidence"
-    graphs: bool = True  # on CUDA, a block's steps replay one captured graph (fsc.graphs)
+    graphs: bool = True  # on CUDA, steps and folds replay captured graphs (fsc.denoise, fsc.graphs)
     sampler: str = "auto"  # the pick: on the logits' device (CUDA) or the host (`picker`)
     prefill_chunk: int = PREFILL_CHUNK  # prompt tokens folded in one pass (0: all)
 
@@ -120,11 +121,6 @@ def prefill(model, tokens, cache, chunk: int = PREFILL_CHUNK):
     return logits, -(-T // n)
 
 
-def even_schedule(g: int, steps: int) -> list[int]:
-    """How many positions each of `steps` steps reveals so that all g are revealed."""
-    return [(k + 1) * g // steps - k * g // steps for k in range(steps)]
-
-
 def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
            seeds: list[int] | None = None):
     """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`,
@@ -137,15 +133,7 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
     if on_device:
         return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
-    gens = [torch.Generator().manual_seed(s) for s in seeds]
-    orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
-
-    def pick(logits):
-        rows = [pick_ref(row, banned, cfg.temperature, cfg.top_p, cfg.policy, gen, order)
-                for row, gen, order in zip(logits, gens, orders, strict=True)]
-        return tuple(torch.stack(t).to(device) for t in zip(*rows))
-
-    return pick
+    return HostPicker(banned, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
 
 
 def greedy_ids(logits, banned: list[int]):
@@ -205,43 +193,6 @@ def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
         )
     if not prompt_ids:
         raise UsageError("the prompt is empty after tokenisation")
-
-
-def denoise(step, block, masked, steps: int, pick, threshold: float | None = None,
-            used: list[int] | None = None):
-    """Fill the masked positions of `block` [B, g] (holding the mask id there) in at most
-    `steps` steps; every row has the same number of masked positions. Each step is one
-    forward `step(block) -> logits [B, g, V]` against the cache, then `pick` (see `picker`:
-    tokens, confidences and priorities, each [B, g]) reveals the best-ranked masked
-    positions: on the even schedule, or with `threshold` every one at least that confident
-    and at least enough to finish in the steps left. The steps taken are appended to `used`."""
-    masked = masked.clone()
-    B = block.shape[0]
-    n = int(masked[0].sum())
-    k = min(steps, n)
-    schedule = even_schedule(n, k)
-    taken = 0
-    for i in range(k):
-        taken += 1
-        tok, conf, rank = pick(step(block))  # each [B, g], on the block's device
-        rank = rank.masked_fill(~masked, float("-inf"))
-        if threshold is None:
-            need = torch.full((B,), schedule[i], device=block.device)
-        else:  # at least enough to finish within the steps left
-            left = masked.sum(-1)
-            need = (left + (k - i) - 1) // (k - i)
-        order = rank.argsort(dim=-1, descending=True, stable=True).argsort(dim=-1)
-        chosen = order < need[:, None]
-        if threshold is not None:
-            chosen |= conf >= threshold
-        chosen &= masked
-        block = torch.where(chosen, tok, block)
-        masked &= ~chosen
-        if not masked.any():
-            break
-    if used is not None:
-        used.append(taken)
-    return block
 
 
 def banned_ids(tokenizer, vocab: int) -> list[int]:
@@ -417,6 +368,21 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     return results
 
 
+def _steps(model, cache, pick, cfg: DecodeConfig, replays: bool) -> Steps:
+    """A diffusion decode's denoising steps, replayed from CUDA graphs where `replays`: the
+    whole step (forward, pick, reveal) where the pick runs on the device; with the host's
+    pick, only the forward pass."""
+    if replays and pick.capturable:
+        steps = Steps(lambda b: model(b, cache), pick, cfg.steps, cfg.threshold,
+                      graph_key=lambda: None if length_free(model, cache) else cache.length)
+    elif replays:
+        graphed = GraphedStep(model)
+        steps = Steps(lambda b: graphed(b, cache), pick, cfg.steps, cfg.threshold)
+    else:
+        steps = Steps(lambda b: model(b, cache), pick, cfg.steps, cfg.threshold)
+    return steps
+
+
 def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
           seeds: list[int]) -> tuple[list[list[int]], list[dict]]:
     """The tokens and the stats of each row of one batch."""
@@ -440,14 +406,16 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         logits = torch.cat([lg for lg, _ in folded])
         passes = sum(n for _, n in folded)
         cache = merge_rows(alone, capacity)
-    prompt_passes, used = passes, []
-    # on CUDA: a graph pays for its capture from the second step of a block on, and a fold's
-    # from the second fold on where one capture serves them all (a length-free model)
+    prompt_passes = passes
     on = cfg.graphs and graphs_usable(device)
-    graphed = (GraphedStep(model) if on and cfg.mode == "diffusion" and cfg.steps > 1
-               else None)
-    # attention reading its length on the device: one capture for every length
-    folder = GraphedFold(model) if on and make_static(model, cache) else None
+    # attention reading its length on the device: one capture of the fold, and of a step, for
+    # every length (a length-free model)
+    static = on and make_static(model, cache)
+    folder = GraphedFold(model) if static else None
+    # a capture pays for itself from its second replay on: a block's second step, or, where
+    # one capture serves every block (a length-free model), the next block's first
+    replays = on and cfg.mode == "diffusion" and (cfg.steps > 1 or static)
+    steps = _steps(model, cache, pick, cfg, replays) if cfg.mode == "diffusion" else None
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B
@@ -462,14 +430,8 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
                 block = pick(logits[:, None])[0]
         else:
             start = torch.full((B, g), tokenizer.mask_id, dtype=torch.long, device=device)
-            masked = torch.ones(B, g, dtype=torch.bool, device=device)
-
-            def step(b):
-                nonlocal passes
-                passes += 1
-                return model(b, cache) if graphed is None else graphed(b, cache)
-
-            block = denoise(step, start, masked, cfg.steps, pick, cfg.threshold, used)
+            block = steps.run(start, torch.ones(B, g, dtype=torch.bool, device=device), g)
+            passes += steps.used[-1]
         emitted += g
         for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
             if done[b]:
@@ -489,7 +451,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     made = sum(len(o) for o in outs)
     shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
               "policy": cfg.policy, "threshold": cfg.threshold, "cached": True,
-              "graphs": graphed is not None or folder is not None,
+              "graphs": folder is not None or replays,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "prompt_passes": prompt_passes, "prefill_s": prefill_s, "generate_s": generate_s,
               "seconds": prefill_s + generate_s,
@@ -499,6 +461,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     def alone_passes(n: int) -> int:
         return -(-n // chunk_tokens(chunk, G, n))
 
+    used = steps.used if steps is not None else []
     stats = []
     for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone
         steps = sum(used[: blocks[b]])

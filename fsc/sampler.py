@@ -1,7 +1,7 @@
 """Picking tokens from logits: the sample at each position (banned ids never drawn, temperature,
 top-p), its confidence, and the reveal policy's priority of each position.
 
-Two twins with one meaning. `pick_ref` is the reference: on the host, float64, drawing with
+Two twins with one meaning. `pick_ref` (`HostPicker`, a batch's rows) is the reference: on the host, float64, drawing with
 `torch.multinomial` from CPU generators. `Picker` runs where the logits are (the GPU, or the
 CPU), float64 there, so nothing of size [G, V] leaves the device: each row of a batch draws its
 uniforms from a generator of its own on that device (seeded per row, so a row's samples never
@@ -68,7 +68,10 @@ def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy
 class Picker:
     """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n], on the logits'
     device in float64; row b draws from its own generator (seeded `seeds[b]`) and, for the
-    `random` policy, its own order stream."""
+    `random` policy, its own order stream. A pick is its draws (`draw`, eager) and the choice
+    at them (`choose`, which a CUDA graph captures: fsc.denoise)."""
+
+    capturable = True
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
                  policy: str, seeds: list[int], device):
@@ -84,7 +87,16 @@ class Picker:
         return torch.stack([torch.rand(n, generator=g, device=self.device, dtype=torch.float64)
                             for g in gens])
 
-    def __call__(self, logits):
+    def draw(self, n: int):
+        """The uniforms a pick of `n` positions a row reads: (the samples' [B, n], None at
+        temperature 0; the `random` order's [B, n], None for another policy), drawn from each
+        row's generators."""
+        return (self._uniforms(self.gens, n) if self.temperature > 0 else None,
+                self._uniforms(self.orders, n) if self.policy == "random" else None)
+
+    def choose(self, logits, samples, order):
+        """The pick of `logits` [B, n, V] at the uniforms `draw` gave: no draw, no host sync
+        (a CUDA graph captures it)."""
         B, n, V = logits.shape
         logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
         probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p)
@@ -92,10 +104,37 @@ class Picker:
             conf, tok = probs.max(dim=-1)
         else:  # the inverse of each row's CDF at a uniform: the first id whose CDF passes it
             cdf = probs.cumsum(-1)
-            u = self._uniforms(self.gens, n).reshape(B * n, 1) * cdf[:, -1:]
+            u = samples.reshape(B * n, 1) * cdf[:, -1:]
             tok = torch.searchsorted(cdf, u, right=True).clamp_max(V - 1)[:, 0]
             conf = probs.gather(-1, tok[:, None]).squeeze(-1)
-        uniforms = (self._uniforms(self.orders, n).reshape(B * n)
-                    if self.policy == "random" else None)
+        uniforms = order.reshape(B * n) if self.policy == "random" else None
         rank = priority(probs, conf, self.policy, uniforms)
         return tok.view(B, n), conf.view(B, n), rank.view(B, n)
+
+    def __call__(self, logits):
+        return self.choose(logits, *self.draw(logits.shape[1]))
+
+
+class HostPicker:
+    """`Picker`'s reference twin: each row picked by `pick_ref` on the host, drawing from its
+    own CPU generators (seeded `seeds[b]`; the draws recorded before the device picker), the
+    results back on `device`. It reads the logits on the host, so no graph captures it."""
+
+    capturable = False
+
+    def __init__(self, banned: list[int], temperature: float, top_p: float, policy: str,
+                 seeds: list[int], device):
+        self.banned, self.temperature, self.top_p, self.policy = banned, temperature, top_p, policy
+        self.device = torch.device(device)
+        self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self.orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
+
+    def draw(self, n: int):
+        return None, None  # drawn by `pick_ref` itself
+
+    def choose(self, logits, samples=None, order=None):
+        rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o)
+                for row, gen, o in zip(logits, self.gens, self.orders, strict=True)]
+        return tuple(torch.stack(t).to(self.device) for t in zip(*rows))
+
+    __call__ = choose

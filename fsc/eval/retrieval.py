@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import torch
 
 from fsc.data.tasks import MQAR, Passkey
-from fsc.decode import DecodeConfig, banned_ids, denoise, generate_batch
+from fsc.decode import DecodeConfig, banned_ids, generate_batch
+from fsc.denoise import denoise
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.sampler import Picker

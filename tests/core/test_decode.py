@@ -3,7 +3,8 @@ import json
 import pytest
 import torch
 
-from fsc.decode import DecodeConfig, even_schedule, generate
+from fsc.decode import DecodeConfig, generate
+from fsc.denoise import even_schedule
 from fsc.errors import UsageError
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe

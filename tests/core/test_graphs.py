@@ -1,6 +1,7 @@
 """fsc.graphs: when a step is captured anew and when it is replayed. A CUDA graph needs a GPU
 (tests/gpu checks the real one); here a stand-in 'graph' recomputes the captured function into
-the same output tensor on each replay, as a real replay overwrites its output."""
+the same output tensor on each replay, as a real replay overwrites its output, and refuses a
+read of a tensor on the host while it captures."""
 
 import pytest
 import torch
@@ -28,7 +29,17 @@ class _Replay:
 
 
 def fake_capture(fn, warm=True):
-    out = fn()
+    """The stand-in capture: `fn` run once (as a capture's warm-up runs it), refusing what a
+    CUDA graph cannot hold: a read of a tensor on the host while it runs (a sync the GPU would
+    wait on, or a capture error)."""
+    def refuse(*a, **k):
+        raise AssertionError("a captured step read a tensor on the host")
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
+                     "__index__"):
+            mp.setattr(torch.Tensor, name, refuse)
+        out = fn()
     out = None if out is None else out.clone()
     return _Replay(fn, out), out
 
@@ -154,10 +165,13 @@ def test_graphs_where_a_capture_is_replayed(monkeypatch):
 
     monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", counting)
-    # K 1: no step is captured (a block's one step would pay for its own capture), the folds
-    # are (one capture serves them all); AR: each token's fold
-    assert _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"] and len(made) == 1
-    assert _gen("tiny_attn", length=8, mode="ar").stats["graphs"] and len(made) == 2
+    # K 1, attention made static: one capture of the step serves every block, and one of the
+    # fold; AR: each token's fold
+    assert _gen("tiny_attn", length=8, G=4, steps=1).stats["graphs"] and len(made) == 2
+    assert _gen("tiny_attn", length=8, mode="ar").stats["graphs"] and len(made) == 3
+    # K 1 where a step would be captured anew each block (a window's ring): it is not
+    assert not _gen("passkey_hybrid_swa", length=8, G=4, steps=1).stats["graphs"]
+    assert len(made) == 3
     # a sliding window's ring moves with the length: its folds stay eager, its steps a
     # capture a block
     assert not _gen("passkey_hybrid_swa", length=8, mode="ar").stats["graphs"]
@@ -245,3 +259,41 @@ def test_a_ragged_batch_decodes_through_static_attention_as_alone(monkeypatch):
             mp.setattr(graphs, "capture", fake_capture)
             together = decode.generate_batch(m, TOK, prompts, cfg, batch=5)
         assert [r.token_ids for r in together] == eager and together[0].stats["graphs"]
+
+
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_mamba", "tiny_gla", "tiny_gated_delta",
+                                  "passkey_hybrid_swa"])
+@pytest.mark.parametrize("hot", [
+    {"temperature": 0.0},
+    {"temperature": 0.0, "policy": "margin", "threshold": 0.5},
+    {"temperature": 1.0, "top_p": 0.9, "policy": "random"},
+    {"temperature": 0.8, "policy": "entropy", "threshold": 0.3}])
+def test_a_whole_step_replayed_decodes_the_eager_tokens(name, hot, monkeypatch):
+    """With the pick on the device, a step's forward pass, pick and reveal are captured
+    together (fsc.denoise.Steps): the same tokens as eager, greedy or sampled (the draws made
+    outside the capture, as the eager step makes them), with a threshold too; nothing in the
+    captured step reads a tensor on the host; one capture of the step per block shape where
+    the model is length-free (attention made static), one a block where it is not (a window)."""
+    made = []
+
+    def counting(fn, warm=True):
+        made.append(fn)
+        return fake_capture(fn, warm)
+
+    kw = {"length": 14, "G": 4, "steps": 3, "sampler": "device", **hot}  # blocks 4, 4, 4, 2
+    eager = _gen(name, **kw)
+    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(graphs, "capture", counting)
+    graphed = _gen(name, **kw)
+    assert graphed.token_ids == eager.token_ids and graphed.stats["graphs"]
+    assert graphed.stats["steps_used"] == eager.stats["steps_used"]
+    assert graphed.stats["forward_passes"] == eager.stats["forward_passes"]
+    steps = [f for f in made if "Steps" in f.__qualname__]
+    sizes = [min(4, 14 - start) for start in range(0, len(graphed.token_ids), 4)]
+    assert len(steps) == (len(sizes) if name == "passkey_hybrid_swa" else len(set(sizes)))
+    assert len(steps) >= 2
+
+
+def test_the_stand_in_refuses_a_host_read():
+    with pytest.raises(AssertionError, match="on the host"):
+        fake_capture(lambda: torch.ones(2).sum() * int(torch.ones(()).sum()))

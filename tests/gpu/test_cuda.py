@@ -162,6 +162,15 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
           for g in (False, True)]
     assert ar[0].token_ids == ar[1].token_ids
     assert runs[0].token_ids == runs[1].token_ids
+    # the whole step captured (forward, the device pick, the reveal): sampled, the draws made
+    # outside the graph give the eager samples; a threshold ends a block early as eager does
+    for hot in ({"temperature": 1.0, "top_p": 0.9, "policy": "random"},
+                {"temperature": 0.8, "policy": "entropy", "threshold": 0.3}):
+        both = [generate(model, tok, [tok.bos_id] + tok.encode("Hi there"),
+                         DecodeConfig(length=16, G=4, steps=3, graphs=g, seed=3, **hot),
+                         device="cuda") for g in (False, True)]
+        assert both[0].token_ids == both[1].token_ids
+        assert both[0].stats["steps_used"] == both[1].stats["steps_used"]
     # tiny_hybrid's MoE layers too: a decode-sized pass runs its experts densely
     assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
 
