@@ -133,24 +133,15 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
     if on_device:
         return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
-    return HostPicker(banned, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
+    return HostPicker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
 
 
-def greedy_ids(logits, banned: list[int]):
-    """The argmax of `logits` [..., V] over its last dimension, banned ids aside: the token
-    `pick` would choose at temperature 0, without its float64 softmax over the vocabulary."""
-    if banned:
-        logits = logits.clone()
-        logits[..., banned] = float("-inf")
-    return logits.argmax(-1)
-
-
-def ar_picker(pick, banned: list[int], temperature: float):
+def ar_picker(pick, temperature: float):
     """next(logits [V]) -> the next token of autoregressive decoding: greedy at temperature 0
-    (`greedy_ids`), else `pick`'s sample."""
+    (`pick.greedy`), else `pick`'s sample."""
     if temperature > 0:
         return lambda logits: int(pick(logits[None, None])[0][0, 0])
-    return lambda logits: int(greedy_ids(logits, banned))
+    return lambda logits: int(pick.greedy(logits))
 
 
 class _Reference:
@@ -268,7 +259,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     n_blocks = 0
     eos = getattr(tokenizer, "eos_id", None)
     pick = picker(banned, vocab, cfg, device)
-    next_token = ar_picker(pick, banned, cfg.temperature)
+    next_token = ar_picker(pick, cfg.temperature)
     used: list[int] = []  # denoising steps each block took
 
     while True:
@@ -425,7 +416,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         g = 1 if cfg.mode == "ar" else min(G, cfg.length - emitted)
         if cfg.mode == "ar":
             if cfg.temperature == 0:  # as `ar_picker`
-                block = greedy_ids(logits, banned)[:, None]
+                block = pick.greedy(logits)[:, None]
             else:
                 block = pick(logits[:, None])[0]
         else:

@@ -77,8 +77,7 @@ class Picker:
                  policy: str, seeds: list[int], device):
         self.temperature, self.top_p, self.policy = temperature, top_p, policy
         self.device = torch.device(device)
-        self.ban = torch.zeros(vocab, dtype=torch.bool, device=self.device)
-        self.ban[[i for i in banned if i < vocab]] = True
+        self.ban = ban_mask(banned, vocab, self.device)
         self.gens = [torch.Generator(self.device).manual_seed(s) for s in seeds]
         self.orders = [torch.Generator(self.device).manual_seed(derive(s, ORDER_STREAM))
                        for s in seeds]
@@ -114,6 +113,18 @@ class Picker:
     def __call__(self, logits):
         return self.choose(logits, *self.draw(logits.shape[1]))
 
+    def greedy(self, logits):
+        """The argmax of `logits` [..., V], banned ids aside: the token a pick at temperature 0
+        chooses, without its float64 softmax over the vocabulary (autoregressive decoding)."""
+        return logits.masked_fill(self.ban[: logits.shape[-1]], float("-inf")).argmax(-1)
+
+
+def ban_mask(banned: list[int], vocab: int, device):
+    """[vocab] bool on `device`: True at the ids never drawn."""
+    ban = torch.zeros(vocab, dtype=torch.bool, device=device)
+    ban[[i for i in banned if i < vocab]] = True
+    return ban
+
 
 class HostPicker:
     """`Picker`'s reference twin: each row picked by `pick_ref` on the host, drawing from its
@@ -122,10 +133,11 @@ class HostPicker:
 
     capturable = False
 
-    def __init__(self, banned: list[int], temperature: float, top_p: float, policy: str,
-                 seeds: list[int], device):
+    def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
+                 policy: str, seeds: list[int], device):
         self.banned, self.temperature, self.top_p, self.policy = banned, temperature, top_p, policy
         self.device = torch.device(device)
+        self.ban = ban_mask(banned, vocab, self.device)
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
         self.orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
 
@@ -138,3 +150,4 @@ class HostPicker:
         return tuple(torch.stack(t).to(self.device) for t in zip(*rows))
 
     __call__ = choose
+    greedy = Picker.greedy
