@@ -228,7 +228,7 @@ def evaluate(
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task,
                     "rows": [c.columns() for c in done.cells]})
         return
-    render(done.cells, done.grid.task, done.grid.recipe, done.run_id)
+    render(done.every_cell(), done.grid.task, done.grid.recipe, done.run_id)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,15 @@ from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import UsageError
 from fsc.eval.export import write_tasks
-from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalCell, EvalGrid, EvalSettings, GenSettings
+from fsc.eval.grid import (
+    DEFAULT_DEPTHS,
+    SHARED,
+    Decoding,
+    EvalCell,
+    EvalGrid,
+    EvalSettings,
+    GenSettings,
+)
 from fsc.eval.mauve import available as mauve_available
 from fsc.eval.scorers import check_scorer
 from fsc.eval.tasks import check, model_to_score, own_columns, samples_in, score, task_of
@@ -59,6 +67,12 @@ class Evaluated:
     grid: EvalGrid
     cells: list[EvalCell] = field(default_factory=list)
     before: int = 0  # cells a resumed run held already
+    held: list[EvalCell] = field(default_factory=list)  # those cells, as stored
+
+    def every_cell(self) -> list[EvalCell]:
+        """The run's cells, those it held and those scored now, in grid order."""
+        return sorted(self.held + self.cells,
+                      key=lambda c: (c.length, c.depth or 0, c.pairs or 0))
 
 
 def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
@@ -242,11 +256,17 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
     return replace(request, **steps)
 
 
-def stored_keys(st: Store, run_id: str) -> set[tuple]:
-    """The cells eval run `run_id` holds (CELL_KEY of each)."""
-    cols = ", ".join(f'"{c}"' for c in CELL_KEY)
-    _, rows = st.query(f"SELECT {cols} FROM eval_cells WHERE run_id = '{run_id}'")
-    return {tuple(r) for r in rows}
+def stored_cells(st: Store, run_id: str, grid: EvalGrid) -> list[EvalCell]:
+    """The cells eval run `run_id` of `grid` holds, as stored (in the order they were)."""
+    names, rows = st.query(f"SELECT * FROM eval_cells WHERE run_id = '{run_id}' "
+                           "ORDER BY rowid")
+    task, cells = task_of(grid), []
+    for row in rows:
+        got = dict(zip(names, row, strict=True))
+        mine = set(own_columns(got["task"], task))
+        cells.append(EvalCell.from_row({k: v for k, v in got.items()
+                                        if k in mine or k in SHARED}))
+    return cells
 
 
 def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
@@ -283,7 +303,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     grid, recipe, tok = grid_of(request)
     for line in grid.gen.warnings if grid.gen else ():
         watch.say(f"warning: {line}")
-    have = stored_keys(st, request.resume) if request.resume else set()
+    held = stored_cells(st, request.resume, grid) if request.resume else []
+    have = {cell_key(c) for c in held}
     before, todo = len(have), _missing(grid, have)
     device = executors.run_device(request.device, settings)
     if settings.executor == "local":
@@ -311,7 +332,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                    before=before) as run:
         run.interrupt_note = lambda name: (f"interrupted ({name}) after "
                                            f"{counted(before + run.rows, 'cell')}")
-        result = Evaluated(run.run_id, st.file, grid, before=before)
+        result = Evaluated(run.run_id, st.file, grid, before=before, held=held)
 
         def keep(cell: EvalCell) -> None:
             if cell_key(cell) in have:

@@ -36,10 +36,16 @@ def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monk
     run = res.stderr.split(" of run ")[1].split()[0]
     assert f"fsc eval --resume {run} --store {store}" in res.stderr
     monkeypatch.setattr(loss, "heldout_loss", real)
-    again = fsc_main("eval", "--resume", run, "--store", store, "--json", check=0)
-    doc = json.loads(again.stdout)
-    assert doc["run_id"] == run and doc["before"] == 1
-    assert [r["length"] for r in doc["rows"]] == [128]  # only the missing cell
+    again = fsc_main("eval", "--resume", run, "--store", store, check=0)
+    # only the missing cell scored; the table holds the run's every cell, as stored
+    assert f"run {run} held 1 cell; 1 scored now" in again.stderr
+    assert f"(run {run})" in again.stdout
+    table = [line.split("│")[1].strip() for line in again.stdout.splitlines()
+             if line.startswith("│")]
+    assert table == ["64", "128"], again.stdout
+    _, [(held,)] = Store(store).query(f"select loss from eval_cells where run_id = '{run}' "
+                                      "and length = 64")
+    assert f"{held:.4f}" in again.stdout
     _, rows = Store(store).query(f"select length from eval_cells where run_id = '{run}' "
                                  "order by length")
     assert rows == [(64,), (128,)]
