@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
 from fsc.blocks import POLICIES, check_block
-from fsc.denoise import Steps, denoise
+from fsc.denoise import Steps
 from fsc.errors import UsageError
 from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
 from fsc.graphs import usable as graphs_usable
@@ -100,9 +100,6 @@ class DecodeConfig:
 class DecodeResult:
     token_ids: list[int]
     stats: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def chunk_tokens(chunk: int, G: int, T: int) -> int:
@@ -191,15 +188,6 @@ def banned_ids(tokenizer, vocab: int) -> list[int]:
     return [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
 
 
-def _denoise_block(run: _Reference, pick, mask_id: int, g: int, cfg: DecodeConfig,
-                   used: list[int]) -> list[int]:
-    """One block of g masked positions filled in at most K steps (see `denoise`)."""
-    block = torch.full((1, g), mask_id, dtype=torch.long, device=run.device)
-    masked = torch.ones(1, g, dtype=torch.bool, device=run.device)
-    out = denoise(run.step, block, masked, cfg.steps, pick, cfg.threshold, used)
-    return out[0].tolist()  # the block's ids: the one read back to the host a block
-
-
 def warmed(model, G: int, device) -> float | None:
     """`warm_up`'s seconds where the first decode of `model` at G on `device` in this process
     needs one (CUDA), else None."""
@@ -260,14 +248,16 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
     eos = getattr(tokenizer, "eos_id", None)
     pick = picker(banned, vocab, cfg, device)
     next_token = ar_picker(pick, cfg.temperature)
-    used: list[int] = []  # denoising steps each block took
+    steps = Steps(run.step, pick, cfg.steps, cfg.threshold)  # (and the steps each block took)
 
     while True:
         if cfg.mode == "ar":
             block = [next_token(run.ar_logits())]
-        else:
-            block = _denoise_block(run, pick, tokenizer.mask_id, min(G, cfg.length - len(out)),
-                                   cfg, used)
+        else:  # one block of g masked positions filled in at most K steps
+            g = min(G, cfg.length - len(out))
+            block = steps.run(torch.full((1, g), tokenizer.mask_id, dtype=torch.long,
+                                         device=device),
+                              torch.ones(1, g, dtype=torch.bool, device=device), g)[0].tolist()
         n_blocks += 1
         out += block
         if eos is not None and eos in block:
@@ -284,8 +274,8 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=
         "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
         "policy": cfg.policy,
         "threshold": cfg.threshold,
-        "steps_used": sum(used),
-        "steps_per_block": sum(used) / len(used) if used else 0.0,
+        "steps_used": sum(steps.used),
+        "steps_per_block": sum(steps.used) / len(steps.used) if steps.used else 0.0,
         "cached": False,
         "graphs": False,
         "prompt_tokens": len(prompt_ids),

@@ -122,13 +122,7 @@ class Steps:
         masked &= ~chosen
 
 
-def denoise(step, block, masked, steps: int, pick, threshold: float | None = None,
-            used: list[int] | None = None):
+def denoise(step, block, masked, steps: int, pick, threshold: float | None = None):
     """`block` [B, g] with its masked positions filled eagerly in at most `steps` steps of
-    `step(tokens) -> logits [B, g, V]` and `pick` (see `Steps`); the steps taken are appended
-    to `used`."""
-    run = Steps(step, pick, steps, threshold)
-    out = run.run(block, masked)
-    if used is not None:
-        used += run.used
-    return out
+    `step(tokens) -> logits [B, g, V]` and `pick` (see `Steps`)."""
+    return Steps(step, pick, steps, threshold).run(block, masked)
