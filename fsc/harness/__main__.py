@@ -10,6 +10,7 @@ does not find (with the task YAML of --include_path that does not parse, if one 
 FSC_DEBUG=1 shows the traceback.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -23,30 +24,54 @@ except ImportError as e:
           file=sys.stderr)
     raise SystemExit(2) from None
 
+from lm_eval.utils import simple_parse_args_string
+
 from fsc.errors import FscError
+from fsc.harness.lm import checked_args
 from fsc.harness.run import unparsed
+from fsc.source import load_source_recipe
 from fsc.text import first_line, printable
 
 
-def _include_path(argv: list[str]) -> str | None:
-    """The folder --include_path gives (`--include_path DIR` or `--include_path=DIR`)."""
+def _option(argv: list[str], name: str) -> str | None:
+    """The value `name` gives (`name VALUE` or `name=VALUE`), None where it is not given."""
     for i, arg in enumerate(argv):
-        if arg == "--include_path" and i + 1 < len(argv):
+        if arg == name and i + 1 < len(argv):
             return argv[i + 1]
-        if arg.startswith("--include_path="):
+        if arg.startswith(name + "="):
             return arg.partition("=")[2]
     return None
+
+
+def check_model(argv: list[str]) -> None:
+    """For `--model fsc`: its model_args and --batch_size checked, and the checkpoint read (its
+    recipe, not its weights), before the harness indexes its tasks (half a minute): a mistake
+    there is a line in seconds. Arguments the harness reads some other way (JSON) are left to
+    the model, which checks them again when the harness makes it."""
+    if _option(argv, "--model") != "fsc":
+        return
+    text = _option(argv, "--model_args") or ""
+    try:
+        args = json.loads(text) if text.lstrip().startswith("{") else simple_parse_args_string(text)
+    except ValueError:
+        return
+    if not isinstance(args, dict):
+        return
+    batch = _option(argv, "--batch_size")
+    got = checked_args(**args, **({"batch_size": batch} if batch is not None else {}))
+    load_source_recipe(got["source"])
 
 
 def main() -> int:
     """The harness's command line; fsc's errors, and a task not found, as one line."""
     try:
+        check_model(sys.argv[1:])
         cli_evaluate()
     except (FscError, ValueError) as e:
         missing = isinstance(e, ValueError) and str(e).startswith("Tasks not found")
         if os.environ.get("FSC_DEBUG") == "1" or not (isinstance(e, FscError) or missing):
             raise
-        folder = _include_path(sys.argv[1:]) if missing else None
+        folder = _option(sys.argv[1:], "--include_path") if missing else None
         broken = unparsed(folder) if folder and Path(folder).is_dir() else None
         print(f"error: {printable(first_line(e), 400)}" + (f" ({broken})" if broken else ""),
               file=sys.stderr)

@@ -49,36 +49,47 @@ def _integer(name: str, value, low: int) -> int:
     return int(text)
 
 
+def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_samples: int = 32,
+                 seed: int = 0, max_length: int = 2048, steps: int | None = None,
+                 cached: bool = True, max_gen_toks: int = 256, **harness) -> dict:
+    """The model's arguments (model_args and the harness's --batch_size) checked, as the model
+    reads them: UsageError (one line) for an unknown or missing one, a value of the wrong kind,
+    or a checkpoint that is not there. `python -m fsc.harness` checks them before the harness
+    indexes its tasks (seconds), the model again when the harness makes it."""
+    unknown = sorted(set(harness) - HARNESS_ARGS)
+    if unknown:
+        ours = [p for p in inspect.signature(checked_args).parameters
+                if p not in ("batch_size", "harness")]
+        raise UsageError(f"model_args {', '.join(unknown)}: not an argument of the model fsc "
+                         f"({', '.join(ours)})")
+    if pretrained is None:
+        raise UsageError("model_args: pretrained=CKPT is required (a checkpoint or training "
+                         "directory, or a recipe)")
+    got = {"mc": _integer("model_args mc_samples", mc_samples, 1),
+            "seed": _integer("model_args seed", seed, 0),
+            "max_length": _integer("model_args max_length", max_length, 2),
+            "max_gen_toks": _integer("model_args max_gen_toks", max_gen_toks, 1),
+            "steps": None if steps is None else _integer("model_args steps", steps, 1),
+            "batch_size": (16 if str(batch_size).startswith("auto")
+                           else _integer("--batch_size", batch_size, 1)),
+            "cached": _flag(cached)}
+    return got | {"source": str(resolve_checkpoint(str(pretrained)))}
+
+
 @register_model("fsc")
 class FscLM(TemplateLM):
     """An fsc checkpoint as a harness model: exact log-probabilities at G = 1, the masked-
     diffusion bound (by Monte Carlo over masks) at G > 1 (fsc.harness.likelihood)."""
 
-    def __init__(self, pretrained: str | None = None, device: str = "cpu",
-                 batch_size: int | str = 16, mc_samples: int = 32, seed: int = 0,
-                 max_length: int = 2048, steps: int | None = None, cached: bool = True,
-                 max_gen_toks: int = 256, **harness) -> None:
+    def __init__(self, pretrained: str | None = None, device: str = "cpu", **args) -> None:
         super().__init__()
-        unknown = sorted(set(harness) - HARNESS_ARGS)
-        if unknown:
-            ours = [p for p in inspect.signature(FscLM.__init__).parameters
-                    if p not in ("self", "device", "batch_size", "harness")]
-            raise UsageError(f"model_args {', '.join(unknown)}: not an argument of the model fsc "
-                             f"({', '.join(ours)})")
-        if pretrained is None:
-            raise UsageError("model_args: pretrained=CKPT is required (a checkpoint or training "
-                             "directory, or a recipe)")
-        self.mc = _integer("model_args mc_samples", mc_samples, 1)
-        self.seed = _integer("model_args seed", seed, 0)
-        self._max_length = _integer("model_args max_length", max_length, 2)
-        self.max_gen_toks = _integer("model_args max_gen_toks", max_gen_toks, 1)
-        steps = None if steps is None else _integer("model_args steps", steps, 1)
-        self.batch_size = (16 if str(batch_size).startswith("auto")
-                           else _integer("--batch_size", batch_size, 1))
+        got = checked_args(pretrained, **args)  # (see `checked_args` for the arguments)
+        self.mc, self.seed, self.batch_size = got["mc"], got["seed"], got["batch_size"]
+        self._max_length, self.max_gen_toks = got["max_length"], got["max_gen_toks"]
+        steps, source = got["steps"], got["source"]
         asked = str(device)  # the harness's default is cuda:0: without CUDA, the CPU
         no_cuda = asked.startswith("cuda") and not torch.cuda.is_available()
         device = torch_device("cpu" if no_cuda else asked)
-        source = str(resolve_checkpoint(str(pretrained)))
         _, self.model = load_model(source, device=device, seed=self.seed)
         if no_cuda:
             print(f"note: --device {asked}: no CUDA device is available; running on the CPU "
@@ -100,7 +111,7 @@ class FscLM(TemplateLM):
                              "harness needs to begin an empty context")
         self._device = torch.device(device)
         self.steps = steps if steps is not None else self.G
-        self.cached = _flag(cached)
+        self.cached = got["cached"]
 
     # ---- what the harness reads ------------------------------------------------------------
     @property

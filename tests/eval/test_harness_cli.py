@@ -74,8 +74,18 @@ def _error(err: str) -> str:
     (["--model_args", "pretrained=AR,max_length=1"],
      "error: model_args max_length=1: expected an integer of at least 2"),
     (["--model_args", "pretrained=runs/nope"], "error: runs/nope: "),
+    (["--model_args", "pretrained=AR", "--batch_size", "0"],
+     "error: --batch_size=0: expected an integer of at least 1"),
 ])
-def test_bad_model_args_are_one_line(harness_cli, made, model_args, says):
+def test_bad_model_args_are_one_line(harness_cli, made, model_args, says, monkeypatch):
+    """... and said before the harness indexes its tasks (half a minute of a real run)."""
+    import lm_eval.tasks
+
+    def indexed(*a, **k):
+        raise AssertionError("the harness indexed its tasks before the model's arguments "
+                             "were checked")
+
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", indexed)
     tasks, _, ar = made
     code, _, err = harness_cli("--model", "fsc", *[a.replace("AR", str(ar)) for a in model_args],
                                "--tasks", "fsc_choice", "--include_path", tasks,
