@@ -48,7 +48,8 @@ def decode(
         "fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
     batch: Annotated[int | None, typer.Option(
         "--batch", min=1, max=MAX_B, help=f"With --prompts: rows decoded together (default "
-        f"{BATCH}); prompts of one length share a batch.", show_default=False)] = None,
+        f"{BATCH}), in the file's order, of any lengths (with a sliding window: prompts of one "
+        "length).", show_default=False)] = None,
     length: Annotated[
         str, typer.Option("--length", callback=size(1, MAX_LENGTH, "--length"),
                           help="Tokens to generate (at most), e.g. 64 or 1k.")
