@@ -3,10 +3,14 @@ uncached block-causal reference that the cached path is walked against, block by
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from fsc.decode import DecodeConfig, generate
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe, load_recipe, parse_recipe, shipped_recipes
+from fsc.tokenizer import ByteTokenizer
 
 # The tiny shipped recipes: together they hold every mixer kind.
 EVERY_MIXER = sorted(n for n in shipped_recipes() if n.startswith("tiny_"))
@@ -122,3 +126,37 @@ def ragged_rows_decode_alone(m) -> None:
         together = generate_batch(m, tok, prompts, cfg, batch=3)
         assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
                                                    for p in prompts]
+
+
+def sharp_model(name: str, seed: int = 5):
+    """The shipped recipe `name`'s model in eval mode, its logits sharpened (the head × 20) so
+    that greedy choices are not near-ties."""
+    m = build_model(load_recipe(name), seed=seed).eval()
+    with torch.no_grad():
+        m.lm_head.weight.mul_(20)
+    return m
+
+
+def decode_tiny(name: str, **kw):
+    """`generate` of `sharp_model(name)` after BOS + "Hi there" (byte tokens): 13 tokens, G 4,
+    K 2, seed 1 unless `kw` says (any DecodeConfig field)."""
+    tok = ByteTokenizer()
+    cfg = DecodeConfig(**{"length": 13, "G": 4, "steps": 2, "seed": 1, **kw})
+    return generate(sharp_model(name), tok, [tok.bos_id] + tok.encode("Hi there"), cfg)
+
+
+def peer_attention(mixer, x, block_lengths, factor=None):
+    """Block-causal softmax attention with no position encoding, written from the weights;
+    with `factor` (T,), each query multiplied by its own."""
+    B, T, _ = x.shape
+    h, hkv, d = mixer.n_heads, mixer.n_kv_heads, mixer.head_dim
+    q = (x @ mixer.wq.weight.T).view(B, T, h, d)
+    if factor is not None:
+        q = q * factor[:, None, None]
+    k = (x @ mixer.wk.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
+    v = (x @ mixer.wv.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
+    block = torch.repeat_interleave(torch.arange(len(block_lengths)), torch.tensor(block_lengths))
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d)
+    scores = scores.masked_fill(block[None, :] > block[:, None], float("-inf"))
+    o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v)
+    return o.reshape(B, T, h * d) @ mixer.wo.weight.T

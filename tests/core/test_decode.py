@@ -2,24 +2,17 @@ import json
 
 import pytest
 import torch
+from model_checks import decode_tiny
 
-from fsc.decode import DecodeConfig, generate
 from fsc.denoise import even_schedule
 from fsc.errors import UsageError
-from fsc.model.lm import build_model
-from fsc.recipe import load_recipe
 from fsc.sampler import distribution, pick_ref, priority
 from fsc.tokenizer import ByteTokenizer
 
 TOK = ByteTokenizer()
 
 
-def _gen(name, **kw):
-    m = build_model(load_recipe(name), seed=5).eval()
-    with torch.no_grad():  # sharper logits so greedy choices are not near-ties
-        m.lm_head.weight.mul_(20)
-    cfg = DecodeConfig(**{"length": 13, "G": 4, "steps": 2, "seed": 1, **kw})
-    return generate(m, TOK, [TOK.bos_id] + TOK.encode("Hi there"), cfg)
+_gen = decode_tiny  # a sharpened tiny model decoded after "Hi there" (tests/model_checks.py)
 
 
 @pytest.mark.parametrize("name", ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla", "tiny_hybrid"])

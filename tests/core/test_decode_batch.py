@@ -4,6 +4,7 @@ one batch (padding never reaching an SSM's state or an attention's keys)."""
 
 import pytest
 import torch
+from model_checks import sharp_model
 
 from fsc.decode import DecodeConfig, batches, generate, generate_batch
 from fsc.errors import UsageError
@@ -15,11 +16,7 @@ TOK = ByteTokenizer()
 TEXTS = ["Once upon", "The king ", "Hi", "To be or ", "Now is th"]
 
 
-def _model(name):
-    m = build_model(load_recipe(name), seed=5).eval()
-    with torch.no_grad():  # sharper logits so greedy choices are not near-ties
-        m.lm_head.weight.mul_(20)
-    return m
+_model = sharp_model  # sharper logits so greedy choices are not near-ties (model_checks)
 
 
 def test_rows_go_in_order_or_by_prompt_length():

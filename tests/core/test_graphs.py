@@ -5,6 +5,7 @@ read of a tensor on the host while it captures."""
 
 import pytest
 import torch
+from model_checks import decode_tiny as _gen
 
 from fsc import decode, graphs
 from fsc.decode import DecodeConfig
@@ -13,7 +14,6 @@ from fsc.graphs import GraphedStep
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
-from tests.core.test_decode import _gen
 
 TOK = ByteTokenizer()
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 from model_checks import (
     mixing_model,
+    peer_attention,
     ragged_rows_decode_alone,
     random_tokens,
     same_weights,
@@ -25,7 +26,6 @@ from fsc.graphs import make_static
 from fsc.model.attention import log_scaled
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
-from tests.core.test_position import peer_attention
 
 
 def _logn(name: str, logn: int | None, G: int | None = None, position: str | None = None):

@@ -6,11 +6,10 @@ must leave recipes that do not name it as they were: same hash, same seeded weig
 """
 
 import json
-import math
 
 import pytest
 import torch
-from model_checks import blockwise, mixing_model
+from model_checks import blockwise, mixing_model, peer_attention
 
 from fsc.checkpoint.card import model_card
 from fsc.model.lm import build_model
@@ -78,23 +77,6 @@ def test_nope_cached_equals_blockwise(name, G):
         step = m(blk, cache)
         torch.testing.assert_close(step, ref[:, span], rtol=0, atol=1e-5)
         torch.testing.assert_close(m.fold(blk, cache), step, rtol=0, atol=1e-5)
-
-
-def peer_attention(mixer, x, block_lengths, factor=None):
-    """Block-causal softmax attention with no position encoding, written from the weights;
-    with `factor` (T,), each query multiplied by its own."""
-    B, T, _ = x.shape
-    h, hkv, d = mixer.n_heads, mixer.n_kv_heads, mixer.head_dim
-    q = (x @ mixer.wq.weight.T).view(B, T, h, d)
-    if factor is not None:
-        q = q * factor[:, None, None]
-    k = (x @ mixer.wk.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
-    v = (x @ mixer.wv.weight.T).view(B, T, hkv, d).repeat_interleave(h // hkv, dim=2)
-    block = torch.repeat_interleave(torch.arange(len(block_lengths)), torch.tensor(block_lengths))
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d)
-    scores = scores.masked_fill(block[None, :] > block[:, None], float("-inf"))
-    o = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v)
-    return o.reshape(B, T, h * d) @ mixer.wo.weight.T
 
 
 @torch.no_grad()

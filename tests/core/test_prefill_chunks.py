@@ -4,11 +4,11 @@ carried across chunks, a sliding window's ring); decoding after it gives the sam
 
 import pytest
 import torch
+from model_checks import sharp_model as _model
 
 from fsc.decode import DecodeConfig, chunk_tokens, generate, generate_batch, prefill
 from fsc.errors import UsageError
 from fsc.tokenizer import ByteTokenizer
-from tests.core.test_decode_batch import _model
 
 TOK = ByteTokenizer()
 PROMPT = TOK.encode("Now is the winter of our discontent made glorious summer by this sun")

@@ -6,22 +6,9 @@ import os
 import signal
 
 import pytest
+from stops import stop_at_second_length as _stop_at_second_length
 
 from fsc.store import Store
-
-
-def _stop_at_second_length(monkeypatch):
-    from fsc.eval import loss
-
-    real = loss.heldout_loss
-
-    def stopped(model, tok, grid, n, device):
-        if n == 128:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real(model, tok, grid, n, device)
-
-    monkeypatch.setattr(loss, "heldout_loss", stopped)
-    return real
 
 
 def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monkeypatch):

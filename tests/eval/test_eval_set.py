@@ -7,12 +7,12 @@ import json
 
 import pytest
 import torch
+from stops import stop_at_second_length as _stop_at_second_length
 
 from fsc.eval.tasks import model_to_score
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe, parse_changes
 from fsc.store import Store
-from tests.eval.test_eval_resume import _stop_at_second_length
 
 
 @torch.no_grad()
