@@ -41,12 +41,13 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
-    from fsc.loading import check_fits
     from fsc.source import load_source_recipe, resolved
 
     recipe = resolved(recipe)  # a training directory: its newest step
-    r = load_source_recipe(recipe)
+    r = load_source_recipe(recipe)  # a bad recipe is refused before torch is imported
     if save is not None:
+        from fsc.loading import check_fits
+
         output_dir(save, "--save")
         check_fits(r, "cpu")  # the saved weights are built for real, on the CPU
     from fsc.model.lm import build_report

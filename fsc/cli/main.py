@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -27,7 +28,22 @@ from fsc.cli import (
 from fsc.cli.common import printable
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
 
-app = typer.Typer(
+
+class _Typer(typer.Typer):
+    """A Typer app that builds its click command once: typer.Typer builds the whole tree again
+    on every call (about 80 ms), which each in-process run of `main` would pay. (Typer's own
+    call also installs its exception hook, which, with pretty exceptions off, shows Python's
+    standard traceback: the same as no hook.)"""
+
+    @functools.cached_property
+    def _click_command(self):
+        return typer.main.get_command(self)
+
+    def __call__(self, *args, **kwargs):
+        return self._click_command(*args, **kwargs)
+
+
+app = _Typer(
     name="fsc",
     help="Build, decode, profile and share attention, Mamba, linear-attention and hybrid LMs.",
     no_args_is_help=True,

@@ -4,11 +4,14 @@ training and evaluation rows; and the checks every rendered figure must pass."""
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,20 +70,36 @@ def point(recipe, S, B, step, spread=0.01, **kw) -> dict:
                 {"attention": "triton"}), **kw}
 
 
-_MADE: dict[float, Made] = {}  # slow -> the store made once a process, copied for each test
+_ONCE: dict[tuple, tuple[Path, Any]] = {}  # key -> (its store, made once a process; returned)
+
+
+def _once(key: tuple, store: Path, write: Callable[[Path], Any]) -> Any:
+    """What `write(a new store)` returns, written once a process for each `key` (a store of
+    many rows is a second or more of DuckDB writes), its store copied to `store`."""
+    if key not in _ONCE:
+        first = Path(tempfile.mkdtemp(prefix="fsc-results-"))
+        atexit.register(shutil.rmtree, first, True)
+        _ONCE[key] = (first / "store", write(first / "store"))
+    shutil.copytree(_ONCE[key][0], store)
+    return copy.deepcopy(_ONCE[key][1])
 
 
 def make_runs(store: Path, slow: float = 1.10) -> Made:
     """Two profile runs of tiny_attn and tiny_mamba on a (made-up) H100: B's step and fold
     times are `slow` × A's; A also has a point B lacks, and B one that A lacks. Written once a
-    process for each `slow` (a store of many points is a second of DuckDB writes) and copied
-    to `store`."""
-    if slow not in _MADE:
-        first = Path(tempfile.mkdtemp(prefix="fsc-made-runs-"))
-        atexit.register(shutil.rmtree, first, True)
-        _MADE[slow] = _write_runs(first / "store", slow)
-    shutil.copytree(_MADE[slow].store, store)
-    return Made(store, _MADE[slow].run_a, _MADE[slow].run_b)
+    process for each `slow` and copied to `store`, a new store."""
+    made = _once(("runs", slow), store, lambda first: _write_runs(first, slow))
+    return Made(store, made.run_a, made.run_b)
+
+
+def full_runs(store: Path) -> tuple[Made, dict[str, list[str]]]:
+    """make_runs' store with train_and_eval_rows' runs after its own: written once a process
+    and copied to `store`, a new store."""
+    def write(first: Path) -> tuple[Made, dict[str, list[str]]]:
+        return make_runs(first), _write_train_and_eval(first)
+
+    made, ids = _once(("runs, train and eval",), store, write)
+    return Made(store, made.run_a, made.run_b), ids
 
 
 def _write_runs(store: Path, slow: float) -> Made:
@@ -111,7 +130,12 @@ def made(tmp_path) -> Made:
 
 
 def train_and_eval_rows(store: Path) -> dict[str, list[str]]:
-    """Training steps and niah cells of two made-up trained checkpoints."""
+    """Training steps and niah cells of two made-up trained checkpoints, in `store`, a new
+    store (written once a process and copied)."""
+    return _once(("train and eval",), store, _write_train_and_eval)
+
+
+def _write_train_and_eval(store: Path) -> dict[str, list[str]]:
     st = Store(store)
     env = _env(st, "AMD EPYC")
     out: dict[str, list[str]] = {"train": [], "eval": []}

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from results_helpers import check_png, eval_run, make_runs, point, train_and_eval_rows
+from results_helpers import check_png, eval_run, full_runs, make_runs, point
 
 from fsc.results import figures
 from fsc.store import Store
@@ -55,8 +55,7 @@ def assert_self_contained(path: Path) -> Page:
 
 @pytest.fixture
 def full_store(tmp_path) -> tuple[Path, dict]:
-    made = make_runs(tmp_path / "store")
-    ids = train_and_eval_rows(made.store)
+    made, ids = full_runs(tmp_path / "store")
     return made.store, {"a": made.run_a, "b": made.run_b, **ids}
 
 
@@ -245,13 +244,12 @@ def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
 
 
 def test_numbers_read_plainly_training_is_said_once_and_config_is_a_table(cli, tmp_path):
-    made = make_runs(tmp_path / "store")
+    made, ids = full_runs(tmp_path / "store")
     st = Store(made.store)
     run = st.start_run("profile", "fsc profile", None,
                        {"recipes": ["tiny_attn"], "S": [1024], "recipe_yaml": "name: x\nd: 1\n"})
     st.add_point(run, point("tiny_attn", 1024, 1, 1068.86))
     st.finish_run(run)
-    ids = train_and_eval_rows(made.store)
     out = tmp_path / "r.html"
     assert cli("report", run, *ids["train"], "--store", made.store, "--out", out).code == 0
     html = out.read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -41,13 +42,20 @@ def run_ids(store: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def in_process(tmp_path_factory) -> list[tuple]:
-    """The points of the sweep measured in this process (today's behaviour)."""
+def swept(tmp_path_factory) -> Path:
+    """A store holding one run of the sweep, measured in this process (today's behaviour);
+    tests that change a store change a copy."""
     from fsc.cli.main import main
 
     store = tmp_path_factory.mktemp("local") / "store"
     assert main(["profile", *SWEEP, "--store", str(store)]) == 0
-    found = points_of(store)
+    return store
+
+
+@pytest.fixture(scope="module")
+def in_process(swept) -> list[tuple]:
+    """The points of the sweep measured in this process."""
+    found = points_of(swept)
     assert len(found) == N_POINTS and {r[8] for r in found} == {"ok"}
     return found
 
@@ -202,9 +210,10 @@ def test_groups_split_a_recipe_so_workers_have_work(tmp_path):
 
 # ---- --resume, whatever runs the points ------------------------------------------------------
 
-def _interrupted_run(cli, store: Path) -> str:
-    """A finished sweep with three points removed and marked interrupted: what a kill leaves."""
-    assert cli("profile", *SWEEP, "--store", store).code == 0
+def _interrupted_run(cli, swept: Path, store: Path) -> str:
+    """A finished sweep (a copy of `swept`'s) with three points removed and marked
+    interrupted: what a kill leaves."""
+    shutil.copytree(swept, store)
     (run_id,) = run_ids(store)
     st = Store(store)
     assert cli("query", "--store", store, "--write", "--yes",
@@ -223,11 +232,11 @@ EVERY_EXECUTOR = [["--workers", "2"], pytest.param(["--executor", "ray"], marks=
 
 
 @pytest.mark.parametrize("how", EVERY_EXECUTOR)
-def test_resume_measures_only_what_is_missing(how, cli, in_process, tmp_path, request):
+def test_resume_measures_only_what_is_missing(how, cli, swept, in_process, tmp_path, request):
     if "ray" in how:
         request.getfixturevalue("ray_cluster")
     store = tmp_path / "s"
-    run_id = _interrupted_run(cli, store)
+    run_id = _interrupted_run(cli, swept, store)
     r = cli("profile", "--resume", run_id, "--store", store, *how, "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
@@ -235,9 +244,10 @@ def test_resume_measures_only_what_is_missing(how, cli, in_process, tmp_path, re
     assert points_of(store, run_id) == in_process  # the union, each point once
 
 
-def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, in_process, tmp_path):
+def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, swept, in_process,
+                                                                    tmp_path):
     store = tmp_path / "s"
-    run_id = _interrupted_run(cli, store)
+    run_id = _interrupted_run(cli, swept, store)
     # a task of the killed driver wrote two of the missing points (and one already stored)
     cfg, points = _setup(tmp_path)
     missing = [p for p in points if p.S == 64 and not (p.B == 1 and p.ref == "tiny_mamba")]
