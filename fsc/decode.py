@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fsc.blocks import POLICIES, check_block
+from fsc.blocks import MODES, POLICIES, check_block
 from fsc.denoise import Steps
 from fsc.errors import UsageError
 from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
@@ -76,8 +76,8 @@ class DecodeConfig:
     prefill_chunk: int = PREFILL_CHUNK  # prompt tokens folded in one pass (0: all)
 
     def check(self) -> None:
-        if self.mode not in ("diffusion", "ar"):
-            raise UsageError(f"mode {self.mode!r} is not one of diffusion, ar")
+        if self.mode not in MODES:
+            raise UsageError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.length < 1:
             raise UsageError(f"length {self.length} must be at least 1")
         if self.mode == "diffusion":

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fsc.blocks import MODES
 from fsc.errors import UsageError
 from fsc.jsonsafe import plain
 from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
@@ -63,7 +64,7 @@ def choices(name: str, *values: str) -> type[Choice]:
 
 
 Backend = choices("Backend", "auto", "torch", "triton")
-Mode = choices("Mode", "diffusion", "ar")
+Mode = choices("Mode", *MODES)
 DType = choices("DType", "bf16", "fp16", "fp32")
 
 BackendOpt = Annotated[

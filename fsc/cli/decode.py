@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.blocks import POLICIES
 from fsc.cli.bounds import MAX_B, MAX_S, size
 from fsc.cli.common import (
     Backend,
@@ -26,7 +27,7 @@ from fsc.cli.common import (
 from fsc.prompt import BATCH
 from fsc.text import counted
 
-Policy = choices("Policy", "confidence", "random", "margin", "entropy")  # fsc.blocks.POLICIES
+Policy = choices("Policy", *POLICIES)
 MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fsc.blocks import MODES
 from fsc.costmodel.devices import DeviceSpec, resolve_device
 from fsc.costmodel.roofline import (
     Memory,
@@ -22,7 +23,6 @@ from fsc.errors import UsageError
 if TYPE_CHECKING:
     from fsc.recipe import Recipe
 
-MODES = ("diffusion", "ar")
 
 
 @dataclass(frozen=True)
