@@ -49,6 +49,7 @@ from fsc.source import (
     text_tokenizer,
 )
 from fsc.store import Store
+from fsc.store.connect import utcnow
 from fsc.store.run_ids import resolve_run
 from fsc.text import counted
 from fsc.tokenizer import IdTokenizer
@@ -296,7 +297,9 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
              watch: Watch) -> Evaluated:
     """Score the grid `request` asks for into a new eval run of `st` (or the missing cells of
     the run it resumes), recorded as `command`; each cell is stored as it is scored. A stop
-    signal ends the run interrupted and raises fsc.interrupts.Stopped."""
+    signal ends the run interrupted and raises fsc.interrupts.Stopped. A new run's start is
+    when its work began: the model's loading is part of its time."""
+    began = utcnow()
     if request.resume is not None:  # a prefix of the id, or `latest`
         request = resumed(st, resolve_run(st, request.resume, "eval", "--resume"),
                           request.device)
@@ -329,7 +332,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               "step_dirs": step_dirs(request)}
     with recording(st, "eval", command, config, recipes=[recipe],
                    environment=environment(device), resume=request.resume,
-                   before=before) as run:
+                   before=before, started=None if request.resume else began) as run:
         run.interrupt_note = lambda name: (f"interrupted ({name}) after "
                                            f"{counted(before + run.rows, 'cell')}")
         result = Evaluated(run.run_id, st.file, grid, before=before, held=held)

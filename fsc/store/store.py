@@ -221,12 +221,14 @@ class Store:
             _insert(con, "environments", row, "ON CONFLICT DO NOTHING")
         return env_id
 
-    def start_run(self, kind: str, command: str, env_id: str | None, config: dict) -> str:
-        """Record a new run in status 'running'; return its run_id."""
+    def start_run(self, kind: str, command: str, env_id: str | None, config: dict,
+                  started: datetime | None = None) -> str:
+        """Record a new run in status 'running'; return its run_id. `started`: when its work
+        began, if before now (a model loaded first); now else."""
         now = utcnow()
         run_id = f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
         row = {"run_id": run_id, "kind": kind, "command": command, "status": "running",
-               "started_at": now, "pid": os.getpid(), "host": socket.gethostname(),
+               "started_at": started or now, "pid": os.getpid(), "host": socket.gethostname(),
                "env_id": env_id, "config": config}
         with self._transaction() as con:
             _insert(con, "runs", row)
@@ -235,7 +237,7 @@ class Store:
     @contextmanager
     def run(self, kind: str, command: str, config: dict, *, recipes=(),
             environment: dict[str, Any] | None = None,
-            resume: str | None = None) -> Iterator[RunSession]:
+            resume: str | None = None, started: datetime | None = None) -> Iterator[RunSession]:
         """A run's session (fsc.store.session): `recipes` (fsc Recipe objects) and `environment`
         (fsc.provenance.environment()) registered, the run started (or profile run `resume`
         claimed again, see resume_run), and on leaving marked finished, failed or interrupted."""
@@ -243,7 +245,7 @@ class Store:
             self.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
         env_id = self.register_environment(environment) if environment is not None else None
         if resume is None:
-            run_id = self.start_run(kind, command, env_id, config)
+            run_id = self.start_run(kind, command, env_id, config, started)
         else:
             self.resume_run(resume, env_id, kind)
             run_id = resume
