@@ -9,9 +9,10 @@ random order, MDLM's, from a stream of its own, so that where the order cannot m
 the samples are every other policy's), and the best are revealed on an even schedule over the
 K steps. With a threshold τ (adaptive parallel decoding, Fast-dLLM) a step reveals every masked
 position whose sampled token is at least τ probable, and at least as many, in the policy's
-order, as finishing the block in the steps left needs (one a step at K = G), so the steps adapt. Tokens are sampled
-in float64: categorical sampling in low precision lowers entropy (arXiv 2409.02908). `use_cache=False` recomputes the whole prefix with
-the block-causal forward at every step instead (the uncached reference and speed baseline).
+order, as finishing the block in the steps left needs (one a step at K = G), so the steps
+adapt. Tokens are sampled in float64: categorical sampling in low precision lowers entropy
+(arXiv 2409.02908). `use_cache=False` recomputes the whole prefix with the block-causal
+forward at every step instead (the uncached reference and speed baseline).
 
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
 next one. The last block generated is not folded, as nothing reads it.
@@ -185,7 +186,8 @@ def _check_inputs(model, tokenizer, prompt_ids: list[int]) -> None:
 
 def banned_ids(tokenizer, vocab: int) -> list[int]:
     """Ids decoding never produces: the tokenizer's specials and ids past its vocabulary."""
-    return [i for i in tokenizer.special_ids if i is not None] + list(range(tokenizer.vocab_size, vocab))
+    return ([i for i in tokenizer.special_ids if i is not None]
+            + list(range(tokenizer.vocab_size, vocab)))
 
 
 def warmed(model, G: int, device) -> float | None:
@@ -214,7 +216,8 @@ def warm_up(model, G: int, device) -> float:
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all: a few µs less per operation
-def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig, device=None) -> DecodeResult:
+def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
+             device=None) -> DecodeResult:
     """Generate up to `cfg.length` tokens after `prompt_ids`; stops early at EOS.
 
     Cached (the default), this is the batched decoder with one row

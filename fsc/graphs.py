@@ -17,8 +17,10 @@ device once the cache is made static (`make_static`: the whole cache masked at t
 block written at it). Where every layer is so (and there is no logit shift), nothing of a step
 depends on the length: the length leaves the key, and one capture serves every block of a
 decode (`length_free`); the fold is replayed the same way (`GraphedFold`), so that neither the
-K steps nor the fold of a block, nor an AR token's fold, is issued from Python. The output a replay returns is the graph's own tensor, overwritten by the next replay:
-read it (or copy it) before calling again.
+K steps nor the fold of a block, nor an AR token's fold, is issued from Python (a whole
+denoising step, its pick and reveal too, is fsc.denoise's capture). The output a replay returns
+is the graph's own tensor, overwritten by the next replay: read it (or copy it) before calling
+again.
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ class GraphedFold(GraphedStep):
         key = (tuple(tokens.shape), tokens.dtype, tokens.device)
         S = cache.length
         if cache is not self._cache or key != self._key:  # (a fold is always length-free)
-            assert length_free(self.model, cache), "a fold replays only where its step is length-free"
+            assert length_free(self.model, cache), (
+                "a fold replays only where its step is length-free")
             self._graph = self._out = self._cache = None
             self._tokens = tokens.clone()
             # a state and the device length as they were (a KV cache's slots past the length
