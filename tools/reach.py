@@ -351,7 +351,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", default="passkey_attn=3e-3,passkey_mamba=1e-2,passkey_hybrid=1e-2,"
                    "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2,"
                    "passkey_hybrid_nope_logn=1e-2,passkey_hybrid_halflife8=1e-2,"
-                   "passkey_hybrid_halflife16=1e-2,passkey_hybrid_halflife32=1e-2")
+                   "passkey_hybrid_halflife4=1e-2,passkey_hybrid_halflife16=1e-2,"
+                   "passkey_hybrid_halflife32=1e-2")
     p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
     p.add_argument("--seq-len", default="128", help="fsc train's --seq-len: one length, or "
                    "several (128,256: each micro-batch at one; scored against the longest)")
