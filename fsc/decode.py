@@ -124,8 +124,10 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`,
     row b drawing from seed `seeds[b]` (default: cfg.seed, one row): the device picker
     (fsc.sampler.Picker: nothing of [n, V] leaves the device) where `cfg.sampler` asks for it
-    (auto: on CUDA), else the host reference `pick_ref`, which the CPU keeps (its draws are
-    the ones recorded so far)."""
+    (auto: on CUDA), else the host reference (fsc.sampler.HostPicker: `pick_ref` a row), which
+    the CPU keeps (its draws are the ones recorded so far). Either also gives a pick's draws
+    and its choice apart (`draw`, `choose`: fsc.denoise captures the choice) and the greedy
+    token alone (`greedy`: autoregressive decoding)."""
     device = torch.device(device)
     seeds = seeds or [cfg.seed]
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
