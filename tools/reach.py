@@ -267,6 +267,16 @@ LEVERS = [
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, attention limited to its last 32 "
      "tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife16"),
      ("attention.window=32",), "reach-hl"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, 4,000 steps (seed 0)",
+     _seeds("experiments/passkey_hybrid_halflife16", 1), (), "reach-hl16-4k"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, 4,000 steps (seed 0), attention "
+     "limited to its last 32 tokens at evaluation",
+     _seeds("experiments/passkey_hybrid_halflife16", 1), ("attention.window=32",), "reach-hl16-4k"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 4 tokens (seed 0)",
+     _seeds("experiments/passkey_hybrid_halflife4", 1), (), "reach-hl4"),
+    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 4 (seed 0), attention limited to its "
+     "last 32 tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife4", 1),
+     ("attention.window=32",), "reach-hl4"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 32 tokens",
      _seeds("experiments/passkey_hybrid_halflife32", 1), (), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 32, attention limited to its last "
