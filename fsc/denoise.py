@@ -65,6 +65,9 @@ class Steps:
         (read from `masked` where not given)."""
         n = int(masked[0].sum()) if n is None else n
         k = min(self.steps, n)
+        if k == 0:  # nothing masked: no step, no draw
+            self.used.append(0)
+            return block.clone()
         schedule = even_schedule(n, k)
         draws = self.pick.draw(block.shape[1])
         state = self._blocks.get(tuple(block.shape))

@@ -161,3 +161,19 @@ def test_the_device_pick_decodes_the_host_picks_greedy_tokens(name):
     hot = {"temperature": 1.0, "policy": "random", "sampler": "device"}
     first = _gen(name, **hot).token_ids
     assert _gen(name, **hot).token_ids == first == _gen(name, use_cache=False, **hot).token_ids
+
+
+def test_a_block_with_nothing_masked_takes_no_step_and_no_draw():
+    from fsc.denoise import Steps
+    from fsc.sampler import Picker
+
+    def forward(tokens):
+        raise AssertionError("a forward pass for a block with nothing to fill")
+
+    pick = Picker([], 8, 1.0, 1.0, "random", [3], "cpu")
+    before = [g.get_state() for g in pick.gens + pick.orders]
+    block = torch.tensor([[1, 2, 3, 4]])
+    steps = Steps(forward, pick, 4)
+    out = steps.run(block, torch.zeros(1, 4, dtype=torch.bool))
+    assert torch.equal(out, block) and steps.used == [0]
+    assert all(torch.equal(g.get_state(), s) for g, s in zip(pick.gens + pick.orders, before))
