@@ -10,21 +10,19 @@ does not find (with the task YAML of --include_path that does not parse, if one 
 FSC_DEBUG=1 shows the traceback.
 """
 
-import json
 import os
 import sys
 from pathlib import Path
 
 try:
-    from lm_eval.__main__ import cli_evaluate
+    import lm_eval.__main__
+    from lm_eval._cli import HarnessCLI
 
     import fsc.harness.lm  # noqa: F401 - registers the model `fsc`
 except ImportError as e:
     print(f"error: the harness needs lm-evaluation-harness ({e}): pip install 'fsc[harness]'",
           file=sys.stderr)
     raise SystemExit(2) from None
-
-from lm_eval.utils import simple_parse_args_string
 
 from fsc.errors import FscError
 from fsc.harness.lm import checked_args
@@ -43,30 +41,28 @@ def _option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def check_model(argv: list[str]) -> None:
-    """For `--model fsc`: its model_args and --batch_size checked, and the checkpoint read (its
-    recipe, not its weights), before the harness indexes its tasks (half a minute): a mistake
-    there is a line in seconds. Arguments the harness reads some other way (JSON) are left to
-    the model, which checks them again when the harness makes it."""
-    if _option(argv, "--model") != "fsc":
+def check_model(args) -> None:
+    """For `--model fsc`: its model_args and --batch_size, as the harness's parser read them,
+    checked, and the checkpoint read (its recipe, not its weights), before the harness indexes
+    its tasks (half a minute): a mistake there is a line in seconds. (The model checks them
+    again when the harness makes it.)"""
+    if getattr(args, "model", None) != "fsc":
         return
-    text = _option(argv, "--model_args") or ""
-    try:
-        args = json.loads(text) if text.lstrip().startswith("{") else simple_parse_args_string(text)
-    except ValueError:
-        return
-    if not isinstance(args, dict):
-        return
-    batch = _option(argv, "--batch_size")
-    got = checked_args(**args, **({"batch_size": batch} if batch is not None else {}))
+    batch = getattr(args, "batch_size", None)
+    got = checked_args(**(args.model_args or {}),
+                       **({"batch_size": batch} if batch is not None else {}))
     load_source_recipe(got["source"])
 
 
 def main() -> int:
-    """The harness's command line; fsc's errors, and a task not found, as one line."""
+    """The harness's command line (lm_eval's `cli_evaluate`, the model's arguments checked
+    between parsing and running); fsc's errors, and a task not found, as one line."""
     try:
-        check_model(sys.argv[1:])
-        cli_evaluate()
+        lm_eval.__main__.setup_logging()
+        cli = HarnessCLI()
+        args = cli.parse_args()
+        check_model(args)
+        cli.execute(args)
     except (FscError, ValueError) as e:
         missing = isinstance(e, ValueError) and str(e).startswith("Tasks not found")
         if os.environ.get("FSC_DEBUG") == "1" or not (isinstance(e, FscError) or missing):

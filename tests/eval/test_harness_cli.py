@@ -74,6 +74,8 @@ def _error(err: str) -> str:
     (["--model_args", "pretrained=AR,max_length=1"],
      "error: model_args max_length=1: expected an integer of at least 2"),
     (["--model_args", "pretrained=runs/nope"], "error: runs/nope: "),
+    # the harness's other spelling: key=value words apart, merged
+    (["--model_args", "mc_samples=2", "pretrained=runs/nope"], "error: runs/nope: "),
     (["--model_args", "pretrained=AR", "--batch_size", "0"],
      "error: --batch_size=0: expected an integer of at least 1"),
 ])
