@@ -358,15 +358,13 @@ def _steps(model, cache, pick, cfg: DecodeConfig, replays: bool) -> Steps:
     """A diffusion decode's denoising steps, replayed from CUDA graphs where `replays`: the
     whole step (forward, pick, reveal) where the pick runs on the device; with the host's
     pick, only the forward pass."""
-    if replays and pick.capturable:
-        steps = Steps(lambda b: model(b, cache), pick, cfg.steps, cfg.threshold,
-                      graph_key=lambda: None if length_free(model, cache) else cache.length)
-    elif replays:
-        graphed = GraphedStep(model)
-        steps = Steps(lambda b: graphed(b, cache), pick, cfg.steps, cfg.threshold)
-    else:
-        steps = Steps(lambda b: model(b, cache), pick, cfg.steps, cfg.threshold)
-    return steps
+    def key():  # what a captured step reads besides its tokens: the length, unless length-free
+        return None if length_free(model, cache) else cache.length
+
+    whole = replays and pick.capturable
+    forward = GraphedStep(model) if replays and not whole else model
+    return Steps(lambda b: forward(b, cache), pick, cfg.steps, cfg.threshold,
+                 graph_key=key if whole else None)
 
 
 def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,

@@ -57,8 +57,6 @@ class Steps:
         self.graph_key = graph_key
         self._blocks: dict[tuple, _Block] = {}
         self.used: list[int] = []  # steps each block took
-        self.captures = 0
-        self.replays = 0
 
     def run(self, block, masked, n: int | None = None):
         """The filled block [B, g] (a tensor of its own); `n`: the masked positions a row has
@@ -103,9 +101,7 @@ class Steps:
             state.tokens.copy_(before[0])  # as before the capture's own warm-up step
             state.masked.copy_(before[1])
             state.key = key
-            self.captures += 1
         state.graph.replay()
-        self.replays += 1
 
     def _step(self, state: _Block) -> None:
         """One step on `state`, in place: the forward pass, the pick, the reveal."""

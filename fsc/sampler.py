@@ -6,9 +6,9 @@ the host, float64, drawing with `torch.multinomial` from CPU generators. `Picker
 the logits are (the GPU, or the CPU), float64 there, so nothing of size [G, V] leaves the
 device: each row of a batch draws its uniforms from a generator of its own on that device
 (seeded per row, so a row's samples never depend on its batch-mates), and a sample is the
-inverse of the CDF at the uniform. Greedy
-picks are the same tokens in both; sampled picks follow the same distribution (the draws
-differ: another generator; tests/core/test_sampler.py compares their frequencies).
+inverse of the CDF at the uniform. Greedy picks are the same tokens in both; sampled picks
+follow the same distribution (the draws differ: another generator; tests/core/test_sampler.py
+compares their frequencies).
 """
 
 from __future__ import annotations

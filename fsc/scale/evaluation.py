@@ -66,14 +66,22 @@ class Evaluated:
     run_id: str
     store: Path
     grid: EvalGrid
-    cells: list[EvalCell] = field(default_factory=list)
-    before: int = 0  # cells a resumed run held already
-    held: list[EvalCell] = field(default_factory=list)  # those cells, as stored
+    cells: list[EvalCell] = field(default_factory=list)  # scored now
+    held: list[EvalCell] = field(default_factory=list)  # a resumed run's, as stored
+
+    @property
+    def before(self) -> int:
+        """Cells a resumed run held already."""
+        return len(self.held)
 
     def every_cell(self) -> list[EvalCell]:
         """The run's cells, those it held and those scored now, in grid order."""
-        return sorted(self.held + self.cells,
-                      key=lambda c: (c.length, c.depth or 0, c.pairs or 0))
+        return sorted(self.held + self.cells, key=grid_order)
+
+
+def grid_order(cell: EvalCell) -> tuple:
+    """A cell's place in its grid: length, then depth or pairs."""
+    return cell.length, cell.depth or 0, cell.pairs or 0
 
 
 def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
@@ -258,9 +266,8 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
 
 
 def stored_cells(st: Store, run_id: str, grid: EvalGrid) -> list[EvalCell]:
-    """The cells eval run `run_id` of `grid` holds, as stored (in the order they were)."""
-    names, rows = st.query(f"SELECT * FROM eval_cells WHERE run_id = '{run_id}' "
-                           "ORDER BY rowid")
+    """The cells eval run `run_id` of `grid` holds, as stored."""
+    names, rows = st.query(f"SELECT * FROM eval_cells WHERE run_id = '{run_id}'")
     task, cells = task_of(grid), []
     for row in rows:
         got = dict(zip(names, row, strict=True))
@@ -335,7 +342,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                    before=before, started=None if request.resume else began) as run:
         run.interrupt_note = lambda name: (f"interrupted ({name}) after "
                                            f"{counted(before + run.rows, 'cell')}")
-        result = Evaluated(run.run_id, st.file, grid, before=before, held=held)
+        result = Evaluated(run.run_id, st.file, grid, held=held)
 
         def keep(cell: EvalCell) -> None:
             if cell_key(cell) in have:
@@ -360,7 +367,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                 keep(cell)
 
             _on_engine(engine, work.EvalJob(grid, device), arrived)
-            result.cells.sort(key=lambda c: (c.length, c.depth or 0, c.pairs or 0))
+            result.cells.sort(key=grid_order)
     return result
 
 
