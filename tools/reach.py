@@ -169,6 +169,17 @@ def _by_position(label: str, recipe: str, powers: tuple[str, ...]) -> list[tuple
              "reach") for k in powers]
 
 
+LOGN = "hybrid, NoPE, trained with logn 16"  # the logn hybrid, as the rows name it
+WINDOW = "attention limited to its last 32 tokens at evaluation"
+
+
+def _and_window(label: str, stem: str, tags: tuple[str, ...], where: str) -> list[tuple]:
+    """The LEVERS row of `tags`, and the same scored with attention limited to its last 32
+    tokens (labelled `stem`, then the window): whether attention reads the needle."""
+    return [(label, tags, (), where),
+            (f"{stem}, {WINDOW}", tags, ("attention.window=32",), where)]
+
+
 # The levers of docs/benchmarks.md section 19, a row each: (what changed, the trainings' tags
 # (folders under the store's run directory), the `fsc eval --set` changes scored with, the
 # store, relative to --out's parent). Each is made by a command of that section.
@@ -238,50 +249,31 @@ LEVERS = [
      ("attention.window=32",), "reach-seeds-curr512"),
     ("hybrid, NoPE, trained with logn 16, its Mamba-2 mixers frozen as initialised",
      _seeds("passkey_hybrid_nope_logn"), (), "reach-frz"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all",
-     _seeds("passkey_hybrid_nope_logn"), (), "reach-frz-then"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2 frozen, then 2,000 steps of all, attention "
-     "limited to its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
-     ("attention.window=32",), "reach-frz-then"),
-    ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2 (two schedules)",
-     _seeds("passkey_hybrid_nope_logn"), (), "reach-again"),
-    ("hybrid, NoPE, trained with logn 16, then 2,000 steps more at lr 1e-2, attention limited to "
-     "its last 32 tokens at evaluation", _seeds("passkey_hybrid_nope_logn"),
-     ("attention.window=32",), "reach-again"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 8 tokens (make "
-     "reach's hybrid)",
-     _seeds("passkey_hybrid_halflife8"), (), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, attention limited to its last 32 "
-     "tokens at evaluation", _seeds("passkey_hybrid_halflife8"),
-     ("attention.window=32",), "reach-hl"),
+    *_and_window(f"{LOGN}, Mamba-2 frozen, then 2,000 steps of all",
+                 f"{LOGN}, Mamba-2 frozen, then 2,000 steps of all",
+                 _seeds("passkey_hybrid_nope_logn"), "reach-frz-then"),
+    *_and_window(f"{LOGN}, then 2,000 steps more at lr 1e-2 (two schedules)",
+                 f"{LOGN}, then 2,000 steps more at lr 1e-2", _seeds("passkey_hybrid_nope_logn"),
+                 "reach-again"),
+    *_and_window(f"{LOGN}, Mamba-2's memory bounded: half-life 8 tokens (make reach's hybrid)",
+                 f"{LOGN}, Mamba-2's half-life 8", _seeds("passkey_hybrid_halflife8"), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, scored without the bound",
      _seeds("passkey_hybrid_halflife8"), ("mamba.max_half_life=none",), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, a fourth seed (3)",
-     _seeds("passkey_hybrid_halflife8", 1, first=3), (), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 8, a fourth seed (3), attention "
-     "limited to its last 32 tokens at evaluation",
-     _seeds("passkey_hybrid_halflife8", 1, first=3), ("attention.window=32",),
-     "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 16 tokens",
-     _seeds("experiments/passkey_hybrid_halflife16"), (), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, attention limited to its last 32 "
-     "tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife16"),
-     ("attention.window=32",), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, 4,000 steps (seed 0)",
-     _seeds("experiments/passkey_hybrid_halflife16", 1), (), "reach-hl16-4k"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 16, 4,000 steps (seed 0), attention "
-     "limited to its last 32 tokens at evaluation",
-     _seeds("experiments/passkey_hybrid_halflife16", 1), ("attention.window=32",), "reach-hl16-4k"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 4 tokens (seed 0)",
-     _seeds("experiments/passkey_hybrid_halflife4", 1), (), "reach-hl4"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 4 (seed 0), attention limited to its "
-     "last 32 tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife4", 1),
-     ("attention.window=32",), "reach-hl4"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's memory bounded: half-life 32 tokens",
-     _seeds("experiments/passkey_hybrid_halflife32", 1), (), "reach-hl"),
-    ("hybrid, NoPE, trained with logn 16, Mamba-2's half-life 32, attention limited to its last "
-     "32 tokens at evaluation", _seeds("experiments/passkey_hybrid_halflife32", 1),
-     ("attention.window=32",), "reach-hl"),
+    *_and_window(f"{LOGN}, Mamba-2's half-life 8, a fourth seed (3)",
+                 f"{LOGN}, Mamba-2's half-life 8, a fourth seed (3)",
+                 _seeds("passkey_hybrid_halflife8", 1, first=3), "reach-hl"),
+    *_and_window(f"{LOGN}, Mamba-2's memory bounded: half-life 16 tokens",
+                 f"{LOGN}, Mamba-2's half-life 16", _seeds("experiments/passkey_hybrid_halflife16"),
+                 "reach-hl"),
+    *_and_window(f"{LOGN}, Mamba-2's half-life 16, 4,000 steps (seed 0)",
+                 f"{LOGN}, Mamba-2's half-life 16, 4,000 steps (seed 0)",
+                 _seeds("experiments/passkey_hybrid_halflife16", 1), "reach-hl16-4k"),
+    *_and_window(f"{LOGN}, Mamba-2's memory bounded: half-life 4 tokens (seed 0)",
+                 f"{LOGN}, Mamba-2's half-life 4 (seed 0)",
+                 _seeds("experiments/passkey_hybrid_halflife4", 1), "reach-hl4"),
+    *_and_window(f"{LOGN}, Mamba-2's memory bounded: half-life 32 tokens",
+                 f"{LOGN}, Mamba-2's half-life 32",
+                 _seeds("experiments/passkey_hybrid_halflife32", 1), "reach-hl"),
     ("hybrid, NoPE, trained with logn 16, decay 0.5 at evaluation",
      _seeds("passkey_hybrid_nope_logn"), ("mamba.decay_scale=0.5",), "reach"),
     ("hybrid, NoPE, trained with logn 16, decay by position (power 0.5) at evaluation",
