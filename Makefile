@@ -76,10 +76,12 @@ gpu-check:
 gpu-train:
 	PYTHONPATH=$(GPU_SITE) python3 -m tools.train_gpu
 
-# On the GPU machine after gpu-check (same install): fsc decode end to end beside fsc profile
-# for the 3B trio at S 16k and 256k, B 1 and 8 (docs/benchmarks.md section 18).
+# On the GPU machine (installs as gpu-check does), in one call of at most ~8 minutes: fsc decode
+# end to end beside fsc profile for the 3B trio at S 16k, B 1 and 8, and mamba_3b at 256k; AR
+# decoding of Qwen3-0.6B's shape against transformers' generate (eager, static cache, compiled);
+# the GPU tests of decoding (docs/benchmarks.md section 18); logs in $$OUT or gpu-out/.
 gpu-decode:
-	PYTHONPATH=$(GPU_SITE) python3 -m tools.bench_decode_gpu
+	tools/gpu_decode.sh
 
 # On a GPU machine lent for a short time: the GPU tests, gpu-check (a shorter budget) and
 # gpu-train in one call of at most ~9.5 minutes, each step bounded; logs in $$OUT or gpu-out/.

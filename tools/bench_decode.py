@@ -1,9 +1,16 @@
 """Autoregressive decoding against transformers' `generate` on the same weights (docs/benchmarks.md
-section 17): greedy, one torch thread, the same tokens out (checked), prompt processing and
-generation timed apart.
+sections 17 and 18): greedy, the same tokens out (checked), prompt processing and generation
+timed apart.
 
     python -m tools.bench_decode [--models llama,mamba2,qwen3-0.6b] [--prompt 64] [--new 64]
-                                 [--rounds 3] [--store DIR]
+                                 [--rounds 3] [--device cpu] [--dtype float32]
+                                 [--sides transformers,fsc] [--store DIR]
+
+The sides: `transformers` is `generate` as it comes (its dynamic cache, eager);
+`transformers-static` with `cache_implementation="static"` and compilation off;
+`transformers-compile` the static cache with the forward pass compiled (`generate`'s own
+compilation, CUDA only); `fsc` is `fsc.decode.generate` in AR mode, what `fsc decode --mode ar`
+runs. On the CPU one torch thread.
 
 Each model is a random-weight transformers model (seed 0) saved to a temporary folder and
 imported with `fsc import`: a tiny Llama (4 layers, width 128), a tiny Mamba-2 (4 layers,
@@ -64,30 +71,40 @@ def _save(name: str, folder: Path):
     return model
 
 
-def _hf_decoder(model, prompt: list[int]):
-    ids = torch.tensor([prompt])
+SIDES = ("transformers", "transformers-static", "transformers-compile", "fsc")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _hf_decoder(model, prompt: list[int], side: str):
+    """transformers' greedy `generate` of exactly `new` tokens: its default cache, or (`-static`)
+    a static cache, compiled (`-compile`: `generate` compiles the forward pass itself on CUDA
+    when its cache is static) or not."""
+    ids = torch.tensor([prompt], device=model.device)
+    cache = {} if side == "transformers" else {"cache_implementation": "static",
+                                               "disable_compile": side != "transformers-compile"}
 
     def run(new: int) -> list[int]:
         with torch.no_grad():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
                                  min_new_tokens=new, do_sample=False, eos_token_id=None,
-                                 pad_token_id=0, use_cache=True)
+                                 pad_token_id=0, use_cache=True, **cache)
         return out[0, len(prompt):].tolist()
 
     return run
 
 
-def _fsc_decoder(ckpt: Path, prompt: list[int]):
+def _fsc_decoder(ckpt: Path, prompt: list[int], device: str, dtype: torch.dtype):
     from fsc.decode import DecodeConfig, generate
     from fsc.loading import load_model
     from fsc.tokenizer import IdTokenizer
 
-    recipe, model = load_model(str(ckpt), one_token_steps=True)  # as `fsc decode --mode ar`
+    # as `fsc decode --mode ar` loads it
+    recipe, model = load_model(str(ckpt), device=device, dtype=dtype, one_token_steps=True)
     tok = IdTokenizer(recipe.vocab_size)
 
     def run(new: int) -> list[int]:
         cfg = DecodeConfig(length=new, G=1, steps=1, mode="ar", temperature=0.0)
-        return generate(model, tok, prompt, cfg).token_ids
+        return generate(model, tok, prompt, cfg, device).token_ids
 
     run.model = model
     return run
@@ -99,14 +116,21 @@ def _weights_floor(model) -> tuple[float, float]:
     nothing else: the ceiling of weight-bound decoding on this machine)."""
     read = [p for p in model.parameters() if p is not model.embed.weight or model.lm_head is None]
     nbytes = sum(p.numel() * p.element_size() for p in read)
-    seconds = median_s(lambda: [p.sum() for p in read], 3, warmup=1)
+    seconds = median_s(lambda: _synced([p.sum() for p in read]), 3, warmup=1)
     return nbytes / 1e9, 1 / seconds
 
 
+def _synced(x):
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return x
+
+
 def _time(run, prompt: int, new: int, repeats: int) -> tuple[float, float]:
-    """(prompt tokens/s, generated tokens/s) of one decoder."""
-    first = median_s(lambda: run(1), repeats, warmup=1)
-    whole = median_s(lambda: run(new), repeats, warmup=0)
+    """(prompt tokens/s, generated tokens/s) of one decoder (warmed up at both lengths before;
+    each call returns the tokens on the host, so the device is done when it returns)."""
+    first = median_s(lambda: run(1), repeats)
+    whole = median_s(lambda: run(new), repeats)
     return prompt / first, (new - 1) / max(whole - first, 1e-9)
 
 
@@ -116,13 +140,26 @@ def main(argv=None) -> None:
     p.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     p.add_argument("--new", type=int, default=64, help="generated tokens")
     p.add_argument("--repeats", type=int, default=3, help="timed calls per round (the median)")
-    p.add_argument("--rounds", type=int, default=3, help="the two sides timed by turns")
+    p.add_argument("--rounds", type=int, default=3, help="the sides timed by turns")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
+    p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--sides", default="transformers,fsc", help=f"some of {', '.join(SIDES)}")
     p.add_argument("--store", type=Path, default=None)
     a = p.parse_args(argv)
     names = [m for m in a.models.split(",") if m]
     if bad := [m for m in names if m not in MODELS]:
         raise SystemExit(f"unknown model {bad[0]!r}; one of {', '.join(MODELS)}")
-    torch.set_num_threads(1)
+    sides = [s for s in a.sides.split(",") if s]
+    if bad := [s for s in sides if s not in SIDES]:
+        raise SystemExit(f"unknown side {bad[0]!r}; some of {', '.join(SIDES)}")
+    if "fsc" not in sides or len(sides) < 2:
+        raise SystemExit("--sides: fsc and at least one side of transformers")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    if "transformers-compile" in sides and device != "cuda":
+        raise SystemExit("transformers-compile: generate compiles its forward pass on CUDA only")
+    dtype = DTYPES[a.dtype]
+    if device == "cpu":
+        torch.set_num_threads(1)
     from fsc.cli.common import store_dir
     from fsc.cli.main import main as fsc
     from fsc.provenance import environment
@@ -132,46 +169,56 @@ def main(argv=None) -> None:
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             folder, ckpt = Path(tmp) / name, Path(tmp) / f"{name}-fsc"
-            hf_model = _save(name, folder)
+            hf_model = _save(name, folder).to(device=device, dtype=dtype)
             if fsc(["import", str(folder), "--out", str(ckpt), "--store", str(Path(tmp) / "st")]):
                 raise SystemExit(f"fsc import of {name} failed")
             vocab = hf_model.config.vocab_size
             prompt = torch.randint(0, vocab, (a.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
-            sides = {"transformers": _hf_decoder(hf_model, prompt), "fsc": _fsc_decoder(ckpt, prompt)}
-            same = sides["transformers"](a.new) == sides["fsc"](a.new)
-            got: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
+            runs = {s: _fsc_decoder(ckpt, prompt, device, dtype) if s == "fsc"
+                    else _hf_decoder(hf_model, prompt, s) for s in sides}
+            # each side's first calls, at both lengths, are its warm-up (compilation, graphs)
+            # and give its tokens
+            tokens = {s: (run(1), run(a.new))[1] for s, run in runs.items()}
+            got: dict[str, list[tuple[float, float]]] = {s: [] for s in runs}
             repeats = 1 if name == "qwen3-0.6b" else a.repeats
             for _ in range(a.rounds):
-                for side, run in sides.items():
+                for side, run in runs.items():
                     got[side].append(_time(run, a.prompt, a.new, repeats))
-            gb, ceiling = _weights_floor(sides["fsc"].model)
+            gb, ceiling = _weights_floor(runs["fsc"].model)
             floors.append(f"{name}: {gb:.3f} GB of weights a token; reading them once alone "
                           f"runs at {ceiling:.1f} tok/s ({gb * ceiling:.1f} GB/s)")
             for side, pairs in got.items():
                 pre, gen = [x[0] for x in pairs], [x[1] for x in pairs]
-                rows.append({"model": name, "side": side, "same_tokens": same,
+                rows.append({"model": name, "side": side, "same_tokens": tokens[side] == tokens["fsc"],
                              "prompt_tok_s": statistics.median(pre), "prompt_range": (min(pre), max(pre)),
                              "gen_tok_s": statistics.median(gen), "gen_range": (min(gen), max(gen))})
-            del hf_model, sides
+            del hf_model, runs
     st = Store(store_dir(a.store))
     with st.run("bench", " ".join(["python -m tools.bench_decode", *sys.argv[1:]]),
-                vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
+                vars(a) | {"store": str(st.dir)}, environment=environment(device)) as run:
         for r in rows:
-            extra = {"model": r["model"], "prompt": a.prompt, "new": a.new,
+            extra = {"model": r["model"], "prompt": a.prompt, "new": a.new, "dtype": a.dtype,
                      "same_tokens": r["same_tokens"]}
             run.add_bench(f"ar decode prompt {r['model']} {r['side']}", r["prompt_tok_s"], "tok/s", extra)
             run.add_bench(f"ar decode generate {r['model']} {r['side']}", r["gen_tok_s"], "tok/s", extra)
-    print("| model | side | prompt tok/s [range] | generation tok/s [range] | fsc / transformers | same tokens |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
-    for r in rows:
-        ref = next(x for x in rows if x["model"] == r["model"] and x["side"] == "transformers")
-        ratio = (f"{r['prompt_tok_s'] / ref['prompt_tok_s']:.2f}× / {r['gen_tok_s'] / ref['gen_tok_s']:.2f}×"
-                 if r["side"] == "fsc" else "")
-        print(f"| {r['model']} | {r['side']} | {r['prompt_tok_s']:.1f} [{r['prompt_range'][0]:.1f}–"
-              f"{r['prompt_range'][1]:.1f}] | {r['gen_tok_s']:.1f} [{r['gen_range'][0]:.1f}–"
-              f"{r['gen_range'][1]:.1f}] | {ratio} | {r['same_tokens']} |")
+    print(_table(rows))
     print("\n".join(floors))
     print(json.dumps({"run_id": run.run_id, "rows": rows, "weights": floors}))
+
+
+def _table(rows: list[dict]) -> str:
+    """The rows as markdown; beside each side of transformers, fsc's speed over that side's and
+    whether its tokens are fsc's."""
+    out = ["| model | side | prompt tok/s [range] | generation tok/s [range] | fsc / this side "
+           "(prompt / generation) | same tokens as fsc |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        mine = next(x for x in rows if x["model"] == r["model"] and x["side"] == "fsc")
+        ratio = ("" if r is mine else f"{mine['prompt_tok_s'] / r['prompt_tok_s']:.2f}× / "
+                 f"{mine['gen_tok_s'] / r['gen_tok_s']:.2f}×")
+        out.append(f"| {r['model']} | {r['side']} | {r['prompt_tok_s']:.1f} [{r['prompt_range'][0]:.1f}–"
+                   f"{r['prompt_range'][1]:.1f}] | {r['gen_tok_s']:.1f} [{r['gen_range'][0]:.1f}–"
+                   f"{r['gen_range'][1]:.1f}] | {ratio} | {r['same_tokens']} |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -175,6 +175,20 @@ def test_decoding_with_cuda_graphs_gives_the_eager_tokens(name):
     assert runs[1].stats["graphs"] and not runs[0].stats["graphs"]
 
 
+@pytest.mark.parametrize("name", ["tiny_hybrid", "tiny_gla", "tiny_mamba", "tiny_attn",
+                                  "tiny_gated_delta"])
+def test_prompts_of_several_lengths_decoded_together_on_cuda_give_each_alone(name):
+    """The batched decoder with graphs on the device: rows of 11, 2 and 9 bytes right-aligned
+    in one batch give each prompt's tokens decoded alone (padding reaching no state or key),
+    by diffusion and AR."""
+    from model_checks import ragged_rows_decode_alone
+
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    ragged_rows_decode_alone(build_model(load_recipe(name), device="cuda", seed=5).eval())
+
+
 @torch.no_grad()
 def test_a_decay_read_by_position_decodes_on_triton_as_on_torch():
     """`mamba.decay_from`: the op's rate per token on the GPU kernel against the torch
