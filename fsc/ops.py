@@ -1,7 +1,7 @@
 """Op dispatch: the Triton kernel on CUDA tensors, the pure-torch reference elsewhere.
 
-The ops are the folders of fsc.kernels (`op_folders`): `call(op, *args)` runs `op` with the
-reference's signature. `use_backend("auto" | "torch" | "triton")` picks the policy; a caller
+The ops are the folders of fsc.kernels (`op_folders`), each called here by its name
+(`ops.block_attention(...)`, with its reference's signature; `call(op, *args)` underneath). `use_backend("auto" | "torch" | "triton")` picks the policy; a caller
 that needs to know which backend each op actually ran on holds a `trace()` around the work (so
 profile rows can say what they timed). "triton" on CPU tensors needs the Triton interpreter
 (TRITON_INTERPRET=1 set before fsc.kernels are imported).
@@ -19,12 +19,20 @@ import torch
 
 from fsc.errors import KernelError
 from fsc.kernels import op_folders
+from fsc.kernels.attention.reference import block_attention_ref
+from fsc.kernels.conv.reference import causal_conv_block_ref
+from fsc.kernels.gated_delta.reference import gated_delta_block_ref
+from fsc.kernels.gla.reference import gla_block_ref
+from fsc.kernels.linear.reference import linear_block_ref
+from fsc.kernels.mamba.reference import mamba_block_scan_ref
 
 BACKENDS = ("auto", "torch", "triton")
 FOLDERS = op_folders()  # op name -> folder under fsc.kernels
 # op name -> its reference (the spec; runs anywhere)
-REFERENCES = {op: getattr(importlib.import_module(f"fsc.kernels.{folder}.reference"), f"{op}_ref")
-              for op, folder in FOLDERS.items()}
+REFERENCES = {f.__name__.removesuffix("_ref"): f for f in (
+    block_attention_ref, causal_conv_block_ref, gated_delta_block_ref, gla_block_ref,
+    linear_block_ref, mamba_block_scan_ref)}
+assert set(REFERENCES) == set(FOLDERS), "fsc.ops names every kernel folder's reference"
 
 _backend = "auto"
 
@@ -81,7 +89,8 @@ def backend(name: str):
 
 
 def triton_impl(op: str):
-    """The Triton launcher of `op`, or None when none is written yet."""
+    """The Triton launcher of `op`, or None when none is written yet (imported at its first
+    call: Triton loads only where a kernel runs, after TRITON_INTERPRET is read)."""
     module = f"fsc.kernels.{FOLDERS[op]}.triton"
     try:
         return getattr(importlib.import_module(module), op)
@@ -112,3 +121,29 @@ def call(op: str, *args, **kwargs):
         return fn(*args, **kwargs)
     _record(op, "torch")
     return REFERENCES[op](*args, **kwargs)
+
+
+# The ops by name, so that a mixer's call of its kernel reads (and is found) as one: each takes
+# its reference's arguments (kernels/<folder>/reference.py) and runs where `call` picks.
+def block_attention(*args, **kwargs):
+    return call("block_attention", *args, **kwargs)
+
+
+def causal_conv_block(*args, **kwargs):
+    return call("causal_conv_block", *args, **kwargs)
+
+
+def gated_delta_block(*args, **kwargs):
+    return call("gated_delta_block", *args, **kwargs)
+
+
+def gla_block(*args, **kwargs):
+    return call("gla_block", *args, **kwargs)
+
+
+def linear_block(*args, **kwargs):
+    return call("linear_block", *args, **kwargs)
+
+
+def mamba_block_scan(*args, **kwargs):
+    return call("mamba_block_scan", *args, **kwargs)

@@ -96,7 +96,7 @@ class Attention(Mixer):
             kc[:, S : S + G] = k
             vc[:, S : S + G] = v
             k, v = kc[:, S : S + G], vc[:, S : S + G]
-        o = ops.call("block_attention", q, kc, vc, k, v, S, 1 / math.sqrt(self.head_dim))
+        o = ops.block_attention(q, kc, vc, k, v, S, 1 / math.sqrt(self.head_dim))
         return self._out(o, x)
 
     def _static_block(self, x, cache: LayerCache, commit: bool):
@@ -170,7 +170,7 @@ class Attention(Mixer):
         ring_k, ring_v = cache.tensors["k"], cache.tensors["v"]
         n = min(S, W)
         slots = torch.arange(S - n, S, device=x.device) % W
-        o = ops.call("block_attention", q, ring_k[:, slots], ring_v[:, slots], k.to(ring_k.dtype),
+        o = ops.block_attention(q, ring_k[:, slots], ring_v[:, slots], k.to(ring_k.dtype),
                      v.to(ring_v.dtype), n, 1 / math.sqrt(self.head_dim))
         if commit:
             keep = min(G, W)
@@ -238,6 +238,3 @@ class Attention(Mixer):
         y_noised = self._attend(qn, torch.cat([k, kn], 1), torch.cat([v, vn], 1),
                                 torch.cat([before, own], -1), x_noised)
         return y_clean, y_noised
-
-
-MIXER = Attention

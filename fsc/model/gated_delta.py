@@ -131,11 +131,11 @@ class GatedDelta(FixedState):
         qkv = self._mixed(x)
         if self.d_conv:
             conv = cache.tensors["conv"]
-            qkv = ops.call("causal_conv_block", qkv, conv, self.conv_weight, None,
+            qkv = ops.causal_conv_block(qkv, conv, self.conv_weight, None,
                            conv if commit else None)
         q, k, v, g, beta = self._inputs(qkv, x)
         st = cache.tensors["state"]
-        o = ops.call("gated_delta_block", q, k, v, g, beta, st, 1 / math.sqrt(self.head_dim),
+        o = ops.gated_delta_block(q, k, v, g, beta, st, 1 / math.sqrt(self.head_dim),
                      st if commit else None)
         return self._out(o, x)
 
@@ -303,6 +303,3 @@ class GatedDelta(FixedState):
                 later = write(later, t)
             start += n
         return self._out(out, x)
-
-
-MIXER = GatedDelta

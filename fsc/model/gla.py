@@ -59,7 +59,7 @@ class GLA(FixedState):
         B, G, _ = x.shape
         q, k, v, gk = self._proj(x)
         st = cache.tensors["state"]
-        o = ops.call("gla_block", q, k, v, gk, st, 1 / math.sqrt(self.head_dim), st if commit else None)
+        o = ops.gla_block(q, k, v, gk, st, 1 / math.sqrt(self.head_dim), st if commit else None)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
     def forward_blockwise(self, x, block_lengths):
@@ -186,6 +186,3 @@ class GLA(FixedState):
             h = h * torch.exp(cum[:, -1])[..., None] + torch.einsum("bshk,bshv->bhkv", kb * tail, vb)
         o = torch.cat(outs, dim=1)
         return self.wo(o.reshape(B, T, -1).to(x.dtype))
-
-
-MIXER = GLA

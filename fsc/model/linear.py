@@ -55,7 +55,7 @@ class LinearAttention(FixedState):
         B, G, _ = x.shape
         q, k, v = self._qkv(x)
         st, z = cache.tensors["state"], cache.tensors["z"]
-        o = ops.call("linear_block", q, k, v, st, z, self.feature_map, self.eps,
+        o = ops.linear_block(q, k, v, st, z, self.feature_map, self.eps,
                    st if commit else None, z if commit else None)
         return self.wo(o.reshape(B, G, -1).to(x.dtype))
 
@@ -165,6 +165,3 @@ class LinearAttention(FixedState):
     def _synthetic_fill(self, name, t, generator):
         # A real prefix has z = Σ φ(k) > 0 and φ(k)vᵀ sums of matching size.
         t.uniform_(0.5, 1.5, generator=generator) if name == "z" else t.normal_(0, 1, generator=generator)
-
-
-MIXER = LinearAttention

@@ -100,15 +100,14 @@ class Mamba(FixedState):
         B, G, _ = x.shape
         z, xbc, dt = self._split(x)
         conv, ssm = cache.tensors["conv"], cache.tensors["ssm"]
-        xbc = ops.call("causal_conv_block", xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
+        xbc = ops.causal_conv_block(xbc, conv, self.conv_weight, self.conv_bias, conv if commit else None)
         xs, Bm, Cm = xbc.split([self.d_inner, self.d_state, self.d_state], dim=-1)
         A = self._A() if self.decay_from is None else self._rates(cache.positions(G))
         if A.dim() > 1:  # per token: [B, G, H]
             A = A.expand(B, G, self.n_heads)
         if self.min_rate is not None:  # per token, so that dt·A is at most -min_rate
             A = torch.minimum(A, -self.min_rate / self._step_sizes(dt).clamp_min(1e-30))
-        y = ops.call(
-            "mamba_block_scan",
+        y = ops.mamba_block_scan(
             self._heads(xs), dt, self.dt_bias, A, Bm, Cm, self.D, self._heads(z),
             ssm, ssm if commit else None,
         )
@@ -316,6 +315,3 @@ class Mamba(FixedState):
 
     def _synthetic_fill(self, name, t, generator):
         t.normal_(0.0, 0.5 if name == "ssm" else 1.0, generator=generator)
-
-
-MIXER = Mamba
