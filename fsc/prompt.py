@@ -20,8 +20,8 @@ def given_prompt(prompt: list[str] | None, prompt_file: Path | None,
     against the tokenizer later). UsageError for more than one prompt, or a file that cannot
     be read (see `read_prompt_file`)."""
     if prompt is not None and len(prompt) > 1:
-        raise UsageError(f"--prompt given {len(prompt)} times: fsc decode takes one prompt "
-                         "(run it once for each)")
+        raise UsageError(f"--prompt given {len(prompt)} times: --prompt is one prompt; "
+                         "give several in a file, one a line, with --prompts FILE")
     given = [name for name, value in (("--prompt", prompt), ("--prompt-ids", prompt_ids),
                                       ("--prompt-file", prompt_file)) if value is not None]
     if len(given) > 1:

@@ -24,7 +24,8 @@ def _one_line(res, says):
 
 def test_two_prompts_are_refused(fsc_main):
     _one_line(fsc_main("decode", "tiny_attn", "--prompt", "a", "--prompt", "b"),
-              "--prompt given 2 times")
+              "--prompt given 2 times: --prompt is one prompt; give several in a file, one a "
+              "line, with --prompts FILE")
 
 
 def test_triton_without_cuda_is_a_usage_error(fsc_main, monkeypatch):
