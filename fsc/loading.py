@@ -19,7 +19,7 @@ from fsc.model.cpu_layout import by_columns
 from fsc.model.layers import DTYPE_NAMES
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
-from fsc.source import has_published_weights, is_checkpoint, load_source_recipe
+from fsc.source import Source, has_published_weights
 from fsc.text import human_bytes
 
 
@@ -148,20 +148,23 @@ def reread(model, recipe: Recipe):
     return new.eval()
 
 
-def load_model(ref: str | Path, device="cpu", seed: int = 0, dtype=None, budget: int | None = None,
-               S: int = 0, B: int = 1, G: int = 1, one_token_steps: bool = False):
+def load_model(ref: str | Path | Source, device="cpu", seed: int = 0, dtype=None,
+               budget: int | None = None, S: int = 0, B: int = 1, G: int = 1,
+               one_token_steps: bool = False):
     """(recipe, model): a checkpoint's verified weights, a published folder's own weights (an
-    import source with *.safetensors), or seeded initial weights of a recipe.
+    import source with *.safetensors), or seeded initial weights of a recipe; `ref` names it,
+    or is its `Source`, read already.
 
     Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
     recipe's) against `budget` bytes (default: the device's free memory). With
     `one_token_steps` (a caller that decodes one token at a time: AR at batch 1), the weights
     are stored by columns on a CPU (`fsc.model.cpu_layout`).
     """
-    recipe = load_source_recipe(ref)
+    src = ref if isinstance(ref, Source) else Source.read(ref)
+    recipe, ref = src.recipe, src.ref
     check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
     copy = False if one_token_steps else None  # by_columns copies out of the file's map itself
-    if is_checkpoint(ref):
+    if src.is_checkpoint:
         recipe, model = load_checkpoint(Path(ref), device=device, dtype=dtype, copy=copy)
     elif has_published_weights(ref):
         model = load_published(str(ref), device=device, copy=copy)[1]

@@ -1,6 +1,8 @@
 """What a command was pointed at: a recipe (path or shipped name), a checkpoint directory, or
 an import source (a published model's folder with config.json, or hf:ORG/NAME[@REV]), read
-through its config as a recipe (fsc.imports).
+through its config as a recipe (fsc.imports). `Source.read` resolves it once into what every
+command asks of it: the recipe, the checkpoint's config, the tokenizer its text is read with,
+whether its sequences begin with BOS, and where its weights come from.
 
 Light (no torch): commands read the recipe and check their options with it before anything
 heavy is imported. Building or loading the model is fsc.loading.
@@ -9,6 +11,7 @@ heavy is imported. Building or loading the model is fsc.loading.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
@@ -72,56 +75,10 @@ def checkpoint_tokenizer(ref: str | Path) -> Path | None:
     return path.parent if is_checkpoint(ref) and path.is_file() else None
 
 
-def text_tokenizer(ref: str | Path) -> str | None:
-    """The tokenizer a model reads text with, by one rule: a checkpoint's own tokenizer.json,
-    else the one its training recorded (a path relative to the checkpoint, or absolute, as
-    older checkpoints wrote it); a published model's folder: its tokenizer.json; None: fsc's
-    byte tokenizer (a recipe's seeded weights, a checkpoint trained on bytes), or no tokenizer
-    at all for an import source that has none (`source_tokenizer` says so)."""
-    own = checkpoint_tokenizer(ref)
-    if own is not None:
-        return str(own)
-    trained = checkpoint_config(ref).get("training")
-    spec = trained.get("tokenizer") if isinstance(trained, dict) else None
-    if spec:
-        return str(Path(ref) / spec) if not Path(spec).is_absolute() else spec
-    if is_import_source(ref) and (Path(ref) / "tokenizer.json").is_file():
-        return str(ref)
-    return None
-
-
-def source_tokenizer(ref: str | Path, given: str | Path | None = None, need_mask: bool = True):
-    """The tokenizer of the model `ref` names (`text_tokenizer`), or `given` (--tokenizer);
-    `need_mask` for a diffusion model. A published model without a tokenizer reads ids alone
-    (text is refused in one line), never fsc's bytes."""
-    spec = given if given is not None else text_tokenizer(ref)
-    if spec is None and is_import_source(ref):
-        return IdTokenizer(load_source_recipe(ref).vocab_size)
-    return load_tokenizer(spec, need_mask)
-
-
 def has_published_weights(ref: str | Path) -> bool:
     """A local import source with its weights (an hf: source is read for its config alone:
     `fsc import` fetches the weights)."""
     return is_import_source(ref) and not str(ref).startswith("hf:") and has_weights(Path(ref))
-
-
-def starts_with_bos(ref: str | Path, tokenizer=None) -> bool:
-    """Whether the model's sequences begin with BOS: a published model's (an import source, or
-    a checkpoint `fsc import` wrote) as its tokenizer begins a text; any other checkpoint as
-    its config.json says (`bos`). fsc trains without one, so a checkpoint written before the
-    field existed, and a recipe's seeded weights, begin without BOS too. `tokenizer`: the
-    model's own, where the caller has it loaded (`source_tokenizer` without --tokenizer), so
-    that its tokenizer.json is not read a second time."""
-    config = checkpoint_config(ref)
-    if config.get("bos") is True:
-        return True
-    if config.get("imported_from") or is_import_source(ref):
-        if tokenizer is None:
-            spec = text_tokenizer(ref)
-            tokenizer = None if spec is None else load_tokenizer(spec, need_mask=False)
-        return bool(getattr(tokenizer, "adds_bos", False))
-    return False
 
 
 def published_origin(ref: str | Path) -> str | None:
@@ -131,16 +88,83 @@ def published_origin(ref: str | Path) -> str | None:
     return imported.rpartition(" (")[0] or imported if isinstance(imported, str) else None
 
 
-def weights_origin(ref: str | Path, seed: int) -> str:
-    """Where a model's weights come from, said plainly: seeded random weights are untrained."""
-    if has_published_weights(ref):
-        return f"published weights of {ref}"
-    if not is_checkpoint(ref):
-        return f"seeded random weights (seed {seed}, untrained)"
-    config = checkpoint_config(ref)
-    saved_seed = config.get("seed")
-    if config.get("imported_from"):
-        return f"checkpoint {ref}: published weights of {config['imported_from']}"
-    if saved_seed is not None:
-        return f"checkpoint {ref}: seeded random weights (seed {saved_seed}, untrained)"
-    return f"checkpoint {ref}"
+@dataclass(frozen=True)
+class Source:
+    """A model's source read once: `ref` (a training directory resolved to its newest step),
+    its recipe (an import source's read from its config; the weights are not read) and, for a
+    checkpoint, its config.json (`config`, {} for anything else)."""
+
+    ref: str
+    recipe: Recipe
+    config: dict
+
+    @classmethod
+    def read(cls, ref: str | Path) -> Source:
+        ref = resolved(str(ref))
+        return cls(ref, load_source_recipe(ref), checkpoint_config(ref))
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return is_checkpoint(self.ref)
+
+    @property
+    def training(self) -> dict:
+        """What `fsc train` recorded ({} for none, or a recipe)."""
+        trained = self.config.get("training")
+        return trained if isinstance(trained, dict) else {}
+
+    def text_tokenizer(self) -> str | None:
+        """The tokenizer the model reads text with, by one rule: a checkpoint's own
+        tokenizer.json, else the one its training recorded (a path relative to the checkpoint,
+        or absolute, as older checkpoints wrote it); a published model's folder: its
+        tokenizer.json; None: fsc's byte tokenizer (a recipe's seeded weights, a checkpoint
+        trained on bytes), or no tokenizer at all for an import source that has none
+        (`tokenizer` says so)."""
+        own = checkpoint_tokenizer(self.ref)
+        if own is not None:
+            return str(own)
+        spec = self.training.get("tokenizer")
+        if spec:
+            return str(Path(self.ref) / spec) if not Path(spec).is_absolute() else spec
+        if is_import_source(self.ref) and (Path(self.ref) / "tokenizer.json").is_file():
+            return self.ref
+        return None
+
+    def tokenizer(self, given: str | Path | None = None, need_mask: bool = True):
+        """The model's tokenizer (`text_tokenizer`), or `given` (--tokenizer); `need_mask` for
+        a diffusion model. A published model without a tokenizer reads ids alone (text is
+        refused in one line), never fsc's bytes."""
+        spec = given if given is not None else self.text_tokenizer()
+        if spec is None and is_import_source(self.ref):
+            return IdTokenizer(self.recipe.vocab_size)
+        return load_tokenizer(spec, need_mask)
+
+    def starts_with_bos(self, tokenizer=None) -> bool:
+        """Whether the model's sequences begin with BOS: a published model's (an import
+        source, or a checkpoint `fsc import` wrote) as its tokenizer begins a text; any other
+        checkpoint as its config.json says (`bos`). fsc trains without one, so a checkpoint
+        written before the field existed, and a recipe's seeded weights, begin without BOS
+        too. `tokenizer`: the model's own, where the caller has it loaded (`tokenizer()`
+        without --tokenizer), so that its tokenizer.json is not read a second time."""
+        if self.config.get("bos") is True:
+            return True
+        if self.config.get("imported_from") or is_import_source(self.ref):
+            if tokenizer is None:
+                spec = self.text_tokenizer()
+                tokenizer = None if spec is None else load_tokenizer(spec, need_mask=False)
+            return bool(getattr(tokenizer, "adds_bos", False))
+        return False
+
+    def weights(self, seed: int) -> str:
+        """Where the model's weights come from, said plainly: seeded random weights are
+        untrained."""
+        if has_published_weights(self.ref):
+            return f"published weights of {self.ref}"
+        if not self.is_checkpoint:
+            return f"seeded random weights (seed {seed}, untrained)"
+        if self.config.get("imported_from"):
+            return f"checkpoint {self.ref}: published weights of {self.config['imported_from']}"
+        if self.config.get("seed") is not None:
+            return (f"checkpoint {self.ref}: seeded random weights (seed "
+                    f"{self.config['seed']}, untrained)")
+        return f"checkpoint {self.ref}"

@@ -130,7 +130,7 @@ def named_tokens(folder: Path) -> dict[str, str]:
 
 def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:
     """`text` as a model's sequence begins: after the BOS token when the model was trained
-    with one (`bos`, from its checkpoint: fsc.source.starts_with_bos), else the text's tokens
+    with one (`bos`, from its checkpoint: fsc.source.Source.starts_with_bos), else the text's tokens
     alone. An empty text starts from BOS either way (there is nothing else to start from),
     when the tokenizer has one."""
     return begun(tokenizer.encode(text), tokenizer, bos)

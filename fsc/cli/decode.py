@@ -110,36 +110,29 @@ def decode(
     from fsc.blocks import block_setting, parse_ids
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
-    from fsc.source import (
-        load_source_recipe,
-        resolved,
-        source_tokenizer,
-        starts_with_bos,
-        text_tokenizer,
-        weights_origin,
-    )
+    from fsc.source import Source
     from fsc.tokenizer import IdTokenizer
     from fsc.tokenizer import prompt_ids as text_ids
 
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
     prompt = given_prompt(prompt, prompt_file, prompt_ids)
-    source = resolved(source)  # a training directory (or its `latest`): its newest step
+    src = Source.read(source)  # a training directory (or its `latest`): its newest step
+    source, source_recipe = src.ref, src.recipe
 
     # Everything a user can get wrong is checked before torch is imported.
-    source_recipe = load_source_recipe(source)
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
     if mode_ == "diffusion" and g != source_recipe.block_size:
-        _off_block(source, source_recipe.block_size, g, tokenizer)
-    if prompt_ids is not None and (tokenizer or text_tokenizer(source)) is None:
+        _off_block(src, g, tokenizer)
+    if prompt_ids is not None and (tokenizer or src.text_tokenizer()) is None:
         tok = IdTokenizer(source_recipe.vocab_size)  # ids in, ids out
     else:  # the model's own tokenizer (fsc.source: one rule for every command)
-        tok = source_tokenizer(source, tokenizer, need_mask=mode_ != "ar")
+        tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)
     else:  # as the checkpoint was trained
         texts = [r["prompt"] for _, r in records] if records else [prompt]
-        bos = starts_with_bos(source, None if tokenizer else tok)
+        bos = src.starts_with_bos(None if tokenizer else tok)
         rows = [text_ids(tok, t, bos) for t in texts]
         ids = max(rows, key=len)  # with --prompts: the longest, checked at B rows
         if records and not all(rows):
@@ -161,7 +154,7 @@ def decode(
     check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
                       chunk=prefill_chunk)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
-    recipe, model = load_model(source, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
+    recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
@@ -170,11 +163,11 @@ def decode(
         from fsc.cli.decode_prompts import decode_prompts
 
         return decode_prompts(model, tok, recipe.name, records, rows, cfg, device,
-                              batch or BATCH, weights_origin(source, seed))
+                              batch or BATCH, src.weights(seed))
     with ops.trace() as ran:
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends
-    res.stats["weights"] = weights_origin(source, seed)
+    res.stats["weights"] = src.weights(seed)
     text = tok.decode(res.token_ids)
     if as_json:
         print_json({"recipe": recipe.name, "prompt": prompt, "prompt_ids": ids, "text": text,
@@ -210,20 +203,22 @@ def _prompt_line(s: dict) -> str:
     return took
 
 
-def _off_block(source: str, trained_G: int, G: int, tokenizer: Path | None) -> None:
-    """Trained weights decoded by block diffusion at a G they were not trained at: a note on
-    stderr, or UsageError for an autoregressive model whose tokenizer has no mask token."""
+def _off_block(src, G: int, tokenizer: Path | None) -> None:
+    """Trained weights (`src`, a fsc.source.Source) decoded by block diffusion at a G they
+    were not trained at: a note on stderr, or UsageError for an autoregressive model whose
+    tokenizer has no mask token."""
     from fsc.errors import UsageError
-    from fsc.source import has_published_weights, is_checkpoint, source_tokenizer
+    from fsc.source import has_published_weights
 
-    if not (is_checkpoint(source) or has_published_weights(source)):
+    source, trained_G = src.ref, src.recipe.block_size
+    if not (src.is_checkpoint or has_published_weights(source)):
         return  # a recipe's seeded weights learned no G
     if trained_G > 1:
         say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
             "it learned")
         return
     adapt = f"adapt it first (fsc train {source} --G {G} --data TEXT ...) or decode with --mode ar"
-    if source_tokenizer(source, tokenizer, need_mask=False).mask_id is None:
+    if src.tokenizer(tokenizer, need_mask=False).mask_id is None:
         raise UsageError(f"{source} is autoregressive (G 1) and its tokenizer has no mask token "
                          f"for block diffusion: {adapt}")
     say(f"note: {source} is autoregressive (G 1), never trained to denoise: {adapt}")

@@ -46,7 +46,7 @@ from fsc.loading import free_bytes, load_model
 from fsc.model.lm import reading
 from fsc.recipe import Recipe
 from fsc.seeds import derive
-from fsc.source import load_source_recipe, resolve_checkpoint, starts_with_bos
+from fsc.source import Source, load_source_recipe, resolve_checkpoint
 from fsc.text import human_bytes
 from fsc.tokenizer import begun
 
@@ -211,14 +211,14 @@ def _reference(grid: EvalGrid, scorer, samples, length: int, tick) -> dict:
 def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: Decoding,
              device, tick) -> dict:
     t0 = time.perf_counter()
-    who = {}
+    who, bos = {}, grid.bos
     if d.checkpoint is not None:  # a baseline decoded on the same prompts
-        recipe = load_source_recipe(d.checkpoint)
-        _, model = load_model(d.checkpoint, device=device, seed=grid.settings.seed)
-        who = {"checkpoint": d.checkpoint, "recipe": recipe.name,
-               "recipe_hash": recipe.recipe_hash}
+        src = Source.read(d.checkpoint)
+        _, model = load_model(src, device=device, seed=grid.settings.seed)
+        who = {"checkpoint": d.checkpoint, "recipe": src.recipe.name,
+               "recipe_hash": src.recipe.recipe_hash}
+        bos = src.starts_with_bos()
     outs, nlls, seconds, passes, tokens, blocks, steps, early = [], [], 0.0, 0, 0, 0, 0, 0
-    bos = starts_with_bos(d.checkpoint) if d.checkpoint is not None else grid.bos
     # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
     at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
           else model.recipe.as_autoregressive())

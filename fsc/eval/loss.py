@@ -3,7 +3,7 @@ form comparable across backbones and between diffusion and autoregressive checkp
 
 - Autoregressive checkpoints (and `--mode ar`): the exact next-token NLL of every position
   but the first of each sequence, in nats per token; of every position, read after BOS, for
-  a model whose sequences begin with BOS (an imported Llama's: `fsc.source.starts_with_bos`).
+  a model whose sequences begin with BOS (an imported Llama's: `fsc.source.Source.starts_with_bos`).
 - Block-diffusion checkpoints: the masked-diffusion bound (the ELBO) of every block of the
   sequence given the clean blocks before it, read in one two-stream forward. The bound of a
   block of G positions is ∫₀¹ (1/t) E[Σ_masked CE] dt with each position masked with

@@ -25,13 +25,7 @@ import torch
 from fsc.errors import FscError, UsageError
 from fsc.hub.reach import looks_local, quiet, unreachable
 from fsc.loading import load_model
-from fsc.source import (
-    is_checkpoint,
-    load_source_recipe,
-    resolve_checkpoint,
-    source_tokenizer,
-    starts_with_bos,
-)
+from fsc.source import Source, is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.text import first_line
 from fsc.tokenizer import ByteTokenizer
 
@@ -58,21 +52,21 @@ class FscScorer:
     from one block-causal forward with blocks of one token."""
 
     def __init__(self, spec: str, device, seed: int = 0):
-        source = str(resolve_checkpoint(spec))
-        recipe = load_source_recipe(source)
+        src = Source.read(spec)
+        source, recipe = src.ref, src.recipe
         if recipe.block_size != 1:
             raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
                              f"{recipe.block_size}); a scorer must be autoregressive (trained "
                              "with --objective ar, or imported with fsc import)")
-        self.tokenizer = source_tokenizer(source, need_mask=False)  # its own, as decode's
+        self.tokenizer = src.tokenizer(need_mask=False)  # its own, as decode's
         if self.tokenizer.vocab_size > recipe.vocab_size:
             raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
                              f"tokens but its vocab_size is {recipe.vocab_size}")
-        _, self.model = load_model(source, device=device, seed=seed)
+        _, self.model = load_model(src, device=device, seed=seed)
         self.model.eval()
         self.device = device
-        self.name = f"{recipe.name} ({source})" if is_checkpoint(source) else recipe.name
-        self.bos = starts_with_bos(source, self.tokenizer)
+        self.name = f"{recipe.name} ({source})" if src.is_checkpoint else recipe.name
+        self.bos = src.starts_with_bos(self.tokenizer)
 
     def logits(self, ids: list[int]) -> torch.Tensor:
         """Next-token logits [len(ids), V] at every position."""

@@ -29,7 +29,7 @@ from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.loading import load_model, torch_device
-from fsc.source import resolve_checkpoint, source_tokenizer, starts_with_bos
+from fsc.source import Source, resolve_checkpoint
 from fsc.tokenizer import ByteTokenizer, HFTokenizer, IdTokenizer
 
 
@@ -90,18 +90,19 @@ class FscLM(TemplateLM):
         asked = str(device)  # the harness's default is cuda:0: without CUDA, the CPU
         no_cuda = asked.startswith("cuda") and not torch.cuda.is_available()
         device = torch_device("cpu" if no_cuda else asked)
-        _, self.model = load_model(source, device=device, seed=self.seed)
+        src = Source.read(source)
+        _, self.model = load_model(src, device=device, seed=self.seed)
         if no_cuda:
             print(f"note: --device {asked}: no CUDA device is available; running on the CPU "
                   "(as the harness's hf model does)", file=sys.stderr)
         self.model.eval()
         self.G = self.model.recipe.block_size
         self.mode = "ar" if self.G == 1 else "diffusion"
-        self.tok = source_tokenizer(source, need_mask=self.mode == "diffusion")
+        self.tok = src.tokenizer(need_mask=self.mode == "diffusion")
         if isinstance(self.tok, IdTokenizer):
             raise UsageError(f"{pretrained}: no tokenizer.json beside the model; the harness "
                              "reads text")
-        self.bos = starts_with_bos(source, self.tok)  # an imported model: as its tokenizer begins a text
+        self.bos = src.starts_with_bos(self.tok)  # an imported model: as its tokenizer begins a text
         bos, self._eot = self.tok.bos_id, self.tok.eos_id
         if isinstance(self.tok, ByteTokenizer) and not self.bos:
             bos = None  # a model trained without BOS begins from EOS, as the harness does then

@@ -31,7 +31,7 @@ from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
 from fsc.provenance import environment
 from fsc.scale import recording
-from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, weights_origin
+from fsc.source import Source
 from fsc.text import first_line
 
 
@@ -83,8 +83,8 @@ def check(request: HarnessRequest) -> tuple[str, object, tuple[str, int, int]]:
         paths.output_dir(Path(request.output_path), f"--output-path {request.output_path}",
                          replace=True)
     torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
-    source = str(resolve_checkpoint(request.source))
-    recipe = load_source_recipe(source)  # one line if it is not a model
+    src = Source.read(request.source)  # one line if it is not a model
+    source, recipe = src.ref, src.recipe
     if recipe.block_size == 1 and request.steps is not None:
         raise UsageError(f"--steps {request.steps}: {request.source} is autoregressive (G 1): "
                          "it generates with no denoising steps")
@@ -94,7 +94,8 @@ def check(request: HarnessRequest) -> tuple[str, object, tuple[str, int, int]]:
 def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
     """One row per (task, metric) of the harness's results."""
     version = harness_version()
-    origin = weights_origin(source, 0) if not is_checkpoint(source) else f"checkpoint {source}"
+    src = Source.read(source)
+    origin = src.weights(0) if not src.is_checkpoint else f"checkpoint {source}"
     rows = []
     for task, metrics in results.get("results", {}).items():
         n = results.get("n-samples", {}).get(task, {}).get("effective")

@@ -5,14 +5,13 @@ that the command's option errors come before torch is imported."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from fsc import corpora
 from fsc.data.mix import parse_mix
 from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES
 from fsc.errors import UsageError
 from fsc.recipe import parse_changes
-from fsc.source import checkpoint_config, resolve_checkpoint
+from fsc.source import Source
 from fsc.text import printable
 
 DEFAULT_PAIRS = (8,)  # mqar's pairs unless --pairs says
@@ -121,12 +120,6 @@ def is_text(data) -> bool:
     return isinstance(data, str) and (corpora.is_corpus(data) or data.endswith(TEXT_SUFFIXES))
 
 
-def training_record(source: str | Path) -> dict:
-    """What `fsc train` recorded in the checkpoint `source` ({} for none, or a recipe)."""
-    trained = checkpoint_config(source).get("training")
-    return trained if isinstance(trained, dict) else {}
-
-
 def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     """`request` with its task filled in from the training record `trained` (default_task);
     UsageError for an option its task does not take: several --steps, genppl's options, or
@@ -166,4 +159,4 @@ def precheck(request: EvalRequest) -> None:
     """The checks of `checked`, with the training record of the checkpoint `request` names,
     for a caller that has not loaded torch yet (the command line)."""
     parse_changes(request.changes)
-    checked(request, training_record(resolve_checkpoint(request.source)))
+    checked(request, Source.read(request.source).training)

@@ -37,16 +37,13 @@ from fsc.scale.eval_request import (
     EvalRequest,
     checked,
     trained_text,
-    training_record,
 )
 from fsc.source import (
+    Source,
     checkpoint_config,
     is_checkpoint,
     load_source_recipe,
     resolve_checkpoint,
-    source_tokenizer,
-    starts_with_bos,
-    text_tokenizer,
 )
 from fsc.store import Store
 from fsc.store.connect import utcnow
@@ -88,9 +85,9 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     """(grid, recipe, tokenizer): the grid `request` asks for, with what training recorded
     filling in the mode, tokenizer, needle digits and lengths it leaves open; UsageError for
     one that cannot be scored."""
-    source = str(resolve_checkpoint(request.source))
-    recipe = load_source_recipe(source).changed(parse_changes(request.changes))
-    trained = training_record(source)  # what `fsc train` recorded
+    src = Source.read(request.source)
+    source, recipe = src.ref, src.recipe.changed(parse_changes(request.changes))
+    trained = src.training  # what `fsc train` recorded
     request = checked(request, trained)  # the task filled in, the options it takes checked
     mode = request.mode
     if mode is None and trained.get("objective") is not None:
@@ -99,11 +96,11 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     pairs = request.pairs or DEFAULT_PAIRS
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
-    tok = source_tokenizer(source, request.tokenizer, need_mask=mode != "ar")
+    tok = src.tokenizer(request.tokenizer, need_mask=mode != "ar")
     if isinstance(tok, IdTokenizer):
         raise UsageError(f"{request.source}: no tokenizer.json beside the model, and fsc eval "
                          "reads text: give --tokenizer")
-    tok_spec = request.tokenizer if request.tokenizer is not None else text_tokenizer(source)
+    tok_spec = request.tokenizer if request.tokenizer is not None else src.text_tokenizer()
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
@@ -127,7 +124,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     DataOptions(digits, pairs[0], request.text_field),
                     str(tok_spec) if tok_spec is not None else None, gen,
                     _suite_knobs(request, trained),
-                    bos=starts_with_bos(source, None if request.tokenizer else tok),
+                    bos=src.starts_with_bos(None if request.tokenizer else tok),
                     changes=request.changes)
     check(grid, tok)
     return grid, recipe, tok

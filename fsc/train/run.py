@@ -31,7 +31,7 @@ from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.sections import MAX_NAME
-from fsc.source import is_checkpoint, load_source_recipe, resolve_checkpoint, text_tokenizer
+from fsc.source import Source, is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train import parallel, ranks
@@ -89,7 +89,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     if G is not None:
         recipe, origin = adapted(source, recipe, G, objective, logit_shift)
         if origin is not None and settings.get("tokenizer") is None:
-            settings["tokenizer"] = text_tokenizer(source)  # the AR model's own tokenizer
+            settings["tokenizer"] = Source.read(source).text_tokenizer()  # the AR model's own
     # an adaptation defaults to blocks (docs/training.md: every block supervised, 12-16 times
     # frontier's positions a second on text); a run from scratch keeps frontier, every
     # stored run's objective

@@ -11,7 +11,7 @@ from fsc.checkpoint.layout import CHECKSUMS_FILE, read_checksums, write_checksum
 from fsc.data.sources import BOS
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
-from fsc.source import starts_with_bos
+from fsc.source import Source
 from fsc.tokenizer import ByteTokenizer, load_tokenizer, prompt_ids
 
 TOK = ByteTokenizer()
@@ -48,10 +48,10 @@ def test_the_checkpoint_records_its_convention(tmp_path):
     assert BOS is False  # fsc trains without BOS
     plain = _checkpoint(tmp_path / "plain")
     assert json.loads((plain / "config.json").read_text())["bos"] is False
-    assert not starts_with_bos(plain)
-    assert starts_with_bos(_checkpoint(tmp_path / "bos", bos=True))
-    assert not starts_with_bos(_without_bos_field(_checkpoint(tmp_path / "old")))
-    assert not starts_with_bos("tiny_attn")  # a recipe's seeded weights
+    assert not Source.read(plain).starts_with_bos()
+    assert Source.read(_checkpoint(tmp_path / "bos", bos=True)).starts_with_bos()
+    assert not Source.read(_without_bos_field(_checkpoint(tmp_path / "old"))).starts_with_bos()
+    assert not Source.read("tiny_attn").starts_with_bos()  # a recipe's seeded weights
 
 
 @pytest.mark.parametrize("kind, bos", [("plain", False), ("bos", True), ("old", False)])
