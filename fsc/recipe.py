@@ -1,38 +1,38 @@
-"""Recipes: YAML → validated `Recipe` → layer plan and content hash.
+"""Recipes: the schema, YAML → validated `Recipe` → layer plan and content hash.
 
 The schema is strict: unknown keys, booleans or text where a number belongs, non-finite numbers,
 sizes beyond any real model (the bounds below, listed in docs/models.md) and sections that place
 or configure nothing are refused. `load_recipe` raises `RecipeError` with one line:
-``<file>: <field.path>: <problem> (got <value>); allowed: <what is>``.
+``<file>: <field.path>: <problem> (got <value>); allowed: <what is>``. Finding and reading the
+file is fsc.recipe_yaml's; wording a validation error, fsc.recipe_errors'.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
-import types
-import typing
 from collections import Counter
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    Field,
-    ValidationError,
-    create_model,
-    field_validator,
-    model_validator,
-)
-from pydantic.fields import FieldInfo
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from fsc.dtypes import DTYPE_BYTES  # noqa: F401 - re-exported
 from fsc.errors import RecipeError, UsageError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
-from fsc.recipe_yaml import MAX_SHOWN, one_line, parse_yaml, read_text, show, source_name
+from fsc.recipe_errors import format_error
+from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-exported here too
+    PUBLISHED,  # noqa: F401 - re-exported
+    parse_yaml,
+    published_recipes,  # noqa: F401 - re-exported
+    read_text,
+    resolve_path,
+    shipped_dir,  # noqa: F401 - re-exported
+    shipped_recipes,  # noqa: F401 - re-exported
+    source_name,
+)
 from fsc.sections import (
     ADDED,
     EPS_RANGE,
@@ -434,93 +434,6 @@ def _pruned(fields: dict) -> dict:
     return {k: _pruned(v) if isinstance(v, dict) else v for k, v in fields.items() if v is not None}
 
 
-# -- error messages ------------------------------------------------------------------------------
-_PROBLEMS = {
-    "int_type": "expected an integer", "float_type": "expected a number",
-    "finite_number": "expected a finite number", "string_type": "expected text",
-    "model_type": "expected a mapping", "dict_type": "expected a mapping",
-    "list_type": "expected a list", "literal_error": "not an allowed value",
-    "missing": "required field is missing", "greater_than_equal": "too small",
-    "greater_than": "too small", "less_than_equal": "too large", "less_than": "too large",
-    "too_long": "too many entries", "string_too_long": "too long", "string_too_short": "empty",
-}
-
-
-def _at(loc: tuple) -> tuple[type[BaseModel] | None, FieldInfo | None]:
-    """The schema section and field at `loc` (list indices stay on their list's field)."""
-    model, field = Recipe, None
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if model is None or part not in model.model_fields:
-            return None, None
-        field = model.model_fields[part]
-        model = next((a for a in _alternatives(field.annotation)
-                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
-    return model, field
-
-
-def _alternatives(annotation) -> tuple:
-    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
-    return typing.get_args(annotation) if union else (annotation,)
-
-
-def _num(x: float) -> str:
-    return str(x) if isinstance(x, int) else f"{x:g}"
-
-
-def _describe(field: FieldInfo | None) -> str:
-    """What a field accepts, from its type and bounds (or its description)."""
-    if field is None:
-        return ""
-    if field.description:
-        return field.description
-    for a in _alternatives(field.annotation):
-        if typing.get_origin(a) is Literal:
-            return ", ".join(typing.get_args(a))
-        if isinstance(a, type) and issubclass(a, BaseModel):
-            return "a mapping of " + ", ".join(a.model_fields)
-    b = {k: getattr(m, k) for m in field.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
-    if "le" not in b:
-        return ""
-    kind = "an integer" if int in _alternatives(field.annotation) else "a finite number"
-    low = f"from {_num(b['ge'])} to" if "ge" in b else f"above {_num(b['gt'])} up to"
-    return f"{kind} {low} {_num(b['le'])}"
-
-
-def _message(source: str, loc: tuple, problem: str, got: object = ..., allowed: str = "") -> str:
-    where = ".".join(one_line(str(p), MAX_SHOWN) for p in loc)
-    text = f"{source}: {where}: {problem}" if where else f"{source}: {problem}"
-    if got is not ...:
-        text += f" (got {show(got)})"
-    return one_line(f"{text}; allowed: {allowed}" if allowed else text)
-
-
-def _format_error(source: str, err: ValidationError) -> str:
-    # An unknown key first: a misspelt key also reports its correct spelling as missing.
-    e = min(err.errors(include_url=False),
-            key=lambda e: e["type"] not in ("extra_forbidden", "invalid_key"))
-    loc = tuple(e["loc"])
-    bad = (e.get("ctx") or {}).get("error")
-    if isinstance(bad, Bad):
-        where = loc + bad.field
-        return _message(source, where, bad.problem, bad.got, bad.allowed or _describe(_at(where)[1]))
-    if e["type"] in ("extra_forbidden", "invalid_key"):
-        model = _at(loc[:-1])[0]
-        allowed = list(model.model_fields) if model is not None else []
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        home = [k for k, spec in MIXERS.items()
-                if model is Recipe and loc[-1] in spec.section.model_fields]
-        problem = ("unknown key" + (f" (did you mean {close[0]}?)" if close else "")
-                   + (f" (it belongs in {' or '.join(home)})" if home else ""))
-        return _message(source, loc, problem, allowed=", ".join(allowed))
-    problem = _PROBLEMS.get(e["type"]) or e["msg"].removeprefix("Value error, ")
-    got = ... if e["type"] == "missing" else e.get("input")
-    if e["type"] in ("too_long", "string_too_long"):
-        problem += f" ({len(got)} {'characters' if isinstance(got, str) else 'entries'})"
-    return _message(source, loc, problem, got, _describe(_at(loc)[1]))
-
-
 # Recipe fields that change how weights are read, never what weights there are: a checkpoint
 # can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
 WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
@@ -560,44 +473,14 @@ def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:
     try:
         return Recipe.model_validate(data)
     except ValidationError as err:
-        raise RecipeError(_format_error(source, err)) from None
+        sections = {kind: spec.section for kind, spec in MIXERS.items()}
+        raise RecipeError(format_error(source, err, Recipe, sections)) from None
     except RecursionError:
         raise RecipeError(f"{source}: nested too deeply") from None
 
 
-def shipped_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "recipes"
-
-
-def resolve_path(ref: str | Path) -> Path:
-    """A recipe path, or the name of a shipped recipe (``tiny_hybrid``, or a published model's
-    ``published/Llama-3.1-8B``, whose dots are not a file suffix)."""
-    p = Path(ref)
-    try:
-        if p.exists():
-            return p
-        shipped = shipped_dir() / f"{ref}.yaml"
-        if p.suffix not in (".yaml", ".yml") and shipped.exists():
-            return shipped
-    except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
-        pass
-    raise RecipeError(f"{source_name(ref)}: no such recipe file (and no shipped recipe of that "
-                      "name; see `fsc recipes`)")
-
-
 def load_recipe(ref: str | Path) -> Recipe:
+    """The recipe at `ref` (a path, or a shipped recipe's name: `resolve_path`), read
+    (fsc.recipe_yaml) and validated; RecipeError with one line otherwise."""
     path = resolve_path(ref)
     return parse_recipe(parse_yaml(read_text(path), str(path)), str(path))
-
-
-def shipped_recipes() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
-
-
-PUBLISHED = "published"  # recipes/published/NAME.yaml: a command's ``published/NAME``
-
-
-def published_recipes() -> dict[str, Path]:
-    """The recipes `fsc import` makes of the published configs in recipes/published, named
-    as commands take them: ``published/NAME``."""
-    return {f"{PUBLISHED}/{p.stem}": p for p in sorted((shipped_dir() / PUBLISHED).glob("*.yaml"))}

@@ -1,5 +1,7 @@
-"""Reading a recipe file: a regular UTF-8 file of bounded size, parsed as YAML that a careless
-or hostile file cannot turn into a hang, a huge allocation or a misleading value.
+"""Reading a recipe file: finding it (a path, or the name of a shipped recipe: `resolve_path`,
+`shipped_recipes`, `published_recipes`), then reading a regular UTF-8 file of bounded size,
+parsed as YAML that a careless or hostile file cannot turn into a hang, a huge allocation or a
+misleading value. fsc.recipe validates the document (`load_recipe` there does both steps).
 
 - only regular files, at most MAX_BYTES (a FIFO or /dev/zero would block or never end);
 - duplicate keys are refused (YAML silently keeps the last one);
@@ -229,3 +231,36 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as e:
         raise RecipeError(f"{where}: is not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
                           f"{e.start})") from None
+
+
+def shipped_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "recipes"
+
+
+def resolve_path(ref: str | Path) -> Path:
+    """A recipe path, or the name of a shipped recipe (``tiny_hybrid``, or a published model's
+    ``published/Llama-3.1-8B``, whose dots are not a file suffix)."""
+    p = Path(ref)
+    try:
+        if p.exists():
+            return p
+        shipped = shipped_dir() / f"{ref}.yaml"
+        if p.suffix not in (".yaml", ".yml") and shipped.exists():
+            return shipped
+    except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
+        pass
+    raise RecipeError(f"{source_name(ref)}: no such recipe file (and no shipped recipe of that "
+                      "name; see `fsc recipes`)")
+
+
+def shipped_recipes() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
+
+
+PUBLISHED = "published"  # recipes/published/NAME.yaml: a command's ``published/NAME``
+
+
+def published_recipes() -> dict[str, Path]:
+    """The recipes `fsc import` makes of the published configs in recipes/published, named
+    as commands take them: ``published/NAME``."""
+    return {f"{PUBLISHED}/{p.stem}": p for p in sorted((shipped_dir() / PUBLISHED).glob("*.yaml"))}

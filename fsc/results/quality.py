@@ -17,7 +17,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fsc.results.figures import (
+from fsc.results.axes import (
     MARKERS,
     PALETTE,
     STYLES,

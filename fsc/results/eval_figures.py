@@ -1,0 +1,231 @@
+"""The training and evaluation figures (`fsc plot loss`, `niah`, `retrieval`, `ruler`):
+training loss against step, needle retrieval as a heatmap, retrieval and RULER's score against
+length ÷ training length; and the cells of the evaluation view each one draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from matplotlib.figure import Figure
+
+from fsc.results.axes import (
+    Rows,
+    _figure,
+    _legend,
+    _log2_axis,
+    _need,
+    grouped,
+    tokens,
+)
+
+
+def loss(rows: Rows, colour: dict[str, str]) -> Figure:
+    """Training loss against optimizer step, one line per run, one panel per task (data and
+    objective: losses of different tasks do not share an axis); the in-loop eval accuracy
+    below when the runs logged it."""
+    _need(rows, "training step", "fsc train records them")
+    acc = [r for r in rows if r.get("eval_accuracy") is not None]
+
+    def task(r) -> str:
+        return f"{r['data']} ({r['objective']})" if r.get("data") else ""
+
+    tasks = sorted({task(r) for r in rows})
+    title = "training loss" + (f" on {tasks[0]}" if len(tasks) == 1 and tasks[0] else "")
+    fig, axes = _figure(title, rows, size=(8.0 if len(tasks) == 1 else 5.0 * len(tasks) + 2,
+                                           6.0 if acc else 4.4),
+                        panels=(2 if acc else 1, len(tasks)), sharex="col",
+                        **({"height_ratios": [3, 1]} if acc else {}))
+    for col, name in enumerate(tasks):
+        ax = axes[0][col]
+        if len(tasks) > 1:
+            ax.set_title(name, fontsize=9)
+        for (run_id, recipe), line in grouped([r for r in rows if task(r) == name],
+                                              ("run_id", "recipe")).items():
+            ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
+                    color=colour[recipe], label=f"{recipe} · {run_id}")
+            got = [r for r in line if r.get("eval_accuracy") is not None]
+            if got:
+                axes[1][col].plot([r["step"] for r in got], [r["eval_accuracy"] for r in got],
+                                  marker="o", ms=3, lw=1, color=colour[recipe])
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.25)
+        if acc:
+            axes[1][col].set_ylim(-0.03, 1.03)
+            axes[1][col].grid(True, alpha=0.25)
+        axes[-1][col].set_xlabel("optimizer step")
+    axes[0][0].set_ylabel("loss (nats per token)")
+    if acc:
+        axes[1][0].set_ylabel("eval exact match")
+    handles, labels = [], []
+    for ax in axes[0]:
+        h, lab = ax.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    _legend(fig, handles, labels)
+    return fig
+
+
+METRICS = {"accuracy": "exact match (fraction of items)",
+           "token_accuracy": "token accuracy (fraction of scored tokens)"}
+
+
+def _metric(cells: Rows, metric: str) -> float:
+    """The metric over cells, weighted by their item counts."""
+    n = sum(c["n"] for c in cells)
+    return sum(c[metric] * c["n"] for c in cells) / n if n else float("nan")
+
+
+def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the niah heatmap draws."""
+    return [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+
+
+def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
+    """The evaluation rows the retrieval figure draws."""
+    return [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
+            and r.get(metric) is not None]
+
+
+def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
+    """Needle retrieval as a length × depth heatmap, one panel per checkpoint."""
+    cells = niah_cells(rows, metric)
+    _need(cells, "niah cell", "fsc eval --task niah records them")
+    panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
+    cols = min(3, len(panels))
+    n_rows = math.ceil(len(panels) / cols)
+    fig, axes = _figure(f"needle in a haystack: {metric.replace('_', ' ')}", cells,
+                        size=(3.6 * cols + 1.2, 3.2 * n_rows + 0.8), panels=(n_rows, cols))
+    image = None
+    for i, ((recipe, run_id, _ckpt), panel) in enumerate(panels.items()):
+        ax = axes[i // cols][i % cols]
+        lengths = sorted({c["length"] for c in panel})
+        depths = sorted({c["depth"] for c in panel})
+        grid = [[float("nan")] * len(lengths) for _ in depths]
+        for (d, L), got in grouped(panel, ("depth", "length")).items():
+            grid[depths.index(d)][lengths.index(L)] = _metric(got, metric)
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        for yi, line in enumerate(grid):
+            for xi, v in enumerate(line):
+                if not math.isnan(v):
+                    ax.text(xi, yi, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if v < 0.6 else "black")
+        ax.set_xticks(range(len(lengths)), [tokens(L) for L in lengths])
+        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths])
+        ax.set_xlabel("prompt length (tokens)")
+        ax.set_ylabel("needle depth (0 = start)")
+        several = len({c["run_id"] for c in cells}) > 1  # one run: the figure's title names it
+        ax.set_title(f"{recipe} · {run_id}" if several else recipe, fontsize=8,
+                     color=colour[recipe])
+    for i in range(len(panels), n_rows * cols):
+        axes[i // cols][i % cols].set_visible(False)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=METRICS[metric])
+    return fig
+
+
+def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
+    """Retrieval (over every depth or pair count) against length ÷ training length, one line
+    per backbone (and task, when more than one is shown)."""
+    cells = retrieval_cells(rows, metric)
+    _need(cells, "niah or mqar cell with a training length", "fsc eval RUN_DIR (a trained checkpoint) records them")
+    fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
+    ax = axes[0][0]
+    tasks = len({c["task"] for c in cells}) > 1
+    for (recipe, task, run_id), line in grouped(cells, ("recipe", "task", "run_id")).items():
+        by_ratio = grouped(line, ("length_ratio",))
+        x = [k[0] for k in by_ratio]
+        ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], lw=1.4, ms=4,
+                marker="s" if task == "mqar" else "o", ls="--" if task == "mqar" else "-",
+                color=colour[recipe], label=f"{recipe}{f' · {task}' if tasks else ''} · {run_id}")
+    ax.set_xscale("log", base=2)
+    _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("prompt length ÷ training length")
+    over = {"niah": "depths", "mqar": "pair counts"}
+    ax.set_ylabel(f"{METRICS[metric]},\nmean over "
+                  + " or ".join(over[t] for t in over if any(c["task"] == t for c in cells)))
+    ax.grid(True, alpha=0.25)
+    handles, labels = ax.get_legend_handles_labels()
+    _legend(fig, handles, labels)
+    return fig
+
+
+RULER_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt",
+               "cwe", "fwe")  # the suite's parts as `fsc eval --task ruler` scores them
+
+
+def ruler_part(row: dict) -> str:
+    """The suite's part a cell belongs to: its task, niah with its variant."""
+    return f"niah {row.get('variant') or 'single'}" if row["task"] == "niah" else row["task"]
+
+
+def ruler_cells(rows: Rows) -> Rows:
+    """The evaluation rows the RULER figure draws: scored cells with a training length."""
+    return [r for r in rows if r.get("score") is not None and r.get("length_ratio")]
+
+
+def ruler_scores(cells: Rows) -> dict[tuple, dict[str, dict[float, float]]]:
+    """{(recipe, run_id): {part: {length ratio: RULER's score over the part's cells}}}, an
+    `average` part beside the others (the mean over the parts, at ratios every part has)."""
+    out: dict[tuple, dict[str, dict[float, float]]] = {}
+    for key, line in grouped(cells, ("recipe", "run_id")).items():
+        parts = {part: {r[0]: _metric(got, "score")
+                        for r, got in grouped(rows, ("length_ratio",)).items()}
+                 for part, rows in _by_part(line).items()}
+        shared = set.intersection(*(set(v) for v in parts.values()))
+        parts["average"] = {x: sum(v[x] for v in parts.values()) / len(parts)
+                            for x in sorted(shared)}
+        out[key] = parts
+    return out
+
+
+def _by_part(rows: Rows) -> dict[str, Rows]:
+    got: dict[str, Rows] = defaultdict(list)
+    for r in rows:
+        got[ruler_part(r)].append(r)
+    return dict(got)
+
+
+def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
+    """RULER's score against length ÷ training length: a panel per part of the suite (niah's
+    variants, vt, cwe, fwe) and one of their average, a line per backbone (and run)."""
+    cells = ruler_cells(rows)
+    _need(cells, "scored cell with a training length",
+          "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them")
+    scores = ruler_scores(cells)
+    held = {p for parts in scores.values() for p in parts if p != "average"}
+    names = [p for p in RULER_ORDER if p in held] + sorted(held - set(RULER_ORDER))
+    names.append("average")
+    cols = min(4, len(names))
+    n_rows = math.ceil(len(names) / cols)
+    fig, axes = _figure("RULER-style score against length", cells,
+                        size=(3.0 * cols + 1.0, 2.6 * n_rows + 1.2), panels=(n_rows, cols),
+                        sharex=True, sharey=True)
+    several = len({run for _, run in scores}) > len({recipe for recipe, _ in scores})
+    for i, name in enumerate(names):
+        ax = axes[i // cols][i % cols]
+        for (recipe, run_id), parts in scores.items():
+            if parts.get(name):
+                x = sorted(parts[name])
+                ax.plot(x, [parts[name][v] for v in x], marker="o", ms=3, lw=1.3,
+                        color=colour[recipe],
+                        label=f"{recipe} · {run_id}" if several else recipe)
+        ax.set_title(name, fontsize=9, weight="bold" if name == "average" else "normal")
+        ax.set_xscale("log", base=2)
+        _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(True, alpha=0.25)
+        if i % cols == 0:
+            ax.set_ylabel("score (expected strings found)")
+        if i // cols == n_rows - 1 or i + cols >= len(names):
+            ax.set_xlabel("length ÷ training length")
+    for i in range(len(names), n_rows * cols):
+        axes[i // cols][i % cols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    _legend(fig, handles, labels)
+    return fig
