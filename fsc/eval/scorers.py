@@ -54,10 +54,7 @@ class FscScorer:
     def __init__(self, spec: str, device, seed: int = 0):
         src = Source.read(spec)
         source, recipe = src.ref, src.recipe
-        if recipe.block_size != 1:
-            raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
-                             f"{recipe.block_size}); a scorer must be autoregressive (trained "
-                             "with --objective ar, or imported with fsc import)")
+        _autoregressive(spec, recipe)
         self.tokenizer = src.tokenizer(need_mask=False)  # its own, as decode's
         if self.tokenizer.vocab_size > recipe.vocab_size:
             raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
@@ -93,12 +90,7 @@ class TransformersScorer:
     """A transformers causal LM (a local directory, or a Hub id where the Hub is reachable)."""
 
     def __init__(self, spec: str, device, seed: int = 0):
-        try:
-            transformers = importlib.import_module("transformers")
-        except ImportError:
-            raise UsageError(f"--scorer {spec}: not an fsc checkpoint or recipe, and a "
-                             "transformers model needs transformers (pip install 'fsc[hf]')"
-                             ) from None
+        transformers = _transformers(spec, "not an fsc checkpoint or recipe, and a")
         transformers.logging.set_verbosity_error()  # its notes and progress bars: not ours
         transformers.logging.disable_progress_bar()
         try:
@@ -160,11 +152,7 @@ def check_scorer(spec: str) -> str:
                              "(pip install 'fsc[hf]'), or import it first with fsc import")
         return "transformers"
     if is_checkpoint(source) or _is_recipe(spec):
-        recipe = load_source_recipe(str(source))
-        if recipe.block_size != 1:
-            raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
-                             f"{recipe.block_size}); a scorer must be autoregressive (trained "
-                             "with --objective ar, or imported with fsc import)")
+        _autoregressive(spec, load_source_recipe(str(source)))
         return "fsc"
     if looks_local(spec) or not re.fullmatch(r"[\w.-]+/[\w.-]+", spec):  # never the Hub's
         raise UsageError(f"--scorer {spec}: " + (
@@ -177,11 +165,7 @@ def check_scorer(spec: str) -> str:
 def _hub_config(spec: str) -> None:
     """UsageError (one line, at once) unless the Hub, or offline the local cache, has the
     config of Hub id `spec`; the client's retries are not shown."""
-    try:
-        transformers = importlib.import_module("transformers")
-    except ImportError:
-        raise UsageError(f"--scorer {spec}: a transformers model needs transformers "
-                         "(pip install 'fsc[hf]')") from None
+    transformers = _transformers(spec, "a")
     offline = unreachable()
     try:
         with quiet():
@@ -190,9 +174,26 @@ def _hub_config(spec: str) -> None:
         if offline is not None:
             raise UsageError(f"--scorer {spec}: not a local path, and not in the Hugging Face "
                              f"cache; the Hub is out of reach ({offline})") from None
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        first = first_line(e) or type(e).__name__
         raise UsageError(f"--scorer {spec}: cannot read its config from the Hub ({first[:160]})"
                          ) from None
+
+
+def _autoregressive(spec: str, recipe) -> None:
+    if recipe.block_size != 1:
+        raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
+                         f"{recipe.block_size}); a scorer must be autoregressive (trained "
+                         "with --objective ar, or imported with fsc import)")
+
+
+def _transformers(spec: str, what: str):
+    """The transformers module, or UsageError: `--scorer SPEC: WHAT transformers model needs
+    transformers`."""
+    try:
+        return importlib.import_module("transformers")
+    except ImportError:
+        raise UsageError(f"--scorer {spec}: {what} transformers model needs transformers "
+                         "(pip install 'fsc[hf]')") from None
 
 
 def load_scorer(spec: str, device, seed: int = 0):
