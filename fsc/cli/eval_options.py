@@ -1,7 +1,7 @@
 """Options of `fsc eval` declared beside the command: its --task choice, and the RULER-style
 suite's options (niah's --variant, --needles, --distractors; vt's --hops, --chains; cwe's and
 fwe's --words; --haystack; --export): `with_suite_options(names)` adds them to a command and
-hands it the ones given as `suite` (a dict; fsc.scale.eval_request and fsc.data.sources check
+hands it the ones given as `suite` (a dict; fsc.eval.request and fsc.data.sources check
 which task takes each, fsc.data.ruler their bounds). `fsc train` takes the knobs of the suite's
 training data (TRAIN_KNOBS)."""
 
@@ -91,7 +91,7 @@ def export_prompts(asked, folder: Path) -> None:
     """`fsc eval --export DIR`: the request's prompts written as harness tasks, and how to
     score them."""
     from fsc.cli.common import output_dir, say
-    from fsc.scale.evaluation import export
+    from fsc.eval.plan import export
 
     output_dir(folder, "--export", replace=True)  # a folder that takes files: one line if not
     grid, names = export(asked, folder)

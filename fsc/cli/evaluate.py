@@ -156,9 +156,9 @@ def evaluate(
     by a separate AR --scorer, beside the validation text). A row per cell in the store (view
     `evaluation`); --resume RUN_ID continues a run."""
     from fsc.errors import UsageError
+    from fsc.eval.request import EvalRequest, precheck
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
-    from fsc.scale.eval_request import EvalRequest, precheck
 
     if (source is None) == (resume is None):
         raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")

@@ -1,7 +1,7 @@
-"""`fsc eval`'s work: the grid a request asks of a checkpoint (fsc.eval.grid), filled in from
-what training recorded and checked before any model is loaded, then scored into an eval run in
-this process or by an executor's workers (one group per length), each cell stored as it
-arrives.
+"""`fsc eval`'s work: the grid a request asks of a checkpoint (fsc.eval.plan: filled in from
+what training recorded and checked before any model is loaded) scored into an eval run in this
+process or by an executor's workers (one group per length), each cell stored as it arrives; a
+run resumed from the cells it holds.
 """
 
 from __future__ import annotations
@@ -10,50 +10,18 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from fsc.blocks import POLICIES, block_setting
-from fsc.data.ruler import RulerOptions
-from fsc.data.sources import DataOptions
 from fsc.errors import UsageError
-from fsc.eval.export import write_tasks
-from fsc.eval.grid import (
-    DEFAULT_DEPTHS,
-    SHARED,
-    Decoding,
-    EvalCell,
-    EvalGrid,
-    EvalSettings,
-    GenSettings,
-)
-from fsc.eval.mauve import available as mauve_available
-from fsc.eval.scorers import check_scorer
-from fsc.eval.tasks import check, model_to_score, own_columns, samples_in, score, task_of
+from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
+from fsc.eval.plan import grid_of
+from fsc.eval.request import EvalRequest
+from fsc.eval.tasks import model_to_score, own_columns, samples_in, score, task_of
 from fsc.provenance import environment
-from fsc.recipe import Recipe, parse_changes
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
-from fsc.scale.eval_request import (
-    DEFAULT_PAIRS,
-    GENPPL_DEFAULTS,
-    SUITE_OPTIONS,
-    EvalRequest,
-    checked,
-    trained_text,
-)
-from fsc.source import (
-    Source,
-    checkpoint_config,
-    is_checkpoint,
-    load_source_recipe,
-    resolve_checkpoint,
-)
+from fsc.source import resolve_checkpoint
 from fsc.store import Store
 from fsc.store.connect import utcnow
 from fsc.store.run_ids import resolve_run
 from fsc.text import counted
-from fsc.tokenizer import IdTokenizer
-
-LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
-UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none
-GENPPL_LENGTH = 128  # genppl: tokens per sample unless --lengths says
 
 
 @dataclass
@@ -79,142 +47,6 @@ class Evaluated:
 def grid_order(cell: EvalCell) -> tuple:
     """A cell's place in its grid: length, then depth or pairs."""
     return cell.length, cell.depth or 0, cell.pairs or 0
-
-
-def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
-    """(grid, recipe, tokenizer): the grid `request` asks for, with what training recorded
-    filling in the mode, tokenizer, needle digits and lengths it leaves open; UsageError for
-    one that cannot be scored."""
-    src = Source.read(request.source)
-    source, recipe = src.ref, src.recipe.changed(parse_changes(request.changes))
-    trained = src.training  # what `fsc train` recorded
-    request = checked(request, trained)  # the task filled in, the options it takes checked
-    mode = request.mode
-    if mode is None and trained.get("objective") is not None:
-        mode = "ar" if trained["objective"] == "ar" else "diffusion"
-    depths = request.depths or DEFAULT_DEPTHS
-    pairs = request.pairs or DEFAULT_PAIRS
-    one_k = request.steps[0] if request.steps and request.task != "genppl" else None
-    mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
-    tok = src.tokenizer(request.tokenizer, need_mask=mode != "ar")
-    if isinstance(tok, IdTokenizer):
-        raise UsageError(f"{request.source}: no tokenizer.json beside the model, and fsc eval "
-                         "reads text: give --tokenizer")
-    tok_spec = request.tokenizer if request.tokenizer is not None else src.text_tokenizer()
-    if tok.vocab_size > recipe.vocab_size:
-        raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
-                         f"vocab_size is {recipe.vocab_size}")
-    digits = request.needle_digits or trained.get("needle_digits")  # None: the default for G
-    train_len = trained.get("seq_len")
-    lengths = request.lengths
-    if lengths is None:
-        base = train_len or UNKNOWN_TRAIN_LENGTH
-        lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
-            request.task, tuple(base * m for m in LENGTH_MULTIPLES))
-    data = request.data if request.data is not None else trained_text(request, trained)
-    gen = None
-    if request.task == "genppl":
-        filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
-        gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
-    grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
-                    depths, pairs,
-                    EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
-                                 train_len),
-                    digits, data,
-                    DataOptions(digits, pairs[0], request.text_field),
-                    str(tok_spec) if tok_spec is not None else None, gen,
-                    _suite_knobs(request, trained),
-                    bos=src.starts_with_bos(None if request.tokenizer else tok),
-                    changes=request.changes)
-    check(grid, tok)
-    return grid, recipe, tok
-
-
-def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:
-    """The prompts `request` would score written as lm-evaluation-harness tasks in `folder`
-    (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last)."""
-    grid, _, tok = grid_of(request)
-    return grid, write_tasks(grid, tok, Path(folder))
-
-
-def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:
-    """The suite's knobs: those given, else those training recorded (--hops 2 trained, --hops
-    2 evaluated), but a single needle for niah's single variant."""
-    given = {k: getattr(request, k) for k in SUITE_OPTIONS if getattr(request, k) is not None}
-    recorded = trained.get("suite") if isinstance(trained.get("suite"), dict) else {}
-    knobs = {**recorded, **given}
-    if knobs.get("variant", "single") == "single" and "needles" not in given:
-        knobs.pop("needles", None)
-    return RulerOptions(**knobs)
-
-
-def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
-    """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
-    per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
-    kind = check_scorer(request.scorer)
-    for p in request.policies:
-        if p not in POLICIES:
-            raise UsageError(f"--policy {p!r} is not one of {', '.join(POLICIES)}")
-    for t in request.thresholds:
-        if t is not None and not 0 < t <= 1:
-            raise UsageError(f"--threshold {t} must be in (0, 1]")
-    if request.mauve:
-        mauve_available()
-    decodings: list[Decoding] = []
-    for temp in request.temperatures:
-        if mode == "ar":
-            if request.G or request.steps:
-                raise UsageError("an autoregressive checkpoint decodes at G 1 with no steps: "
-                                 "drop --G and --steps")
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p))
-            continue
-        for g in request.G or (recipe_G,):
-            for k in request.steps or _powers_to(g):
-                block_setting("diffusion", g, k)  # K <= G, G in range: one line otherwise
-                for p in request.policies:
-                    for t in request.thresholds:
-                        decodings.append(Decoding("diffusion", g, k, p, t, temp, request.top_p))
-    if request.baseline is not None:
-        base = load_source_recipe(str(resolve_checkpoint(request.baseline)))
-        if base.block_size != 1:
-            raise UsageError(f"--baseline {request.baseline}: a block-diffusion checkpoint "
-                             f"(G = {base.block_size}); the baseline row decodes an "
-                             "autoregressive one")
-        for temp in request.temperatures:
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p,
-                                      checkpoint=str(resolve_checkpoint(request.baseline))))
-    return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
-                       request.mauve, scorer_warnings(request, kind))
-
-
-def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
-    """Why Gen-PPL under `request.scorer` (of `kind`, see check_scorer) flatters or judges
-    nothing, a line each (docs/quality.md): the scorer is the checkpoint scored or the
-    --baseline (the same weights, a training directory taken at its step), or its weights are
-    seeded random ones (a recipe, or a checkpoint `fsc build --save` wrote: untrained)."""
-    scorer = resolve_checkpoint(request.scorer)
-    said = []
-    for ref, what, whose in ((request.source, "the checkpoint it scores", "its samples are"),
-                             (request.baseline, "the --baseline", "the baseline's samples are")):
-        if ref is not None and resolve_checkpoint(ref).resolve() == scorer.resolve():
-            said.append(f"--scorer {request.scorer} is {what} ({scorer}): {whose} scored by "
-                        "their own model, which flatters them")
-    config = checkpoint_config(scorer)
-    if kind == "fsc" and (not is_checkpoint(scorer) or (config.get("seed") is not None
-                                                        and not config.get("training")
-                                                        and not config.get("imported_from"))):
-        said.append(f"--scorer {request.scorer}: seeded random weights (untrained); a Gen-PPL "
-                    "under it says nothing about the text")
-    return tuple(said)
-
-
-def _powers_to(G: int) -> tuple[int, ...]:
-    """K = 1, 2, 4, ... up to G (and G itself)."""
-    ks, k = [], 1
-    while k < G:
-        ks.append(k)
-        k *= 2
-    return (*ks, G)
 
 
 # what tells one cell of a run from another

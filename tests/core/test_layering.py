@@ -103,7 +103,7 @@ def _loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     # fsc profile and fsc eval check the executor options and the sweep before torch
     ("import fsc.scale, fsc.sweep", ("torch", "duckdb")),
     # and fsc eval the options its task takes (a bad one is an error in a second, not three)
-    ("import fsc.scale.eval_request; from fsc.cli.main import main; "
+    ("import fsc.eval.request; from fsc.cli.main import main; "
      "main(['eval', 'tiny_attn', '--task', 'loss', '--policy', 'random'])", ("torch",)),
     # the mixers' fla recurrences import fla (optional, slow to import) on their first call
     pytest.param("import fsc.model.gla, fsc.model.gated_delta, fsc.model.linear, fsc.model.mamba",

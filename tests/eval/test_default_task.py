@@ -3,7 +3,7 @@
 import pytest
 
 from fsc.errors import UsageError
-from fsc.scale.eval_request import EvalRequest, default_task
+from fsc.eval.request import EvalRequest, default_task
 
 
 @pytest.mark.parametrize("data, scorer, task", [

@@ -130,7 +130,7 @@ def test_ruler_runs_the_whole_suite_and_averages_it(fsc_main, tmp_path):
     ("passkey:2,vt:1", "ruler", None), ("niah_multiquery", "niah", "multiquery"),
     ("passkey", "niah", None)])
 def test_the_default_task_of_a_suite_checkpoint(data, task, variant):
-    from fsc.scale.eval_request import EvalRequest, checked
+    from fsc.eval.request import EvalRequest, checked
 
     asked = checked(EvalRequest("ckpt"), {"data": data})
     assert (asked.task, asked.variant) == (task, variant)

@@ -11,8 +11,8 @@ from fsc.cli import eval_render
 from fsc.cli.eval_options import Task as TaskChoice
 from fsc.errors import UsageError
 from fsc.eval import tasks
+from fsc.eval.request import EvalRequest
 from fsc.scale import ExecutorSettings, Watch
-from fsc.scale.eval_request import EvalRequest
 from fsc.scale.evaluation import evaluate
 from fsc.store import Store
 from fsc.store.schema import Column
