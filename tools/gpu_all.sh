@@ -12,22 +12,7 @@ set -u
 budget=${1:-300}
 tests_s=${2:-120}
 train_s=${3:-120}
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 GPU_SITE=${GPU_SITE:-/tmp/fsc-site}
-: >"$out/install.log"
-tools/gpu_install.sh "$out/install.log"
-export PYTHONPATH="$GPU_SITE"
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
-  python3 -c "import sys, torch, triton; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  python3 -c "import fsc, pydantic, duckdb; print('fsc imports; pydantic', pydantic.VERSION, 'duckdb', duckdb.__version__)"
-  python3 -c "import fla; print('fla', fla.__version__)"
-  git log -1 --format='commit %H' 2>/dev/null
-} >"$out/env.txt" 2>&1
-cat "$out/env.txt"
+. tools/gpu_common.sh  # $out, the install, PYTHONPATH, stamp, env.txt
 
 stamp "tests (timeout ${tests_s} s)"
 timeout -k 10 "$tests_s" python3 -m pytest -q -m gpu -o addopts="" -p no:cacheprovider tests/gpu \

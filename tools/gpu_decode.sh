@@ -17,20 +17,7 @@ diffusion_s=${1:-240}
 ar_s=${2:-50}
 tests_s=${3:-60}
 compile_s=${4:-60}
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 GPU_SITE=${GPU_SITE:-/tmp/fsc-site}
-: >"$out/install.log"
-tools/gpu_install.sh "$out/install.log"
-export PYTHONPATH="$GPU_SITE"
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import sys, torch, triton, transformers; print(sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
-  git log -1 --format='commit %H' 2>/dev/null
-} >"$out/env.txt" 2>&1
-cat "$out/env.txt"
+. tools/gpu_common.sh  # $out, the install, PYTHONPATH, stamp, env.txt
 store=/tmp/fsc-gpu-store
 
 stamp "fsc decode beside fsc profile (timeout ${diffusion_s} s)"
