@@ -51,7 +51,7 @@ from fsc.errors import UsageError
 from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
 from fsc.graphs import usable as graphs_usable
 from fsc.model.cache import merge_rows
-from fsc.model.lm import reading
+from fsc.model.lm import read_as
 from fsc.sampler import HostPicker, Picker
 
 SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
@@ -236,8 +236,7 @@ def generate(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
     if cfg.use_cache:
         return generate_batch(model, tokenizer, [prompt_ids], cfg, device, [cfg.seed], 1)[0]
     if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
-        with reading(model, model.recipe.as_autoregressive()):
-            return generate(model, tokenizer, prompt_ids, cfg, device)
+        return generate(read_as(model, 1, False), tokenizer, prompt_ids, cfg, device)
     if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
         raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
                          f"({tokenizer.name}) lacks; decode with --mode ar")
@@ -338,8 +337,8 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     if not cfg.use_cache:
         raise UsageError("batched decoding reads the cache; decode one prompt with --no-cache")
     if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
-        with reading(model, model.recipe.as_autoregressive()):
-            return generate_batch(model, tokenizer, prompts, cfg, device, seeds, batch)
+        return generate_batch(read_as(model, 1, False), tokenizer, prompts, cfg, device, seeds,
+                              batch)
     device = device or model.embed.weight.device
     seeds = seeds or [cfg.seed] * len(prompts)
     results: list[DecodeResult | None] = [None] * len(prompts)

@@ -43,7 +43,7 @@ from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
 from fsc.eval.scorers import ScoredText, load_scorer
 from fsc.loading import free_bytes, load_model
-from fsc.model.lm import reading
+from fsc.model.lm import read_as
 from fsc.recipe import Recipe
 from fsc.seeds import derive
 from fsc.source import Source, load_source_recipe, resolve_checkpoint
@@ -219,9 +219,9 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                "recipe_hash": src.recipe.recipe_hash}
         bos = src.starts_with_bos()
     outs, nlls, seconds, passes, tokens, blocks, steps, early = [], [], 0.0, 0, 0, 0, 0, 0
-    # the recipe at the cell's G (the block-causal forms read it), or read as a causal LM
-    at = (model.recipe.model_copy(update={"block_size": d.G}) if d.mode == "diffusion"
-          else model.recipe.as_autoregressive())
+    # the weights read at the cell's G (the block-causal forms read it), or as a causal LM
+    m = (read_as(model, d.G, model.recipe.logit_shift) if d.mode == "diffusion"
+         else read_as(model, 1, False))
     cfg = DecodeConfig(length=length, G=d.G, steps=max(d.K, 1), mode=d.mode,
                        temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,
                        policy=d.policy or "confidence")
@@ -229,24 +229,24 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
     prompts = [begun(prompt, tokenizer, bos) for prompt, _ in samples]  # as its sequences begin
     eos = getattr(tokenizer, "eos_id", None)
     size = grid.settings.batch
-    with reading(model, at) as m:  # --batch samples decoded together, each as alone
-        for lo in range(0, len(samples), size):
-            done = generate_batch(m, tokenizer, prompts[lo : lo + size], cfg, device,
-                                  seeds[lo : lo + size], batch=size)
-            seconds += done[0].stats["generate_s"]  # the batch's, shared by its rows
-            for (prompt, _), res in zip(samples[lo : lo + size], done, strict=True):
-                out = res.token_ids
-                if eos is not None and eos in out:
-                    out = out[: out.index(eos)]
-                early += len(out) < length
-                outs.append(out)
-                nlls.append(scorer.nll(prompt, out))
-                tick(1)
-                st = res.stats
-                passes += st["forward_passes"] - st["prompt_passes"]
-                tokens += st["tokens"]
-                blocks += st["blocks"]
-                steps += st.get("steps_used", 0)
+    # --batch samples decoded together, each as alone
+    for lo in range(0, len(samples), size):
+        done = generate_batch(m, tokenizer, prompts[lo : lo + size], cfg, device,
+                              seeds[lo : lo + size], batch=size)
+        seconds += done[0].stats["generate_s"]  # the batch's, shared by its rows
+        for (prompt, _), res in zip(samples[lo : lo + size], done, strict=True):
+            out = res.token_ids
+            if eos is not None and eos in out:
+                out = out[: out.index(eos)]
+            early += len(out) < length
+            outs.append(out)
+            nlls.append(scorer.nll(prompt, out))
+            tick(1)
+            st = res.stats
+            passes += st["forward_passes"] - st["prompt_passes"]
+            tokens += st["tokens"]
+            blocks += st["blocks"]
+            steps += st.get("steps_used", 0)
     row = _scored(grid, scorer, nlls, outs, length)
     if grid.gen.mauve:
         row["mauve"] = mauve.mauve_of(scorer, samples, outs, grid.settings.seed)

@@ -14,6 +14,7 @@ from fsc.errors import UsageError
 from fsc.eval import columns, genppl, loss, retrieval, ruler
 from fsc.eval.grid import EvalCell, EvalGrid
 from fsc.loading import check_fits, load_model, reread
+from fsc.model.lm import read_as
 from fsc.recipe import Recipe, parse_changes
 from fsc.store.schema import Column
 
@@ -92,7 +93,7 @@ def model_to_score(source: str, device, seed: int, ar: bool, changes: tuple[str,
     if changes:
         model = reread(model, model.recipe.changed(parse_changes(changes)))
     if ar and model.recipe.block_size != 1:
-        model.recipe = model.recipe.as_autoregressive()
+        model = read_as(model, 1, False)
     return model
 
 

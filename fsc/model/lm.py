@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import copy
 
 import torch
 import torch.nn.functional as F
@@ -269,16 +269,16 @@ class LM(nn.Module):
         return self.head(h if select is None else h[select])
 
 
-@contextmanager
-def reading(model: LM, recipe: Recipe):
-    """`model` with `recipe` (its weights read at another block size, or as a causal LM:
-    `Recipe.as_autoregressive`) for the body of the `with`, its own recipe restored after."""
-    was = model.recipe
-    model.recipe = recipe
-    try:
-        yield model
-    finally:
-        model.recipe = was
+def read_as(model: LM, G: int, shift: bool) -> LM:
+    """`model`'s weights read at block size `G` with the logit shift on or off (as a causal LM:
+    G 1, no shift; a genppl cell's G): a second LM object whose recipe says so, sharing every
+    module, parameter and buffer with `model`, which is left as it is (only the LM itself reads
+    the two fields: its mixers are built for any G)."""
+    if (G, shift) == (model.recipe.block_size, model.recipe.logit_shift):
+        return model
+    view = copy.copy(model)  # its own attribute dict; the same submodules and tensors
+    view.recipe = model.recipe.model_copy(update={"block_size": G, "logit_shift": shift})
+    return view
 
 
 def shifted(h, first):
