@@ -127,14 +127,15 @@ def report(
         raise UsageError(f"--out {path}: {assets} (the figures' folder) is a file")
     st = _store(store)
     from fsc.results import report as pages
+    from fsc.results import report_render
 
     page = pages.compose(st, runs or [], baseline, want_png=fmt is Format.md)
     try:
         if fmt is Format.md:
             assets.mkdir(exist_ok=True)
-            text = pages.to_markdown(page, assets, assets.name)
+            text = report_render.to_markdown(page, assets, assets.name)
         else:
-            text = pages.to_html(page)
+            text = report_render.to_html(page)
         tmp = path.with_name(path.name + ".part")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)

@@ -8,10 +8,9 @@ previous whole checkpoint (the next save clears what the killed one left).
 
 A run saves at the end, every --save-every steps (milestones, all kept), and every
 --save-minutes of wall time and when a stop signal ends it (rolling saves: only the newest
---keep stay), so a run killed outright loses at most those minutes. Beside the weights each step directory holds the training state:
-`training_state.safetensors` (AdamW moments, fp32 master weights when the recipe's dtype is
-not fp32, RNG states) and `training_state.json` (the config, the step, the data position):
-never pickle. Neither file is in the checksums, so a push leaves them behind.
+--keep stay), so a run killed outright loses at most those minutes. Beside the weights each
+step directory holds the training state, two files (fsc.train.state names, reads and prunes
+them): neither is in the checksums, so a push leaves them behind.
 
 Every batch and every mask draw is seeded from (seed, step, micro-batch), so a run of N steps
 and one of N/2 steps resumed for N/2 more hold bit-identical weights on the CPU.
@@ -23,14 +22,13 @@ import copy
 import json
 import math
 import os
-import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.data.sources import BOS, DataOptions, open_lengths
@@ -44,10 +42,16 @@ from fsc.seeds import derive
 from fsc.source import LATEST
 from fsc.tokenizer import tokenizer_files
 from fsc.train import parallel
+from fsc.train.state import (
+    STATE_FORMAT,
+    STATE_JSON,
+    STATE_TENSORS,
+    carried_of,
+    carried_tensors,
+    prune,
+    step_dir,
+)
 
-STATE_JSON = "training_state.json"
-STATE_TENSORS = "training_state.safetensors"
-STATE_FORMAT = 1
 OBJECTIVES = ("frontier", "blocks", "ar")
 SAVE_MINUTES = 10.0  # the default wall time between rolling saves
 KEEP = 3  # the default number of rolling saves kept
@@ -209,41 +213,6 @@ def _param_index(model, opt) -> dict[str, int]:
     return {n: i for i, n in enumerate(order)}
 
 
-def step_dir(out: Path, step: int) -> Path:
-    return out / f"step-{step:06d}"
-
-
-def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(training_state.json, training_state.safetensors) of a step directory."""
-    js, ts = directory / STATE_JSON, directory / STATE_TENSORS
-    if not js.is_file() or not ts.is_file():
-        raise UsageError(f"--resume {directory}: no training state ({STATE_JSON}, {STATE_TENSORS}); "
-                         "only a checkpoint `fsc train` saved can be resumed")
-    try:
-        state = json.loads(js.read_text())
-        tensors = load_file(ts)
-        assert state["format"] == STATE_FORMAT
-    except (OSError, ValueError, KeyError, AssertionError) as e:
-        raise CheckpointError(f"{directory}: unreadable training state ({e})") from None
-    return state, tensors
-
-
-def _carried_tensors(carried: dict[int, list]) -> dict[str, torch.Tensor]:
-    """State passing's carried states as training-state tensors: carry.MICRO.LAYER.NAME."""
-    return {f"carry.{micro}.{i}.{name}": t for micro, ends in carried.items()
-            for i, end in enumerate(ends) if end is not None for name, t in end.items()}
-
-
-def _carried_of(tensors: dict[str, torch.Tensor], device) -> dict[int, list]:
-    """The carried states a training state holds (the inverse of `_carried_tensors`)."""
-    carried: dict[int, dict[int, dict]] = {}
-    for key, t in tensors.items():
-        if key.startswith("carry."):
-            _, micro, layer, name = key.split(".", 3)
-            carried.setdefault(int(micro), {}).setdefault(int(layer), {})[name] = t.to(device)
-    return {m: [layers.get(i) for i in range(max(layers) + 1)] for m, layers in carried.items()}
-
-
 class Trainer:
     """One training run: model, optimizer and data, from scratch or from a saved state."""
 
@@ -293,7 +262,7 @@ class Trainer:
         self.opt.load_state_dict(sd)
         self.step = int(state["step"])
         self.losses = [float(x) for x in state.get("losses", [])]
-        self.carried = _carried_of(tensors, self.device)
+        self.carried = carried_of(tensors, self.device)
         torch.set_rng_state(tensors["rng.torch"])
         if self.device.type == "cuda" and "rng.cuda" in tensors:
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
@@ -311,7 +280,7 @@ class Trainer:
         if self.recipe.dtype != "fp32":
             for name, p in self.model.named_parameters():
                 tensors[f"master.{name}"] = p.detach()
-        tensors.update(_carried_tensors(self.carried))
+        tensors.update(carried_tensors(self.carried))
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
                  "data_position": self.step * cfg.accum * cfg.batch * self.world,
@@ -467,25 +436,3 @@ class Trainer:
         signum, reached = parallel.largest((stops.signum or 0, int(self.reached)), self.world,
                                            self.device)
         return signum, bool(reached)
-
-
-def prune(out: Path, keep: int, newest: Path) -> None:
-    """Delete all but the `keep` newest rolling saves of a training directory (0: keep all),
-    never `newest` (the one `latest` names), and the hidden directories a killed save left. A
-    step directory whose training state does not say it is rolling is kept."""
-    for leftover in out.glob(".step-*"):
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
-    if not keep:
-        return
-    rolling = []
-    for d in out.glob("step-*"):
-        try:
-            if not json.loads((d / STATE_JSON).read_text()).get("milestone", True):
-                rolling.append(d)
-        except (OSError, ValueError, AttributeError):
-            continue
-    rolling.sort(key=lambda d: d.name, reverse=True)
-    for d in rolling[keep:]:
-        if d != newest:
-            shutil.rmtree(d, ignore_errors=True)

@@ -36,13 +36,8 @@ from fsc.store import Store
 from fsc.tokenizer import load_tokenizer
 from fsc.train import parallel, ranks
 from fsc.train.fits import check_training_fits
-from fsc.train.loop import (
-    TrainConfig,
-    Trainer,
-    TrainResult,
-    TrainStep,
-    read_state,
-)
+from fsc.train.loop import TrainConfig, Trainer, TrainResult, TrainStep
+from fsc.train.state import read_state
 
 # An adaptation anneals the block size over 1/ADAPT_ANNEAL of its steps unless told otherwise.
 ADAPT_ANNEAL = 4

@@ -10,7 +10,8 @@ from fsc.recipe import load_recipe
 from fsc.source import resolve_checkpoint
 from fsc.tokenizer import ByteTokenizer
 from fsc.train import loop
-from fsc.train.loop import TrainConfig, Trainer, read_state
+from fsc.train.loop import TrainConfig, Trainer
+from fsc.train.state import read_state
 
 
 def _trainer(out, steps, **options) -> Trainer:
