@@ -131,3 +131,25 @@ def test_the_recipe_field_is_hashed_and_refused_at_G_1():
     with pytest.raises(RecipeError, match="logit_shift: needs block_size > 1") as e:
         parse_recipe(fields, "r.yaml")
     assert "\n" not in str(e.value)
+
+
+@torch.no_grad()
+def test_ar_decoding_reads_a_shifted_model_as_a_causal_lm_without_changing_it():
+    """`fsc.model.lm.read_as`: AR decoding of a shifted denoiser reads the same weights at G 1
+    without the shift through a second LM object sharing every tensor; the caller's model keeps
+    its own recipe, during and after (it used to be swapped in place)."""
+    from fsc.decode import DecodeConfig, generate
+    from fsc.model.lm import read_as
+
+    _, shifted = _pair("tiny_hybrid")
+    own = shifted.recipe
+    causal = read_as(shifted, 1, False)
+    assert causal is not shifted and shifted.recipe is own
+    assert (causal.recipe.block_size, causal.recipe.logit_shift) == (1, False)
+    assert all(a is b for a, b in zip(causal.parameters(), shifted.parameters(), strict=True))
+    assert read_as(shifted, own.block_size, True) is shifted  # nothing to read otherwise
+    tok = ByteTokenizer()
+    cfg = DecodeConfig(length=6, G=1, steps=1, mode="ar")
+    got = generate(shifted, tok, tok.encode("Hi there"), cfg)
+    assert shifted.recipe is own
+    assert got.token_ids == generate(causal, tok, tok.encode("Hi there"), cfg).token_ids
