@@ -87,7 +87,7 @@ def wrapped(title: str, width_in: float, size_pt: float = TITLE_PT) -> str:
     return "\n".join(lines)
 
 
-def _figure(what: str, rows: Rows, size: tuple[float, float] = (8.0, 4.8),
+def new_figure(what: str, rows: Rows, size: tuple[float, float] = (8.0, 4.8),
             panels: tuple[int, int] = (1, 1), **subplots: Any) -> tuple[Figure, Any]:
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -96,11 +96,11 @@ def _figure(what: str, rows: Rows, size: tuple[float, float] = (8.0, 4.8),
     return fig, axes
 
 
-def _varying(rows: Rows, fields: tuple[str, ...]) -> list[str]:
+def varying_keys(rows: Rows, fields: tuple[str, ...]) -> list[str]:
     return [f for f in fields if len({r.get(f) for r in rows}) > 1]
 
 
-def _label(row: dict, fields: list[str]) -> str:
+def line_label(row: dict, fields: list[str]) -> str:
     return " · ".join([str(row["recipe"])] + [f"{f}={row[f]}" for f in fields])
 
 
@@ -120,12 +120,12 @@ def _order(value) -> tuple:
     return (2, 0, "") if value is None else (1, 0, str(value))
 
 
-def _need(rows: Rows, what: str, hint: str) -> None:
+def need_rows(rows: Rows, what: str, hint: str) -> None:
     if not rows:
         raise UsageError(f"nothing to plot: no {what} in the rows selected ({hint})")
 
 
-def _log2_axis(axis: Any, values: Iterable[float], formatter: Callable = tokens) -> None:
+def log2_axis(axis: Any, values: Iterable[float], formatter: Callable = tokens) -> None:
     axis.set_major_locator(matplotlib.ticker.FixedLocator(sorted(set(values))))
     axis.set_major_formatter(FuncFormatter(formatter))
     axis.set_minor_formatter(NullFormatter())
@@ -145,7 +145,7 @@ class _ReadableLog(LogLocator):
         return super().tick_values(vmin, vmax)
 
 
-def _plain_log(*axes: Any) -> None:
+def plain_log(*axes: Any) -> None:
     """Log axes labelled 0.3, 2, 1000 rather than 3×10⁻¹; minor ticks (2, 3, 5 of a decade)
     labelled too when the axis spans little more than a decade, and evenly spaced ticks when
     it spans less than a factor of 4."""
@@ -163,7 +163,7 @@ def _plain_log(*axes: Any) -> None:
         axis.set_minor_formatter(FuncFormatter(minor))
 
 
-def _legend(fig: Figure, handles: list, labels: list) -> None:
+def put_legend(fig: Figure, handles: list, labels: list) -> None:
     if handles:
         fig.legend(handles, labels, loc="outside right center", fontsize=8, frameon=False)
 

@@ -12,11 +12,11 @@ from matplotlib.figure import Figure
 
 from fsc.results.axes import (
     Rows,
-    _figure,
-    _legend,
-    _log2_axis,
-    _need,
     grouped,
+    log2_axis,
+    need_rows,
+    new_figure,
+    put_legend,
     tokens,
 )
 
@@ -25,7 +25,7 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
     """Training loss against optimizer step, one line per run, one panel per task (data and
     objective: losses of different tasks do not share an axis); the in-loop eval accuracy
     below when the runs logged it."""
-    _need(rows, "training step", "fsc train records them")
+    need_rows(rows, "training step", "fsc train records them")
     acc = [r for r in rows if r.get("eval_accuracy") is not None]
 
     def task(r) -> str:
@@ -33,7 +33,7 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
 
     tasks = sorted({task(r) for r in rows})
     title = "training loss" + (f" on {tasks[0]}" if len(tasks) == 1 and tasks[0] else "")
-    fig, axes = _figure(title, rows, size=(8.0 if len(tasks) == 1 else 5.0 * len(tasks) + 2,
+    fig, axes = new_figure(title, rows, size=(8.0 if len(tasks) == 1 else 5.0 * len(tasks) + 2,
                                            6.0 if acc else 4.4),
                         panels=(2 if acc else 1, len(tasks)), sharex="col",
                         **({"height_ratios": [3, 1]} if acc else {}))
@@ -62,7 +62,7 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
     for ax in axes[0]:
         h, lab = ax.get_legend_handles_labels()
         handles, labels = handles + h, labels + lab
-    _legend(fig, handles, labels)
+    put_legend(fig, handles, labels)
     return fig
 
 
@@ -90,11 +90,11 @@ def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
 def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
     """Needle retrieval as a length × depth heatmap, one panel per checkpoint."""
     cells = niah_cells(rows, metric)
-    _need(cells, "niah cell", "fsc eval --task niah records them")
+    need_rows(cells, "niah cell", "fsc eval --task niah records them")
     panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
-    fig, axes = _figure(f"needle in a haystack: {metric.replace('_', ' ')}", cells,
+    fig, axes = new_figure(f"needle in a haystack: {metric.replace('_', ' ')}", cells,
                         size=(3.6 * cols + 1.2, 3.2 * n_rows + 0.8), panels=(n_rows, cols))
     image = None
     for i, ((recipe, run_id, _ckpt), panel) in enumerate(panels.items()):
@@ -127,8 +127,8 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     """Retrieval (over every depth or pair count) against length ÷ training length, one line
     per backbone (and task, when more than one is shown)."""
     cells = retrieval_cells(rows, metric)
-    _need(cells, "niah or mqar cell with a training length", "fsc eval RUN_DIR (a trained checkpoint) records them")
-    fig, axes = _figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
+    need_rows(cells, "niah or mqar cell with a training length", "fsc eval RUN_DIR (a trained checkpoint) records them")
+    fig, axes = new_figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
     tasks = len({c["task"] for c in cells}) > 1
     for (recipe, task, run_id), line in grouped(cells, ("recipe", "task", "run_id")).items():
@@ -138,7 +138,7 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
                 marker="s" if task == "mqar" else "o", ls="--" if task == "mqar" else "-",
                 color=colour[recipe], label=f"{recipe}{f' · {task}' if tasks else ''} · {run_id}")
     ax.set_xscale("log", base=2)
-    _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
+    log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("prompt length ÷ training length")
     over = {"niah": "depths", "mqar": "pair counts"}
@@ -146,7 +146,7 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
                   + " or ".join(over[t] for t in over if any(c["task"] == t for c in cells)))
     ax.grid(True, alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
-    _legend(fig, handles, labels)
+    put_legend(fig, handles, labels)
     return fig
 
 
@@ -190,7 +190,7 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
     """RULER's score against length ÷ training length: a panel per part of the suite (niah's
     variants, vt, cwe, fwe) and one of their average, a line per backbone (and run)."""
     cells = ruler_cells(rows)
-    _need(cells, "scored cell with a training length",
+    need_rows(cells, "scored cell with a training length",
           "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them")
     scores = ruler_scores(cells)
     held = {p for parts in scores.values() for p in parts if p != "average"}
@@ -198,7 +198,7 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
     names.append("average")
     cols = min(4, len(names))
     n_rows = math.ceil(len(names) / cols)
-    fig, axes = _figure("RULER-style score against length", cells,
+    fig, axes = new_figure("RULER-style score against length", cells,
                         size=(3.0 * cols + 1.0, 2.6 * n_rows + 1.2), panels=(n_rows, cols),
                         sharex=True, sharey=True)
     several = len({run for _, run in scores}) > len({recipe for recipe, _ in scores})
@@ -212,7 +212,7 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
                         label=f"{recipe} · {run_id}" if several else recipe)
         ax.set_title(name, fontsize=9, weight="bold" if name == "average" else "normal")
         ax.set_xscale("log", base=2)
-        _log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
+        log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(True, alpha=0.25)
         if i % cols == 0:
@@ -227,5 +227,5 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    _legend(fig, handles, labels)
+    put_legend(fig, handles, labels)
     return fig

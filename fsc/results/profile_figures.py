@@ -16,15 +16,15 @@ from fsc.costmodel import device_spec
 from fsc.results.axes import (
     MARKERS,
     Rows,
-    _figure,
-    _label,
-    _legend,
-    _log2_axis,
-    _need,
-    _plain_log,
-    _varying,
     grouped,
+    line_label,
+    log2_axis,
+    need_rows,
+    new_figure,
+    plain_log,
+    put_legend,
     tokens,
+    varying_keys,
 )
 from fsc.text import byte_unit, human_bytes
 
@@ -35,11 +35,11 @@ DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of
 def _styled(rows: Rows, colour: dict[str, str]):
     """The profile lines of `rows` (by _LINE_KEY), each with its recipe's colour, a marker
     for its B and a label naming whatever else varies: (line, colour, marker, label)."""
-    varying = _varying(rows, _LINE_KEY[1:])
+    varying = varying_keys(rows, _LINE_KEY[1:])
     b_values = sorted({r["B"] for r in rows})
     for key, line in grouped(rows, _LINE_KEY).items():
         yield (line, colour[key[0]], MARKERS[b_values.index(key[1]) % len(MARKERS)],
-               _label(line[0], varying))
+               line_label(line[0], varying))
 
 
 def latency(rows: Rows, colour: dict[str, str]) -> Figure:
@@ -47,8 +47,8 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     any other axis that varies); the cost model's floor dashed where the device is known; points
     that did not fit marked × along the top."""
     ok = [r for r in rows if r["status"] == "ok" and r["step_ms"]]
-    _need(ok, "ok profile point", "fsc profile records them")
-    fig, axes = _figure("latency", rows)
+    need_rows(ok, "ok profile point", "fsc profile records them")
+    fig, axes = new_figure("latency", rows)
     ax = axes[0][0]
     extra_handles: dict[str, Line2D] = {}
     for line, c, marker, label in _styled(rows, colour):
@@ -82,21 +82,21 @@ def _against_s(fig: Figure, ax: Any, rows: Rows, ylabel: str, extra: dict[str, L
     """Log–log axes over S with `ylabel`, and the legend: the lines, then `extra` entries."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] > 0])
+    log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] > 0])
     ax.set_xlabel("context length S (tokens in the cache)")
     ax.set_ylabel(ylabel)
-    _plain_log(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.grid(True, which="both", alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
-    _legend(fig, handles + list(extra.values()), labels + list(extra))
+    put_legend(fig, handles + list(extra.values()), labels + list(extra))
 
 
 def memory(rows: Rows, colour: dict[str, str]) -> Figure:
     """Peak memory against S, one line per recipe and B; the device's memory as a line; points
     that did not fit marked × at the memory the cost model says they need."""
     ok = [r for r in rows if r["status"] == "ok" and r["peak_bytes"]]
-    _need(ok, "ok profile point", "fsc profile records them")
-    fig, axes = _figure("memory", rows)
+    need_rows(ok, "ok profile point", "fsc profile records them")
+    fig, axes = new_figure("memory", rows)
     ax = axes[0][0]
     extra: dict[str, Line2D] = {}
     drawn = [r["peak_bytes"] for r in ok] + [r["predicted_total_bytes"] for r in rows
@@ -131,50 +131,50 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     """Tokens per second against B, one panel per S, one line per recipe (and any other axis
     that varies)."""
     ok = [r for r in rows if r["status"] == "ok" and r["tokens_per_s"]]
-    _need(ok, "ok profile point", "fsc profile records them")
+    need_rows(ok, "ok profile point", "fsc profile records them")
     if len({r["B"] for r in ok}) == 1:
         return _throughput_by_s(rows, ok, colour)
     s_values = sorted({r["S"] for r in ok})
     cols = min(4, len(s_values))
     n_rows = math.ceil(len(s_values) / cols)
-    fig, axes = _figure("throughput", rows, size=(2.6 * cols + 2.4, 2.6 * n_rows + 0.8),
+    fig, axes = new_figure("throughput", rows, size=(2.6 * cols + 2.4, 2.6 * n_rows + 0.8),
                         panels=(n_rows, cols), sharey=True)
     key = ("recipe", "G", "K", "dtype", "backend", "device")
-    varying = _varying(ok, key[1:])
+    varying = varying_keys(ok, key[1:])
     seen: dict[str, Any] = {}
     for i, S in enumerate(s_values):
         ax = axes[i // cols][i % cols]
         for k, line in grouped([r for r in ok if r["S"] == S], key).items():
-            label = _label(line[0], varying)
+            label = line_label(line[0], varying)
             (h,) = ax.plot([r["B"] for r in line], [r["tokens_per_s"] for r in line], marker="o",
                            ms=4, lw=1.4, color=colour[k[0]])
             seen.setdefault(label, h)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        _log2_axis(ax.xaxis, [r["B"] for r in ok], lambda x, _p=None: f"{x:g}")
+        log2_axis(ax.xaxis, [r["B"] for r in ok], lambda x, _p=None: f"{x:g}")
         ax.set_title(f"S = {tokens(S)}", fontsize=9)
         ax.set_xlabel("batch B (sequences)")
-        _plain_log(ax.yaxis)
+        plain_log(ax.yaxis)
         ax.grid(True, which="both", alpha=0.25)
     for i in range(len(s_values), n_rows * cols):
         axes[i // cols][i % cols].set_visible(False)
     for row in axes:
         row[0].set_ylabel("throughput (tokens/s)")
-    _legend(fig, list(seen.values()), list(seen))
+    put_legend(fig, list(seen.values()), list(seen))
     return fig
 
 
 def _throughput_by_s(rows: Rows, ok: Rows, colour: dict[str, str]) -> Figure:
     """One B measured: tokens per second against S, one line per recipe (a panel per S would
     hold one dot each)."""
-    fig, axes = _figure(f"throughput at B = {ok[0]['B']}", rows)
+    fig, axes = new_figure(f"throughput at B = {ok[0]['B']}", rows)
     ax = axes[0][0]
     key = ("recipe", "G", "K", "dtype", "backend", "device")
-    varying = _varying(ok, key[1:])
+    varying = varying_keys(ok, key[1:])
     for k, line in grouped(ok, key).items():
         line = sorted(line, key=lambda r: r["S"])
         ax.plot([r["S"] for r in line], [r["tokens_per_s"] for r in line], marker="o", ms=4,
-                lw=1.4, color=colour[k[0]], label=_label(line[0], varying))
+                lw=1.4, color=colour[k[0]], label=line_label(line[0], varying))
     _against_s(fig, ax, ok, "throughput (tokens/s)", {})
     return fig
 
@@ -185,8 +185,8 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     fsc knows them (a CUDA part in its table, or the run's --bandwidth)."""
     ok = [r for r in rows if r["status"] == "ok" and r["step_ms"] and r.get("step_flops")
           and r.get("predicted_step_bytes")]
-    _need(ok, "ok profile point with the cost model's FLOPs and bytes", "fsc profile records them")
-    fig, axes = _figure("roofline", rows, size=(11.0, 4.6), panels=(1, 2))
+    need_rows(ok, "ok profile point with the cost model's FLOPs and bytes", "fsc profile records them")
+    fig, axes = new_figure("roofline", rows, size=(11.0, 4.6), panels=(1, 2))
     flops_ax, bw_ax = axes[0]
     seen: dict[str, Any] = {}
     intensity_all = []
@@ -217,12 +217,12 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
         ax.set_xlabel("arithmetic intensity (FLOP/byte, cost model)")
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.25)
-        _plain_log(ax.xaxis, ax.yaxis)
+        plain_log(ax.xaxis, ax.yaxis)
     if not _roofs(rows):  # in the legend, beside the plot: a note on the axes hides points
         seen["no roof drawn: fsc knows a device's peaks\nonly for the CUDA parts in its table,"
              "\nor a bandwidth from fsc profile --bandwidth"] = Line2D([], [], ls="")
     flops_ax.set_title("marker size grows with S", fontsize=8)
-    _legend(fig, list(seen.values()), list(seen))
+    put_legend(fig, list(seen.values()), list(seen))
     return fig
 
 

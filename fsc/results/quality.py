@@ -22,11 +22,11 @@ from fsc.results.axes import (
     PALETTE,
     STYLES,
     Rows,
-    _figure,
-    _legend,
-    _need,
-    _plain_log,
     grouped,
+    need_rows,
+    new_figure,
+    plain_log,
+    put_legend,
     wrapped,
 )
 
@@ -160,7 +160,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     length (see the module docstring), `colour` a colour per recipe (used when the backbone is
     what colour tells apart)."""
     cells = quality_cells(rows)
-    _need(cells, "genppl cell", "fsc eval --task genppl records them")
+    need_rows(cells, "genppl cell", "fsc eval --task genppl records them")
     decoded = [c for c in cells if c["mode"] != "reference"]
     panels = grouped(decoded or cells, PANEL)
     refs = grouped([c for c in cells if c["mode"] == "reference"], PANEL)
@@ -173,7 +173,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
     size = (8.0, 6.4) if len(panels) == 1 else (4.3 * cols + 2.8, 5.6 * n_rows + 0.6)
-    fig, axes = _figure(what, cells, size=size, panels=(2 * n_rows, cols),
+    fig, axes = new_figure(what, cells, size=size, panels=(2 * n_rows, cols),
                         height_ratios=[3, 2] * n_rows)
     look = _Channels(decoded, colour)
     several_refs = False
@@ -199,7 +199,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
             [], [], **REFERENCE)
     if any(c["mode"] == "diffusion" for c in decoded):
         entries["K n: denoising steps per block"] = Line2D([], [], ls="")
-    _legend(fig, list(entries.values()), list(entries))
+    put_legend(fig, list(entries.values()), list(entries))
     return fig
 
 
@@ -245,7 +245,7 @@ def _draw_panel(ppl_ax, ent_ax, panel: Rows, refs: Rows, look: _Channels) -> boo
         ax.set_xscale("log")
         ax.grid(True, which="both", alpha=0.25)
     ppl_ax.set_yscale("log")
-    _plain_log(ppl_ax.yaxis, ppl_ax.xaxis, ent_ax.xaxis)
+    plain_log(ppl_ax.yaxis, ppl_ax.xaxis, ent_ax.xaxis)
     return len(distinct) > 1
 
 
