@@ -68,9 +68,9 @@ def harness_version() -> str:
     return importlib.metadata.version("lm_eval")
 
 
-def check(request: HarnessRequest) -> tuple[str, object, tuple[str, int, int]]:
-    """(the checkpoint, its recipe, its (mode, G, K)) of what is asked; UsageError, before any
-    weights are loaded, for what cannot run."""
+def check(request: HarnessRequest) -> tuple[Source, tuple[str, int, int]]:
+    """(the checkpoint, read once: fsc.source.Source; its (mode, G, K)) of what is asked;
+    UsageError, before any weights are loaded, for what cannot run."""
     if not request.tasks:
         raise UsageError("--task harness needs --tasks (e.g. arc_easy,piqa, or a task of "
                          "--include-path)")
@@ -84,17 +84,17 @@ def check(request: HarnessRequest) -> tuple[str, object, tuple[str, int, int]]:
                          replace=True)
     torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
     src = Source.read(request.source)  # one line if it is not a model
-    source, recipe = src.ref, src.recipe
+    recipe = src.recipe
     if recipe.block_size == 1 and request.steps is not None:
         raise UsageError(f"--steps {request.steps}: {request.source} is autoregressive (G 1): "
                          "it generates with no denoising steps")
-    return source, recipe, block_setting(None, None, request.steps, recipe.block_size)
+    return src, block_setting(None, None, request.steps, recipe.block_size)
 
 
-def rows_of(results: dict, mode: str, G: int, K: int, mc: int, source: str, recipe) -> list[dict]:
+def rows_of(results: dict, mode: str, G: int, K: int, mc: int, src: Source) -> list[dict]:
     """One row per (task, metric) of the harness's results."""
     version = harness_version()
-    src = Source.read(source)
+    source, recipe = src.ref, src.recipe
     origin = src.weights(0) if not src.is_checkpoint else f"checkpoint {source}"
     rows = []
     for task, metrics in results.get("results", {}).items():
@@ -244,7 +244,8 @@ def save_output(tracker: EvaluationTracker, results: dict, log_samples: bool) ->
 def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
     """Run the harness and record its metrics as one eval run of `st`, registered before the
     model loads (a failure inside the harness leaves the run failed with its error)."""
-    source, recipe, (mode, G, K) = check(request)
+    src, (mode, G, K) = check(request)
+    source, recipe = src.ref, src.recipe
     with _quiet():
         manager = task_manager(request)
     config = {"request": {**request.__dict__, "tasks": list(request.tasks)},
@@ -261,7 +262,7 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
         with _quiet():
             files = save_output(tracker, results, request.log_samples) if tracker else []
         rows = rows_of(results, lm.mode, lm.G, 0 if lm.mode == "ar" else lm.steps,
-                       request.mc_samples, source, recipe)
+                       request.mc_samples, src)
         for row in rows:
             row["seconds"] = seconds
         run.add_rows("eval_cells", rows, COLUMNS)
