@@ -10,7 +10,7 @@ from __future__ import annotations
 from fsc.errors import UsageError
 
 MODES = ("diffusion", "ar")
-POLICIES = ("confidence", "random", "margin", "entropy")  # reveal orders (fsc.sampler)
+POLICIES = ("confidence", "random", "margin", "entropy")  # reveal orders (fsc.decode.sampler)
 MAX_G = 4096  # the recipe schema's bound on block_size
 # Bounds of a decoding point that no real run reaches (16M tokens of context, 4096 sequences):
 # they turn typos like `--B 1000000000` into a one-line error instead of a long computation.

@@ -18,7 +18,7 @@ block written at it). Where every layer is so (and there is no logit shift), not
 depends on the length: the length leaves the key, and one capture serves every block of a
 decode (`length_free`); the fold is replayed the same way (`GraphedFold`), so that neither the
 K steps nor the fold of a block, nor an AR token's fold, is issued from Python (a whole
-denoising step, its pick and reveal too, is fsc.denoise's capture). The output a replay returns
+denoising step, its pick and reveal too, is fsc.decode.denoise's capture). The output a replay returns
 is the graph's own tensor, overwritten by the next replay: read it (or copy it) before calling
 again.
 """

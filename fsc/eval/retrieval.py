@@ -20,10 +20,10 @@ import torch
 
 from fsc.data.tasks import MQAR, Passkey
 from fsc.decode import DecodeConfig, banned_ids, generate_batch
-from fsc.denoise import denoise
+from fsc.decode.denoise import denoise
+from fsc.decode.sampler import Picker
 from fsc.errors import UsageError
 from fsc.eval.grid import EvalGrid, EvalSettings
-from fsc.sampler import Picker
 from fsc.seeds import derive
 
 

@@ -31,7 +31,7 @@ def exists(name: str) -> bool:
 
 def test_the_paths_are_found():
     names = named()
-    assert {"fsc/decode.py", "fsc/store/migrations.py", "fsc/mixers/<kind>.py",
+    assert {"fsc/decode/config.py", "fsc/store/migrations.py", "fsc/mixers/<kind>.py",
             "pyproject.toml"} <= set(names)
     assert not exists("fsc/no_such_module.py") and not exists("no_such_file.py")
 

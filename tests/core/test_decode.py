@@ -4,9 +4,9 @@ import pytest
 import torch
 from model_checks import decode_tiny
 
-from fsc.denoise import even_schedule
+from fsc.decode.denoise import even_schedule
+from fsc.decode.sampler import distribution, pick_ref, priority
 from fsc.errors import UsageError
-from fsc.sampler import distribution, pick_ref, priority
 from fsc.tokenizer import ByteTokenizer
 
 TOK = ByteTokenizer()
@@ -164,8 +164,8 @@ def test_the_device_pick_decodes_the_host_picks_greedy_tokens(name):
 
 
 def test_a_block_with_nothing_masked_takes_no_step_and_no_draw():
-    from fsc.denoise import Steps
-    from fsc.sampler import Picker
+    from fsc.decode.denoise import Steps
+    from fsc.decode.sampler import Picker
 
     def forward(tokens):
         raise AssertionError("a forward pass for a block with nothing to fill")

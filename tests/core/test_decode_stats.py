@@ -6,8 +6,7 @@ import json
 import pytest
 import torch
 
-from fsc import decode
-from fsc.decode import DecodeConfig, generate
+from fsc.decode import DecodeConfig, engine, generate
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
@@ -38,8 +37,8 @@ def test_uncached_there_is_no_prefill_rate(fsc_main):
 def test_the_first_decode_of_a_model_warms_up_once(monkeypatch):
     """Where a device warms up (CUDA; here the CPU stands in), the first decode of a model at a
     G times a warm-up apart; the next one makes none, and both decode the same tokens."""
-    monkeypatch.setattr(decode, "WARMS_UP", ("cpu",))
-    monkeypatch.setattr(decode, "_warm", set())
+    monkeypatch.setattr(engine, "WARMS_UP", ("cpu",))
+    monkeypatch.setattr(engine, "_warm", set())
     tok = ByteTokenizer()
     model = build_model(load_recipe("tiny_hybrid"), seed=0).eval()
     cfg = DecodeConfig(length=6, G=4, steps=2)

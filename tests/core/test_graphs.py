@@ -7,8 +7,8 @@ import pytest
 import torch
 from model_checks import decode_tiny as _gen
 
-from fsc import decode, graphs
-from fsc.decode import DecodeConfig
+from fsc import graphs
+from fsc.decode import DecodeConfig, engine
 from fsc.errors import UsageError
 from fsc.graphs import GraphedStep
 from fsc.model.lm import build_model
@@ -70,7 +70,7 @@ def test_a_step_is_captured_once_per_cache_length_and_replayed_exactly(monkeypat
 @pytest.mark.parametrize("name", ["tiny_attn", "tiny_gla", "tiny_mamba"])
 def test_decoding_through_graphs_gives_the_same_tokens(name, monkeypatch):
     eager = _gen(name, temperature=0.0, length=13, G=4, steps=3)
-    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(engine, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     graphed = _gen(name, temperature=0.0, length=13, G=4, steps=3)
     assert graphed.token_ids == eager.token_ids
@@ -91,7 +91,7 @@ def test_a_length_free_model_captures_once_for_every_block(name, captures, monke
         return fake_capture(fn, warm)
 
     eager = _gen(name, temperature=0.0, length=14, G=4, steps=3)  # blocks of 4, 4, 4 and 2
-    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(engine, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", counting)
     graphed = _gen(name, temperature=0.0, length=14, G=4, steps=3)
     assert graphed.token_ids == eager.token_ids and len(made) == captures
@@ -134,7 +134,7 @@ def test_a_fixed_state_models_folds_replay_one_capture(mode, monkeypatch):
         return fake_capture(fn, warm)
 
     eager = _gen("tiny_mamba", temperature=0.0, length=10, G=4, steps=2, mode=mode)
-    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(engine, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", counting)
     graphed = _gen("tiny_mamba", temperature=0.0, length=10, G=4, steps=2, mode=mode)
     assert graphed.token_ids == eager.token_ids and graphed.stats["graphs"]
@@ -163,7 +163,7 @@ def test_graphs_where_a_capture_is_replayed(monkeypatch):
         made.append(fn)
         return fake_capture(fn, warm)
 
-    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(engine, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", counting)
     # K 1, attention made static: one capture of the step serves every block, and one of the
     # fold; AR: each token's fold
@@ -253,11 +253,11 @@ def test_a_ragged_batch_decodes_through_static_attention_as_alone(monkeypatch):
     prompts = [TOK.encode(t) for t in TEXTS]
     for mode in ("diffusion", "ar"):
         cfg = DecodeConfig(length=9, G=4, steps=2, mode=mode)
-        eager = [decode.generate(m, TOK, p, cfg).token_ids for p in prompts]
+        eager = [engine.generate(m, TOK, p, cfg).token_ids for p in prompts]
         with monkeypatch.context() as mp:
-            mp.setattr(decode, "graphs_usable", lambda device: True)
+            mp.setattr(engine, "graphs_usable", lambda device: True)
             mp.setattr(graphs, "capture", fake_capture)
-            together = decode.generate_batch(m, TOK, prompts, cfg, batch=5)
+            together = engine.generate_batch(m, TOK, prompts, cfg, batch=5)
         assert [r.token_ids for r in together] == eager and together[0].stats["graphs"]
 
 
@@ -270,7 +270,7 @@ def test_a_ragged_batch_decodes_through_static_attention_as_alone(monkeypatch):
     {"temperature": 0.8, "policy": "entropy", "threshold": 0.3}])
 def test_a_whole_step_replayed_decodes_the_eager_tokens(name, hot, monkeypatch):
     """With the pick on the device, a step's forward pass, pick and reveal are captured
-    together (fsc.denoise.Steps): the same tokens as eager, greedy or sampled (the draws made
+    together (fsc.decode.denoise.Steps): the same tokens as eager, greedy or sampled (the draws made
     outside the capture, as the eager step makes them), with a threshold too; nothing in the
     captured step reads a tensor on the host; one capture of the step per block shape where
     the model is length-free (attention made static), one a block where it is not (a window)."""
@@ -282,7 +282,7 @@ def test_a_whole_step_replayed_decodes_the_eager_tokens(name, hot, monkeypatch):
 
     kw = {"length": 14, "G": 4, "steps": 3, "sampler": "device", **hot}  # blocks 4, 4, 4, 2
     eager = _gen(name, **kw)
-    monkeypatch.setattr(decode, "graphs_usable", lambda device: True)
+    monkeypatch.setattr(engine, "graphs_usable", lambda device: True)
     monkeypatch.setattr(graphs, "capture", counting)
     graphed = _gen(name, **kw)
     assert graphed.token_ids == eager.token_ids and graphed.stats["graphs"]

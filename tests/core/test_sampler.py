@@ -1,4 +1,4 @@
-"""The device picker against its host reference (fsc.sampler): the same greedy tokens and
+"""The device picker against its host reference (fsc.decode.sampler): the same greedy tokens and
 priorities, the same distribution when sampling, reproducible per seed, each row's draws its
 own."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fsc.blocks import POLICIES
-from fsc.sampler import Picker, pick_ref
+from fsc.decode.sampler import Picker, pick_ref
 
 V = 7
 BANNED = [5]
@@ -33,7 +33,7 @@ def test_greedy_picks_are_the_references(policy):
 def test_samples_follow_the_references_distribution(temperature, top_p):
     """20,000 draws of one row each way: the frequencies of every id within 0.015 of each
     other and of the distribution itself; banned ids and ids past top-p never drawn."""
-    from fsc.sampler import distribution
+    from fsc.decode.sampler import distribution
 
     logits = _logits(1, seed=4)
     n = 20_000

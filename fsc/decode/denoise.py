@@ -1,5 +1,5 @@
 """One block denoised: K steps, each a forward pass of the block against the cache (which the
-steps do not change), a pick (fsc.sampler: each position's sample, its confidence and the
+steps do not change), a pick (fsc.decode.sampler: each position's sample, its confidence and the
 policy's priority) and a reveal of the best-ranked masked positions: on an even schedule over
 the K steps, or with a threshold τ every position at least τ probable and at least enough to
 finish in the steps left (see fsc.decode).
@@ -46,7 +46,7 @@ class _Block:
 class Steps:
     """`run(block, masked)`: the masked positions of `block` [B, g] (holding the mask id) filled
     in at most `steps` steps, each `forward(tokens) -> logits [B, g, V]` then `pick` (an
-    fsc.sampler picker) then the reveal. Every row has the same number of masked positions.
+    fsc.decode.sampler picker) then the reveal. Every row has the same number of masked positions.
     With `graph_key` (a function of the state the forward pass reads besides its tokens:
     fsc.graphs' key, None where nothing else changes) a step is replayed from a CUDA graph
     captured for each block shape and key; else it runs eagerly."""

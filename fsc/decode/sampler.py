@@ -13,9 +13,14 @@ compares their frequencies).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from fsc.seeds import derive
+
+if TYPE_CHECKING:
+    from fsc.decode.config import DecodeConfig
 
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples
 
@@ -70,7 +75,7 @@ class Picker:
     """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n], on the logits'
     device in float64; row b draws from its own generator (seeded `seeds[b]`) and, for the
     `random` policy, its own order stream. A pick is its draws (`draw`, eager) and the choice
-    at them (`choose`, which a CUDA graph captures: fsc.denoise)."""
+    at them (`choose`, which a CUDA graph captures: fsc.decode.denoise)."""
 
     capturable = True
 
@@ -152,3 +157,34 @@ class HostPicker:
 
     __call__ = choose
     greedy = Picker.greedy
+
+
+def banned_ids(tokenizer, vocab: int) -> list[int]:
+    """Ids decoding never produces: the tokenizer's specials and ids past its vocabulary."""
+    return ([i for i in tokenizer.special_ids if i is not None]
+            + list(range(tokenizer.vocab_size, vocab)))
+
+
+def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
+           seeds: list[int] | None = None):
+    """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`,
+    row b drawing from seed `seeds[b]` (default: cfg.seed, one row): the device picker
+    (`Picker`: nothing of [n, V] leaves the device) where `cfg.sampler` asks for it
+    (auto: on CUDA), else the host reference (`HostPicker`: `pick_ref` a row), which
+    the CPU keeps (its draws are the ones recorded so far). Either also gives a pick's draws
+    and its choice apart (`draw`, `choose`: fsc.decode.denoise captures the choice) and the greedy
+    token alone (`greedy`: autoregressive decoding)."""
+    device = torch.device(device)
+    seeds = seeds or [cfg.seed]
+    on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
+    if on_device:
+        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
+    return HostPicker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
+
+
+def ar_picker(pick, temperature: float):
+    """next(logits [V]) -> the next token of autoregressive decoding: greedy at temperature 0
+    (`pick.greedy`), else `pick`'s sample."""
+    if temperature > 0:
+        return lambda logits: int(pick(logits[None, None])[0][0, 0])
+    return lambda logits: int(pick.greedy(logits))

@@ -1,0 +1,71 @@
+"""What a decode is asked for (`DecodeConfig`, checked before any weight is read) and what it
+gives back (`DecodeResult`: the tokens and the stats), and the checks of a model, tokenizer and
+prompt every decode makes first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fsc.blocks import MODES, POLICIES, check_block
+from fsc.errors import UsageError
+
+SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
+PREFILL_CHUNK = 4096  # prompt tokens folded in one pass (`prefill`; 0: the whole prompt)
+
+
+@dataclass
+class DecodeConfig:
+    length: int
+    G: int
+    steps: int
+    mode: str = "diffusion"  # "diffusion" | "ar"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    threshold: float | None = None
+    seed: int = 0
+    use_cache: bool = True
+    policy: str = "confidence"
+    graphs: bool = True  # on CUDA, steps and folds replay captured graphs (fsc.decode.denoise, fsc.graphs)
+    sampler: str = "auto"  # the pick: on the logits' device (CUDA) or the host (`picker`)
+    prefill_chunk: int = PREFILL_CHUNK  # prompt tokens folded in one pass (0: all)
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise UsageError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.length < 1:
+            raise UsageError(f"length {self.length} must be at least 1")
+        if self.mode == "diffusion":
+            check_block(self.G, self.steps)
+        if self.temperature < 0:
+            raise UsageError(f"temperature {self.temperature} must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
+        if self.threshold is not None and not 0 < self.threshold <= 1:
+            raise UsageError(f"threshold {self.threshold} must be in (0, 1]")
+        if self.sampler not in SAMPLERS:
+            raise UsageError(f"sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}")
+        if self.policy not in POLICIES:
+            raise UsageError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.prefill_chunk < 0:
+            raise UsageError(f"--prefill-chunk {self.prefill_chunk} must be >= 0")
+
+
+@dataclass
+class DecodeResult:
+    token_ids: list[int]
+    stats: dict = field(default_factory=dict)
+
+
+def check_inputs(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig) -> None:
+    """Refuse a tokenizer larger than the model's vocabulary, an empty prompt, and diffusion
+    decoding with a tokenizer that has no mask token."""
+    vocab = model.recipe.vocab_size
+    if tokenizer.vocab_size > vocab:
+        raise UsageError(
+            f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {vocab}"
+        )
+    if not prompt_ids:
+        raise UsageError("the prompt is empty after tokenisation")
+    if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:
+        raise UsageError(f"diffusion decoding needs a mask token, which the tokenizer "
+                         f"({tokenizer.name}) lacks; decode with --mode ar")
