@@ -26,7 +26,8 @@ from fsc.mixers import MIXERS
 from fsc.model.layers import TORCH_DTYPES
 from fsc.recipe import Recipe
 from fsc.source import load_source_recipe
-from fsc.sweep import Point, PointResult, SweepConfig
+from fsc.sweep import Point, SweepConfig
+from fsc.sweep_results import PointResult
 
 
 def _now() -> datetime:

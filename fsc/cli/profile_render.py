@@ -14,7 +14,7 @@ from rich.text import Text
 from fsc import noise
 from fsc.cli.common import bar_text, err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
-from fsc.sweep import PointResult, baseline_notes, compare
+from fsc.sweep_results import PointResult, baseline_notes, compare
 
 if TYPE_CHECKING:
     from fsc.scale.profiling import DryRun
@@ -80,8 +80,8 @@ def _cells(r) -> dict:
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
                 errors: Console, wide: bool = False, comparison: list[dict] | None = None) -> None:
     """The results of a sweep, each recipe against the baseline (`comparison`, default
-    fsc.sweep.compare of the rows), failed points on `errors`, and the query that shows the run
-    (on a line of its own, never wrapped, to copy)."""
+    fsc.sweep_results.compare of the rows), failed points on `errors`, and the query that shows
+    the run (on a line of its own, never wrapped, to copy)."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     width = None if wide else -1
     show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS,

@@ -22,8 +22,8 @@ from fsc import noise
 from fsc.errors import UsageError
 from fsc.results import figures, plots, select
 from fsc.store import Store
-from fsc.sweep import PointResult, baseline_notes
-from fsc.sweep import compare as against_baseline
+from fsc.sweep_results import PointResult, baseline_notes
+from fsc.sweep_results import compare as against_baseline
 from fsc.text import human_bytes
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")

@@ -31,7 +31,8 @@ import torch
 from fsc.errors import FscError, UsageError
 from fsc.loading import torch_device
 from fsc.scale import ExecutorSettings, work
-from fsc.sweep import Point, PointResult, SweepConfig
+from fsc.sweep import Point, SweepConfig
+from fsc.sweep_results import PointResult
 
 POLL_S = 0.5
 # Slurm's warning signal (SIGUSR2) comes this long before a task's time limit; submitit then

@@ -25,10 +25,8 @@ from fsc.source import load_source_recipe
 from fsc.store import Store
 from fsc.sweep import (
     Point,
-    PointResult,
     SweepConfig,
     SweepRequest,
-    compare,
     default_sweep,
     plan,
     predict,
@@ -36,6 +34,7 @@ from fsc.sweep import (
     unchanged,
     unmeasured,
 )
+from fsc.sweep_results import PointResult, compare
 from fsc.text import printable
 
 
@@ -83,7 +82,7 @@ class Profiled:
     stored_before: int
     rows: list[PointResult]  # measured by this invocation
     run_rows: list[PointResult]  # every point of the run (a resumed one's earlier points too)
-    comparison: list[dict]  # each recipe against the baseline (fsc.sweep.compare)
+    comparison: list[dict]  # each recipe against the baseline (fsc.sweep_results.compare)
 
 
 def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,

@@ -22,7 +22,8 @@ from fsc.eval.grid import EvalGrid
 from fsc.eval.tasks import model_to_score, score
 from fsc.loading import set_threads
 from fsc.profile import Sweep
-from fsc.sweep import Point, PointResult, SweepConfig
+from fsc.sweep import Point, SweepConfig
+from fsc.sweep_results import PointResult
 from fsc.tokenizer import load_tokenizer
 
 

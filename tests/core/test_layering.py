@@ -21,7 +21,7 @@ LAYERS = [  # lowest first; a module is in the layer of the longest prefix that 
     ["fsc.tokenizer", "fsc.checkpoint", "fsc.store", "fsc.provenance",
      "fsc.data"],  # the samples training and evaluation both draw (tasks, --data sources)
     ["fsc.hub", "fsc.imports"],  # the Hub carries checkpoint directories; they never reach it
-    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.profile", "fsc.decode", "fsc.graphs", "fsc.verify",
+    ["fsc.source", "fsc.verify_report", "fsc.loading", "fsc.sweep", "fsc.sweep_results", "fsc.profile", "fsc.decode", "fsc.graphs", "fsc.verify",
      "fsc.objective"],  # the denoising bound: training's loss, and eval's loss task
     ["fsc.eval"],
     ["fsc.train"],  # training evaluates in the loop (fsc.eval.retrieval.quick_eval)

@@ -12,7 +12,7 @@ from rich.console import Console
 from fsc.cli import profile as profile_cli
 from fsc.cli.main import main
 from fsc.cli.profile_render import RESULT_COLUMNS, render_rows
-from fsc.sweep import PointResult
+from fsc.sweep_results import PointResult
 
 TINY = ["-r", "tiny_attn", "--S", "16", "--B", "1", "--warmup", "0", "--repeats", "1"]
 

@@ -9,7 +9,7 @@ from fsc_run import in_process
 from rich.console import Console
 
 from fsc.cli.profile_render import render_rows
-from fsc.sweep import PointResult, compare
+from fsc.sweep_results import PointResult, compare
 
 MiB = 2**20
 

@@ -12,7 +12,7 @@ from fsc import noise
 from fsc.cli.profile_render import render_rows
 from fsc.results import figures
 from fsc.store import Store
-from fsc.sweep import PointResult, compare
+from fsc.sweep_results import PointResult, compare
 
 FIELDS = {f for f in PointResult.__dataclass_fields__} - {"samples", "traceback"}
 

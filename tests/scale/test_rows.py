@@ -8,7 +8,7 @@ from fsc.eval.columns import LOSS
 from fsc.eval.grid import EvalCell
 from fsc.scale import work
 from fsc.store import Store
-from fsc.sweep import PointResult
+from fsc.sweep_results import PointResult
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
