@@ -16,7 +16,7 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]]
     from the seed `fsc.seeds.derive(cfg.seed, i)`, which its stats give, so that rows are
     independent of each other and of the batch they share."""
     from fsc import ops
-    from fsc.decode import batches, generate_batch
+    from fsc.decode import generate_batch
     from fsc.seeds import derive
 
     seeds = [derive(cfg.seed, i) for i in range(len(rows))]
@@ -28,7 +28,7 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]]
                "stats": {**res.stats, "seed": seed, "backends": ran.backends,
                          "weights": weights}}
         print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
-    firsts = [results[group[0]].stats for group in batches(rows, batch)]  # a batch's stats
+    firsts = list({r.stats["batch_index"]: r.stats for r in results}.values())  # a batch's
     made = sum(len(r.token_ids) for r in results)
     generate_s = sum(s["generate_s"] for s in firsts)
     rate = f"{made / generate_s:.1f} tok/s" if generate_s > 0 else "- tok/s"

@@ -47,6 +47,8 @@ class Steps:
     """`run(block, masked)`: the masked positions of `block` [B, g] (holding the mask id) filled
     in at most `steps` steps, each `forward(tokens) -> logits [B, g, V]` then `pick` (an
     fsc.decode.sampler picker) then the reveal. Every row has the same number of masked positions.
+    With a threshold a row's block may be done before the batch's: from then on that row takes
+    no draws (its generators advance as they would alone, so its next blocks sample as alone).
     With `graph_key` (a function of the state the forward pass reads besides its tokens:
     fsc.graphs' key, None where nothing else changes) a step is replayed from a CUDA graph
     captured for each block shape and key; else it runs eagerly."""
@@ -56,18 +58,23 @@ class Steps:
         self.forward, self.pick, self.steps, self.threshold = forward, pick, steps, threshold
         self.graph_key = graph_key
         self._blocks: dict[tuple, _Block] = {}
-        self.used: list[int] = []  # steps each block took
+        self.used: list[int] = []  # steps each block took (the batch's: its slowest row's)
+        self.row_used: list[list[int]] = []  # steps each row of each block took, as alone
 
     def run(self, block, masked, n: int | None = None):
         """The filled block [B, g] (a tensor of its own); `n`: the masked positions a row has
         (read from `masked` where not given)."""
         n = int(masked[0].sum()) if n is None else n
         k = min(self.steps, n)
+        B = block.shape[0]
         if k == 0:  # nothing masked: no step, no draw
             self.used.append(0)
+            self.row_used.append([0] * B)
             return block.clone()
         schedule = even_schedule(n, k)
-        draws = self.pick.draw(block.shape[1])
+        live = [True] * B  # rows still masked: only they take a step's draws
+        steps = [0] * B
+        draws = self.pick.draw(block.shape[1], live)
         state = self._blocks.get(tuple(block.shape))
         if state is None:
             state = self._blocks[tuple(block.shape)] = _Block(block, masked, draws)
@@ -77,16 +84,20 @@ class Steps:
         taken = 0
         for i in range(k):
             if i:
-                draws = self.pick.draw(block.shape[1])
+                draws = self.pick.draw(block.shape[1], live)
             for held, d in zip((state.u, state.o), draws, strict=True):
                 if d is not None:
                     held.copy_(d)
             state.count.fill_(schedule[i] if self.threshold is None else k - i)
             self._advance(state)
             taken += 1
-            if self.threshold is not None and not state.masked.any():
-                break
+            steps = [s + on for s, on in zip(steps, live, strict=True)]
+            if self.threshold is not None:  # a row whose block is done draws no more
+                live = state.masked.any(-1).tolist()
+                if not any(live):
+                    break
         self.used.append(taken)
+        self.row_used.append(steps)
         return state.tokens.clone()
 
     def _advance(self, state: _Block) -> None:

@@ -129,11 +129,12 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     seeds = seeds or [cfg.seed] * len(prompts)
     results: list[DecodeResult | None] = [None] * len(prompts)
     warmup_s = warmed(model, 1 if cfg.mode == "ar" else cfg.G, device)
-    for rows in batches(prompts, batch, ragged_ok(model)):
+    for index, rows in enumerate(batches(prompts, batch, ragged_ok(model))):
         outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
                             [seeds[i] for i in rows])
         for i, out, st in zip(rows, outs, stats, strict=True):
-            results[i] = DecodeResult(out, {**st, "prompt_tokens": len(prompts[i]),
+            results[i] = DecodeResult(out, {**st, "batch_index": index,
+                                            "prompt_tokens": len(prompts[i]),
                                             "tokens": len(out), "warmup_s": warmup_s})
         warmup_s = None  # the first batch's rows paid it
     return results
@@ -222,7 +223,8 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
               "policy": cfg.policy, "threshold": cfg.threshold, "cached": True,
               "graphs": folder is not None or replays,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
-              "prompt_passes": prompt_passes, "prefill_s": prefill_s, "generate_s": generate_s,
+              "batch_prompt_passes": prompt_passes, "prefill_s": prefill_s,
+              "generate_s": generate_s,
               "seconds": prefill_s + generate_s,
               "prompt_tokens_per_s": (sum(map(len, prompts)) / prefill_s if prefill_s > 0
                                       else None),
@@ -230,11 +232,13 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     def alone_passes(n: int) -> int:
         return -(-n // chunk_tokens(chunk, G, n))
 
-    used = steps.used if steps is not None else []
+    used = steps.row_used if steps is not None else []
     stats = []
     for b in range(B):  # a row's passes and steps: those of the blocks it decoded, as alone
-        steps = sum(used[: blocks[b]])
-        stats.append({**shared, "blocks": blocks[b], "steps_used": steps,
-                      "steps_per_block": steps / blocks[b] if used else 0.0,
-                      "forward_passes": alone_passes(len(prompts[b])) + steps + blocks[b] - 1})
+        taken = sum(row[b] for row in used[: blocks[b]])
+        prompt = alone_passes(len(prompts[b]))
+        stats.append({**shared, "blocks": blocks[b], "steps_used": taken,
+                      "steps_per_block": taken / blocks[b] if used else 0.0,
+                      "prompt_passes": prompt,
+                      "forward_passes": prompt + taken + blocks[b] - 1})
     return outs, stats

@@ -88,16 +88,20 @@ class Picker:
         self.orders = [torch.Generator(self.device).manual_seed(derive(s, ORDER_STREAM))
                        for s in seeds]
 
-    def _uniforms(self, gens, n: int):
-        return torch.stack([torch.rand(n, generator=g, device=self.device, dtype=torch.float64)
-                            for g in gens])
+    def _uniforms(self, gens, n: int, live: list[bool]):
+        return torch.stack([
+            torch.rand(n, generator=g, device=self.device, dtype=torch.float64) if on
+            else torch.zeros(n, device=self.device, dtype=torch.float64)
+            for g, on in zip(gens, live, strict=True)])
 
-    def draw(self, n: int):
+    def draw(self, n: int, live: list[bool] | None = None):
         """The uniforms a pick of `n` positions a row reads: (the samples' [B, n], None at
-        temperature 0; the `random` order's [B, n], None for another policy), drawn from each
-        row's generators."""
-        return (self._uniforms(self.gens, n) if self.temperature > 0 else None,
-                self._uniforms(self.orders, n) if self.policy == "random" else None)
+        temperature 0; the `random` order's [B, n], None for another policy), drawn from the
+        generators of each row `live` names (default: every row); a row not live draws
+        nothing (zeros: its pick is not used)."""
+        live = live or [True] * len(self.gens)
+        return (self._uniforms(self.gens, n, live) if self.temperature > 0 else None,
+                self._uniforms(self.orders, n, live) if self.policy == "random" else None)
 
     def choose(self, logits, samples, order):
         """The pick of `logits` [B, n, V] at the uniforms `draw` gave: no draw, no host sync
@@ -135,7 +139,9 @@ def ban_mask(banned: list[int], vocab: int, device):
 class HostPicker:
     """`Picker`'s reference twin: each row picked by `pick_ref` on the host, drawing from its
     own CPU generators (seeded `seeds[b]`; the draws recorded before the device picker), the
-    results back on `device`. It reads the logits on the host, so no graph captures it."""
+    results back on `device`. It reads the logits on the host, so no graph captures it. Its
+    draws are made by `choose`, for the rows the last `draw` named live (a row not live: no
+    pick, its token 0 and its priority -inf, as it is not used)."""
 
     capturable = False
 
@@ -146,14 +152,26 @@ class HostPicker:
         self.ban = ban_mask(banned, vocab, self.device)
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
         self.orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
+        self.live: list[bool] | None = None  # the rows the next `choose` picks (None: all)
 
-    def draw(self, n: int):
+    def draw(self, n: int, live: list[bool] | None = None):
+        self.live = live
         return None, None  # drawn by `pick_ref` itself
 
     def choose(self, logits, samples=None, order=None):
+        live = self.live or [True] * len(self.gens)
+        self.live = None
         rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o)
-                for row, gen, o in zip(logits, self.gens, self.orders, strict=True)]
+                if on else self._nothing(row)
+                for row, gen, o, on in zip(logits, self.gens, self.orders, live, strict=True)]
         return tuple(torch.stack(t).to(self.device) for t in zip(*rows))
+
+    @staticmethod
+    def _nothing(row):
+        """A row not live: (tokens 0, confidences 0, priorities -inf) for its n positions."""
+        n = row.shape[0]
+        return (torch.zeros(n, dtype=torch.long), torch.zeros(n, dtype=torch.float64),
+                torch.full((n,), float("-inf"), dtype=torch.float64))
 
     __call__ = choose
     greedy = Picker.greedy

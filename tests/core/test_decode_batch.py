@@ -80,3 +80,24 @@ def test_a_sliding_window_decodes_a_batch_per_length():
     assert [r.stats["batch"] for r in together] == [3, 3, 1, 3, 1]
     for p, res in zip(prompts, together):
         assert res.token_ids == generate(m, TOK, p, cfg).token_ids
+
+
+@pytest.mark.parametrize("sampler", ["host", "device"])
+@pytest.mark.parametrize("temperature, policy", [(1.0, "confidence"), (0.0, "random")])
+def test_a_row_whose_block_is_done_first_draws_as_alone(sampler, temperature, policy):
+    """With a threshold the rows of a batch finish a block after different numbers of steps; a
+    row done first takes no more draws while its batch-mates step on, so its next blocks
+    sample (or, with the random order, reveal) as alone, and its counts are its own."""
+    m = _model("tiny_attn")
+    cfg = DecodeConfig(length=12, G=4, steps=4, temperature=temperature, policy=policy,
+                       threshold=0.5, sampler=sampler)
+    prompts = [TOK.encode(t) for t in ["Once upon", "The king ", "To be or ", "Now is th"]]
+    seeds = [11, 12, 13, 14]
+    together = generate_batch(m, TOK, prompts, cfg, seeds=seeds, batch=4)
+    alone = [generate(m, TOK, p, DecodeConfig(**{**cfg.__dict__, "seed": s}))
+             for p, s in zip(prompts, seeds)]
+    assert len({a.stats["steps_used"] for a in alone}) > 1  # rows that finish apart
+    for res, one in zip(together, alone):
+        assert res.token_ids == one.token_ids
+        for key in ("steps_used", "steps_per_block", "forward_passes", "prompt_passes"):
+            assert res.stats[key] == one.stats[key], key

@@ -126,3 +126,23 @@ def test_the_longest_prompt_is_checked_at_the_batch(fsc_main, tmp_path, monkeypa
     res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--batch", "3", "--length", "8")
     _refused(res, "the longest prompt's 300 tokens at --batch 3 and --length 8 need")
     assert "at most 100 prompt tokens fit with --length 8 at --batch 3" in res.stderr
+
+
+def test_the_summary_counts_the_batches_a_sliding_window_decodes(fsc_main, tmp_path):
+    """A sliding window decodes a batch per prompt length (fsc.decode.batches): the summary
+    counts those batches, each once, and its tokens/s is over their generation."""
+    from fsc.recipe import parse_recipe
+
+    data = load_recipe("tiny_hybrid").model_dump(mode="json", exclude_none=True)
+    data["attention"]["window"] = 6
+    save_checkpoint(build_model(parse_recipe(data), seed=1), tmp_path / "ckpt", seed=1)
+    (tmp_path / "p.txt").write_text("\n".join(PROMPTS) + "\n")
+    res = fsc_main("decode", "ckpt", "--length", "6", "--prompts", "p.txt", "--batch", "3")
+    rows = _lines(res)
+    # in order, [0, 1, 2] and [3, 4]; a batch per length, [0, 2], [1, 4] and [3]
+    assert [r["stats"]["batch_index"] for r in rows] == [0, 1, 0, 2, 1]
+    assert [r["stats"]["batch"] for r in rows] == [2, 2, 2, 1, 2]
+    assert "5 prompts in 3 batches (--batch 3)" in res.stderr
+    generate_s = sum({r["stats"]["batch_index"]: r["stats"]["generate_s"] for r in rows}.values())
+    made = sum(len(r["token_ids"]) for r in rows)
+    assert f"{made / generate_s:.1f} tok/s" in res.stderr

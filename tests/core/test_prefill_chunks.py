@@ -46,7 +46,8 @@ def test_decoding_after_a_chunked_prefill_gives_the_same_tokens(mode):
     assert (want.stats["prompt_passes"], got.stats["prompt_passes"]) == (1, 9)
     rows = generate_batch(m, TOK, [PROMPT, PROMPT[:20]], chunked, batch=2)
     assert rows[0].token_ids == want.token_ids
-    assert rows[0].stats["prompt_passes"] == 9 + 3  # the rows' prompts folded alone
+    assert rows[0].stats["prompt_passes"] == 9 and rows[1].stats["prompt_passes"] == 3
+    assert rows[0].stats["batch_prompt_passes"] == 9 + 3  # the rows' prompts folded alone
     assert rows[1].stats["forward_passes"] == generate(m, TOK, PROMPT[:20],
                                                        chunked).stats["forward_passes"]
 
