@@ -113,7 +113,8 @@ def two_stream_equals_its_loop(m) -> None:
 
 def ragged_rows_decode_alone(m) -> None:
     """Prompts of 11, 2 and 9 bytes decoded together give each prompt's tokens alone, by
-    diffusion and AR (the head scaled up so that ties are rare)."""
+    diffusion and AR, and sampled with a threshold (rows finishing a block apart, each drawing
+    from its own seed; the head scaled up so that ties are rare)."""
     from fsc.decode import DecodeConfig, generate, generate_batch
     from fsc.tokenizer import ByteTokenizer
 
@@ -121,11 +122,13 @@ def ragged_rows_decode_alone(m) -> None:
     with torch.no_grad():
         m.lm_head.weight.mul_(20)
     prompts = [tok.encode(t) for t in ["Once upon a", "Hi", "To be or "]]
-    for mode in ("diffusion", "ar"):
-        cfg = DecodeConfig(length=8, G=4, steps=2, mode=mode)
-        together = generate_batch(m, tok, prompts, cfg, batch=3)
-        assert [r.token_ids for r in together] == [generate(m, tok, p, cfg).token_ids
-                                                   for p in prompts]
+    seeds = [3, 4, 5]
+    for cfg in (DecodeConfig(length=8, G=4, steps=2), DecodeConfig(length=8, G=4, steps=2, mode="ar"),
+                DecodeConfig(length=12, G=4, steps=4, temperature=1.0, threshold=0.5)):
+        together = generate_batch(m, tok, prompts, cfg, seeds=seeds, batch=3)
+        assert [r.token_ids for r in together] == [
+            generate(m, tok, p, DecodeConfig(**{**cfg.__dict__, "seed": s})).token_ids
+            for p, s in zip(prompts, seeds, strict=True)]
 
 
 def sharp_model(name: str, seed: int = 5):
