@@ -47,26 +47,35 @@ def check(grid: EvalGrid, tokenizer) -> None:
                   option="--lengths", split="val")
 
 
-def draw_bound(batch: Batch, G: int, mask_id: int, gen: torch.Generator) -> Blocks:
+def draw_bound(batch: Batch, G: int, mask_id: int, gens: list[torch.Generator]) -> Blocks:
     """Every block with supervised positions, l ~ U{1..n} of its n supervised positions
-    masked at random (see the module docstring)."""
-    d = draw_blocks(batch, G, mask_id, gen)  # the layout: which blocks, their clean tokens
+    masked at random (see the module docstring). Row b draws from `gens[b]`, a draw for each
+    block of its sequence by the block's index, so that a sequence's draw is the same whatever
+    batch it is scored in."""
+    # the layout (which blocks, their clean tokens); its own draw is replaced below
+    d = draw_blocks(batch, G, mask_id, torch.Generator().manual_seed(0))
     B, K = d.blocks.shape
     sup = d.supervised  # (B, K)
-    u = torch.rand(B, K, G, generator=gen)
-    at = (d.blocks[..., None].cpu() * G + torch.arange(G))  # (B, K, G) positions
+    n = batch.tokens.shape[1] // G  # blocks a sequence has
+    draws = [(torch.rand(n, G, generator=g), torch.rand(n, generator=g)) for g in gens]
+    index = d.blocks.cpu()  # (B, K): the block each slot holds
+    u = torch.stack([w for w, _ in draws]).gather(1, index[..., None].expand(-1, -1, G))
+    size = torch.stack([c for _, c in draws]).gather(1, index)
+    at = (index[..., None] * G + torch.arange(G))  # (B, K, G) positions
     target = batch.target.cpu().gather(1, at.flatten(1)).view(B, K, G) & d.scored[..., None]
     rank = torch.where(target, u, 2.0).argsort(-1).argsort(-1)  # supervised positions first
-    count = (torch.rand(B, K, generator=gen) * sup).long() + 1  # l in 1..n
+    count = (size * sup).long() + 1  # l in 1..n
     masked = (rank < count[..., None]) & target
     masked = masked.flatten(1).to(d.labels.device)
     return Blocks(d.clean, d.labels.masked_fill(masked, mask_id), d.labels, masked, d.blocks,
                   d.scored, d.rate, d.supervised, G)
 
 
-def sequence_bounds(model, batch: Batch, G: int, mask_id: int, gen: torch.Generator) -> torch.Tensor:
-    """[B] on the CPU: each sequence's per-token NLL bound, every block drawn once."""
-    d = draw_bound(batch, G, mask_id, gen)
+def sequence_bounds(model, batch: Batch, G: int, mask_id: int,
+                    gens: list[torch.Generator]) -> torch.Tensor:
+    """[B] on the CPU: each sequence's per-token NLL bound, every block drawn once (row b from
+    `gens[b]`)."""
+    d = draw_bound(batch, G, mask_id, gens)
     per_block = block_losses(model, d, "masked")  # [B, K]: each block's per-token bound
     scored = d.scored.to(per_block.device)
     return (per_block.sum(-1) / scored.sum(-1)).float().cpu()
@@ -95,11 +104,12 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
         idx = range(start, min(start + settings.batch, settings.samples))
         samples = [source.sample(i) for i in idx]
         batch = Batch.of([after_bos(s, tokenizer) for s in samples] if bos else samples, device)
-        gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
-        if settings.mode == "ar":
+        if settings.mode == "ar":  # exact: no draw
+            gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
             losses += sequence_losses(model, "ar", batch, G, tokenizer.mask_id, gen).tolist()
-        else:
-            losses += sequence_bounds(model, batch, G, tokenizer.mask_id, gen).tolist()
+        else:  # sequence i draws from its own seed, whatever --batch
+            gens = [torch.Generator().manual_seed(derive(settings.seed, i, 8)) for i in idx]
+            losses += sequence_bounds(model, batch, G, tokenizer.mask_id, gens).tolist()
         nbytes += [len(tokenizer.decode(s.ids).encode("utf-8")) for s in samples]
         tokens += batch.tokens.numel()
     seconds = time.perf_counter() - t0

@@ -6,6 +6,7 @@ run resumed from the cells it holds.
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -80,6 +81,9 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
     asked = config.get("request")
     if not isinstance(asked, dict):
         raise UsageError(f"run {run_id} was recorded without its request; start a new run")
+    if config.get("task") == "harness":
+        raise UsageError(f"run {run_id} is a harness run, which is scored whole (its rows are "
+                         f"stored when every task is done): run it again, {harness_again(asked)}")
     lists = {k: tuple(v) if isinstance(v, list) else v for k, v in asked.items()}
     request = replace(EvalRequest(**lists), resume=run_id, device=device)
     steps = config.get("step_dirs")
@@ -92,6 +96,15 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
                              f"{step}, which is gone; other weights would mix two models in "
                              "one run: start a new run")
     return replace(request, **steps)
+
+
+def harness_again(asked: dict) -> str:
+    """The `fsc eval` command that runs a harness request (`asked`, as stored) again."""
+    words = ["fsc", "eval", str(asked.get("source")), "--task", "harness", "--tasks",
+             ",".join(asked.get("tasks") or ())]
+    if asked.get("include_path"):
+        words += ["--include-path", str(asked["include_path"])]
+    return "`" + shlex.join(words) + "`"
 
 
 def stored_cells(st: Store, run_id: str, grid: EvalGrid) -> list[EvalCell]:

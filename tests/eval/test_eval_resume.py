@@ -117,3 +117,22 @@ def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, mo
     _, rows = Store(store).query(f"select mode, K from eval_cells where run_id = '{run}'")
     assert sorted(rows, key=str) == sorted([("reference", None), ("diffusion", 1),
                                             ("diffusion", 2), ("diffusion", 4)], key=str)
+
+
+def test_a_harness_run_is_not_resumed_but_named_to_run_again(fsc_main, tmp_path):
+    """A harness run stores its rows when every task is done, so a stopped one has nothing to
+    continue: --resume says so on one line with the command that runs it again."""
+    from fsc.harness.run import HarnessRequest
+    from fsc.store import Store
+
+    st = Store(tmp_path / "st")
+    request = HarnessRequest(source="ck", tasks=("my_mc", "my_gen"), include_path="tasks")
+    run = st.start_run("eval", "fsc eval ck --task harness", None,
+                       {"request": {**request.__dict__, "tasks": list(request.tasks)},
+                        "task": "harness"})
+    st.finish_run(run, "failed", error="interrupted")
+    res = fsc_main("eval", "--resume", run, "--store", tmp_path / "st")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert ("harness run" in res.stderr and
+            "fsc eval ck --task harness --tasks my_mc,my_gen --include-path tasks" in res.stderr)

@@ -45,7 +45,8 @@ def test_the_bound_is_unbiased_for_the_elbo():
     exact = _exact_bound(model, ids, 4)
     batch = Batch(torch.tensor([ids] * 400), torch.ones(400, 8, dtype=torch.bool))
     with torch.no_grad():
-        draws = sequence_bounds(model, batch, 4, TOK.mask_id, torch.Generator().manual_seed(0))
+        draws = sequence_bounds(model, batch, 4, TOK.mask_id,
+                                [torch.Generator().manual_seed(i) for i in range(400)])
     se = float(draws.std()) / math.sqrt(len(draws))
     assert abs(float(draws.mean()) - exact) < 4 * se, (float(draws.mean()), exact, se)
     assert se < 0.05 * exact  # the estimate is tight enough for the check to bite
@@ -53,12 +54,28 @@ def test_the_bound_is_unbiased_for_the_elbo():
 
 def test_every_block_masks_between_one_and_all_of_its_positions():
     batch = Batch(torch.arange(64).view(2, 32) % 200, torch.ones(2, 32, dtype=torch.bool))
-    d = draw_bound(batch, 8, TOK.mask_id, torch.Generator().manual_seed(1))
+    d = draw_bound(batch, 8, TOK.mask_id, [torch.Generator().manual_seed(i) for i in (1, 2)])
     per_block = d.masked.view(2, 4, 8).sum(-1)
     assert (per_block >= 1).all() and (per_block <= 8).all()
     assert len(set(per_block.flatten().tolist())) > 2  # l is drawn, not fixed
     assert (d.noised[d.masked] == TOK.mask_id).all()
     assert (d.noised[~d.masked] == d.labels[~d.masked]).all()
+
+
+def test_a_sequences_bound_does_not_depend_on_the_batch(fsc_main, tmp_path):
+    """Each sequence draws its masks from its own seed: the cell's bound at --batch 2 is the
+    one at --batch 5."""
+    import json
+
+    def bound(batch: int) -> float:
+        res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", "shakespeare",
+                       "--lengths", "16", "--samples", "5", "--batch", str(batch), "--json",
+                       "--store", tmp_path / f"st{batch}", check=0)
+        [row] = json.loads(res.stdout)["rows"]
+        assert row["mode"] == "diffusion"  # a bound
+        return row["loss"]
+
+    assert bound(2) == pytest.approx(bound(5), rel=1e-5)
 
 
 def test_ar_loss_is_the_next_token_nll_and_bits_per_byte_follow(fsc_main, tmp_path):
