@@ -54,8 +54,10 @@ from fsc.tokenizer import begun
 def text_tokens(grid: EvalGrid, tokenizer, length: int):
     """The validation text's tokens (a shipped corpus's val split, or a text file)."""
     P = grid.gen.prompt_length
+    # errors name the total: "... of --prompt-length 64 + --lengths 128 = 192"
+    option = f"--prompt-length {P} + --lengths {length} =" if P else "--lengths"
     source = open_data(grid.data, tokenizer, P + length, 1, grid.settings.seed, grid.options,
-                       option="--lengths", split="val")
+                       option=option, split="val")
     if not isinstance(source, TextData):
         raise UsageError(f"--data {grid.data}: genppl draws its prompts and reference text "
                          "from natural text (shakespeare or a .txt/.jsonl/.parquet file)")

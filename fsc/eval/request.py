@@ -142,6 +142,9 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
         raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
                          "recipe, or a transformers model)")
     if request.resume is None:
+        if task == "loss" and request.steps is not None:
+            raise UsageError("--steps: --task loss decodes nothing (its bound reads each block "
+                             "in one pass); drop --steps")
         if request.depths is not None and task not in ("niah", "ruler"):
             raise UsageError(f"--depths: for --task niah or ruler only (this is {task})")
         if request.pairs is not None and task not in ("mqar", "loss"):

@@ -78,6 +78,13 @@ def test_a_sequences_bound_does_not_depend_on_the_batch(fsc_main, tmp_path):
     assert bound(2) == pytest.approx(bound(5), rel=1e-5)
 
 
+def test_steps_are_refused_as_the_loss_decodes_nothing(fsc_main, tmp_path):
+    res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", "shakespeare", "--steps",
+                   "2", "--store", tmp_path / "st")
+    assert res.returncode == 2 and "--steps: --task loss decodes nothing" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "st").exists()
+
+
 def test_ar_loss_is_the_next_token_nll_and_bits_per_byte_follow(fsc_main, tmp_path):
     import json
 
