@@ -16,6 +16,7 @@ from fsc.cli.common import (
     Mode,
     StoreOpt,
     err,
+    finite,
     given_options,
     print_json,
     say,
@@ -100,7 +101,8 @@ def evaluate(
         "--temperature", help="genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy; "
         "default 1).", show_default=False)] = None,
     top_p: Annotated[float | None, typer.Option(
-        "--top-p", min=0, max=1, help="genppl: nucleus sampling mass, in (0, 1] (default 1).",
+        "--top-p", callback=finite(0, 1, low_open=True),
+        help="genppl: nucleus sampling mass, in (0, 1] (default 1).",
         show_default=False)] = None,
     prompt_length: Annotated[int | None, typer.Option(
         "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of validation text before "
@@ -178,8 +180,6 @@ def evaluate(
         if given:
             raise UsageError(f"--resume {resume} continues the run's own grid; drop "
                              f"{', '.join(given)}")
-    if top_p is not None and top_p <= 0:
-        raise UsageError(f"--top-p {top_p:g} must be in (0, 1]")
     asked = EvalRequest(
         source or "", str(task) if task is not None else None,
         lengths=tuple(parse_sizes(lengths, "--lengths", 1, MAX_S)) if lengths is not None else None,
