@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.tables import fitted
+from fsc.results import loss_bound
 
 
 class SampleBar:
@@ -57,9 +58,7 @@ def _shade(acc: float) -> str:
     return f"black on rgb({r},{g},60)"
 
 
-# A block-diffusion checkpoint's loss is the masked-diffusion bound (fsc.eval.loss), an
-# autoregressive one's the exact NLL: the loss table marks the bound's numbers with ≤.
-LOSS_BOUND = "≤: an upper bound on the NLL (a block-diffusion model's ELBO, by Monte Carlo)"
+LOSS_BOUND = loss_bound.LEGEND  # under a loss table with a bound's numbers (marked ≤)
 
 
 def render(cells: list, task: str, recipe: str, run_id: str) -> None:
@@ -81,12 +80,12 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         for c in ("length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"):
             table.add_column(c, justify="right")
         for c in cells:
-            bound = "≤ " if c.mode != "ar" else ""
+            bound = loss_bound.prefix(c)
             table.add_row(str(c.length), str(c.n), _fmt(c.loss, ".4f", bound),
                           _fmt(c.get("loss_se"), ".4f"),
                           _fmt(c.get("bits_per_byte"), ".4f", bound))
         out.print(table)
-        if any(c.mode != "ar" for c in cells):
+        if any(loss_bound.is_bound(c) for c in cells):
             out.print(LOSS_BOUND, markup=False, highlight=False)
         for c in cells:
             if (c.get("distinct_sequences") or c.n) < c.n:
@@ -171,11 +170,16 @@ GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "
 
 def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     """A row per decoding and length (Gen-PPL at one length is not comparable with another's;
-    one length is said above the table): Gen-PPL with its interval, entropy, repeats, speed.
-    On a narrow terminal the passes, steps and repeats columns go first (--json has them)."""
+    one length is said above the table, as is the run's prompt length): Gen-PPL with its
+    interval, entropy, repeats, speed. On a narrow terminal the passes, steps and repeats
+    columns go first (--json has them)."""
     scorer = next((c.get("scorer") for c in cells if c.get("scorer")), "?")
-    out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)} "
-              f"(run {run_id})", markup=False, highlight=False)
+    prompt = next((c.get("prompt_length") for c in cells if c.get("prompt_length") is not None),
+                  None)
+    after = ("" if prompt is None else ", from BOS" if prompt == 0
+             else f", after {prompt}-token prompts")
+    out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)}"
+              f"{after} (run {run_id})", markup=False, highlight=False)
     records = [{"decoding": _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
                                            and c.checkpoint != cells[0].checkpoint else ""),
                 "length": str(c.length), "Gen-PPL": _fmt(c.get("gen_ppl")),

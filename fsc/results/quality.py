@@ -6,9 +6,11 @@ labelled by K, the scorer's interval as bars, and the validation text's own Gen-
 line; below, the samples' entropy on the same axis, with the text's entropy, since a sampler
 that repeats itself scores well too.
 
-What varies is spread over colour, line style and marker, one each (backbone first, then
-policy, then the other settings), and the legend lists each value once: a grid of 2 K × 4
-policies × 2 τ × 2 T reads as 4 colours and 4 line styles, not 16 labels."""
+What varies is spread over colour, line style and marker (backbone first, then policy, then
+the other settings; the policy never by line style alone, which a line of one point does not
+show), and the legend lists each value once: a grid of 2 K × 4 policies × 2 τ × 2 T reads as 4
+colours (and markers) and 4 line styles, not 16 labels. Tokens/s is the speed of the samples
+decoded together, so the speed axis names that batch (and the legend, where runs differ)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,24 @@ def quality_cells(rows: Rows) -> Rows:
     return [r for r in rows if r["task"] == "genppl" and r.get("gen_ppl") is not None]
 
 
+def decoded_together(row: dict) -> int | None:
+    """How many samples a genppl cell decoded at once, which its tokens/s is the speed of: its
+    run's --batch (the row's `batch`, fsc.results.select.RUN_BATCH), or every sample when it
+    has fewer; None for a run recorded without its request."""
+    if row.get("batch") is None:
+        return None
+    return min(row["batch"], row.get("n") or row["batch"])
+
+
+def _speed_label(batches: set) -> str:
+    """The speed axis's name, with the batch its tokens/s were decoded at (several: the legend
+    says each line's)."""
+    known = batches - {None}
+    if len(batches) > 1:
+        return "decoding speed (generated tokens/s) · batch varies (see legend)"
+    return "decoding speed (generated tokens/s" + (f", batch {known.pop()})" if known else ")")
+
+
 def _value(row: dict, key: str) -> str:
     v = row.get(key)
     names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}", "top_p": "top-p {}"}
@@ -62,10 +82,38 @@ def _panel_name(key: tuple, fields: list[str]) -> str:
     return ", ".join(words[f].format(said[f]) for f in fields if said[f] is not None)
 
 
+def _channels(values: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The channels (colour, style, marker) each dimension that varies (`values`: backbone,
+    policy, other) is drawn by: the backbone by colour; the policy by colour where the
+    backbone leaves it, else by marker; the other settings by what is left (line style where
+    they have no more values than there are styles, else marker). The policy also takes the
+    marker where it is left, and a policy drawn by marker the line style where that is left.
+    A line of one point (a single K) shows no line style, so the policy is never told by line
+    style alone."""
+    free, taken = ["colour", "style", "marker"], {}
+
+    def take(dim: str, channel: str) -> None:
+        taken.setdefault(dim, []).append(channel)
+        if channel in free:
+            free.remove(channel)
+
+    if "backbone" in values:
+        take("backbone", "colour")
+    if "policy" in values:
+        take("policy", "colour" if "colour" in free else "marker")
+    if "other" in values:
+        fits = len(values["other"]) <= len(STYLES)
+        take("other", "colour" if "colour" in free else "style" if fits or "marker" not in free
+             else "marker")
+    if "policy" in values and "marker" in free:
+        take("policy", "marker")
+    if taken.get("policy") == ["marker"] and "style" in free:
+        take("policy", "style")
+    return taken
+
+
 class _Channels:
-    """Which colour, line style and marker each line takes: each of backbone, policy and the
-    other settings that varies gets one channel, in that order (colour, style, marker; a
-    dimension of more values than there are line styles takes markers instead)."""
+    """Which colour, line style and marker each line takes (see `_channels`)."""
 
     def __init__(self, decoded: Rows, colour: dict[str, str]):
         diffusion = [c for c in decoded if c["mode"] == "diffusion"]
@@ -74,24 +122,27 @@ class _Channels:
         for c in decoded:
             recipes.setdefault(c["recipe"], set()).add(c["run_id"])
         self.runs_shown = any(len(runs) > 1 for runs in recipes.values())
+        self.batches = {decoded_together(c) for c in decoded}
         dims = {"backbone": sorted({self.backbone(c) for c in decoded}),
                 "policy": sorted({c.get("policy") or "confidence" for c in diffusion}),
                 "other": sorted({self.setting(c) for c in diffusion})}
         self.values = {d: v for d, v in dims.items() if len(v) > 1}
-        self.channel: dict[str, str] = {}
-        free = ["colour", "style", "marker"]
-        for d, values in self.values.items():
-            ch = free[0] if free[0] != "style" or len(values) <= len(STYLES) else free[-1]
-            self.channel[d] = ch
-            free.remove(ch)
+        self.channel = _channels(self.values)
         self.recipe_colour = colour
-        self.by_recipe = (self.channel.get("backbone") == "colour"
+        self.by_recipe = ("colour" in self.channel.get("backbone", [])
                           and len({colour[_recipe(b)] for b in dims["backbone"]})
                           == len(dims["backbone"]))
 
     def backbone(self, c: dict) -> str:
+        """A line's backbone: its recipe (and run, where a recipe comes from several; and the
+        batch it decoded at, where the runs' differ)."""
         name = f"{c['recipe']} (ar)" if c["mode"] == "ar" else c["recipe"]
-        return f"{name} · {c['run_id']}" if self.runs_shown else name
+        if self.runs_shown:
+            name += f" · {c['run_id']}"
+        if len(self.batches) > 1:
+            batch = decoded_together(c)
+            name += f" · batch {'unknown' if batch is None else batch}"
+        return name
 
     def setting(self, c: dict) -> str:
         return " ".join(_value(c, k) for k in self.other)
@@ -104,22 +155,23 @@ class _Channels:
 
     def look(self, dim: str, value: str) -> dict:
         """The line properties one value of a dimension gives."""
-        ch = self.channel.get(dim)
-        i = self.values[dim].index(value) if ch else 0
-        if ch == "colour":
-            if dim == "backbone" and self.by_recipe:
-                return {"color": self.recipe_colour[_recipe(value)]}
-            return {"color": PALETTE[i % len(PALETTE)]}
-        if ch == "style":
-            return {"ls": STYLES[i % len(STYLES)]}
-        if ch == "marker":
-            return {"marker": MARKERS[i % (len(MARKERS) - 1)]}
-        return {}
+        props: dict = {}
+        for ch in self.channel.get(dim, []):
+            i = self.values[dim].index(value)
+            if ch == "colour" and dim == "backbone" and self.by_recipe:
+                props["color"] = self.recipe_colour[_recipe(value)]
+            elif ch == "colour":
+                props["color"] = PALETTE[i % len(PALETTE)]
+            elif ch == "style":
+                props["ls"] = STYLES[i % len(STYLES)]
+            else:  # the star is an AR line's
+                props["marker"] = MARKERS[i % (len(MARKERS) - 1)]
+        return props
 
     def of(self, c: dict) -> dict:
         """A line's colour, style and marker (an AR line: a star)."""
         props = {"color": self.recipe_colour[c["recipe"]], "ls": "-", "marker": "o"}
-        if "colour" in self.channel.values():
+        if any("colour" in chs for chs in self.channel.values()):
             props["color"] = "0.15"
         for dim, value in self.dims(c).items():
             if dim in self.channel:
@@ -188,7 +240,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
         if i % cols == 0:
             ppl_ax.set_ylabel("Gen-PPL under the scorer")
             ent_ax.set_ylabel("unigram entropy per\nsample (nats)")
-        ent_ax.set_xlabel("decoding speed (generated tokens/s, batch 1)")
+        ent_ax.set_xlabel(wrapped(_speed_label(look.batches), size[0] / cols - 0.4))
     for i in range(len(panels), n_rows * cols):
         axes[2 * (i // cols)][i % cols].set_visible(False)
         axes[2 * (i // cols) + 1][i % cols].set_visible(False)

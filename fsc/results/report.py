@@ -20,7 +20,7 @@ from typing import Any
 
 from fsc import noise
 from fsc.errors import UsageError
-from fsc.results import figures, plots, select
+from fsc.results import figures, loss_bound, plots, quality, select
 from fsc.store import Store
 from fsc.sweep_results import PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
@@ -80,9 +80,9 @@ CAPTIONS = {
     "ruler": "RULER-style score (the fraction of expected strings found) against prompt "
              "length ÷ training length: a panel per task and variant, and their average.",
     "quality": "Generative perplexity under the scorer against decoding speed, a panel per "
-               "scorer, data and length (Gen-PPL is comparable within one only), each point a K "
-               "(bars: 95 % bootstrap interval over samples; dashed: the validation text), and "
-               "the samples' unigram entropy below.",
+               "scorer, data, length and prompt length (Gen-PPL is comparable within one "
+               "only), each point a K (bars: 95 % bootstrap interval over samples; dashed: the "
+               "validation text), and the samples' unigram entropy below.",
 }
 
 
@@ -92,7 +92,8 @@ DEFAULT_SOURCES = (select.PROFILE, select.TRAINING, select.EVALUATION)
 def pick(st: Store, asked: list[str]) -> list[str]:
     """The runs a report shows: those asked (`all`: every run with results), or by default
     the latest profile run, the latest training run of each recipe and the latest evaluation
-    run of each recipe and task (so each figure and table finds the newest rows it draws)."""
+    run of each recipe and task, each harness task apart (so each figure and table finds the
+    newest rows it draws)."""
     if asked and asked != [select.ALL]:
         return select.named_runs(st, asked, option="RUN")  # `latest`: of any kind
     chosen: list[str] = []
@@ -235,25 +236,27 @@ def _training_table(steps: list[dict]) -> Table:
 
 
 def _quality_table(cells: list[dict]) -> Table:
-    """genppl cells: a row per decoding and length, with the speed it costs (and the scorer
-    and data, when the cells have several: Gen-PPL under one is not comparable with
-    another's)."""
+    """genppl cells: a row per decoding and length, after its prompt length, with the speed it
+    costs at the batch it was decoded at (and the scorer and data, when the cells have
+    several: Gen-PPL under one is not comparable with another's)."""
     shown = [k for k in ("scorer", "data") if len({c.get(k) for c in cells}) > 1]
-    cols = ["run", "recipe", *shown, "length", "decoding", "G", "K", "policy", "τ", "T",
-            "Gen-PPL", "95 % interval", "entropy", "repeats", "tok/s", "passes/token",
-            "steps/block", "n"]
+    cols = ["run", "recipe", *shown, "length", "prompt length", "decoding", "G", "K", "policy",
+            "τ", "T", "Gen-PPL", "95 % interval", "entropy", "repeats", "tok/s", "batch",
+            "passes/token", "steps/block", "n"]
     rows = [[c["run_id"], c["recipe"], *(str(c.get(k) or "–") for k in shown), str(c["length"]),
-             c["mode"], _num(c["G"]), _num(c["K"]),
+             _num(c.get("prompt_length")), c["mode"], _num(c["G"]), _num(c["K"]),
              c["policy"] or "–", _num(c["threshold"]), _num(c["temperature"]),
              _num(c["gen_ppl"]), f"{_num(c['gen_ppl_lo'])}–{_num(c['gen_ppl_hi'])}",
              _num(c["entropy"]), _num(c["repeat_ngram"]), _num(c["tokens_per_s"]),
+             _num(quality.decoded_together(c) if c["tokens_per_s"] is not None else None),
              _num(c["passes_per_token"]), _num(c["steps_per_block"]), str(c["n"])]
             for c in cells]
     scorers = sorted({c["scorer"] for c in cells if c.get("scorer")})
     return Table("Generative perplexity", cols, rows,
                  note=f"Scored by {', '.join(scorers)}; the reference row is the validation "
                       "text's own continuations of the same prompts, at each length. Compare "
-                      "Gen-PPL within one scorer, data and length only.")
+                      "Gen-PPL within one scorer, data, length and prompt length only; tok/s "
+                      "is that of the batch of samples decoded together.")
 
 
 def _harness_table(cells: list[dict]) -> Table:
@@ -271,12 +274,15 @@ def _harness_table(cells: list[dict]) -> Table:
 
 
 def _eval_table(cells: list[dict]) -> Table:
+    """The other tasks' cells: a row each; a block-diffusion model's loss, a bound, marked as
+    `fsc eval`'s loss table marks it (fsc.results.loss_bound)."""
     cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
             "token accuracy", "loss"]
     rows = [[c["run_id"], c["recipe"], c["task"], str(c["length"]), _num(c["length_ratio"]),
              _num(c["depth"]), _num(c["pairs"]), str(c["n"]), _num(c["accuracy"]),
-             _num(c["token_accuracy"]), _num(c["loss"])] for c in cells]
-    return Table("Evaluation cells", cols, rows)
+             _num(c["token_accuracy"]), loss_bound.prefix(c) + _num(c["loss"])] for c in cells]
+    bounds = any(loss_bound.is_bound(c) for c in cells)
+    return Table("Evaluation cells", cols, rows, note=loss_bound.LEGEND if bounds else "")
 
 
 def _provenance_table(info: dict) -> Table:

@@ -30,9 +30,11 @@ class Source:
     """Where a figure's or a table's rows come from: a view, the run kind that fills it, the
     rows it draws (`need`, a SQL condition on the view; `what` names them), and how runs are
     picked when none is named: for each value of the view's columns `by`, the newest run that
-    has such rows (no `by`: the newest run). `from_run`: keys of the run's config read as
-    columns beside the view's (an eval cell's `data`). `keep`: a SQL condition for rows a
-    --where never drops (genppl's reference row: the yardstick of the cells it sits with)."""
+    has such rows (no `by`: the newest run; `by_words`: how `by` reads, where its columns do
+    not say it). `from_run`: columns read from the run's config beside the view's, each a
+    (name, SQL expression of the config `r.config`) pair (an eval cell's `data`). `keep`: a
+    SQL condition for rows a --where never drops (genppl's reference row: the yardstick of the
+    cells it sits with)."""
 
     view: str
     kind: str
@@ -41,21 +43,22 @@ class Source:
     need: str = "true"
     what: str = "rows"
     hint: str = ""
-    from_run: tuple[str, ...] = ()
+    by_words: str = ""
+    from_run: tuple[tuple[str, str], ...] = ()
     keep: str = ""
 
     def table(self) -> str:
         """The view as a --where reads it: with the `from_run` columns."""
         if not self.from_run:
             return self.view
-        config = ", ".join(f"CASE WHEN json_valid(r.config) THEN json_extract_string(r.config, "
-                           f"'$.{k}') END AS {k}" for k in self.from_run)
+        config = ", ".join(f"CASE WHEN json_valid(r.config) THEN {sql} END AS {name}"
+                           for name, sql in self.from_run)
         return (f"(SELECT v.*, {config} FROM {self.view} v LEFT JOIN runs r USING (run_id)) "
                 f"AS {self.view}")
 
     def describe(self) -> str:
         """How the default picks, in words."""
-        each = f" of each {' and '.join(self.by)}" if self.by else ""
+        each = f" of each {self.by_words or ' and '.join(self.by)}" if self.by else ""
         return f"the latest {self.kind} run{each} with {self.what}"
 
 
@@ -66,8 +69,15 @@ PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
                     what="ok points", hint="fsc profile")  # what the profile figures draw
 TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="training steps",
                   hint="fsc train")
-EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
-                    what="evaluation cells", hint="fsc eval", from_run=("data",))
+# an eval run's --data, and the --batch its samples were decoded at (genppl's tokens/s is the
+# batch's: fsc.results.quality.decoded_together); NULL for a run recorded without its request
+RUN_DATA = ("data", "json_extract_string(r.config, '$.data')")
+RUN_BATCH = ("batch", "TRY_CAST(json_extract(r.config, '$.request.batch') AS BIGINT)")
+# a harness run's rows are all of task 'harness', a row per harness task and metric: its
+# tasks are told apart, so that a later harness run of other tasks hides none of them
+EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task", "harness_task"),
+                    by_words="recipe and task (each harness task apart)",
+                    what="evaluation cells", hint="fsc eval", from_run=(RUN_DATA, RUN_BATCH))
 # niah's passkey cells: the RULER-style variants (fsc eval --task niah --variant ...) score
 # other prompts, so they are not pooled with them
 PASSKEY = ("coalesce(variant, 'single') = 'single' AND coalesce(distractors, 0) = 0 AND "
@@ -85,7 +95,8 @@ RULER = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
                what="RULER-style cells with a training length",
                hint="fsc eval RUN_DIR --task ruler")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
-                 what="genppl cells", hint="fsc eval --task genppl", from_run=("data",),
+                 what="genppl cells", hint="fsc eval --task genppl",
+                 from_run=(RUN_DATA, RUN_BATCH),
                  keep="task = 'genppl' AND mode = 'reference'")
 
 

@@ -1,6 +1,7 @@
 """Gen-PPL is comparable under one scorer, on one text, at one length: the quality figure draws
 a panel for each, its reference line once, and a grid's lines by colour and style with a
-legend that names each value once; the tables show the length; a --where on how cells decode
+legend that names each value once, the policy by marker too; the speed axis names the batch
+decoded at; the tables show the length and the prompt length; a --where on how cells decode
 keeps the reference rows."""
 
 import io
@@ -15,27 +16,29 @@ from fsc.store import Store
 
 def genppl_run(st: Store, recipe: str, *, scorer="ar_scorer", data="shakespeare",
                lengths=(32,), steps=(1, 2, 4), policies=("confidence",), thresholds=(None,),
-               temperatures=(1.0,)) -> str:
+               temperatures=(1.0,), prompt_length=64, samples=4, batch=None) -> str:
     """An eval run of made-up genppl cells as `fsc eval --task genppl` stores them: a reference
     row per length (Gen-PPL 5 at 32 tokens, 6 at 64...) and a cell per decoding, the Gen-PPL
-    falling and the speed halving as K doubles."""
+    falling and the speed halving as K doubles; `batch`: the run's --batch (None: a run
+    recorded without its request)."""
     cells = []
     for length in lengths:
         ref = 5.0 + length / 32 - 1
         cells.append({"checkpoint": "c", "recipe": recipe, "recipe_hash": "h", "task": "genppl",
-                      "mode": "reference", "length": length, "n": 4, "gen_ppl": ref,
+                      "mode": "reference", "length": length, "n": samples, "gen_ppl": ref,
                       "gen_ppl_lo": ref * 0.9, "gen_ppl_hi": ref * 1.1, "entropy": 3.0,
-                      "scorer": scorer, "prompt_length": 64})
+                      "scorer": scorer, "prompt_length": prompt_length})
         for n, (K, pol, tau, T) in enumerate(itertools.product(steps, policies, thresholds,
                                                                temperatures)):
             p = ref * (1 + 8 / K) * (1 + 0.05 * (n % 5))
             cells.append({"checkpoint": "c", "recipe": recipe, "recipe_hash": "h",
                           "task": "genppl", "mode": "diffusion", "G": 8, "K": K, "policy": pol,
-                          "threshold": tau, "temperature": T, "length": length, "n": 4,
-                          "gen_ppl": p, "gen_ppl_lo": p * 0.9, "gen_ppl_hi": p * 1.1,
+                          "threshold": tau, "temperature": T, "length": length,
+                          "n": samples, "gen_ppl": p, "gen_ppl_lo": p * 0.9, "gen_ppl_hi": p * 1.1,
                           "entropy": 2.9, "tokens_per_s": 800.0 / K * (1.3 if tau else 1.0),
-                          "scorer": scorer, "prompt_length": 64})
-    with st.run("eval", f"fsc eval {recipe} --task genppl", {"data": data}) as run:
+                          "scorer": scorer, "prompt_length": prompt_length})
+    config = {"data": data, **({"request": {"batch": batch}} if batch is not None else {})}
+    with st.run("eval", f"fsc eval {recipe} --task genppl", config) as run:
         run.add_rows("eval_cells", cells, declared()["eval_cells"])
         return run.run_id
 
@@ -144,3 +147,72 @@ def test_fsc_eval_genppl_table_shows_the_length_when_there_are_several(monkeypat
         if shown:
             assert [ln.split("│")[2].strip() for ln in text.splitlines()
                     if ln.startswith("│")] == ["128", "128", "256", "256"]
+
+
+def _speed_axis(fig) -> str:
+    return next(ax.get_xlabel() for ax in fig.axes if ax.get_visible() and ax.get_xlabel())
+
+
+def test_the_speed_axis_names_the_batch_the_samples_were_decoded_at(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", samples=40, batch=20)
+    assert _speed_axis(plots.draw(st, "quality").figure) == (
+        "decoding speed (generated tokens/s, batch 20)")
+    genppl_run(st, "qs", samples=4, batch=20)  # 4 samples: decoded 4 at once
+    fig = plots.draw(st, "quality").figure
+    assert "batch varies" in _speed_axis(fig)
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"qa · batch 20", "qs · batch 4"} <= legend
+
+
+def test_a_run_recorded_without_its_batch_names_none(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa")
+    assert _speed_axis(plots.draw(st, "quality").figure) == "decoding speed (generated tokens/s)"
+
+
+@pytest.mark.parametrize("thresholds", [(None,), (None, 0.9)])
+def test_policies_differ_by_marker_where_each_line_is_one_point(thresholds, tmp_path):
+    st = Store(tmp_path / "store")
+    for recipe in ("qa", "qs"):
+        genppl_run(st, recipe, steps=(8,), policies=("confidence", "random"),
+                   thresholds=thresholds)
+    fig = plots.draw(st, "quality").figure
+    (ax,) = _panels(fig)
+    markers = {c.get_label().split(" · ")[1]: set() for c in ax.containers}
+    for c in ax.containers:
+        markers[c.get_label().split(" · ")[1]].add(c.lines[0].get_marker())
+    assert len(markers["confidence"]) == len(markers["random"]) == 1
+    assert markers["confidence"] != markers["random"]
+    legend = dict(zip((t.get_text() for t in fig.legends[0].get_texts()),
+                      fig.legends[0].legend_handles, strict=True))
+    assert {legend[p].get_marker() for p in ("confidence", "random")} == (
+        markers["confidence"] | markers["random"])
+
+
+def test_the_report_table_shows_the_prompt_length_and_batch(tmp_path):
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", prompt_length=8, batch=20, samples=40)
+    genppl_run(st, "qs", prompt_length=16)
+    page = report.build(st, [r["run_id"] for r in report.select.runs_table(st)])
+    (table,) = [t for s in page.sections for t in s.tables if t.title == "Generative perplexity"]
+    rows = [dict(zip(table.columns, row, strict=True)) for row in table.rows]
+    assert {(r["recipe"], r["prompt length"]) for r in rows} == {("qa", "8"), ("qs", "16")}
+    assert {(r["recipe"], r["decoding"], r["batch"]) for r in rows} == {
+        ("qa", "reference", "–"), ("qa", "diffusion", "20"), ("qs", "reference", "–"),
+        ("qs", "diffusion", "–")}
+
+
+def test_fsc_eval_genppl_title_names_the_prompt_length(monkeypatch):
+    from rich.console import Console
+
+    from fsc.cli import eval_render
+    from fsc.eval.grid import EvalCell
+
+    console = Console(file=io.StringIO(), width=150)
+    monkeypatch.setattr(eval_render, "out", console)
+    cell = EvalCell("c", "qa", "h", "diffusion", 8, 4, None, "genppl", 128, n=4,
+                    tokens_per_s=100.0, own={"gen_ppl": 20.0, "scorer": "sc",
+                                             "prompt_length": 16})
+    eval_render.render([cell], "genppl", "qa", "r")
+    assert "under sc, after 16-token prompts (run r)" in console.file.getvalue()

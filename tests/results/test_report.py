@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from results_helpers import check_png, eval_run, full_runs, make_runs, point
+from results_helpers import EVAL_COLUMNS, check_png, eval_run, full_runs, make_runs, point
 
 from fsc.results import figures
 from fsc.store import Store
@@ -262,3 +262,53 @@ def test_numbers_read_plainly_training_is_said_once_and_config_is_a_table(cli, t
     md = tmp_path / "r.md"
     assert cli("report", run, "--store", made.store, "--out", md).code == 0
     assert "~~~~\nname: x\nd: 1\n~~~~" in md.read_text()
+
+
+def _loss_run(st: Store, recipe: str, mode: str, loss: float) -> str:
+    """An eval run of one held-out loss cell, as `fsc eval --task loss` stores it."""
+    with st.run("eval", f"fsc eval {recipe} --task loss", {"recipe": recipe}) as run:
+        run.add_rows("eval_cells", [{"checkpoint": f"/ckpt/{recipe}", "recipe": recipe,
+                                     "recipe_hash": "h", "task": "loss", "mode": mode,
+                                     "G": 8 if mode == "diffusion" else 1, "K": 1,
+                                     "length": 128, "n": 8, "loss": loss, "loss_se": 0.01}],
+                     EVAL_COLUMNS)
+        return run.run_id
+
+
+def test_a_diffusion_models_loss_is_marked_as_a_bound_as_fsc_eval_marks_it(tmp_path):
+    from fsc.cli.eval_render import LOSS_BOUND
+    from fsc.results import report, report_render
+
+    st = Store(tmp_path / "store")
+    _loss_run(st, "quality_attn", "diffusion", 3.2412)
+    _loss_run(st, "quality_scorer", "ar", 2.2731)
+    page = report.build(st, report.pick(st, []))
+    (table,) = [t for s in page.sections for t in s.tables if t.title == "Evaluation cells"]
+    loss = {row[1]: row[table.columns.index("loss")] for row in table.rows}
+    assert loss == {"quality_attn": "≤ 3.24", "quality_scorer": "2.27"}
+    assert table.note == LOSS_BOUND
+    assert "<td>≤ 3.24</td>" in report_render.to_html(page)
+    md = report_render.to_markdown(page, tmp_path, "files")
+    assert "| ≤ 3.24 |" in md and "| 2.27 |" in md and LOSS_BOUND in md
+
+
+def _harness_run(st: Store, tasks: tuple[str, ...]) -> str:
+    """An eval run of `fsc eval --task harness` on one recipe: a metric row per task."""
+    with st.run("eval", "fsc eval qa --task harness", {"recipe": "qa"}) as run:
+        run.add_rows("eval_cells", [{"checkpoint": "/ckpt/qa", "recipe": "qa",
+                                     "recipe_hash": "h", "task": "harness", "mode": "ar",
+                                     "G": 1, "K": 0, "length": 0, "n": 10, "harness_task": t,
+                                     "metric": "acc", "value": 0.5, "bound": False}
+                                    for t in tasks], EVAL_COLUMNS)
+        return run.run_id
+
+
+def test_a_later_harness_run_of_other_tasks_hides_none_of_an_earlier_ones(tmp_path):
+    from fsc.results import report
+
+    st = Store(tmp_path / "store")
+    mc_roll = _harness_run(st, ("my_mc", "my_roll"))
+    _harness_run(st, ("my_gen",))
+    gen = _harness_run(st, ("my_gen",))  # the newest my_gen replaces the one before
+    assert report.pick(st, []) == [mc_roll, gen]
+    assert "each harness task apart" in report.compose(st, []).note
