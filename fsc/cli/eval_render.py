@@ -210,9 +210,9 @@ def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
         out.print(f"the harness reported no metric (run {run_id})", markup=False)
         return
     first = rows[0]
-    bound = any(r["bound"] for r in rows)
+    bound = next((r for r in rows if r["bound"]), None)  # a likelihood's row: its draws
     out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
-              f", {first['mode']}" + (f" G {first['G']}, {first['mc_samples']} draws per block"
+              f", {first['mode']}" + (f" G {bound['G']}, {bound['mc_samples']} draws per block"
                                       if bound else "")
               + f" (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
     table = Table()

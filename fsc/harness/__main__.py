@@ -5,9 +5,9 @@ the model `fsc` registered, e.g.
         --batch_size 16 --device cpu --tasks arc_easy --include_path my_tasks --limit 100
 
 What fsc refuses (a missing or unknown model_args, a value of the wrong kind, a checkpoint that
-is not there) is one line and exit 2, as in fsc's own commands, and so is a task the harness
-does not find (with the task YAML of --include_path that does not parse, if one does not);
-FSC_DEBUG=1 shows the traceback.
+is not there, steps outside 1..G) is one line and exit 2, as in fsc's own commands, and so is a
+task the harness does not find (with the task YAML of --include_path that does not parse, if
+one does not, in the line `fsc eval --task harness` says); FSC_DEBUG=1 shows the traceback.
 """
 
 import os
@@ -25,10 +25,14 @@ except ImportError as e:
     raise SystemExit(2) from None
 
 from fsc.errors import FscError
-from fsc.harness.lm import checked_args
-from fsc.harness.run import unparsed
+from fsc.harness.lm import checked_args, generation_steps
+from fsc.harness.run import local_tasks, unparsed
 from fsc.source import load_source_recipe
 from fsc.text import first_line, printable
+
+# How the harness says it found no task: a name it lacks, or none at all (a folder of the
+# name in the working directory, read as a folder of task YAMLs, that holds none)
+NOT_FOUND = ("Tasks not found", "No tasks specified, or no tasks found")
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -51,7 +55,19 @@ def check_model(args) -> None:
     batch = getattr(args, "batch_size", None)
     got = checked_args(**(args.model_args or {}),
                        **({"batch_size": batch} if batch is not None else {}))
-    load_source_recipe(got["source"])
+    recipe = load_source_recipe(got["source"])
+    generation_steps(got["steps"], recipe.block_size, args.model_args["pretrained"])
+
+
+def check_tasks(args) -> None:
+    """A task of --tasks that --include_path lacks, named by a task YAML there that does not
+    parse: the line `fsc eval --task harness` says (local_tasks), before the harness indexes its
+    tasks (it skips such a file, then fails without naming it, or with a traceback where a
+    folder of that name is in the working directory)."""
+    folder = getattr(args, "include_path", None)
+    names = [t for t in getattr(args, "tasks", None) or () if not t.endswith(".yaml")]
+    if folder and names and Path(folder).is_dir():
+        local_tasks(folder, names)
 
 
 def main() -> int:
@@ -62,9 +78,10 @@ def main() -> int:
         cli = HarnessCLI()
         args = cli.parse_args()
         check_model(args)
+        check_tasks(args)
         cli.execute(args)
     except (FscError, ValueError) as e:
-        missing = isinstance(e, ValueError) and str(e).startswith("Tasks not found")
+        missing = isinstance(e, ValueError) and str(e).startswith(NOT_FOUND)
         if os.environ.get("FSC_DEBUG") == "1" or not (isinstance(e, FscError) or missing):
             raise
         folder = _option(sys.argv[1:], "--include_path") if missing else None

@@ -25,6 +25,7 @@ from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 
+from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
@@ -76,6 +77,18 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
     return got | {"source": str(resolve_checkpoint(str(pretrained)))}
 
 
+def generation_steps(steps: int | None, G: int, source: str) -> int:
+    """K of generation for a model of block size G: `steps`, else G. UsageError, in the words
+    of `fsc eval --steps`, for steps on an autoregressive model (G 1) or outside 1..G."""
+    if steps is None:
+        return G
+    if G == 1:
+        raise UsageError(f"--steps {steps}: {source} is autoregressive (G 1): it generates with "
+                         "no denoising steps")
+    check_block(G, steps)
+    return steps
+
+
 @register_model("fsc")
 class FscLM(TemplateLM):
     """An fsc checkpoint as a harness model: exact log-probabilities at G = 1, the masked-
@@ -111,8 +124,9 @@ class FscLM(TemplateLM):
             raise UsageError(f"{pretrained}: its tokenizer names no BOS or EOS token, which the "
                              "harness needs to begin an empty context")
         self._device = torch.device(device)
-        self.steps = steps if steps is not None else self.G
+        self.steps = generation_steps(steps, self.G, pretrained)
         self.cached = got["cached"]
+        self.asked = False  # whether the harness has asked the model for anything yet
 
     # ---- what the harness reads ------------------------------------------------------------
     @property
@@ -148,6 +162,7 @@ class FscLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **_) -> list[tuple[float, bool]]:
         """(summed log-probability or its bound, greedy) of each (key, context ids,
         continuation ids)."""
+        self.asked = True
         out: dict[int, tuple[float, bool]] = {}
         if self.mode == "ar":  # longest first, as the hf backend batches them
             order = sorted(range(len(requests)),
@@ -196,6 +211,7 @@ class FscLM(TemplateLM):
         """fsc's decoder (autoregressive, or block diffusion at K = steps), greedy unless the
         request asks for a temperature; cut at the first stop sequence. Requests that ask for
         the same decoding are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
+        self.asked = True
         asks, groups = [], {}
         for i, req in enumerate(requests):
             context, kwargs = req.args
@@ -210,7 +226,7 @@ class FscLM(TemplateLM):
             groups.setdefault((n, temperature), []).append(i)
         tokens: dict[int, list[int]] = {}
         for (n, temperature), rows in groups.items():
-            cfg = DecodeConfig(length=n, G=self.G, steps=min(self.steps, self.G), mode=self.mode,
+            cfg = DecodeConfig(length=n, G=self.G, steps=self.steps, mode=self.mode,
                                temperature=temperature, seed=self.seed)
             done = generate_batch(self.model, self.tok, [asks[i][0] for i in rows], cfg,
                                   self._device, batch=self.batch_size)

@@ -1,8 +1,9 @@
 """`fsc eval CKPT --task harness`: lm-evaluation-harness tasks on an fsc model (fsc.harness.lm),
 each metric a row of the store (eval_cells, task 'harness'). The run is recorded before the
-model loads, so its duration is the work's and a failure inside the harness leaves it failed
-with its error; --output-path writes the harness's own results JSON (and, with --log-samples,
-its samples) as its command line does."""
+model loads, so its duration is the work's; input refused before the model is asked anything
+(a dataset that cannot be read, a template naming a field the documents lack) takes the run
+away again, and a failure after leaves it failed with its error; --output-path writes the
+harness's own results JSON (and, with --log-samples, its samples) as its command line does."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+import datasets.exceptions
 import lm_eval
 import lm_eval.evaluator
 import yaml
+from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 from lm_eval.loggers import EvaluationTracker
 from lm_eval.tasks import TaskManager
 
@@ -26,7 +29,7 @@ from fsc import paths
 from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
 from fsc.harness import COLUMNS
-from fsc.harness.lm import FscLM
+from fsc.harness.lm import FscLM, generation_steps
 from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
 from fsc.provenance import environment
@@ -84,15 +87,27 @@ def check(request: HarnessRequest) -> tuple[Source, tuple[str, int, int]]:
                          replace=True)
     torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
     src = Source.read(request.source)  # one line if it is not a model
-    recipe = src.recipe
-    if recipe.block_size == 1 and request.steps is not None:
-        raise UsageError(f"--steps {request.steps}: {request.source} is autoregressive (G 1): "
-                         "it generates with no denoising steps")
-    return src, block_setting(None, None, request.steps, recipe.block_size)
+    G = src.recipe.block_size
+    generation_steps(request.steps, G, request.source)
+    return src, block_setting(None, None, request.steps, G)
+
+
+# The output types the harness scores by log-likelihood (a multiple choice by its choices')
+LIKELIHOOD_OUTPUTS = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
+
+
+def on_likelihood(results: dict, task: str) -> bool:
+    """Whether the harness's metrics of `task` rest on log-likelihoods: its output type asks the
+    model for them, or (a group) one of its tasks' does; a generation task's rest on none."""
+    config = results.get("configs", {}).get(task)
+    if config is not None:
+        return config.get("output_type") in LIKELIHOOD_OUTPUTS
+    return any(on_likelihood(results, t) for t in results.get("group_subtasks", {}).get(task, ()))
 
 
 def rows_of(results: dict, mode: str, G: int, K: int, mc: int, src: Source) -> list[dict]:
-    """One row per (task, metric) of the harness's results."""
+    """One row per (task, metric) of the harness's results; a row is a bound (with its `mc`
+    draws) where a block-diffusion model's log-likelihoods make it."""
     version = harness_version()
     source, recipe = src.ref, src.recipe
     origin = src.weights(0) if not src.is_checkpoint else f"checkpoint {source}"
@@ -100,6 +115,7 @@ def rows_of(results: dict, mode: str, G: int, K: int, mc: int, src: Source) -> l
     for task, metrics in results.get("results", {}).items():
         n = results.get("n-samples", {}).get(task, {}).get("effective")
         fewshot = results.get("n-shot", {}).get(task)
+        bound = mode == "diffusion" and on_likelihood(results, task)
         for key, value in metrics.items():
             if "," not in key or "_stderr" in key or not isinstance(value, (int, float)):
                 continue  # a metric is "name,filter"; alias, sample_len and the like are not
@@ -112,8 +128,8 @@ def rows_of(results: dict, mode: str, G: int, K: int, mc: int, src: Source) -> l
                 "value": float(value),
                 "value_se": float(se) if isinstance(se, (int, float)) and math.isfinite(se) else None,
                 "num_fewshot": fewshot if isinstance(fewshot, int) else None,
-                "harness_version": version, "mc_samples": mc if mode == "diffusion" else None,
-                "bound": mode == "diffusion", "provenance": origin})
+                "harness_version": version, "mc_samples": mc if bound else None,
+                "bound": bound, "provenance": origin})
     return rows
 
 
@@ -144,14 +160,46 @@ def model_args(request: HarnessRequest, source: str) -> dict:
             "max_length": request.max_length, "steps": request.steps, "cached": request.cached}
 
 
-def run_harness(request: HarnessRequest, manager: TaskManager, source: str,
-                tracker: EvaluationTracker | None = None) -> tuple[dict, object]:
-    """(the harness's results, the FscLM scored), in this process, on the tasks `manager`
-    found (task_manager)."""
-    args = model_args(request, source)
-    lm = FscLM(device=request.device, batch_size=request.batch, **args)
-    with _quiet():
-        return _run(request, lm, manager, args, tracker)
+def run_harness(request: HarnessRequest, lm: FscLM, manager: TaskManager, args: dict,
+                tracker: EvaluationTracker | None = None) -> dict:
+    """The harness's results of `request` on `lm` (made of `args`, model_args), in this
+    process, on the tasks `manager` found (task_manager); UsageError, one line, for what the
+    harness raises (a dataset it cannot read, a template naming a field a document lacks)."""
+    offline = unreachable(datasets=True)  # offline, the datasets come from the cache at once
+    try:
+        with _quiet():
+            return lm_eval.simple_evaluate(
+                model=lm, model_args=args, tasks=list(request.tasks),
+                num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
+                random_seed=request.seed, numpy_random_seed=request.seed,
+                torch_random_seed=request.seed, fewshot_random_seed=request.seed,
+                bootstrap_iters=1000, log_samples=request.log_samples,
+                evaluation_tracker=tracker)
+    except (FscError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
+        hub = (f" (the Hub is out of reach: {offline}; only datasets in the local cache can be "
+               "read)" if offline and from_the_hub(e) else "")
+        raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
+                         f"{type(e).__name__}: {first_line(e)[:300]}{hub}") from None
+
+
+# What a Hub client or `datasets` raises for what it cannot fetch: no connection, offline mode
+# (a ConnectionError), a file not in the local cache, an HTTP error, a Hub dataset not found.
+HUB_ERRORS = (ConnectionError, TimeoutError, LocalEntryNotFoundError, HfHubHTTPError,
+              datasets.exceptions.DatasetNotFoundError)
+
+
+def from_the_hub(e: BaseException) -> bool:
+    """Whether `e`, or an exception it was raised from, is a failure to fetch from the Hub (not
+    one of the task's own data or templates)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, HUB_ERRORS):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def unparsed(folder: str, names: list[str] | None = None) -> str | None:
@@ -176,16 +224,24 @@ def unparsed(folder: str, names: list[str] | None = None) -> str | None:
     return None
 
 
+def local_tasks(folder: str, names: tuple[str, ...] | list[str]) -> tuple[TaskManager, list[str]]:
+    """(the harness's index of the task YAMLs under `folder` alone, the `names` it lacks);
+    UsageError naming the YAML that does not parse where one is named for a task it lacks (the
+    harness skips such a file without a word)."""
+    manager = TaskManager(include_path=folder, include_defaults=False)
+    missing = [t for t in names if t not in manager.all_tasks]
+    broken = unparsed(folder, missing) if missing else None
+    if broken:
+        raise UsageError(f"--tasks: no harness task {', '.join(map(repr, missing))}: {broken}")
+    return manager, missing
+
+
 def task_manager(request: HarnessRequest) -> TaskManager:
     """The harness's index of the tasks `request` names (the --include-path tasks alone
     where they hold them all); UsageError for a task not found."""
     manager = None
     if request.include_path is not None:  # local tasks alone: no index of the harness's thousands
-        manager = TaskManager(include_path=request.include_path, include_defaults=False)
-        missing = [t for t in request.tasks if t not in manager.all_tasks]
-        broken = unparsed(request.include_path, missing) if missing else None
-        if broken:
-            raise UsageError(f"--tasks: no harness task {', '.join(map(repr, missing))}: {broken}")
+        manager, missing = local_tasks(request.include_path, request.tasks)
         if missing:
             manager = None
     manager = manager or TaskManager(include_path=request.include_path)
@@ -197,26 +253,6 @@ def task_manager(request: HarnessRequest) -> TaskManager:
             why = f" ({broken})" if broken else ""
         raise UsageError(f"--tasks: no harness task {', '.join(map(repr, unknown))}{why}")
     return manager
-
-
-def _run(request: HarnessRequest, lm, manager: TaskManager, args: dict,
-         tracker: EvaluationTracker | None) -> tuple[dict, object]:
-    offline = unreachable(datasets=True)  # offline, the datasets come from the cache at once
-    try:
-        results = lm_eval.simple_evaluate(
-            model=lm, model_args=args, tasks=list(request.tasks),
-            num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
-            random_seed=request.seed, numpy_random_seed=request.seed,
-            torch_random_seed=request.seed, fewshot_random_seed=request.seed,
-            bootstrap_iters=1000, log_samples=request.log_samples, evaluation_tracker=tracker)
-    except (FscError, KeyboardInterrupt):
-        raise
-    except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
-        raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
-                         f"{type(e).__name__}: {first_line(e)[:300]}" + (
-                             f" (the Hub is out of reach: {offline}; only datasets in the "
-                             "local cache can be read)" if offline else "")) from None
-    return results, lm
 
 
 def save_output(tracker: EvaluationTracker, results: dict, log_samples: bool) -> list[str]:
@@ -241,29 +277,41 @@ def save_output(tracker: EvaluationTracker, results: dict, log_samples: bool) ->
     return [str(f) for f in files]
 
 
+def run_config(request: HarnessRequest, src: Source, mode: str, G: int, K: int) -> dict:
+    """The config a harness run is recorded with."""
+    return {"request": {**request.__dict__, "tasks": list(request.tasks)},
+            "checkpoint": src.ref, "task": "harness", "mode": mode, "G": G, "K": K,
+            "harness_version": harness_version(), "recipe": src.recipe.name,
+            "recipe_hash": src.recipe.recipe_hash}
+
+
 def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
     """Run the harness and record its metrics as one eval run of `st`, registered before the
-    model loads (a failure inside the harness leaves the run failed with its error)."""
+    model loads. Input refused before the model is asked anything (UsageError) takes the run
+    away again, so a refusal leaves no run; a failure after leaves it failed with its error."""
     src, (mode, G, K) = check(request)
-    source, recipe = src.ref, src.recipe
     with _quiet():
         manager = task_manager(request)
-    config = {"request": {**request.__dict__, "tasks": list(request.tasks)},
-              "checkpoint": source, "task": "harness", "mode": mode, "G": G, "K": K,
-              "harness_version": harness_version(), "recipe": recipe.name,
-              "recipe_hash": recipe.recipe_hash}
     tracker = (EvaluationTracker(output_path=request.output_path)
                if request.output_path is not None else None)
-    with recording(st, "eval", command, config, recipes=[recipe],
-                   environment=environment(request.device)) as run:
-        t0 = time.perf_counter()
-        results, lm = run_harness(request, manager, source, tracker)
-        seconds = time.perf_counter() - t0
-        with _quiet():
-            files = save_output(tracker, results, request.log_samples) if tracker else []
-        rows = rows_of(results, lm.mode, lm.G, 0 if lm.mode == "ar" else lm.steps,
-                       request.mc_samples, src)
-        for row in rows:
-            row["seconds"] = seconds
-        run.add_rows("eval_cells", rows, COLUMNS)
+    run = lm = None
+    try:
+        with recording(st, "eval", command, run_config(request, src, mode, G, K),
+                       recipes=[src.recipe], environment=environment(request.device)) as run:
+            t0 = time.perf_counter()
+            args = model_args(request, src.ref)
+            lm = FscLM(device=request.device, batch_size=request.batch, **args)
+            results = run_harness(request, lm, manager, args, tracker)
+            seconds = time.perf_counter() - t0
+            with _quiet():
+                files = save_output(tracker, results, request.log_samples) if tracker else []
+            rows = rows_of(results, lm.mode, lm.G, 0 if lm.mode == "ar" else lm.steps,
+                           request.mc_samples, src)
+            for row in rows:
+                row["seconds"] = seconds
+            run.add_rows("eval_cells", rows, COLUMNS)
+    except UsageError:  # refused before the model was asked anything: no run stays
+        if run is not None and not (lm is not None and lm.asked):
+            st.remove_run(run.run_id)
+        raise
     return Harnessed(run.run_id, rows, seconds, files)

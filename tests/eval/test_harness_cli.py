@@ -95,18 +95,40 @@ def test_bad_model_args_are_one_line(harness_cli, made, model_args, says, monkey
     assert code == 2 and _error(err).startswith(says), err
 
 
-def test_a_task_yaml_that_does_not_parse_is_named(harness_cli, made, fsc_main, tmp_path):
+@pytest.mark.parametrize("shadow", [False, True])
+def test_a_task_yaml_that_does_not_parse_is_named(harness_cli, made, fsc_main, tmp_path, shadow):
+    """The same line from both command lines; `shadow`: with an empty folder of the task's name
+    in the working directory, which the harness reads as a folder of task YAMLs."""
     _, broken, ar = made
-    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar}",
-                               "--tasks", "bad", "--include_path", broken, "--device", "cpu")
-    assert code == 2 and _error(err) == (
-        f"error: Tasks not found: bad ({broken / 'bad.yaml'} does not parse: mapping values are "
-        "not allowed here (line 3))")
+    if shadow:
+        (tmp_path / "bad").mkdir()  # fsc_main works in tmp_path
     res = fsc_main("eval", ar, "--task", "harness", "--tasks", "bad", "--include-path", broken,
                    "--store", tmp_path / "st")
     assert res.returncode == 2 and _error(res.stderr) == (
         f"error: --tasks: no harness task 'bad': {broken / 'bad.yaml'} does not parse: mapping "
         "values are not allowed here (line 3)")
+    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar}",
+                               "--tasks", "bad", "--include_path", broken, "--device", "cpu")
+    assert code == 2 and _error(err) == _error(res.stderr)
+
+
+@pytest.mark.parametrize(("recipe", "steps", "says"), [
+    ("tiny_attn", "8", "error: --steps 8 must be between 1 and G = 4 (each step reveals at least "
+                       "one of the block's G positions)"),
+    ("ar", "2", "error: --steps 2: {source} is autoregressive (G 1): it generates with no "
+                "denoising steps"),
+], ids=["steps-above-G", "steps-on-ar"])
+def test_steps_the_model_cannot_take_are_refused_as_fsc_eval_refuses_them(
+        harness_cli, made, fsc_main, tmp_path, recipe, steps, says):
+    tasks, _, ar = made
+    source = str(ar) if recipe == "ar" else recipe
+    says = says.format(source=source)
+    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={source},steps={steps}",
+                               "--tasks", "fsc_gen", "--include_path", tasks, "--device", "cpu")
+    assert code == 2 and _error(err) == says, err
+    res = fsc_main("eval", source, "--task", "harness", "--tasks", "fsc_gen", "--include-path",
+                   tasks, "--steps", steps, "--store", tmp_path / "st")
+    assert res.returncode == 2 and _error(res.stderr) == says
 
 
 @pytest.mark.slow  # seconds: make test-slow (CI runs it)

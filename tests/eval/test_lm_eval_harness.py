@@ -120,15 +120,38 @@ def test_harness_options_belong_to_the_harness(fsc_main, made):
 
 def test_a_failure_inside_the_harness_leaves_the_run_failed_with_its_error(
         fsc_main, made, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    """Once the model has been asked (here its scoring fails); input refused before that
+    leaves no run (test_harness_refusals)."""
+    import fsc.harness.lm
+
+    def fails(*a, **k):
+        raise RuntimeError("the scorer broke")
+
+    monkeypatch.setattr(fsc.harness.lm, "ar_batch", fails)
     tasks, ckpts = made
-    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_missing", check=2)
-    assert "the harness could not run fsc_missing" in res.stderr
+    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_choice", check=2)
+    assert "the harness could not run fsc_choice: RuntimeError: the scorer broke" in res.stderr
     [run] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json", check=0).stdout)
     shown = fsc_main("runs", "show", run["run_id"], "--store", tmp_path / "st", check=0).stdout
     assert run["status"] == "failed" and run["kind"] == "eval"
-    assert "error    UsageError: the harness could not run fsc_missing" in shown
+    assert "error    UsageError: the harness could not run fsc_choice" in shown
+
+
+def test_a_generation_metric_of_a_diffusion_model_is_no_bound(fsc_main, made, tmp_path):
+    """Only the metrics that rest on log-likelihoods are bounds at G > 1: a generate_until
+    task's rows are bound = false, with no Monte Carlo draws."""
+    tasks, _ = made
+    res = _eval(fsc_main, "tiny_attn", tasks, tmp_path / "st", "--tasks", "fsc_gen,fsc_choice",
+                "--mc-samples", "2", "--limit", "1")
+    rows = {(r["harness_task"], r["metric"]): r for r in json.loads(res.stdout)["rows"]}
+    assert {k: (r["mode"], r["bound"], r["mc_samples"]) for k, r in rows.items()} == {
+        ("fsc_gen", "exact_match"): ("diffusion", False, None),
+        ("fsc_choice", "acc"): ("diffusion", True, 2),
+        ("fsc_choice", "acc_norm"): ("diffusion", True, 2)}
+    _, stored = Store(tmp_path / "st").query(
+        "SELECT harness_task, bound, mc_samples FROM evaluation WHERE task = 'harness' "
+        "AND metric IN ('exact_match', 'acc') ORDER BY harness_task")
+    assert stored == [("fsc_choice", True, 2), ("fsc_gen", False, None)]
 
 
 @pytest.mark.slow  # seconds: make test-slow (CI runs it)

@@ -1,0 +1,45 @@
+"""Input `fsc eval --task harness` refuses once the harness reads its tasks: one line, exit 2,
+and no run left in the store; the line says the Hub is out of reach only where the failure is
+the Hub's."""
+
+import json
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from harness_tasks import YAML, write_tasks
+
+HUB = "(the Hub is out of reach: HF_HUB_OFFLINE is set; only datasets in the local cache can be read)"
+
+
+@pytest.fixture
+def tasks(tmp_path):
+    """The local tasks, fsc_missing (a Hub dataset) among them, and two more: nofile (a JSON
+    lines file that is not there) and badfield (a template naming a field no document has)."""
+    folder = write_tasks(tmp_path / "tasks", missing=True)
+    (folder / "nofile.yaml").write_text(
+        YAML["fsc_choice"].replace("task: fsc_choice", "task: nofile")
+        .format(data=tmp_path / "nope.jsonl"))
+    (folder / "badfield.yaml").write_text(
+        YAML["fsc_gen"].replace("task: fsc_gen", "task: badfield")
+        .replace("{{{{question}}}}", "{{{{nosuch}}}}").format(data=folder / "fsc_gen.jsonl"))
+    return folder
+
+
+@pytest.mark.parametrize(("task", "says", "hub"), [
+    ("nofile", "FileNotFoundError: Unable to find ", False),
+    ("badfield", "UndefinedError: 'nosuch' is undefined", False),
+    ("fsc_missing", "ConnectionError: Couldn't reach 'fsc-nobody/no-such-dataset'", True),
+], ids=["nofile", "badfield", "fsc_missing"])
+def test_a_task_the_harness_cannot_read_is_one_line_and_leaves_no_run(
+        fsc_main, ar_recipe, tasks, tmp_path, monkeypatch, task, says, hub):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    res = fsc_main("eval", ar_recipe, "--task", "harness", "--tasks", task, "--include-path",
+                   tasks, "--store", tmp_path / "st", check=2)
+    [line] = res.stderr.splitlines()
+    assert line.startswith(f"error: the harness could not run {task}: {says}"), line
+    assert line.endswith(HUB) == hub, line
+    runs = fsc_main("runs", "--store", tmp_path / "st", "--json", check=0)
+    assert json.loads(runs.stdout) == []
