@@ -132,10 +132,11 @@ class Source:
 
     def tokenizer(self, given: str | Path | None = None, need_mask: bool = True):
         """The model's tokenizer (`text_tokenizer`), or `given` (--tokenizer); `need_mask` for
-        a diffusion model. A published model without a tokenizer reads ids alone (text is
-        refused in one line), never fsc's bytes."""
+        a diffusion model. A published model without a tokenizer (its folder, or the checkpoint
+        `fsc import` wrote of it) reads ids alone (text is refused in one line), never fsc's
+        bytes."""
         spec = given if given is not None else self.text_tokenizer()
-        if spec is None and is_import_source(self.ref):
+        if spec is None and (is_import_source(self.ref) or self.config.get("imported_from")):
             return IdTokenizer(self.recipe.vocab_size)
         return load_tokenizer(spec, need_mask)
 

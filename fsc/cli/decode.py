@@ -111,7 +111,6 @@ def decode(
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
     from fsc.source import Source
-    from fsc.tokenizer import IdTokenizer
     from fsc.tokenizer import prompt_ids as text_ids
 
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
@@ -123,10 +122,10 @@ def decode(
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
     if mode_ == "diffusion" and g != source_recipe.block_size:
         _off_block(src, g, tokenizer)
-    if prompt_ids is not None and (tokenizer or src.text_tokenizer()) is None:
-        tok = IdTokenizer(source_recipe.vocab_size)  # ids in, ids out
-    else:  # the model's own tokenizer (fsc.source: one rule for every command)
-        tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
+    # the model's own tokenizer (fsc.source: one rule for every command), with --prompt-ids too:
+    # its specials are never generated, and its EOS ends the decode (ids alone, IdTokenizer,
+    # for a published model that has none)
+    tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)

@@ -110,3 +110,21 @@ def test_fsc_decode_prefills_a_long_prompt_a_chunk_at_a_time(fsc_main, tmp_path)
         runs[chunk] = json.loads(res.stdout)
     assert [runs[c]["stats"]["prompt_passes"] for c in ("0", "8", "10")] == [1, 13, 13]
     assert runs["8"]["token_ids"] == runs["0"]["token_ids"] == runs["10"]["token_ids"]
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar"])
+def test_prompt_ids_decode_as_the_text_they_are(fsc_main, tmp_path, mode):
+    """--prompt-ids of a model fsc reads bytes with: the byte tokenizer still decodes (its mask
+    for diffusion, its specials never generated, its text printed), so the ids of "Hi" give
+    what --prompt Hi gives."""
+    from model_checks import sharp_model
+
+    from fsc.checkpoint.io import save_checkpoint
+
+    save_checkpoint(sharp_model("tiny_attn"), tmp_path / "ck", seed=5)
+    run = ("decode", "ck", "--length", "16", "--mode", mode, "--json")
+    text = json.loads(fsc_main(*run, "--prompt", "Hi").stdout)
+    ids = json.loads(fsc_main(*run, "--prompt-ids", "72,105").stdout)
+    assert ids["prompt_ids"] == text["prompt_ids"] == [72, 105]
+    assert ids["token_ids"] == text["token_ids"] and ids["text"] == text["text"]
+    assert all(t < 256 or t == 257 for t in ids["token_ids"])  # bytes, or EOS ending it
