@@ -77,6 +77,9 @@ class HFTokenizer:
             raise UsageError(f"{file}: tokenizer has no mask token (one of {', '.join(MASK_NAMES)})")
         named = {k: vocab[t] for k, t in named_tokens(file.parent).items() if t in vocab}
         self.eos_id = named.get("eos", next((vocab[n] for n in EOS_NAMES if n in vocab), None))
+        # transformers' generate stops at any EOS the model's generation config lists
+        ends = [self.eos_id, *generation_eos(file.parent)]
+        self.stops = tuple(dict.fromkeys(i for i in ends if i is not None and i < self.vocab_size))
         prefix = self._prefix()
         self.bos_id = prefix[0] if prefix else named.get("bos")
         # the post-processor decides (transformers 5 follows it whatever tokenizer_config.json's
@@ -126,6 +129,38 @@ def named_tokens(folder: Path) -> dict[str, str]:
             if isinstance(token, str):
                 found.setdefault(key, token)
     return found
+
+
+def generation_eos(folder: Path) -> list[int]:
+    """The EOS ids a published model's folder lists for generation: generation_config.json's
+    `eos_token_id` (one id or several, as Qwen3's and Llama 3's list), else config.json's."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            config = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        ids = config.get("eos_token_id") if isinstance(config, dict) else None
+        if ids is None:
+            continue
+        ids = ids if isinstance(ids, list) else [ids]
+        return [i for i in ids if isinstance(i, int) and not isinstance(i, bool) and i >= 0]
+    return []
+
+
+def stop_ids(tokenizer) -> tuple[int, ...]:
+    """The ids that end a decode (kept as its last token): a published tokenizer's EOS and
+    those its model's generation config lists (`HFTokenizer.stops`), else the tokenizer's EOS
+    (none for ids alone)."""
+    stops = getattr(tokenizer, "stops", None)
+    if stops is not None:
+        return tuple(stops)
+    eos = getattr(tokenizer, "eos_id", None)
+    return () if eos is None else (eos,)
+
+
+def first_stop(ids: list[int], stops: tuple[int, ...]) -> int | None:
+    """The index of the first of `stops` in `ids`, or None."""
+    return next((i for i, t in enumerate(ids) if t in stops), None)
 
 
 def prompt_ids(tokenizer, text: str, bos: bool) -> list[int]:

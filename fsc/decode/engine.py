@@ -20,6 +20,7 @@ from fsc.graphs import GraphedFold, GraphedStep, length_free, make_static
 from fsc.graphs import usable as graphs_usable
 from fsc.model.cache import merge_rows
 from fsc.model.lm import read_as
+from fsc.tokenizer import first_stop, stop_ids
 
 WARMS_UP = ("cuda",)  # device types where the first decode of a model warms up (`warm_up`)
 _warm: set[tuple] = set()  # (recipe hash, G, device) warmed up in this process
@@ -161,7 +162,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     vocab = model.recipe.vocab_size
     banned = banned_ids(tokenizer, vocab)
     pick = picker(banned, vocab, cfg, device, seeds)
-    eos = getattr(tokenizer, "eos_id", None)
+    stops = stop_ids(tokenizer)
     t0 = time.perf_counter()
     capacity = P + cfg.length + G
     chunk = cfg.prefill_chunk
@@ -207,8 +208,9 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
             if done[b]:
                 continue
             blocks[b] += 1
-            if eos is not None and eos in ids:  # a row ends at its EOS, kept
-                ids, done[b] = ids[: ids.index(eos) + 1], True
+            end = first_stop(ids, stops)
+            if end is not None:  # a row ends at its EOS, kept
+                ids, done[b] = ids[: end + 1], True
             outs[b] += ids
             done[b] |= emitted >= cfg.length
         if all(done):

@@ -14,6 +14,7 @@ from fsc.decode.config import DecodeConfig, DecodeResult
 from fsc.decode.denoise import Steps
 from fsc.decode.sampler import ar_picker, banned_ids, picker
 from fsc.model.lm import read_as
+from fsc.tokenizer import first_stop, stop_ids
 
 
 class Reference:
@@ -64,7 +65,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
     t1 = time.perf_counter()
     out: list[int] = []
     n_blocks = 0
-    eos = getattr(tokenizer, "eos_id", None)
+    stops = stop_ids(tokenizer)
     pick = picker(banned, vocab, cfg, device)
     next_token = ar_picker(pick, cfg.temperature)
     steps = Steps(run.step, pick, cfg.steps, cfg.threshold)  # (and the steps each block took)
@@ -79,8 +80,9 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
                               torch.ones(1, g, dtype=torch.bool, device=device), g)[0].tolist()
         n_blocks += 1
         out += block
-        if eos is not None and eos in block:
-            out = out[: out.index(eos) + 1]
+        end = first_stop(out, stops)
+        if end is not None:  # it ends at its EOS, kept
+            out = out[: end + 1]
             break
         if len(out) >= cfg.length:
             break

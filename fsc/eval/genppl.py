@@ -48,7 +48,7 @@ from fsc.recipe import Recipe
 from fsc.seeds import derive
 from fsc.source import Source, load_source_recipe, resolve_checkpoint
 from fsc.text import human_bytes
-from fsc.tokenizer import begun
+from fsc.tokenizer import begun, first_stop, stop_ids
 
 
 def text_tokens(grid: EvalGrid, tokenizer, length: int):
@@ -229,7 +229,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                        policy=d.policy or "confidence")
     seeds = [derive(grid.settings.seed, length, i, 11) for i in range(len(samples))]
     prompts = [begun(prompt, tokenizer, bos) for prompt, _ in samples]  # as its sequences begin
-    eos = getattr(tokenizer, "eos_id", None)
+    stops = stop_ids(tokenizer)
     size = grid.settings.batch
     # --batch samples decoded together, each as alone
     for lo in range(0, len(samples), size):
@@ -238,8 +238,8 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
         seconds += done[0].stats["generate_s"]  # the batch's, shared by its rows
         for (prompt, _), res in zip(samples[lo : lo + size], done, strict=True):
             out = res.token_ids
-            if eos is not None and eos in out:
-                out = out[: out.index(eos)]
+            end = first_stop(out, stops)
+            out = out if end is None else out[:end]  # the text before its EOS
             early += len(out) < length
             outs.append(out)
             nlls.append(scorer.nll(prompt, out))

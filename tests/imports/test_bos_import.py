@@ -122,3 +122,28 @@ def test_verify_checks_an_import_against_the_model_it_came_from(llama, fsc_main,
     res = fsc_main("verify", tmp_path / "orphan", "--against", "transformers")
     assert res.returncode == 2 and "which is not here" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_decode_stops_at_every_eos_the_generation_config_lists(llama, fsc_main, tmp_path):
+    """A model whose generation_config.json lists several EOS ids (as Qwen3's and Llama 3's
+    do) ends at the first of any of them, as transformers' generate does, from its folder and
+    from its import (which carries the file)."""
+    folder, _, tok, model = llama
+    want = tok(PROMPT)["input_ids"]
+    greedy = reference_greedy(model, want, 12)
+    at = next(i for i in range(2, 12) if greedy[i] not in greedy[:i] and greedy[i] != 2)
+    copy = tmp_path / "eos"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "generation_config.json").read_text()) if (
+        copy / "generation_config.json").is_file() else {}
+    (copy / "generation_config.json").write_text(json.dumps({**config,
+                                                             "eos_token_id": [2, greedy[at]]}))
+    assert fsc_main("import", copy, "--out", tmp_path / "ck", "--store", tmp_path / "st",
+                    check=0).returncode == 0
+    for source in (copy, tmp_path / "ck"):
+        doc = json.loads(fsc_main("decode", source, "--prompt", PROMPT, "--length", "12",
+                                  "--json", check=0).stdout)
+        assert doc["token_ids"] == greedy[: at + 1], source
+    stopped = model.generate(torch.tensor([want]), max_new_tokens=12, do_sample=False,
+                             eos_token_id=[2, greedy[at]])[0, len(want):].tolist()
+    assert stopped == greedy[: at + 1]
