@@ -67,11 +67,12 @@ def read_prompts(path: Path) -> list[tuple[int, dict]]:
     """(line number, record) of each prompt of a UTF-8 file, in its order. A `.jsonl` file
     holds one JSON object a line, its prompt the string field `prompt`, its other fields kept
     for the result (none of them named as one of `WRITTEN`); any other file holds one prompt a
-    line, as it is (the line's end aside). Blank lines are skipped in both. UsageError, one
+    line, as it is (the line's end aside). Blank lines are skipped in both, and a UTF-8 byte
+    order mark before the first line. UsageError, one
     line naming the line number, for a line that is not such an object; or for a file that
     holds no prompt or cannot be read as `read_prompt_file` says."""
     where = f"--prompts {printable(str(path), 120)}"
-    text = _file_text(path, "--prompts")
+    text = _file_text(path, "--prompts").removeprefix("\ufeff")  # a BOM is no prompt's part
     jsonl = path.suffix.lower() == ".jsonl"
     found = []
     for n, line in enumerate(text.split("\n"), 1):  # (not splitlines: U+2028 is no line end)

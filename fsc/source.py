@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
-from fsc.errors import CheckpointError
+from fsc.errors import CheckpointError, UsageError
 from fsc.imports import has_weights, import_config, is_import_source
 from fsc.recipe import Recipe, load_recipe
+from fsc.text import printable
 from fsc.tokenizer import IdTokenizer, load_tokenizer
 
 LATEST = "latest"  # in a training directory: the name of its newest step directory
@@ -54,7 +55,14 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     source (its config alone: the weights are not read)."""
     if is_import_source(ref):
         return import_config(ref).recipe
-    return load_recipe(Path(ref) / RECIPE_FILE if is_checkpoint(ref) else ref)
+    if is_checkpoint(ref):
+        return load_recipe(Path(ref) / RECIPE_FILE)
+    if Path(ref).is_dir():
+        raise UsageError(f"{printable(str(ref), 120)}: a directory with no checkpoint in it (no "
+                         f"{RECIPE_FILE} and {CONFIG_FILE}), no training run (no step-NNNNNN "
+                         f"checkpoint) and no published model ({CONFIG_FILE}); give one of those, "
+                         "or a recipe file or name")
+    return load_recipe(ref)
 
 
 def checkpoint_config(ref: str | Path) -> dict:

@@ -35,7 +35,7 @@ def decode(
     source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name, checkpoint "
                                           "dir or training dir (its newest step).")],
     prompt: Annotated[list[str] | None, typer.Option(
-        "--prompt", help="Prompt text (one).", show_default=False)] = None,
+        "--prompt", metavar="TEXT", help="Prompt text (one).", show_default=False)] = None,
     prompt_ids: Annotated[str | None, typer.Option(
         "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
                              "--prompt; no BOS is added.")] = None,
@@ -78,10 +78,11 @@ def decode(
                      "steps (one a step at K = G)."),
     ] = None,
     policy: Annotated[
-        Policy, typer.Option("--policy", help="Which masked positions a step reveals first: "
-                             "confidence, margin (top-1 minus top-2), entropy (lowest first) or "
-                             "random (a seeded order).")
-    ] = Policy.confidence,
+        Policy | None, typer.Option("--policy", help="Which masked positions a step reveals "
+                                    "first: confidence (the default), margin (top-1 minus "
+                                    "top-2), entropy (lowest first) or random (a seeded order).",
+                                    show_default=False)
+    ] = None,
     seed: SeedOpt = 0,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Recompute the whole prefix at every step.")
@@ -96,8 +97,9 @@ def decode(
     ] = None,
     prefill_chunk: Annotated[str, typer.Option(
         "--prefill-chunk", callback=size(0, MAX_S, "--prefill-chunk"),
-        help="Prompt tokens folded in one pass, rounded down to whole blocks (0: the whole "
-        "prompt): a long prompt's memory is one chunk's against the prefix.")] = "4k",
+        help="Prompt tokens folded in one pass, rounded down to whole blocks, at least one "
+        "(0: the whole prompt): a long prompt's memory is one chunk's against the prefix.")
+    ] = "4k",
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
@@ -120,8 +122,16 @@ def decode(
 
     # Everything a user can get wrong is checked before torch is imported.
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
-    if mode_ == "diffusion" and g != source_recipe.block_size:
+    if mode_ == "ar" and (threshold is not None or policy is not None):
+        raise UsageError("--mode ar reveals one token a pass, in order; drop "
+                         + " and ".join(o for o, v in (("--threshold", threshold),
+                                                        ("--policy", policy)) if v is not None))
+    if mode_ == "diffusion" and (g != source_recipe.block_size or g == 1):
         _off_block(src, g, tokenizer)
+    if (mode_ == "ar" and source_recipe.block_size > 1 and src.is_checkpoint
+            and src.training.get("objective") != "ar"):
+        say(f"note: {source} was trained by block diffusion at G {source_recipe.block_size}; "
+            "decoding it autoregressively (G 1) is outside what it learned")
     # the model's own tokenizer (fsc.source: one rule for every command), with --prompt-ids too:
     # its specials are never generated, and its EOS ends the decode (ids alone, IdTokenizer,
     # for a published model that has none)
@@ -157,7 +167,8 @@ def decode(
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
-                       policy=str(policy), graphs=not no_graphs, prefill_chunk=prefill_chunk)
+                       policy=str(policy or Policy.confidence), graphs=not no_graphs,
+                       prefill_chunk=prefill_chunk)
     if records:
         from fsc.cli.decode_prompts import decode_prompts
 
@@ -167,6 +178,7 @@ def decode(
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends
     res.stats["weights"] = src.weights(seed)
+    res.stats["seed"] = seed  # as a row of --prompts gives its own
     text = tok.decode(res.token_ids)
     if as_json:
         print_json({"recipe": recipe.name, "prompt": prompt, "prompt_ids": ids, "text": text,
@@ -204,8 +216,8 @@ def _prompt_line(s: dict) -> str:
 
 def _off_block(src, G: int, tokenizer: Path | None) -> None:
     """Trained weights (`src`, a fsc.source.Source) decoded by block diffusion at a G they
-    were not trained at: a note on stderr, or UsageError for an autoregressive model whose
-    tokenizer has no mask token."""
+    were not trained at (an autoregressive model at any G): a note on stderr, or UsageError for
+    an autoregressive model whose tokenizer has no mask token."""
     from fsc.errors import UsageError
     from fsc.source import has_published_weights
 
@@ -216,7 +228,8 @@ def _off_block(src, G: int, tokenizer: Path | None) -> None:
         say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
             "it learned")
         return
-    adapt = f"adapt it first (fsc train {source} --G {G} --data TEXT ...) or decode with --mode ar"
+    adapt = (f"adapt it first (fsc train {source} --G {G if G > 1 else 'N'} --data TEXT ...) "
+             "or decode with --mode ar")
     if src.tokenizer(tokenizer, need_mask=False).mask_id is None:
         raise UsageError(f"{source} is autoregressive (G 1) and its tokenizer has no mask token "
                          f"for block diffusion: {adapt}")

@@ -92,6 +92,11 @@ def test_a_text_file_holds_a_prompt_a_line_decoded_greedily_as_alone(fsc_main, t
      "give --prompts or --prompt-file, not both"),
     (["--prompt", "hi", "--batch", "4"], "--batch 4 goes with --prompts FILE"),
     (["--prompts", "p.txt", "--no-cache"], "--no-cache decodes one prompt (--prompt)"),
+    (["--prompt", "hi", "--mode", "ar", "--threshold", "0.5"],
+     "--mode ar reveals one token a pass, in order; drop --threshold"),
+    (["--prompt", "hi", "--mode", "ar", "--policy", "margin"], "drop --policy"),
+    (["empty_dir", "--prompt", "hi"],
+     "empty_dir: a directory with no checkpoint in it"),
 ])
 def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args, says):
     (tmp_path / "p.txt").write_text("hi\nho\n")
@@ -101,7 +106,9 @@ def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weigh
     (tmp_path / "nofield.jsonl").write_text('{"text": "a"}\n')
     (tmp_path / "number.jsonl").write_text('{"prompt": "a"}\n{"prompt": 7}\n')
     (tmp_path / "taken.jsonl").write_text('{"prompt": "a", "text": "b"}\n')
-    _refused(fsc_main("decode", "tiny_attn", *args), says)
+    (tmp_path / "empty_dir").mkdir()
+    source, args = (args[0], args[1:]) if args[0] == "empty_dir" else ("tiny_attn", args)
+    _refused(fsc_main("decode", source, *args), says)
 
 
 def test_an_empty_prompt_without_a_bos_names_its_line(fsc_main, tmp_path, no_weights):
@@ -146,3 +153,21 @@ def test_the_summary_counts_the_batches_a_sliding_window_decodes(fsc_main, tmp_p
     generate_s = sum({r["stats"]["batch_index"]: r["stats"]["generate_s"] for r in rows}.values())
     made = sum(len(r["token_ids"]) for r in rows)
     assert f"{made / generate_s:.1f} tok/s" in res.stderr
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_prompt(fsc_main, tmp_path):
+    """A prompts file saved with a UTF-8 BOM (as some editors save) decodes as without it."""
+    run = ("decode", "tiny_attn", "--length", "4")
+    (tmp_path / "p.jsonl").write_text('\ufeff{"prompt": "hi"}\n', encoding="utf-8")
+    (tmp_path / "q.jsonl").write_text('{"prompt": "hi"}\n', encoding="utf-8")
+    with_bom, without = (_lines(fsc_main(*run, "--prompts", f)) for f in ("p.jsonl", "q.jsonl"))
+    assert with_bom[0]["prompt_ids"] == without[0]["prompt_ids"] == [104, 105]
+    assert with_bom[0]["token_ids"] == without[0]["token_ids"]
+
+
+def test_a_diffusion_checkpoint_decoded_autoregressively_gets_a_note(fsc_main, tmp_path):
+    save_checkpoint(build_model(load_recipe("tiny_attn"), seed=1), tmp_path / "ckpt", seed=1)
+    res = fsc_main("decode", "ckpt", "--prompt", "hi", "--length", "4", "--mode", "ar",
+                   "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["stats"]["seed"] == 0
+    assert "was trained by block diffusion at G 4; decoding it autoregressively" in res.stderr
