@@ -48,9 +48,16 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                              limit, num_fewshot, mc_samples, batch, seed, device,
                              steps=K[0] if K else None, log_samples=log_samples,
                              output_path=str(output_path) if output_path else None)
+    from fsc.interrupts import Stopped
+
     torch_threads()
     st = Store(store_dir(store))
-    done = run(request, st, " ".join(["fsc", *sys.argv[1:]]))
+    try:
+        done = run(request, st, " ".join(["fsc", *sys.argv[1:]]))
+    except Stopped as e:  # its rows are stored when every task is done: none yet
+        print(f"interrupted: run {e.run_id} stored nothing (a harness run is scored whole); "
+              "run it again", file=sys.stderr)
+        raise typer.Exit(e.exit_code) from None
     for path in done.files:
         say(f"wrote {path}")
     if as_json:

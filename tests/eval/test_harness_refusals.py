@@ -43,3 +43,22 @@ def test_a_task_the_harness_cannot_read_is_one_line_and_leaves_no_run(
     assert line.endswith(HUB) == hub, line
     runs = fsc_main("runs", "--store", tmp_path / "st", "--json", check=0)
     assert json.loads(runs.stdout) == []
+
+
+def test_a_stopped_harness_run_says_what_it_kept(fsc_main, ar_recipe, tasks, tmp_path,
+                                                 monkeypatch):
+    """Ctrl-C inside the harness: exit 130, one line saying the run stored nothing and is run
+    again (--resume has nothing to continue), the run left interrupted."""
+    from fsc.harness import run
+
+    def stop(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run_harness", stop)
+    res = fsc_main("eval", ar_recipe, "--task", "harness", "--tasks", "fsc_choice",
+                   "--include-path", tasks, "--store", tmp_path / "st", check=130)
+    [line] = res.stderr.splitlines()
+    assert line.startswith("interrupted: run ") and line.endswith(
+        "stored nothing (a harness run is scored whole); run it again"), line
+    [row] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json").stdout)
+    assert row["status"] == "interrupted"
