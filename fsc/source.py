@@ -58,7 +58,7 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     if is_checkpoint(ref):
         return load_recipe(Path(ref) / RECIPE_FILE)
     if Path(ref).is_dir():
-        raise UsageError(f"{printable(str(ref), 120)}: a directory with no checkpoint in it (no "
+        raise UsageError(f"{printable(str(ref), 120)}: is a directory with no checkpoint in it (no "
                          f"{RECIPE_FILE} and {CONFIG_FILE}), no training run (no step-NNNNNN "
                          f"checkpoint) and no published model ({CONFIG_FILE}); give one of those, "
                          "or a recipe file or name")

@@ -96,7 +96,7 @@ def test_a_text_file_holds_a_prompt_a_line_decoded_greedily_as_alone(fsc_main, t
      "--mode ar reveals one token a pass, in order; drop --threshold"),
     (["--prompt", "hi", "--mode", "ar", "--policy", "margin"], "drop --policy"),
     (["empty_dir", "--prompt", "hi"],
-     "empty_dir: a directory with no checkpoint in it"),
+     "empty_dir: is a directory with no checkpoint in it"),
 ])
 def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args, says):
     (tmp_path / "p.txt").write_text("hi\nho\n")
