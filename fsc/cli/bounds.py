@@ -24,7 +24,9 @@ MIN_BUDGET = 2**20  # a --memory-budget below 1 MiB holds no model
 MAX_BUDGET = 2**60
 
 _SUFFIX = {"k": 2**10, "m": 2**20}
-_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50, "eib": 2**60,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15, "eb": 10**18,
+          "b": 1}  # (the longest suffix first: `parse_bytes` takes the first that ends a size)
 
 
 def between(low: int, high: int):
@@ -81,7 +83,8 @@ def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
 
 
 def parse_bytes(text: str, option: str = "--memory-budget") -> int:
-    """'2GiB', '512MiB', '1.5GB' or '1000000' (bytes) -> bytes, between 1 MiB and 1 EiB."""
+    """'2GiB', '512MiB', '1.5GB', '1EiB' or '1000000' (bytes) -> bytes, between 1 MiB and 1 EiB
+    (binary units KiB to EiB, decimal kB to EB)."""
     t = text.strip().lower()
     unit = next((u for u in _UNITS if t.endswith(u)), "")
     try:

@@ -186,10 +186,15 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
               "continue with:", file=sys.stderr)
         print(f"  {_resume_command(e.run_id, store)}", file=sys.stderr)
         raise typer.Exit(e.exit_code) from None
-    if as_json:
+    if store is not None:  # the command that measures a baseline writes where this run did
+        for x in done.comparison:
+            if x.get("baseline_command"):
+                x["baseline_command"] += f" --store {shlex.quote(str(store))}"
+    if as_json:  # every point the run holds, as the table shows them (a resume's too)
         print_json({"run_id": done.run_id, "store": str(done.store),
                     "points_stored_before": done.stored_before,
-                    "points": [r.columns() for r in done.rows],
+                    "points_measured_now": len(done.rows),
+                    "points": [r.columns() for r in done.run_rows],
                     "comparison": done.comparison})
         return
     follow_up = f"fsc query \"select * from profile where run_id = '{done.run_id}'\""

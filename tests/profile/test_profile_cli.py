@@ -197,3 +197,25 @@ def test_wide_keeps_every_column_on_a_narrow_terminal(tmp_path, monkeypatch, cap
     table = [line for line in narrow.splitlines() if line[:1] in "┏┃┡│└"]
     assert "floor ms" not in "".join(table), narrow
     assert max(len(line) for line in table) <= 60
+
+
+def test_a_budget_takes_every_unit_up_to_its_bound():
+    from fsc.cli.bounds import parse_bytes
+    from fsc.errors import UsageError
+
+    assert [parse_bytes(t) for t in ("1EiB", "2PiB", "3TiB", "1.5GB", "2TB", "1EB")] == [
+        2**60, 2 * 2**50, 3 * 2**40, 1_500_000_000, 2 * 10**12, 10**18]
+    with pytest.raises(UsageError, match="'2EiB' must be between 1MiB and 1EiB"):
+        parse_bytes("2EiB")
+
+
+def test_the_command_that_measures_the_baseline_writes_to_the_runs_store(fsc_main, tmp_path):
+    """Attention out of memory at B 4 under the budget: the command the cost model suggests
+    for its batch that fits names the store the sweep wrote to."""
+    res = fsc_main("profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "4096", "--B", "4",
+                   "--memory-budget", "3MiB", "--warmup", "0", "--repeats", "1", "--json",
+                   "--store", tmp_path / "st")
+    assert res.returncode == 0, res.stderr
+    [x] = json.loads(res.stdout)["comparison"]
+    assert x["baseline_command"].startswith("fsc profile -r tiny_attn --S 4096 --B 1 ")
+    assert x["baseline_command"].endswith(f" --store {tmp_path / 'st'}")

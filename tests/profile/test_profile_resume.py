@@ -68,7 +68,8 @@ def test_killed_sweep_resumes_to_the_uninterrupted_points(tmp_path, capsys):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["run_id"] == run_id and doc["points_stored_before"] == before
-    assert len(doc["points"]) == 8 - before
+    assert doc["points_measured_now"] == 8 - before
+    assert len(doc["points"]) == 8  # every point the run holds, as its table shows them
     assert reference.wait(timeout=120) == 0, reference.stderr.read()
 
     union = _points(killed)

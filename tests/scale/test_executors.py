@@ -240,7 +240,8 @@ def test_resume_measures_only_what_is_missing(how, cli, swept, in_process, tmp_p
     r = cli("profile", "--resume", run_id, "--store", store, *how, "--json")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
-    assert doc["points_stored_before"] == N_POINTS - 3 and len(doc["points"]) == 3
+    assert doc["points_stored_before"] == N_POINTS - 3 and doc["points_measured_now"] == 3
+    assert len(doc["points"]) == N_POINTS  # every point the run holds
     assert points_of(store, run_id) == in_process  # the union, each point once
 
 
@@ -260,7 +261,7 @@ def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, swept, 
     r = cli("profile", "--resume", run_id, "--store", store, "--json")
     assert r.code == 0, r.err
     assert "2 points the run's Slurm tasks wrote were stored" in r.err
-    assert len(json.loads(r.out)["points"]) == 1  # only the one no task wrote
+    assert json.loads(r.out)["points_measured_now"] == 1  # only the one no task wrote
     assert points_of(store, run_id) == in_process
     assert not list(folder.glob("*.jsonl"))  # taken once
 
