@@ -182,7 +182,7 @@ def train(
                               ("--train-steps", steps), ("--out", out_dir)) if v is None]
     if missing and resume is None:  # said before torch is imported, in a fraction of a second
         raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
-    from fsc.interrupts import exit_code
+    from fsc.interrupts import StopSignals, exit_code
     from fsc.store import Store
     from fsc.train.launch import check_gpus, launch
     from fsc.train.run import new_job, resumed_job
@@ -221,11 +221,16 @@ def train(
             raise typer.Exit(code)
         return
     name = printable(job.recipe.name, 40)
-    trained = train_job(job, ranks.device_of(torch_device(device)), Store(store_dir(store)),
-                        " ".join(["fsc", *sys.argv[1:]]), stop_after=stop_after,
-                        progress=lambda start: progress_bar(name, cfg.steps, start), on_eval=eval_said)
-    if trained.run_id is not None:  # rank 0; the other processes write nothing
-        report(trained, store, as_json)
+    # A stop signal ends training after its step (fsc.train.loop); one that comes after, while
+    # the last checkpoint is recorded and the resume command said (schedulers repeat SIGTERM),
+    # is absorbed too, so the command ends as the first signal asked (a second Ctrl-C aborts).
+    with StopSignals(defer=True):
+        trained = train_job(job, ranks.device_of(torch_device(device)), Store(store_dir(store)),
+                            " ".join(["fsc", *sys.argv[1:]]), stop_after=stop_after,
+                            progress=lambda start: progress_bar(name, cfg.steps, start),
+                            on_eval=eval_said)
+        if trained.run_id is not None:  # rank 0; the other processes write nothing
+            report(trained, store, as_json)
     if trained.result.interrupted:
         raise typer.Exit(exit_code(trained.result.stop_signal))
 

@@ -219,6 +219,35 @@ def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
     assert status == "interrupted"
 
 
+# `fsc train` with its report preceded by a SIGTERM to itself: a signal that comes once the
+# loop is done, while the last checkpoint is recorded (a scheduler repeating its SIGTERM)
+SIGNALLED_REPORT = """
+import os, signal, sys
+import fsc.cli.train as cli
+real = cli.report
+def report(*args, **kw):
+    os.kill(os.getpid(), signal.SIGTERM)
+    real(*args, **kw)
+cli.report = report
+from fsc.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow  # a training process of its own: make test-slow
+def test_a_stop_signal_after_the_loop_does_not_cut_the_end_short(tmp_path):
+    """A SIGTERM while the command records its last checkpoint and says how the run ended is
+    absorbed: the command ends as it would have, the checkpoint recorded in the store."""
+    env = {**os.environ, "FSC_STORE": str(tmp_path / "store")}
+    res = subprocess.run([sys.executable, "-c", SIGNALLED_REPORT, "train", "tiny_attn", *COPY,
+                          "--batch", "4", "--train-steps", "2", "--out", str(tmp_path / "run")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    _, paths = Store(tmp_path / "store").query("select path from artifacts")
+    assert str(tmp_path / "run" / "step-000002") in [p for (p,) in paths]
+
+
 @pytest.mark.slow  # two training processes, one killed outright: make test-slow
 def test_a_run_killed_outright_resumes_from_its_last_save_bit_exact(fsc_main, tmp_path):
     """kill -9 leaves the rolling saves (here every 0.01 minutes); `--resume` goes on from
