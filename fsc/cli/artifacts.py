@@ -25,7 +25,8 @@ def _record(rep, action: str, store, as_json: bool, *lines: str) -> None:
 
 
 def push(
-    path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull).")],
+    path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull), "
+                                         "or training directory (its newest step).")],
     repo: Annotated[str, typer.Option("--repo", help="Hub repository OWNER/NAME.")],
     revision: Annotated[
         str, typer.Option("--revision", help="Branch to commit to (made from main if new).")
@@ -44,7 +45,9 @@ def push(
     check_repo_id(repo, "--repo")
     check_revision(revision, "--revision")
     from fsc.hub.push import push_checkpoint
+    from fsc.source import resolved
 
+    path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     _record(rep, "pushed", store, as_json,
             f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "

@@ -102,3 +102,15 @@ def test_a_trained_checkpoint_pushes_without_its_training_state(fsc, hub, tmp_pa
     assert not any(name.startswith("training_state") for name in files)
     assert {"model.safetensors", "README.md", "config.json", "fsc_recipe.yaml"} <= set(files)
     assert b"trained by `fsc train` for 2 steps on `copy`" in files["README.md"]
+
+
+@pytest.mark.slow  # two pushes: make test-slow
+def test_a_training_directory_pushes_its_newest_step(save_tiny, fsc, hub, token, tmp_path):
+    """`fsc push` takes a training directory, or its `latest`, as decode and verify do: its
+    newest step is what is pushed."""
+    step = save_tiny("run/step-000002")
+    (tmp_path / "run" / "latest").write_text("step-000002\n")
+    for given in (tmp_path / "run", tmp_path / "run" / "latest"):
+        pushed = fsc("push", given, "--repo", "alice/tiny", "--json")
+        assert pushed.returncode == 0, pushed.stderr
+        assert json.loads(pushed.stdout)["path"] == str(step.resolve())
