@@ -15,6 +15,7 @@ from fsc import noise
 from fsc.cli.common import bar_text, err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
 from fsc.sweep_results import PointResult, baseline_notes, compare
+from fsc.text import counted
 
 if TYPE_CHECKING:
     from fsc.scale.profiling import DryRun
@@ -141,8 +142,8 @@ def render_dry_run(dry: DryRun, console: Console) -> None:
     console.print(fitted(None, columns, records, console))
     skipped = f", {dry.stored} already stored" if dry.stored else ""
     about = f", roughly {duration(dry.rough_s)} on this CPU" if dry.rough_s is not None else ""
-    console.print(f"dry run: {len(dry.points)} points on {dry.device}{skipped}{about}; nothing "
-                  "is measured or recorded", markup=False, highlight=False)
+    console.print(f"dry run: {counted(len(dry.points), 'point')} on {dry.device}{skipped}"
+                  f"{about}; nothing is measured or recorded", markup=False, highlight=False)
 
 
 def duration(seconds: float) -> str:

@@ -23,7 +23,7 @@ from fsc.errors import QueryError
 from fsc.store.connect import one_line
 from fsc.store.schema import SCHEMA
 
-READ_ONLY_MESSAGE = "query is read-only; pass --write to modify the store"
+READ_ONLY_MESSAGE = "query is read-only; modify the store with fsc query --write"
 
 # Statement kinds (DuckDB's StatementType names) a read-only query may run. SHOW, DESCRIBE,
 # SUMMARIZE, VALUES and FROM-first queries parse as SELECT; PIVOT parses as MULTI.

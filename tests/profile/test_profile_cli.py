@@ -113,7 +113,7 @@ def test_dry_run_lists_points_and_records_nothing(tmp_path, capsys):
     assert main(["profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--dry-run",
                  "--store", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "dry run: 1 points on cpu" in text and "tiny_attn" in text and "nothing is measured" in text
+    assert "dry run: 1 point on cpu" in text and "tiny_attn" in text and "nothing is measured" in text
     assert not (tmp_path / "fsc.duckdb").exists()
 
 

@@ -37,7 +37,7 @@ def test_query_is_read_only_by_default(filled, fsc, sql):
     before = _snapshot(filled)
     done = fsc("query", sql)
     assert done.returncode != 0
-    assert done.stderr == "error: query is read-only; pass --write to modify the store\n"
+    assert done.stderr == "error: query is read-only; modify the store with fsc query --write\n"
     assert _snapshot(filled) == before
 
 
