@@ -188,8 +188,11 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
                          "a mix (passkey:2,vt:1), "
                          f"{', '.join(corpora.CORPORA)}[:train|val], a "
                          f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
+    docs = list(_documents(path, options.text_field))
+    if not any(docs):
+        raise UsageError(f"--data {spec}: holds no text")
     ids: list[int] = []
-    for doc in _documents(path, options.text_field):
+    for doc in docs:
         ids += tokenizer.encode(doc) + _eos(tokenizer)
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
 

@@ -153,6 +153,8 @@ def test_parquet_is_read_through_duckdb(tmp_path):
     ("bad.jsonl", b'{"text": "ok"}\n{oops\n', "bad.jsonl:2: not a JSON line"),
     ("field.jsonl", b'{"body": "x"}\n', "no text field 'text'"),
     ("short.txt", b"tiny", "fewer than one sequence"),
+    ("empty.txt", b"", "empty.txt: holds no text"),
+    ("empty.jsonl", b'{"text": ""}\n', "empty.jsonl: holds no text"),
     ("latin1.txt", b"caf\xe9", "not UTF-8"),
     ("data.csv", b"a,b\n", "is not one of passkey, mqar, copy"),
 ])
