@@ -58,8 +58,12 @@ class Steps:
         self.forward, self.pick, self.steps, self.threshold = forward, pick, steps, threshold
         self.graph_key = graph_key
         self._blocks: dict[tuple, _Block] = {}
-        self.used: list[int] = []  # steps each block took (the batch's: its slowest row's)
         self.row_used: list[list[int]] = []  # steps each row of each block took, as alone
+
+    @property
+    def used(self) -> list[int]:
+        """Steps each block took: the batch's, its slowest row's."""
+        return [max(rows, default=0) for rows in self.row_used]
 
     def run(self, block, masked, n: int | None = None):
         """The filled block [B, g] (a tensor of its own); `n`: the masked positions a row has
@@ -68,7 +72,6 @@ class Steps:
         k = min(self.steps, n)
         B = block.shape[0]
         if k == 0:  # nothing masked: no step, no draw
-            self.used.append(0)
             self.row_used.append([0] * B)
             return block.clone()
         schedule = even_schedule(n, k)
@@ -81,7 +84,6 @@ class Steps:
         else:
             state.tokens.copy_(block)
             state.masked.copy_(masked)
-        taken = 0
         for i in range(k):
             if i:
                 draws = self.pick.draw(block.shape[1], live)
@@ -90,13 +92,11 @@ class Steps:
                     held.copy_(d)
             state.count.fill_(schedule[i] if self.threshold is None else k - i)
             self._advance(state)
-            taken += 1
             steps = [s + on for s, on in zip(steps, live, strict=True)]
             if self.threshold is not None:  # a row whose block is done draws no more
                 live = state.masked.any(-1).tolist()
                 if not any(live):
                     break
-        self.used.append(taken)
         self.row_used.append(steps)
         return state.tokens.clone()
 

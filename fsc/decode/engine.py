@@ -202,7 +202,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         else:
             start = torch.full((B, g), tokenizer.mask_id, dtype=torch.long, device=device)
             block = steps.run(start, torch.ones(B, g, dtype=torch.bool, device=device), g)
-            passes += steps.used[-1]
+            passes += max(steps.row_used[-1])  # the batch's steps: its slowest row's
         emitted += g
         for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
             if done[b]:
