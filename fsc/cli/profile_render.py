@@ -105,6 +105,12 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
 
 
+VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "
+              "at each B); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
+              "the recipe's tokens/s over the baseline's, over whole blocks (K steps and the "
+              "fold) of all B rows")
+
+
 def _render_versus(comp: list[dict], console: Console, width: int | None, wide: bool) -> None:
     """Each recipe against the baseline at each point; where the baseline did not fit at B,
     against its largest batch that did (a 'baseline B' column), said in the title and below."""
@@ -124,6 +130,7 @@ def _render_versus(comp: list[dict], console: Console, width: int | None, wide: 
     columns = ("S", "B", "G", "K", "recipe", *(("baseline B",) if smaller else ()), "latency ×",
                "memory ×", "throughput ×")
     show(console, fitted(title, columns, records, console, width=width), wide)
+    console.print(VERSUS_KEY, style="dim", soft_wrap=True, markup=False, highlight=False)
     for note in baseline_notes(comp):
         console.print(note, soft_wrap=True, markup=False, highlight=False)
 

@@ -77,3 +77,15 @@ def test_profile_on_the_cpu_compares_with_attention_at_the_batch_that_fits(tmp_p
                       ("tiny_mamba", 4): "ok"}
     at_4 = next(x for x in doc["comparison"] if x["B"] == 4)
     assert at_4["baseline_B"] == 1 and at_4["throughput_x"] > 0
+
+
+def test_the_versus_table_says_what_each_ratio_divides(tmp_path, monkeypatch):
+    # latency × is one step's, throughput × a whole block's (K steps and the fold) over B rows:
+    # the two can disagree in sign, so the table says which is which
+    monkeypatch.setenv("COLUMNS", "200")
+    res = in_process("profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "16", "--B", "1",
+                     "--warmup", "0", "--repeats", "1", "--device", "cpu", "--store", tmp_path)
+    assert res.returncode == 0, res.stderr
+    after = res.stdout.split("versus tiny_attn")[1]
+    assert "latency ×: the baseline's step time over the recipe's" in " ".join(after.split())
+    assert "over whole blocks (K steps and the fold) of all B rows" in " ".join(after.split())
