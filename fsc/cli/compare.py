@@ -46,7 +46,8 @@ def compare(
     (time above 1: B is slower). The verdict follows the time per block (K steps and a fold):
     noise when A's and B's p10–p90 intervals of it overlap, else faster or slower. The last
     line is the geometric mean over the matched points. Runs timed differently (CUDA graphs
-    or eager, or over different --repeats) get a note: line. Eval and train runs: fsc report.
+    or eager, or over different --repeats) or on different hardware get a note: line. Eval
+    and train runs: fsc report.
     """
     from fsc.results import compare as comparing
     from fsc.results import select
@@ -64,8 +65,10 @@ def compare(
     configs = {r["run_id"]: r["config"] for r in select.provenance(st, [run_a, run_b])}
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
     repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
+    devices = {r: comparing.device_names(points[r]) for r in (run_a, run_b)}
     notes = [n for n in (comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
-                         comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]))
+                         comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]),
+                         comparing.device_note(run_a, devices[run_a], run_b, devices[run_b]))
              if n]
     for note in notes:
         say(note)
@@ -73,6 +76,7 @@ def compare(
         print_json(result.to_dict() | {"fail_above": fail_above, "failed": why,
                                        "timing": {"a": timed[run_a], "b": timed[run_b]},
                                        "repeats": {"a": repeats[run_a], "b": repeats[run_b]},
+                                       "devices": {"a": devices[run_a], "b": devices[run_b]},
                                        "notes": notes})
     else:
         _show(result, wide)
@@ -135,7 +139,8 @@ def _show(c, wide: bool) -> None:
     for p in c.pairs:
         counts[p.verdict] = counts.get(p.verdict, 0) + 1
     line = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    out.print(f"{len(c.pairs)} points matched ({line}); {len(c.only_a)} only in A, "
+    out.print(f"{len(c.pairs)} point{'' if len(c.pairs) == 1 else 's'} matched ({line}); "
+              f"{len(c.only_a)} only in A, "
               f"{len(c.only_b)} only in B. time × is the time per block, K steps and a fold.",
               markup=False, highlight=False)
 

@@ -59,7 +59,18 @@ MemoryOpt = Annotated[
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e9:.2f} GB" if n >= 1e7 else f"{n / 1e9:.3g} GB"
+
+
+def _num(v: float, digits: int = 3) -> str:
+    """`digits` decimals, or three significant figures where those would print a small value
+    as zero (a tiny recipe's floor is microseconds)."""
+    return f"{v:,.{digits}f}" if v == 0 or abs(v) >= 10 ** (1 - digits) else f"{v:.3g}"
+
+
+def _while(what: str, x: float) -> str:
+    """`what` while K < x, or for no K where no K >= 1 is below x."""
+    return f"{what} while K < {x:.1f}" if x > 1 else f"{what} for no K >= 1"
 
 
 def _render(e) -> None:
@@ -70,20 +81,16 @@ def _render(e) -> None:
         (printable(r.name), "bold"), f"  {e.mode}  S = {e.S:,}  B = {e.B}  G = {e.G}  "
         + (f"K = {e.K}  " if e.mode == "diffusion" else "") + f"on {printable(spec.name)} ({_gb(spec.memory_bytes)}, "
         f"{spec.bandwidth_bytes_per_s / 1e12:g} TB/s, {spec.peak_flops / 1e12:g} TFLOP/s)"))
-    plan = r.layer_plan
-    counts = {k: plan.count(k) for k in dict.fromkeys(plan)}
+    growing, fixed = _cache_kinds(r)
     mem = Table(title="Memory (sizes in binary units; device memory in GB = 1e9 bytes)")
     for col in ("", "size", "note"):
         mem.add_column(col, justify="right" if col == "size" else "left")
     parts = ", ".join(f"{k} {fmt_count(v)}" for k, v in d["params"].items() if k != "total")
     mem.add_row("parameters", fmt_count(d["param_count"]), parts)
     mem.add_row("weights", fmt_bytes(d["weight_bytes"]), f"{r.dtype}, resident")
-    n_attn = counts.get("attention", 0)
     mem.add_row("KV cache at S", fmt_bytes(d["kv_bytes"]),
-                f"{n_attn} attention layer{'' if n_attn == 1 else 's'}, grows with S and B "
-                f"({r.dtype})")
-    fixed = ", ".join(f"{n} {k}" for k, n in counts.items() if k != "attention") or "none"
-    mem.add_row("state", fmt_bytes(d["state_bytes"]), f"{fixed}; fixed size ({r.state_dtype})")
+                f"{growing}, grows with S and B" if growing else "no layer's cache grows with S")
+    mem.add_row("state", fmt_bytes(d["state_bytes"]), f"{fixed}; fixed size" if fixed else "none")
     mem.add_row("cache, room for S + G", fmt_bytes(d["cache_capacity_bytes"]), "what is allocated")
     mem.add_row("activations", fmt_bytes(d["activation_bytes"]), "estimate, fused kernels")
     share = d["total_bytes"] / spec.memory_bytes
@@ -107,11 +114,11 @@ def _render(e) -> None:
     step_name = "step (= fold)" if e.mode == "ar" else "step"
     for name, p in ((step_name, e.step), ("fold", e.fold)):
         t, bound = p.floor(spec)
-        passes.add_row(name, fmt_bytes(p.bytes), f"{p.flops / 1e9:,.1f}",
-                       f"{p.flops / p.bytes:.1f}", f"{t * 1e3:.3f}", bound)
+        passes.add_row(name, fmt_bytes(p.bytes), _num(p.flops / 1e9, 1),
+                       f"{p.flops / p.bytes:.1f}", _num(t * 1e3), bound)
     out.print(passes)
     per = "token: t_fold" if e.mode == "ar" else f"block: {e.K}·t_step + t_fold"
-    out.print(f"time per {per} = {d['block_ms']:.3f} ms; tokens/s at the floor = "
+    out.print(f"time per {per} = {_num(d['block_ms'])} ms; tokens/s at the floor = "
               f"B·G / that = {d['tokens_per_s']:,.1f}")
 
     c = d["comparison"]
@@ -122,17 +129,34 @@ def _render(e) -> None:
     cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")
     for col in ("decoding", "weight sweeps per token", "tokens/s at the floor"):
         cmp.add_column(col, justify="left" if col == "decoding" else "right")
-    cmp.add_row("ar (G = 1)", f"{c['ar_weight_sweeps_per_token']:.3f}",
+    cmp.add_row("ar (G = 1)", _num(c["ar_weight_sweeps_per_token"]),
                 f"{c['ar_tokens_per_s']:,.1f}")
     cmp.add_row(f"diffusion (G = {c['diffusion_G']}, K = {c['diffusion_K']})",
-                f"{c['diffusion_weight_sweeps_per_token']:.3f}",
+                _num(c["diffusion_weight_sweeps_per_token"]),
                 f"{c['diffusion_tokens_per_s']:,.1f}")
     out.print(cmp)
-    out.print(f"diffusion sweeps the weights less often than ar while K < "
-              f"{c['sweep_crossover_steps']}; its floor is faster than ar's while K < "
-              f"{c['floor_crossover_steps']:.1f}")
+    sweeps = c["sweep_crossover_steps"]
+    out.print(("diffusion sweeps the weights less often than ar "
+               + (f"while K < {sweeps}" if sweeps > 1 else "for no K >= 1")) + "; "
+              + _while("its floor is faster than ar's", c["floor_crossover_steps"]))
 
     _moe(d["moe"])
+
+
+def _cache_kinds(r) -> tuple[str, str]:
+    """The layers whose cache grows with S and those of a fixed size, each kind with its
+    count and the dtype its cache is held in (a mixer may fix its own: linear attention's
+    sums are fp32; a sliding window's ring is fixed in size)."""
+    from fsc.costmodel.shapes import cache_dtype, kind_shapes
+
+    growing, fixed = [], []
+    for shape, n in kind_shapes(r):
+        if not shape.cache:
+            continue
+        window = "" if shape.window is None else f"window {shape.window:,}, "
+        what = f"{n} {shape.kind} ({window}{cache_dtype(r, shape)})"
+        (growing if shape.growing else fixed).append(what)
+    return ", ".join(growing), ", ".join(fixed)
 
 
 def _moe(moe) -> None:

@@ -70,7 +70,10 @@ class Estimate:
             "n_experts": ffn.n_experts,
             "top_k": ffn.top_k,
             "resident_bytes": n * ffn.params * size,
-            "read_bytes_per_step": n * (ffn.router_params + read * ffn.expert_params) * size,
+            # what a pass reads of the MoE blocks: the router, the chosen experts, and the
+            # shared expert and its gate, which every token runs
+            "read_bytes_per_step": n * (ffn.router_params + read * ffn.expert_params
+                                        + ffn.shared_params) * size,
             "experts_read_per_layer": read,
             "active_params_per_token": self.params["total"] - unused_per_token,
         }

@@ -120,10 +120,16 @@ def param_counts(recipe: Recipe) -> dict[str, int]:
     return counts
 
 
+def cache_dtype(recipe: Recipe, shape: MixerShape) -> str:
+    """The dtype a layer's cache is held in: the mixer's own when it fixes one, else the
+    recipe's dtype for a growing (K/V) cache and its state_dtype for a fixed one."""
+    return shape.cache_dtype or (recipe.dtype if shape.growing else recipe.state_dtype)
+
+
 def shape_tensor_bytes(recipe: Recipe, shape: MixerShape, batch: int,
                        capacity: int) -> dict[str, int]:
     """Bytes of each cache tensor of one layer (the names of Mixer.cache_shapes)."""
-    size = DTYPE_BYTES[shape.cache_dtype or (recipe.dtype if shape.growing else recipe.state_dtype)]
+    size = DTYPE_BYTES[cache_dtype(recipe, shape)]
     return {name: batch * (per_token * capacity + fixed) * size
             for name, (per_token, fixed) in shape.cache.items()}
 

@@ -125,13 +125,37 @@ def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
             "different numbers of samples")
 
 
+def _device(text: Any) -> Any:
+    """A point's device as matching reads it: `cuda` (what `--device auto` resolves to) is
+    the current CUDA device, cuda:0, as a worker process records it."""
+    return "cuda:0" if text == "cuda" else text
+
+
+def _key(p: dict) -> tuple:
+    return tuple(_device(p[k]) if k == "device" else p[k] for k in KEY)
+
+
+def device_names(points: list[dict]) -> list[str]:
+    """The device names (the hardware: "NVIDIA H100 80GB HBM3") a run's points ran on."""
+    return sorted({str(p["device_name"]) for p in points if p.get("device_name")})
+
+
+def device_note(run_a: str, names_a: list[str], run_b: str, names_b: list[str]) -> str | None:
+    """A line saying the two runs ran on different hardware, or None (the same, or one not
+    recorded)."""
+    if not names_a or not names_b or names_a == names_b:
+        return None
+    return (f"note: A ({run_a}) ran on {', '.join(names_a)}, B ({run_b}) on "
+            f"{', '.join(names_b)}: the ratios compare the devices as well as the runs")
+
+
 def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) -> Comparison:
     """Match the points of two runs (rows of the profile view) and compare each pair."""
-    by_b = {tuple(p[k] for k in KEY): p for p in points_b}
+    by_b = {_key(p): p for p in points_b}
     matched = set()
     pairs, only_a = [], []
     for a in points_a:
-        k = tuple(a[c] for c in KEY)
+        k = _key(a)
         b = by_b.get(k)
         if b is None:
             only_a.append(_short(a))
@@ -151,7 +175,7 @@ def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) 
             pair.overlap = {phase: overlap(a, b, phase) for phase in OVERLAPS}
         pair.verdict = _verdict(pair)
         pairs.append(pair)
-    only_b = [_short(p) for p in points_b if tuple(p[c] for c in KEY) not in matched]
+    only_b = [_short(p) for p in points_b if _key(p) not in matched]
     means = {n: geomean([p.ratios.get(n) for p in pairs]) for n in RATIOS}
     return Comparison(run_a, run_b, pairs, only_a, only_b, means)
 
