@@ -152,6 +152,8 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     start = resolve_checkpoint(path)
     state = read_state(start)
     done = state[0]["step"]
+    if Path(path).resolve() == start.resolve():  # a step named, not its training directory
+        _check_newest(start, done)
     cfg = TrainConfig(**state[0]["config"])
     cfg.out = str(start.parent)
     cfg.device = device
@@ -170,6 +172,21 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
                          "(its global batch); resume it with the same")
     recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
     return _checked(cfg, recipe, str(start), state)
+
+
+def _check_newest(start: Path, done: int) -> None:
+    """UsageError when a step checkpoint named for --resume has later steps beside it: the run
+    resumed from it would train other weights under those steps' names (a changed --train-steps
+    re-stretches the schedule) and keep the old ones where it meets them, two runs in one
+    directory. Its newest step, or a copy of it in a directory of its own, resumes."""
+    later = sorted(d.name for d in start.parent.glob("step-*") if d.is_dir()
+                   and d.name.removeprefix("step-").isdigit()
+                   and int(d.name.removeprefix("step-")) > done)
+    if later:
+        shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
+        raise UsageError(f"--resume {start}: {start.parent} holds later steps ({shown}), which "
+                         "the resumed run would mix with its own; resume from a copy of "
+                         f"{start.name} in a new directory, or remove the later steps")
 
 
 def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:

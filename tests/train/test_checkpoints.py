@@ -132,3 +132,26 @@ def test_every_command_that_takes_a_checkpoint_takes_a_training_dir(fsc_main, tm
     assert fsc_main("build", run, "--json").returncode == 0
     assert fsc_main("estimate", run / "latest", "--json").returncode == 0
     assert fsc_main("verify", run, "--blocks", "2").returncode == 0
+
+
+def test_resuming_a_step_with_later_steps_beside_it_is_refused(fsc_main, tmp_path):
+    """A resumed run that re-stretches the schedule trains other weights at steps the directory
+    already holds; it kept the old ones under those names. Refused in one line, nothing written;
+    a copy of the step in a directory of its own resumes, as does the newest step named."""
+    import shutil
+
+    out, common = tmp_path / "o", ["--store", tmp_path / "s"]
+    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2",
+             "--train-steps", "4", "--save-every", "2", "--out", out, *common, check=0)
+    res = fsc_main("train", "--resume", out / "step-000002", "--train-steps", "6", *common)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "holds later steps (step-000004)" in res.stderr
+    assert _steps(out) == [2, 4] and (out / "latest").read_text().strip() == "step-000004"
+    branch = tmp_path / "branch"
+    branch.mkdir()
+    shutil.copytree(out / "step-000002", branch / "step-000002")
+    fsc_main("train", "--resume", branch / "step-000002", "--train-steps", "6", *common, check=0)
+    assert _steps(branch) == [2, 4, 6] and _steps(out) == [2, 4]  # --save-every 2 kept
+    fsc_main("train", "--resume", out / "step-000004", "--train-steps", "6", *common, check=0)
+    assert _steps(out) == [2, 4, 6]
