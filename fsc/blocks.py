@@ -34,8 +34,13 @@ def block_setting(mode: str | None, G: int | None, K: int | None,
     """
     if mode is not None and mode not in MODES:
         raise UsageError(f"--mode {mode!r} is not one of {', '.join(MODES)}")
+    given = mode
     mode = mode or ("ar" if recipe_G == 1 and G is None else "diffusion")
     if mode == "ar":
+        if given is None and K is not None:  # --steps alone, on a recipe of G 1
+            raise UsageError(f"--steps {K}: a recipe of block size 1 decodes autoregressively "
+                             "unless told otherwise, with no denoising steps; drop --steps, or "
+                             "give --G N (or --mode diffusion) to decode in blocks")
         if G not in (None, 1) or K is not None:
             raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop --G and --steps")
         return "ar", 1, 0

@@ -28,6 +28,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """What a checkpoint argument names: a step directory as it is; a training directory's
     newest step (named by its `latest` file); that `latest` file itself, its step. Anything
     else is returned as it is (a recipe, an import source)."""
+    _named(path)
     p = Path(path)
     if p.name == LATEST and p.is_file():
         p = p.parent
@@ -38,6 +39,13 @@ def resolve_checkpoint(path: str | Path) -> Path:
                                   "directory here")
         return p / name
     return p
+
+
+def _named(ref: str | Path) -> None:
+    """UsageError for an empty name, which a path would read as the working directory."""
+    if not str(ref).strip():
+        raise UsageError("an empty name: give a recipe file or name, a checkpoint, a training "
+                         "directory or a published model")
 
 
 def resolved(ref: str) -> str:
@@ -53,6 +61,7 @@ def is_checkpoint(ref: str | Path) -> bool:
 def load_source_recipe(ref: str | Path) -> Recipe:
     """The recipe of a recipe file, a shipped recipe name, a checkpoint directory or an import
     source (its config alone: the weights are not read)."""
+    _named(ref)
     if is_import_source(ref):
         return import_config(ref).recipe
     if is_checkpoint(ref):
