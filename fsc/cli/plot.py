@@ -6,6 +6,7 @@ matplotlib and the store are imported inside the commands, after the options are
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,8 @@ Metric = choices("Metric", "accuracy", "token_accuracy")
 Format = choices("Format", "html", "md")
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+METRIC_KINDS = ("niah", "retrieval")  # the figures --metric chooses for
+FIGURE_FILE = re.compile(r"\d{2}-[a-z_]+\.png")  # a markdown report's figure (report_render)
 
 RunOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="Run to show: its id, the first characters of the id or of its tail "
@@ -55,9 +58,9 @@ def plot(
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="Figure file: .png, .svg or .pdf (default: KIND.png here).",
         show_default=False)] = None,
-    metric: Annotated[Metric, typer.Option(
-        "--metric", help="niah and retrieval: accuracy (exact match) or token_accuracy.")
-    ] = Metric.accuracy,
+    metric: Annotated[Metric | None, typer.Option(
+        "--metric", help="niah and retrieval: accuracy (exact match, the default) or "
+        "token_accuracy.", show_default=False)] = None,
     force: ForceOpt = False,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -67,6 +70,9 @@ def plot(
     Each recipe keeps one colour across figures; titles name the device and the runs. The
     figure is written with matplotlib's Agg backend: no display is needed.
     """
+    if metric is not None and str(kind) not in METRIC_KINDS:
+        raise UsageError(f"--metric applies to {' and '.join(METRIC_KINDS)} only, not {kind}")
+    metric = metric or Metric.accuracy
     path = out_file or Path(f"{kind}.png")
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
@@ -123,8 +129,12 @@ def report(
         raise UsageError(f"--out {path}: a {fmt} report is written as a {suffixes[0]} file")
     output_path(path, "--out", force=force)
     assets = path.with_name(path.stem + "_files")
-    if fmt is Format.md and assets.exists() and not assets.is_dir():
-        raise UsageError(f"--out {path}: {assets} (the figures' folder) is a file")
+    if fmt is Format.md and assets.exists():
+        if not assets.is_dir():
+            raise UsageError(f"--out {path}: {assets} (the figures' folder) is a file")
+        if not force and any(assets.iterdir()):
+            raise UsageError(f"--out {path}: {assets} (the figures' folder) exists; pass "
+                             "--force to replace it")
     st = _store(store)
     from fsc.results import report as pages
     from fsc.results import report_render
@@ -133,6 +143,9 @@ def report(
     try:
         if fmt is Format.md:
             assets.mkdir(exist_ok=True)
+            for stale in assets.iterdir():  # an earlier report's figures, not other files
+                if FIGURE_FILE.fullmatch(stale.name) and stale.is_file():
+                    stale.unlink()
             text = report_render.to_markdown(page, assets, assets.name)
         else:
             text = report_render.to_html(page)

@@ -37,7 +37,11 @@ def cell(value: Any, digits: int | None = None) -> str:
 
 
 def records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
-    return [dict(zip(cols, row, strict=True)) for row in rows]
+    """Rows as JSON objects; a column name given twice gets a suffix (a, a_1), as in --out."""
+    from fsc.store.export import distinct_names
+
+    keys = distinct_names(cols)
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def print_csv(cols: list[str], rows: list[tuple]) -> None:

@@ -101,7 +101,9 @@ def varying_keys(rows: Rows, fields: tuple[str, ...]) -> list[str]:
 
 
 def line_label(row: dict, fields: list[str]) -> str:
-    return " · ".join([str(row["recipe"])] + [f"{f}={row[f]}" for f in fields])
+    """The recipe, then `field=value` of each other field that varies (a run by its id)."""
+    return " · ".join([str(row["recipe"])] + [str(row[f]) if f == "run_id" else f"{f}={row[f]}"
+                                              for f in fields])
 
 
 def grouped(rows: Rows, by: tuple[str, ...]) -> dict[tuple, Rows]:

@@ -28,7 +28,8 @@ from fsc.results.axes import (
 )
 from fsc.text import byte_unit, human_bytes
 
-_LINE_KEY = ("recipe", "B", "G", "K", "dtype", "backend", "device")
+# run_id last: two runs of one recipe drawn together are two lines, never one zigzag
+_LINE_KEY = ("recipe", "B", "G", "K", "dtype", "backend", "device", "run_id")
 DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of the data
 
 
@@ -139,7 +140,7 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     n_rows = math.ceil(len(s_values) / cols)
     fig, axes = new_figure("throughput", rows, size=(2.6 * cols + 2.4, 2.6 * n_rows + 0.8),
                         panels=(n_rows, cols), sharey=True)
-    key = ("recipe", "G", "K", "dtype", "backend", "device")
+    key = ("recipe", "G", "K", "dtype", "backend", "device", "run_id")
     varying = varying_keys(ok, key[1:])
     seen: dict[str, Any] = {}
     for i, S in enumerate(s_values):
@@ -169,7 +170,7 @@ def _throughput_by_s(rows: Rows, ok: Rows, colour: dict[str, str]) -> Figure:
     hold one dot each)."""
     fig, axes = new_figure(f"throughput at B = {ok[0]['B']}", rows)
     ax = axes[0][0]
-    key = ("recipe", "G", "K", "dtype", "backend", "device")
+    key = ("recipe", "G", "K", "dtype", "backend", "device", "run_id")
     varying = varying_keys(ok, key[1:])
     for k, line in grouped(ok, key).items():
         line = sorted(line, key=lambda r: r["S"])

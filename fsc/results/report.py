@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -229,7 +230,7 @@ def _training_table(steps: list[dict]) -> Table:
         tps = [r["tokens_per_s"] for r in line if r["tokens_per_s"]]
         rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], str(last["step"]),
                      _num(line[0]["loss"]), _num(last["loss"]),
-                     _num(sorted(tps)[len(tps) // 2]) if tps else "–",
+                     _num(statistics.median(tps)) if tps else "–",
                      _num(last["elapsed_s"])])
     return Table("Runs", ["run", "recipe", "objective", "data", "steps", "first loss",
                               "last loss", "tok/s (median)", "seconds"], rows)

@@ -71,10 +71,26 @@ def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> Non
         rel.write_csv(str(path), header=True)
 
 
+def distinct_names(cols: list[str]) -> list[str]:
+    """Column names as JSON object keys: a name given twice (`select 1 as a, 2 as a`) gets
+    `_1`, `_2`, ... after it, as DuckDB names such columns in Parquet and CSV, so that no
+    value is lost to a key written twice."""
+    seen: set[str] = set()
+    names = []
+    for name in cols:
+        unique, n = name, 0
+        while unique in seen:
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique)
+        names.append(unique)
+    return names
+
+
 def _write_json(cur: duckdb.DuckDBPyConnection, path: Path, lines: bool) -> None:
     """The rows of `cur`'s result as one JSON object each: a JSON array, or one object per
     line (JSON Lines); fetched in batches, so a large result never sits in memory whole."""
-    cols = [d[0] for d in cur.description]
+    cols = distinct_names([d[0] for d in cur.description])
     with path.open("w", encoding="utf-8") as f:
         if not lines:
             f.write("[")

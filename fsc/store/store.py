@@ -119,7 +119,8 @@ class Store(RunLifecycle):
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         if not self.exists():
             if not write:
-                raise StoreError(f"no store at {self.dir} yet (it is created by the first run)")
+                raise StorePathError(f"no store at {self.dir} yet (it is created by the first "
+                                     "run)")
             self._create()
         if not write and not self._migrated:
             self._upgrade()
