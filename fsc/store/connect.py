@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ import duckdb
 from fsc.errors import StoreError
 
 DEFAULT_TIMEOUT_S = 60.0
+WAIT_NOTE_S = 3.0  # a wait this long is said on a terminal's stderr, once
 _FIRST_DELAY_S = 0.005
 _MAX_DELAY_S = 0.1
 
@@ -142,8 +144,10 @@ def _open(
     file: Path, lock: int | None, read_only: bool, config: dict, timeout_s: float
 ) -> duckdb.DuckDBPyConnection:
     """Take the store's lock, then DuckDB's, backing off while another process holds either."""
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline = start + timeout_s
     delay = _FIRST_DELAY_S
+    noted = False
     while True:
         if not _try_lock(lock, read_only):
             why = "another fsc process is using it"
@@ -160,5 +164,9 @@ def _open(
         if left <= 0:
             raise StoreError(
                 f"store {file} stayed locked by another process for {timeout_s:.0f} s ({why})")
+        if not noted and time.monotonic() - start >= WAIT_NOTE_S and sys.stderr.isatty():
+            noted = True  # at a terminal a silent wait looks like a hang
+            print(f"waiting for store {file}: {why} (up to {timeout_s:g} s in all)",
+                  file=sys.stderr, flush=True)
         time.sleep(min(left, delay * random.uniform(0.5, 1.5)))
         delay = min(2 * delay, _MAX_DELAY_S)

@@ -123,3 +123,28 @@ def test_a_checkpoint_cannot_overtake_a_process_between_header_and_lock(store_pa
     assert late.returncode == 0, err
     _, rows = st.query("select point_id, recipe from profile_points order by recipe")
     assert rows == [(early, "early"), (int(out), "late")]
+
+
+def test_a_wait_for_the_lock_is_said_once_at_a_terminal(store_path, monkeypatch):
+    """At a terminal, a wait past WAIT_NOTE_S says what it waits for (once); off a terminal
+    (logs, pipes) it stays silent."""
+    import io
+
+    from fsc.store import connect as connecting
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    st = Store(store_path)
+    st.migrate()
+    monkeypatch.setattr(connecting, "WAIT_NOTE_S", 0.05)
+    for stream, said in ((Terminal(), 1), (io.StringIO(), 0)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with connect(st.file, read_only=False):
+            with pytest.raises(StoreError, match="stayed locked"):
+                with connect(st.file, read_only=True, timeout_s=0.3):
+                    pass
+        lines = stream.getvalue().splitlines()
+        assert len(lines) == said and all("another fsc process is using it (up to 0.3 s" in ln
+                                          for ln in lines), lines
