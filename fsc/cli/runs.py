@@ -122,7 +122,7 @@ def runs(
 def _stored(r: dict) -> str:
     """A run's rows, named by what they are."""
     if r["kind"] == "train":
-        return counted(r["rows_logged"], "step")
+        return counted(r["rows_logged"], "logged step")  # one a --log-every
     if r["kind"] == "eval":
         return counted(r["rows_logged"], "cell")
     if r["kind"] == "profile":

@@ -204,7 +204,7 @@ def test_each_kind_says_what_it_stored(tmp_path, cli):
                 for i in range(n)]
         st.add_rows(table, run, rows)
     shown = cli("runs", "--store", tmp_path).out
-    assert "3 steps" in shown and "2 cells" in shown and " rows" not in shown
+    assert "3 logged steps" in shown and "2 cells" in shown and " rows" not in shown
 
 
 def test_show_says_why_a_run_failed(tmp_path, cli):
