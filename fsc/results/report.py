@@ -334,6 +334,11 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
     # each view read once: the figures and tables of a section share its rows
     points_of = {r: select.with_cost(st, select.rows(st, select.PROFILE, [r]))
                  for r in by_kind["profile"]}
+    if baseline is not None and not any(p["recipe"] == baseline for points in points_of.values()
+                                        for p in points):
+        had = sorted({p["recipe"] for points in points_of.values() for p in points})
+        raise UsageError(f"--baseline {baseline}: no profile run of the page holds it"
+                         + (f" (its recipes: {', '.join(had)})" if had else ""))
     steps = select.rows(st, select.TRAINING, by_kind["train"]) if by_kind["train"] else []
     cells = select.rows(st, select.EVALUATION, by_kind["eval"]) if by_kind["eval"] else []
     colour = figures.colours(r["recipe"] for rows in (*points_of.values(), steps, cells)

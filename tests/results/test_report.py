@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from results_helpers import EVAL_COLUMNS, check_png, eval_run, full_runs, make_runs, point
 
+from fsc.recipe import load_recipe
 from fsc.results import figures
 from fsc.store import Store
 
@@ -99,9 +100,26 @@ def test_baseline_option(cli, made, tmp_path):
     assert cli("report", made.run_a, "--store", made.store, "--out", out,
                "--baseline", "tiny_mamba").code == 0
     assert "Against tiny_mamba at each S" in out.read_text()
-    assert cli("report", made.run_a, "--store", made.store, "--out", out, "--force",
-               "--baseline", "nope").code == 0
-    assert "nope has no point in this run" in out.read_text()
+    # a baseline in one profile run of the page and not in another: a note in that run's section
+    st = Store(made.store)
+    hybrid = load_recipe("tiny_hybrid")
+    st.register_recipe("tiny_hybrid", hybrid.recipe_hash, hybrid.to_yaml(), hybrid.layer_plan)
+    only_attn = st.start_run("profile", "fsc profile made-up c", None,
+                             {"recipes": ["tiny_attn", "tiny_hybrid"]})
+    for recipe in ("tiny_attn", "tiny_hybrid"):
+        st.add_point(only_attn, point(recipe, 1024, 1, 2.0))
+    st.finish_run(only_attn)
+    assert cli("report", made.run_a, only_attn, "--store", made.store, "--out", out, "--force",
+               "--baseline", "tiny_mamba").code == 0
+    assert "tiny_mamba has no point in this run" in out.read_text()
+
+
+def test_a_baseline_no_run_of_the_page_holds_is_refused(cli, made, tmp_path):
+    out = tmp_path / "r.html"
+    r = cli("report", made.run_a, "--store", made.store, "--out", out, "--baseline", "nope")
+    assert r.code == 2 and not out.exists(), r.err
+    assert r.err.strip().splitlines() == ["error: --baseline nope: no profile run of the page "
+                                          "holds it (its recipes: tiny_attn, tiny_mamba)"]
 
 
 def test_default_is_the_latest_profile_run_and_each_recipes_latest_results(cli, full_store,
