@@ -73,7 +73,8 @@ def evaluate(
                                        help="Prompts decoded together.")] = 20,
     data: Annotated[str | None, typer.Option(
         "--data", help="loss, genppl: shakespeare, a .txt/.jsonl/.parquet file or (loss) a "
-        "task (passkey, mqar, copy); default: the corpus trained on, its val split.",
+        "task (passkey, mqar, copy); default: the corpus trained on, its val split, or the task "
+        "trained on, drawn afresh.",
         show_default=False)] = None,
     needle_digits: Annotated[int | None, typer.Option(
         "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah: digits of the key (default: as trained, or the "

@@ -101,10 +101,15 @@ def default_task(request: EvalRequest, data) -> str:
 
 
 def trained_text(request: EvalRequest, trained: dict) -> str | None:
-    """The text --data leaves to training's record: genppl's prompts from the text it was
-    trained on (a corpus's val split), loss on a corpus's held-out split; None where training
-    recorded none. UsageError for loss after a text file, which holds no held-out part."""
+    """The data --data leaves to training's record: genppl's prompts from the text it was
+    trained on (a corpus's val split), loss on a corpus's held-out split or on a task (or a
+    mix of tasks) trained on, drawn afresh (the eval's samples come from a seed of its own);
+    None where training recorded none. UsageError for loss after a text file, which holds no
+    held-out part."""
     recorded = trained.get("data")
+    if request.task == "loss" and isinstance(recorded, str) and (
+            recorded in SYNTHETIC or parse_mix(recorded, SYNTHETIC) is not None):
+        return recorded
     if not is_text(recorded) or request.task not in ("genppl", "loss"):
         return None
     if request.task == "genppl":
