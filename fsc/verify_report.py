@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from fsc.recipe import Recipe
 
 DTYPES = ("fp32", "bf16", "fp16")
-LOGIT_TOL = 1e-5  # absolute, on fp32 logits
+# fp32 logits: 1e-5 of the largest logit, or absolute where the logits are smaller than 1
+# (a trained or imported model's logits reach tens, and fp32 rounding grows with them).
+LOGIT_TOL = 1e-5
 MIXER_TOL = 1e-5  # relative to the largest output magnitude, on random inputs
 # bf16/fp16: max |error| / max |fp32 reference| of a block, for one mixer's outputs: a few
 # roundings of the dtype (2^-8 bf16, 2^-11 fp16). Logits pass through every layer: twice that.
@@ -25,6 +27,7 @@ DRIFT_TOL = {"bf16": 3e-2, "fp16": 5e-3}
 LOGIT_DRIFT_FACTOR = 2
 DRIFT_TOKENS = 1024  # default run in bf16/fp16
 EXACT_BLOCKS = 3  # default run in fp32
+WINDOW_TOKENS = 4096  # a sliding window up to this long is passed by the default run
 MAX_TOKENS = 2**20  # G × blocks; the memory check bounds it further
 MAX_BATCH = 1024
 MAX_FP32_WEIGHT_BYTES = 512 * 2**20
@@ -106,6 +109,9 @@ def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int 
         blocks = -(-length // G)
     elif blocks is None:
         blocks = EXACT_BLOCKS if exact else -(-DRIFT_TOKENS // G)
+        window = recipe.attention.window if "attention" in recipe.layer_plan else None
+        if window:  # past the window, where the cache first drops keys (up to WINDOW_TOKENS)
+            blocks = max(blocks, min(window // G + 2, -(-WINDOW_TOKENS // G)))
     if blocks < 2:
         raise UsageError(f"{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at least "
                          "2 (the second reads the cache the first wrote)")

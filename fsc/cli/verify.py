@@ -31,14 +31,17 @@ class Against(str, Enum):
 
 def verify(
     source: Annotated[str, typer.Argument(
-        help="Recipe file, shipped recipe name or checkpoint dir; with --against, a published "
-             "model (a folder with config.json and *.safetensors, or hf:ORG/NAME[@REV]).")],
+        help="Recipe file, shipped recipe name, checkpoint dir or published model (a folder "
+             "with config.json, and its weights where it has them; published/NAME; "
+             "hf:ORG/NAME[@REV], its config); with --against, a published model with weights "
+             "or a checkpoint `fsc import` wrote.")],
     G: Annotated[int | None, typer.Option(
         "--G", help="Block size (default: the recipe's; in fp32 at least 2).")] = None,
     B: Annotated[int, typer.Option("--B", min=1, max=MAX_BATCH, help="Batch.")] = 2,
     blocks: Annotated[int | None, typer.Option(
         "--blocks", min=2, max=MAX_TOKENS,
-        help="Blocks decoded (default: 3 in fp32, 1024 tokens' worth in bf16/fp16).")] = None,
+        help="Blocks decoded (default: 3 in fp32, or past the attention window where there is "
+             "one; 1024 tokens' worth in bf16/fp16).")] = None,
     length: Annotated[str | None, typer.Option(
         "--length", callback=size(1, MAX_TOKENS, "--length"), show_default=False,
         help="Tokens decoded, instead of --blocks, e.g. 256 or 1k.")] = None,
@@ -84,7 +87,7 @@ def verify(
     with ops.trace() as ran:
         report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
                             checkpoint=Path(source) if is_checkpoint(source) else None,
-                            dtype=str(dtype))
+                            dtype=str(dtype), published=_published_weights(source))
     report.backends = ran.backends
     if backend == Backend.triton:
         from fsc.kernels.selfcheck import check_kernels
@@ -98,10 +101,19 @@ def verify(
         raise typer.Exit(1)
 
 
+def _published_weights(source: str) -> str | None:
+    """A local published folder with weights (the rule of `fsc import`): verified with them."""
+    from fsc.imports import has_weights, is_import_source, local_dir
+
+    if source.startswith("hf:") or not is_import_source(source):
+        return None
+    return source if has_weights(local_dir(source)) else None
+
+
 def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> None:
     from fsc.blocks import parse_ids
     from fsc.errors import UsageError
-    from fsc.imports import import_config, is_import_source
+    from fsc.imports import import_config, is_import_source, local_dir
     from fsc.source import is_checkpoint, published_origin, resolved
 
     checkpoint = None
@@ -114,6 +126,10 @@ def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> N
         if not is_import_source(source):
             raise UsageError(f"{checkpoint} was imported from {source}, which is not here; "
                              "--against transformers reads that published folder")
+    elif not source.startswith("hf:") and not is_import_source(local_dir(source)):
+        raise UsageError(f"{source}: not a published model (a folder with config.json, "
+                         "published/NAME or hf:ORG/NAME) nor a checkpoint `fsc import` wrote; "
+                         "--against transformers checks one of those")
     recipe = import_config(source).recipe  # refusals before torch and transformers load
     ids = None if prompt_ids is None else parse_ids(prompt_ids, recipe.vocab_size, "--prompt-ids")
     torch_threads()

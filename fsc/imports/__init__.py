@@ -70,6 +70,12 @@ class Imported:
 
 def read_config(directory: Path, source: str) -> Config:
     path = directory / CONFIG
+    if (directory / RECIPE_FILE).exists():
+        raise ImportRefused(f"{source}: an fsc checkpoint, not a published model; every fsc "
+                            "command reads it as it is")
+    if directory.exists() and not directory.is_dir():
+        raise ImportRefused(f"{source}: not a folder; a published model is a folder with "
+                            f"{CONFIG}, published/NAME or hf:ORG/NAME")
     try:
         data = json.loads(path.read_text())
     except OSError as e:
@@ -88,7 +94,22 @@ def from_config(cfg: Config, name: str | None = None) -> Imported:
     if family is None:
         raise ImportRefused(f"{cfg.source}: architecture {arch} is not supported; fsc imports "
                             + ", ".join(FAMILIES))
-    data = family.recipe(cfg, name or recipe_name(cfg.source))
+    quantized = cfg.get("quantization_config")
+    if quantized:
+        method = quantized.get("quant_method") if isinstance(quantized, dict) else None
+        raise cfg.refuse(f"quantized weights (quantization_config {method or quantized!r})",
+                         "fsc imports float32, bfloat16 or float16 weights")
+    defaults = getattr(family, "DEFAULTS", {}).get(arch)
+    if defaults:  # transformers' default of a key the config leaves out, where not fsc's
+        cfg = Config({**defaults, **cfg.data}, cfg.source)
+    try:
+        data = family.recipe(cfg, name or recipe_name(cfg.source))
+    except KeyError as e:
+        raise ImportRefused(f"{cfg.source}: config.json: {arch} needs {e} "
+                            "(nothing was imported)") from None
+    except (TypeError, ValueError, ZeroDivisionError) as e:  # a value of the wrong kind
+        raise ImportRefused(f"{cfg.source}: config.json: not a {arch} config fsc can read "
+                            f"({type(e).__name__}: {e}); nothing was imported") from None
     try:
         recipe = parse_recipe(data, cfg.source)
     except RecipeError as e:

@@ -17,6 +17,9 @@ NAMES = llama.names("pre_ff_layernorm", "feed_forward", "final_layernorm",
 
 ABSENT_AS_ZERO = (r"layers\.\d+\.mixer\.conv_bias",)  # mamba_conv_bias: false
 
+# transformers' BambaConfig defaults where they are not fsc's (see fsc.imports.llama.DEFAULTS)
+DEFAULTS = {"BambaForCausalLM": {"num_key_value_heads": 8}}
+
 
 def recipe(cfg: Config, name: str) -> dict:
     mamba2.check_mixer(cfg, "mamba_n_groups", 1, "mamba_proj_bias")

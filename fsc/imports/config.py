@@ -48,6 +48,13 @@ class Config:
                                 f"(got {value!r})")
         return float(value)
 
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise ImportRefused(f"{self.source}: config.json: {key} must be true or false "
+                                f"(got {value!r})")
+        return value
+
     def need(self, key: str, allowed, feature: str | None = None, default=None):
         """The value of `key`, refused unless it is one of `allowed`."""
         value = self.get(key, default)
@@ -69,7 +76,7 @@ class Config:
         out = {"name": name, "d_model": self.int("hidden_size"),
                "n_layers": self.int("num_hidden_layers"), "vocab_size": self.int("vocab_size"),
                "block_size": 1, "dtype": self.dtype(), "state_dtype": "fp32"}
-        if bool(self.get("tie_word_embeddings", tie_default)):
+        if self.bool("tie_word_embeddings", tie_default):
             out["tie_embeddings"] = True
         return out
 

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import ImportRefused
@@ -33,6 +33,14 @@ def weight_files(directory: Path) -> list[Path]:
             raise ImportRefused(f"{directory}: {missing[0]}, named by its index, is missing")
         return [directory / n for n in names]
     return sorted(directory.glob("*.safetensors"))
+
+
+def _open(stack: ExitStack, path: Path, device):
+    """A published safetensors file, opened; one that is not one is refused naming it."""
+    try:
+        return stack.enter_context(safe_open(str(path), framework="pt", device=str(device)))
+    except (SafetensorError, OSError) as e:
+        raise ImportRefused(f"{path}: not a readable safetensors file ({e})") from None
 
 
 def published_name(imported: Imported, name: str) -> str | None:
@@ -115,7 +123,7 @@ def fsc_state(imported: Imported, directory: Path, device="cpu",
         raise ImportRefused(f"{imported.source}: no weights to import (*.safetensors or "
                             f"{PICKLED})")
     with ExitStack() as stack:
-        opened = [stack.enter_context(safe_open(str(f), framework="pt", device=str(device)))
+        opened = [_open(stack, f, device)
                   for f in weight_files(directory)] or [_Pickled(directory / PICKLED, device)]
         where = {k: st for st in opened for k in st.keys()}
         state, used = _fill(imported, where, device, copy)

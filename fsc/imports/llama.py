@@ -12,6 +12,16 @@ from fsc.imports.config import Config
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                  "Qwen3ForCausalLM")
 
+# What transformers' config class of each architecture assumes for a key a config.json leaves
+# out, where that is not what fsc assumes (n_kv_heads = n_heads, head_dim = d_model / n_heads,
+# no sliding window): Mistral attends through a window of 4096 tokens unless its config says
+# `sliding_window: null`.
+DEFAULTS = {
+    "MistralForCausalLM": {"num_key_value_heads": 8, "sliding_window": 4096},
+    "Qwen2ForCausalLM": {"num_key_value_heads": 32},
+    "Qwen3ForCausalLM": {"num_key_value_heads": 32, "head_dim": 128},
+}
+
 
 def names(norm2: str, ffn: str, norm_f: str, *mixer: tuple[str, str]) -> tuple[tuple[str, str], ...]:
     """fsc tensor name -> the published one (regex substitution; \\1 the layer) in a stack laid
@@ -71,7 +81,8 @@ def _no_sliding_window(cfg: Config) -> None:
 def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
     """The attention section: heads, GQA, head_dim when it is not d_model / n_heads, RoPE."""
     h = cfg.int("num_attention_heads")
-    out = {"n_heads": h, "n_kv_heads": cfg.int("num_key_value_heads", h)}
+    kv = cfg.get("num_key_value_heads")  # null: one key/value head per head, as transformers
+    out = {"n_heads": h, "n_kv_heads": h if kv is None else cfg.int("num_key_value_heads")}
     head_dim = cfg.get("head_dim")
     if head_dim is not None and (d_model % h or cfg.int("head_dim") != d_model // h):
         out["head_dim"] = cfg.int("head_dim")

@@ -65,6 +65,6 @@ def recipe(cfg: Config, name: str) -> dict:
            "mamba": {"d_state": sub.int("d_state", 128), "expand": expand,
                      "d_conv": sub.int("d_conv", 4), "head_dim": head_dim, "gated_norm": True},
            "mlp": {"kind": "none"}}
-    if cfg.get("tie_embeddings", True):
+    if cfg.bool("tie_embeddings", True):
         out["tie_embeddings"] = True
     return out

@@ -34,6 +34,8 @@ IGNORED = (r"mtp\..*",)  # the multi-token-prediction head: not part of the caus
 
 L2NORM_EPS = 1e-6  # transformers' (and FLA's) l2norm of q and k
 LAYER_KINDS = {"linear_attention": "gated_delta", "full_attention": "attention"}
+# transformers' Qwen3NextConfig defaults where they are not fsc's (fsc.imports.llama.DEFAULTS)
+DEFAULTS = {"Qwen3NextForCausalLM": {"num_key_value_heads": 2, "head_dim": 256}}
 
 
 def _layer_kinds(cfg: Config, n_layers: int) -> list[str]:
