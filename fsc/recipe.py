@@ -351,6 +351,13 @@ class _Recipe(Section):
             return None
         a = self.attention
         encoding = f"RoPE, theta {a.rope_theta:g}" if a.position == "rope" else "none (NoPE)"
+        if a.position == "rope" and a.rope_dims is not None:
+            encoding += f", on {a.rope_dims} of each head's {a.head_dim or self.d_model // a.n_heads} dims"
+        scaling = a.rope_scaling if a.position == "rope" else None
+        if scaling is not None:
+            encoding += f", {scaling.kind} scaling ×{scaling.factor:g}" + (
+                f" (original context {scaling.original_context:,})"
+                if scaling.kind == "llama3" else "")
         if a.window is not None:
             encoding += f"; sliding window of {a.window} tokens"
         if a.logn is not None:

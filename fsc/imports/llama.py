@@ -69,10 +69,17 @@ def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
     return {**out, "rope_scaling": scaling}
 
 
+# Qwen2/Qwen3 slide only layers from max_window_layers on (transformers' default 28), when
+# use_sliding_window is set; a model with no layer that far attends to the whole prefix.
+WINDOW_FROM = {"Qwen2ForCausalLM": 28, "Qwen3ForCausalLM": 28}
+
+
 def _no_sliding_window(cfg: Config) -> None:
     window = cfg.get("sliding_window")
     if cfg.get("use_sliding_window", window is not None) and window is not None:
-        raise cfg.refuse(f"sliding_window {window}", "fsc's attention sees the whole prefix")
+        first = WINDOW_FROM.get(cfg.architecture)
+        if first is None or cfg.int("max_window_layers", first) < cfg.int("num_hidden_layers"):
+            raise cfg.refuse(f"sliding_window {window}", "fsc's attention sees the whole prefix")
     kinds = set(cfg.get("layer_types") or ["full_attention"])
     if kinds != {"full_attention"}:
         raise cfg.refuse(f"layer_types {sorted(kinds)}", "fsc imports full_attention layers")

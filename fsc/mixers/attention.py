@@ -22,6 +22,13 @@ class RopeScaling(Section):
     high_freq_factor: float = Field(4.0, gt=0, le=1024.0, allow_inf_nan=False)
     original_context: int = Field(8192, ge=1, le=2**24)
 
+    def hashed_fields(self) -> dict:
+        out = super().hashed_fields()
+        if self.kind == "linear":  # llama3's bands: not in use
+            for name in ("low_freq_factor", "high_freq_factor", "original_context"):
+                del out[name]
+        return out
+
     @model_validator(mode="after")
     def _bands(self):
         if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:

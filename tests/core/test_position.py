@@ -117,3 +117,25 @@ def test_verify_is_exact_for_nope(cli, tmp_path):
     res = cli("verify", p, "--json")
     assert res.code == 0, res.err
     assert json.loads(res.out)["exact"] is True
+
+
+def test_build_says_how_rope_is_scaled_and_how_much_of_a_head_it_turns(cli):
+    r = cli("build", "published/Llama-3.1-8B")
+    assert r.code == 0 and ("RoPE, theta 500000, llama3 scaling ×8 (original context 8,192)"
+                            in r.out), r.out
+    r = cli("build", "published/Bamba-9B")
+    assert r.code == 0 and "RoPE, theta 10000, on 64 of each head's 128 dims" in r.out, r.out
+
+
+def test_a_linear_rope_scaling_holds_no_llama3_bands():
+    """linear scaling divides every frequency: llama3's bands are not in use, so neither in
+    the recipe's YAML nor in its hash."""
+    from fsc.recipe import load_recipe, parse_recipe
+
+    data = load_recipe("tiny_attn").hashed_fields()
+    data["attention"]["rope_scaling"] = {"kind": "linear", "factor": 2.0}
+    plain = parse_recipe(data, "a")
+    data["attention"]["rope_scaling"] |= {"low_freq_factor": 2.0, "original_context": 64}
+    banded = parse_recipe(data, "a")
+    assert "low_freq_factor" not in plain.to_yaml() and "original_context" not in plain.to_yaml()
+    assert plain.recipe_hash == banded.recipe_hash

@@ -150,3 +150,22 @@ def test_verify_runs_past_the_attention_window(fsc_main):
     assert doc["exact"] and doc["tokens"] > 32  # its window: 32 tokens
     doc = json.loads(fsc_main("verify", "tiny_attn", "--json").stdout)
     assert doc["tokens"] == 12  # no window: 3 blocks of G 4
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_a_qwen_window_is_refused_only_where_a_layer_slides(tmp_path, family):
+    """Qwen2/Qwen3 slide the layers from max_window_layers on (default 28) when
+    use_sliding_window is set, as transformers builds layer_types: a model with fewer layers
+    attends to the whole prefix and imports (as Hub configs without layer_types say it)."""
+    base = {k: v for k, v in _config(family).items() if k != "layer_types"}
+    plain = _recipe(tmp_path / "plain", {**base, "use_sliding_window": False})
+    windowed = {**base, "use_sliding_window": True, "sliding_window": 16}
+    for first in (2, None):  # 2 layers: none slides; None: transformers' default, 28
+        data = {k: v for k, v in windowed.items() if k != "max_window_layers"}
+        got = _recipe(tmp_path / f"w{first}", data if first is None
+                      else {**data, "max_window_layers": first})
+        assert got == plain
+        types = transformers.AutoConfig.from_pretrained(tmp_path / f"w{first}").layer_types
+        assert set(types) == {"full_attention"}
+    assert "sliding_window 16 is not supported" in _recipe(tmp_path / "w1",
+                                                           {**windowed, "max_window_layers": 1})
