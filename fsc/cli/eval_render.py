@@ -151,7 +151,7 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
 def _setting(c) -> str:
     """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1'."""
     if c.mode == "reference":
-        return "validation text"
+        return "reference text"  # the data's own continuations of the prompts
     head = "ar" if c.mode == "ar" else f"G {c.G} K {c.K}"
     if c.get("policy") and c.get("policy") != "confidence":
         head += f" {c.get('policy')}"

@@ -106,7 +106,7 @@ def evaluate(
         help="genppl: nucleus sampling mass, in (0, 1] (default 1).",
         show_default=False)] = None,
     prompt_length: Annotated[int | None, typer.Option(
-        "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of validation text before "
+        "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of the --data text before "
         "each sample (0: from BOS; default 64).", show_default=False)] = None,
     baseline: Annotated[str | None, typer.Option(
         "--baseline", help="genppl: an autoregressive checkpoint decoded on the same prompts, "
@@ -115,7 +115,8 @@ def evaluate(
         "--ngram", min=1, max=64, help="genppl: n of the repeated n-gram fraction (default 4).",
         show_default=False)] = None,
     mauve: Annotated[bool, typer.Option(
-        "--mauve", help="genppl: MAUVE against the validation text too (fsc[quality]).")] = False,
+        "--mauve", help="genppl: MAUVE against the reference text too, the data's own continuations "
+        "(fsc[quality]).")] = False,
     tasks: Annotated[str | None, typer.Option(
         "--tasks", help="harness: lm-evaluation-harness tasks, e.g. arc_easy,piqa (fsc[harness]).",
         show_default=False)] = None,
@@ -156,8 +157,8 @@ def evaluate(
     """Score a checkpoint: retrieval (niah, mqar) and the RULER-style suite (niah --variant,
     vt, cwe, fwe) decoded by the cached decoder, held-out loss (the bound over every block, or
     AR NLL), or generative perplexity (genppl: samples by K, G, policy and temperature, scored
-    by a separate AR --scorer, beside the validation text). A row per cell in the store (view
-    `evaluation`); --resume RUN_ID continues a run."""
+    by a separate AR --scorer, beside the reference text: the data's own continuations). A row
+    per cell in the store (view `evaluation`); --resume RUN_ID continues a run."""
     from fsc.errors import UsageError
     from fsc.eval.request import EvalRequest, precheck
     from fsc.interrupts import Stopped

@@ -31,7 +31,7 @@ class EvalSettings:
 class Decoding:
     """One way a genppl cell decodes: mode, G, K, the reveal policy and threshold, sampling."""
 
-    mode: str  # diffusion | ar | reference (the validation text itself, not decoded)
+    mode: str  # diffusion | ar | reference (the data's own continuations, not decoded)
     G: int
     K: int
     policy: str | None = None
@@ -46,7 +46,7 @@ class GenSettings:
     """genppl: the decodings its cells span and how samples are drawn and scored."""
 
     decodings: tuple[Decoding, ...]
-    prompt_length: int  # tokens of validation text before each sample (0: from BOS)
+    prompt_length: int  # tokens of the --data text before each sample (0: from BOS)
     scorer: str  # an fsc AR checkpoint or recipe, or a transformers model directory / id
     ngram: int = 4  # the n of the repeated n-gram fraction
     mauve: bool = False

@@ -1,5 +1,5 @@
-"""MAUVE (Pillutla et al. 2021) of generated continuations against the validation text's own
-continuations of the same prompts, with features from the scorer's final hidden state: an
+"""MAUVE (Pillutla et al. 2021) of generated continuations against the reference text: the data's
+own continuations of the same prompts, with features from the scorer's final hidden state: an
 option of genppl (fsc[quality], the mauve-text package), shown beside Gen-PPL, never instead.
 """
 

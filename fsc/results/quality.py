@@ -2,8 +2,8 @@
 speed. One panel per scorer, data, length and prompt length (Gen-PPL under one scorer of one
 text at one length is comparable; across them it is not): Gen-PPL against tokens/s, one line per
 backbone and decoding setting (policy, threshold, G, temperature where they vary), each point
-labelled by K, the scorer's interval as bars, and the validation text's own Gen-PPL as a dashed
-line; below, the samples' entropy on the same axis, with the text's entropy, since a sampler
+labelled by K, the scorer's interval as bars, and the reference text's own Gen-PPL (the data's
+continuations of the same prompts) as a dashed line; below, the samples' entropy on the same axis, with the text's entropy, since a sampler
 that repeats itself scores well too.
 
 What varies is spread over colour, line style and marker (backbone first, then policy, then
@@ -37,7 +37,9 @@ OTHER = ("G", "threshold", "temperature", "top_p")  # the settings besides the p
 OTHER_NAMES = {"G": "block size", "threshold": "threshold", "temperature": "temperature",
                "top_p": "nucleus mass"}
 PANEL = ("scorer", "data", "length", "prompt_length")  # what makes Gen-PPL comparable
-REFERENCE = {"color": "0.6", "ls": (0, (6, 3)), "lw": 1.8}  # the validation text's lines:
+# the data's own continuations of the prompts (a shipped corpus's val split, or a user's file)
+REFERENCE_NAME = "reference text"
+REFERENCE = {"color": "0.6", "ls": (0, (6, 3)), "lw": 1.8}  # the reference text's lines:
 # lighter and wider than any line style of the legend
 AR_MARKER = "*"
 LABEL_ROOM = (0.05, 0.03)  # a K label this near another (fractions of the axes: about its own
@@ -247,7 +249,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     entries = look.legend() if look.values else {
         look.label(decoded[0]): Line2D([], [], **look.of(decoded[0]))} if decoded else {}
     if refs:
-        entries["validation text" + (" (of the run named on it)" if several_refs else "")] = Line2D(
+        entries[REFERENCE_NAME + (" (of the run named on it)" if several_refs else "")] = Line2D(
             [], [], **REFERENCE)
     if any(c["mode"] == "diffusion" for c in decoded):
         entries["K n: denoising steps per block"] = Line2D([], [], ls="")
@@ -285,7 +287,7 @@ def _draw_panel(ppl_ax, ent_ax, panel: Rows, refs: Rows, look: _Channels) -> boo
                             color=props["color"])
     distinct = list({round(r["gen_ppl"], 6): r for r in refs}.values())
     for r in distinct:
-        name = "validation text" + (f" · {r['run_id']}" if len(distinct) > 1 else "")
+        name = REFERENCE_NAME + (f" · {r['run_id']}" if len(distinct) > 1 else "")
         ppl_ax.axhline(r["gen_ppl"], label=name, **REFERENCE)
         if len(distinct) > 1:  # other prompts (another seed or --samples): whose line is whose
             ppl_ax.annotate(r["run_id"], (1, r["gen_ppl"]), xycoords=("axes fraction", "data"),

@@ -83,7 +83,8 @@ CAPTIONS = {
     "quality": "Generative perplexity under the scorer against decoding speed, a panel per "
                "scorer, data, length and prompt length (Gen-PPL is comparable within one "
                "only), each point a K (bars: 95 % bootstrap interval over samples; dashed: the "
-               "validation text), and the samples' unigram entropy below.",
+               "reference text, the data's own continuations of the prompts), and the samples' "
+               "unigram entropy below.",
 }
 
 

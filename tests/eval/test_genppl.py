@@ -1,6 +1,6 @@
 """genppl: the Gen-PPL fsc reports is the perplexity the scorer gives the text (checked on a
 path of its own: the scorer's cached decoder, and transformers' loss), every cell decodes the
-same prompts, the reference row is the validation text, and bad input is one line."""
+same prompts, the reference row is the data's own text, and bad input is one line."""
 
 import json
 import math
@@ -42,7 +42,7 @@ def test_genppl_is_the_scorers_perplexity_of_the_text(fsc_main, tmp_path, ar_rec
     assert [(r["mode"], r["K"]) for r in rows] == [("reference", None), ("diffusion", 1),
                                                    ("diffusion", 4)]
     scorer = build_model(load_recipe(ar_recipe), seed=0).eval()
-    # the reference row: the validation text's own continuations of the drawn prompts
+    # the reference row: the data's own continuations of the drawn prompts
     grid = EvalGrid("x", "x", "x", 4, 4, "genppl", (12,), (), (), _settings(), None,
                     "shakespeare", None, None, _gen(8))
     samples = genppl.draws(grid, genppl.text_tokens(grid, ByteTokenizer(), 12), 12)

@@ -69,6 +69,6 @@ def test_the_samples_go_by_as_a_progress_bar(fsc_main, tmp_path, ar_recipe):
     res = fsc_main("eval", "tiny_hybrid", "--task", "genppl", "--data", "shakespeare",
                    "--samples", "2", "--lengths", "8", "--prompt-length", "4", "--steps", "2,4",
                    "--scorer", ar_recipe, "--store", tmp_path / "st", check=0)
-    # 2 samples in each of 3 cells (the validation text, K 2, K 4)
+    # 2 samples in each of 3 cells (the reference text, K 2, K 4)
     bar = [line for line in res.stderr.splitlines() if ": samples" in line]
     assert len(bar) == 1 and bar[0].startswith("eval ") and "6/6" in bar[0], res.stderr

@@ -1,5 +1,5 @@
 """fsc plot quality: Gen-PPL against tokens/s, a line per backbone, points labelled by K, the
-validation text as a dashed line; fsc report shows it with the genppl table."""
+reference text as a dashed line; fsc report shows it with the genppl table."""
 
 import pytest
 
@@ -39,7 +39,7 @@ def test_quality_draws_a_line_per_backbone_labelled_by_k(quality_store):
     assert list(lines["attn"].get_xdata()) == [100.0, 200.0, 400.0]  # by speed
     assert list(lines["attn"].get_ydata()) == [10.0, 20.0, 40.0]
     assert sorted(t.get_text() for t in ax.texts) == ["K 1", "K 1", "K 2", "K 2", "K 4", "K 4"]
-    ref = [ln for ln in ax.get_lines() if "validation text" in ln.get_label()]
+    ref = [ln for ln in ax.get_lines() if "reference text" in ln.get_label()]
     assert len(ref) == 1 and list(ref[0].get_ydata()) == [5.0, 5.0]
     entropy = drawn.figure.axes[1]
     assert any(list(ln.get_ydata()) == [2.9, 2.9, 2.9] for ln in entropy.get_lines())

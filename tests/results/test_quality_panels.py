@@ -49,7 +49,7 @@ def _panels(fig):
 
 
 def _references(ax) -> list[float]:
-    return [ln.get_ydata()[0] for ln in ax.get_lines() if "validation text" in ln.get_label()]
+    return [ln.get_ydata()[0] for ln in ax.get_lines() if "reference text" in ln.get_label()]
 
 
 def test_each_length_is_a_panel_of_its_own_with_its_reference(tmp_path):
@@ -65,7 +65,7 @@ def test_each_length_is_a_panel_of_its_own_with_its_reference(tmp_path):
             assert min(c.lines[0].get_ydata()) > ref
             assert max(c.lines[0].get_ydata()) < ref * 9 * 1.25
     labels = fig.legends[0].get_texts()
-    assert sum("validation text" in t.get_text() for t in labels) == 1
+    assert sum("reference text" in t.get_text() for t in labels) == 1
     assert "under ar_scorer, shakespeare" in fig._suptitle.get_text()
 
 
