@@ -170,6 +170,13 @@ def _size_option(n: int) -> str:
     return str(n)
 
 
+# What each ratio of a versus-baseline table divides, said below it (fsc profile, fsc report)
+VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "
+              "at each B); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
+              "the recipe's tokens/s over the baseline's, over whole blocks (K steps and the "
+              "fold) of all B rows")
+
+
 def baseline_notes(comparison: list[dict]) -> list[str]:
     """What a versus-baseline table says below it: for each S (and G, K) where the baseline is
     out of memory and the sweep measured no batch of it that fits, the batch the cost model

@@ -14,7 +14,7 @@ from rich.text import Text
 from fsc import noise
 from fsc.cli.common import bar_text, err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
-from fsc.sweep_results import PointResult, baseline_notes, compare
+from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes, compare
 from fsc.text import counted
 
 if TYPE_CHECKING:
@@ -103,12 +103,6 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
     console.print(f"{len(rows)} points recorded in {printable(where)} (run {run_id}); see them "
                   "with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
-
-
-VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "
-              "at each B); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
-              "the recipe's tokens/s over the baseline's, over whole blocks (K steps and the "
-              "fold) of all B rows")
 
 
 def _render_versus(comp: list[dict], console: Console, width: int | None, wide: bool) -> None:

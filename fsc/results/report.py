@@ -23,7 +23,7 @@ from fsc import noise
 from fsc.errors import UsageError
 from fsc.results import figures, loss_bound, plots, quality, select
 from fsc.store import Store
-from fsc.sweep_results import PointResult, baseline_notes
+from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
 from fsc.text import human_bytes
 
@@ -218,7 +218,7 @@ def _baseline_table(points: list[dict], baseline: str | None,
     columns = ["S", "B", "G", "K", "recipe", *(["baseline B"] if smaller else []), "latency ×",
                "memory ×", "throughput ×"]
     note = ("× above 1: better than the baseline (faster, smaller, more tokens/s); noise: the "
-            "p10–p90 intervals overlap, so no ratio is claimed.")
+            "p10–p90 intervals overlap, so no ratio is claimed. " + VERSUS_KEY + ".")
     return Table(title, columns, rows, note=" ".join([note] + [f"{n}." for n in
                                                                baseline_notes(comp)]))
 
