@@ -45,6 +45,8 @@ RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
                 "logit_shift", "anneal", "freeze", *TRAIN_KNOBS)
+# Options of the data that only some data reads (given for other data, refused: check_read).
+DATA_OPTIONS = ("needle_digits", "supervise_needle", "pairs", "text_field")
 RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
                   "train_backend")
 
@@ -199,6 +201,10 @@ def train(
                    for key in RESUME_CHANGES if ctx.get_parameter_source(key).name != "DEFAULT"}
         job = resumed_job(resume, device, steps, nproc, changes)
     else:
+        from fsc.data.sources import check_read
+
+        check_read(data, [key for key in DATA_OPTIONS
+                          if ctx.get_parameter_source(key).name != "DEFAULT"])
         job = new_job(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
             anneal=anneal, data=data, lengths=seq_len if isinstance(seq_len, list) else None,

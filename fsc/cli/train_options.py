@@ -27,6 +27,11 @@ def seq_lengths(value: str | int | list | None) -> int | list | None:
     seen = [L for L, _ in lengths]
     if len(set(seen)) < len(seen):
         raise typer.BadParameter(f"{value[:60]}: a length given twice")
+    longest, weight = max(lengths)
+    if weight == 0:
+        raise typer.BadParameter(f"{value[:60]}: the longest length, {longest}, is the run's "
+                                 "training length (its in-loop eval, the checkpoint's seq_len) "
+                                 "and its weight is 0; give it a weight above 0 or leave it out")
     return lengths[0][0] if len(lengths) == 1 else lengths
 
 

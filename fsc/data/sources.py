@@ -22,7 +22,7 @@ import numpy as np
 
 from fsc import corpora
 from fsc.data import ruler
-from fsc.data.mix import LengthMix, MixData, parse_mix
+from fsc.data.mix import RULER, LengthMix, MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
 from fsc.seeds import derive
@@ -36,6 +36,11 @@ SYNTHETIC = (*TASKS, *SUITE)
 NIAH = tuple(n for n in SUITE if n.startswith("niah"))
 KNOBS = {"needles": NIAH, "distractors": NIAH, "hops": ("vt",), "chains": ("vt",),
          "words": ("cwe", "fwe"), "haystack": (*NIAH, "vt")}  # a suite knob: the tasks using it
+# the other task options of `fsc train`: the tasks reading each (given for data none of whose
+# tasks reads it, it is refused, as a suite knob is)
+TASK_OPTIONS = {"needle_digits": ("passkey", *NIAH), "supervise_needle": ("passkey", *NIAH, "vt"),
+                "pairs": ("mqar",)}
+FIELD_SUFFIXES = (".jsonl", ".parquet")  # the files whose rows --text-field names a field of
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,26 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     for doc in docs:
         ids += tokenizer.encode(doc) + _eos(tokenizer)
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
+
+
+def check_read(spec: str, given: list[str]) -> None:
+    """UsageError for an option among `given` (needle_digits, supervise_needle, pairs,
+    text_field) that the data `spec` names does not read: a knob of tasks the data does not
+    hold, or --text-field for data other than a .jsonl or .parquet file or hf:NAME."""
+    mix = [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
+    held = {name for name, _ in mix or ()}
+    for option in given:
+        flag = "--" + option.replace("_", "-")
+        if option == "text_field":
+            if mix is not None or not (spec.startswith("hf:")
+                                       or Path(spec).suffix in FIELD_SUFFIXES):
+                raise UsageError(f"{flag}: for --data FILE{', FILE'.join(FIELD_SUFFIXES)} or "
+                                 f"hf:NAME, whose rows it names a field of (this is {spec})")
+        elif not held & set(TASK_OPTIONS[option]):
+            tasks = TASK_OPTIONS[option]
+            ruler = ", ruler" if set(tasks) & set(RULER) else ""
+            raise UsageError(f"{flag}: for --data {', '.join(tasks)}{ruler} or a mix holding "
+                             f"one (this is {spec})")
 
 
 def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,

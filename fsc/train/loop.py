@@ -262,12 +262,34 @@ class Trainer:
         self.opt.load_state_dict(sd)
         self.step = int(state["step"])
         self.losses = [float(x) for x in state.get("losses", [])]
-        self.carried = carried_of(tensors, self.device)
+        self.carried = self._own_rows(carried_of(tensors, self.device))
         torch.set_rng_state(tensors["rng.torch"])
         if self.device.type == "cuda" and "rng.cuda" in tensors:
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
 
-    def _state(self, milestone: bool) -> tuple[dict, dict[str, torch.Tensor]]:
+    def _all_rows(self) -> dict[int, list]:
+        """State passing's carried states of the global batch, every process's rows in rank
+        order (each holds its share's): what a save keeps, so that every process of a resumed
+        run starts from its own rows. Every process takes part: they save at the same steps."""
+        if self.world == 1 or not self.carried:
+            return self.carried
+        return {micro: [None if end is None else
+                        {k: parallel.gather_rows(t, self.world) for k, t in end.items()}
+                        for end in ends] for micro, ends in self.carried.items()}
+
+    def _own_rows(self, carried: dict[int, list]) -> dict[int, list]:
+        """This process's rows of carried states saved for the global batch (`_all_rows`); a
+        tensor of another size (a save that kept rank 0's rows alone) is taken as it is."""
+        if self.world == 1:
+            return carried
+        size, mine = self.cfg.batch * self.world, slice(self.rank * self.cfg.batch,
+                                                        (self.rank + 1) * self.cfg.batch)
+        return {micro: [None if end is None else
+                        {k: t[mine] if t.shape[0] == size else t for k, t in end.items()}
+                        for end in ends] for micro, ends in carried.items()}
+
+    def _state(self, milestone: bool, carried: dict[int, list] | None = None
+               ) -> tuple[dict, dict[str, torch.Tensor]]:
         tensors: dict[str, torch.Tensor] = {"rng.torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
@@ -280,7 +302,7 @@ class Trainer:
         if self.recipe.dtype != "fp32":
             for name, p in self.model.named_parameters():
                 tensors[f"master.{name}"] = p.detach()
-        tensors.update(carried_tensors(self.carried))
+        tensors.update(carried_tensors(self.carried if carried is None else carried))
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
                  "data_position": self.step * cfg.accum * cfg.batch * self.world,
@@ -310,9 +332,10 @@ class Trainer:
         newest --keep. A milestone (--save-every, the last step) is never pruned."""
         out = Path(self.cfg.out)
         dest = step_dir(out, self.step)
+        carried = self._all_rows()  # (every process, before rank 0 alone writes)
         if self.rank != 0 or dest.exists():  # saved at this step already (the end right after --save-every)
             return dest
-        state, tensors = self._state(milestone)
+        state, tensors = self._state(milestone, carried)
 
         def extra(tmp: Path) -> None:
             save_file(tensors, tmp / STATE_TENSORS, metadata={"format": str(STATE_FORMAT)})
@@ -416,8 +439,7 @@ class Trainer:
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
                     last_save = self.clock()
-                elif (self.step < end and cfg.save_minutes  # (the end saves right after)
-                      and self.clock() - last_save >= 60 * cfg.save_minutes):
+                elif self._rolling_due(end, last_save):
                     self.save()
                     last_save = self.clock()
             signum, reached = self._stops(stops)
@@ -428,6 +450,14 @@ class Trainer:
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
                            time.perf_counter() - t0, done_tokens, stop_signal=signum,
                            reached=reached)
+
+    def _rolling_due(self, end: int, last_save: float) -> bool:
+        """Whether a rolling save is due after this step (--save-minutes; not at the end, which
+        saves right after): on every process when one's clock says so, since a save gathers
+        the processes' carried states."""
+        due = (self.step < end and bool(self.cfg.save_minutes)
+               and self.clock() - last_save >= 60 * self.cfg.save_minutes)
+        return bool(parallel.largest((int(due),), self.world, self.device)[0])
 
     def _stops(self, stops: StopSignals) -> tuple[int, bool]:
         """(the stop signal any process received (0: none), whether an in-loop eval reached

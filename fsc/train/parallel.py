@@ -68,6 +68,15 @@ def mean(value: float, size: int, device: torch.device) -> float:
     return float(t) / size
 
 
+def gather_rows(t: torch.Tensor, size: int) -> torch.Tensor:
+    """Every process's `t` (rows first) concatenated in rank order, on every one."""
+    if size == 1:
+        return t
+    parts = [torch.empty_like(t) for _ in range(size)]
+    dist.all_gather(parts, t.contiguous())
+    return torch.cat(parts)
+
+
 def largest(values: tuple[int, ...], size: int, device: torch.device) -> tuple[int, ...]:
     """Each per-process integer's largest value over the processes, on every one, in one
     all-reduce (a stop signal or a reached --stop-at seen by one stops all, after the same

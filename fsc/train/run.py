@@ -25,7 +25,8 @@ from fsc.checkpoint.registry import register_trained
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
-from fsc.loading import check_fits, free_bytes, set_threads
+from fsc.loading import check_fits, free_bytes, set_threads, torch_device
+from fsc.model.fla_scan import train_backend
 from fsc.model.lm import build_model
 from fsc.paths import output_dir
 from fsc.provenance import environment
@@ -217,11 +218,20 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
+    # what the device takes, checked here, before an --nproc run launches its processes
+    where = torch_device(cfg.device)
+    if cfg.dtype == "bf16" and not where.startswith("cuda"):
+        raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
+    train_backend(cfg.train_backend, where)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
     samples = cfg.open_data(tok, G)
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
                          "a task (passkey, mqar or copy)")
+    if cfg.eval_every and samples.supervises != "answer":
+        raise UsageError(f"--eval-every {cfg.eval_every}: the in-loop eval decodes held-out "
+                         "samples of a task (passkey, mqar, copy, the suite's tasks or a mix of "
+                         f"them); --data {cfg.data} is text (score it with fsc eval --task loss)")
     if cfg.state_passing and cfg.objective == "frontier":
         raise UsageError("--state-passing needs --objective blocks or ar (a forward over the "
                          "clean sequence, whose end state the next step starts from)")
