@@ -68,7 +68,8 @@ def train(job: Job, a) -> None:
     t0 = time.perf_counter()
     doc = run_json(["train", job.recipe, "--data", "shakespeare", "--seq-len", str(a.seq_len),
                     "--train-steps", str(job.steps), "--batch", str(a.batch), "--lr", str(a.lr),
-                    "--objective", job.objective, "--weighting", a.weighting,
+                    "--objective", job.objective,
+                    *(["--weighting", a.weighting] if job.objective != "ar" else []),
                     "--log-every", "25", "--seed", str(job.seed), "--out", str(a.out / job.tag),
                     "--store", str(a.store)])
     print(f"trained {job.tag}: {doc['step']} steps, {time.perf_counter() - t0:.0f} s, "

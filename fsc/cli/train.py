@@ -101,7 +101,8 @@ def train(
         show_default=False)] = None,
     weighting: Annotated[Weighting | None, typer.Option(
         "--weighting", help="Frontier loss: elbo (1/t, the bound) or masked (a mean over the "
-        "masked positions; lower variance). Default elbo.", show_default=False)] = None,
+        "masked positions; lower variance). Default elbo; a denoiser's only (refused for ar).",
+        show_default=False)] = None,
     batch: Annotated[int, _count("--batch", "Sequences per micro-batch (default 16).",
                                  high=MAX_B)] = 16,
     accum: Annotated[int, _count("--accum", "Micro-batches per optimizer step (default 1).",
@@ -209,7 +210,7 @@ def train(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
             anneal=anneal, data=data, lengths=seq_len if isinstance(seq_len, list) else None,
             seq_len=max(L for L, _ in seq_len) if isinstance(seq_len, list) else seq_len,
-            steps=steps, out=str(out_dir), weighting=str(weighting or "elbo"), batch=batch,
+            steps=steps, out=str(out_dir), weighting=str(weighting) if weighting else None, batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,

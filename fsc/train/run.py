@@ -72,7 +72,8 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     (see `adapted`), with `logit_shift` set as given (None: the recipe's own) and the block
     size annealed over `anneal` steps (None: a quarter of the steps for an adaptation, the
     default docs/benchmarks.md §15 chose; else none). The training directory (`out`) must not
-    hold anything yet."""
+    hold anything yet. `weighting` (None: elbo) weights a denoiser's masked positions; given
+    for an autoregressive run, it is refused."""
     if warmup is not None and warmup > settings["steps"]:
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
@@ -93,6 +94,10 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                          "frontier" if recipe.block_size > 1 else "ar")
     if goal == "ar" and recipe.block_size > 1:
         recipe = recipe.as_autoregressive()
+    if goal == "ar" and settings.get("weighting") is not None:
+        raise UsageError(f"--weighting {settings['weighting']}: an autoregressive run trains the "
+                         "next-token loss, with no masked positions to weight; drop it")
+    settings["weighting"] = settings.get("weighting") or "elbo"
     if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
         out = Path(settings["out"])
         output_dir(out, f"--out {out}",

@@ -33,6 +33,10 @@ PASSKEY = ["tiny_attn", "--data", "passkey", "--seq-len", "128", "--train-steps"
                            "of a task"),
     (["tiny_attn", "--data", "copy", "--seq-len", "32,64:0", "--train-steps", "2"],
      "the longest length, 64, is the run's training length"),
+    ([*COPY, "--objective", "ar", "--weighting", "masked"],
+     "error: --weighting masked: an autoregressive run trains the next-token loss"),
+    (["quality_scorer", "--data", "copy", "--seq-len", "32", "--train-steps", "2",
+      "--weighting", "elbo"], "error: --weighting elbo: an autoregressive run"),
 ])
 def test_an_option_the_run_would_not_use_is_refused_before_training(cli, tmp_path, args, line):
     text = tmp_path / "t.txt"
