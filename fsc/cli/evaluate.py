@@ -28,6 +28,7 @@ from fsc.cli.eval_options import SUITE_OPTIONS, Task, export_prompts, with_suite
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
+from fsc.recipe import WEIGHT_FREE
 from fsc.scale import ExecutorSettings
 from fsc.text import counted
 
@@ -139,10 +140,9 @@ def evaluate(
         "--log-samples' JSONL), as lm_eval --output_path writes them.", show_default=False)] = None,
     changes: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="Score the checkpoint with a recipe field that "
-        "changes no weight set otherwise (repeatable): attention.logn, attention.window, "
-        "attention.rope_theta, mamba.decay_scale, mamba.decay_from, mamba.decay_power or state_dtype, "
-        "e.g. --set attention.logn=128; the rows name "
-        "the recipe RECIPE+KEY=VALUE.", show_default=False)] = None,
+        f"changes no weight set otherwise (repeatable): {', '.join(WEIGHT_FREE)}, e.g. --set "
+        "attention.logn=128; the rows name the recipe RECIPE+KEY=VALUE.",
+        show_default=False)] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "

@@ -120,3 +120,13 @@ def test_a_decay_by_position_changes_the_score_only_past_its_start(fsc_main, tmp
 def test_a_decay_power_without_its_start_is_refused(cli, tmp_path):
     res = cli("eval", "tiny_mamba", "--set", "mamba.decay_power=0.5", "--store", tmp_path / "store")
     assert res.code == 2 and "decay_from" in res.err and len(res.err.strip().splitlines()) == 1
+
+
+def test_the_help_names_every_key_set_takes(cli, monkeypatch):
+    from fsc.recipe import WEIGHT_FREE
+
+    monkeypatch.setenv("COLUMNS", "400")
+    r = cli("eval", "--help")
+    assert r.code == 0
+    text = " ".join(r.out.split())
+    assert all(key in text for key in WEIGHT_FREE) and "mamba.max_half_life" in WEIGHT_FREE
