@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fsc.errors import KernelError
-from fsc.kernels import op_folders
+from fsc.kernels import TUNING_ENV, op_folders
 from fsc.kernels.attention.reference import block_attention_ref
 from fsc.kernels.conv.reference import causal_conv_block_ref
 from fsc.kernels.gated_delta.reference import gated_delta_block_ref
@@ -98,6 +98,20 @@ def triton_impl(op: str):
         if e.name == module:
             return None
         raise
+
+
+def check_tuning() -> None:
+    """TuningError for a $FSC_KERNEL_TUNING that names a kernel, choice or value no kernel
+    takes. A kernel reads the variable as its module loads, which a run on the torch backend
+    never does; a run that records the variable checks it against every kernel's choices
+    first (read afresh: a module loaded before the variable was set read none)."""
+    if not os.environ.get(TUNING_ENV):
+        return
+    common = importlib.import_module("fsc.kernels._common")
+    for op, folder in FOLDERS.items():
+        if triton_impl(op) is not None:
+            module = importlib.import_module(f"fsc.kernels.{folder}.triton")
+            common.from_env(folder, type(module.TUNING)())
 
 
 def call(op: str, *args, **kwargs):

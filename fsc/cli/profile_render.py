@@ -124,7 +124,7 @@ def _render_versus(comp: list[dict], console: Console, width: int | None, wide: 
     columns = ("S", "B", "G", "K", "recipe", *(("baseline B",) if smaller else ()), "latency ×",
                "memory ×", "throughput ×")
     show(console, fitted(title, columns, records, console, width=width), wide)
-    console.print(VERSUS_KEY, style="dim", soft_wrap=True, markup=False, highlight=False)
+    console.print(VERSUS_KEY, style="dim", markup=False, highlight=False)  # wrapped to fit
     for note in baseline_notes(comp):
         console.print(note, soft_wrap=True, markup=False, highlight=False)
 

@@ -151,6 +151,7 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
     `command`, with `threads` torch threads a timing process; every point is stored as it
     arrives. A stop signal ends the run interrupted and raises fsc.interrupts.Stopped."""
     sweep = resolve(request, settings, st, watch)
+    ops.check_tuning()  # recorded with the run: what no kernel takes is refused, any backend
     ops.use_backend(sweep.cfg.backend)
     share = _cpu_share(sweep.cfg, settings, threads, watch)
     cfg = replace(sweep.cfg, spec=_device_spec(sweep.cfg.device, request.bandwidth))

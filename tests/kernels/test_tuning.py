@@ -134,3 +134,22 @@ def test_cli_refuses_bad_tuning_and_records_good_tuning(tmp_path):
     res = in_process("query", "--store", store, "--format", "json",
                      "select config->>'kernel_tuning' as t from runs")
     assert json.loads(res.stdout) == [{"t": "gla.form=scan"}], res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(("raw", "line"), [
+    ("foo.x=1", "error: FSC_KERNEL_TUNING: unknown kernel 'foo'; kernels: attention, conv, "
+                "gated_delta, gla, linear, mamba"),
+    ("attention.nope=3", "error: FSC_KERNEL_TUNING: attention has no choice 'nope'; choices: "
+                         "block_n, num_warps, num_stages, programs_per_sm, splits"),
+])
+def test_profile_on_the_torch_backend_refuses_tuning_no_kernel_takes(cli, monkeypatch,
+                                                                    tmp_path, raw, line):
+    """The torch backend loads no kernel module, which is where the variable is read; the
+    run records it, so it is checked first: one line, exit 2, no run stored."""
+    monkeypatch.setenv("FSC_KERNEL_TUNING", raw)
+    r = cli("profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--repeats", "1",
+            "--warmup", "0", "--backend", "torch", "--store", tmp_path)
+    assert r.code == 2 and r.err.strip().splitlines() == [line], r.err
+    monkeypatch.delenv("FSC_KERNEL_TUNING")
+    runs = cli("query", "select * from runs", "--store", tmp_path)
+    assert "no store at" in runs.err or "0 rows" in runs.out, runs
