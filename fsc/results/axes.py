@@ -177,7 +177,8 @@ def render(fig: Figure, fmt: str, salt: str = "fsc") -> bytes:
     in one HTML page without their ids colliding; no dates are written, so the bytes depend on
     the data only."""
     buf = io.BytesIO()
-    metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
+    # no date: SVG's key is Date, PDF's CreationDate (and ModDate, unset by default)
+    metadata = {"Date": None} if fmt == "svg" else {"CreationDate": None} if fmt == "pdf" else {}
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
         fig.savefig(buf, format=fmt, dpi=DPI, metadata=metadata)
     return buf.getvalue()

@@ -105,6 +105,7 @@ def test_svg_and_pdf(suffix, head, cli, real_profile, tmp_path):
     assert data.startswith(head) and len(data) > 5000
     if suffix == ".svg":
         assert b"<svg" in data and b"<path" in data
+    assert b"CreationDate" not in data and b"<dc:date>" not in data  # bytes from the data alone
 
 
 def test_default_out_is_kind_png_here(cli, real_profile, tmp_path, monkeypatch):
