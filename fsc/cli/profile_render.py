@@ -38,7 +38,7 @@ class SweepBar:
 
     def start(self, run_id: str, total: int, done: int, rough_s: float | None) -> None:
         if rough_s is not None and rough_s > self.notice_s:
-            err.print(f"{total - done} points, roughly {duration(rough_s)} on this CPU (large "
+            err.print(f"{counted(total - done, 'point')}, roughly {duration(rough_s)} on this CPU (large "
                       "recipes are slow here); --dry-run lists them, Ctrl-C stops and --resume "
                       "continues", markup=False, highlight=False)
         self.bar = Progress(bar_text(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -100,7 +100,7 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
             errors.print(Text.assemble(
                 (r.status, "red"), f" {printable(r.recipe)} S={r.S} B={r.B} G={r.G} "
                 f"K={r.K}: {printable(r.error)}"), highlight=False)
-    console.print(f"{len(rows)} points recorded in {printable(where)} (run {run_id}); see them "
+    console.print(f"{counted(len(rows), 'point')} recorded in {printable(where)} (run {run_id}); see them "
                   "with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
 

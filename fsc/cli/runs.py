@@ -169,15 +169,15 @@ def rm(
     force: ForceOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Remove a run with its points, their samples and its benchmark figures, in one
-    transaction. Asks first at a terminal; elsewhere needs --yes. A run whose process is
+    """Remove a run with everything it stored (points and their samples, benchmark figures,
+    training steps, eval cells), in one transaction. Asks first at a terminal; elsewhere needs --yes. A run whose process is
     alive is refused."""
     from fsc.store.run_ids import resolve_run
 
     st = _store(store, ctx)
     st.check(write=True)
     run_id = resolve_run(st, run_id)
-    confirm(f"remove run {run_id} with all its points, samples and benchmark figures", yes)
+    confirm(f"remove run {run_id} with everything it stored", yes)
     n = st.remove_run(run_id, force=force)
     err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
                    f"samples, {n['bench_results']} benchmark figures, {n['train_steps']} training steps, "

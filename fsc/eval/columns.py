@@ -43,7 +43,7 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
     Column("temperature", "DOUBLE", "genppl: sampling temperature (0: greedy)."),
     Column("top_p", "DOUBLE", "genppl: nucleus sampling mass."),
     Column("prompt_length", "BIGINT",
-           "genppl: tokens of validation text before each sample (0: BOS)."),
+           "genppl: tokens of the --data text before each sample (0: BOS)."),
     Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),
     Column("gen_ppl", "DOUBLE",
            "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples."),
@@ -63,7 +63,8 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
     Column("ended_early", "INTEGER",
            "genppl: samples that ended at EOS before the length (scored on what they hold)."),
     Column("mauve", "DOUBLE",
-           "genppl: MAUVE of the samples against the validation text (fsc[quality])."),
+           "genppl: MAUVE of the samples against the reference text, the data's own "
+           "continuations (fsc[quality])."),
 )
 
 LOSS = (  # the loss task's (fsc.eval.loss; the held-out loss is every cell's `loss`)

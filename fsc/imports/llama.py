@@ -2,7 +2,7 @@
 
 What differs between them is a handful of options: the projections' biases (Qwen2: q, k, v;
 Llama / Qwen3 `attention_bias`: q, k, v and o), Qwen3's per-head RMSNorm of q and k, and sliding
-windows (refused: fsc's attention sees the whole prefix).
+windows (refused: the importer maps no published window onto attention.window).
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def _no_sliding_window(cfg: Config) -> None:
     if cfg.get("use_sliding_window", window is not None) and window is not None:
         first = WINDOW_FROM.get(cfg.architecture)
         if first is None or cfg.int("max_window_layers", first) < cfg.int("num_hidden_layers"):
-            raise cfg.refuse(f"sliding_window {window}", "fsc's attention sees the whole prefix")
+            raise cfg.refuse(f"sliding_window {window}", "the importer maps no published window "
+                             "onto attention.window")
     kinds = set(cfg.get("layer_types") or ["full_attention"])
     if kinds != {"full_attention"}:
         raise cfg.refuse(f"layer_types {sorted(kinds)}", "fsc imports full_attention layers")
@@ -116,7 +117,7 @@ def recipe(cfg: Config, name: str) -> dict:
 
 
 def swiglu(cfg: Config) -> dict:
-    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    cfg.need("hidden_act", ("silu",), default="silu")
     if cfg.get("mlp_bias", False):
         raise cfg.refuse("mlp_bias", "fsc's SwiGLU has no biases")
     return {"kind": "swiglu", "hidden": cfg.int("intermediate_size")}

@@ -56,7 +56,7 @@ def check_mixer(cfg: Config, groups_key: str, groups_default: int, bias_key: str
 
 
 def recipe(cfg: Config, name: str) -> dict:
-    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    cfg.need("hidden_act", ("silu",), default="silu")
     check_mixer(cfg, "n_groups", 8, "use_bias")
     out = cfg.common(name, tie_default=False)
     d, expand = out["d_model"], cfg.int("expand", 2)

@@ -106,7 +106,7 @@ def _ffn(cfg: Config, n_layers: int) -> dict:
 
 
 def recipe(cfg: Config, name: str) -> dict:
-    cfg.need("hidden_act", ("silu",), "hidden_act", default="silu")
+    cfg.need("hidden_act", ("silu",), default="silu")
     out = cfg.common(name, tie_default=False)
     d, n = out["d_model"], out["n_layers"]
     kinds = _layer_kinds(cfg, n)

@@ -97,7 +97,7 @@ _EVAL_CELL = {
     "recipe": "Recipe name.",
     "recipe_hash": "Recipe content hash.",
     "task": "niah (needle retrieval), mqar (associative recall), vt (variable tracking), cwe and fwe (common- and frequent-word extraction), loss (held-out loss), genppl (generative perplexity) or harness (an lm-evaluation-harness metric).",
-    "mode": "Decoding: diffusion (block diffusion, G and K) or ar; genppl's reference row: reference (the validation text itself).",
+    "mode": "Decoding: diffusion (block diffusion, G and K) or ar; genppl's reference row: reference (the data's own continuations of the prompts).",
     "G": "Block size decoded with (1 = autoregressive).",
     "K": "Denoising steps per block (0: autoregressive).",
     "length": "Sequence length of the cell's prompts, tokens.",

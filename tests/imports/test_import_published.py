@@ -156,7 +156,7 @@ def _config(published, family, **changes):
     ("bamba", {"mamba_n_groups": 4}, "mamba_n_groups 4"),
     ("llama", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}},
      "RoPE scaling 'yarn'"),
-    ("llama", {"hidden_act": "gelu"}, "hidden_act"),
+    ("llama", {"hidden_act": "gelu"}, "hidden_act 'gelu'"),
     ("llama", {"mlp_bias": True}, "mlp_bias"),
     ("llama", {"architectures": ["GPT2LMHeadModel"]}, "architecture GPT2LMHeadModel"),
     ("llama", {"num_key_value_heads": 3}, "n_kv_heads"),

@@ -129,7 +129,7 @@ def test_cpu_notice_before_a_long_sweep(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(profile_cli, "CPU_NOTICE_S", 0)
     assert main(["profile", *TINY, "--device", "cpu", "--store", str(tmp_path)]) == 0
     err = capsys.readouterr().err
-    assert "1 points, roughly" in err and "--resume continues" in err
+    assert "1 point, roughly" in err and "--resume continues" in err
 
 
 def test_crossed_steps_leave_out_pairs_with_k_above_g(tmp_path, capsys):
