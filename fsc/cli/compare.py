@@ -126,8 +126,8 @@ def _show(c, wide: bool) -> None:
     for p in c.pairs:
         verdict = (f"{p.status[0]} → {p.status[1]}" if p.verdict == "status" else p.verdict)
         records.append({"recipe": Text(printable(p.recipe)), "step A ms": _ms(p.step[0]),
-                        "step B ms": _ms(p.step[1]), "verdict": Text(verdict,
-                                                                     VERDICT_STYLE[p.verdict]),
+                        "step B ms": _ms(p.step[1]), "verdict": Text(
+                            verdict, VERDICT_STYLE.get(p.verdict, "dim")),
                         **{k: str(p.key[k]) for k in ("S", "B", "G", "K", "dtype")},
                         **{col: _x(p.ratios.get(k)) for col, k in RATIOS.items()}})
     records.append({SUMMARY: True, "recipe": Text("geometric mean", "bold"),

@@ -73,6 +73,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def _verdict(pair: Pair) -> str:
     """What the time per block did: the measure the time and tok/s ratios name."""
+    if pair.status[0] == pair.status[1] != "ok":  # oom in both: nothing changed, nothing timed
+        return f"both {pair.status[0]}"
     if pair.status != ("ok", "ok"):
         return "status"
     ratio, within = pair.ratios.get("time"), pair.overlap.get("time")

@@ -58,3 +58,21 @@ def test_one_matched_point_is_one_point(cli, tmp_path):
     r = cli("compare", a, b, "--store", tmp_path / "store")
     assert r.code == 0, r.err
     assert "1 point matched (1 noise); 1 only in A, 0 only in B" in " ".join(r.out.split())
+
+
+def test_a_point_oom_in_both_runs_is_no_change_of_status(cli, tmp_path):
+    h100 = "NVIDIA H100 80GB HBM3"
+    st = Store(tmp_path / "store")
+    r = load_recipe("tiny_attn")
+    st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
+    runs = []
+    for _ in range(2):
+        run = st.start_run("profile", "fsc profile", _env(st, h100), {"recipes": ["tiny_attn"]})
+        st.add_point(run, point("tiny_attn", 1024, 1, 2.0))
+        st.add_point(run, {**point("tiny_attn", 4096, 1, 2.0), "status": "oom"})
+        st.finish_run(run)
+        runs.append(run)
+    res = cli("compare", *runs, "--store", tmp_path / "store")
+    assert res.code == 0, res.err
+    assert "2 points matched (1 both oom, 1 noise)" in " ".join(res.out.split())
+    assert "status" not in res.out.split("points matched")[1]
