@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 
 def plain(obj: Any) -> Any:
     """`obj` with non-finite floats as None (JSON has no NaN), mapping keys as text, tuples as
-    lists and paths as text; anything else as it is (json's `default=str` takes the rest)."""
+    lists and paths as text, a DECIMAL as the number it is where a JSON number holds it exactly
+    (else as text, every digit kept); anything else as it is (json's `default=str` takes the
+    rest)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
+    if isinstance(obj, Decimal) and obj.is_finite():
+        as_float = float(obj)
+        return as_float if Decimal(repr(as_float)) == obj else str(obj)
     if isinstance(obj, dict):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

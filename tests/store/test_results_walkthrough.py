@@ -83,3 +83,14 @@ def test_markdown_report_keeps_an_existing_figures_folder_unless_forced(fsc_main
     fsc_main("report", run, "--store", store, "--out", out, "--force", check=0)
     assert sorted(p.name for p in folder.iterdir()) == ["00-loss.png", "keep.txt"]
     assert "](notes_files/00-loss.png)" in out.read_text()
+
+
+def test_a_decimal_is_a_json_number_where_one_holds_it_exactly(cli, tmp_path):
+    from fsc.store import Store
+
+    st = Store(tmp_path / "store")
+    st.finish_run(st.start_run("profile", "fsc profile", None, {}))
+    r = cli("query", "select 2.5 as d, 12345678901234567890.123::decimal(38,3) as big",
+            "--json", "--store", tmp_path / "store")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"d": 2.5, "big": "12345678901234567890.123"}]
