@@ -2,7 +2,7 @@
 
 What differs between them is a handful of options: the projections' biases (Qwen2: q, k, v;
 Llama / Qwen3 `attention_bias`: q, k, v and o), Qwen3's per-head RMSNorm of q and k, and sliding
-windows (refused: the importer maps no published window onto attention.window).
+windows (every layer's alike: attention.window, W - 1 for transformers' W).
 """
 
 from __future__ import annotations
@@ -74,16 +74,43 @@ def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
 WINDOW_FROM = {"Qwen2ForCausalLM": 28, "Qwen3ForCausalLM": 28}
 
 
-def _no_sliding_window(cfg: Config) -> None:
+def _sliding(cfg: Config) -> list[bool]:
+    """Which layers attend through the sliding window, as transformers lays them out:
+    `layer_types` where the config has it; else every layer of a Mistral with a window, and a
+    Qwen's from max_window_layers on when use_sliding_window is set. None where the config
+    gives no window (a sliding_attention layer without one attends to the whole prefix)."""
+    n = cfg.int("num_hidden_layers")
+    types = cfg.get("layer_types")
     window = cfg.get("sliding_window")
-    if cfg.get("use_sliding_window", window is not None) and window is not None:
-        first = WINDOW_FROM.get(cfg.architecture)
-        if first is None or cfg.int("max_window_layers", first) < cfg.int("num_hidden_layers"):
-            raise cfg.refuse(f"sliding_window {window}", "the importer maps no published window "
-                             "onto attention.window")
-    kinds = set(cfg.get("layer_types") or ["full_attention"])
-    if kinds != {"full_attention"}:
-        raise cfg.refuse(f"layer_types {sorted(kinds)}", "fsc imports full_attention layers")
+    if types is not None:
+        kinds = set(types) - {"full_attention", "sliding_attention"}
+        if kinds or len(types) != n:
+            raise cfg.refuse(f"layer_types {sorted(set(types))}", "fsc imports full_attention "
+                             f"and sliding_attention layers, one a layer ({n})")
+        return [t == "sliding_attention" and window is not None for t in types]
+    if window is None or not cfg.get("use_sliding_window", True):
+        return [False] * n
+    first = WINDOW_FROM.get(cfg.architecture)
+    if first is None and cfg.architecture != "MistralForCausalLM":
+        raise cfg.refuse(f"sliding_window {window}", f"{cfg.architecture} reads no window")
+    first = 0 if first is None else cfg.int("max_window_layers", first)
+    return [i >= first for i in range(n)]
+
+
+def window(cfg: Config) -> dict:
+    """The recipe's attention.window for a published sliding window of W keys (the query's own
+    and W - 1 before it, as transformers masks): fsc's window counts the keys before a block,
+    so at G = 1 it is W - 1. Every layer must slide alike (fsc's window is the recipe's)."""
+    sliding = _sliding(cfg)
+    if not any(sliding):
+        return {}
+    W = cfg.int("sliding_window")
+    if not all(sliding):
+        raise cfg.refuse(f"sliding_window {W} on {sum(sliding)} of {len(sliding)} layers",
+                         "fsc's attention.window is every attention layer's")
+    if W < 2:
+        raise cfg.refuse(f"sliding_window {W}", "a window of at least 2 keys")
+    return {"window": W - 1}
 
 
 def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
@@ -100,13 +127,13 @@ def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
 
 def recipe(cfg: Config, name: str) -> dict:
     arch = cfg.architecture
-    _no_sliding_window(cfg)
+    slide = window(cfg)
     if arch == "Qwen2ForCausalLM":
         bias = "qkv"
     else:
         bias = "qkvo" if cfg.get("attention_bias", False) else "none"
     out = cfg.common(name, tie_default=False)
-    attn = attention(cfg, out["d_model"])
+    attn = attention(cfg, out["d_model"]) | slide
     if bias != "none":
         attn["bias"] = bias
     if arch == "Qwen3ForCausalLM":

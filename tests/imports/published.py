@@ -16,6 +16,8 @@ FAMILIES = {
                                          "original_max_position_embeddings": 16}}),
     "mistral": ("mistral", {**ATTN, "head_dim": 24, "sliding_window": None,
                             "rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+    # every layer through a window of 8 keys (fsc's attention.window 7), shorter than a decode
+    "mistral_window": ("mistral", {**ATTN, "sliding_window": 8}),
     "qwen2": ("qwen2", {**ATTN, "rms_norm_eps": 1e-5}),
     "qwen3": ("qwen3", {**ATTN, "head_dim": 32, "tie_word_embeddings": True}),
     "mamba2": ("mamba2", {"num_heads": 8, "head_dim": 16, "state_size": 16, "n_groups": 1,

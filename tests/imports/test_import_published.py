@@ -148,9 +148,11 @@ def _config(published, family, **changes):
 
 
 @pytest.mark.parametrize("family, changes, words", [
-    ("mistral", {"sliding_window": 8}, "sliding_window 8"),
+    ("mistral", {"sliding_window": 1}, "sliding_window 1"),
     ("qwen2", {"use_sliding_window": True, "sliding_window": 16, "max_window_layers": 1,
-               "layer_types": None}, "sliding_window 16"),
+               "layer_types": None}, "sliding_window 16 on 1 of 2 layers"),
+    ("qwen3", {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8},
+     "sliding_window 8 on 1 of 2 layers"),
     ("mamba2", {"n_groups": 2}, "n_groups 2"),
     ("mamba2", {"time_step_limit": [0.001, 0.1]}, "time_step_limit"),
     ("bamba", {"mamba_n_groups": 4}, "mamba_n_groups 4"),

@@ -57,14 +57,15 @@ def test_a_key_left_out_reads_as_transformers_default(tmp_path, family, key):
     assert got == _recipe(tmp_path / "full", full)
 
 
-def test_a_mistral_config_without_sliding_window_is_refused(fsc_main, tmp_path):
+def test_a_mistral_config_without_sliding_window_slides_as_transformers_does(tmp_path):
+    """transformers' MistralConfig defaults to a window of 4,096 keys: fsc's 4,095 before each
+    token; `sliding_window: null` attends to the whole prefix."""
     data = {k: v for k, v in _config("mistral").items() if k != "sliding_window"}
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(json.dumps(data))
-    res = fsc_main("import", "m")
-    assert res.returncode == 2 and "sliding_window 4096" in res.stderr, res.stderr
+    assert import_config(str(tmp_path / "m")).recipe.attention.window == 4095
     (tmp_path / "m" / "config.json").write_text(json.dumps({**data, "sliding_window": None}))
-    assert fsc_main("import", "m").returncode == 0
+    assert import_config(str(tmp_path / "m")).recipe.attention.window is None
 
 
 @pytest.mark.parametrize(("family", "changes", "words"), [
@@ -153,10 +154,11 @@ def test_verify_runs_past_the_attention_window(fsc_main):
 
 
 @pytest.mark.parametrize("family", ["qwen2", "qwen3"])
-def test_a_qwen_window_is_refused_only_where_a_layer_slides(tmp_path, family):
+def test_a_qwen_window_is_read_where_layers_slide(tmp_path, family):
     """Qwen2/Qwen3 slide the layers from max_window_layers on (default 28) when
     use_sliding_window is set, as transformers builds layer_types: a model with fewer layers
-    attends to the whole prefix and imports (as Hub configs without layer_types say it)."""
+    attends to the whole prefix, one whose every layer slides imports the window, one with some
+    of each is refused (fsc's window is every attention layer's)."""
     base = {k: v for k, v in _config(family).items() if k != "layer_types"}
     plain = _recipe(tmp_path / "plain", {**base, "use_sliding_window": False})
     windowed = {**base, "use_sliding_window": True, "sliding_window": 16}
@@ -167,5 +169,7 @@ def test_a_qwen_window_is_refused_only_where_a_layer_slides(tmp_path, family):
         assert got == plain
         types = transformers.AutoConfig.from_pretrained(tmp_path / f"w{first}").layer_types
         assert set(types) == {"full_attention"}
-    assert "sliding_window 16 is not supported" in _recipe(tmp_path / "w1",
-                                                           {**windowed, "max_window_layers": 1})
+    assert "sliding_window 16 on 1 of 2 layers is not supported" in _recipe(
+        tmp_path / "w1", {**windowed, "max_window_layers": 1})
+    # from layer 0 on: every layer slides alike, the recipe's window (16 keys: 15 before)
+    assert "window: 15" in _recipe(tmp_path / "w0", {**windowed, "max_window_layers": 0})
