@@ -121,6 +121,10 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
     out.print(table)
 
 
+SUITE_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt", "cwe",
+               "fwe")  # --task ruler's rows, in the order it scores its parts
+
+
 def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     """--task ruler: a row per task (niah per variant, its depths averaged), a column per
     length, RULER's score in each, and their average."""
@@ -132,7 +136,9 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     for c in cells:
         name = f"niah {c.get('variant')}" if c.task == "niah" else c.task
         rows.setdefault(name, {}).setdefault(c.length, []).append(c.get("score"))
-    means = {name: {n: sum(v) / len(v) for n, v in by.items()} for name, by in rows.items()}
+    ordered = sorted(rows, key=lambda name: (SUITE_ORDER.index(name) if name in SUITE_ORDER
+                                             else len(SUITE_ORDER), name))
+    means = {name: {n: sum(v) / len(v) for n, v in rows[name].items()} for name in ordered}
     means["average"] = {n: sum(m[n] for m in means.values() if n in m)
                         / sum(n in m for m in means.values()) for n in lengths}
     out.print(f"{printable(recipe, 60)}: RULER-style score by task × length (run {run_id})",

@@ -39,6 +39,8 @@ from fsc.tokenizer import IdTokenizer
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none
 GENPPL_LENGTH = 128  # genppl: tokens per sample unless --lengths says
+# the tasks whose prompts hold a pass key, which --needle-digits sizes (loss: on passkey data)
+DIGITS_READ_BY = ("niah", "ruler", "loss")
 
 
 def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
@@ -64,6 +66,10 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     if tok.vocab_size > recipe.vocab_size:
         raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
                          f"vocab_size is {recipe.vocab_size}")
+    if request.needle_digits is not None and request.resume is None and \
+            request.task not in DIGITS_READ_BY:
+        raise UsageError(f"--needle-digits: for --task {', '.join(DIGITS_READ_BY[:-1])} or "
+                         f"{DIGITS_READ_BY[-1]} only (this is {request.task})")
     digits = request.needle_digits or trained.get("needle_digits")  # None: the default for G
     train_len = trained.get("seq_len")
     lengths = request.lengths
@@ -99,11 +105,13 @@ def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:
 
 def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:
     """The suite's knobs: those given, else those training recorded (--hops 2 trained, --hops
-    2 evaluated), but a single needle for niah's single variant."""
+    2 evaluated), but a single needle for niah's single variant (--task ruler's other niah
+    variants keep the needles recorded)."""
     given = {k: getattr(request, k) for k in SUITE_OPTIONS if getattr(request, k) is not None}
     recorded = trained.get("suite") if isinstance(trained.get("suite"), dict) else {}
     knobs = {**recorded, **given}
-    if knobs.get("variant", "single") == "single" and "needles" not in given:
+    if (request.task == "niah" and knobs.get("variant", "single") == "single"
+            and "needles" not in given):  # --task ruler keeps them for its other variants
         knobs.pop("needles", None)
     return RulerOptions(**knobs)
 
