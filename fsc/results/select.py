@@ -90,8 +90,11 @@ RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    "length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
                    hint="fsc eval RUN_DIR")
+# a run with a scored part beside plain passkey cells (fsc eval --task niah scores those too:
+# a later passkey run must not hide a recipe's suite run)
 RULER = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
-               need="score IS NOT NULL AND length_ratio IS NOT NULL",
+               need=f"score IS NOT NULL AND length_ratio IS NOT NULL AND NOT (task = 'niah' AND "
+                    f"{PASSKEY})",
                what="RULER-style cells with a training length",
                hint="fsc eval RUN_DIR --task ruler")
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",

@@ -421,3 +421,21 @@ def test_ruler_draws_a_panel_per_part_and_their_average(cli, tmp_path):
               colours=list(figures.colours(["tiny_attn", "tiny_mamba"]).values()))
     r = cli("plot", "ruler", "--store", tmp_path / "empty", "--out", tmp_path / "x.png")
     assert r.code != 0 and r.err.count("\n") == 1
+
+
+def test_ruler_is_not_hidden_by_a_later_passkey_run(tmp_path):
+    """`fsc eval CK --task niah` scores its plain passkey cells as the suite's niah single
+    does; a later such run of a recipe must not replace its suite run in the ruler figure."""
+    from results_helpers import EVAL_COLUMNS, ruler_run
+
+    store = tmp_path / "store"
+    suite = ruler_run(store, "tiny_attn", lambda i, m, d: 0.5)
+    st = Store(store)
+    passkey = st.start_run("eval", "fsc eval tiny_attn --task niah", None, {"task": "niah"})
+    st.add_rows("eval_cells", passkey, [
+        {"checkpoint": "/ckpt/tiny_attn", "recipe": "tiny_attn", "recipe_hash": "h",
+         "task": "niah", "mode": "diffusion", "G": 4, "K": 4, "train_length": 128, "n": 10,
+         "correct": 5, "accuracy": 0.5, "score": 0.5, "length": 128, "length_ratio": 1.0,
+         "depth": 0.0}], EVAL_COLUMNS)
+    st.finish_run(passkey)
+    assert draw(tmp_path, st, "ruler").run_ids == [suite]
