@@ -111,7 +111,7 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
     table.add_column(key or "", justify="right")
     for n in lengths:
         ratio = next(c.length_ratio for c in cells if c.length == n)
-        table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
+        table.add_column(f"{n}" + (f" ({ratio:.3g}×)" if ratio else ""), justify="right")
     for k in sorted({c.get(key) for c in cells} if key else {None}):
         row = {c.length: c.get("score") if suite else c.accuracy for c in cells
                if key is None or c.get(key) == k}
@@ -147,7 +147,7 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     table.add_column("task")
     for n in lengths:
         ratio = next(c.length_ratio for c in cells if c.length == n)
-        table.add_column(f"{n}" + (f" ({ratio:g}×)" if ratio else ""), justify="right")
+        table.add_column(f"{n}" + (f" ({ratio:.3g}×)" if ratio else ""), justify="right")
     for name, by in means.items():
         table.add_row(name, *[Text(f" {by[n]:.2f} ", style=_shade(by[n])) if n in by else "-"
                               for n in lengths])

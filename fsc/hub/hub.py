@@ -38,6 +38,7 @@ from fsc.hub.names import (
     check_repo_id,
     default_pull_dir,
 )
+from fsc.hub.reach import quiet
 from fsc.recipe import load_recipe
 from fsc.text import first_line
 
@@ -46,6 +47,9 @@ from fsc.text import first_line
 STALE_WEIGHTS = ["*.safetensors", INDEX_FILE]
 
 _TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
+# Transport errors of a connection that was made and then broke (not "cannot reach").
+_BROKEN = {"RemoteProtocolError", "ReadError", "WriteError", "ProtocolError", "IncompleteRead",
+           "ChunkedEncodingError", "ConnectionResetError", "BrokenPipeError"}
 
 
 @dataclass
@@ -87,7 +91,7 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
                             "`hf auth login`")
         if status == 403:
             return HubError(f"{what}: the token has no access to {repo} (HTTP 403)")
-        detail = first_line(e.server_message) or e.response.reason_phrase
+        detail = first_line(e.server_message or "") or e.response.reason_phrase or "no message"
         return HubError(f"{what}: the Hub answered HTTP {status} for {where}: {detail}")
     if isinstance(e, hf.OfflineModeIsEnabled):
         return HubError(f"{what}: HF_HUB_OFFLINE is set; unset it to reach the Hub")
@@ -95,6 +99,9 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
         return hub_error(e.__cause__, what, repo, revision)
     if _is_transport_error(e) or isinstance(e, (ConnectionError, TimeoutError)):
         detail = first_line(e) or type(e).__name__
+        if type(e).__name__ in _BROKEN:
+            return HubError(f"{what}: the connection to the Hub at {_endpoint()} broke off: "
+                            f"{detail}")
         return HubError(f"{what}: cannot reach the Hub at {_endpoint()}: {detail}")
     if isinstance(e, (OSError, ValueError, RuntimeError)):
         cause = e.__cause__
@@ -105,8 +112,11 @@ def hub_error(e: BaseException, what: str, repo: str, revision: str | None) -> H
 
 @contextmanager
 def hub_calls(what: str, repo: str, revision: str | None) -> Iterator[None]:
+    """Every failure of the Hub client in the body as one HubError line; the client's own
+    warnings (retries, resumed downloads, a commit with nothing new) are not shown."""
     try:
-        yield
+        with quiet():
+            yield
     except FscError:
         raise
     except Exception as e:
@@ -133,6 +143,8 @@ def get_token() -> str:
 
 
 def _download_checksums(repo: str, asked: str, commit: str, download: Path) -> None:
+    # into a directory of its own: snapshot_download, when it cannot list the repository,
+    # returns a non-empty local_dir as it is instead of failing
     try:
         hf_hub_download(repo, CHECKSUMS_FILE, revision=commit, local_dir=download)
     except RemoteEntryNotFoundError as e:
@@ -146,7 +158,7 @@ def _unverified(repo: str, asked: str, tmp: Path) -> Iterator[None]:
     try:
         yield
     except (CheckpointError, RecipeError) as e:
-        detail = re.sub(rf"{re.escape(str(tmp))}/(download|checkpoint)/", "", str(e))
+        detail = re.sub(rf"{re.escape(str(tmp))}/(checksums|download|checkpoint)/", "", str(e))
         raise HubError(f"pull {repo}: {repo}@{asked} failed verification, nothing was "
                        f"written: {detail}") from e
 
@@ -163,21 +175,26 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
     dest = Path(dest) if dest is not None else default_pull_dir(repo, revision)
     if not force:
         refuse_existing(dest, "; pass --force to replace it or --dir to pull elsewhere")
+    elif (dest.is_dir() and any(dest.iterdir())
+          and not (dest / CHECKSUMS_FILE).is_file()):
+        raise CheckpointError(f"{dest}: not a checkpoint directory (it has no {CHECKSUMS_FILE}); "
+                              "--force replaces only a checkpoint: pass --dir to pull elsewhere")
 
     quiet_unless_terminal()
     asked = revision or DEFAULT_REVISION
     made_parent = not dest.parent.exists()
     tmp = temp_dir_beside(dest, "pull")
-    download, ckpt = tmp / "download", tmp / "checkpoint"
+    sums, download, ckpt = tmp / "checksums", tmp / "download", tmp / "checkpoint"
     done = False
     try:
-        with hub_calls(f"pull {repo}", repo, revision):
+        with hub_calls(f"pull {repo}", repo, asked):
             commit = HfApi().model_info(repo, revision=asked).sha
-            _download_checksums(repo, asked, commit, download)
+            _download_checksums(repo, asked, commit, sums)
             with _unverified(repo, asked, tmp):
-                names = [*read_checksums(download), CHECKSUMS_FILE]
+                names = list(read_checksums(sums))
             snapshot_download(repo, revision=commit, local_dir=download, allow_patterns=names)
         ckpt.mkdir()
+        (sums / CHECKSUMS_FILE).rename(ckpt / CHECKSUMS_FILE)
         for name in names:
             if not (download / name).is_file():
                 raise HubError(f"pull {repo}: {repo}@{asked} lacks {name}, "
