@@ -144,6 +144,9 @@ def check_scorer(spec: str) -> str:
     """'fsc' or 'transformers': what kind of scorer `spec` is, checked without loading its
     weights; UsageError (one line) for one that is missing, neither kind, or not
     autoregressive."""
+    if not spec.strip():
+        raise UsageError("--scorer: an empty name: give an autoregressive fsc checkpoint or "
+                         "recipe, or a transformers model")
     source = resolve_checkpoint(spec)
     path = Path(spec)
     if not is_checkpoint(source) and path.is_dir() and (path / "config.json").is_file():
