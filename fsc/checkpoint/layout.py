@@ -123,6 +123,9 @@ def verify_checksums(directory: Path) -> dict[str, str]:
     Files in the directory that the list does not name are ignored (never read).
     """
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{directory}: a file, not a checkpoint directory (give the "
+                              "directory that holds it)")
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such checkpoint directory")
     files = read_checksums(directory)

@@ -127,6 +127,9 @@ def test_missing_files_are_named(save_tiny):
         load_checkpoint(d)
     with pytest.raises(CheckpointError, match="no such checkpoint directory"):
         load_checkpoint(d / "nowhere")
+    # a file of the checkpoint given for the checkpoint: said to be a file
+    with pytest.raises(CheckpointError, match="a file, not a checkpoint directory"):
+        load_checkpoint(d / "model-00001-of-00005.safetensors")
 
 
 def _rewrite_weights(d, change) -> None:
