@@ -49,6 +49,14 @@ def push(
 
     path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
+    if rep.unchanged:  # nothing was committed: nothing to record
+        if as_json:
+            print_json(rep.to_dict())
+        else:
+            out.print(f"nothing new to push: {rep.repo}@{rep.revision} holds {rep.name} "
+                      f"already (commit {rep.commit_id[:12]})", highlight=False, markup=False,
+                      soft_wrap=True)
+        return
     _record(rep, "pushed", store, as_json,
             f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "
             f"{rep.repo}@{rep.revision}, commit {rep.commit_id[:12]}", rep.commit_url)

@@ -22,6 +22,7 @@ class PushedCheckpoint(VerifiedCheckpoint):
     revision: str = ""
     commit_id: str = ""
     commit_url: str = ""
+    unchanged: bool = False  # the branch held these files already: no commit was made
 
 
 def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,
@@ -43,6 +44,7 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
         api.create_repo(repo, private=True if private else None, exist_ok=True)
         if revision != DEFAULT_REVISION:
             api.create_branch(repo, branch=revision, exist_ok=True)
+        head = api.model_info(repo, revision=revision).sha
         commit = api.upload_folder(
             repo_id=repo,
             folder_path=str(path),
@@ -52,4 +54,4 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
             delete_patterns=STALE_WEIGHTS,
         )
     return PushedCheckpoint(**vars(info), repo=repo, revision=revision, commit_id=commit.oid,
-                            commit_url=commit.commit_url)
+                            commit_url=commit.commit_url, unchanged=commit.oid == head)

@@ -138,3 +138,21 @@ def test_a_trained_run_is_shared_and_pulled_back_verified(fsc, hub, tmp_path):
     rows = json.loads(fsc("artifacts", "--json").stdout)
     assert [r["action"] for r in rows] == ["saved", "pushed", "saved", "pushed", "pulled",
                                            "pulled"]
+
+
+def test_pushing_what_the_branch_holds_says_so_and_records_nothing(save_tiny, fsc, hub,
+                                                                   tmp_path):
+    """A second push of the same files makes no commit: said in one line, no second row."""
+    import json
+
+    ckpt = save_tiny()
+    first = fsc("push", ckpt, "--repo", "alice/tiny", "--store", tmp_path / "store")
+    assert first.returncode == 0 and first.stdout.startswith("pushed "), first.stderr
+    again = fsc("push", ckpt, "--repo", "alice/tiny", "--store", tmp_path / "store", "--json")
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["unchanged"] is True and "artifact_id" not in doc
+    shown = fsc("push", ckpt, "--repo", "alice/tiny", "--store", tmp_path / "store")
+    assert shown.stdout.startswith("nothing new to push: alice/tiny@main holds"), shown.stdout
+    actions = json.loads(fsc("artifacts", "--store", tmp_path / "store", "--json").stdout)
+    assert [a["action"] for a in actions] == ["pushed"], actions
