@@ -11,12 +11,13 @@ from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, print
 from fsc.cli.tables import WideOpt
 
 
-def _record(rep, action: str, store, as_json: bool, *lines: str) -> None:
-    """Record a pushed or pulled checkpoint's report in the store, then show it: its JSON, or
-    `lines` as plain text (names and paths are never markup)."""
+def _record(rep, action: str, store, as_json: bool, *lines: str, record: bool = True) -> None:
+    """Record a pushed or pulled checkpoint's report in the store (unless not `record`), then
+    show it: its JSON, or `lines` as plain text (names and paths are never markup)."""
     from fsc.checkpoint.registry import register_checkpoint
 
-    register_checkpoint(store_dir(store), rep, action)
+    if record:
+        register_checkpoint(store_dir(store), rep, action)
     if as_json:
         print_json(rep.to_dict())
         return
@@ -50,12 +51,8 @@ def push(
     path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     if rep.unchanged:  # nothing was committed: nothing to record
-        if as_json:
-            print_json(rep.to_dict())
-        else:
-            out.print(f"nothing new to push: {rep.repo}@{rep.revision} holds {rep.name} "
-                      f"already (commit {rep.commit_id[:12]})", highlight=False, markup=False,
-                      soft_wrap=True)
+        _record(rep, "pushed", store, as_json, f"nothing new to push: {rep.repo}@{rep.revision} "
+                f"holds {rep.name} already (commit {rep.commit_id[:12]})", record=False)
         return
     _record(rep, "pushed", store, as_json,
             f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "

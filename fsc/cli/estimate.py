@@ -68,9 +68,9 @@ def _num(v: float, digits: int = 3) -> str:
     return f"{v:,.{digits}f}" if v == 0 or abs(v) >= 10 ** (1 - digits) else f"{v:.3g}"
 
 
-def _while(what: str, x: float) -> str:
-    """`what` while K < x, or for no K where no K >= 1 is below x."""
-    return f"{what} while K < {x:.1f}" if x > 1 else f"{what} for no K >= 1"
+def _while(what: str, x: float, spec: str = ".1f") -> str:
+    """`what` while K < x (written to `spec`), or for no K where no K >= 1 is below x."""
+    return f"{what} while K < {x:{spec}}" if x > 1 else f"{what} for no K >= 1"
 
 
 def _render(e) -> None:
@@ -135,9 +135,8 @@ def _render(e) -> None:
                 _num(c["diffusion_weight_sweeps_per_token"]),
                 f"{c['diffusion_tokens_per_s']:,.1f}")
     out.print(cmp)
-    sweeps = c["sweep_crossover_steps"]
-    out.print(("diffusion sweeps the weights less often than ar "
-               + (f"while K < {sweeps}" if sweeps > 1 else "for no K >= 1")) + "; "
+    out.print(_while("diffusion sweeps the weights less often than ar",
+                     c["sweep_crossover_steps"], "") + "; "
               + _while("its floor is faster than ar's", c["floor_crossover_steps"]))
 
     _moe(d["moe"])

@@ -171,11 +171,9 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split is `split`."""
-    mix = [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
+    mix = _tasks_of(spec)
     for knob in getattr(options, "suite", {}):  # a knob no task reads is a mistake, not a no-op
-        if mix is None or not {name for name, _ in mix} & set(KNOBS[knob]):
-            raise UsageError(f"--{knob}: for --data {', '.join(KNOBS[knob])}, ruler or a mix "
-                             f"holding one (this is {spec})")
+        _read_by(f"--{knob}", KNOBS[knob], mix, spec)
     if spec in SYNTHETIC:
         return TaskData(_task(spec, tokenizer, L, G, options, option), seed)
     if mix is not None:
@@ -202,12 +200,25 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
 
 
+def _tasks_of(spec: str) -> list[tuple[str, float]] | None:
+    """The (task, weight) pairs `spec` names: one task, a mix of them, or None (text)."""
+    return [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
+
+
+def _read_by(flag: str, tasks: tuple[str, ...], mix, spec: str) -> None:
+    """UsageError unless one of the tasks of `mix` (_tasks_of(spec)) is among `tasks`, the
+    ones reading option `flag`."""
+    if mix is None or not {name for name, _ in mix} & set(tasks):
+        ruler = ", ruler" if set(tasks) & set(RULER) else ""
+        raise UsageError(f"{flag}: for --data {', '.join(tasks)}{ruler} or a mix holding one "
+                         f"(this is {spec})")
+
+
 def check_read(spec: str, given: list[str]) -> None:
     """UsageError for an option among `given` (needle_digits, supervise_needle, pairs,
     text_field) that the data `spec` names does not read: a knob of tasks the data does not
     hold, or --text-field for data other than a .jsonl or .parquet file or hf:NAME."""
-    mix = [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
-    held = {name for name, _ in mix or ()}
+    mix = _tasks_of(spec)
     for option in given:
         flag = "--" + option.replace("_", "-")
         if option == "text_field":
@@ -215,11 +226,8 @@ def check_read(spec: str, given: list[str]) -> None:
                                        or Path(spec).suffix in FIELD_SUFFIXES):
                 raise UsageError(f"{flag}: for --data FILE{', FILE'.join(FIELD_SUFFIXES)} or "
                                  f"hf:NAME, whose rows it names a field of (this is {spec})")
-        elif not held & set(TASK_OPTIONS[option]):
-            tasks = TASK_OPTIONS[option]
-            ruler = ", ruler" if set(tasks) & set(RULER) else ""
-            raise UsageError(f"{flag}: for --data {', '.join(tasks)}{ruler} or a mix holding "
-                             f"one (this is {spec})")
+        else:
+            _read_by(flag, TASK_OPTIONS[option], mix, spec)
 
 
 def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,

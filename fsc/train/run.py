@@ -195,6 +195,12 @@ def _check_newest(start: Path, done: int) -> None:
                          f"{start.name} in a new directory, or remove the later steps")
 
 
+def _check_dtype(dtype: str, device: str) -> None:
+    """UsageError for bf16 off CUDA (it autocasts there; the CPU trains in fp32)."""
+    if dtype == "bf16" and not device.startswith("cuda"):
+        raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
+
+
 def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     """The job, once what its settings ask of the recipe, the tokenizer, the memory and the
     data holds (UsageError, exit 2, otherwise)."""
@@ -225,8 +231,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
                          f"vocab_size is {recipe.vocab_size}")
     # what the device takes, checked here, before an --nproc run launches its processes
     where = torch_device(cfg.device)
-    if cfg.dtype == "bf16" and not where.startswith("cuda"):
-        raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
+    _check_dtype(cfg.dtype, where)
     train_backend(cfg.train_backend, where)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
     samples = cfg.open_data(tok, G)
@@ -294,8 +299,7 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
         raise UsageError(f"--nproc {cfg.nproc}, but {size} processes were launched")
     if cfg.dtype == "auto":
         cfg.dtype = "bf16" if cfg.device.startswith("cuda") else "fp32"
-    if cfg.dtype == "bf16" and not cfg.device.startswith("cuda"):
-        raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
+    _check_dtype(cfg.dtype, cfg.device)
     check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch,
                G=recipe.block_size)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
