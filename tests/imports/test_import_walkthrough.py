@@ -57,15 +57,19 @@ def test_a_key_left_out_reads_as_transformers_default(tmp_path, family, key):
     assert got == _recipe(tmp_path / "full", full)
 
 
-def test_a_mistral_config_without_sliding_window_slides_as_transformers_does(tmp_path):
+def test_a_mistral_config_without_sliding_window_slides_as_transformers_does(fsc_main,
+                                                                           tmp_path):
     """transformers' MistralConfig defaults to a window of 4,096 keys: fsc's 4,095 before each
-    token; `sliding_window: null` attends to the whole prefix."""
+    token, in the recipe `fsc import` writes; `sliding_window: null` attends to the whole
+    prefix."""
     data = {k: v for k, v in _config("mistral").items() if k != "sliding_window"}
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(json.dumps(data))
-    assert import_config(str(tmp_path / "m")).recipe.attention.window == 4095
+    res = fsc_main("import", tmp_path / "m")
+    assert res.returncode == 0 and "  window: 4095\n" in res.stdout, res.stderr + res.stdout
     (tmp_path / "m" / "config.json").write_text(json.dumps({**data, "sliding_window": None}))
-    assert import_config(str(tmp_path / "m")).recipe.attention.window is None
+    res = fsc_main("import", tmp_path / "m")
+    assert res.returncode == 0 and "window:" not in res.stdout, res.stdout
 
 
 @pytest.mark.parametrize(("family", "changes", "words"), [

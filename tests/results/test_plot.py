@@ -423,7 +423,7 @@ def test_ruler_draws_a_panel_per_part_and_their_average(cli, tmp_path):
     assert r.code != 0 and r.err.count("\n") == 1
 
 
-def test_ruler_is_not_hidden_by_a_later_passkey_run(tmp_path):
+def test_ruler_is_not_hidden_by_a_later_passkey_run(cli, tmp_path):
     """`fsc eval CK --task niah` scores its plain passkey cells as the suite's niah single
     does; a later such run of a recipe must not replace its suite run in the ruler figure."""
     from results_helpers import EVAL_COLUMNS, ruler_run
@@ -438,4 +438,5 @@ def test_ruler_is_not_hidden_by_a_later_passkey_run(tmp_path):
          "correct": 5, "accuracy": 0.5, "score": 0.5, "length": 128, "length_ratio": 1.0,
          "depth": 0.0}], EVAL_COLUMNS)
     st.finish_run(passkey)
-    assert draw(tmp_path, st, "ruler").run_ids == [suite]
+    doc = _plot(cli, "ruler", "--store", store, "--out", tmp_path / "ruler.png")
+    assert doc["runs"] == [suite]
