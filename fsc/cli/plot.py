@@ -6,7 +6,6 @@ matplotlib and the store are imported inside the commands, after the options are
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +31,6 @@ Format = choices("Format", "html", "md")
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 METRIC_KINDS = ("niah", "retrieval")  # the figures --metric chooses for
-FIGURE_FILE = re.compile(r"\d{2}-[a-z_]+\.png")  # a markdown report's figure (report_render)
 
 RunOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="Run to show: its id, the first characters of the id or of its tail "
@@ -143,9 +141,6 @@ def report(
     try:
         if fmt is Format.md:
             assets.mkdir(exist_ok=True)
-            for stale in assets.iterdir():  # an earlier report's figures, not other files
-                if FIGURE_FILE.fullmatch(stale.name) and stale.is_file():
-                    stale.unlink()
             text = report_render.to_markdown(page, assets, assets.name)
         else:
             text = report_render.to_html(page)

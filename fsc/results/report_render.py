@@ -10,6 +10,7 @@ beside it.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,16 @@ def _md(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+FIGURE_FILE = re.compile(r"\d{2,}-[a-z_]+\.png")  # a figure's file as to_markdown names it
+
+
 def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
     """The report as markdown; figures are written as PNG files into `folder`, which the
-    markdown names as `folder_ref` (relative to the markdown file)."""
+    markdown names as `folder_ref` (relative to the markdown file), after an earlier report's
+    figures there are removed (any other file is kept)."""
+    for stale in folder.iterdir():
+        if FIGURE_FILE.fullmatch(stale.name) and stale.is_file():
+            stale.unlink()
     lines = [f"# {r.title}", "", f"fsc {__version__} · {r.generated} · runs "
              f"{', '.join(r.run_ids)}", ""] + ([r.note, ""] if r.note else [])
     for n, s in enumerate(r.sections):
