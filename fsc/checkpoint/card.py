@@ -80,9 +80,14 @@ def model_card(recipe: Recipe, facts: dict) -> str:
         length = (f"sequence length {training['seq_len']:,}" if not lengths else
                   "sequence lengths " + ", ".join(f"{L:,} (weight {w:g})" for L, w in lengths)
                   + f", each batch at one; training length {training['seq_len']:,}")
+        weighting = (f", loss weighting `{training['weighting']}`" if training.get("weighting")
+                     else "")
         origin = (f"Weights: trained by `fsc train` for {training['steps']:,} steps on "
-                  f"`{training['data']}` (objective `{training['objective']}`, {length}), "
-                  f"final loss {training['final_loss']:.4f}.")
+                  f"`{training['data']}` (objective `{training['objective']}`{weighting}, "
+                  f"{length}), final loss {training['final_loss']:.4f}.")
+        if training.get("state_passing"):
+            origin += (" Each sequence's fixed-state layers started from the state its row of "
+                       "the previous step ended in (--state-passing).")
         if training.get("adapted_from"):
             was = training["adapted_from"]
             origin += (f" Adapted from the autoregressive checkpoint `{was['checkpoint']}` "

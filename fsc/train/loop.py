@@ -186,10 +186,18 @@ class Trainer:
         return state, {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
 
     def training_facts(self) -> dict:
+        """What the checkpoint's config.json and card record of the run (`training`): enough to
+        say how the weights were made; the resumable state is the training state beside it."""
         cfg = self.cfg
         return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, **({"lengths": cfg.lengths} if cfg.lengths else {}),
-                "batch": cfg.batch * cfg.accum * self.world, "lr": cfg.lr,
+                "batch": cfg.batch * cfg.accum * self.world,
+                **({"micro_batch": cfg.batch, "accum": cfg.accum, "nproc": self.world}
+                   if cfg.accum > 1 or self.world > 1 else {}),
+                **({"weighting": cfg.weighting} if cfg.objective != "ar" else {}),
+                **({"state_passing": True} if cfg.state_passing else {}),
+                "lr": cfg.lr, "warmup": cfg.warmup, "min_lr_ratio": cfg.min_lr_ratio,
+                "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
                 **({"suite": cfg.suite} if cfg.suite else {}),
                 "train_backend": self.backend,

@@ -67,6 +67,7 @@ def test_rank_0_alone_writes(two_and_one):
     assert sorted(p.name for p in (root / "o2").iterdir()) == ["latest", "step-000004"]
     card = json.loads((root / "o2" / "step-000004" / "config.json").read_text())
     assert card["training"]["batch"] == 8  # the global batch
+    assert (card["training"]["micro_batch"], card["training"]["nproc"]) == (4, 2)
 
 
 def test_the_run_resumes_with_its_own_process_count(two_and_one, tmp_path):

@@ -48,6 +48,7 @@ def test_an_ar_checkpoint_becomes_a_denoiser_with_its_weights(ar_ckpt, adapted):
     step = Path(adapted["checkpoint"])
     config = json.loads((step / "config.json").read_text())
     was = config["training"]["adapted_from"]
+    assert config["training"]["weighting"] == "masked"
     assert was["G"] == 1 and was["checkpoint"].endswith("step-000002")
     assert "block_size: 8" in (step / "fsc_recipe.yaml").read_text()
     assert "Adapted from the autoregressive checkpoint" in (step / "README.md").read_text()

@@ -2,6 +2,8 @@
 previous step's sequences ended in; the states go into the training state, so a resumed run is
 bit-identical to one that was not stopped; what cannot pass a state is refused in one line."""
 
+import json
+
 import torch
 from safetensors.torch import load_file
 
@@ -32,6 +34,13 @@ def test_resumed_state_passing_is_bit_identical_and_differs_from_none(fsc_main, 
     plain = _weights(tmp_path / "plain" / "step-000006")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], plain[k]) for k in a)
+    # the checkpoint says how its weights were made: state passing, the loss weighting
+    whole, plain = (json.loads((tmp_path / run / "step-000006" / "config.json").read_text())
+                    ["training"] for run in ("whole", "plain"))
+    assert whole["state_passing"] is True and "state_passing" not in plain
+    assert whole["weighting"] == plain["weighting"] == "elbo"
+    card = (tmp_path / "whole" / "step-000006" / "README.md").read_text()
+    assert "(objective `blocks`, loss weighting `elbo`," in card and "(--state-passing)" in card
 
 
 @torch.no_grad()
