@@ -139,11 +139,17 @@ class MQAR:
     def __init__(self, tokenizer, L: int, G: int, pairs: int = 8, option: str = "--seq-len"):
         if not 1 <= pairs <= len(LETTERS) ** 2:
             raise UsageError(f"--pairs {pairs} must be between 1 and {len(LETTERS) ** 2}")
-        self.lay, self.L, self.pairs = Layout(tokenizer, G), L, pairs
-        need = len(self._layout(random.Random(0), 0)[0])
+        self.lay, self.L, self.pairs, self.option = Layout(tokenizer, G), L, pairs, option
+        need = self._need(*self._layout(random.Random(0), 0))
         if L < need:
             raise UsageError(f"{option} {L} is shorter than an mqar sample with {pairs} pairs "
                              f"({need} tokens at G = {G})")
+
+    @staticmethod
+    def _need(head, queries) -> int:
+        """Tokens of a sample of these pairs and queries: the head (its gap included), then
+        each query's question and answer block."""
+        return len(head) + sum(len(ask) + len(answer) for ask, answer, _ in queries)
 
     def _layout(self, rng: random.Random, gap: int):
         keys = rng.sample([a + b for a in LETTERS for b in LETTERS], self.pairs)
@@ -158,8 +164,10 @@ class MQAR:
         return head, queries
 
     def sample(self, seed: int) -> Sample:
-        head, queries = self._layout(random.Random(seed), 0)
-        gap = self.L - len(head) - sum(len(a) + len(b) for a, b, _ in queries)
+        gap = self.L - self._need(*self._layout(random.Random(seed), 0))
+        if gap < 0:  # a tokenizer that spends more tokens on this draw than on the checked one
+            raise UsageError(f"{self.option} {self.L} is too short for this mqar sample "
+                             f"({self.L - gap} tokens)")
         head, queries = self._layout(random.Random(seed), gap)
         ids, target, score = list(head), [False] * len(head), [False] * len(head)
         for ask, answer, n_score in queries:

@@ -121,6 +121,10 @@ def test_too_short_lengths_say_what_they_need():
         Passkey(TOK, 64, 4, 5)
     with pytest.raises(UsageError, match="mqar sample with 40 pairs"):
         MQAR(TOK, 128, 4, 40)
+    with pytest.raises(UsageError, match=r"--seq-len 64 is shorter than an mqar sample with 8 "
+                                         r"pairs \(112 tokens at G = 4\)"):
+        MQAR(TOK, 64, 4, 8)  # the head alone fits; the queries after it do not
+    assert len(MQAR(TOK, 112, 4, 8).sample(0).ids) == 112
 
 
 def test_text_files_pack_into_sequences(tmp_path):

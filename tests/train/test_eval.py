@@ -167,3 +167,19 @@ def test_a_length_too_short_names_lengths(cli, tmp_path):
     r = cli("eval", "tiny_attn", "--lengths", "8", "--store", tmp_path / "store")
     assert r.code == 2 and "--lengths 8 is shorter than a passkey prompt" in r.err
     assert "--seq-len" not in r.err
+
+
+def test_an_mqar_length_counts_its_queries_too(cli, tmp_path):
+    """8 pairs' head fits 64 tokens, their queries do not: refused in one line, by eval and
+    by train (it was an internal error), and the exact fit (112) is scored."""
+    store = ["--store", tmp_path / "store"]
+    r = cli("eval", "tiny_attn", "--task", "mqar", "--lengths", "64,112", *store)
+    assert r.code == 2 and r.err.strip() == ("error: --lengths 64 is shorter than an mqar "
+                                             "sample with 8 pairs (112 tokens at G = 4)"), r.err
+    r = cli("train", "tiny_attn", "--data", "mqar", "--seq-len", "64", "--train-steps", "1",
+            "--out", tmp_path / "o", *store)
+    assert r.code == 2 and r.err.strip().startswith("error: --seq-len 64 is shorter than an "
+                                                    "mqar sample with 8 pairs"), r.err
+    assert not (tmp_path / "o").exists()
+    r = cli("eval", "tiny_attn", "--task", "mqar", "--lengths", "112", "--samples", "2", *store)
+    assert r.code == 0, r.err
