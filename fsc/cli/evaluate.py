@@ -25,7 +25,7 @@ from fsc.cli.common import (
 )
 from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
 from fsc.cli.eval_options import SUITE_OPTIONS, Task, export_prompts, with_suite_options
-from fsc.cli.eval_render import SampleBar, render, show_cell
+from fsc.cli.eval_render import SampleBar, json_row, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.recipe import WEIGHT_FREE
@@ -228,7 +228,7 @@ def evaluate(
     if as_json:
         print_json({"run_id": done.run_id, "store": str(done.store), "before": done.before,
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task,
-                    "rows": [c.columns() for c in done.cells]})
+                    "rows": [json_row(c) for c in done.cells]})
         return
     render(done.every_cell(), done.grid.task, done.grid.recipe, done.run_id)
 

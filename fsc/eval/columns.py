@@ -24,9 +24,19 @@ SUITE = (  # the RULER-style suite's (fsc.eval.ruler) own eval_cells columns: ea
            "decoded answer, averaged over the n samples (correct: the samples that found them "
            "all)."),
 )
-OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score"),
-       "vt": ("hops", "chains", "haystack", "score"), "cwe": ("words", "score"),
-       "fwe": ("words", "score"), "ruler": tuple(c.name for c in SUITE)}
+ANSWERS = Column(
+    "answers", "VARCHAR",
+    "niah, mqar, vt, cwe, fwe: JSON text, what each sample expected and what was decoded, a "
+    "list of {expected, decoded, score} (one a sample, in order): expected, the answer strings "
+    "(niah: the key; mqar: one a query); decoded, the answer's text (mqar: a list, one a "
+    "query); score, the sample's exact match (mqar: the fraction of its queries) or RULER's "
+    "score. Read it with json functions, e.g. `answers->0->>'decoded'`.")
+SUITE = (*SUITE, ANSWERS)
+OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score", "answers"),
+       "vt": ("hops", "chains", "haystack", "score", "answers"),
+       "cwe": ("words", "score", "answers"), "fwe": ("words", "score", "answers"),
+       "ruler": tuple(c.name for c in SUITE)}
+MQAR = (ANSWERS,)
 
 
 def suite(task: str) -> tuple[Column, ...]:

@@ -13,6 +13,7 @@ at a time.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -152,22 +153,34 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
     starts = [i for i in range(len(score)) if score[i] and (i == 0 or not score[i - 1])]
     runs = [(a, next((j for j in range(a, len(score)) if not score[j]), len(score)))
             for a in starts]
-    correct, right, t0, tokens = 0, 0, time.perf_counter(), 0
+    correct, right, t0, tokens, answers = 0, 0, time.perf_counter(), 0, []
     for start in range(0, len(samples), settings.batch):
         chunk = samples[start : start + settings.batch]
         assert all(s.target == samples[0].target for s in chunk), "one layout per cell"
         ids = torch.tensor([s.ids for s in chunk], dtype=torch.long, device=device)
         got = decode_answers(model, tokenizer, ids, target, settings.mode, settings.steps).cpu()
         gold = ids.cpu()
-        for a, b in runs:
-            correct += int((got[:, a:b] == gold[:, a:b]).all(-1).sum())
+        hits = torch.stack([(got[:, a:b] == gold[:, a:b]).all(-1) for a, b in runs], -1)
+        correct += int(hits.sum())
         right += int((got == gold)[:, score].sum())
         tokens += ids.numel()
+        for row, want, hit in zip(got.tolist(), gold.tolist(), hits.tolist(), strict=True):
+            said = [tokenizer.decode(row[a:b]) for a, b in runs]
+            answers.append({"expected": [tokenizer.decode(want[a:b]) for a, b in runs],
+                            "decoded": said[0] if len(runs) == 1 else said,
+                            "score": sum(hit) / len(hit)})
     seconds = time.perf_counter() - t0
     n = len(samples) * len(runs)
     return {"n": n, "correct": correct, "accuracy": correct / n,
             "token_accuracy": right / (len(samples) * int(score.sum())),
-            "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds}
+            "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds,
+            "answers": answers_text(answers)}
+
+
+def answers_text(answers: list[dict]) -> str:
+    """A cell's answers as its `answers` column holds them: JSON text, a list of one
+    {expected, decoded, score} a sample (fsc.eval.columns.ANSWERS)."""
+    return json.dumps(answers, ensure_ascii=False)
 
 
 def quick_eval(trainer, n: int = 16) -> dict:

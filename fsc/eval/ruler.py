@@ -110,7 +110,7 @@ def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
     """Decode `samples` (one layout) in batches; RULER's score, the samples that found every
     expected string, and the answer tokens decoded right."""
     target = torch.tensor(samples[0].target)
-    total, complete, right, graded = 0.0, 0, 0, 0
+    total, complete, right, graded, answers = 0.0, 0, 0, 0, []
     t0, tokens = time.perf_counter(), 0
     for start in range(0, len(samples), settings.batch):
         chunk = samples[start : start + settings.batch]
@@ -119,7 +119,9 @@ def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
         got = retrieval.decode_answers(model, tokenizer, ids, target, settings.mode,
                                        settings.steps).cpu()
         for s, row in zip(chunk, got, strict=True):
-            share = found(tokenizer.decode(row[target].tolist()), s.answers)
+            said = tokenizer.decode(row[target].tolist())
+            share = found(said, s.answers)
+            answers.append({"expected": list(s.answers), "decoded": said, "score": share})
             total += share
             complete += share == 1
             graded_here = torch.tensor(s.score)
@@ -130,4 +132,5 @@ def scored(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
     n = len(samples)
     return {"n": n, "correct": complete, "accuracy": complete / n, "score": total / n,
             "token_accuracy": right / graded if graded else None,
-            "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds}
+            "tokens_per_s": tokens / seconds if seconds > 0 else None, "seconds": seconds,
+            "answers": retrieval.answers_text(answers)}

@@ -44,7 +44,8 @@ class Task:
 TASKS = {t.name: t for t in (
     *(Task(name, ruler.check, ruler.measure, ruler.cells_per_length,
            columns=columns.suite(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
-    Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs)),
+    Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs),
+         columns=columns.MQAR),
     Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False,  # checks its own
          columns=columns.LOSS),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),

@@ -8,7 +8,7 @@ import pytest
 from fsc.cli.query import declared
 from fsc.store import SCHEMA, Store
 from fsc.store.catalog import describe, to_markdown
-from fsc.store.migrations import MIGRATIONS, migrate
+from fsc.store.migrations import MIGRATIONS, add_columns, migrate
 from fsc.store.schema import Column
 
 DECLARED = declared()  # the eval tasks' and the harness's own eval_cells columns
@@ -110,11 +110,20 @@ def test_migrate_in_one_connection_twice():
 
 
 def test_describe_without_a_store_does_not_create_it(store_path):
+    """Without a store: the schema a new store has once every task has written (its declared
+    columns added as rows first carry them); a store describes its own columns."""
     doc = describe(Store(store_path), DECLARED)
     assert not store_path.exists()
     assert doc["store"] is None and doc["schema_version"] == len(MIGRATIONS)
     assert [r["name"] for r in doc["relations"]] == list(SCHEMA)
     Store(store_path).migrate()
+    fresh = describe(Store(store_path), DECLARED)
+    names = {r["name"]: {c["name"] for c in r["columns"]} for r in doc["relations"]}
+    have = {r["name"]: {c["name"] for c in r["columns"]} for r in fresh["relations"]}
+    assert {n: names[n] - have[n] for n in names if names[n] != have[n]} == {
+        "eval_cells": {"answers"}, "evaluation": {"answers"}}  # declared, not yet written
+    with duckdb.connect(str(Store(store_path).file)) as con:
+        add_columns(con, "eval_cells", DECLARED["eval_cells"])
     existing = describe(Store(store_path), DECLARED)
     assert existing["relations"] == doc["relations"]
 
