@@ -39,8 +39,12 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     K = parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None
     if K is not None and len(K) > 1:
         raise UsageError(f"--steps {steps}: --task harness generates with one K")
-    from fsc.harness.run import HarnessRequest
-    from fsc.harness.run import evaluate_harness as run
+    try:
+        from fsc.harness.run import HarnessRequest
+        from fsc.harness.run import evaluate_harness as run
+    except ImportError as e:  # lm_eval, or what it needs, is not installed
+        raise UsageError(f"--task harness needs lm-evaluation-harness ({e}): pip install "
+                         "'fsc[harness]'") from None
     from fsc.store import Store
 
     names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())

@@ -4,33 +4,44 @@
 Requests are tokenised as the harness's Hugging Face backend tokenises them (the harness's own
 `_encode_pair`, trailing spaces moved to the continuation, an empty context replaced by the
 prefix token; a string encoded with the tokenizer's own special tokens unless it already
-begins with the prefix token), and long inputs are cut from the left at `max_length` as that
-backend cuts them, so an imported model scores what transformers scores.
+begins with the prefix token), long inputs are cut from the left at `max_length` as that
+backend cuts them (a published model's own length by default, as that backend reads it), and
+generation's arguments are read by the harness's own `normalize_gen_kwargs`, so an imported
+model scores and answers what transformers does.
 
 model_args: pretrained (a checkpoint or training directory, or a recipe: its seeded weights),
-mc_samples (diffusion: draws per block, 32), seed (0), max_length (2048), steps (diffusion
-generation: K, default G), cached (true: the Monte Carlo reads against the folded context;
-false recomputes it each draw), max_gen_toks (256); device and batch_size come from the
-harness's own --device and --batch_size.
+mc_samples (diffusion: draws per block, 32), seed (0), max_length (`context_length`: a
+published model's own, else 2048), steps (diffusion generation: K, default G), cached (true:
+the Monte Carlo reads against the folded context; false recomputes it each draw),
+max_gen_toks (256); device and batch_size come from the harness's own --device and
+--batch_size.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import sys
+import zlib
+from collections import Counter
+from pathlib import Path
 
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
+from huggingface_hub import try_to_load_from_cache
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
+from lm_eval.models.utils import TOKENIZER_INFINITY, normalize_gen_kwargs
 
 from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
+from fsc.imports import HF_PREFIX, is_import_source, parse_hf
 from fsc.loading import load_model, torch_device
-from fsc.source import Source, resolve_checkpoint
+from fsc.seeds import derive
+from fsc.source import Source, published_origin, resolve_checkpoint
 from fsc.tokenizer import ByteTokenizer, HFTokenizer, IdTokenizer
 
 
@@ -51,7 +62,7 @@ def _integer(name: str, value, low: int) -> int:
 
 
 def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_samples: int = 32,
-                 seed: int = 0, max_length: int = 2048, steps: int | None = None,
+                 seed: int = 0, max_length: int | None = None, steps: int | None = None,
                  cached: bool = True, max_gen_toks: int = 256, **harness) -> dict:
     """The model's arguments (model_args and the harness's --batch_size) checked, as the model
     reads them: UsageError (one line) for an unknown or missing one, a value of the wrong kind,
@@ -68,7 +79,8 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
                          "directory, or a recipe)")
     got = {"mc": _integer("model_args mc_samples", mc_samples, 1),
             "seed": _integer("model_args seed", seed, 0),
-            "max_length": _integer("model_args max_length", max_length, 2),
+            "max_length": (None if max_length is None
+                           else _integer("model_args max_length", max_length, 2)),
             "max_gen_toks": _integer("model_args max_gen_toks", max_gen_toks, 1),
             "steps": None if steps is None else _integer("model_args steps", steps, 1),
             "batch_size": (16 if str(batch_size).startswith("auto")
@@ -89,6 +101,59 @@ def generation_steps(steps: int | None, G: int, source: str) -> int:
     return steps
 
 
+DEFAULT_MAX_LENGTH = 2048  # the hf backend's where a model names none; fsc's own checkpoints'
+LENGTH_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")  # in the hf backend's order
+
+
+def _json(path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def published_config(src: Source) -> dict:
+    """The published config.json of an imported model: the import source's own, or that of the
+    folder (or Hub model, from the local Hugging Face cache alone) its checkpoint was imported
+    from; {} where it is not at hand."""
+    origin = src.ref if is_import_source(src.ref) else published_origin(src.ref)
+    if origin is None:
+        return {}
+    if origin.startswith(HF_PREFIX):
+        repo, revision = parse_hf(origin)
+        return _json(try_to_load_from_cache(repo, "config.json", revision=revision))
+    return _json(Path(origin) / "config.json")
+
+
+def context_length(src: Source) -> int:
+    """max_length where model_args gives none. A published model (an import source, or a
+    checkpoint `fsc import` wrote): the length the harness's hf backend reads off it, its
+    config's n_positions, max_position_embeddings or n_ctx, else its tokenizer's
+    model_max_length; 2048 where neither says, and for every model fsc trains."""
+    if not (is_import_source(src.ref) or src.config.get("imported_from")):
+        return DEFAULT_MAX_LENGTH
+    config = published_config(src)
+    config = config.get("text_config") or config
+    for key in LENGTH_KEYS:
+        if isinstance(config.get(key), int):
+            return config[key]
+    folder = src.text_tokenizer()
+    tokenizer = _json(Path(folder) / "tokenizer_config.json") if folder else {}
+    length = tokenizer.get("model_max_length")
+    if isinstance(length, int) and length != TOKENIZER_INFINITY:
+        return length
+    return DEFAULT_MAX_LENGTH
+
+
+def generation_seed(seed: int, request: str, seen: int) -> int:
+    """The seed of a generate_until request's draws: `seed`, the request (its context and
+    normalised arguments, as text) and how many identical requests came before it, so that a task's
+    repeats (`repeats: N`, each document's request asked N times) draw N different answers,
+    and a request draws the same whatever else is asked with it."""
+    return derive(seed, zlib.crc32(request.encode()), seen)
+
+
 @register_model("fsc")
 class FscLM(TemplateLM):
     """An fsc checkpoint as a harness model: exact log-probabilities at G = 1, the masked-
@@ -98,12 +163,13 @@ class FscLM(TemplateLM):
         super().__init__()
         got = checked_args(pretrained, **args)  # (see `checked_args` for the arguments)
         self.mc, self.seed, self.batch_size = got["mc"], got["seed"], got["batch_size"]
-        self._max_length, self.max_gen_toks = got["max_length"], got["max_gen_toks"]
+        self.max_gen_toks = got["max_gen_toks"]
         steps, source = got["steps"], got["source"]
         asked = str(device)  # the harness's default is cuda:0: without CUDA, the CPU
         no_cuda = asked.startswith("cuda") and not torch.cuda.is_available()
         device = torch_device("cpu" if no_cuda else asked)
         src = Source.read(source)
+        self._max_length = got["max_length"] or context_length(src)
         _, self.model = load_model(src, device=device, seed=self.seed)
         if no_cuda:
             print(f"note: --device {asked}: no CUDA device is available; running on the CPU "
@@ -208,37 +274,43 @@ class FscLM(TemplateLM):
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """fsc's decoder (autoregressive, or block diffusion at K = steps), greedy unless the
-        request asks for a temperature; cut at the first stop sequence. Requests that ask for
-        the same decoding are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
+        """fsc's decoder (autoregressive, or block diffusion at K = steps), its arguments read
+        as the harness's hf backend reads them (`normalize_gen_kwargs`: `max_gen_toks` or an
+        alias of it, sampled at `temperature` and `top_p` where `do_sample` or a temperature
+        asks, else greedy); cut at EOS and the first stop sequence. Each sampled request draws
+        from a seed of its own (`generation_seed`). Requests that ask for the same decoding
+        are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
         self.asked = True
-        asks, groups = [], {}
+        asks, groups, seen = [], {}, Counter()
         for i, req in enumerate(requests):
             context, kwargs = req.args
-            kwargs = dict(kwargs or {})
-            until = kwargs.get("until") or []
-            until = [until] if isinstance(until, str) else list(until)
-            n = int(kwargs.get("max_gen_toks", self.max_gen_toks))
-            sample = kwargs.get("do_sample", False)
-            temperature = float(kwargs.get("temperature", 0.0)) if sample else 0.0
+            kwargs = normalize_gen_kwargs(dict(kwargs or {}), self.max_gen_toks)
+            until = [u for u in kwargs["until"] if isinstance(u, str) and u]
+            n = kwargs["max_gen_toks"]
+            temperature = float(kwargs.get("temperature", 0.0)) if kwargs["do_sample"] else 0.0
+            sample = temperature > 0  # do_sample at temperature 0: greedy
+            top_p = float(kwargs.get("top_p") or 1.0) if sample else 1.0
             ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
-            asks.append((ids, until))
-            groups.setdefault((n, temperature), []).append(i)
+            key = json.dumps([context, kwargs], sort_keys=True, default=str)
+            asks.append((ids, until, generation_seed(self.seed, key, seen[key])))
+            seen[key] += 1
+            groups.setdefault((n, temperature, top_p), []).append(i)
         tokens: dict[int, list[int]] = {}
-        for (n, temperature), rows in groups.items():
+        for (n, temperature, top_p), rows in groups.items():
             cfg = DecodeConfig(length=n, G=self.G, steps=self.steps, mode=self.mode,
-                               temperature=temperature, seed=self.seed)
+                               temperature=temperature, top_p=top_p, seed=self.seed)
             done = generate_batch(self.model, self.tok, [asks[i][0] for i in rows], cfg,
-                                  self._device, batch=self.batch_size)
+                                  self._device, [asks[i][2] for i in rows],
+                                  batch=self.batch_size)
             tokens.update({i: res.token_ids for i, res in zip(rows, done, strict=True)})
         out = []
-        for i, (_, until) in enumerate(asks):
+        for i, (_, until, _) in enumerate(asks):
             made = tokens[i]
             if self._eot in made:
                 made = made[: made.index(self._eot)]
             text = self.tok.decode(made)
             for stop in until:
-                if stop and stop in text:
+                if stop in text:
                     text = text[: text.index(stop)]
             out.append(text)
         return out

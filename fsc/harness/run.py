@@ -49,7 +49,7 @@ class HarnessRequest:
     batch: int = 16
     seed: int = 0
     device: str = "cpu"
-    max_length: int = 2048
+    max_length: int | None = None  # the tokens a request is cut to (None: the model's, FscLM)
     cached: bool = True
     steps: int | None = None  # K of generation (diffusion; default G)
     log_samples: bool = False  # the harness's per-document records, into output_path
@@ -301,6 +301,7 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
             t0 = time.perf_counter()
             args = model_args(request, src.ref)
             lm = FscLM(device=request.device, batch_size=request.batch, **args)
+            args["max_length"] = lm.max_length  # recorded as read (the model's own by default)
             results = run_harness(request, lm, manager, args, tracker)
             seconds = time.perf_counter() - t0
             with _quiet():

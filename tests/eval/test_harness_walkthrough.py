@@ -1,0 +1,117 @@
+"""What a first user of the model `fsc` in lm-evaluation-harness met: generation's arguments
+read as the harness's hf backend reads them, sampled answers drawn apart, a published model's
+own max_length, and a harness that is not installed said in one line."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+
+def _gen(lm, *asks):
+    """lm's generate_until answers of (context, generation kwargs) pairs."""
+    from lm_eval.api.instance import Instance
+
+    return lm.generate_until([Instance("generate_until", {}, a, i) for i, a in enumerate(asks)])
+
+
+@pytest.fixture
+def ar_lm(ar_recipe):
+    from fsc.harness.lm import FscLM
+
+    return lambda **kw: FscLM(str(ar_recipe), **kw)
+
+
+def test_generation_arguments_are_read_as_the_hf_backend_reads_them(ar_lm):
+    """max_new_tokens is max_gen_toks (it was ignored: 256 tokens); a temperature alone samples
+    (it decoded greedily); top_p is applied (it was ignored)."""
+    lm = ar_lm(batch_size=4)
+    contexts = ["To be", "Good night", "The king", "All the"]
+    alias = _gen(lm, *[(c, {"until": [], "max_new_tokens": 3}) for c in contexts])
+    assert alias == _gen(lm, *[(c, {"until": [], "max_gen_toks": 3}) for c in contexts])
+    sampled = {"until": [], "max_gen_toks": 8, "do_sample": True, "temperature": 1.0}
+    greedy = _gen(lm, *[(c, {"until": [], "max_gen_toks": 8}) for c in contexts])
+    hot = _gen(lm, *[(c, sampled) for c in contexts])
+    assert hot != greedy
+    assert _gen(lm, *[(c, {"until": [], "max_gen_toks": 8, "temperature": 1.0})
+                      for c in contexts]) == hot
+    assert _gen(lm, *[(c, {**sampled, "top_p": 1e-9}) for c in contexts]) == greedy
+
+
+def test_repeated_sampled_requests_draw_apart_whatever_the_batch(ar_lm):
+    """A task's repeats (the same request asked N times, for maj@N or pass@N) drew the same
+    answer N times; each now draws its own, and the same at any batch size."""
+    ask = ("To be", {"until": [], "max_gen_toks": 8, "do_sample": True, "temperature": 1.0})
+    four = _gen(ar_lm(batch_size=4), *[ask] * 4)
+    assert len(set(four)) > 1
+    assert _gen(ar_lm(batch_size=1), *[ask] * 4) == four
+    other = ("Good night", ask[1])
+    assert _gen(ar_lm(batch_size=3), other, ask, ask)[1:] == four[:2]
+
+
+def test_a_missing_harness_is_one_line(fsc_main, ar_recipe, monkeypatch, tmp_path):
+    """lm-eval not installed: `fsc eval --task harness` said 'internal error', exit 1."""
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    for name in ("fsc.harness.run", "fsc.harness.lm"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    res = fsc_main("eval", ar_recipe, "--task", "harness", "--tasks", "arc_easy", "--store",
+                   tmp_path / "st", check=2)
+    [line] = res.stderr.splitlines()
+    assert line.startswith("error: --task harness needs lm-evaluation-harness (")
+    assert line.endswith("pip install 'fsc[harness]'") and not (tmp_path / "st").exists()
+
+
+@pytest.mark.slow  # transformers builds the model and the harness's hf backend reads it
+def test_a_published_models_max_length_is_the_hf_backends(tmp_path, fsc_main):
+    """A published Llama whose config says 24 positions: without max_length in model_args, fsc
+    cut requests at 2048 where the hf backend cuts them at 24 (rolling texts read in one window,
+    long requests whole). Now both read 24, and score and answer alike."""
+    pytest.importorskip("transformers")
+    from harness_tasks import CHOICE, TEXT
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+
+    from fsc.harness.lm import FscLM
+    from tests.imports.published import save_bpe_tokenizer, save_published
+
+    folder = save_published("llama", tmp_path / "tl", seed=3, vocab_size=320, bos_token_id=1,
+                            eos_token_id=2, max_position_embeddings=24)
+    save_bpe_tokenizer(folder)
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=2, dtype="float32")
+    ours = FscLM(str(tmp_path / "ck"), batch_size=2)
+    assert ours.max_length == hf.max_length == 24
+    pairs = [(d["question"] * 3, c) for d in CHOICE for c in d["choices"]]
+    ll = [Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)]
+    for (a, ga), (b, gb) in zip(hf.loglikelihood(ll), ours.loglikelihood(ll), strict=True):
+        assert b == pytest.approx(a, rel=1e-4) and ga == gb
+    rolling = [Instance("loglikelihood_rolling", {}, (d["text"] * 2,), i)
+               for i, d in enumerate(TEXT)]
+    for a, b in zip(hf.loglikelihood_rolling(rolling), ours.loglikelihood_rolling(rolling),
+                    strict=True):
+        assert b == pytest.approx(a, rel=1e-4)
+    gen = [Instance("generate_until", {}, (d["question"] * 4, {"until": ["\n"],
+                                                               "max_new_tokens": 4}), i)
+           for i, d in enumerate(CHOICE)]
+    assert ours.generate_until(gen) == hf.generate_until(gen)
+    # the command line reads the same length, and records it in the harness's results
+    import lm_eval
+    from harness_tasks import write_tasks
+    from lm_eval.tasks import TaskManager
+
+    tasks = write_tasks(tmp_path / "tasks")
+    manager = TaskManager(include_path=str(tasks), include_defaults=False)
+    want = lm_eval.simple_evaluate(model=hf, tasks=["fsc_text"], bootstrap_iters=0,
+                                   task_manager=manager)
+    res = fsc_main("eval", tmp_path / "ck", "--task", "harness", "--tasks", "fsc_text",
+                   "--include-path", tasks, "--output-path", tmp_path / "out", "--store",
+                   tmp_path / "st", "--json")
+    doc = json.loads(res.stdout)
+    for row in doc["rows"]:
+        assert row["value"] == pytest.approx(
+            want["results"]["fsc_text"][f"{row['metric']},none"], rel=1e-4), row
+    [results] = [f for f in doc["files"] if "results_" in f]
+    assert json.loads(Path(results).read_text())["config"]["model_args"]["max_length"] == 24
