@@ -22,7 +22,7 @@ TAKES = ("task", "batch", "seed", "steps")
 
 def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                      grid_options: tuple[str, ...], store: Path | None, as_json: bool, *,
-                     tasks: str | None, include_path: Path | None, limit: int | None,
+                     tasks: str | None, include_path: Path | None, limit: float | None,
                      num_fewshot: int | None, mc_samples: int, batch: int, seed: int,
                      device: str, steps: str | None, log_samples: bool,
                      output_path: Path | None) -> None:

@@ -41,6 +41,17 @@ GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode"
 MAX_PAIRS = 676  # mqar's keys are two letters
 
 
+def documents(value: float | None) -> float | int | None:
+    """--limit: a whole number of documents from 1 to MAX_SAMPLES, or a fraction in (0, 1)."""
+    if value is None:
+        return None
+    finite(0, MAX_SAMPLES, low_open=True)(value)
+    if value >= 1 and value != int(value):
+        raise typer.BadParameter(f"{value:g} is neither a whole number of documents nor a "
+                                 "fraction below 1")
+    return int(value) if value >= 1 else value
+
+
 @with_executor_options
 @with_suite_options()
 def evaluate(
@@ -124,9 +135,9 @@ def evaluate(
     include_path: Annotated[Path | None, typer.Option(
         "--include-path", help="harness: a folder of local task YAML files.",
         show_default=False)] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", min=1, max=MAX_SAMPLES, help="harness: at most this many documents per task.",
-        show_default=False)] = None,
+    limit: Annotated[float | None, typer.Option(
+        "--limit", callback=documents, help="harness: at most this many documents per task, "
+        "or (below 1) this fraction of them, as lm_eval --limit.", show_default=False)] = None,
     num_fewshot: Annotated[int | None, typer.Option(
         "--num-fewshot", min=0, max=64, help="harness: few-shot examples per prompt (default: "
         "the task's).", show_default=False)] = None,

@@ -75,6 +75,18 @@ def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_
     assert run["status"] == "finished" and run["duration_s"] >= doc["seconds"]
 
 
+def test_a_limit_below_one_is_a_fraction_of_the_documents(fsc_main, made, tmp_path):
+    """As lm_eval --limit: 0.5 of fsc_choice's documents (the harness rounds up)."""
+    tasks, ckpts = made
+    res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_choice",
+                "--limit", "0.5")
+    assert {r["n"] for r in json.loads(res.stdout)["rows"]} == {math.ceil(len(CHOICE) / 2)}
+    for limit, says in (("1.5", "1.5 is neither a whole number of documents nor a fraction "
+                                "below 1"), ("0", "0.0 must be > 0")):
+        res = fsc_main("eval", ckpts["ar"], "--tasks", "fsc_choice", "--limit", limit, check=2)
+        assert f"Invalid value for '--limit': {says}" in res.stderr
+
+
 @pytest.mark.slow  # the harness end to end again at G > 1 (the bound itself: test_harness_likelihood)
 def test_a_diffusion_checkpoint_is_said_to_be_a_bound(fsc_main, made, tmp_path):
     tasks, ckpts = made
