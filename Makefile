@@ -96,6 +96,10 @@ gpu-wheels:
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
+# Every section of tools/bench.py into ./store (docs/benchmarks.md sections 1-3, 4b, 8, 11, 12):
+# start-up, cached against uncached decoding (its 4,096-token uncached run took 47 minutes),
+# step time against S, CPU threads, the training step, reading results back, the sweep by
+# executor. `python -m tools.bench --only SECTION,...` runs some of them.
 bench: install
 	$(BIN)/python -m tools.bench
 

@@ -1,28 +1,35 @@
 """Benchmarks behind docs/benchmarks.md (`make bench`): prints tables, records every figure in
 the store (a run of kind 'bench', table bench_results) and ends with one JSON line.
 
-    python -m tools.bench [--lengths 256,1024,4096] [--store DIR] [--skip startup,decode,steps,threads,training,results,scale]
+    python -m tools.bench [--lengths 256,1024,4096] [--store DIR]
+        [--skip SECTION,... | --only SECTION,...]
 
-1. start-up: `fsc --help` wall time (median of 7 subprocess runs);
-2. decoding: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
-3. step time against S for every tiny backbone (a profile sweep recorded in the same store);
-4. CPU threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
-5. training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
-   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, the recipes in turn,
-   and its ratio to tiny_attn's step and to its attention twin's (the same recipe with every
-   layer attention) in the same run;
-6. results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
-   profile run in the store (the sweep of 3.), wall time of the whole command, median of 3;
-7. scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
-   workers, on a 2-CPU local Ray cluster and through submitit's local executor: wall time of
-   the command, the points' own time (the sum of their started..ended spans) and the overhead
-   per point.
+The sections (each its own figures, all by default):
+
+- startup: `fsc --help` and `fsc --version` wall time (median of 7 subprocess runs);
+- decode: cached versus --no-cache block diffusion of tiny_hybrid at each length (greedy);
+- steps: step time against S for every tiny backbone (`fsc profile`, B 1, S 1k-64k,
+  recorded in the same store);
+- threads: a tiny forward pass with 1 and 2 torch threads, idle and on a busy machine;
+- training: one optimizer step of every tiny recipe (frontier objective, passkey at 256 tokens,
+  batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, the recipes in turn,
+  and its ratio to tiny_attn's step and to its attention twin's (the same recipe with every
+  layer attention) in the same run;
+- results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
+  profile run in the store (the sweep of steps), wall time of the whole command, median of 3;
+- scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
+  workers, on a 2-CPU local Ray cluster and through submitit's local executor: wall time of
+  the command, the points' own time (the sum of their started..ended spans) and the overhead
+  per point.
+
+A `fsc` command a section runs that fails ends the tool with its last words on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fsc.paths import store_dir
+from tools.options import boundary, names, positives
 from tools.timing import median_s
 
 FSC = [sys.executable, "-m", "fsc"]
@@ -40,10 +48,21 @@ STEP_S = [1024, 4096, 16384, 65536]
 out = Console()
 
 
+def _fsc(args: list[str]) -> str:
+    """`fsc ARGS` in a new process, one torch thread (whatever FSC_THREADS the caller set: the
+    figures are of fsc's default); its stdout. A failure ends the tool with the command and the
+    last of its stderr, in one line."""
+    env = {**os.environ, "FSC_THREADS": "1"}
+    res = subprocess.run([*FSC, *args], capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        said = " ".join(res.stderr.split())[-400:]
+        raise SystemExit(f"fsc {' '.join(args)} failed (exit {res.returncode}): {said}")
+    return res.stdout
+
+
 def startup(record) -> None:
     for args in (["--help"], ["--version"]):
-        ms = median_s(lambda a=args: subprocess.run([*FSC, *a], capture_output=True, check=True),
-                      7) * 1e3
+        ms = median_s(lambda a=args: _fsc(a), 7) * 1e3
         record(f"startup.fsc {' '.join(args)}", ms, "ms", {"runs": 7})
         out.print(f"fsc {' '.join(args)}: median {ms:.0f} ms over 7 runs")
 
@@ -55,10 +74,9 @@ def decode(record, lengths: list[int]) -> None:
     for n in lengths:
         res = {}
         for cached in (True, False):
-            args = [*FSC, "decode", "tiny_hybrid", "--prompt", "The", "--length", str(n),
+            args = ["decode", "tiny_hybrid", "--prompt", "The", "--length", str(n),
                     "--device", "cpu", "--json"]
-            doc = json.loads(subprocess.run(args + ([] if cached else ["--no-cache"]),
-                                            capture_output=True, text=True, check=True).stdout)
+            doc = json.loads(_fsc(args + ([] if cached else ["--no-cache"])))
             res[cached] = doc
             record("decode.tokens_per_s", doc["stats"]["tokens_per_s"], "tok/s",
                    {"recipe": "tiny_hybrid", "length": n, "cached": cached,
@@ -73,9 +91,10 @@ def decode(record, lengths: list[int]) -> None:
 
 
 def steps(record, store: Path) -> None:
-    args = [*FSC, "profile", *[a for r in TINY for a in ("-r", r)], "--S", ",".join(map(str, STEP_S)),
-            "--B", "1", "--store", str(store), "--json"]
-    doc = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    # on the CPU wherever it runs: a GPU would time other kernels (and `auto` picks it)
+    args = ["profile", *[a for r in TINY for a in ("-r", r)], "--S", ",".join(map(str, STEP_S)),
+            "--B", "1", "--device", "cpu", "--store", str(store), "--json"]
+    doc = json.loads(_fsc(args))
     by = {(p["recipe"], p["S"]): p for p in doc["points"] if p["status"] == "ok"}
     t = Table(title=f"step ms against S (B 1, CPU, torch reference), profile run {doc['run_id']}")
     t.add_column("recipe")
@@ -235,8 +254,7 @@ def results(record, store: Path) -> None:
         jobs.append(("report", ["report", "--force", "--out", f"{tmp}/report.html"],
                      f"{tmp}/report.html"))
         for name, args, made in jobs:
-            seconds = median_s(lambda args=args: subprocess.run(
-                [*FSC, *args, "--store", str(store)], check=True, capture_output=True), 3)
+            seconds = median_s(lambda args=args: _fsc([*args, "--store", str(store)]), 3)
             size = Path(made).stat().st_size
             params = {"command": f"fsc {name}", "points": points}
             record("results.wall_s", seconds, "s", params)
@@ -263,8 +281,8 @@ def scale(record) -> None:
         for i, (name, args) in enumerate(SCALE.items()):
             store = Path(tmp) / f"s{i}"
             t0 = time.perf_counter()
-            subprocess.run([*FSC, "profile", "--store", str(store), *args, "--json"], check=True,
-                           capture_output=True)
+            # the CPU's default sweep wherever it runs (`auto` would pick a GPU's 3B trio)
+            _fsc(["profile", "--device", "cpu", "--store", str(store), *args, "--json"])
             wall = time.perf_counter() - t0
             _, rows = Store(store).query(
                 "SELECT count(*), sum(epoch(ended_at) - epoch(started_at)) FROM profile_points")
@@ -280,43 +298,50 @@ def scale(record) -> None:
     out.print(t)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", default="256,1024,4096", help="decode lengths")
-    ap.add_argument("--store", type=Path, default=None)
-    ap.add_argument("--skip", default="",
-                    help="comma list of: startup, decode, steps, threads, training, results, "
-                    "scale")
+SECTIONS = ("startup", "decode", "steps", "threads", "training", "results", "scale")
+
+
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench",
+                                 description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--lengths", type=positives, default=[256, 1024, 4096],
+                    help="decode: generated tokens, comma-separated (default 256,1024,4096)")
+    ap.add_argument("--store", type=Path, default=None,
+                    help="the store the run and the steps sweep are recorded in (default: "
+                    "FSC_STORE, else ./store)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--skip", type=names(SECTIONS), default=[],
+                       help=f"comma list of sections not to run: {', '.join(SECTIONS)}")
+    which.add_argument("--only", type=names(SECTIONS), default=None,
+                       help="comma list of the sections to run, the others skipped")
     a = ap.parse_args(argv)
+    a.sections = [s for s in SECTIONS if (s in a.only if a.only is not None else s not in a.skip)]
+    return a
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = options(argv)
     from fsc.provenance import environment
     from fsc.store import Store
 
     st = Store(store_dir(a.store))
     figures = []
-    skip = set(filter(None, a.skip.split(",")))
-    with st.run("bench", " ".join(["python -m tools.bench", *sys.argv[1:]]),
+    said = sys.argv[1:] if argv is None else argv
+    with st.run("bench", " ".join(["python -m tools.bench", *said]),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
 
         def record(name, value, unit, params):
             run.add_bench(name, value, unit, params)
             figures.append({"name": name, "value": value, "unit": unit, **params})
 
-        if "startup" not in skip:
-            startup(record)
-        if "decode" not in skip:
-            decode(record, [int(x) for x in a.lengths.split(",")])
-        if "steps" not in skip:
-            steps(record, st.dir)
-        if "threads" not in skip:
-            threads(record)
-        if "training" not in skip:
-            training(record)
-        if "results" not in skip:
-            results(record, st.dir)
-        if "scale" not in skip:
-            scale(record)
+        sections = {"startup": lambda: startup(record), "decode": lambda: decode(record, a.lengths),
+                    "steps": lambda: steps(record, st.dir), "threads": lambda: threads(record),
+                    "training": lambda: training(record),
+                    "results": lambda: results(record, st.dir), "scale": lambda: scale(record)}
+        for name in a.sections:
+            sections[name]()
     print(json.dumps({"run_id": run.run_id, "figures": figures}))
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench")

@@ -26,9 +26,10 @@ from fsc.objective import Batch, blocks_loss, draw_blocks, draw_frontier, fronti
 from fsc.recipe import load_recipe
 from fsc.tokenizer import ByteTokenizer
 from fsc.train.loop import TrainConfig, make_optimizer
-from tools.options import renamed
+from tools.options import boundary, names, positive, renamed
 
 OBJECTIVES = ("frontier", "blocks")
+DATA = ("passkey", "text")
 
 
 def _batches(data: str, L: int, G: int, B: int):
@@ -79,17 +80,19 @@ class Cell:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--recipes", default="tiny_attn,tiny_mamba")
-    ap.add_argument("--data", default="passkey,text")
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=15, help="timed optimizer steps per cell")
-    renamed(ap, "--steps", "--repeats", type=int)
+    ap = argparse.ArgumentParser(prog="python -m tools.bench_blocks",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--recipes", default="tiny_attn,tiny_mamba", help="comma-separated")
+    ap.add_argument("--data", type=names(DATA), default=["passkey", "text"],
+                    help=f"comma-separated, some of {', '.join(DATA)}")
+    ap.add_argument("--seq-len", type=positive, default=128)
+    ap.add_argument("--batch", type=positive, default=8)
+    ap.add_argument("--repeats", type=positive, default=15, help="timed optimizer steps per cell")
+    renamed(ap, "--steps", "--repeats", type=positive)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     cells = {(r, d, o): Cell(r, d, o, a.seq_len, a.batch) for r in a.recipes.split(",")
-             for d in a.data.split(",") for o in OBJECTIVES}
+             for d in a.data for o in OBJECTIVES}
     for i in range(a.repeats + 2):
         for cell in cells.values():
             cell.step(timed=i >= 2)
@@ -108,4 +111,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_blocks")

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from tools.options import boundary, positive
 from tools.timing import median_s
 
 MODELS = ("llama", "mamba2", "qwen3-0.6b")
@@ -135,17 +136,22 @@ def _time(run, prompt: int, new: int, repeats: int) -> tuple[float, float]:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench_decode",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
-    p.add_argument("--prompt", type=int, default=64, help="prompt tokens")
-    p.add_argument("--new", type=int, default=64, help="generated tokens")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls per round (the median)")
-    p.add_argument("--rounds", type=int, default=3, help="the sides timed by turns")
+    p.add_argument("--prompt", type=positive, default=64, help="prompt tokens")
+    p.add_argument("--new", type=positive, default=64,
+                   help="generated tokens, at least 2 (generation is timed after the first)")
+    p.add_argument("--repeats", type=positive, default=3,
+                   help="timed calls per round (the median; 1 for qwen3-0.6b)")
+    p.add_argument("--rounds", type=positive, default=3, help="the sides timed by turns")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     p.add_argument("--sides", default="transformers,fsc", help=f"some of {', '.join(SIDES)}")
     p.add_argument("--store", type=Path, default=None)
     a = p.parse_args(argv)
+    if a.new < 2:
+        p.error("--new: at least 2 (a token's generation is the time of --new less the first's)")
     names = [m for m in a.models.split(",") if m]
     if bad := [m for m in names if m not in MODELS]:
         raise SystemExit(f"unknown model {bad[0]!r}; one of {', '.join(MODELS)}")
@@ -194,7 +200,8 @@ def main(argv=None) -> None:
                              "gen_tok_s": statistics.median(gen), "gen_range": (min(gen), max(gen))})
             del hf_model, runs
     st = Store(store_dir(a.store))
-    with st.run("bench", " ".join(["python -m tools.bench_decode", *sys.argv[1:]]),
+    said = sys.argv[1:] if argv is None else argv
+    with st.run("bench", " ".join(["python -m tools.bench_decode", *said]),
                 vars(a) | {"store": str(st.dir)}, environment=environment(device)) as run:
         for r in rows:
             extra = {"model": r["model"], "prompt": a.prompt, "new": a.new, "dtype": a.dtype,
@@ -222,4 +229,4 @@ def _table(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_decode")

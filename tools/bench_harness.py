@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from tools.options import boundary, positive
 from tools.timing import median_s
 
 CHARS = [chr(i) for i in range(128)] + ["\ufffd"]
@@ -81,15 +82,19 @@ def _rate(fn, n: int, repeats: int) -> float:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--docs", type=int, default=40)
-    p.add_argument("--mc", type=int, default=16, help="diffusion: Monte Carlo draws per block")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=3, help="timed calls per round (the median)")
-    p.add_argument("--rounds", type=int, default=3,
+    p = argparse.ArgumentParser(prog="python -m tools.bench_harness",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--docs", type=positive, default=40,
+                   help="documents: 3 multiple-choice requests and one passage each (the "
+                   "diffusion rows: a quarter as many documents)")
+    p.add_argument("--mc", type=positive, default=16, help="diffusion: Monte Carlo draws per block")
+    p.add_argument("--batch", type=positive, default=8)
+    p.add_argument("--repeats", type=positive, default=3,
+                   help="timed calls per round (the median)")
+    p.add_argument("--rounds", type=positive, default=3,
                    help="AR rows: hf and fsc timed by turns this many times (the median of the "
                    "rounds, their range beside it)")
-    p.add_argument("--context", type=int, default=1000,
+    p.add_argument("--context", type=positive, default=1000,
                    help="diffusion rows: characters of context before each continuation")
     p.add_argument("--store", type=Path, default=None)
     a = p.parse_args(argv)
@@ -132,7 +137,8 @@ def main(argv=None) -> None:
                          "backend": "fsc, folded context" if cached else "fsc, context recomputed per draw",
                          "requests": "loglikelihood", "n": len(long), "requests_per_s": rate})
     st = Store(store_dir(a.store))
-    with st.run("bench", " ".join(["python -m tools.bench_harness", *sys.argv[1:]]),
+    said = sys.argv[1:] if argv is None else argv
+    with st.run("bench", " ".join(["python -m tools.bench_harness", *said]),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
         for r in rows:
             run.add_bench(f"harness {r['requests']} {r['backend']}", r["requests_per_s"],
@@ -146,4 +152,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_harness")

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from tools.bench_decode import _config
+from tools.options import positive
 
 
 def qwen3_shapes() -> list[tuple[int, int]]:
@@ -31,8 +32,10 @@ def qwen3_shapes() -> list[tuple[int, int]]:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
+    p = argparse.ArgumentParser(prog="python -m tools.bench_layout",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=positive, default=3,
+                   help="timed rounds after one warm-up round (median and range)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)

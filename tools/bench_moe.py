@@ -13,6 +13,7 @@ import time
 import torch
 
 from fsc.model.layers import MoE
+from tools.options import positive
 
 SIZES = ((4, 2, 64, 128), (16, 2, 256, 1024), (64, 4, 256, 512))  # experts, top k, d, hidden
 
@@ -26,10 +27,12 @@ def _ms(forward, x: torch.Tensor, repeats: int) -> float:
     return statistics.median(times[1:])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeats", type=int, default=5)
-    a = p.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m tools.bench_moe",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=positive, default=5,
+                   help="timed forward and backward passes after one warm-up (the median)")
+    a = p.parse_args(argv)
     torch.set_num_threads(1)
     print("| experts, top k, d, hidden | loop ms | grouped ms |")
     print("| --- | ---: | ---: |")

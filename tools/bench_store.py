@@ -22,6 +22,7 @@ from pathlib import Path
 from fsc.provenance import host_cpu
 from fsc.store import Store
 from fsc.store.connect import utcnow
+from tools.options import positive
 from tools.timing import median_s
 
 SAMPLES_PER_POINT = 50  # 40 step + 10 fold repeats
@@ -76,11 +77,12 @@ def _fsc(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "fsc", *args], check=True, stdout=subprocess.DEVNULL)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000, help="raw sample rows to store")
-    ap.add_argument("--repeats", type=int, default=5, help="timed repeats per measurement")
-    args = ap.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench_store",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=positive, default=1_000_000, help="raw sample rows to store")
+    ap.add_argument("--repeats", type=positive, default=5, help="timed repeats per measurement")
+    args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="fsc-bench-store-") as tmp:
         store = Path(tmp)

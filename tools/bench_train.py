@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from tools.bench import TINY, attention_twin
+from tools.options import boundary, count, positive
 
 FSC = [sys.executable, "-m", "fsc"]
 
@@ -45,8 +46,11 @@ def train_s(recipe: str, steps: int, tmp: Path) -> tuple[float, float]:
     env = dict(os.environ, FSC_THREADS="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    res = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        said = " ".join(res.stderr.split())[-400:]
+        raise SystemExit(f"fsc train {recipe} failed (exit {res.returncode}): {said}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
@@ -76,13 +80,28 @@ def ratios(ms: list[float], ref: list[float]) -> dict:
     return {"median": statistics.median(r), "range": [min(r), max(r)], "rounds": r}
 
 
+def steps_pair(text: str) -> tuple[int, int]:
+    """argparse type of --steps: 'LONG,SHORT', whole numbers, LONG > SHORT (a step is their
+    runs' difference over LONG - SHORT)."""
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LONG,SHORT")
+    long, short = (count(p) for p in parts)
+    if long <= short:
+        raise argparse.ArgumentTypeError(f"the long run's {long} steps are not more than the "
+                                         f"short run's {short}")
+    return long, short
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench_train", description=__doc__.split("\n")[0])
     ap.add_argument("--recipes", default=",".join(TINY[1:]), help="timed beside tiny_attn and their twins")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--steps", default="60,10", help="the long and the short run's steps")
+    ap.add_argument("--rounds", type=positive, default=4)
+    ap.add_argument("--steps", type=steps_pair, default=(60, 10),
+                    help="the long and the short run's steps, LONG,SHORT with LONG > SHORT "
+                    "(default 60,10)")
     args = ap.parse_args(argv)
-    long, short = (int(s) for s in args.steps.split(","))
+    long, short = args.steps
     names = args.recipes.split(",")
     clocks = ("wall", "cpu")
     # step_ms[clock][recipe][ref]: the recipe's and its references' steps, one per round
@@ -121,4 +140,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_train")

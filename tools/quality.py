@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.fscjson import Reader, plot, run_json
+from tools.options import boundary, ints, positive
 from tools.retrieval import tag
 
 TRIO = ["quality_attn", "quality_mamba", "quality_hybrid"]
@@ -58,7 +59,7 @@ def jobs(a) -> list[Job]:
     trio = {r: [Job(tag(r, s), r, "blocks", a.train_steps, s) for s in a.seeds] for r in TRIO}
     shared = [Job(SCORER, SCORER, "ar", a.scorer_steps), Job(AR, "quality_attn", "ar",
                                                              a.ar_steps)]
-    if a.seeds[0] != 0:
+    if 0 not in a.seeds:
         shared = []  # another seed's trio scored by seed 0's scorer, trained before
     return [*trio["quality_mamba"], *trio["quality_hybrid"], *shared[:1],
             *trio["quality_attn"], *shared[1:]]
@@ -213,24 +214,25 @@ def figures(a) -> None:
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--train-steps", type=int, default=1200, help="each denoiser's steps")
-    p.add_argument("--scorer-steps", type=int, default=1200)
-    p.add_argument("--ar-steps", type=int, default=600, help="the AR row's steps")
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=16)
+    p = argparse.ArgumentParser(prog="python -m tools.quality", description=__doc__.split("\n\n")[0])
+    p.add_argument("--train-steps", type=positive, default=1200, help="each denoiser's steps")
+    p.add_argument("--scorer-steps", type=positive, default=1200)
+    p.add_argument("--ar-steps", type=positive, default=600, help="the AR row's steps")
+    p.add_argument("--seq-len", type=positive, default=128)
+    p.add_argument("--batch", type=positive, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
     # masked: the same optimum as elbo without its 1/t spikes; measured better here
     # (docs/benchmarks.md §14)
     p.add_argument("--weighting", default="masked", choices=["elbo", "masked"])
-    p.add_argument("--seeds", default="0", help="comma-separated seeds of the trio")
+    p.add_argument("--seeds", type=ints, default=[0], help="comma-separated seeds of the trio")
     p.add_argument("--policies", default="confidence,random",
                    help="reveal policies genppl decodes with (fsc decode --policy)")
-    p.add_argument("--samples", type=int, default=16, help="genppl samples per cell")
-    p.add_argument("--length", type=int, default=128, help="characters per sample")
-    p.add_argument("--prompt-length", type=int, default=64)
-    p.add_argument("--loss-samples", type=int, default=64)
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--samples", type=positive, default=16, help="genppl samples per cell")
+    p.add_argument("--length", type=positive, default=128, help="characters per sample")
+    p.add_argument("--prompt-length", type=positive, default=64)
+    p.add_argument("--loss-samples", type=positive, default=64)
+    p.add_argument("--jobs", type=positive, default=2,
+                   help="trainings and evaluations at a time, one torch thread each")
     p.add_argument("--out", type=Path, default=Path("runs/quality"))
     p.add_argument("--store", type=Path, default=Path("runs/quality/store"))
     p.add_argument("--figures", type=Path, default=None, help="write quality.png here")
@@ -238,7 +240,6 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tables-only", action="store_true",
                    help="print the tables from the newest runs in --store; run nothing")
     a = p.parse_args(argv)
-    a.seeds = [int(s) for s in a.seeds.split(",")]
     a.policies = a.policies.split(",")
     return a
 
@@ -261,4 +262,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.quality")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tools import retrieval
 from tools.fscjson import Reader, plot, run_json
+from tools.options import boundary, ints, positive
 from tools.retrieval import RATIOS, _latest_runs, parsed, tag, training_table
 
 # the hybrid is the MMMA one with NoPE attention trained with log-length scaling and its Mamba-2
@@ -345,7 +346,7 @@ def figures(a) -> None:
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.reach", description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", default=",".join(RECIPES))
     # a fixed budget (no --stop-at: a mix's in-loop exact match is not the passkey's)
     p.add_argument("--train-steps", default="2000",
@@ -358,10 +359,10 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=MIX, help="the training mix (fsc train --data)")
     p.add_argument("--seq-len", default="128", help="fsc train's --seq-len: one length, or "
                    "several (128,256: each micro-batch at one; scored against the longest)")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--eval-every", type=int, default=250)
-    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
-    p.add_argument("--samples", type=int, default=10, help="prompts per cell")
+    p.add_argument("--batch", type=positive, default=32)
+    p.add_argument("--eval-every", type=positive, default=250)
+    p.add_argument("--seeds", type=ints, default=[0], help="comma-separated training seeds")
+    p.add_argument("--samples", type=positive, default=10, help="prompts per cell")
     p.add_argument("--depths", default="0,0.5,1", help="niah's needle depths")
     p.add_argument("--start-from", type=Path, default=None, metavar="DIR",
                    help="train on from the checkpoints of an earlier run's --out (DIR/RECIPE[-sS]),"
@@ -386,4 +387,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.reach")

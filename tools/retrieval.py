@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tools.fscjson import Reader, plot, run_json
-from tools.options import renamed
+from tools.options import boundary, ints, positive, renamed
 
 RECIPES = ["passkey_attn", "passkey_mamba", "passkey_hybrid"]  # the default trio
 # the same without RoPE, and the hybrid with its attention local (--recipes)
@@ -38,12 +38,16 @@ RATIOS = [1, 2, 4, 8, 16]
 DEPTHS = "0,0.25,0.5,0.75,1"
 
 
-def _per_recipe(text: str, recipes: list[str], kind=int) -> dict:
+def _per_recipe(text: str, recipes: list[str], kind=int, option: str = "--train-steps") -> dict:
     """'3000' (every recipe) or 'passkey_attn=3000,passkey_mamba=4000,...'; a recipe given as a
     path (experiments/NAME) takes the value given for the path or, failing that, for its name."""
-    if "=" not in text:
-        return dict.fromkeys(recipes, kind(text))
-    given = {k: kind(v) for k, v in (part.split("=") for part in text.split(","))}
+    try:
+        if "=" not in text:
+            return dict.fromkeys(recipes, kind(text))
+        given = {k: kind(v) for k, v in (part.split("=") for part in text.split(","))}
+    except ValueError:
+        raise SystemExit(f"{option} {text!r}: expected one value, or RECIPE=VALUE,... per recipe, each "
+                         f"a {'whole number' if kind is int else 'number'}") from None
     out = {r: given.get(r, given.get(tag(r, 0))) for r in recipes}
     missing = [r for r, v in out.items() if v is None]
     if missing:
@@ -171,7 +175,8 @@ def figures(a) -> None:
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, parsed; per-recipe values as dicts, seeds and recipes as lists."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.retrieval",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", default=",".join(RECIPES),
                    help=f"comma-separated; the variants are {', '.join(VARIANTS)}")
     # The most steps a backbone gets (--stop-at ends it sooner once it retrieves) and its peak
@@ -185,20 +190,20 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                    help="fsc train's --train-steps: N, or RECIPE=N,... per recipe")
     renamed(p, "--steps", "--train-steps")
     p.add_argument("--stop-at", type=float, default=0.95)
-    p.add_argument("--eval-every", type=int, default=250)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--eval-every", type=positive, default=250)
+    p.add_argument("--seq-len", type=positive, default=128)
+    p.add_argument("--batch", type=positive, default=32)
     p.add_argument("--lr", default="passkey_attn=3e-3,passkey_mamba=1e-2,passkey_hybrid=1e-2,"
                    "passkey_attn_nope=3e-3,passkey_hybrid_nope=1e-2,passkey_hybrid_swa=1e-2")
     p.add_argument("--weighting", default="masked")
     # every answer block a frontier per step (docs/training.md, the blocks objective)
     p.add_argument("--objective", default="blocks", choices=["frontier", "blocks"])
-    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--seeds", type=ints, default=[0], help="comma-separated training seeds")
     # Mamba-2's seed 0 stayed at chance for 16,000 steps without it and learned at step 2,000
     # with it (docs/benchmarks.md section 9): every backbone trains with it by default
     p.add_argument("--supervise-needle", action=argparse.BooleanOptionalAction, default=True,
                    help="also train on the needle's repeat of the key (fsc train's option)")
-    p.add_argument("--samples", type=int, default=20)
+    p.add_argument("--samples", type=positive, default=20, help="prompts per cell")
     return parsed(p, argv, "retrieval",
                   "write retrieval.png, niah.png and loss.png of the seed-0 runs here")
 
@@ -208,7 +213,8 @@ def parsed(p: argparse.ArgumentParser, argv: list[str] | None, name: str,
     """The options a trio's tool shares (--jobs, --out, --store, --figures, --skip-train,
     --tables-only; runs/NAME by default), added and parsed: per-recipe --train-steps and --lr
     as dicts, --seeds and --recipes as lists."""
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--jobs", type=positive, default=2,
+                   help="trainings and evaluations at a time, one torch thread each")
     p.add_argument("--out", type=Path, default=Path(f"runs/{name}"))
     p.add_argument("--store", type=Path, default=Path(f"runs/{name}/store"))
     p.add_argument("--figures", type=Path, default=None, help=figures)
@@ -218,8 +224,7 @@ def parsed(p: argparse.ArgumentParser, argv: list[str] | None, name: str,
     a = p.parse_args(argv)
     a.recipes = a.recipes.split(",")
     a.train_steps = _per_recipe(a.train_steps, a.recipes)
-    a.lr = _per_recipe(a.lr, a.recipes, float)
-    a.seeds = [int(x) for x in a.seeds.split(",")]
+    a.lr = _per_recipe(a.lr, a.recipes, float, "--lr")
     return a
 
 
@@ -248,4 +253,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.retrieval")

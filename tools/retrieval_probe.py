@@ -24,6 +24,7 @@ from fsc.model.attention import Attention
 from fsc.seeds import derive
 from fsc.source import checkpoint_tokenizer, resolve_checkpoint
 from fsc.tokenizer import load_tokenizer
+from tools.options import boundary, positive, positives
 
 
 def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,
@@ -53,20 +54,23 @@ def probe(checkpoint: str, lengths: list[int], window: int | None, scale: float,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("checkpoint")
-    p.add_argument("--lengths", default="128,256")
-    p.add_argument("--window", type=int, default=None)
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--samples", type=int, default=20)
+    p = argparse.ArgumentParser(prog="python -m tools.retrieval_probe",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", help="a checkpoint, or a training directory (its newest)")
+    p.add_argument("--lengths", type=positives, default=[128, 256],
+                   help="prompt lengths, comma-separated (default 128,256)")
+    p.add_argument("--window", type=positive, default=None,
+                   help="attention reads only the W tokens before its block")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="attention's queries times C (0: uniform attention)")
+    p.add_argument("--samples", type=positive, default=20, help="prompts per depth")
     a = p.parse_args()
     torch.set_num_threads(1)
-    result = probe(a.checkpoint, [int(x) for x in a.lengths.split(",")], a.window, a.scale,
-                   a.samples)
+    result = probe(a.checkpoint, a.lengths, a.window, a.scale, a.samples)
     print("length  " + "  ".join(f"depth {d:g}" for d in DEFAULT_DEPTHS) + "  mean")
     for n, accs in result.items():
         print(f"{n:6d}  " + "  ".join(f"{x:7.2f}" for x in accs) + f"  {sum(accs) / len(accs):.2f}")
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.retrieval_probe")

@@ -45,6 +45,7 @@ from fsc.errors import StoreError
 from fsc.store import Store
 from fsc.store.connect import DEFAULT_TIMEOUT_S
 from tools import delay_lock
+from tools.options import count, positive
 
 
 def _writer(store: str, name: str, points: int, timeout_s: float, record: str) -> None:
@@ -152,18 +153,22 @@ def _rounds(args: argparse.Namespace, t0: float) -> tuple[list[dict], int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--writers", type=int, default=8)
-    ap.add_argument("--points", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=50)
+    ap = argparse.ArgumentParser(prog="python -m tools.stress_store",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--writers", type=positive, default=8, help="writer processes a round")
+    ap.add_argument("--points", type=count, default=4, help="points each writer adds")
+    ap.add_argument("--rounds", type=positive, default=50)
     ap.add_argument("--seconds", type=float, help="start no round after this many seconds")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                     help="how long a connection waits for the store's lock (fsc's default)")
     ap.add_argument("--keep-going", action="store_true", help="run every round, count failures")
     ap.add_argument("--keep", type=Path, help="copy each failed round's folder here")
-    ap.add_argument("--delay-lock", type=int, metavar="MS",
-                    help="writers wait up to MS ms between DuckDB's header read and its lock")
+    ap.add_argument("--delay-lock", type=positive, metavar="MS",
+                    help="writers wait up to MS ms between DuckDB's header read and its lock "
+                    "(Linux, needs cc)")
     args = ap.parse_args(argv)
+    if args.delay_lock and not delay_lock.available():
+        ap.error("--delay-lock needs Linux and a C compiler (cc) for its LD_PRELOAD shim")
     with tempfile.TemporaryDirectory() as shim_dir:
         if args.delay_lock:  # the spawned writers inherit it; this process does not load it
             os.environ.update(delay_lock.environ(delay_lock.build(Path(shim_dir)),
