@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
                         row["ratio"] = row["decode"]["tokens_per_s"] / prof["tokens_per_s"]
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
-    with st.run("bench", " ".join(["python -m tools.bench_decode_gpu", *sys.argv[1:]]),
+    said = sys.argv[1:] if argv is None else argv  # the arguments it ran with
+    with st.run("bench", " ".join(["python -m tools.bench_decode_gpu", *said]),
                 vars(a) | {"store": str(st.dir)}, environment=environment(a.device)) as run:
         for r in rows:
             extra = {"recipe": r["recipe"], "S": r["S"], "B": r["B"], "G": a.G, "K": a.K}
