@@ -15,15 +15,16 @@ from fsc.errors import UsageError
 
 # The options only the harness takes, and the grid options it takes too (its tasks set their
 # own prompts; --steps is generation's K).
-HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "mc_samples", "log_samples",
-                   "output_path")
+HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "max_length", "mc_samples",
+                   "log_samples", "output_path")
 TAKES = ("task", "batch", "seed", "steps")
 
 
 def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                      grid_options: tuple[str, ...], store: Path | None, as_json: bool, *,
                      tasks: str | None, include_path: Path | None, limit: float | None,
-                     num_fewshot: int | None, mc_samples: int, batch: int, seed: int,
+                     num_fewshot: int | None, max_length: int | None, mc_samples: int,
+                     batch: int, seed: int,
                      device: str, steps: str | None, log_samples: bool,
                      output_path: Path | None) -> None:
     """Check the harness's options (UsageError for a grid option it does not take, --resume,
@@ -50,7 +51,8 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
     request = HarnessRequest(source or "", names, str(include_path) if include_path else None,
                              limit, num_fewshot, mc_samples, batch, seed, device,
-                             steps=K[0] if K else None, log_samples=log_samples,
+                             max_length=max_length, steps=K[0] if K else None,
+                             log_samples=log_samples,
                              output_path=str(output_path) if output_path else None)
     from fsc.interrupts import Stopped
 

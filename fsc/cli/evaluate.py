@@ -141,6 +141,10 @@ def evaluate(
     num_fewshot: Annotated[int | None, typer.Option(
         "--num-fewshot", min=0, max=64, help="harness: few-shot examples per prompt (default: "
         "the task's).", show_default=False)] = None,
+    max_length: Annotated[int | None, typer.Option(
+        "--max-length", min=2, max=MAX_S, help="harness: the tokens a request is cut to (from "
+        "the left), and the window a rolling text is read in (default: a published model's "
+        "own, as the harness's hf model reads it; 2048 for fsc's).", show_default=False)] = None,
     mc_samples: Annotated[int, typer.Option(
         "--mc-samples", min=1, max=4096, help="harness, diffusion checkpoints: Monte Carlo "
         "draws per block of the likelihood bound.")] = 32,
@@ -185,8 +189,9 @@ def evaluate(
     if task == Task.harness:
         evaluate_harness(ctx, source, resume, GRID_OPTIONS, store, as_json, tasks=tasks,
                          include_path=include_path, limit=limit, num_fewshot=num_fewshot,
-                         mc_samples=mc_samples, batch=batch, seed=seed, device=device,
-                         steps=steps, log_samples=log_samples, output_path=output_path)
+                         max_length=max_length, mc_samples=mc_samples, batch=batch, seed=seed,
+                         device=device, steps=steps, log_samples=log_samples,
+                         output_path=output_path)
         return
     if resume is not None:
         given = given_options(ctx, GRID_OPTIONS)

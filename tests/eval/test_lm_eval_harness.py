@@ -87,6 +87,20 @@ def test_a_limit_below_one_is_a_fraction_of_the_documents(fsc_main, made, tmp_pa
         assert f"Invalid value for '--limit': {says}" in res.stderr
 
 
+def test_max_length_cuts_the_rolling_windows(fsc_main, made, tmp_path):
+    """--max-length is the model's max_length: a rolling text read in 8-token windows scores
+    otherwise than in the default's one window; it is the harness's option alone."""
+    tasks, ckpts = made
+
+    def bpb(*extra):
+        res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_text", *extra)
+        return {r["metric"]: r["value"] for r in json.loads(res.stdout)["rows"]}["bits_per_byte"]
+
+    assert bpb("--max-length", "8") != bpb()
+    res = fsc_main("eval", ckpts["ar"], "--max-length", "8", "--store", tmp_path / "st", check=2)
+    assert "--max-length: for --task harness only" in res.stderr
+
+
 @pytest.mark.slow  # the harness end to end again at G > 1 (the bound itself: test_harness_likelihood)
 def test_a_diffusion_checkpoint_is_said_to_be_a_bound(fsc_main, made, tmp_path):
     tasks, ckpts = made
