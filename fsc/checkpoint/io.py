@@ -214,7 +214,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
                     max_shard_bytes: int = MAX_SHARD_BYTES, training: dict | None = None,
                     extra=None, recipe_text: str | None = None,
                     include: tuple[Path, ...] = (),
-                    imported_from: str | None = None, bos: bool = False) -> SavedCheckpoint:
+                    imported_from: str | None = None, bos: bool = False,
+                    max_length: int | None = None) -> SavedCheckpoint:
     """Write `model` (an fsc LM; its recipe is `model.recipe`) as a checkpoint directory.
 
     Builds the directory beside `path` and renames it into place; refuses a non-empty `path`.
@@ -225,7 +226,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
     never pushed. `recipe_text` is the recipe file's text (a recipe with comments; it must
     validate to the model's recipe); `include` files (an imported model's tokenizer) are copied
     in, checksummed; `imported_from` names a published model the weights came from (config and
-    card say so).
+    card say so), `max_length` its own length (`fsc.imports.published_length`, which the
+    harness reads as transformers' would).
     """
     dest = Path(path)
     recipe: Recipe = model.recipe
@@ -257,6 +259,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         facts["training"] = training
     if imported_from is not None:
         facts["imported_from"] = imported_from
+    if max_length is not None:
+        facts["max_length"] = max_length
     tmp = temp_dir_beside(dest, "save")
     try:
         metadata = {"format": "pt", "fsc_recipe_hash": recipe.recipe_hash}

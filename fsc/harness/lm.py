@@ -32,13 +32,13 @@ from huggingface_hub import try_to_load_from_cache
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
-from lm_eval.models.utils import TOKENIZER_INFINITY, normalize_gen_kwargs
+from lm_eval.models.utils import normalize_gen_kwargs
 
 from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
-from fsc.imports import HF_PREFIX, is_import_source, parse_hf
+from fsc.imports import HF_PREFIX, is_import_source, parse_hf, published_length
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
 from fsc.source import Source, published_origin, resolve_checkpoint
@@ -102,15 +102,6 @@ def generation_steps(steps: int | None, G: int, source: str) -> int:
 
 
 DEFAULT_MAX_LENGTH = 2048  # the hf backend's where a model names none; fsc's own checkpoints'
-LENGTH_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")  # in the hf backend's order
-
-
-def _json(path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, TypeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def published_config(src: Source) -> dict:
@@ -122,28 +113,32 @@ def published_config(src: Source) -> dict:
         return {}
     if origin.startswith(HF_PREFIX):
         repo, revision = parse_hf(origin)
-        return _json(try_to_load_from_cache(repo, "config.json", revision=revision))
+        path = try_to_load_from_cache(repo, "config.json", revision=revision)
+        return _json(path) if isinstance(path, str) else {}
     return _json(Path(origin) / "config.json")
+
+
+def _json(path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def context_length(src: Source) -> int:
     """max_length where model_args gives none. A published model (an import source, or a
-    checkpoint `fsc import` wrote): the length the harness's hf backend reads off it, its
-    config's n_positions, max_position_embeddings or n_ctx, else its tokenizer's
-    model_max_length; 2048 where neither says, and for every model fsc trains."""
+    checkpoint `fsc import` wrote): the length the harness's hf backend reads off it
+    (`fsc.imports.published_length`), as the checkpoint recorded it, or (a checkpoint
+    older than that record) read off the published model where it is at hand; 2048 where
+    none says, and for every model fsc trains."""
     if not (is_import_source(src.ref) or src.config.get("imported_from")):
         return DEFAULT_MAX_LENGTH
-    config = published_config(src)
-    config = config.get("text_config") or config
-    for key in LENGTH_KEYS:
-        if isinstance(config.get(key), int):
-            return config[key]
-    folder = src.text_tokenizer()
-    tokenizer = _json(Path(folder) / "tokenizer_config.json") if folder else {}
-    length = tokenizer.get("model_max_length")
-    if isinstance(length, int) and length != TOKENIZER_INFINITY:
-        return length
-    return DEFAULT_MAX_LENGTH
+    recorded = src.config.get("max_length")
+    if isinstance(recorded, int):
+        return recorded
+    length = published_length(published_config(src), src.text_tokenizer())
+    return DEFAULT_MAX_LENGTH if length is None else length
 
 
 def generation_seed(seed: int, request: str, seen: int) -> int:

@@ -41,6 +41,33 @@ def is_import_source(ref: str | Path) -> bool:
         return False
 
 
+LENGTH_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")  # transformers' order
+UNSET_LENGTH = int(1e30)  # a tokenizer's model_max_length that says none (transformers')
+
+
+def _json_file(path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def published_length(config, tokenizer_dir=None) -> int | None:
+    """A published model's own length, as lm-evaluation-harness's hf model reads it: its
+    config.json's (a path, or the dict) n_positions, max_position_embeddings or n_ctx (a
+    multimodal config's text_config first), else its tokenizer's model_max_length (in
+    `tokenizer_dir`); None where neither says."""
+    data = config if isinstance(config, dict) else _json_file(config)
+    data = data.get("text_config") or data
+    for key in LENGTH_KEYS:
+        if isinstance(data.get(key), int):
+            return data[key]
+    length = (_json_file(Path(tokenizer_dir) / "tokenizer_config.json")
+              if tokenizer_dir else {}).get("model_max_length")
+    return length if isinstance(length, int) and length != UNSET_LENGTH else None
+
+
 def parse_hf(ref: str) -> tuple[str, str | None]:
     """(repo id, revision or None) of ``hf:ORG/NAME[@REV]``."""
     repo, _, rev = ref.removeprefix(HF_PREFIX).partition("@")

@@ -13,7 +13,15 @@ from safetensors import SafetensorError, safe_open
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import ImportRefused
-from fsc.imports import Imported, from_config, has_weights, local_dir, read_config
+from fsc.imports import (
+    CONFIG,
+    Imported,
+    from_config,
+    has_weights,
+    local_dir,
+    published_length,
+    read_config,
+)
 from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
@@ -156,7 +164,8 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     tokenizer = tokenizer_files(directory) + ((generation,) if generation.is_file() else ())
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
                            imported_from=f"{origin_of(ref)} ({imported.architecture})",
-                           bos=adds_bos(directory))
+                           bos=adds_bos(directory),
+                           max_length=published_length(directory / CONFIG, directory))
     return imported, info
 
 

@@ -115,3 +115,24 @@ def test_a_published_models_max_length_is_the_hf_backends(tmp_path, fsc_main):
             want["results"]["fsc_text"][f"{row['metric']},none"], rel=1e-4), row
     [results] = [f for f in doc["files"] if "results_" in f]
     assert json.loads(Path(results).read_text())["config"]["model_args"]["max_length"] == 24
+
+
+def test_an_imported_checkpoint_keeps_its_length_without_the_published_folder(tmp_path,
+                                                                             fsc_main):
+    """`fsc import` records the published model's own length in the checkpoint, so a copy
+    pulled elsewhere (the folder it came from gone) is cut where transformers cuts it; a
+    checkpoint fsc trains keeps 2048."""
+    import shutil
+
+    from fsc.harness.lm import context_length
+    from fsc.source import Source
+    from tests.imports.published import save_published
+
+    folder = save_published("llama", tmp_path / "tl", seed=3, max_position_embeddings=24)
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    assert json.loads((tmp_path / "ck" / "config.json").read_text())["max_length"] == 24
+    shutil.rmtree(folder)
+    assert context_length(Source.read(str(tmp_path / "ck"))) == 24
+    fsc_main("build", "tiny_attn", "--save", tmp_path / "own", "--store", tmp_path / "st",
+             check=0)
+    assert context_length(Source.read(str(tmp_path / "own"))) == 2048
