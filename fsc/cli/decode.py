@@ -17,15 +17,14 @@ from fsc.cli.common import (
     SeedOpt,
     choices,
     finite,
-    out,
     print_json,
     printable,
     say,
     torch_device,
     torch_threads,
 )
+from fsc.cli.decode_render import show_result
 from fsc.prompt import BATCH
-from fsc.text import counted
 
 Policy = choices("Policy", *POLICIES)
 MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it further
@@ -105,7 +104,8 @@ def decode(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
-    """Generate text; prints it with tokens, blocks, forward passes and tokens/s.
+    """Generate text; prints it with the generation's tokens, seconds, tokens/s, blocks and
+    forward passes, and the prompt's fold apart (its time and passes).
 
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
@@ -113,7 +113,6 @@ def decode(
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
     from fsc.source import Source
-    from fsc.tokenizer import prompt_ids as text_ids
 
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
     prompt = given_prompt(prompt, prompt_file, prompt_ids)
@@ -140,14 +139,9 @@ def decode(
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
         prompt = tok.decode(ids)
     else:  # as the checkpoint was trained
-        texts = [r["prompt"] for _, r in records] if records else [prompt]
-        bos = src.starts_with_bos(None if tokenizer else tok)
-        rows = [text_ids(tok, t, bos) for t in texts]
+        rows = _prompt_rows(tok, src.starts_with_bos(None if tokenizer else tok), prompt,
+                            records, prompts)
         ids = max(rows, key=len)  # with --prompts: the longest, checked at B rows
-        if records and not all(rows):
-            line = next(n for (n, _), r in zip(records, rows, strict=True) if not r)
-            raise UsageError(f"--prompts {printable(str(prompts), 120)}: line {line}'s prompt "
-                             f"is empty and {tok.name} has no BOS to begin it")
     B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
@@ -184,34 +178,36 @@ def decode(
         print_json({"recipe": recipe.name, "prompt": prompt, "prompt_ids": ids, "text": text,
                     "token_ids": res.token_ids, "stats": res.stats})
         return
-    # Generated text may hold any byte: control characters (ANSI escapes) are shown escaped.
-    out.print(printable(prompt, None, keep="\n\t"), end="", markup=False, highlight=False)
-    out.print(printable(text, None, keep="\n\t"), style="bold", markup=False, highlight=False)
-    s = res.stats
-    steps_part = f", K {s['K']}" if s["K"] else ""
-    if s["mode"] == "diffusion":
-        steps_part += f", {s['policy']}" + (f", τ {s['threshold']:g}" if s["threshold"] else "")
-        steps_part += f", {s['steps_per_block']:.2f} steps a block"
-    out.print(
-        f"{counted(s['tokens'], 'token')}, {counted(s['blocks'], 'block')}, "
-        f"{counted(s['forward_passes'], 'forward pass', 'forward passes')}, "
-        f"{s['tokens_per_s']:.1f} tok/s ({s['mode']}, G {s['G']}{steps_part}, "
-        f"{'cached' if s['cached'] else 'no cache'}, {s['device']})", style="dim"
-    )
-    out.print(_prompt_line(s), style="dim", markup=False, highlight=False)
-    out.print(f"weights: {printable(s['weights'])}", style="dim", markup=False, highlight=False)
+    show_result(prompt, text, res.stats)
 
 
-def _prompt_line(s: dict) -> str:
-    """How long the prompt took apart from the generation, and the warm-up if one was made."""
-    took = f"prompt: {counted(s['prompt_tokens'], 'token')}"
-    if s["prompt_tokens_per_s"] is None:
-        took += " (no cache: recomputed at every step)"
-    else:
-        took += f" folded in {s['prefill_s']:.3g} s ({s['prompt_tokens_per_s']:.1f} tok/s)"
-    if s["warmup_s"] is not None:
-        took += f"; warm-up {s['warmup_s']:.3g} s"
-    return took
+def _prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[int, dict]] | None,
+                 prompts: Path | None) -> list[list[int]]:
+    """The token ids of each prompt (each record's of --prompts, else the one prompt's), begun
+    with BOS where `bos` (fsc.tokenizer.prompt_ids). UsageError, naming the prompt, for one that
+    is not UTF-8 text (a lone surrogate: a JSON escape such as \\ud800, or an argument's byte
+    that is not UTF-8), which no tokenizer reads, and for an empty line of a file where the
+    tokenizer has no BOS to begin it."""
+    from fsc.errors import UsageError
+    from fsc.tokenizer import IdTokenizer, prompt_ids
+
+    path = printable(str(prompts), 120)
+    if records and isinstance(tok, IdTokenizer):  # (its own message offers --prompt-ids)
+        raise UsageError(f"--prompts {path}: the model has no tokenizer to read its prompts' "
+                         "text; give --tokenizer DIR")
+    named = ([(f"--prompts {path}: line {n}'s prompt", r["prompt"]) for n, r in records]
+             if records else [("--prompt", prompt)])
+    rows = []
+    for name, text in named:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is the lone "
+                             f"surrogate U+{ord(text[e.start]):04X})") from None
+        rows.append(prompt_ids(tok, text, bos))
+        if records and not rows[-1]:
+            raise UsageError(f"{name} is empty and {tok.name} has no BOS to begin it")
+    return rows
 
 
 def _off_block(src, G: int, tokenizer: Path | None) -> None:

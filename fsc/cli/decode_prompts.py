@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from fsc.cli.common import print_plain, say
+from fsc.cli.decode_render import summary
 from fsc.jsonsafe import plain
-from fsc.text import counted
 
 
 def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]],
@@ -28,13 +28,4 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]]
                "stats": {**res.stats, "seed": seed, "backends": ran.backends,
                          "weights": weights}}
         print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
-    firsts = list({r.stats["batch_index"]: r.stats for r in results}.values())  # a batch's
-    made = sum(len(r.token_ids) for r in results)
-    generate_s = sum(s["generate_s"] for s in firsts)
-    rate = f"{made / generate_s:.1f} tok/s" if generate_s > 0 else "- tok/s"
-    s = firsts[0]
-    steps = f", K {s['K']}" if s["K"] else ""
-    say(f"{counted(len(rows), 'prompt')} in {counted(len(firsts), 'batch', 'batches')} "
-        f"(--batch {batch}), {counted(made, 'token')} generated, {rate} ({s['mode']}, "
-        f"G {s['G']}{steps}, {device}); prompts folded in "
-        f"{sum(s['prefill_s'] for s in firsts):.3g} s")
+    say(summary(results, batch))

@@ -62,9 +62,15 @@ def warm_up(model, G: int, device) -> float:
     model.fold_blocks(tokens, cache)
     model(tokens, cache)
     model.fold(tokens, cache)
+    synchronize(device)
+    return time.perf_counter() - t0
+
+
+def synchronize(device) -> None:
+    """Wait for the work queued on `device` (CUDA runs it apart from Python), so that a clock
+    read next counts it: without it the prefill's kernels would be timed as the generation's."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all: a few µs less per operation
@@ -187,6 +193,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     # one capture serves every block (a length-free model), the next block's first
     replays = on and cfg.mode == "diffusion" and (cfg.steps > 1 or static)
     steps = _steps(model, cache, pick, cfg, replays) if cfg.mode == "diffusion" else None
+    synchronize(device)  # the prefill's time is its kernels', not their launches'
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B

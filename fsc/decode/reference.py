@@ -104,6 +104,10 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
         "blocks": n_blocks,
         "forward_passes": run.passes,
         "prompt_passes": 0,  # every step recomputes the prompt instead
+        "batch": 1,  # the cached decoder's batch fields, for one sequence alone
+        "batch_index": 0,
+        "batch_forward_passes": run.passes,
+        "batch_prompt_passes": 0,
         "device": str(device),
         "warmup_s": None,
         "prefill_s": prefill_s,

@@ -3,6 +3,7 @@ file's order, each the tokens of its prompt decoded alone (row i with the seed d
 --seed and i); bad input refused on one line (exit 2, nothing on stdout) before any weight."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,12 @@ def test_a_text_file_holds_a_prompt_a_line_decoded_greedily_as_alone(fsc_main, t
     (["--prompt", "hi", "--mode", "ar", "--policy", "margin"], "drop --policy"),
     (["empty_dir", "--prompt", "hi"],
      "empty_dir: is a directory with no checkpoint in it"),
+    # a lone surrogate, which no tokenizer reads: a JSON escape, or an argument's byte that is
+    # not UTF-8 (Python reads it as U+DCxx)
+    (["--prompts", "surrogate.jsonl"],
+     "--prompts surrogate.jsonl: line 2's prompt is not UTF-8 text (character 2 is the lone "
+     "surrogate U+D800)"),
+    (["--prompt", "a\udcffb"], "--prompt is not UTF-8 text"),
 ])
 def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args, says):
     (tmp_path / "p.txt").write_text("hi\nho\n")
@@ -106,6 +113,7 @@ def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weigh
     (tmp_path / "nofield.jsonl").write_text('{"text": "a"}\n')
     (tmp_path / "number.jsonl").write_text('{"prompt": "a"}\n{"prompt": 7}\n')
     (tmp_path / "taken.jsonl").write_text('{"prompt": "a", "text": "b"}\n')
+    (tmp_path / "surrogate.jsonl").write_text('{"prompt": "a"}\n{"prompt": "a\\ud800b"}\n')
     (tmp_path / "empty_dir").mkdir()
     source, args = (args[0], args[1:]) if args[0] == "empty_dir" else ("tiny_attn", args)
     _refused(fsc_main("decode", source, *args), says)
@@ -123,6 +131,34 @@ def test_an_empty_prompt_without_a_bos_names_its_line(fsc_main, tmp_path, no_wei
     res = fsc_main("decode", "tiny_attn", "--mode", "ar", "--tokenizer", "tok",
                    "--prompts", "p.jsonl")
     _refused(res, "--prompts p.jsonl: line 2's prompt is empty")
+
+
+def test_a_model_without_a_tokenizer_asks_for_one_for_a_prompts_file(fsc_main, tmp_path,
+                                                                     no_weights):
+    """A published folder with no tokenizer reads ids alone; a prompts file is text, so the
+    way out is --tokenizer (not --prompt-ids, which --prompts refuses)."""
+    folder = Path(__file__).parents[2] / "recipes" / "published" / "Llama-3.1-8B"
+    (tmp_path / "p.txt").write_text("hi\n")
+    res = fsc_main("decode", str(folder), "--mode", "ar", "--prompts", "p.txt")
+    _refused(res, "--prompts p.txt: the model has no tokenizer to read its prompts' text; "
+                  "give --tokenizer DIR")
+
+
+def test_the_summary_says_how_the_file_decoded(fsc_main, tmp_path):
+    """The stderr line names the reveal as the single prompt's line does (policy, threshold,
+    steps a block) and times the generation apart from the prompts' fold."""
+    (tmp_path / "p.txt").write_text("\n".join(PROMPTS) + "\n")
+    res = fsc_main("decode", "tiny_attn", "--length", "6", "--prompts", "p.txt", "--batch", "2",
+                   "--policy", "margin", "--threshold", "0.5")
+    rows = _lines(res)
+    said = " ".join(res.stderr.split())
+    made = sum(len(r["token_ids"]) for r in rows)
+    steps = (sum(r["stats"]["steps_used"] for r in rows)
+             / sum(r["stats"]["blocks"] for r in rows))
+    assert f"{made} tokens generated in " in said
+    assert f"(diffusion, G 4, K 4, margin, τ 0.5, {steps:.2f} steps a block, cached, " in said
+    prompt_tokens = sum(len(r["prompt_ids"]) for r in rows)
+    assert f"prompts: {prompt_tokens} tokens folded in " in said
 
 
 def test_the_longest_prompt_is_checked_at_the_batch(fsc_main, tmp_path, monkeypatch, no_weights):
