@@ -10,7 +10,7 @@ import typer
 
 from fsc.blocks import MAX_G
 from fsc.cli.bounds import parse_sizes
-from fsc.cli.common import given_options, print_json, say, store_dir, torch_threads
+from fsc.cli.common import given_options, out, print_json, printable, say, store_dir, torch_threads
 from fsc.errors import UsageError
 
 # The options only the harness takes, and the grid options it takes too (its tasks set their
@@ -29,8 +29,6 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                      output_path: Path | None) -> None:
     """Check the harness's options (UsageError for a grid option it does not take, --resume,
     or several --steps), run it into the store and show its rows."""
-    from fsc.cli.eval_render import render_harness
-
     if resume is not None:
         raise UsageError("--resume: a harness run is scored whole; run it again")
     others = given_options(ctx, tuple(o for o in grid_options if o not in TAKES))
@@ -72,3 +70,35 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                     "rows": done.rows})
         return
     render_harness(done.rows, done.run_id, done.seconds)
+
+
+def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
+    """A harness run: a row per task and metric, its standard error, and whether it is a
+    bound (a block-diffusion model's likelihood is)."""
+    from rich.table import Table
+
+    if not rows:
+        out.print(f"the harness reported no metric (run {run_id})", markup=False)
+        return
+    first = rows[0]
+    bound = next((r for r in rows if r["bound"]), None)  # a likelihood's row: its draws
+    out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
+              f", {first['mode']}" + (f" G {bound['G']}, {bound['mc_samples']} draws per block"
+                                      if bound else "")
+              + f" (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
+    table = Table()
+    for c in ("task", "metric", "value", "± s.e.", "n", "shots"):
+        table.add_column(c, justify="left" if c in ("task", "metric") else "right")
+    for r in rows:
+        table.add_row(printable(r["harness_task"], 40), printable(r["metric"], 30),
+                      _num(r["value"]), _num(r["value_se"]) if r["value_se"] is not None else "", str(r["n"] if r["n"] is not None else ""),
+                      str(r["num_fewshot"] if r["num_fewshot"] is not None else ""))
+    out.print(table)
+    if bound:
+        out.print("Likelihoods of a block-diffusion model are bounds (Monte Carlo over masks): "
+                  "its log-likelihood metrics are lower bounds, its perplexities upper bounds.",
+                  markup=False, highlight=False)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.4g}"

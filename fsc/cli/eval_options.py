@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import Choice
+from fsc.cli.common import Choice, finite
 
 
 class Task(Choice):
@@ -98,3 +98,17 @@ def export_prompts(asked, folder: Path) -> None:
     say(f"wrote {len(names) - 1} lm-evaluation-harness tasks and their group {names[-1]} to "
         f"{folder}; score them with\n  fsc eval {grid.checkpoint} --task harness --tasks "
         f"{names[-1]} --include-path {folder}")
+
+
+MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)
+
+
+def documents(value: float | None) -> float | int | None:
+    """--limit: a whole number of documents from 1 to MAX_SAMPLES, or a fraction in (0, 1)."""
+    if value is None:
+        return None
+    finite(0, MAX_SAMPLES, low_open=True)(value)
+    if value >= 1 and value != int(value):
+        raise typer.BadParameter(f"{value:g} is neither a whole number of documents nor a "
+                                 "fraction below 1")
+    return int(value) if value >= 1 else value

@@ -3,12 +3,10 @@ table, an accuracy heatmap (niah, mqar) or a genppl table."""
 
 from __future__ import annotations
 
-import json
-
 from fsc.cli.common import bar_text, err, out, printable
+from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.tables import fitted
 from fsc.results import loss_bound
-from fsc.text import counted
 
 
 class SampleBar:
@@ -38,22 +36,12 @@ class SampleBar:
         self.bar.advance(self.bar.task_ids[0], n)
 
 
-def _label(c) -> str:
-    """What names a cell in a line: 'niah multikey length 512 depth 0.5', 'mqar length 256
-    pairs 8'."""
-    variant = c.get("variant")
-    return (c.task + (f" {variant}" if c.task == "niah" and variant not in (None, "single")
-                      else "") + f" length {c.length}"
-            + (f" depth {c.depth:g}" if c.depth is not None else "")
-            + (f" pairs {c.pairs}" if c.pairs is not None else ""))
-
-
 def show_cell(c) -> None:
     """A cell's line on stderr as it is stored (a suite cell's score: the expected strings
     found)."""
     variant = c.get("variant")
     scored = c.get("score") is not None and (c.task != "niah" or variant != "single")
-    err.print(f"  {_label(c)}"
+    err.print(f"  {label(c)}"
               + (f" {_setting(c)}" if c.task == "genppl" else "")
               + (f": score {c.get('score'):.2f}" if scored else "")
               + (f": {c.accuracy:.2f}" if c.accuracy is not None and not scored else "")
@@ -82,7 +70,7 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         return
     if task == "ruler":
         _render_suite(cells, recipe, run_id)
-        _show_wrong(cells)
+        show_wrong(cells)
         return
     if task == "loss":
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
@@ -130,43 +118,7 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
                       *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if row.get(n) is not None
                         else "-" for n in lengths])
     out.print(table)
-    _show_wrong(cells)
-
-
-def json_row(c) -> dict:
-    """A cell's row in `fsc eval --json`: its columns, `answers` as JSON rather than the JSON
-    text the store holds."""
-    row = c.columns()
-    if isinstance(row.get("answers"), str):
-        row["answers"] = json.loads(row["answers"])
-    return row
-
-
-WRONG_SHOWN = 5  # cells whose first wrong answer is shown under a retrieval table
-
-
-def _show_wrong(cells: list) -> None:
-    """Under a retrieval table: the first wrong answer of each cell that has one (at most
-    WRONG_SHOWN cells), and where every answer is (the cells' `answers` column)."""
-    wrong = [(c, a) for c in cells if c.get("answers") for a in
-             [next((a for a in json.loads(c.get("answers")) if a["score"] < 1), None)] if a]
-    if not wrong:
-        return
-    shown = f"; {WRONG_SHOWN} shown" if len(wrong) > WRONG_SHOWN else ""
-    out.print(f"Wrong answers, the first of each cell ({len(wrong)} of "
-              f"{counted(len(cells), 'cell')}{shown}; every answer: the store's "
-              "evaluation.answers, or --json):", markup=False, highlight=False)
-    for c, a in wrong[:WRONG_SHOWN]:
-        expected, decoded = a["expected"], a["decoded"]
-        if isinstance(decoded, list):  # mqar: its first wrong query
-            i = next(i for i, (e, d) in enumerate(zip(expected, decoded, strict=True)) if e != d)
-            expected, decoded = [expected[i]], decoded[i]
-        out.print(f"  {_label(c)}: expected {_quoted(', '.join(expected))}, decoded "
-                  f"{_quoted(decoded)}", markup=False, highlight=False)
-
-
-def _quoted(text: str) -> str:
-    return '"' + printable(text, 60) + '"'
+    show_wrong(cells)
 
 
 SUITE_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt", "cwe",
@@ -253,35 +205,3 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
             if c.get("mauve") is not None:
                 out.print(f"MAUVE {_setting(c)}" + (f" length {c.length}" if several else "")
                           + f": {c.get('mauve'):.3f}", markup=False, highlight=False)
-
-
-def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
-    """A harness run: a row per task and metric, its standard error, and whether it is a
-    bound (a block-diffusion model's likelihood is)."""
-    from rich.table import Table
-
-    if not rows:
-        out.print(f"the harness reported no metric (run {run_id})", markup=False)
-        return
-    first = rows[0]
-    bound = next((r for r in rows if r["bound"]), None)  # a likelihood's row: its draws
-    out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
-              f", {first['mode']}" + (f" G {bound['G']}, {bound['mc_samples']} draws per block"
-                                      if bound else "")
-              + f" (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
-    table = Table()
-    for c in ("task", "metric", "value", "± s.e.", "n", "shots"):
-        table.add_column(c, justify="left" if c in ("task", "metric") else "right")
-    for r in rows:
-        table.add_row(printable(r["harness_task"], 40), printable(r["metric"], 30),
-                      _num(r["value"]), _num(r["value_se"]) if r["value_se"] is not None else "", str(r["n"] if r["n"] is not None else ""),
-                      str(r["num_fewshot"] if r["num_fewshot"] is not None else ""))
-    out.print(table)
-    if bound:
-        out.print("Likelihoods of a block-diffusion model are bounds (Monte Carlo over masks): "
-                  "its log-likelihood metrics are lower bounds, its perplexities upper bounds.",
-                  markup=False, highlight=False)
-
-
-def _num(v: float) -> str:
-    return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.4g}"

@@ -23,33 +23,29 @@ from fsc.cli.common import (
     store_dir,
     torch_threads,
 )
+from fsc.cli.eval_answers import json_row
 from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
-from fsc.cli.eval_options import SUITE_OPTIONS, Task, export_prompts, with_suite_options
-from fsc.cli.eval_render import SampleBar, json_row, render, show_cell
+from fsc.cli.eval_options import (
+    MAX_SAMPLES,
+    SUITE_OPTIONS,
+    Task,
+    documents,
+    export_prompts,
+    with_suite_options,
+)
+from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.recipe import WEIGHT_FREE
 from fsc.scale import ExecutorSettings
 from fsc.text import counted
 
-MAX_SAMPLES = 100_000
 # The options that shape a grid: a resumed run takes all of them from its stored request.
 GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
                 "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
                 "mauve", "changes", *SUITE_OPTIONS)
 MAX_PAIRS = 676  # mqar's keys are two letters
-
-
-def documents(value: float | None) -> float | int | None:
-    """--limit: a whole number of documents from 1 to MAX_SAMPLES, or a fraction in (0, 1)."""
-    if value is None:
-        return None
-    finite(0, MAX_SAMPLES, low_open=True)(value)
-    if value >= 1 and value != int(value):
-        raise typer.BadParameter(f"{value:g} is neither a whole number of documents nor a "
-                                 "fraction below 1")
-    return int(value) if value >= 1 else value
 
 
 @with_executor_options
