@@ -138,7 +138,9 @@ class _Layers(Section):
                 raise Bad(("pattern",), "is empty", self.pattern, f"letters {_LETTERS}")
             bad = sorted(set(self.pattern) - set(KIND_OF_LETTER))
             if bad:
-                raise Bad(("pattern",), f"unknown letter {bad[0]!r}", self.pattern, _LETTERS)
+                upper = self.pattern.upper()
+                hint = "" if set(upper) - set(KIND_OF_LETTER) else f" (letters are upper case: {upper})"
+                raise Bad(("pattern",), f"unknown letter {bad[0]!r}{hint}", self.pattern, _LETTERS)
         elif self.default is None and not placed:
             raise Bad((), "no mixer given",
                        allowed="default (plus optional per-mixer entries) or pattern")

@@ -27,6 +27,7 @@ _PROBLEMS = {
     "missing": "required field is missing", "greater_than_equal": "too small",
     "greater_than": "too small", "less_than_equal": "too large", "less_than": "too large",
     "too_long": "too many entries", "string_too_long": "too long", "string_too_short": "empty",
+    "bool_type": "expected true or false",
 }
 
 
@@ -54,6 +55,14 @@ def _num(x: float) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
 
+def _choices(field: FieldInfo | None) -> list[str]:
+    """The values a Literal field takes (none for any other field)."""
+    if field is None:
+        return []
+    return [str(v) for a in _alternatives(field.annotation) if typing.get_origin(a) is Literal
+            for v in typing.get_args(a)]
+
+
 def _describe(field: FieldInfo | None) -> str:
     """What a field accepts, from its type and bounds (or its description)."""
     if field is None:
@@ -62,7 +71,9 @@ def _describe(field: FieldInfo | None) -> str:
         return field.description
     for a in _alternatives(field.annotation):
         if typing.get_origin(a) is Literal:
-            return ", ".join(typing.get_args(a))
+            return ", ".join(_choices(field))
+        if a is bool:
+            return "true or false"
         if isinstance(a, type) and issubclass(a, BaseModel):
             return "a mapping of " + ", ".join(a.model_fields)
     b = {k: getattr(m, k) for m in field.metadata for k in ("ge", "gt", "le") if hasattr(m, k)}
@@ -106,6 +117,9 @@ def format_error(source: str, err: ValidationError, root: type[BaseModel],
         return _message(source, loc, problem, allowed=", ".join(allowed))
     problem = _PROBLEMS.get(e["type"]) or e["msg"].removeprefix("Value error, ")
     got = ... if e["type"] == "missing" else e.get("input")
+    if e["type"] == "literal_error" and isinstance(got, str):  # a misspelt choice: mambe, elu
+        close = difflib.get_close_matches(got, _choices(_at(root, loc)[1]), n=1)
+        problem += f" (did you mean {close[0]}?)" if close else ""
     if e["type"] in ("too_long", "string_too_long"):
         problem += f" ({len(got)} {'characters' if isinstance(got, str) else 'entries'})"
     return _message(source, loc, problem, got, _describe(_at(root, loc)[1]))

@@ -5,6 +5,8 @@ misleading value. fsc.recipe validates the document (`load_recipe` there does bo
 
 - only regular files, at most MAX_BYTES (a FIFO or /dev/zero would block or never end);
 - duplicate keys are refused (YAML silently keeps the last one);
+- every key is the text it is written as (`true:` is the key "true", not True, which the schema
+  would report as the key 1);
 - nesting is bounded, so neither the parser nor the validator can exhaust the stack;
 - the document, with aliases expanded, holds at most MAX_VALUES values (a "billion laughs" file of
   a few hundred bytes otherwise stands for 10⁹ values);
@@ -33,6 +35,7 @@ MAX_MESSAGE = 400  # characters of a whole error (the CLI prints at most as many
 
 _MERGE = "tag:yaml.org,2002:merge"
 _INT = "tag:yaml.org,2002:int"
+_STR = "tag:yaml.org,2002:str"
 _LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")  # YAML 1.1 reads 0100 as octal 64
 _BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+")  # and 1:30 as 90
 _repr = reprlib.Repr()  # bounded: a huge value costs no more to show than a small one
@@ -138,6 +141,8 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
             lines: dict[tuple, int] = {}
             for k, v in node.value:
                 name = one_line(str(k.value), MAX_SHOWN) if isinstance(k, ScalarNode) else "?"
+                if isinstance(k, ScalarNode) and k.tag not in (_STR, _MERGE):
+                    k.tag = _STR  # a key as written: true:, 5:, ~: reached the schema as 1, 5, None
                 if isinstance(k, ScalarNode) and k.tag != _MERGE:
                     line = k.start_mark.line + 1
                     if (k.tag, k.value) in lines:
@@ -192,6 +197,8 @@ def parse_yaml(text: str, source: str) -> object:
         mark = e.problem_mark or e.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed"
+        if "'\\t'" in problem:  # PyYAML's words for a tab where indentation or a token goes
+            problem += "; allowed: spaces (YAML indents with spaces, never tabs)"
         raise RecipeError(one_line(f"{source}: YAML syntax error{at}: {problem}")) from None
     except yaml.YAMLError as e:  # ReaderError: a character YAML does not allow (NUL, ...)
         raise RecipeError(one_line(f"{source}: not YAML text: {str(e).splitlines()[0]}")) from None

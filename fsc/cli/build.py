@@ -53,6 +53,10 @@ def build(
     from fsc.model.lm import build_report
 
     report = build_report(r, S, B)
+    # what the recipe asked for beyond the layer map: each fixed-size cache's dtype (a mixer
+    # may fix its own: linear attention's are fp32), the FFN, the head
+    report |= {"state_dtypes": _state_dtypes(r), "ffn": _ffn(r),
+               "tie_embeddings": r.tie_embeddings, "logit_shift": r.logit_shift}
     if save is not None:
         from fsc.checkpoint.io import save_checkpoint
         from fsc.model.lm import build_model
@@ -76,7 +80,10 @@ def _render(rep: dict) -> None:
     out.print(Text.assemble((printable(rep["name"]), "bold"),
                             f"  hash {rep['recipe_hash']}  ({rep['built_on']} build)"))
     out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
-              f"{rep['state_dtype']} states")
+              f"{_states(rep)}")
+    head = "tied to the embedding" if rep["tie_embeddings"] else "its own matrix"
+    shift = ", logits shifted (position j read from j - 1)" if rep["logit_shift"] else ""
+    out.print(f"ffn  {rep['ffn']}   head  {head}{shift}")
     if rep["position_encoding"] is not None:
         out.print(f"attention position encoding  {rep['position_encoding']}")
     t = Table(title="parameters")
@@ -92,6 +99,42 @@ def _render(rep: dict) -> None:
               f"total {fmt_bytes(c['total_bytes'])}")
     if "saved" in rep:
         out.print(f"checkpoint written to {rep['saved'].get('path')}", markup=False)
+
+
+def _state_dtypes(r) -> dict[str, str]:
+    """The dtype of each kind's fixed-size cache (a recurrent state, a sliding window's ring),
+    as the cost model counts it: `state_dtype` unless the mixer fixes its own (linear
+    attention's sums fp32, a window's ring `dtype`). Empty when every cache grows."""
+    from fsc.costmodel.shapes import cache_dtype, kind_shapes
+
+    return {shape.kind: cache_dtype(r, shape) for shape, _ in kind_shapes(r)
+            if not shape.growing}
+
+
+def _ffn(r) -> str:
+    """The FFN of every layer in words, e.g. ``moe: 4 gelu experts of width 128, top 2``."""
+    d, m = r.d_model, r.moe
+    if m is not None:
+        text = f"moe: {m.n_experts} {m.kind} experts of width {m.width(d)}, top {m.top_k}"
+        if m.shared_hidden is not None:
+            text += (f", a shared expert of width {m.shared_hidden}"
+                     + (" (gated)" if m.shared_gate else ""))
+        return text
+    mlp = r.mlp_cfg
+    return "none" if mlp.kind == "none" else f"mlp: {mlp.kind}, width {mlp.width(d)}"
+
+
+def _states(rep: dict) -> str:
+    """The fixed-size caches' dtypes: ``bf16 states``, ``states: mamba bf16, linear fp32``, and
+    whether the recipe's state_dtype is used at all."""
+    dtypes, asked = rep["state_dtypes"], rep["state_dtype"]
+    if set(dtypes.values()) == {asked}:
+        return f"{asked} states"
+    unused = f"state_dtype {asked} unused"
+    if not dtypes:
+        return f"no fixed-size state ({unused})"
+    text = "states: " + ", ".join(f"{kind} {d}" for kind, d in dtypes.items())
+    return text + ("" if asked in dtypes.values() else f" ({unused})")
 
 
 def register(app: typer.Typer) -> None:
