@@ -134,9 +134,9 @@ class Sweep:
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 models[p.ref] = self._load(p.ref)
-            recipe, model, reason = models[p.ref]
+            recipe, model, failed = models[p.ref]
             if model is None:
-                row = self._skipped(recipe, p.S, p.B, p.G, p.K, reason)
+                row = self._skipped(recipe, p.S, p.B, p.G, p.K, *failed)
             else:
                 row = self._point(recipe, model, p.S, p.B, p.G, p.K)
             self.on_point(row)
@@ -162,22 +162,34 @@ class Sweep:
                            self.cfg.dtype or recipe.dtype, self.cfg.backend, str(self.device),
                            started_at=_now(), **columns)
 
-    def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, reason: str) -> PointResult:
-        """The row of a point whose model could not be built (its weights do not fit)."""
-        mem = memory(recipe.with_dtype(self.cfg.dtype or recipe.dtype), S, B, G)
-        return self._result(recipe, S, B, G, K, status="oom", error=reason,
+    def _skipped(self, recipe: Recipe, S: int, B: int, G: int, K: int, status: str, error: str,
+                 tb: str | None) -> PointResult:
+        """The row of a point whose model could not be built: `status` 'oom' (its weights do
+        not fit, or their allocation failed) or 'error', with why. Sizes in the run's dtype."""
+        ran_as = recipe.with_dtype(self.cfg.dtype or recipe.dtype)
+        mem = memory(ran_as, S, B, G)
+        return self._result(recipe, S, B, G, K, status=status, error=error, traceback=tb,
                             weight_bytes=mem.weight_bytes,
-                            cache_bytes=cache_bytes(recipe, B, S).total_bytes,
+                            cache_bytes=cache_bytes(ran_as, B, S).total_bytes,
                             predicted_total_bytes=mem.total_bytes, ended_at=_now())
 
     def _load(self, ref: str):
-        """(recipe, model, None), or (recipe, None, reason) when the weights would not fit."""
+        """(recipe, model, None), or (recipe, None, (status, error, traceback)) when the model
+        could not be built: 'oom' when its weights would not fit or their allocation failed,
+        'error' for any other failure. Either way its points become rows and the sweep goes on,
+        as for a point that fails."""
         dtype = TORCH_DTYPES[self.cfg.dtype] if self.cfg.dtype else None
         try:
             recipe, model = load_model(ref, device=self.cfg.device, seed=self.cfg.seed, dtype=dtype,
                                        budget=self.cfg.memory_budget)
         except WeightsDoNotFit as e:
-            return load_source_recipe(ref), None, str(e)
+            return load_source_recipe(ref), None, ("oom", str(e), None)
+        except Exception as e:  # noqa: BLE001 - one recipe that cannot be built must not end the sweep
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            status = "oom" if is_out_of_memory(e) else "error"
+            return load_source_recipe(ref), None, (status, f"{type(e).__name__}: {e}",
+                                                   traceback.format_exc())
         return recipe, model, None
 
     def _point(self, recipe: Recipe, model, S: int, B: int, G: int, K: int) -> PointResult:

@@ -99,7 +99,9 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     with (B itself, unless so). Where the sweep measured none, `baseline_fits_B` is the largest
     batch the cost model fits in the budget (`memory_budget`, the sweep's --memory-budget,
     else `free_bytes`; None when neither is known; 0: not even one sequence) and
-    `baseline_command` the `fsc profile` that measures it."""
+    `baseline_command` the `fsc profile` that measures it. `baseline_status` is the baseline's
+    status at the point, or "none" where the sweep has no such point of it (a recipe of
+    another block size)."""
     if not rows:
         return []
     base_name = baseline or _baseline(rows)
@@ -133,7 +135,7 @@ def compare(rows: list[PointResult], baseline: str | None = None,
             "latency_x": base.step_ms / r.step_ms if ok else None,
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
-            "baseline_status": base.status if base else "-",
+            "baseline_status": base.status if base else NOT_MEASURED,
             "baseline_fits_B": fits_B,
             "baseline_command": command,
             "latency_noise": ok and overlap(base, r) is True,
@@ -170,6 +172,8 @@ def _size_option(n: int) -> str:
     return str(n)
 
 
+NOT_MEASURED = "none"  # a versus row's baseline_status where the sweep has no such point
+
 # What each ratio of a versus-baseline table divides, said below it (fsc profile, fsc report)
 VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "
               "at each B); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
@@ -178,12 +182,18 @@ VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forwa
 
 
 def baseline_notes(comparison: list[dict]) -> list[str]:
-    """What a versus-baseline table says below it: for each S (and G, K) where the baseline is
-    out of memory and the sweep measured no batch of it that fits, the batch the cost model
-    fits and the command that measures it."""
+    """What a versus-baseline table says below it: for each (G, K) the baseline was not
+    measured at (recipes of other block sizes), why there is no ratio; for each S (and G, K)
+    where the baseline is out of memory and the sweep measured no batch of it that fits, the
+    batch the cost model fits and the command that measures it."""
     notes: list[str] = []
     said = set()
     for x in comparison:
+        if x["baseline_status"] == NOT_MEASURED and (x["G"], x["K"]) not in said:
+            said.add((x["G"], x["K"]))
+            notes.append(f"{x['baseline']} was not measured at G {x['G']}, K {x['K']}: no "
+                         "ratio there (each recipe runs at its own block size unless --G and "
+                         "--steps give one for all)")
         where = (x["S"], x["G"], x["K"])
         if x["baseline_status"] != "oom" or x["baseline_B"] is not None or where in said:
             continue

@@ -9,6 +9,7 @@ still lacks, under the same run id. The work itself is fsc.scale.profiling.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -201,7 +202,7 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
     render_rows(done.run_rows, done.run_id, str(done.store), follow_up, out, err, wide,
-                done.comparison)
+                done.comparison, debug=os.environ.get("FSC_DEBUG") == "1")
 
 
 def register(app: typer.Typer) -> None:

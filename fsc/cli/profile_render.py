@@ -72,21 +72,37 @@ def _cells(r) -> dict:
         "fold ms": f"{r.fold_ms:.3f}",
         "tok/s": f"{r.tokens_per_s:.0f}",
         "peak": fmt_bytes(r.peak_bytes),
-        "GB/s": f"{r.achieved_gbps:.1f}" if r.achieved_gbps else "-",
+        "GB/s": _gbps(r.achieved_gbps) if r.achieved_gbps else "-",
         "floor ms": f"{r.floor_ms:.3f}" if r.floor_ms else "-",
         "roofline": f"{100 * r.roofline_fraction:.0f}%" if r.roofline_fraction else "-",
     }
 
 
+def _gbps(x: float) -> str:
+    """GB/s with its first figures: 3352.1, 12.5, 0.047 (a CPU's tiny steps), never 0.0."""
+    return f"{x:.1f}" if x >= 1 else f"{x:.2g}"
+
+
+def _drop_order(cells: list[dict]) -> tuple[str, ...]:
+    """DROP_FIRST, after the columns no row has a figure in (on a CPU: floor ms, roofline), so
+    that a narrow terminal loses those before any that holds one."""
+    empty = tuple(c for c in DROP_FIRST
+                  if all(str(row.get(c, "")) in ("", "-") for row in cells))
+    return empty + tuple(c for c in DROP_FIRST if c not in empty)
+
+
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
-                errors: Console, wide: bool = False, comparison: list[dict] | None = None) -> None:
+                errors: Console, wide: bool = False, comparison: list[dict] | None = None,
+                debug: bool = False) -> None:
     """The results of a sweep, each recipe against the baseline (`comparison`, default
-    fsc.sweep_results.compare of the rows), failed points on `errors`, and the query that shows
-    the run (on a line of its own, never wrapped, to copy)."""
+    fsc.sweep_results.compare of the rows), failed points on `errors` (with `debug`, each
+    followed by its traceback, where this process has it), and the query that shows the run
+    (on a line of its own, never wrapped, to copy)."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     width = None if wide else -1
-    show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS,
-                         [_cells(r) for r in rows], console, DROP_FIRST, width=width), wide)
+    cells = [_cells(r) for r in rows]
+    show(console, fitted(f"profile {run_id}: {setting}", RESULT_COLUMNS, cells, console,
+                         _drop_order(cells), width=width), wide)
     if any(noise.noisy(r) for r in rows if r.status == "ok"):
         console.print(noise.LEGEND, style="yellow", markup=False, highlight=False)
     ran = sorted({f"{k}:{v}" for r in rows for k, v in (r.mixer_backends or {}).items()})
@@ -100,6 +116,8 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
             errors.print(Text.assemble(
                 (r.status, "red"), f" {printable(r.recipe)} S={r.S} B={r.B} G={r.G} "
                 f"K={r.K}: {printable(r.error)}"), highlight=False)
+            if debug and r.traceback:
+                errors.print(r.traceback.rstrip(), markup=False, highlight=False, soft_wrap=True)
     console.print(f"{counted(len(rows), 'point')} recorded in {printable(where)} (run {run_id}); see them "
                   "with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)

@@ -180,7 +180,12 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
         watch.started(run.run_id, total, before, sweep.rough_s())
         rows = runner.run()
     # a resumed run's tables (and baselines) are of every point it holds
-    every = run_points(st, run.run_id, sweep.points, cfg) if before else rows
+    every = rows
+    if before:
+        every = run_points(st, run.run_id, sweep.points, cfg)
+        failed = {(r.key(), r.error): r.traceback for r in rows if r.traceback}
+        for r in every:  # a traceback is never stored: those of the points failed now
+            r.traceback = failed.get((r.key(), r.error))
     # a baseline out of memory: which batch of it fits the budget the sweep had
     free = free_bytes(cfg.device) if cfg.memory_budget is None and _here(cfg.device) else None
     return Profiled(run.run_id, st.file, before, rows, every,
