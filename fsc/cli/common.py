@@ -41,6 +41,14 @@ err = _Console(stderr=True, markup=False, emoji=False)  # progress and logs: std
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
 
+
+def command_line() -> str:
+    """The command as it was run, quoted as a shell reads it (a path with a space stays one
+    argument), so the command a run records can be pasted back."""
+    import shlex
+
+    return shlex.join(["fsc", *INVOKED])
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 StoreOpt = Annotated[
     Path | None,

@@ -10,7 +10,16 @@ import typer
 
 from fsc.blocks import MAX_G
 from fsc.cli.bounds import parse_sizes
-from fsc.cli.common import given_options, out, print_json, printable, say, store_dir, torch_threads
+from fsc.cli.common import (
+    command_line,
+    given_options,
+    out,
+    print_json,
+    printable,
+    say,
+    store_dir,
+    torch_threads,
+)
 from fsc.errors import UsageError
 
 # The options only the harness takes, and the grid options it takes too (its tasks set their
@@ -57,7 +66,7 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     torch_threads()
     st = Store(store_dir(store))
     try:
-        done = run(request, st, " ".join(["fsc", *sys.argv[1:]]))
+        done = run(request, st, command_line())
     except Stopped as e:  # its rows are stored when every task is done: none yet
         print(f"interrupted: run {e.run_id} stored nothing (a harness run is scored whole); "
               "run it again", file=sys.stderr)

@@ -15,6 +15,7 @@ from fsc.cli.common import (
     JsonOpt,
     Mode,
     StoreOpt,
+    command_line,
     err,
     finite,
     given_options,
@@ -226,7 +227,7 @@ def evaluate(
     st = Store(store_dir(store))
     try:
         with SampleBar() as bar:
-            done = evaluate(asked, scale, st, " ".join(["fsc", *sys.argv[1:]]),
+            done = evaluate(asked, scale, st, command_line(),
                             Watch(say=say, started=bar.start, stored=show_cell,
                                   advanced=bar.advance))
     except Stopped as e:

@@ -27,6 +27,7 @@ from fsc.cli.common import (
     Mode,
     SeedOpt,
     StoreOpt,
+    command_line,
     err,
     finite,
     given_options,
@@ -177,7 +178,7 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
     from fsc.interrupts import Stopped
     from fsc.scale import Watch, profiling
 
-    command = " ".join(["fsc", *sys.argv[1:]])
+    command = command_line()
     try:
         with SweepBar(CPU_NOTICE_S) as bar:
             done = profiling.profile(asked, scale, st, command, torch_threads(),

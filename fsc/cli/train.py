@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from fsc.cli.common import (
     JsonOpt,
     StoreOpt,
     choices,
+    command_line,
     err,
     finite,
     given_options,
@@ -233,7 +233,7 @@ def train(
     # is absorbed too, so the command ends as the first signal asked (a second Ctrl-C aborts).
     with StopSignals(defer=True):
         trained = train_job(job, ranks.device_of(torch_device(device)), Store(store_dir(store)),
-                            " ".join(["fsc", *sys.argv[1:]]), stop_after=stop_after,
+                            command_line(), stop_after=stop_after,
                             progress=lambda start: progress_bar(name, cfg.steps, start),
                             on_eval=eval_said)
         if trained.run_id is not None:  # rank 0; the other processes write nothing
