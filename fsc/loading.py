@@ -70,16 +70,18 @@ def free_bytes(device) -> int:
 
 
 def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
-               budget: int | None = None) -> None:
+               budget: int | None = None, asked: bool = False) -> None:
     """WeightsDoNotFit, before anything is allocated, when the cost model's weights + cache (room
     for S + G tokens at batch B) + activations of one pass exceed `budget` bytes (default: the
-    device's free memory). The message says what is needed and what is available."""
+    device's free memory; `asked`: a budget the user gave, --memory-budget). The message says
+    what is needed and what is available."""
     mem = memory(recipe, S, B, G)
     budget = free_bytes(device) if budget is None else budget
     need, weights = mem.total_bytes, mem.weight_bytes
     if need <= budget:
         return
-    have = f"{device} has {human_bytes(budget)} free"
+    have = (f"the memory budget is {human_bytes(budget)}" if asked
+            else f"{device} has {human_bytes(budget)} free")
     if weights > budget:
         raise WeightsDoNotFit(f"{recipe.name}: its weights need {human_bytes(weights)} but "
                               f"{have}; try `fsc build` or `fsc estimate` instead")
@@ -156,13 +158,15 @@ def load_model(ref: str | Path | Source, device="cpu", seed: int = 0, dtype=None
     or is its `Source`, read already.
 
     Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
-    recipe's) against `budget` bytes (default: the device's free memory). With
+    recipe's) against `budget` bytes (the user's --memory-budget; default: the device's free
+    memory). With
     `one_token_steps` (a caller that decodes one token at a time: AR at batch 1), the weights
     are stored by columns on a CPU (`fsc.model.cpu_layout`).
     """
     src = ref if isinstance(ref, Source) else Source.read(ref)
     recipe, ref = src.recipe, src.ref
-    check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget)
+    check_fits(recipe.with_dtype(DTYPE_NAMES[dtype]) if dtype else recipe, device, S, B, G, budget,
+               asked=budget is not None)
     copy = False if one_token_steps else None  # by_columns copies out of the file's map itself
     if src.is_checkpoint:
         recipe, model = load_checkpoint(Path(ref), device=device, dtype=dtype, copy=copy)

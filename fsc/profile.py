@@ -152,7 +152,8 @@ class Sweep:
         if budget is None:
             budget = free_bytes(self.device) + weight_bytes
         try:
-            check_fits(recipe, self.device, S, B, G, budget)
+            check_fits(recipe, self.device, S, B, G, budget,
+                       asked=self.cfg.memory_budget is not None)
         except WeightsDoNotFit as e:
             return str(e)
         return None

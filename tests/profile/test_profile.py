@@ -53,7 +53,7 @@ def test_point_that_does_not_fit_is_an_oom_row(tmp_path):
     status = {p["S"]: p["status"] for p in json.loads(res.stdout)["points"]}
     assert status == {64: "ok", 100000: "oom"}
     rows = _query(tmp_path, "select S, status, error from profile order by S")
-    assert [r["status"] for r in rows] == ["ok", "oom"] and "but cpu has 1.00 MiB free" in rows[1]["error"]
+    assert [r["status"] for r in rows] == ["ok", "oom"] and "but the memory budget is 1.00 MiB" in rows[1]["error"]
 
 
 def test_bad_profile_arguments(tmp_path):
