@@ -120,9 +120,24 @@ class LocalWorkers:
                                 left.append(g)
                     if broken:
                         break
+            except BaseException:  # Ctrl-C, a stop signal, a reader that stopped: no worker
+                _stop(pool)        # left running its group (or starting, and failing loudly)
+                raise
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
             left += list(pending.values())  # not seen before the pool broke: run again
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End `pool`'s processes now (a stopped sweep keeps nothing they would measure). A worker
+    still starting would otherwise fail to read its start-up arguments once this process has
+    gone, with a traceback. (Python 3.14's `terminate_workers`; before it, the pool's own
+    table of processes.)"""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        p.join(5)
 
 
 # ---- Ray ----------------------------------------------------------------------------------------

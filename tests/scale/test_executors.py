@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,27 @@ def _local_dies_once(cfg, group):
         return work.measure(cfg, group)
     os.close(fd)
     os._exit(3)
+
+
+def _waits_unless_first(cfg, group):
+    """Module level (a spawned pool process imports it): group 0 at once, others a minute."""
+    if group.index:
+        time.sleep(60)
+    return []
+
+
+@pytest.mark.slow  # processes of their own: make test-slow
+def test_a_stopped_pool_leaves_no_worker_behind():
+    """Ctrl-C while a group is still being measured: the pool's processes end with the sweep
+    (none left running it, none failing to start once the sweep has gone)."""
+    import multiprocessing
+
+    workers = executors.LocalWorkers(2, retries=0, cuda=False, fn=_waits_unless_first)
+    arrivals = workers.arrivals(None, [work.Group(0, ()), work.Group(1, ())])
+    assert next(arrivals).rows == []
+    with pytest.raises(KeyboardInterrupt):
+        arrivals.throw(KeyboardInterrupt)
+    assert multiprocessing.active_children() == []
 
 
 def test_groups_split_a_recipe_so_workers_have_work(tmp_path):
