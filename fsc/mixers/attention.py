@@ -38,12 +38,15 @@ class RopeScaling(Section):
         return self
 
 
+ROPE_THETA = 10000.0  # RoPE's base where a recipe names none (the Transformer's, Llama's)
+
+
 class AttentionCfg(Section):
     n_heads: int = Field(ge=1, le=MAX_HEADS)
     n_kv_heads: int | None = Field(None, ge=1, le=MAX_HEADS)
     head_dim: int | None = Field(None, ge=1, le=MAX_HEAD_DIM)
     # Below 1 the rotary frequencies would rise with the dimension instead of falling.
-    rope_theta: float = Field(10000.0, ge=1.0, le=1e12, allow_inf_nan=False)
+    rope_theta: float = Field(ROPE_THETA, ge=1.0, le=1e12, allow_inf_nan=False)
     # rope: rotary encoding of absolute positions on q and k. none (NoPE): no position encoding
     # at all; order reaches attention only through the causal mask and, in a hybrid, through the
     # recurrent layers, which is what lets it read past its training length.
@@ -93,6 +96,9 @@ def _check(a: AttentionCfg, d: int) -> None:
         raise Bad(("attention", "n_heads"), f"does not divide d_model {d}", a.n_heads,
                   "a divisor of d_model, or an explicit head_dim")
     head_dim = a.head_dim or d // a.n_heads
+    if a.rope_theta != ROPE_THETA and a.position != "rope":  # it would change the hash alone
+        raise Bad(("attention", "rope_theta"), "given without RoPE", a.rope_theta,
+                  f"no rope_theta (or its default {ROPE_THETA:g}) with position none")
     if a.rope_scaling is not None and a.position != "rope":
         raise Bad(("attention", "rope_scaling"), "given without RoPE", a.rope_scaling.kind,
                   "no rope_scaling with position none")

@@ -180,3 +180,19 @@ def test_a_recipe_of_ones_own_runs_through_every_command(tmp_path, cli):
               "--out", tmp_path / "run", "--store", tmp_path / "store")
     assert res.code == 0, res.err
     assert "trained mine to step 2 of 2" in _flat(res.err + res.out)
+
+
+def test_a_rope_theta_without_rope_is_refused(tmp_path, cli):
+    """A base for a rotation that never happens changed the hash alone; its default, which
+    a recipe written back out carries, is read as before."""
+    path = _copy(tmp_path, ("n_kv_heads: 2, head_dim: 16}",
+                            "n_kv_heads: 2, head_dim: 16, position: none, rope_theta: 500000}"))
+    _one_line(cli("build", path), path, "attention.rope_theta: given without RoPE (got 500000.0)",
+              "allowed: no rope_theta (or its default 10000) with position none")
+    written = tmp_path / "written.yaml"
+    written.write_text(load_recipe("passkey_attn_nope").to_yaml())
+    assert "rope_theta: 10000.0" in written.read_text()
+    assert cli("build", written).code == 0
+    r = cli("eval", "passkey_attn_nope", "--set", "attention.rope_theta=1000", "--store",
+            tmp_path / "st")
+    assert r.code == 2 and "attention.rope_theta: given without RoPE" in r.err
