@@ -173,6 +173,15 @@ class Source:
             return bool(getattr(tokenizer, "adds_bos", False))
         return False
 
+    @property
+    def learned(self) -> bool:
+        """Whether the weights learned anything: a trained or imported checkpoint, or a
+        published folder's weights; not a recipe's seeded ones, nor a checkpoint of them
+        (`fsc build --save`, which records its seed)."""
+        if has_published_weights(self.ref):
+            return True
+        return self.is_checkpoint and self.config.get("seed") is None
+
     def weights(self, seed: int) -> str:
         """Where the model's weights come from, said plainly: seeded random weights are
         untrained."""

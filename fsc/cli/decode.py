@@ -127,7 +127,7 @@ def decode(
                                                         ("--policy", policy)) if v is not None))
     if mode_ == "diffusion" and (g != source_recipe.block_size or g == 1):
         _off_block(src, g, tokenizer)
-    if (mode_ == "ar" and source_recipe.block_size > 1 and src.is_checkpoint
+    if (mode_ == "ar" and source_recipe.block_size > 1 and src.learned
             and src.training.get("objective") != "ar"):
         say(f"note: {source} was trained by block diffusion at G {source_recipe.block_size}; "
             "decoding it autoregressively (G 1) is outside what it learned")
@@ -215,11 +215,10 @@ def _off_block(src, G: int, tokenizer: Path | None) -> None:
     were not trained at (an autoregressive model at any G): a note on stderr, or UsageError for
     an autoregressive model whose tokenizer has no mask token."""
     from fsc.errors import UsageError
-    from fsc.source import has_published_weights
 
     source, trained_G = src.ref, src.recipe.block_size
-    if not (src.is_checkpoint or has_published_weights(source)):
-        return  # a recipe's seeded weights learned no G
+    if not src.learned:
+        return  # seeded weights (a recipe's, or a checkpoint of them) learned no G
     if trained_G > 1:
         say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
             "it learned")

@@ -4,16 +4,24 @@ checkpoint decoded at a G it was not trained at is told (or, with no mask token,
 import pytest
 
 
+def _trained(objective: str) -> dict:
+    """What `fsc train` records of a run (the weights here are seeded: the record is what the
+    notes read)."""
+    return {"data": "copy", "objective": objective, "steps": 1, "seq_len": 32,
+            "final_loss": 1.0}
+
+
 @pytest.fixture
 def checkpoints(tmp_path):
-    """(a tiny_attn checkpoint at G 4, the same recipe at G 1)."""
+    """(a trained tiny_attn checkpoint at G 4, the same recipe trained at G 1)."""
     from fsc.checkpoint.io import save_checkpoint
     from fsc.model.lm import build_model
     from fsc.recipe import load_recipe
 
     recipe = load_recipe("tiny_attn")
-    save_checkpoint(build_model(recipe, seed=1), tmp_path / "g4", seed=1)
-    save_checkpoint(build_model(recipe.as_autoregressive(), seed=1), tmp_path / "ar", seed=1)
+    save_checkpoint(build_model(recipe, seed=1), tmp_path / "g4", training=_trained("frontier"))
+    save_checkpoint(build_model(recipe.as_autoregressive(), seed=1), tmp_path / "ar",
+                    training=_trained("ar"))
     return tmp_path / "g4", tmp_path / "ar"
 
 
@@ -41,6 +49,15 @@ def test_a_checkpoint_decoded_at_another_G_is_noted(fsc_main, checkpoints):
     assert "note" not in fsc_main("decode", g4, "--length", "4", check=0).stderr
     res = fsc_main("decode", ar, "--mode", "diffusion", "--G", "4", "--length", "4", check=0)
     assert f"fsc train {ar} --G 4" in res.stderr  # bytes have a mask token: a note
+
+
+def test_seeded_weights_saved_as_a_checkpoint_learned_no_G(fsc_main, tmp_path):
+    """`fsc build --save` writes untrained weights: decoded at any G, or autoregressively,
+    there is nothing they were trained at to note."""
+    fsc_main("build", "tiny_attn", "--save", tmp_path / "seeded", check=0)
+    for args in (["--G", "2"], ["--mode", "ar"]):
+        res = fsc_main("decode", tmp_path / "seeded", *args, "--length", "4", check=0)
+        assert "note" not in res.stderr and "trained" not in res.stderr, res.stderr
 
 
 def test_an_ar_checkpoint_without_a_mask_token_points_to_adapting_it(fsc_main, checkpoints,

@@ -202,7 +202,9 @@ def test_a_byte_order_mark_is_no_part_of_the_first_prompt(fsc_main, tmp_path):
 
 
 def test_a_diffusion_checkpoint_decoded_autoregressively_gets_a_note(fsc_main, tmp_path):
-    save_checkpoint(build_model(load_recipe("tiny_attn"), seed=1), tmp_path / "ckpt", seed=1)
+    save_checkpoint(build_model(load_recipe("tiny_attn"), seed=1), tmp_path / "ckpt",
+                    training={"data": "copy", "objective": "frontier", "steps": 1,
+                              "seq_len": 32, "final_loss": 1.0})  # (the record the note reads)
     res = fsc_main("decode", "ckpt", "--prompt", "hi", "--length", "4", "--mode", "ar",
                    "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["stats"]["seed"] == 0
