@@ -44,7 +44,7 @@ WRITTEN = ("recipe", "prompt_ids", "text", "token_ids", "stats")  # what a resul
 
 def given_prompts(path: Path | None, batch: int | None, no_cache: bool,
                   prompt: list[str] | None, prompt_file: Path | None,
-                  prompt_ids: str | None) -> list[tuple[int, dict]] | None:
+                  prompt_ids: str | None) -> list[tuple[str, dict]] | None:
     """The prompts of --prompts FILE (see `read_prompts`), None when it is not given.
     UsageError for --batch without --prompts, or --prompts with a single prompt's option or
     with --no-cache (batched decoding reads the cache)."""
@@ -63,26 +63,49 @@ def given_prompts(path: Path | None, batch: int | None, no_cache: bool,
     return read_prompts(path)
 
 
-def read_prompts(path: Path) -> list[tuple[int, dict]]:
-    """(line number, record) of each prompt of a UTF-8 file, in its order. A `.jsonl` file
-    holds one JSON object a line, its prompt the string field `prompt`, its other fields kept
-    for the result (none of them named as one of `WRITTEN`); any other file holds one prompt a
-    line, as it is (the line's end aside). Blank lines are skipped in both, and a UTF-8 byte
-    order mark before the first line. UsageError, one
-    line naming the line number, for a line that is not such an object; or for a file that
-    holds no prompt or cannot be read as `read_prompt_file` says."""
+def read_prompts(path: Path) -> list[tuple[str, dict]]:
+    """(where, record) of each prompt of a UTF-8 file, in its order; `where` is "line N" (or
+    "item N" of a JSON array). A `.jsonl` file holds one JSON object a line, its prompt the
+    string field `prompt`, its other fields kept for the result (none of them named as one of
+    `WRITTEN`); a `.json` file holds an array of prompts, each a string or such an object (or,
+    named .json, JSON lines); any other file holds one prompt a line, as it is (the line's end
+    aside). Blank lines are skipped, and a UTF-8 byte order mark before the first line.
+    UsageError, one line naming the line or item, for one that is not such a prompt; or for a
+    file that holds no prompt or cannot be read as `read_prompt_file` says."""
     where = f"--prompts {printable(str(path), 120)}"
     text = _file_text(path, "--prompts").removeprefix("\ufeff")  # a BOM is no prompt's part
-    jsonl = path.suffix.lower() == ".jsonl"
-    found = []
-    for n, line in enumerate(text.split("\n"), 1):  # (not splitlines: U+2028 is no line end)
-        line = line.removesuffix("\r")
-        if not line.strip():
-            continue
-        found.append((n, _record(line, f"{where}: line {n}") if jsonl else {"prompt": line}))
+    suffix = path.suffix.lower()
+    found = _array(text, where) if suffix == ".json" else None
+    if found is None:
+        found = []
+        for n, line in enumerate(text.split("\n"), 1):  # (not splitlines: U+2028 ends none)
+            line = line.removesuffix("\r")
+            if line.strip():
+                found.append((f"line {n}", _record(line, f"{where}: line {n}")
+                              if suffix in (".jsonl", ".json") else {"prompt": line}))
     if not found:
         raise UsageError(f"{where}: holds no prompt (only blank lines)")
     return found
+
+
+def _array(text: str, where: str) -> list[tuple[str, dict]] | None:
+    """The prompts of a .json file that is one JSON array (strings, or objects as a JSONL
+    line's), numbered "item N"; None for a file that is not one JSON document (JSON lines,
+    read a line at a time); UsageError for a document that is no array."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and len(text.strip().splitlines()) == 1:
+        return None  # one JSON line
+    if not isinstance(doc, list):
+        raise UsageError(f"{where}: a .json file holds an array of prompts (strings, or objects "
+                         'with a string "prompt"), or one JSON object a line')
+    if not doc:
+        raise UsageError(f"{where}: holds no prompt (an empty array)")
+    return [(f"item {i}", _checked({"prompt": item} if isinstance(item, str) else item,
+                                   f"{where}: item {i}"))
+            for i, item in enumerate(doc, 1)]
 
 
 def _record(line: str, where: str) -> dict:
@@ -91,6 +114,12 @@ def _record(line: str, where: str) -> dict:
         record = json.loads(line)
     except ValueError as e:
         raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)})") from None
+    return _checked(record, where)
+
+
+def _checked(record, where: str) -> dict:
+    """A prompt's record: an object with a string `prompt`, none of its fields one fsc decode
+    writes."""
     if not isinstance(record, dict) or not isinstance(record.get("prompt"), str):
         raise UsageError(f'{where} is not an object with a string "prompt" field')
     taken = [k for k in WRITTEN if k in record]

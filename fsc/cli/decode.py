@@ -42,8 +42,9 @@ def decode(
         "--prompt-file", help="One long prompt: the whole of a UTF-8 text file, as it is, "
                               "instead of --prompt.", show_default=False)] = None,
     prompts: Annotated[Path | None, typer.Option(
-        "--prompts", help="Many prompts, one a line (blank lines skipped), or a .jsonl file "
-        "of objects with a string 'prompt' (other fields kept); decoded in batches, one JSON "
+        "--prompts", help="Many prompts, one a line (blank lines skipped), a .jsonl file "
+        "of objects with a string 'prompt' (other fields kept), or a .json array of strings "
+        "or such objects; decoded in batches, one JSON "
         "line a result on stdout in the file's order. Row i (from 0) draws from the seed "
         "fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
     batch: Annotated[int | None, typer.Option(
@@ -181,7 +182,7 @@ def decode(
     show_result(prompt, text, res.stats)
 
 
-def _prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[int, dict]] | None,
+def _prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | None,
                  prompts: Path | None) -> list[list[int]]:
     """The token ids of each prompt (each record's of --prompts, else the one prompt's), begun
     with BOS where `bos` (fsc.tokenizer.prompt_ids). UsageError, naming the prompt, for one that
@@ -195,7 +196,7 @@ def _prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[int, dict]] | 
     if records and isinstance(tok, IdTokenizer):  # (its own message offers --prompt-ids)
         raise UsageError(f"--prompts {path}: the model has no tokenizer to read its prompts' "
                          "text; give --tokenizer DIR")
-    named = ([(f"--prompts {path}: line {n}'s prompt", r["prompt"]) for n, r in records]
+    named = ([(f"--prompts {path}: {n}'s prompt", r["prompt"]) for n, r in records]
              if records else [("--prompt", prompt)])
     rows = []
     for name, text in named:

@@ -10,7 +10,7 @@ from fsc.cli.decode_render import summary
 from fsc.jsonsafe import plain
 
 
-def decode_prompts(model, tok, recipe_name: str, records: list[tuple[int, dict]],
+def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]],
                    rows: list[list[int]], cfg, device: str, batch: int, weights: str) -> None:
     """Decode `rows` (the token ids of each record's prompt) `batch` at a time; row i draws
     from the seed `fsc.seeds.derive(cfg.seed, i)`, which its stats give, so that rows are

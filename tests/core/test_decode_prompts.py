@@ -209,3 +209,32 @@ def test_a_diffusion_checkpoint_decoded_autoregressively_gets_a_note(fsc_main, t
                    "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["stats"]["seed"] == 0
     assert "was trained by block diffusion at G 4; decoding it autoregressively" in res.stderr
+
+
+def test_a_json_file_holds_an_array_of_prompts(fsc_main, tmp_path):
+    """A .json file: an array of strings or objects (their fields carried, as a JSONL line's),
+    or JSON lines; each decodes as the same prompt of a text file (it was read as text lines,
+    a whole line of JSON for the prompt)."""
+    (tmp_path / "p.txt").write_text("The king\nGood night\n")
+    (tmp_path / "a.json").write_text(json.dumps(["The king", {"prompt": "Good night", "id": 7}],
+                                                indent=2))
+    (tmp_path / "lines.json").write_text('{"prompt": "The king"}\n{"prompt": "Good night"}\n')
+    run = ["decode", "tiny_attn", "--length", "8", "--prompts"]
+    want = [r["token_ids"] for r in _lines(fsc_main(*run, "p.txt"))]
+    for name in ("a.json", "lines.json"):
+        rows = _lines(fsc_main(*run, name))
+        assert [r["token_ids"] for r in rows] == want
+        assert [r["prompt"] for r in rows] == ["The king", "Good night"]
+    assert _lines(fsc_main(*run, "a.json"))[1]["id"] == 7
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{\n  "prompt": "a"\n}\n', "--prompts p.json: a .json file holds an array of prompts"),
+    ("[]", "--prompts p.json: holds no prompt (an empty array)"),
+    ('["a", 7]', '--prompts p.json: item 2 is not an object with a string "prompt" field'),
+    ('["a", {"prompt": "b", "text": "c"}]', '--prompts p.json: item 2: field "text" is one'),
+])
+def test_a_json_file_that_is_no_array_of_prompts_is_one_line(fsc_main, tmp_path, no_weights,
+                                                             text, says):
+    (tmp_path / "p.json").write_text(text)
+    _refused(fsc_main("decode", "tiny_attn", "--prompts", "p.json"), says)
