@@ -93,42 +93,47 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
 
 
 def decode_bytes(recipe: Recipe, P: int, L: int, G: int, cached: bool = True,
-                 B: int = 1, chunk: int = 0) -> tuple[int, int]:
+                 B: int = 1, chunk: int = 0, mixed: bool = False) -> tuple[int, int]:
     """(bytes, of which weights) of decoding L tokens after a P-token prompt at block size G
     (1: autoregressive), B rows together, by the cost model: weights, the cache with room for
     P + L + G tokens of each row, and the larger of the prompt's prefill (in passes of `chunk`
     tokens; 0: one pass) and one step. With `cached` False there is no cache, and every step
-    reads all P + L tokens in one pass."""
+    reads all P + L tokens in one pass. `mixed`: prompts of different lengths (at most P), each
+    folded alone into a cache of its own, all of them held until they are merged into the
+    batch's (fsc.decode.engine)."""
     r = recipe.model_copy(update={"block_size": G}) if G > 1 else recipe.as_autoregressive()
     step = memory(r, P + L, B, G)
     whole = prompt_memory(r, P, B, G, chunk) if cached else prompt_memory(r, P + L, B, G)
     cache = step.cache_capacity_bytes if cached else 0
+    if cached and mixed and B > 1:
+        cache += memory(r, P, B, G).cache_capacity_bytes
     need = step.weight_bytes + cache + max(whole.activation_bytes, step.activation_bytes)
     return need, step.weight_bytes
 
 
 def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bool = True,
-                      budget: int | None = None, B: int = 1, chunk: int = 0) -> None:
+                      budget: int | None = None, B: int = 1, chunk: int = 0,
+                      mixed: bool = False) -> None:
     """UsageError (WeightsDoNotFit for the memory), one line naming the prompt's length and the
     limit, when a P-token prompt and L generated tokens pass `MAX_S` tokens of context or need
     more than `budget` bytes (default: the device's free memory) with B such rows decoded
-    together (`fsc decode --prompts`: its longest prompt); see `decode_bytes`. A recipe
-    sets no maximum length of its own (RoPE or no position encoding, recurrent states): these
-    are a prompt's limits."""
+    together (`fsc decode --prompts`: its longest prompt; `mixed`: of different lengths); see
+    `decode_bytes`. A recipe sets no maximum length of its own (RoPE or no position encoding,
+    recurrent states): these are a prompt's limits."""
     if P + L > MAX_S:
         raise UsageError(f"the prompt's {P} tokens and --length {L} make {P + L} tokens of "
                          f"context, past fsc's limit of {MAX_S}; at most {MAX_S - L} prompt "
                          f"tokens fit with --length {L}")
     budget = free_bytes(device) if budget is None else budget
-    need, weights = decode_bytes(recipe, P, L, G, cached, B, chunk)
+    need, weights = decode_bytes(recipe, P, L, G, cached, B, chunk, mixed)
     if need <= budget:
         return
     if weights > budget:  # the weights alone: said as load_model says it
         check_fits(recipe, device, 0, 1, G, budget)
     # the longest prompt that fits: decode_bytes grows with P
-    fit = bisect.bisect_left(range(P), True,
-                             key=lambda n: decode_bytes(recipe, n, L, G, cached, B, chunk)[0]
-                             > budget) - 1
+    fit = bisect.bisect_left(
+        range(P), True,
+        key=lambda n: decode_bytes(recipe, n, L, G, cached, B, chunk, mixed)[0] > budget) - 1
     rows = f" at --batch {B}" if B > 1 else ""
     limit = (f"at most {fit} prompt tokens fit with --length {L}{rows}" if fit > 0
              else f"not even a 1-token prompt fits with --length {L}{rows}")

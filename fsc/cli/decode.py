@@ -138,7 +138,7 @@ def decode(
     tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
         ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
-        prompt = tok.decode(ids)
+        prompt, rows = tok.decode(ids), [ids]
     else:  # as the checkpoint was trained
         rows = _prompt_rows(tok, src.starts_with_bos(None if tokenizer else tok), prompt,
                             records, prompts)
@@ -156,7 +156,7 @@ def decode(
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
     check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
-                      chunk=prefill_chunk)
+                      chunk=prefill_chunk, mixed=len({len(r) for r in rows}) > 1)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")

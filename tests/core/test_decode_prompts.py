@@ -238,3 +238,22 @@ def test_a_json_file_that_is_no_array_of_prompts_is_one_line(fsc_main, tmp_path,
                                                              text, says):
     (tmp_path / "p.json").write_text(text)
     _refused(fsc_main("decode", "tiny_attn", "--prompts", "p.json"), says)
+
+
+def test_prompts_of_different_lengths_count_the_caches_each_is_folded_in(fsc_main, tmp_path,
+                                                                        monkeypatch):
+    """Each prompt of a mixed batch is folded alone, and every such cache is held until they
+    are merged: under memory where two 400-token prompts fit, a 400- and a 300-token one are
+    refused before any weight (the merge would have run out)."""
+    from fsc import loading
+
+    recipe = load_recipe("tiny_attn")
+    fits = loading.decode_bytes(recipe, 400, 8, 4, B=2)[0]
+    assert loading.decode_bytes(recipe, 400, 8, 4, B=2, mixed=True)[0] > fits
+    monkeypatch.setattr(loading, "free_bytes", lambda device: fits)
+    (tmp_path / "same.txt").write_text("a" * 400 + "\n" + "b" * 400 + "\n")
+    (tmp_path / "mixed.txt").write_text("a" * 400 + "\n" + "b" * 300 + "\n")
+    run = ["decode", "tiny_attn", "--length", "8", "--batch", "2", "--prompts"]
+    assert len(_lines(fsc_main(*run, "same.txt"))) == 2
+    res = fsc_main(*run, "mixed.txt")
+    assert res.returncode == 2 and "the longest prompt's 400 tokens at --batch 2" in res.stderr
