@@ -163,7 +163,8 @@ def test_the_summary_says_how_the_file_decoded(fsc_main, tmp_path):
 
 def test_the_longest_prompt_is_checked_at_the_batch(fsc_main, tmp_path, monkeypatch, no_weights):
     recipe = load_recipe("tiny_attn")
-    budget = decode_bytes(recipe, 100, 8, recipe.block_size, B=3)[0]  # 3 rows of 100 just fit
+    # 3 rows of 100 just fit (prompts of different lengths: each folded alone, then merged)
+    budget = decode_bytes(recipe, 100, 8, recipe.block_size, B=3, mixed=True)[0]
     monkeypatch.setattr("fsc.loading.free_bytes", lambda device: budget)
     (tmp_path / "p.txt").write_text("x" * 100 + "\n" + "y" * 300 + "\nz\nw\n")
     res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--batch", "3", "--length", "8")
