@@ -70,6 +70,9 @@ def decode(
         float, typer.Option("--top-p", callback=finite(0, 1, low_open=True),
                             help="Nucleus sampling mass, in (0, 1].")
     ] = 1.0,
+    top_k: Annotated[int, typer.Option(
+        "--top-k", min=0, max=2**31, help="Sample from the K most likely tokens only (0: all); "
+        "then --top-p.")] = 0,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", callback=finite(0, 1, low_open=True),
@@ -161,7 +164,8 @@ def decode(
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
-                       top_p=top_p, threshold=threshold, seed=seed, use_cache=not no_cache,
+                       top_p=top_p, top_k=top_k, threshold=threshold, seed=seed,
+                       use_cache=not no_cache,
                        policy=str(policy or Policy.confidence), graphs=not no_graphs,
                        prefill_chunk=prefill_chunk)
     if records:

@@ -25,11 +25,15 @@ if TYPE_CHECKING:
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples
 
 
-def distribution(logits, temperature: float, top_p: float):
+def distribution(logits, temperature: float, top_p: float, top_k: int = 0):
     """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
-    (greedy, 0: at 1), cut to the smallest top-`top_p` set and renormalised."""
+    (greedy, 0: at 1), cut to its `top_k` most likely ids (0: all; ties with the k-th kept, as
+    transformers cuts), then to the smallest top-`top_p` set, renormalised after each cut."""
     logits = logits.double()
     probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+    if temperature > 0 and 0 < top_k < probs.shape[-1]:
+        probs = probs * (probs >= probs.topk(top_k, dim=-1).values[..., -1:])
+        probs = probs / probs.sum(-1, keepdim=True)
     if temperature > 0 and top_p < 1:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
@@ -54,13 +58,13 @@ def priority(probs, conf, policy: str, uniforms=None):
 
 
 def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy: str,
-             generator, order):
+             generator, order, top_k: int = 0):
     """(tokens, confidences, priorities) of each row of `logits` [n, V], on the host in float64:
     a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn; the
     `random` policy's priorities drawn from `order`."""
     logits = logits.float().cpu().clone()
     logits[..., banned] = float("-inf")
-    probs = distribution(logits, temperature, top_p)
+    probs = distribution(logits, temperature, top_p, top_k)
     if temperature == 0:
         conf, tok = probs.max(dim=-1)
     else:
@@ -80,8 +84,8 @@ class Picker:
     capturable = True
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
-                 policy: str, seeds: list[int], device):
-        self.temperature, self.top_p, self.policy = temperature, top_p, policy
+                 policy: str, seeds: list[int], device, top_k: int = 0):
+        self.temperature, self.top_p, self.top_k, self.policy = temperature, top_p, top_k, policy
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
         self.gens = [torch.Generator(self.device).manual_seed(s) for s in seeds]
@@ -108,7 +112,7 @@ class Picker:
         (a CUDA graph captures it)."""
         B, n, V = logits.shape
         logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
-        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p)
+        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k)
         if self.temperature == 0:
             conf, tok = probs.max(dim=-1)
         else:  # the inverse of each row's CDF at a uniform: the first id whose CDF passes it
@@ -146,8 +150,9 @@ class HostPicker:
     capturable = False
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
-                 policy: str, seeds: list[int], device):
+                 policy: str, seeds: list[int], device, top_k: int = 0):
         self.banned, self.temperature, self.top_p, self.policy = banned, temperature, top_p, policy
+        self.top_k = top_k
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
@@ -161,8 +166,8 @@ class HostPicker:
     def choose(self, logits, samples=None, order=None):
         live = self.live or [True] * len(self.gens)
         self.live = None
-        rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o)
-                if on else self._nothing(row)
+        rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o,
+                         self.top_k) if on else self._nothing(row)
                 for row, gen, o, on in zip(logits, self.gens, self.orders, live, strict=True)]
         return tuple(torch.stack(t).to(self.device) for t in zip(*rows))
 
@@ -196,8 +201,10 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     seeds = seeds or [cfg.seed]
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
     if on_device:
-        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
-    return HostPicker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device)
+        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
+                      cfg.top_k)
+    return HostPicker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
+                      cfg.top_k)
 
 
 def ar_picker(pick, temperature: float):

@@ -271,7 +271,7 @@ class FscLM(TemplateLM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """fsc's decoder (autoregressive, or block diffusion at K = steps), its arguments read
         as the harness's hf backend reads them (`normalize_gen_kwargs`: `max_gen_toks` or an
-        alias of it, sampled at `temperature` and `top_p` where `do_sample` or a temperature
+        alias of it, sampled at `temperature`, `top_k` and `top_p` where `do_sample` or a temperature
         asks, else greedy); cut at EOS and the first stop sequence. Each sampled request draws
         from a seed of its own (`generation_seed`). Requests that ask for the same decoding
         are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
@@ -285,15 +285,17 @@ class FscLM(TemplateLM):
             temperature = float(kwargs.get("temperature", 0.0)) if kwargs["do_sample"] else 0.0
             sample = temperature > 0  # do_sample at temperature 0: greedy
             top_p = float(kwargs.get("top_p") or 1.0) if sample else 1.0
+            top_k = int(kwargs.get("top_k") or 0) if sample else 0
             ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
             key = json.dumps([context, kwargs], sort_keys=True, default=str)
             asks.append((ids, until, generation_seed(self.seed, key, seen[key])))
             seen[key] += 1
-            groups.setdefault((n, temperature, top_p), []).append(i)
+            groups.setdefault((n, temperature, top_p, top_k), []).append(i)
         tokens: dict[int, list[int]] = {}
-        for (n, temperature, top_p), rows in groups.items():
+        for (n, temperature, top_p, top_k), rows in groups.items():
             cfg = DecodeConfig(length=n, G=self.G, steps=self.steps, mode=self.mode,
-                               temperature=temperature, top_p=top_p, seed=self.seed)
+                               temperature=temperature, top_p=top_p, top_k=top_k,
+                               seed=self.seed)
             done = generate_batch(self.model, self.tok, [asks[i][0] for i in rows], cfg,
                                   self._device, [asks[i][2] for i in rows],
                                   batch=self.batch_size)

@@ -52,8 +52,8 @@ COMMANDS = {
                               "--seed": "seed"}),
     "decode": (["tiny_attn"], {
         "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
-        "--temperature": "float_nonneg", "--top-p": "unit", "--threshold": "unit",
-        "--policy": "choice",
+        "--temperature": "float_nonneg", "--top-p": "unit", "--top-k": "int_nonneg",
+        "--threshold": "unit", "--policy": "choice",
         "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids",
         "--prompt-file": "in_file", "--prompts": "in_file", "--batch": "int_pos",
         "--prefill-chunk": "int_nonneg"}),

@@ -1,6 +1,8 @@
 """fsc decode's options say what they do: one prompt, a backend that can run here, and a
 checkpoint decoded at a G it was not trained at is told (or, with no mask token, refused)."""
 
+import json
+
 import pytest
 
 
@@ -72,3 +74,18 @@ def test_an_ar_checkpoint_without_a_mask_token_points_to_adapting_it(fsc_main, c
     _, ar = checkpoints
     res = fsc_main("decode", ar, "--mode", "diffusion", "--G", "4", "--tokenizer", folder)
     _one_line(res, f"no mask token for block diffusion: adapt it first (fsc train {ar} --G 4")
+
+
+def test_top_k_one_samples_the_greedy_tokens(fsc_main):
+    """--top-k 1 leaves each draw the most likely token: sampled at any temperature, an
+    autoregressive decode is the greedy one; with --top-k 0 (every token) it is not."""
+    run = ["decode", "tiny_attn", "--mode", "ar", "--prompt", "The", "--length", "16", "--json"]
+
+    def tokens(*extra):
+        return json.loads(fsc_main(*run, *extra, check=0).stdout)["token_ids"]
+
+    greedy = tokens()
+    assert tokens("--temperature", "2", "--top-k", "1") == greedy  # (--seed seeds the weights)
+    assert tokens("--temperature", "2", "--top-k", "0") != greedy
+    res = fsc_main("decode", "tiny_attn", "--top-k", "-1")
+    assert res.returncode == 2 and "--top-k" in res.stderr

@@ -39,6 +39,7 @@ def test_generation_arguments_are_read_as_the_hf_backend_reads_them(ar_lm):
     assert _gen(lm, *[(c, {"until": [], "max_gen_toks": 8, "temperature": 1.0})
                       for c in contexts]) == hot
     assert _gen(lm, *[(c, {**sampled, "top_p": 1e-9}) for c in contexts]) == greedy
+    assert _gen(lm, *[(c, {**sampled, "top_k": 1}) for c in contexts]) == greedy  # was ignored
 
 
 def test_repeated_sampled_requests_draw_apart_whatever_the_batch(ar_lm):
