@@ -21,9 +21,14 @@ class UsageError(FscError):
 
 class NothingToDo(FscError):
     """A request already done (`--resume` of a run that finished): said on stderr, exit 0, so
-    that a retry loop or a requeued job reads it as success."""
+    that a retry loop or a requeued job reads it as success; with --json, `facts` (the run or
+    checkpoint it is about) and the message are the document on stdout."""
 
     exit_code = 0
+
+    def __init__(self, message: str, **facts):
+        super().__init__(message)
+        self.facts = facts
 
 
 class TuningError(UsageError):

@@ -201,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_usage(e, argv), e.exit_code)
     except NothingToDo as e:  # already done: not an error
         print(str(e), file=sys.stderr)
+        if "--json" in argv:  # the document a reader of stdout waits for
+            common.print_json({**e.facts, "nothing_to_do": str(e)})
         return 0
     except FscError as e:
         if debug:

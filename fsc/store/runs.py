@@ -139,7 +139,7 @@ class RunLifecycle:
         if status == "finished":  # idempotent: a retry or a requeued job finds it done
             what = "point" if kind == "profile" else "cell"
             raise NothingToDo(f"run {run_id} finished; every {what} of it is stored: nothing "
-                              "to do")
+                              "to do", run_id=run_id, status=status)
         return json.loads(config or "{}")
 
     def point_keys(self, run_id: str) -> dict[tuple, int]:

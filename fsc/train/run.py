@@ -170,7 +170,8 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
         cfg.steps = steps
     if done >= cfg.steps:  # idempotent: a retry or a requeued job finds the run done
         raise NothingToDo(f"{start} is at step {done} of {cfg.steps}: the run is done, nothing "
-                          "to do (--train-steps N goes further)")
+                          "to do (--train-steps N goes further)", checkpoint=str(start),
+                          step=done)
     for key, value in changes.items():
         setattr(cfg, key, value)
     if nproc is not None and nproc != cfg.nproc:

@@ -138,6 +138,10 @@ def test_a_resumed_run_compares_every_point_it_holds(tmp_path, monkeypatch, caps
     assert len(rows) == 2 and not any(" - " in ln or "–" in ln for ln in rows), versus
     assert main(["profile", "--resume", run_id, "--store", str(tmp_path)]) == 0
     assert "nothing to do" in capsys.readouterr().err
+    assert main(["profile", "--resume", run_id, "--store", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # a reader of stdout gets a document
+    assert (doc["run_id"], doc["status"]) == (run_id, "finished")
+    assert "nothing to do" in doc["nothing_to_do"]
     assert _stored(tmp_path) == 4
 
 

@@ -2,6 +2,8 @@
 run, a row per logged step as TrainStep encodes it, the checkpoints registered, the summary);
 a resumed job keeps its settings; the launcher leaves --nproc out of the workers' command."""
 
+import json
+
 import pytest
 
 from fsc.errors import NothingToDo, UsageError
@@ -57,6 +59,10 @@ def test_a_finished_run_resumed_is_a_no_op(tmp_path, fsc_main):
         resumed_job(out, "cpu", None, None, {})
     res = fsc_main("train", "--resume", out, "--store", store)
     assert res.returncode == 0 and "nothing to do" in res.stderr
+    res = fsc_main("train", "--resume", out, "--store", store, "--json")
+    doc = json.loads(res.stdout)  # a reader of stdout gets a document
+    assert res.returncode == 0 and (doc["checkpoint"], doc["step"]) == (
+        str(out / "step-000004"), 4)
     _, [(n,)] = Store(store).query("select count(*) from runs")
     assert n == 1  # nothing recorded
     assert resumed_job(out, "cpu", 6, None, {}).cfg.steps == 6  # further: a new schedule
