@@ -46,7 +46,9 @@ def show_wrong(cells: list) -> None:
     for c, a in wrong[:WRONG_SHOWN]:
         expected, decoded = a["expected"], a["decoded"]
         if isinstance(decoded, list):  # mqar: its first wrong query
-            i = next(i for i, (e, d) in enumerate(zip(expected, decoded, strict=True)) if e != d)
+            # (a query scored wrong whose text reads right: a special token the text drops)
+            i = next((i for i, (e, d) in enumerate(zip(expected, decoded, strict=True))
+                      if e != d), 0)
             expected, decoded = [expected[i]], decoded[i]
         out.print(f"  {label(c)}: expected {_quoted(', '.join(expected))}, decoded "
                   f"{_quoted(decoded)}", markup=False, highlight=False)

@@ -70,7 +70,8 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         return
     if task == "ruler":
         _render_suite(cells, recipe, run_id)
-        show_wrong(cells)
+        show_wrong(sorted(cells, key=lambda c: (_in_suite(_part(c)), c.length,
+                                                c.depth or 0)))  # in the table's order
         return
     if task == "loss":
         out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
@@ -125,6 +126,16 @@ SUITE_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multique
                "fwe")  # --task ruler's rows, in the order it scores its parts
 
 
+def _part(c) -> str:
+    """The suite's row a cell is in: 'niah multikey', 'vt'."""
+    return f"niah {c.get('variant')}" if c.task == "niah" else c.task
+
+
+def _in_suite(name: str) -> tuple:
+    """Where a row of the suite's table goes: in SUITE_ORDER, then any other by name."""
+    return (SUITE_ORDER.index(name) if name in SUITE_ORDER else len(SUITE_ORDER), name)
+
+
 def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     """--task ruler: a row per task (niah per variant, its depths averaged), a column per
     length, RULER's score in each, and their average."""
@@ -134,10 +145,8 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     lengths = sorted({c.length for c in cells})
     rows: dict[str, dict[int, list[float]]] = {}
     for c in cells:
-        name = f"niah {c.get('variant')}" if c.task == "niah" else c.task
-        rows.setdefault(name, {}).setdefault(c.length, []).append(c.get("score"))
-    ordered = sorted(rows, key=lambda name: (SUITE_ORDER.index(name) if name in SUITE_ORDER
-                                             else len(SUITE_ORDER), name))
+        rows.setdefault(_part(c), {}).setdefault(c.length, []).append(c.get("score"))
+    ordered = sorted(rows, key=_in_suite)
     means = {name: {n: sum(v) / len(v) for n, v in rows[name].items()} for name in ordered}
     means["average"] = {n: sum(m[n] for m in means.values() if n in m)
                         / sum(n in m for m in means.values()) for n in lengths}

@@ -142,12 +142,14 @@ def mqar(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
                        for i in range(settings.samples)]
             yield {"task": "mqar", "length": length, "pairs": pairs,
                    "length_ratio": ratio(length, settings),
-                   **_cell(model, tokenizer, samples, settings, device)}
+                   **_cell(model, tokenizer, samples, settings, device, queries=True)}
 
 
-def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
+def _cell(model, tokenizer, samples, settings: EvalSettings, device,
+          queries: bool = False) -> dict:
     """Decode `samples` (one layout) in batches and count exact matches, one per run of
-    scored positions: a passkey's whole key, each of an mqar sample's answers."""
+    scored positions: a passkey's whole key, each of an mqar sample's answers (`queries`: its
+    answers' decoded texts a list, one a query, however many)."""
     target = torch.tensor(samples[0].target)
     score = torch.tensor(samples[0].score)
     starts = [i for i in range(len(score)) if score[i] and (i == 0 or not score[i - 1])]
@@ -167,7 +169,7 @@ def _cell(model, tokenizer, samples, settings: EvalSettings, device) -> dict:
         for row, want, hit in zip(got.tolist(), gold.tolist(), hits.tolist(), strict=True):
             said = [tokenizer.decode(row[a:b]) for a, b in runs]
             answers.append({"expected": [tokenizer.decode(want[a:b]) for a, b in runs],
-                            "decoded": said[0] if len(runs) == 1 else said,
+                            "decoded": said if queries else said[0],
                             "score": sum(hit) / len(hit)})
     seconds = time.perf_counter() - t0
     n = len(samples) * len(runs)

@@ -47,6 +47,9 @@ def test_mqar_answers_are_one_a_query(cli, tmp_path):
         assert all(len(e) == 2 and e.isdigit() for e in a["expected"])
         assert a["score"] == sum(e == d for e, d in zip(a["expected"], a["decoded"])) / 4
     assert sum(a["score"] for a in row["answers"]) * 4 == row["correct"]
+    [one] = _rows(cli, "tiny_mamba", "--task", "mqar", "--lengths", "64", "--pairs", "1",
+                  "--samples", "2", *store)  # a list for one query too
+    assert all(isinstance(a["decoded"], list) and len(a["decoded"]) == 1 for a in one["answers"])
     # the store holds them as JSON text, read with DuckDB's json functions
     _, got = Store(tmp_path / "store").query(
         "select answers->0->>'decoded' from evaluation where task = 'mqar'")
