@@ -1,7 +1,9 @@
-"""Values made ready for JSON the one way fsc writes them (`--json`, `fsc export`)."""
+"""Values made ready for JSON the one way fsc writes them (`--json`, `fsc export`), and a JSON
+object read back from a file that may not hold one (`json_object`)."""
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from pathlib import Path
@@ -25,3 +27,13 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def json_object(path) -> dict:
+    """The JSON object a file holds, as a dict; {} for a file that is missing or unreadable,
+    not JSON, or JSON of another kind (None, a list): a config read where it may be."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, TypeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

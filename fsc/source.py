@@ -10,13 +10,13 @@ heavy is imported. Building or loading the model is fsc.loading.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
 from fsc.errors import CheckpointError, UsageError
 from fsc.imports import has_weights, import_config, is_import_source
+from fsc.jsonsafe import json_object
 from fsc.recipe import Recipe, load_recipe
 from fsc.text import printable
 from fsc.tokenizer import IdTokenizer, load_tokenizer
@@ -76,13 +76,7 @@ def load_source_recipe(ref: str | Path) -> Recipe:
 
 def checkpoint_config(ref: str | Path) -> dict:
     """A checkpoint's config.json as a dict; empty for a recipe or an unreadable file."""
-    if not is_checkpoint(ref):
-        return {}
-    try:
-        config = json.loads((Path(ref) / CONFIG_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
+    return json_object(Path(ref) / CONFIG_FILE) if is_checkpoint(ref) else {}
 
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:

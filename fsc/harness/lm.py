@@ -24,7 +24,6 @@ import json
 import sys
 import zlib
 from collections import Counter
-from pathlib import Path
 
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
@@ -36,9 +35,10 @@ from lm_eval.models.utils import normalize_gen_kwargs
 
 from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
-from fsc.errors import UsageError
+from fsc.errors import ImportRefused, UsageError
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
-from fsc.imports import HF_PREFIX, is_import_source, parse_hf, published_length
+from fsc.imports import HF_PREFIX, is_import_source, local_dir, parse_hf, published_length
+from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
 from fsc.source import Source, published_origin, resolve_checkpoint
@@ -114,16 +114,11 @@ def published_config(src: Source) -> dict:
     if origin.startswith(HF_PREFIX):
         repo, revision = parse_hf(origin)
         path = try_to_load_from_cache(repo, "config.json", revision=revision)
-        return _json(path) if isinstance(path, str) else {}
-    return _json(Path(origin) / "config.json")
-
-
-def _json(path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return json_object(path) if isinstance(path, str) else {}
+    try:  # (published/NAME: the folder its recipe was imported from)
+        return json_object(local_dir(origin) / "config.json")
+    except ImportRefused:  # a folder that is gone
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def context_length(src: Source) -> int:

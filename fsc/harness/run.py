@@ -13,7 +13,7 @@ import io
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import datasets
@@ -29,7 +29,7 @@ from fsc import paths
 from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
 from fsc.harness import COLUMNS
-from fsc.harness.lm import FscLM, generation_steps
+from fsc.harness.lm import FscLM, context_length, generation_steps
 from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
 from fsc.provenance import environment
@@ -290,6 +290,8 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
     model loads. Input refused before the model is asked anything (UsageError) takes the run
     away again, so a refusal leaves no run; a failure after leaves it failed with its error."""
     src, (mode, G, K) = check(request)
+    # the length requests are cut to, as read (a published model's own by default): recorded
+    request = replace(request, max_length=request.max_length or context_length(src))
     with _quiet():
         manager = task_manager(request)
     tracker = (EvaluationTracker(output_path=request.output_path)
@@ -301,7 +303,6 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
             t0 = time.perf_counter()
             args = model_args(request, src.ref)
             lm = FscLM(device=request.device, batch_size=request.batch, **args)
-            args["max_length"] = lm.max_length  # recorded as read (the model's own by default)
             results = run_harness(request, lm, manager, args, tracker)
             seconds = time.perf_counter() - t0
             with _quiet():

@@ -22,6 +22,7 @@ from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
 from fsc.imports.fetch import PICKLED, snapshot
+from fsc.jsonsafe import json_object
 from fsc.recipe import PUBLISHED, Recipe, parse_recipe, published_recipes
 
 HF_PREFIX = "hf:"
@@ -45,25 +46,17 @@ LENGTH_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")  # transformer
 UNSET_LENGTH = int(1e30)  # a tokenizer's model_max_length that says none (transformers')
 
 
-def _json_file(path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, TypeError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def published_length(config, tokenizer_dir=None) -> int | None:
     """A published model's own length, as lm-evaluation-harness's hf model reads it: its
     config.json's (a path, or the dict) n_positions, max_position_embeddings or n_ctx (a
     multimodal config's text_config first), else its tokenizer's model_max_length (in
     `tokenizer_dir`); None where neither says."""
-    data = config if isinstance(config, dict) else _json_file(config)
+    data = config if isinstance(config, dict) else json_object(config)
     data = data.get("text_config") or data
     for key in LENGTH_KEYS:
         if isinstance(data.get(key), int):
             return data[key]
-    length = (_json_file(Path(tokenizer_dir) / "tokenizer_config.json")
+    length = (json_object(Path(tokenizer_dir) / "tokenizer_config.json")
               if tokenizer_dir else {}).get("model_max_length")
     return length if isinstance(length, int) and length != UNSET_LENGTH else None
 

@@ -116,13 +116,18 @@ def test_a_published_models_max_length_is_the_hf_backends(tmp_path, fsc_main):
             want["results"]["fsc_text"][f"{row['metric']},none"], rel=1e-4), row
     [results] = [f for f in doc["files"] if "results_" in f]
     assert json.loads(Path(results).read_text())["config"]["model_args"]["max_length"] == 24
+    from fsc.store import Store  # and the store says which length gave its numbers
+
+    _, [(config,)] = Store(tmp_path / "st").query("select config from runs where kind = 'eval'")
+    assert json.loads(config)["request"]["max_length"] == 24
 
 
+@pytest.mark.slow  # an import and a build, seconds
 def test_an_imported_checkpoint_keeps_its_length_without_the_published_folder(tmp_path,
                                                                              fsc_main):
     """`fsc import` records the published model's own length in the checkpoint, so a copy
     pulled elsewhere (the folder it came from gone) is cut where transformers cuts it; a
-    checkpoint fsc trains keeps 2048."""
+    checkpoint of fsc's own (here `fsc build --save`'s) keeps 2048."""
     import shutil
 
     from fsc.harness.lm import context_length

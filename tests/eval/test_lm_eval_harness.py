@@ -87,6 +87,7 @@ def test_a_limit_below_one_is_a_fraction_of_the_documents(fsc_main, made, tmp_pa
         assert f"Invalid value for '--limit': {says}" in res.stderr
 
 
+@pytest.mark.slow  # two harness runs
 def test_max_length_cuts_the_rolling_windows(fsc_main, made, tmp_path):
     """--max-length is the model's max_length: a rolling text read in 8-token windows scores
     otherwise than in the default's one window; it is the harness's option alone."""
