@@ -96,13 +96,17 @@ def _array(text: str, where: str) -> list[tuple[str, dict]] | None:
         doc = json.loads(text)
     except ValueError:
         return None
-    if isinstance(doc, dict) and len(text.strip().splitlines()) == 1:
+    if isinstance(doc, dict) and "\n" not in text.strip():
         return None  # one JSON line
     if not isinstance(doc, list):
         raise UsageError(f"{where}: a .json file holds an array of prompts (strings, or objects "
                          'with a string "prompt"), or one JSON object a line')
     if not doc:
         raise UsageError(f"{where}: holds no prompt (an empty array)")
+    for i, item in enumerate(doc, 1):
+        if not isinstance(item, (str, dict)):
+            raise UsageError(f'{where}: item {i} is neither a string nor an object with a '
+                             'string "prompt" field')
     return [(f"item {i}", _checked({"prompt": item} if isinstance(item, str) else item,
                                    f"{where}: item {i}"))
             for i, item in enumerate(doc, 1)]

@@ -1,4 +1,5 @@
-"""`fsc build`: validate a recipe, build its model, report layer map, parameters and caches."""
+"""`fsc build`: validate a recipe, build its model, report its layers, dtypes, FFN and head,
+parameters and caches."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def build(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate RECIPE, build its model and report layer map, parameters and cache bytes."""
+    """Validate RECIPE, build its model and report its layer map, dtypes, FFN and head,
+    parameters and cache bytes."""
     from fsc.source import load_source_recipe, resolved
 
     recipe = resolved(recipe)  # a training directory: its newest step

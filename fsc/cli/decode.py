@@ -71,7 +71,7 @@ def decode(
                             help="Nucleus sampling mass, in (0, 1].")
     ] = 1.0,
     top_k: Annotated[int, typer.Option(
-        "--top-k", min=0, max=2**31, help="Sample from the K most likely tokens only (0: all); "
+        "--top-k", min=0, max=2**31 - 1, help="Sample from the K most likely tokens only (0: all); "
         "then --top-p.")] = 0,
     threshold: Annotated[
         float | None,
@@ -149,7 +149,7 @@ def decode(
     B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
-    from fsc.decode import DecodeConfig, generate
+    from fsc.decode import DecodeConfig, generate, ragged_ok
     from fsc.loading import check_prompt_fits, load_model
 
     ops.use_backend(str(backend))
@@ -159,7 +159,8 @@ def decode(
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
     check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
-                      chunk=prefill_chunk, mixed=len({len(r) for r in rows}) > 1)
+                      chunk=prefill_chunk,
+                      mixed=ragged_ok(source_recipe) and len({len(r) for r in rows}) > 1)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")

@@ -107,9 +107,10 @@ def batches(prompts: list[list[int]], size: int, ragged: bool = True) -> list[li
             for lo in range(0, len(rows), size)]
 
 
-def ragged_ok(model) -> bool:
-    """Whether prompts of several lengths may share a batch: not with a sliding window."""
-    return getattr(model.recipe.attention, "window", None) is None
+def ragged_ok(recipe) -> bool:
+    """Whether prompts of several lengths may share a batch (each folded alone, then merged):
+    not with a sliding window."""
+    return getattr(recipe.attention, "window", None) is None
 
 
 @torch.inference_mode()
@@ -136,7 +137,7 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     seeds = seeds or [cfg.seed] * len(prompts)
     results: list[DecodeResult | None] = [None] * len(prompts)
     warmup_s = warmed(model, 1 if cfg.mode == "ar" else cfg.G, device)
-    for index, rows in enumerate(batches(prompts, batch, ragged_ok(model))):
+    for index, rows in enumerate(batches(prompts, batch, ragged_ok(model.recipe))):
         outs, stats = _rows(model, tokenizer, [prompts[i] for i in rows], cfg, device,
                             [seeds[i] for i in rows])
         for i, out, st in zip(rows, outs, stats, strict=True):

@@ -227,12 +227,17 @@ def test_a_json_file_holds_an_array_of_prompts(fsc_main, tmp_path):
         assert [r["token_ids"] for r in rows] == want
         assert [r["prompt"] for r in rows] == ["The king", "Good night"]
     assert _lines(fsc_main(*run, "a.json"))[1]["id"] == 7
+    (tmp_path / "one.json").write_text('{"prompt": "a\u2028b"}\n')  # one line (U+2028 ends none)
+    assert [r["prompt"] for r in _lines(fsc_main(*run, "one.json"))] == ["a\u2028b"]
 
 
 @pytest.mark.parametrize("text, says", [
     ('{\n  "prompt": "a"\n}\n', "--prompts p.json: a .json file holds an array of prompts"),
     ("[]", "--prompts p.json: holds no prompt (an empty array)"),
-    ('["a", 7]', '--prompts p.json: item 2 is not an object with a string "prompt" field'),
+    ('["a", 7]', '--prompts p.json: item 2 is neither a string nor an object with a string '
+                 '"prompt" field'),
+    ('["a", {"text": "b"}]', '--prompts p.json: item 2 is not an object with a string '
+                             '"prompt" field'),
     ('["a", {"prompt": "b", "text": "c"}]', '--prompts p.json: item 2: field "text" is one'),
 ])
 def test_a_json_file_that_is_no_array_of_prompts_is_one_line(fsc_main, tmp_path, no_weights,
@@ -258,3 +263,8 @@ def test_prompts_of_different_lengths_count_the_caches_each_is_folded_in(fsc_mai
     assert len(_lines(fsc_main(*run, "same.txt"))) == 2
     res = fsc_main(*run, "mixed.txt")
     assert res.returncode == 2 and "the longest prompt's 400 tokens at --batch 2" in res.stderr
+    # a sliding window decodes a batch per prompt length: nothing is folded alone
+    swa = load_recipe("passkey_hybrid_swa")
+    monkeypatch.setattr(loading, "free_bytes",
+                        lambda device: loading.decode_bytes(swa, 400, 8, 4, B=2)[0])
+    assert len(_lines(fsc_main("decode", "passkey_hybrid_swa", *run[2:], "mixed.txt"))) == 2
