@@ -139,7 +139,8 @@ class _Layers(Section):
             bad = sorted(set(self.pattern) - set(KIND_OF_LETTER))
             if bad:
                 upper = self.pattern.upper()
-                hint = "" if set(upper) - set(KIND_OF_LETTER) else f" (letters are upper case: {upper})"
+                hint = ("" if set(upper) - set(KIND_OF_LETTER)
+                        else f" (letters are upper case: {upper})")
                 raise Bad(("pattern",), f"unknown letter {bad[0]!r}{hint}", self.pattern, _LETTERS)
         elif self.default is None and not placed:
             raise Bad((), "no mixer given",

@@ -86,6 +86,10 @@ def _baseline(rows: list[PointResult]) -> str:
     return rows[0].recipe
 
 
+NOT_MEASURED = "none"  # a versus row's baseline_status where the baseline ran at no such G, K
+MISSING = "-"  # where it ran at that G, K but not at that S, B (a partial or interrupted run)
+
+
 def compare(rows: list[PointResult], baseline: str | None = None,
             memory_budget: int | None = None, free_bytes: int | None = None) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
@@ -100,8 +104,8 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     batch the cost model fits in the budget (`memory_budget`, the sweep's --memory-budget,
     else `free_bytes`; None when neither is known; 0: not even one sequence) and
     `baseline_command` the `fsc profile` that measures it. `baseline_status` is the baseline's
-    status at the point, or "none" where the sweep has no such point of it (a recipe of
-    another block size)."""
+    status at the point, NOT_MEASURED where the baseline ran at no such G and K (a recipe of
+    another block size), MISSING where it ran at that G and K but not at that S and B."""
     if not rows:
         return []
     base_name = baseline or _baseline(rows)
@@ -110,6 +114,7 @@ def compare(rows: list[PointResult], baseline: str | None = None,
         return r.S, r.B, r.G, r.K
 
     by = {(r.recipe, *key(r)): r for r in rows}
+    measured_at = {(b.G, b.K) for b in rows if b.recipe == base_name}
     result = []
     for r in rows:
         if r.recipe == base_name or r.status != "ok":
@@ -135,7 +140,8 @@ def compare(rows: list[PointResult], baseline: str | None = None,
             "latency_x": base.step_ms / r.step_ms if ok else None,
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
-            "baseline_status": base.status if base else NOT_MEASURED,
+            "baseline_status": (base.status if base else NOT_MEASURED
+                                if (r.G, r.K) not in measured_at else MISSING),
             "baseline_fits_B": fits_B,
             "baseline_command": command,
             "latency_noise": ok and overlap(base, r) is True,
@@ -171,8 +177,6 @@ def _size_option(n: int) -> str:
             return f"{n // size}{name}"
     return str(n)
 
-
-NOT_MEASURED = "none"  # a versus row's baseline_status where the sweep has no such point
 
 # What each ratio of a versus-baseline table divides, said below it (fsc profile, fsc report)
 VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "

@@ -133,6 +133,10 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     still starting would otherwise fail to read its start-up arguments once this process has
     gone, with a traceback. (Python 3.14's `terminate_workers`; before it, the pool's own
     table of processes.)"""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14 on
+    if terminate is not None:
+        terminate()
+        return
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for p in processes:
         p.terminate()

@@ -13,7 +13,7 @@ from rich.console import Console
 from fsc.cli.profile_render import render_rows
 from fsc.costmodel import cache_bytes, memory
 from fsc.source import load_source_recipe
-from fsc.sweep_results import PointResult, compare
+from fsc.sweep_results import PointResult, baseline_notes, compare
 
 QUICK = ["--S", "16", "--B", "1", "--warmup", "0", "--repeats", "1"]
 
@@ -110,6 +110,13 @@ def test_recipes_of_another_block_size_say_why_they_have_no_ratio(fsc_main, tmp_
                                   ("mamba", "mamba", 4))]
     assert [(x["G"], x["baseline_status"], x["latency_x"]) for x in compare(rows)] == [
         (4, "ok", 1.0), (8, "none", None)]
+    # a point of the baseline missing at a G it ran at (a partial run): no ratio, but no
+    # block size to blame
+    partial = [*rows, replace(rows[2], S=2048)]
+    assert [x["baseline_status"] for x in compare(partial) if x["G"] == 4] == ["ok", "-"]
+    assert [n for n in baseline_notes(compare(partial)) if "not measured" in n] == [
+        "attn was not measured at G 8, K 8: no ratio there (each recipe runs at its own block "
+        "size unless --G and --steps give one for all)"]
 
 
 def _cpu_row(recipe, gbps):
