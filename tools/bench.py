@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fsc.paths import store_dir
-from tools.options import boundary, names, positives
+from tools.options import boundary, command, names, positives
 from tools.timing import median_s
 
 FSC = [sys.executable, "-m", "fsc"]
@@ -326,8 +326,7 @@ def main(argv: list[str] | None = None) -> None:
 
     st = Store(store_dir(a.store))
     figures = []
-    said = sys.argv[1:] if argv is None else argv
-    with st.run("bench", " ".join(["python -m tools.bench", *said]),
+    with st.run("bench", command("bench", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
 
         def record(name, value, unit, params):

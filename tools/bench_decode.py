@@ -33,13 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-from tools.options import boundary, positive
+from tools.options import boundary, command, positive
 from tools.timing import median_s
 
 MODELS = ("llama", "mamba2", "qwen3-0.6b")
@@ -200,8 +199,7 @@ def main(argv=None) -> None:
                              "gen_tok_s": statistics.median(gen), "gen_range": (min(gen), max(gen))})
             del hf_model, runs
     st = Store(store_dir(a.store))
-    said = sys.argv[1:] if argv is None else argv
-    with st.run("bench", " ".join(["python -m tools.bench_decode", *said]),
+    with st.run("bench", command("bench_decode", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment(device)) as run:
         for r in rows:
             extra = {"model": r["model"], "prompt": a.prompt, "new": a.new, "dtype": a.dtype,

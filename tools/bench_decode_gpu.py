@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tools.options import command
+
 FSC = [sys.executable, "-m", "fsc"]
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. "
 
@@ -101,8 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                         row["ratio"] = row["decode"]["tokens_per_s"] / prof["tokens_per_s"]
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
-    said = sys.argv[1:] if argv is None else argv  # the arguments it ran with
-    with st.run("bench", " ".join(["python -m tools.bench_decode_gpu", *said]),
+    with st.run("bench", command("bench_decode_gpu", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment(a.device)) as run:
         for r in rows:
             extra = {"recipe": r["recipe"], "S": r["S"], "B": r["B"], "G": a.G, "K": a.K}

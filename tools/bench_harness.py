@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-from tools.options import boundary, positive
+from tools.options import boundary, command, positive
 from tools.timing import median_s
 
 CHARS = [chr(i) for i in range(128)] + ["\ufffd"]
@@ -137,8 +136,7 @@ def main(argv=None) -> None:
                          "backend": "fsc, folded context" if cached else "fsc, context recomputed per draw",
                          "requests": "loglikelihood", "n": len(long), "requests_per_s": rate})
     st = Store(store_dir(a.store))
-    said = sys.argv[1:] if argv is None else argv
-    with st.run("bench", " ".join(["python -m tools.bench_harness", *said]),
+    with st.run("bench", command("bench_harness", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
         for r in rows:
             run.add_bench(f"harness {r['requests']} {r['backend']}", r["requests_per_s"],

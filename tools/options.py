@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable
 
@@ -66,12 +67,19 @@ def names(allowed: Iterable[str]) -> Callable[[str], list[str]]:
     allowed = tuple(allowed)
 
     def parse(text: str) -> list[str]:
-        got = [p for p in text.split(",") if p]
+        got = [p.strip() for p in text.split(",") if p.strip()]
         if bad := [p for p in got if p not in allowed]:
             raise argparse.ArgumentTypeError(f"unknown {bad[0]!r}; some of {', '.join(allowed)}")
         return got
 
     return parse
+
+
+def command(tool: str, argv: list[str] | None) -> str:
+    """The command line a tool ran with (`argv`, default this process's), as a run records it:
+    quoted as a shell reads it, so it pastes back (an empty or spaced argument stays one)."""
+    return shlex.join(["python", "-m", f"tools.{tool}", *(sys.argv[1:] if argv is None
+                                                          else argv)])
 
 
 def boundary(main: Callable[[], object], prog: str) -> None:
