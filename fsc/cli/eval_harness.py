@@ -100,7 +100,9 @@ def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
         table.add_column(c, justify="left" if c in ("task", "metric") else "right")
     for r in rows:
         table.add_row(printable(r["harness_task"], 40), printable(r["metric"], 30),
-                      _num(r["value"]), _num(r["value_se"]) if r["value_se"] is not None else "", str(r["n"] if r["n"] is not None else ""),
+                      _num(r["value"]),
+                      _num(r["value_se"]) if r["value_se"] is not None else "",
+                      str(r["n"] if r["n"] is not None else ""),
                       str(r["num_fewshot"] if r["num_fewshot"] is not None else ""))
     out.print(table)
     if bound:
