@@ -75,7 +75,7 @@ def plot(
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
     output_path(path, "--out", force=force)
-    from fsc.results import figures, select
+    from fsc.results import figures, plots, select
     from fsc.results.plots import draw
 
     if where is not None:
@@ -88,12 +88,13 @@ def plot(
     except (OSError, ValueError) as e:
         raise PlotFailed(f"writing {path} failed: {e}") from None
     width, height = (round(v) for v in drawn.figure.get_size_inches() * figures.DPI)
+    rows = len(plots.DRAWS.get(str(kind), list)(drawn.rows))  # those the figure draws
     if as_json:
         print_json({"kind": str(kind), "path": str(path), "runs": drawn.run_ids,
                     "picked": drawn.picked or None,
-                    "rows": len(drawn.rows), "width": width, "height": height})
+                    "rows": rows, "width": width, "height": height})
         return
-    err.print(f"{kind}: {len(drawn.rows)} rows of run {', '.join(drawn.run_ids)}"
+    err.print(f"{kind}: {rows} rows of run {', '.join(drawn.run_ids)}"
               + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
               highlight=False, soft_wrap=True)
     print_plain(f"{path}\n")

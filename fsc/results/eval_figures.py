@@ -76,14 +76,22 @@ def _metric(cells: Rows, metric: str) -> float:
     return sum(c[metric] * c["n"] for c in cells) / n if n else float("nan")
 
 
+def passkey(row) -> bool:
+    """A niah cell of the plain passkey (one key, no distractors, the filler haystack), not of
+    the RULER-style variants, which score other prompts (fsc.results.select.PASSKEY)."""
+    return (row["task"] == "niah" and (row.get("variant") or "single") == "single"
+            and not row.get("distractors") and (row.get("haystack") or "filler") == "filler")
+
+
 def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:
-    """The evaluation rows the niah heatmap draws."""
-    return [r for r in rows if r["task"] == "niah" and r.get(metric) is not None]
+    """The evaluation rows the niah heatmap draws: the passkey's (a ruler run's variants at the
+    same length and depth would draw over them)."""
+    return [r for r in rows if passkey(r) and r.get(metric) is not None]
 
 
 def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
     """The evaluation rows the retrieval figure draws."""
-    return [r for r in rows if r["task"] in ("niah", "mqar") and r.get("length_ratio")
+    return [r for r in rows if (r["task"] == "mqar" or passkey(r)) and r.get("length_ratio")
             and r.get(metric) is not None]
 
 

@@ -62,7 +62,7 @@ class Source:
         return f"the latest {self.kind} run{each} with {self.what}"
 
 
-_PROFILE_ORDER = "recipe, G, K, dtype, B, S"
+_PROFILE_ORDER = "recipe, G, K, dtype, B, S, started_at, run_id"  # runs of a point: in turn
 _EVAL_ORDER = "run_id, length, depth, pairs"
 PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile")
 PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",

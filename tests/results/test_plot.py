@@ -440,3 +440,19 @@ def test_ruler_is_not_hidden_by_a_later_passkey_run(cli, tmp_path):
     st.finish_run(passkey)
     doc = _plot(cli, "ruler", "--store", store, "--out", tmp_path / "ruler.png")
     assert doc["runs"] == [suite]
+
+
+def test_niah_of_a_ruler_run_draws_its_passkey_cells_alone(cli, tmp_path):
+    """A ruler run's niah variants sit at the passkey's lengths and depths: drawn with it, the
+    last of them wrote over its cell. The heatmap holds the passkey's cells; --json counts
+    the rows it draws."""
+    from results_helpers import ruler_run
+
+    store = tmp_path / "store"
+    ruler_run(store, "tiny_hybrid", lambda i, m, d: 0.1 * i)
+    r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["rows"] == 6  # single at 3 lengths × 2 depths, of 24 cells
+    cols, rows = Store(store).query("select * from evaluation")
+    cells = figures.niah_cells([dict(zip(cols, row, strict=True)) for row in rows])
+    assert len(cells) == 6 and {c["variant"] for c in cells} == {"single"}
