@@ -61,8 +61,10 @@ def size(low: int, high: int, option: str):
 
 def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
     """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high]."""
+    # an example in the option's own range: lengths, or small counts (a batch, G, K, pairs)
+    example = "1024,4096 or 4k" if high > MAX_B else "1,2,4"
     if not text.strip():
-        raise UsageError(f"{option} is empty; give sizes such as 1024,4096 or 4k")
+        raise UsageError(f"{option} is empty; give sizes such as {example}")
     values = []
     for part in text.split(","):
         p = part.strip().lower()
@@ -72,7 +74,7 @@ def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
             raise UsageError(f"{option}: {part.strip()} is below {low}")
         if not re.fullmatch(r"[0-9]{1,12}", digits):
             raise UsageError(f"{option}: {part.strip()[:40]!r} is not an integer "
-                             "(e.g. 1024,4096 or 4k)")
+                             f"(e.g. {example})")
         v = int(digits) * mult
         if v < low:
             raise UsageError(f"{option}: {v} is below {low}")

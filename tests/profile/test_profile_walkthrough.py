@@ -148,3 +148,12 @@ def test_columns_without_a_figure_go_before_those_with_one(width):
     for empty in ("roofline", "floor ms"):
         if empty in header:
             assert all(c in header for c in ("p10–p90", "GB/s", "cache", "fold ms", "peak")), header
+
+
+def test_a_size_that_is_no_integer_gets_an_example_in_its_range(cli, tmp_path):
+    """Lengths get lengths for an example; a batch (or G, K) small counts, not 4k."""
+    for option, example in (("--S", "(e.g. 1024,4096 or 4k)"), ("--B", "(e.g. 1,2,4)"),
+                            ("--steps", "(e.g. 1,2,4)")):
+        r = cli("profile", "-r", "tiny_attn", option, "1,x", "--store", tmp_path / "st")
+        assert r.code == 2 and r.err.strip() == (f"error: {option}: 'x' is not an integer "
+                                                 f"{example}"), r.err
