@@ -210,6 +210,31 @@ def test_steps_log_samples_and_output_path_as_lm_eval_takes_them(fsc_main, made,
     assert not (tmp_path / "st2").exists()
 
 
+@pytest.mark.slow  # three generation tasks through the harness
+def test_a_task_sampling_at_top_k_1_answers_as_greedy(fsc_main, made, tmp_path):
+    """A task's generation_kwargs reach the decoder from the command line: sampled hot at
+    top_k 1, every answer is the greedy one (top_k was ignored: they drew apart), and without
+    top_k they do draw apart."""
+    tasks, ckpts = made
+    greedy = (tasks / "fsc_gen.yaml").read_text()
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name, extra in (("fsc_gen", ""), ("fsc_hot", "\n  do_sample: true\n  temperature: 3.0"),
+                        ("fsc_top1", "\n  do_sample: true\n  temperature: 3.0\n  top_k: 1")):
+        (folder / f"{name}.yaml").write_text(greedy.replace("task: fsc_gen", f"task: {name}")
+                                             .replace("max_gen_toks: 6", f"max_gen_toks: 6{extra}"))
+    res = _eval(fsc_main, ckpts["ar"], folder, tmp_path / "st", "--tasks",
+                "fsc_gen,fsc_hot,fsc_top1", "--log-samples", "--output-path", tmp_path / "out")
+    said = {}
+    for f in json.loads(res.stdout)["files"]:
+        name = Path(f).name
+        if name.startswith("samples_"):
+            task = name.removeprefix("samples_").rsplit("_", 1)[0]
+            said[task] = [json.loads(line)["resps"] for line in Path(f).read_text().splitlines()]
+    assert said["fsc_top1"] == said["fsc_gen"]
+    assert said["fsc_hot"] != said["fsc_gen"]
+
+
 # ---- exact against the harness's own Hugging Face backend (make test-slow) --------------------
 
 def _imported(family: str, root):
