@@ -32,6 +32,9 @@ ANSWERS = Column(
     "query); score, the sample's exact match (mqar: the fraction of its queries) or RULER's "
     "score. Read it with json functions, e.g. `answers->0->>'decoded'`.")
 SUITE = (*SUITE, ANSWERS)
+# the plain passkey's suite knobs (NULL in a store written before the suite): niah cells with
+# other values are the RULER-style variants, which score other prompts
+PASSKEY = {"variant": "single", "distractors": 0, "haystack": "filler"}
 OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score", "answers"),
        "vt": ("hops", "chains", "haystack", "score", "answers"),
        "cwe": ("words", "score", "answers"), "fwe": ("words", "score", "answers"),

@@ -21,14 +21,14 @@ import torch
 
 from fsc.data.ruler import found, suite_task
 from fsc.errors import UsageError
-from fsc.eval import retrieval
+from fsc.eval import columns, retrieval
 from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.seeds import derive
 
 STREAMS = {"niah": 12, "vt": 13, "cwe": 14, "fwe": 15}  # derive's purpose for each task's prompts
 PARTS = (("niah", "single"), ("niah", "multikey"), ("niah", "multivalue"),
          ("niah", "multiquery"), ("vt", None), ("cwe", None), ("fwe", None))  # --task ruler
-PLAIN = {"variant": "single", "needles": 1, "distractors": 0, "haystack": "filler"}
+PLAIN = {**columns.PASSKEY, "needles": 1}  # the facts of a plain passkey cell
 
 
 def parts(grid: EvalGrid) -> list[EvalGrid]:

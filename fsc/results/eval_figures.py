@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from matplotlib.figure import Figure
 
+from fsc.eval import columns
 from fsc.results.axes import (
     Rows,
     grouped,
@@ -77,10 +78,10 @@ def _metric(cells: Rows, metric: str) -> float:
 
 
 def passkey(row) -> bool:
-    """A niah cell of the plain passkey (one key, no distractors, the filler haystack), not of
-    the RULER-style variants, which score other prompts (fsc.results.select.PASSKEY)."""
-    return (row["task"] == "niah" and (row.get("variant") or "single") == "single"
-            and not row.get("distractors") and (row.get("haystack") or "filler") == "filler")
+    """A niah cell of the plain passkey (fsc.eval.columns.PASSKEY: one key, no distractors,
+    the filler haystack), not of the RULER-style variants, which score other prompts."""
+    return row["task"] == "niah" and all(
+        (v if row.get(k) is None else row[k]) == v for k, v in columns.PASSKEY.items())
 
 
 def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:

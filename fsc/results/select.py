@@ -16,6 +16,7 @@ import duckdb
 
 from fsc.costmodel import pass_cost
 from fsc.errors import QueryError, RecipeError, UsageError
+from fsc.eval import columns
 from fsc.recipe import parse_recipe
 from fsc.recipe_yaml import parse_yaml
 from fsc.store import Store
@@ -62,7 +63,7 @@ class Source:
         return f"the latest {self.kind} run{each} with {self.what}"
 
 
-_PROFILE_ORDER = "recipe, G, K, dtype, B, S, started_at, run_id"  # runs of a point: in turn
+_PROFILE_ORDER = "recipe, G, K, dtype, B, S"
 _EVAL_ORDER = "run_id, length, depth, pairs"
 PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile")
 PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
@@ -80,8 +81,7 @@ EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task", "ha
                     what="evaluation cells", hint="fsc eval", from_run=(RUN_DATA, RUN_BATCH))
 # niah's passkey cells: the RULER-style variants (fsc eval --task niah --variant ...) score
 # other prompts, so they are not pooled with them
-PASSKEY = ("coalesce(variant, 'single') = 'single' AND coalesce(distractors, 0) = 0 AND "
-           "coalesce(haystack, 'filler') = 'filler'")
+PASSKEY = " AND ".join(f"coalesce({k}, {v!r}) = {v!r}" for k, v in columns.PASSKEY.items())
 NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
               need=f"task = 'niah' AND {PASSKEY}", what="niah cells",
               hint="fsc eval --task niah")
