@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from fsc.errors import UsageError
+from fsc.jsonsafe import json_object
 
 MASK_NAMES = ("[MASK]", "<mask>", "<|mask|>", "<|mdm_mask|>")
 EOS_NAMES = ("</s>", "<|endoftext|>", "<eos>", "[SEP]", "<|eot_id|>")
@@ -117,12 +117,7 @@ def named_tokens(folder: Path) -> dict[str, str]:
     then tokenizer_config.json): `bos` and `eos`, as token text."""
     found: dict = {}
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        try:
-            config = json.loads((folder / name).read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(config, dict):
-            continue
+        config = json_object(folder / name)
         for key in ("bos", "eos"):
             token = config.get(f"{key}_token")
             token = token.get("content") if isinstance(token, dict) else token
@@ -135,11 +130,7 @@ def generation_eos(folder: Path) -> list[int]:
     """The EOS ids a published model's folder lists for generation: generation_config.json's
     `eos_token_id` (one id or several, as Qwen3's and Llama 3's list), else config.json's."""
     for name in ("generation_config.json", "config.json"):
-        try:
-            config = json.loads((folder / name).read_text())
-        except (OSError, ValueError):
-            continue
-        ids = config.get("eos_token_id") if isinstance(config, dict) else None
+        ids = json_object(folder / name).get("eos_token_id")
         if ids is None:
             continue
         ids = ids if isinstance(ids, list) else [ids]
