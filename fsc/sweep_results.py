@@ -86,6 +86,13 @@ def _baseline(rows: list[PointResult]) -> str:
     return rows[0].recipe
 
 
+def _status(base: PointResult | None, ran_at_G_K: bool) -> str:
+    """A versus row's baseline_status: the baseline point's, else why it has none."""
+    if base is not None:
+        return base.status
+    return MISSING if ran_at_G_K else NOT_MEASURED
+
+
 NOT_MEASURED = "none"  # a versus row's baseline_status where the baseline ran at no such G, K
 MISSING = "-"  # where it ran at that G, K but not at that S, B (a partial or interrupted run)
 
@@ -140,8 +147,7 @@ def compare(rows: list[PointResult], baseline: str | None = None,
             "latency_x": base.step_ms / r.step_ms if ok else None,
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
-            "baseline_status": (base.status if base else NOT_MEASURED
-                                if (r.G, r.K) not in measured_at else MISSING),
+            "baseline_status": _status(base, (r.G, r.K) in measured_at),
             "baseline_fits_B": fits_B,
             "baseline_command": command,
             "latency_noise": ok and overlap(base, r) is True,
