@@ -67,3 +67,17 @@ def test_the_first_wrong_answer_of_each_cell_is_shown(cli, tmp_path):
             "evaluation.answers, or --json):") in out
     for depth, first in (("0", expected[0]), ("0.5", expected[2])):
         assert f'niah length 128 depth {depth}: expected "{first[0]}", decoded "' in out
+
+
+@pytest.mark.slow  # the whole suite at one length
+def test_the_suites_wrong_answers_follow_its_table(cli, tmp_path):
+    """--task ruler scores vt, cwe and fwe before niah's variants; the wrong-answer lines
+    follow the table (niah single first), five of the seven cells."""
+    r = cli("eval", "tiny_attn", "--task", "ruler", "--lengths", "256", "--depths", "0.5",
+            "--samples", "1", "--store", tmp_path / "store")
+    assert r.code == 0, r.err
+    shown = [line.split(":")[0].strip() for line in r.out.split("Wrong answers")[1].splitlines()[1:]
+             if "expected" in line]
+    assert shown == ["niah length 256 depth 0.5", "niah multikey length 256 depth 0.5",
+                     "niah multivalue length 256 depth 0.5",
+                     "niah multiquery length 256 depth 0.5", "vt length 256"]

@@ -41,6 +41,9 @@ def test_a_stopped_eval_resumes_with_the_cells_it_lacks(fsc_main, tmp_path, monk
     # a finished run resumed: said, exit 0, nothing recorded
     done = fsc_main("eval", "--resume", run, "--store", store)
     assert done.returncode == 0 and "finished; every cell of it is stored" in done.stderr
+    done = fsc_main("eval", "--resume", run, "--store", store, "--json")
+    doc = json.loads(done.stdout)  # a reader of stdout gets a document
+    assert done.returncode == 0 and (doc["run_id"], doc["status"]) == (run, "finished")
     _, [(n,)] = Store(store).query("select count(*) from eval_cells")
     assert n == 2
 
