@@ -78,7 +78,8 @@ class HFTokenizer:
         named = {k: vocab[t] for k, t in named_tokens(file.parent).items() if t in vocab}
         self.eos_id = named.get("eos", next((vocab[n] for n in EOS_NAMES if n in vocab), None))
         # transformers' generate stops at any EOS the model's generation config lists
-        ends = [self.eos_id, *generation_eos(file.parent)]
+        self.folder = file.parent  # (where the model's generation_config.json lies, if it has one)
+        ends = [self.eos_id, *generation_eos(self.folder)]
         self.stops = tuple(dict.fromkeys(i for i in ends if i is not None and i < self.vocab_size))
         prefix = self._prefix()
         self.bos_id = prefix[0] if prefix else named.get("bos")

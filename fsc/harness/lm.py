@@ -24,6 +24,7 @@ import json
 import sys
 import zlib
 from collections import Counter
+from pathlib import Path
 
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
@@ -136,6 +137,45 @@ def context_length(src: Source) -> int:
     return DEFAULT_MAX_LENGTH if length is None else length
 
 
+# What transformers' generate samples with where neither the request nor the model's
+# generation_config.json names a value (its GenerationConfig defaults): the hf backend's top_k 50.
+HF_SAMPLING = {"top_k": 50, "top_p": 1.0}
+# What transformers' generate would apply that fsc's decoder does not, at the value that applies
+# nothing; the first four only where it samples.
+NOT_APPLIED = {"min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+               "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "min_length": 0,
+               "min_new_tokens": None, "bad_words_ids": None, "suppress_tokens": None,
+               "begin_suppress_tokens": None, "sequence_bias": None, "num_beams": 1,
+               "exponential_decay_length_penalty": None}
+SAMPLING_ONLY = ("min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+READ = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p"}
+
+
+def generation_defaults(folder: Path | None) -> dict:
+    """The generation arguments a request takes where it names none, as the hf backend's
+    transformers takes them: the model's generation_config.json (beside its tokenizer), else
+    transformers' own (`HF_SAMPLING`). `NOT_APPLIED` arguments it sets to a value that applies
+    something are kept too, to be said."""
+    config = json_object(folder / "generation_config.json") if folder is not None else {}
+    got = {k: v if config.get(k) is None else config[k] for k, v in HF_SAMPLING.items()}
+    return got | {k: config[k] for k in NOT_APPLIED if config.get(k) not in (None, NOT_APPLIED[k])}
+
+
+def not_applied(asked: dict, sample: bool, model: dict) -> list[str]:
+    """The arguments of a request (`asked`: the model's defaults, then its own) that
+    transformers would apply and fsc's decoder does not, as `name value (where it comes
+    from)`."""
+    said = []
+    for name, value in asked.items():
+        if name in READ or value == NOT_APPLIED.get(name, object()) or value is None:
+            continue
+        if name in SAMPLING_ONLY and not sample:
+            continue
+        where = "the model's generation_config.json" if model.get(name) == value else "the request"
+        said.append(f"{name} {value} ({where})")
+    return said
+
+
 def generation_seed(seed: int, request: str, seen: int) -> int:
     """The seed of a generate_until request's draws: `seed`, the request (its context and
     normalised arguments, as text) and how many identical requests came before it, so that a task's
@@ -183,6 +223,8 @@ class FscLM(TemplateLM):
         self.steps = generation_steps(steps, self.G, pretrained)
         self.cached = got["cached"]
         self.asked = False  # whether the harness has asked the model for anything yet
+        self.generation = generation_defaults(getattr(self.tok, "folder", None))
+        self.noted: set[str] = set()  # what generate_until has said it does not apply
 
     # ---- what the harness reads ------------------------------------------------------------
     @property
@@ -267,7 +309,9 @@ class FscLM(TemplateLM):
         """fsc's decoder (autoregressive, or block diffusion at K = steps), its arguments read
         as the harness's hf backend reads them (`normalize_gen_kwargs`: `max_gen_toks` or an
         alias of it, sampled at `temperature`, `top_k` and `top_p` where `do_sample` or a temperature
-        asks, else greedy); cut at EOS and the first stop sequence. Each sampled request draws
+        asks, else greedy; top_k and top_p the model's generation_config.json's where the
+        request names none, else transformers' own: `generation_defaults`); cut at EOS and the
+        first stop sequence. What transformers would apply and fsc does not is said once. Each sampled request draws
         from a seed of its own (`generation_seed`). Requests that ask for the same decoding
         are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
         self.asked = True
@@ -279,8 +323,14 @@ class FscLM(TemplateLM):
             n = kwargs["max_gen_toks"]
             temperature = float(kwargs.get("temperature", 0.0)) if kwargs["do_sample"] else 0.0
             sample = temperature > 0  # do_sample at temperature 0: greedy
-            top_p = float(kwargs.get("top_p") or 1.0) if sample else 1.0
-            top_k = int(kwargs.get("top_k") or 0) if sample else 0
+            asked = self.generation | kwargs  # transformers: the request over the model's own
+            top_p = float(1.0 if asked["top_p"] is None else asked["top_p"]) if sample else 1.0
+            top_k = int(asked["top_k"] or 0) if sample else 0
+            for said in not_applied(asked, sample, self.generation):
+                if said not in self.noted:
+                    self.noted.add(said)
+                    print(f"note: generate_until: {said} is not applied by fsc's decoder; its "
+                          "answers can differ from the hf model's", file=sys.stderr)
             ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
             key = json.dumps([context, kwargs], sort_keys=True, default=str)
             asks.append((ids, until, generation_seed(self.seed, key, seen[key])))

@@ -142,3 +142,55 @@ def test_an_imported_checkpoint_keeps_its_length_without_the_published_folder(tm
     fsc_main("build", "tiny_attn", "--save", tmp_path / "own", "--store", tmp_path / "st",
              check=0)
     assert context_length(Source.read(str(tmp_path / "own"))) == 2048
+
+
+def _sampling_seen(monkeypatch) -> list:
+    """(top_k, top_p) of each decode generate_until asks fsc's decoder for."""
+    import fsc.harness.lm
+
+    seen, real = [], fsc.harness.lm.generate_batch
+
+    def spy(model, tok, prompts, cfg, *args, **kw):
+        seen.append((cfg.top_k, cfg.top_p))
+        return real(model, tok, prompts, cfg, *args, **kw)
+
+    monkeypatch.setattr(fsc.harness.lm, "generate_batch", spy)
+    return seen
+
+
+def test_sampling_defaults_are_the_models_generation_config_else_transformers(
+        ar_recipe, tmp_path, monkeypatch, capsys):
+    """A sampled request that names no top_k or top_p sampled from every token; the hf
+    backend's transformers takes them from the model's generation_config.json, else top_k 50.
+    What transformers would apply and fsc does not (a repetition penalty) is said once."""
+    from tokenizers import Tokenizer, models
+
+    from fsc.cli.main import main
+    from fsc.harness.lm import FscLM
+
+    seen = _sampling_seen(monkeypatch)
+    sampled = {"until": [], "max_gen_toks": 2, "do_sample": True, "temperature": 1.0}
+    greedy = {"until": [], "max_gen_toks": 2}
+    _gen(FscLM(str(ar_recipe)), ("To be", sampled), ("To be", {**sampled, "top_k": 7,
+                                                               "top_p": 0.9}), ("To be", greedy))
+    assert sorted(seen) == [(0, 1.0), (7, 0.9), (50, 1.0)]  # (was (0, 1.0) for the first)
+    assert "not applied" not in capsys.readouterr().err
+
+    ckpt = tmp_path / "ckpt"
+    assert main(["build", str(ar_recipe), "--save", str(ckpt), "--store", str(tmp_path / "st")]) == 0
+    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
+    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+    (ckpt / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
+         "repetition_penalty": 1.05, "min_p": 0.1}))
+    seen.clear()
+    lm = FscLM(str(ckpt))
+    _gen(lm, ("To be", sampled), ("To be", sampled), ("To be", greedy),
+         ("To be", {**sampled, "top_k": 0, "top_p": None}))  # every token, as transformers
+    assert sorted(seen) == [(0, 1.0), (0, 1.0), (20, 0.95)]
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("note: generate_until: repetition_penalty 1.05 (the model's "
+                     "generation_config.json) is not applied by fsc's decoder") == 1
+    assert err.count("min_p 0.1") == 1  # a sampling argument: said where a request samples
+    _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
+    assert "no_repeat_ngram_size 3 (the request) is not applied" in capsys.readouterr().err
