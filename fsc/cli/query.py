@@ -38,7 +38,8 @@ def query(
     out_file: Annotated[
         Path | None,
         typer.Option("--out", help="Write the result to FILE (.parquet, .csv, .json or .jsonl) "
-                                   "instead, as `fsc export` does."),
+                                   "instead, as `fsc export` does (--json: print its path and "
+                                   "size)."),
     ] = None,
     force: export_cmd.ForceOpt = False,
     write: Annotated[
@@ -61,6 +62,10 @@ def query(
     """
     if as_json and as_csv:
         raise UsageError("--json and --csv disagree; give one of them")
+    if out_file is not None and (as_csv or fmt is not None):
+        given = "--csv" if as_csv else f"--format {fmt.value}"
+        raise UsageError(f"--out writes the format its extension names ({out_file.suffix or 'none'}"
+                         f"); drop {given}")
     for flag, given, want in (("--json", as_json, Format.json), ("--csv", as_csv, Format.csv)):
         if given and fmt not in (None, want):
             raise UsageError(f"{flag} and --format {fmt.value} disagree; give one of them")
@@ -75,7 +80,7 @@ def query(
     st = Store(store_dir(store))
     st.check(write=write)
     if out_file is not None:
-        export_cmd.save(st, sql, out_file, force)
+        export_cmd.save(st, sql, out_file, force, as_json)
         return
     if write:
         kinds = destructive(sql)

@@ -144,8 +144,13 @@ def show_run(
     st = _store(store, ctx)
     st.check()
     run = st.runs(1, run_id=resolve_run(st, run_id))[0]
-    _, rows = st.query(f"SELECT config FROM runs WHERE run_id = '{run['run_id']}'")
-    config = json.loads(rows[0][0]) if rows and rows[0][0] else None
+    quoted = run["run_id"].replace("'", "''")
+    _, rows = st.query(f"SELECT config FROM runs WHERE run_id = '{quoted}'")
+    config = rows[0][0] if rows else None
+    try:
+        config = json.loads(config) if config else None
+    except json.JSONDecodeError:  # text put there by `fsc query --write`: shown as it is
+        pass
     if as_json:
         print_json({**run, "config": config})
         return
@@ -157,7 +162,8 @@ def show_run(
             ("ended", ended), ("duration", _duration(run["duration_s"])),
             ("host", f"{run['host']} (pid {run['pid']})"), ("command", run["command"] or ""),
             ("stored", _stored(run)), ("error", run["error"] or "-"),
-            ("config", json.dumps(config, sort_keys=True) if config is not None else "-")):
+            ("config", "-" if config is None else config if isinstance(config, str)
+             else json.dumps(config, sort_keys=True))):
         out.print(Text(f"{key:9}{printable(value, 4000)}"), soft_wrap=True)
 
 
@@ -170,8 +176,8 @@ def rm(
     store: StoreOpt = None,
 ) -> None:
     """Remove a run with everything it stored (points and their samples, benchmark figures,
-    training steps, eval cells), in one transaction. Asks first at a terminal; elsewhere needs --yes. A run whose process is
-    alive is refused."""
+    training steps, eval cells), in one transaction. Asks first at a terminal; elsewhere needs
+    --yes. A run whose process is alive is refused."""
     from fsc.store.run_ids import resolve_run
 
     st = _store(store, ctx)
@@ -179,9 +185,10 @@ def rm(
     run_id = resolve_run(st, run_id)
     confirm(f"remove run {run_id} with everything it stored", yes)
     n = st.remove_run(run_id, force=force)
-    err.print(Text(f"removed run {printable(run_id)}: {n['points']} points, {n['samples']} "
-                   f"samples, {n['bench_results']} benchmark figures, {n['train_steps']} training steps, "
-                   f"{n['eval_cells']} eval cells"), soft_wrap=True)
+    what = (counted(n["points"], "point"), counted(n["samples"], "sample"),
+            counted(n["bench_results"], "benchmark figure"),
+            counted(n["train_steps"], "training step"), counted(n["eval_cells"], "eval cell"))
+    err.print(Text(f"removed run {printable(run_id)}: {', '.join(what)}"), soft_wrap=True)
 
 
 @app.command("close")

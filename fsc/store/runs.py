@@ -29,7 +29,7 @@ RUN_LIST_STATUSES = ("running", "dead", *RUN_END_STATUSES)
 
 
 class RunLifecycle:
-    """Store's run methods; they use its path (dir, file, exists), connections (_open,
+    """Store's run methods; they use its path (dir, file, exists, behind), connections (_open,
     _transaction) and writes (register_recipe, register_environment)."""
 
     dir: Path
@@ -203,7 +203,8 @@ class RunLifecycle:
                 cur = con.execute(sql, params)
                 cols, rows = [d[0] for d in cur.description], cur.fetchall()
             except duckdb.Error as e:
-                raise StoreError(f"reading runs from {self.file} failed: {one_line(e)}") from e
+                raise StoreError(f"reading runs from {self.file} failed{self.behind()}: "
+                                 f"{one_line(e)}") from e
         out = []
         for values in rows:
             run = dict(zip(cols, values, strict=True))

@@ -7,9 +7,10 @@ kind before anything runs: read-only mode runs one reading statement; COPY, EXPO
 INSTALL/LOAD and SET are never run, with a message that says what to do instead.
 
 With --write, all statements run in one transaction, which commits only if the store is still
-whole afterwards: fsc's own tables and views keep their columns, no point or benchmark figure
-is left without its run, and samples of removed points go with them (DuckDB's foreign keys
-cannot express this: a run and its points could not be deleted in one transaction).
+whole afterwards: fsc's own tables and views keep their columns, no point, benchmark figure,
+training step or eval cell is left without its run, and samples of removed points go with them
+(DuckDB's foreign keys cannot express this: a run and its points could not be deleted in one
+transaction).
 """
 
 from __future__ import annotations
@@ -165,20 +166,24 @@ def _fetch(cur: duckdb.DuckDBPyConnection, max_rows: int | None) -> tuple[list[s
     return cols, cur.fetchall() if max_rows is None else cur.fetchmany(max_rows)
 
 
+# the tables whose rows belong to a run, and what a message calls those rows
+_RUN_ROWS = {"profile_points": "points", "bench_results": "benchmark figures",
+             "train_steps": "training steps", "eval_cells": "eval cells"}
+
+
 def _orphans(con: duckdb.DuckDBPyConnection) -> int:
-    """Points and benchmark figures whose run is not in `runs`."""
-    return con.execute(
-        "SELECT (SELECT count(*) FROM profile_points p"
-        "        WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = p.run_id))"
-        "     + (SELECT count(*) FROM bench_results b"
-        "        WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = b.run_id))"
-    ).fetchone()[0]
+    """Points, benchmark figures, training steps and eval cells whose run is not in `runs`."""
+    return con.execute("SELECT " + " + ".join(
+        f"(SELECT count(*) FROM {table} x"
+        f" WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id))"
+        for table in _RUN_ROWS)).fetchone()[0]
 
 
 def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
     """After --write statements, inside their transaction: refuse (QueryError, so the caller
-    rolls back) if fsc's tables or views lost one or a column, or if points or benchmark
-    figures lost their run; then remove the samples of removed points."""
+    rolls back) if fsc's tables or views lost one or a column, or if points, benchmark
+    figures, training steps or eval cells lost their run; then remove the samples of removed
+    points."""
     have: dict[str, set[str]] = {}
     for table, column in con.execute(
         "SELECT table_name, column_name FROM information_schema.columns"
@@ -195,9 +200,9 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
     orphans = _orphans(con) - orphans_before
     if orphans > 0:
         raise QueryError(
-            f"nothing changed: the statements would leave {orphans} points or benchmark figures "
-            "without their run; to remove a run with everything it measured, use "
-            "`fsc runs rm RUN_ID`"
+            f"nothing changed: the statements would leave {orphans} rows "
+            f"({', '.join(_RUN_ROWS.values())}) without their run; to remove a run with "
+            "everything it stored, use `fsc runs rm RUN_ID`"
         )
     con.execute("DELETE FROM samples s"
                 " WHERE NOT EXISTS (SELECT 1 FROM profile_points p WHERE p.point_id = s.point_id)")

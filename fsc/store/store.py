@@ -55,6 +55,7 @@ class Store(RunLifecycle):
         self.file = self.dir / DB_NAME
         self.timeout_s = timeout_s
         self._migrated = False
+        self._behind: int | None = None  # schema version of an older store fsc may not write
 
     def __repr__(self) -> str:
         return f"Store({str(self.dir)!r})"
@@ -138,7 +139,10 @@ class Store(RunLifecycle):
             (done,) = con.execute("SELECT count(*) FROM schema_migrations").fetchone()
         if done < len(MIGRATIONS) and os.access(self.file, os.W_OK):
             self.migrate()
-        self._migrated = True
+        elif done < len(MIGRATIONS):
+            self._behind = done
+        # a newer store is read as it is, but each write still runs `migrate`, which refuses it
+        self._migrated = done <= len(MIGRATIONS)
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -292,8 +296,17 @@ class Store(RunLifecycle):
             exporting.place(tmp, out, force)
         return out.stat().st_size
 
-    @staticmethod
-    def _query_error(e: duckdb.Error) -> StoreError:
+    def behind(self) -> str:
+        """After a read: why a table, view or column of today's schema may be missing (an older
+        store that fsc may not write, so could not upgrade), as a clause to end a message; ""
+        otherwise."""
+        if self._behind is None:
+            return ""
+        return (f" (the store's schema is version {self._behind} of {len(MIGRATIONS)}, not "
+                "upgraded as fsc may not write the file; fsc query --write \"select 1\" by a "
+                "user who may upgrades it)")
+
+    def _query_error(self, e: duckdb.Error) -> StoreError:
         """A DuckDB error from a user's SQL: QueryError (exit 2), unless the store itself
         failed (I/O, internal errors): StoreError."""
         if "read-only" in str(e):
@@ -303,4 +316,4 @@ class Store(RunLifecycle):
                               "result to a file, use --out FILE or `fsc export`)")
         if isinstance(e, (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)):
             return StoreError(one_line(e))
-        return QueryError(one_line(e))
+        return QueryError(one_line(e) + self.behind())
