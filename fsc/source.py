@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE
-from fsc.errors import CheckpointError, UsageError
+import fsc
+from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE, read_config
+from fsc.errors import CheckpointError, RecipeError, UsageError
 from fsc.imports import has_weights, import_config, is_import_source
 from fsc.jsonsafe import json_object
 from fsc.recipe import Recipe, load_recipe
@@ -22,6 +23,7 @@ from fsc.text import printable
 from fsc.tokenizer import IdTokenizer, load_tokenizer
 
 LATEST = "latest"  # in a training directory: the name of its newest step directory
+_FOLDER_FILES = (".safetensors", ".json", ".md", ".sha256", ".bin")  # never a recipe file
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -62,10 +64,22 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     """The recipe of a recipe file, a shipped recipe name, a checkpoint directory or an import
     source (its config alone: the weights are not read)."""
     _named(ref)
+    _refuse_inner_file(ref)
+    if (Path(ref).is_dir() and not (Path(ref) / RECIPE_FILE).exists()
+            and json_object(Path(ref) / CONFIG_FILE).get("library_name") == "fsc"):
+        raise CheckpointError(f"{Path(ref) / RECIPE_FILE}: missing; an fsc checkpoint (its "
+                              f"{CONFIG_FILE} says library_name fsc) is built from its recipe")
     if is_import_source(ref):
         return import_config(ref).recipe
     if is_checkpoint(ref):
-        return load_recipe(Path(ref) / RECIPE_FILE)
+        try:
+            return load_recipe(Path(ref) / RECIPE_FILE)
+        except RecipeError as e:
+            written = read_config(Path(ref)).get("fsc_version")
+            if not written or written == fsc.__version__:
+                raise
+            raise RecipeError(f"{e} (the checkpoint was written by fsc {written}; this is fsc "
+                              f"{fsc.__version__})") from None
     if Path(ref).is_dir():
         raise UsageError(f"{printable(str(ref), 120)}: is a directory with no checkpoint in it (no "
                          f"{RECIPE_FILE} and {CONFIG_FILE}), no training run (no step-NNNNNN "
@@ -74,9 +88,22 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     return load_recipe(ref)
 
 
+def _refuse_inner_file(ref: str | Path) -> None:
+    """UsageError for one file of a checkpoint or a published model's folder (its weights,
+    config.json, card, checksums) given where the folder belongs; a YAML file there (the
+    checkpoint's own recipe) reads as a recipe."""
+    p = Path(ref)
+    if p.is_file() and p.suffix in _FOLDER_FILES and (is_checkpoint(p.parent)
+                                                       or is_import_source(p.parent)):
+        what = "checkpoint" if is_checkpoint(p.parent) else "published model's folder"
+        raise UsageError(f"{printable(str(ref), 120)}: a file in the {what} "
+                         f"{printable(str(p.parent), 120)}; give that directory instead")
+
+
 def checkpoint_config(ref: str | Path) -> dict:
-    """A checkpoint's config.json as a dict; empty for a recipe or an unreadable file."""
-    return json_object(Path(ref) / CONFIG_FILE) if is_checkpoint(ref) else {}
+    """A checkpoint's config.json as a dict; empty for a recipe or a checkpoint without one.
+    CheckpointError for one that is damaged or from a later format (`read_config`)."""
+    return read_config(Path(ref)) if is_checkpoint(ref) else {}
 
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 
 import fsc
-from fsc.costmodel.shapes import kind_shapes
+from fsc.checkpoint.layout import FORMAT_VERSION, INDEX_FILE
+from fsc.costmodel.shapes import cache_dtype, kind_shapes
 from fsc.mixers import MIXERS
 from fsc.recipe import Recipe
 
-FORMAT_VERSION = 1
 CARD_CONTEXTS = (4096, 32768, 262144)  # S values of the model card's cache table
-
 
 
 def config_dict(recipe: Recipe, facts: dict) -> dict:
@@ -59,8 +58,36 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.3f} GiB"
 
 
-def model_card(recipe: Recipe, facts: dict) -> str:
-    """README.md with Hub front matter (library_name, tags, a `license: other` placeholder)."""
+def _states(recipe: Recipe) -> str:
+    """The fixed-size caches' dtypes in words, as `fsc build` counts them: `state_dtype`
+    unless the mixer fixes its own (linear attention's sums are fp32)."""
+    dtypes = {shape.kind: cache_dtype(recipe, shape) for shape, _ in kind_shapes(recipe)
+              if not shape.growing}
+    if not dtypes:
+        return "no fixed-size state"
+    if len(set(dtypes.values())) == 1:
+        return f"{next(iter(dtypes.values()))} fixed-size states"
+    return "fixed-size states " + ", ".join(f"{k} {d}" for k, d in dtypes.items())
+
+
+def _use(recipe: Recipe, facts: dict, files: tuple[str, ...]) -> str:
+    """The commands of the card's Use section; a published model imported without a
+    tokenizer reads token ids, not text."""
+    ids = facts.get("imported_from") is not None and "tokenizer.json" not in files
+    prompt = (f"--prompt-ids {','.join(map(str, range(1, min(4, recipe.vocab_size))))}"
+              if ids else '--prompt "hello"')
+    return f"fsc pull OWNER/NAME --dir my_ckpt\nfsc decode my_ckpt {prompt} --length 64"
+
+
+def _carried(name: str) -> str:
+    if name == "generation_config.json":
+        return "the published model's generation settings"
+    return "the tokenizer the model reads text with"
+
+
+def model_card(recipe: Recipe, facts: dict, files: tuple[str, ...] = ()) -> str:
+    """README.md with Hub front matter (library_name, tags, a `license: other` placeholder).
+    `files`: what the checkpoint carries beyond its recipe, weights and config (a tokenizer)."""
     kv, state = facts["kv_bytes_per_token"], facts["state_bytes_per_sequence"]
     growing = {shape.kind: shape.growing for shape, _ in kind_shapes(recipe)}
     kv_kinds = ", ".join(k for k, g in growing.items() if g) or "no"
@@ -108,11 +135,14 @@ def model_card(recipe: Recipe, facts: dict) -> str:
         f"{S * kv + state:,} ({_gib(S * kv + state)}) |"
         for S in CARD_CONTEXTS
     )
+    index = (f"- `{INDEX_FILE}`: which of those files holds each tensor.\n"
+             if len(facts["weight_files"]) > 1 else "")
+    carried = "".join(f"- `{f}`: {_carried(f)}, carried with the weights.\n" for f in files)
     body = f"""# {recipe.name}
 
 An fsc checkpoint: a {recipe.n_layers}-layer stack, d_model {recipe.d_model},
 vocabulary {recipe.vocab_size}, block size G = {recipe.block_size}, {recipe.dtype} weights,
-{recipe.state_dtype} recurrent states. {origin}
+{_states(recipe)}. {origin}
 
 | fact | value |
 | --- | --- |
@@ -134,16 +164,18 @@ Cache per sequence (B = 1), bytes:
 
 ## Use
 
+From the Hugging Face Hub (OWNER/NAME: the repository that holds this card), or with this
+folder's path in place of `my_ckpt`:
+
 ```
-fsc pull OWNER/NAME --dir my_ckpt
-fsc decode my_ckpt --prompt "hello" --length 64
+{_use(recipe, facts, files)}
 ```
 
 ## Files
 
 - `fsc_recipe.yaml`: the recipe the weights belong to (the source of truth).
-- `{', '.join(facts['weight_files'])}`: weights (safetensors).
-- `config.json`: the recipe's fields plus the layer plan, parameter and cache facts above.
-- `checksums.sha256`: sha256 of every other file; `sha256sum -c checksums.sha256` checks them.
+- `{'`, `'.join(facts['weight_files'])}`: weights (safetensors).
+{index}- `config.json`: the recipe's fields plus the layer plan, parameter and cache facts above.
+{carried}- `checksums.sha256`: sha256 of every other file; `sha256sum -c checksums.sha256` checks them.
 """
     return "\n".join(front) + body

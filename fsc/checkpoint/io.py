@@ -29,6 +29,7 @@ from fsc.checkpoint.layout import (
     VerifiedCheckpoint,
     check_name,
     move_into_place,
+    read_config,
     refuse_existing,
     shard_name,
     temp_dir_beside,
@@ -90,14 +91,18 @@ def read_header(path: Path) -> dict[str, Spec]:
         raise CheckpointError(f"{path}: cannot read the safetensors header ({e})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: not a safetensors file (header is not a JSON object)")
-    specs = {}
+    specs, end = {}, 0
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         try:
             specs[name] = (str(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
-        except (KeyError, TypeError, ValueError):
+            end = max(end, int(entry["data_offsets"][1]))
+        except (KeyError, TypeError, ValueError, IndexError):
             raise CheckpointError(f"{path}: tensor {name!r} has a malformed header entry") from None
+    if end != size - 8 - n:  # a file cut short (or grown) after its header was written
+        raise CheckpointError(f"{path}: holds {size - 8 - n:,} bytes of tensor data but its "
+                              f"header describes {end:,}; the file is truncated or damaged")
     return specs
 
 
@@ -122,8 +127,9 @@ def _weight_files(directory: Path, files: dict[str, str]) -> tuple[list[str], di
 
 
 def _inspect(directory: Path) -> tuple[Recipe, dict[str, str], list[str], dict]:
-    """Checksums, recipe, then every tensor header against the recipe's model."""
+    """Checksums, config, recipe, then every tensor header against the recipe's model."""
     files = verify_checksums(directory)
+    read_config(directory)
     recipe = load_recipe(directory / RECIPE_FILE)
     weight_files, weight_map = _weight_files(directory, files)
     found: dict[str, tuple[str, Spec]] = {}
@@ -275,7 +281,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
         (tmp / RECIPE_FILE).write_text(recipe_text or recipe.to_yaml())
         assert load_recipe(tmp / RECIPE_FILE).recipe_hash == recipe.recipe_hash
         (tmp / CONFIG_FILE).write_text(config_json(recipe, facts))
-        (tmp / CARD_FILE).write_text(model_card(recipe, facts))
+        (tmp / CARD_FILE).write_text(model_card(recipe, facts,
+                                                 tuple(Path(f).name for f in include)))
         for f in include:
             shutil.copyfile(f, tmp / check_name(Path(f).name, str(f)))
         files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE, CARD_FILE,

@@ -9,6 +9,7 @@ into place, so a reader sees either no checkpoint or a complete one.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import fsc
 from fsc.errors import CheckpointError
 
 
@@ -57,6 +59,7 @@ CHECKSUMS_FILE = "checksums.sha256"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 REQUIRED_FILES = (RECIPE_FILE, CONFIG_FILE)
+FORMAT_VERSION = 1  # config.json's format_version: the layout this fsc writes and reads
 
 _CHUNK = 1 << 20
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -141,6 +144,29 @@ def verify_checksums(directory: Path) -> dict[str, str]:
                 " the file is corrupt or was modified"
             )
     return files
+
+
+def read_config(directory: Path) -> dict:
+    """A checkpoint's config.json as a dict ({} when it is missing: loading reports that by
+    the checksums). CheckpointError for a file that is not a JSON object, or one written in a
+    later checkpoint format than this fsc reads."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(
+            f"{path}: not JSON ({e}); the checkpoint's config is damaged") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: not a JSON object; the checkpoint's config is damaged")
+    version = config.get("format_version")
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format {version} (written by fsc "
+            f"{config.get('fsc_version', '?')}), but fsc {fsc.__version__} reads format "
+            f"{FORMAT_VERSION} and older; upgrade fsc to read it")
+    return config
 
 
 def refuse_existing(dest: Path, hint: str = "") -> None:

@@ -5,14 +5,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fsc.checkpoint.layout import CheckpointInfo, read_checksums
+from fsc.checkpoint.layout import RECIPE_FILE, CheckpointInfo, read_checksums
+from fsc.errors import RecipeError
+from fsc.recipe import load_recipe
 from fsc.store import Store
 
 
+def _register_recipe(store: Store, info: CheckpointInfo) -> None:
+    """The checkpoint's recipe, so that `fsc artifacts` names it (not its hash alone)."""
+    path = Path(info.path) / RECIPE_FILE
+    try:
+        recipe = load_recipe(path) if path.is_file() else None
+    except RecipeError:
+        recipe = None
+    if recipe is not None and recipe.recipe_hash == info.recipe_hash:
+        store.register_recipe(recipe.name, recipe.recipe_hash, recipe.to_yaml(),
+                              recipe.layer_plan)
+
+
 def register_checkpoint(store_dir: str | Path, info: CheckpointInfo, action: str) -> str:
-    """Record one checkpoint action (what save, push or pull returned); sets and returns its
-    artifact id."""
-    info.artifact_id = Store(store_dir).register_artifact(
+    """Record one checkpoint action (what save, push or pull returned) and the checkpoint's
+    recipe; sets and returns its artifact id."""
+    store = Store(store_dir)
+    _register_recipe(store, info)
+    info.artifact_id = store.register_artifact(
         path=str(Path(info.path).resolve()),
         recipe_hash=info.recipe_hash,
         files_sha256=info.files,

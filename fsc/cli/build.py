@@ -17,15 +17,18 @@ from fsc.cli.common import (
     err,
     fmt_bytes,
     fmt_count,
+    given_options,
     out,
     output_dir,
     print_json,
     printable,
     store_dir,
 )
+from fsc.errors import UsageError
 
 
 def build(
+    ctx: typer.Context,
     recipe: Annotated[str, typer.Argument(
         help="Recipe file, shipped recipe name, checkpoint dir, or a folder with config.json / hf:ORG/NAME.")],
     S: Annotated[
@@ -43,8 +46,10 @@ def build(
 ) -> None:
     """Validate RECIPE, build its model and report its layer map, dtypes, FFN and head,
     parameters and cache bytes."""
-    from fsc.source import load_source_recipe, resolved
+    from fsc.source import has_published_weights, is_checkpoint, load_source_recipe, resolved
 
+    if save is None and given_options(ctx, ("seed",)):
+        raise UsageError("--seed seeds the weights --save writes; give --save DIR or drop --seed")
     recipe = resolved(recipe)  # a training directory: its newest step
     r = load_source_recipe(recipe)  # a bad recipe is refused before torch is imported
     if save is not None:
@@ -63,7 +68,10 @@ def build(
         from fsc.checkpoint.io import save_checkpoint
         from fsc.model.lm import build_model
 
-        err.print(f"building {r.name} with seed {seed} and writing {save} ...")
+        weights = (f" (seeded weights, not those of {recipe})"
+                   if is_checkpoint(recipe) or has_published_weights(recipe) else "")
+        err.print(f"building {r.name} with seed {seed}{weights} and writing {save} ...",
+                  markup=False, highlight=False)
         from fsc.checkpoint.registry import register_checkpoint
 
         info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
