@@ -100,18 +100,15 @@ def _root(
     """fsc: a decode-time architecture workstation."""
 
 
-# The click that typer runs on: newer typers carry their own copy (typer._click), older ones use
-# the click package. Take the classes from typer's own exceptions, so the boundary matches
-# whichever is installed (typer.Exit and typer.Abort are click's own classes in older typers).
+# The click typer runs on (newer typers carry their own copy, older ones use the click package),
+# from typer's own exceptions (typer.Exit and typer.Abort are click's own in older typers).
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _NoArgsIsHelp = getattr(sys.modules[_ClickException.__module__], "NoArgsIsHelpError", ())
 
 MAX_ERROR_CHARS = 400
 
-
 def _fail(message: str, code: int) -> int:
-    print(f"error: {printable(message, MAX_ERROR_CHARS)}", file=sys.stderr)
-    return code
+    return print(f"error: {printable(message, MAX_ERROR_CHARS)}", file=sys.stderr) or code
 
 
 def _given(argv: list[str], opts: list[str]) -> str | None:
@@ -155,6 +152,9 @@ def _out_of_range(param, value: str | None) -> str | None:
 def _usage(e, argv: list[str]) -> str:
     """A click usage error as one line: the problem, the value given, where to read more."""
     msg = " ".join(e.format_message().replace("Value error, ", "").split())
+    if len((text := getattr(e, "option_name", None) or "").split()) > 1:  # text, not an option
+        msg = (f"{' '.join(text.split())[:60]!r} was read as an option: text that begins with "
+               "'-' goes after `--`, the options before it (e.g. `-- \"-- a note ...\"`)")
     param = getattr(e, "param", None)
     value = _given(argv, list(getattr(param, "opts", []))) if param is not None else None
     if (bound := _out_of_range(param, value)) is not None:

@@ -111,3 +111,14 @@ def test_rm_counts_each_kind_of_row_in_words(store_path, fsc):
     assert res.returncode == 0, res.stderr
     assert (f"removed run {train}: 0 points, 0 samples, 0 benchmark figures, 1 training step, "
             "0 eval cells") in _said(res)
+
+
+def test_sql_that_begins_with_a_comment_is_told_where_to_go(store_path, fsc):
+    """`fsc query "-- note\\nselect 1"` said "No such option: -- note\\nselect 1"; it is told to
+    come after `--`, where it runs."""
+    Store(store_path).start_run("profile", "fsc profile", None, {})
+    res = fsc("query", "-- note\nselect 41 + 1 as x")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert ("'-- note select 41 + 1 as x' was read as an option: text that begins with '-' goes "
+            "after `--`, the options before it") in _said(res)
+    assert "42" in fsc("query", "--csv", "--", "-- note\nselect 41 + 1 as x").stdout
