@@ -1,8 +1,8 @@
 """The exactness check: cached decoding equals the uncached block-causal forward.
 
 For the whole model (logits) and for one mixer of each kind (outputs on random inputs), over
-several blocks, B > 1, G > 1, in fp32. A recipe too large for this machine is checked with the
-same layer plan at a reduced width.
+several blocks, B > 1, G > 1, in fp32. A recipe above MAX_FP32_WEIGHT_BYTES of fp32 weights is
+checked with the same layer plan at a reduced width, with seeded weights.
 
 In bf16 or fp16 the cached path runs as the recipe would decode: weights and activations in that
 dtype, states in the recipe's state_dtype, over a long run of blocks (1024 tokens by default, G

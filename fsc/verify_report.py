@@ -110,8 +110,9 @@ def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int 
     elif blocks is None:
         blocks = EXACT_BLOCKS if exact else -(-DRIFT_TOKENS // G)
         window = recipe.attention.window if "attention" in recipe.layer_plan else None
-        if window:  # past the window, where the cache first drops keys (up to WINDOW_TOKENS)
-            blocks = max(blocks, min(window // G + 2, -(-WINDOW_TOKENS // G)))
+        if window:  # past the window, where the cache first drops keys (up to WINDOW_TOKENS):
+            # the last block then starts after min(window, WINDOW_TOKENS) cached tokens
+            blocks = max(blocks, min(window, WINDOW_TOKENS) // G + 2)
     if blocks < 2:
         raise UsageError(f"{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at least "
                          "2 (the second reads the cache the first wrote)")

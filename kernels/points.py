@@ -4,6 +4,9 @@ Each `Point` is one op at one shape: how to run the Triton kernel and the torch 
 same random inputs, the bytes the op must move, and (for attention and folds) an accuracy check
 of the kernel against the fp32 reference. Shapes are plain dicts: `SHAPES_DRY` here, the 3B ones from the
 recipes in tools/gpucheck.py.
+
+Importing this module imports no Triton launcher (each is imported when its points are made), so
+a caller may still set TRITON_INTERPRET after importing it, as `tools.gpucheck --dry-run` does.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import torch
 import torch.nn.functional as F
 from fsc.kernels import op_folders
 from fsc.kernels.attention.reference import block_attention_ref
-from fsc.kernels.attention.triton import block_attention
 
 # Tiny shapes for the interpreter and the GPU self-check; G 20 spans two of GLA's 16-row
 # sub-chunks (and one partial).
@@ -63,6 +65,7 @@ def _accuracy(kernel, ref, args, call=None, states=()):
 
 
 def attention_points(B, S, sh, dtype, device, gen):
+    block_attention = importlib.import_module("fsc.kernels.attention.triton").block_attention
     G, H, Hkv, D = sh["G"], sh["heads"], sh["kv_heads"], sh["head_dim"]
     e = torch.empty((), dtype=dtype).element_size()
 

@@ -16,27 +16,36 @@ from fsc.cli.common import (
     DType,
     JsonOpt,
     SeedOpt,
+    given_options,
     out,
     print_json,
     printable,
     torch_device,
     torch_threads,
 )
-from fsc.verify_report import MAX_BATCH, MAX_TOKENS
+from fsc.errors import UsageError
+from fsc.verify_report import MAX_BATCH, MAX_FP32_WEIGHT_BYTES, MAX_TOKENS
 
 
 class Against(str, Enum):
     transformers = "transformers"
 
 
+# What --against fixes itself (fp32, G 1, one sequence on the CPU, its own length): none of
+# these may be given with it.
+NOT_WITH_AGAINST = ("G", "B", "blocks", "length", "dtype", "backend", "device")
+
+
 def verify(
+    ctx: typer.Context,
     source: Annotated[str, typer.Argument(
         help="Recipe file, shipped recipe name, checkpoint dir or published model (a folder "
              "with config.json, and its weights where it has them; published/NAME; "
              "hf:ORG/NAME[@REV], its config); with --against, a published model with weights "
              "or a checkpoint `fsc import` wrote.")],
     G: Annotated[int | None, typer.Option(
-        "--G", help="Block size (default: the recipe's; in fp32 at least 2).")] = None,
+        "--G", help="Block size (default: the recipe's; in fp32 at least 2 for a denoiser, "
+                     "whose blocks see themselves).")] = None,
     B: Annotated[int, typer.Option("--B", min=1, max=MAX_BATCH, help="Batch.")] = 2,
     blocks: Annotated[int | None, typer.Option(
         "--blocks", min=2, max=MAX_TOKENS,
@@ -63,11 +72,15 @@ def verify(
     """Check the cached path on this machine; exits 1 when it is not exact (fp32) or drifts
     past the tolerance (bf16/fp16), or, with --against, differs from the reference."""
     if against is not None:
+        if given := given_options(ctx, NOT_WITH_AGAINST):
+            raise UsageError(f"{', '.join(given)} cannot go with --against, which checks one "
+                             "sequence at G 1 in fp32 on the CPU")
+        if prompt_ids is not None and given_options(ctx, ("seed",)):
+            raise UsageError("--seed draws the prompt of --against; give it or --prompt-ids, "
+                             "not both")
         _against(source, prompt_ids, seed, as_json)
         return
     if prompt_ids is not None:
-        from fsc.errors import UsageError
-
         raise UsageError("--prompt-ids goes with --against (the exactness check draws its own)")
     from fsc.source import is_checkpoint, load_source_recipe, resolved
     from fsc.verify_report import plan
@@ -84,6 +97,9 @@ def verify(
     ops.use_backend(str(backend))
     torch_threads()
     device = torch_device(device)
+    if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
+        raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
+                         "cuda, or --backend torch or auto)")
     with ops.trace() as ran:
         report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
                             checkpoint=Path(source) if is_checkpoint(source) else None,
@@ -112,7 +128,6 @@ def _published_weights(source: str) -> str | None:
 
 def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> None:
     from fsc.blocks import parse_ids
-    from fsc.errors import UsageError
     from fsc.imports import import_config, is_import_source, local_dir
     from fsc.source import is_checkpoint, published_origin, resolved
 
@@ -158,8 +173,9 @@ def _render(rep) -> None:
 
     name = printable(rep.recipe)
     if rep.reduced_width:
-        out.print(f"{name} is too large for this machine: checked the same layer plan "
-                  f"at d_model {rep.d_model} ({printable(rep.checked)})")
+        out.print(f"{name} has more than {MAX_FP32_WEIGHT_BYTES // 2**20} MiB of fp32 weights: "
+                  f"checked the same layer plan at d_model {rep.d_model} "
+                  f"({printable(rep.checked)}) with seeded weights")
     no = Text("NO", style="red")
     run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks"
     if rep.dtype == "fp32":
