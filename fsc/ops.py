@@ -114,6 +114,16 @@ def check_tuning() -> None:
             common.from_env(folder, type(module.TUNING)())
 
 
+def _auto(op: str, device_type: str, args) -> str:
+    """The backend `auto` picks: the Triton kernel on CUDA where one is written and holds the
+    inputs (a kernel that keeps a whole block in one tile, `max_block`, takes blocks
+    [B, G, ...] of at most that many tokens), else the reference."""
+    fn = triton_impl(op) if device_type == "cuda" else None
+    if fn is None or args[0].shape[1] > getattr(fn, "max_block", args[0].shape[1]):
+        return "torch"
+    return "triton"
+
+
 def call(op: str, *args, **kwargs):
     """Run `op` on `args` (the reference's signature) with the backend the policy picks for
     the device of its first tensor."""
@@ -122,7 +132,7 @@ def call(op: str, *args, **kwargs):
     device_type = next(a for a in args if isinstance(a, torch.Tensor)).device.type
     want = _backend
     if want == "auto":
-        want = "triton" if device_type == "cuda" and triton_impl(op) is not None else "torch"
+        want = _auto(op, device_type, args)
     if want == "triton":
         fn = triton_impl(op)
         if fn is None:

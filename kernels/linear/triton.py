@@ -140,3 +140,6 @@ def linear_block(q, k, v, state, z_state, feature_map: str, eps: float, new_stat
     if nz is not new_z:
         new_z.copy_(nz)
     return out
+
+
+linear_block.max_block = _common.MAX_G  # (fsc.ops: `auto` runs the reference for a longer block)

@@ -217,3 +217,6 @@ def mamba_block_scan(x, dt, dt_bias, A, Bm, Cm, D, z, state, new_state=None):
             num_warps=tune.num_warps or (8 if block_g >= 64 else 4),
         )
     return out
+
+
+mamba_block_scan.max_block = _common.MAX_G  # (fsc.ops: `auto` runs the reference for a longer block)

@@ -55,3 +55,16 @@ def test_traces_held_at_once_by_two_callers_do_not_see_each_other():
         th.join()
     assert traces == {"a": {"causal_conv_block": "torch"}, "b": {"gla_block": "torch"}}
 
+
+
+def test_auto_runs_the_reference_where_a_kernel_cannot_hold_the_block():
+    """On CUDA, `auto` picked the Triton kernel whatever the block: mamba's and linear
+    attention's hold at most MAX_G tokens in one tile, so a recipe of block_size 200 failed at
+    its first step ("a block of G = 200 tokens exceeds the 128 this kernel holds")."""
+    from fsc.kernels._common import MAX_G
+
+    for op in ("mamba_block_scan", "linear_block"):
+        assert ops._auto(op, "cuda", (torch.zeros(1, MAX_G, 2, 4),)) == "triton"
+        assert ops._auto(op, "cuda", (torch.zeros(1, MAX_G + 1, 2, 4),)) == "torch"
+        assert ops._auto(op, "cpu", (torch.zeros(1, 4, 2, 4),)) == "torch"
+    assert ops._auto("block_attention", "cuda", (torch.zeros(1, 4 * MAX_G, 2, 4),)) == "triton"
