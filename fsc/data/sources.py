@@ -12,22 +12,20 @@ EOS, cut into sequences of L and visited in a seeded order, a fresh order each e
 from __future__ import annotations
 
 import importlib
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import numpy as np
 
 from fsc import corpora
 from fsc.data import ruler
+from fsc.data.files import FIELD_SUFFIXES, TEXT_SUFFIXES, documents, not_a_file
 from fsc.data.mix import RULER, LengthMix, MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
 from fsc.seeds import derive
 
-TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
 BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json
 # `bos`) and `fsc decode` follows the record, so its prompts begin as training's did
 SUITE = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
@@ -40,7 +38,6 @@ KNOBS = {"needles": NIAH, "distractors": NIAH, "hops": ("vt",), "chains": ("vt",
 # tasks reads it, it is refused, as a suite knob is)
 TASK_OPTIONS = {"needle_digits": ("passkey", *NIAH), "supervise_needle": ("passkey", *NIAH, "vt"),
                 "pairs": ("mqar",)}
-FIELD_SUFFIXES = (".jsonl", ".parquet")  # the files whose rows --text-field names a field of
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,8 @@ class TextData:
 
 class HubData:
     """`hf:NAME[:CONFIG][:SPLIT]`, streamed in order and packed; samples are read in order
-    (a resumed run skips the ones already used)."""
+    (a resumed run skips the ones already used). A row whose field is missing, null or not a
+    string is one line naming the row (the first row is read when the source opens)."""
 
     def __init__(self, spec: str, tokenizer, L: int, field: str):
         try:  # an optional extra: imported only when asked for
@@ -99,23 +97,42 @@ class HubData:
         split = parts[2] if len(parts) > 2 else "train"
         try:
             self.stream = datasets.load_dataset(name, config, split=split, streaming=True)
+            first = next(iter(self.stream), None)
         except Exception as e:  # noqa: BLE001 - datasets raises many kinds
-            raise UsageError(f"--data {spec}: cannot open ({e})") from None
+            raise UsageError(f"--data {spec}: cannot open ({str(e) or type(e).__name__})") from None
         self.name, self.tok, self.L, self.field = spec, tokenizer, L, field
+        if first is None:
+            raise UsageError(f"--data {spec}: holds no rows")
+        self._text(first, 1)
         self.supervises = "all"
-        self._rows = iter(self.stream)
+        self._rows = enumerate(self.stream, start=1)
         self._buffer: list[int] = []
         self._next = 0
 
+    def _text(self, row, n: int) -> str:
+        """The text of row number `n`; UsageError unless its field holds a string."""
+        text = row.get(self.field) if isinstance(row, dict) else None
+        if not isinstance(text, str):
+            what = (f"no field {self.field!r} (its fields: {', '.join(map(str, row))}; choose "
+                    "it with --text-field)" if isinstance(row, dict) and self.field not in row
+                    else f"field {self.field!r} is {'null' if text is None else type(text).__name__}, "
+                    "not a string")
+            raise UsageError(f"--data {self.name}: row {n}: {what}")
+        return text
+
     def sample(self, index: int) -> Sample:
         while self._next <= index:
+            held = None  # the buffer's length when a pass began: a pass adding nothing ends it
             while len(self._buffer) < self.L:
                 try:
-                    row = next(self._rows)
+                    n, row = next(self._rows)
                 except StopIteration:
-                    self._rows = iter(self.stream)  # another pass
+                    if held == len(self._buffer):
+                        raise UsageError(f"--data {self.name}: holds no text") from None
+                    held = len(self._buffer)
+                    self._rows = enumerate(self.stream, start=1)  # another pass
                     continue
-                self._buffer += self.tok.encode(str(row[self.field])) + _eos(self.tok)
+                self._buffer += self.tok.encode(self._text(row, n)) + _eos(self.tok)
             ids, self._buffer = self._buffer[: self.L], self._buffer[self.L :]
             self._next += 1
         return Sample(ids, [True] * self.L, [True] * self.L)
@@ -124,46 +141,6 @@ class HubData:
 def _eos(tokenizer) -> list[int]:
     eos = getattr(tokenizer, "eos_id", None)
     return [] if eos is None else [eos]
-
-
-def _documents(path: Path, field: str) -> list[str]:
-    """The documents of a local .txt (the whole file), .jsonl (`field` of each line) or
-    .parquet (`field` of each row, read through DuckDB)."""
-    shown = str(path)
-    if not path.is_file():
-        raise UsageError(f"--data {shown}: no such file")
-    if path.suffix == ".txt":
-        try:
-            return [path.read_text(encoding="utf-8")]
-        except UnicodeDecodeError as e:
-            raise UsageError(f"--data {shown}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    if path.suffix == ".jsonl":
-        docs = []
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    raise UsageError(f"--data {shown}:{n}: not a JSON line") from None
-                if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                    raise UsageError(f"--data {shown}:{n}: no text field {field!r} "
-                                     "(choose it with --text-field)")
-                docs.append(row[field])
-        return docs
-    try:
-        rel = duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)])
-        names = [d[0] for d in rel.description]
-        if field not in names:
-            raise UsageError(f"--data {shown}: no column {field!r} (columns: "
-                             f"{', '.join(names)}; choose one with --text-field)")
-        return [str(v) for (v,) in duckdb.connect().execute(
-            f'SELECT "{field}" FROM read_parquet(?) WHERE "{field}" IS NOT NULL',
-            [str(path)]).fetchall()]
-    except duckdb.Error as e:
-        raise UsageError(f"--data {shown}: not a readable parquet file "
-                         f"({' '.join(str(e).split())[:160]})") from None
 
 
 def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
@@ -187,17 +164,27 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
         return TextData(f"{corpus.name}:{part}", np.asarray(ids, dtype=np.int64), L, seed, option)
     path = Path(spec)
     if path.suffix not in TEXT_SUFFIXES:
-        raise UsageError(f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, ruler or "
-                         "a mix (passkey:2,vt:1), "
-                         f"{', '.join(corpora.CORPORA)}[:train|val], a "
-                         f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
-    docs = list(_documents(path, options.text_field))
+        raise UsageError(not_a_file(spec) or _unknown(spec))
+    docs = documents(path, options.text_field)
     if not any(docs):
         raise UsageError(f"--data {spec}: holds no text")
     ids: list[int] = []
     for doc in docs:
         ids += tokenizer.encode(doc) + _eos(tokenizer)
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
+
+
+def _unknown(spec: str) -> str:
+    """What is wrong with `spec`, which names no data: the names of a mix that are no task, or
+    every kind of data there is."""
+    names = [p.strip().partition(":")[0] for p in spec.split(",")]
+    strangers = [name for name in names if name not in SYNTHETIC]
+    if len(names) > 1 and strangers:
+        return (f"--data {spec!r}: {', '.join(map(repr, strangers))} in a mix, which holds the "
+                f"tasks {', '.join(SYNTHETIC)} only")
+    return (f"--data {spec!r} is not one of {', '.join(SYNTHETIC)}, ruler or a mix "
+            f"(passkey:2,vt:1), {', '.join(corpora.CORPORA)}[:train|val], a "
+            f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
 
 
 def _tasks_of(spec: str) -> list[tuple[str, float]] | None:
