@@ -24,6 +24,7 @@ from fsc.data.files import FIELD_SUFFIXES, TEXT_SUFFIXES, documents, not_a_file
 from fsc.data.mix import RULER, LengthMix, MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
+from fsc.hub.reach import looks_local, quiet, unreachable
 from fsc.seeds import derive
 
 BOS = False  # no training sequence begins with BOS; every checkpoint records it (config.json
@@ -95,10 +96,15 @@ class HubData:
         parts = spec[3:].split(":")
         name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
         split = parts[2] if len(parts) > 2 else "train"
+        offline = None if looks_local(name) else unreachable(datasets=True)  # (the cache alone)
         try:
-            self.stream = datasets.load_dataset(name, config, split=split, streaming=True)
-            first = next(iter(self.stream), None)
+            with quiet():  # the client's retries are not shown
+                self.stream = datasets.load_dataset(name, config, split=split, streaming=True)
+                first = next(iter(self.stream), None)
         except Exception as e:  # noqa: BLE001 - datasets raises many kinds
+            if offline is not None:
+                raise UsageError(f"--data {spec}: not a local folder, and not in the Hugging Face "
+                                 f"cache; the Hub is out of reach ({offline})") from None
             raise UsageError(f"--data {spec}: cannot open ({str(e) or type(e).__name__})") from None
         self.name, self.tok, self.L, self.field = spec, tokenizer, L, field
         if first is None:

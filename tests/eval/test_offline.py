@@ -76,6 +76,27 @@ def test_a_hub_scorer_offline_is_one_line_at_once(fsc_main, tmp_path, ar_recipe,
     assert says in line and seconds < 5
 
 
+@pytest.mark.parametrize(("env", "says"), [
+    ({"HF_HUB_OFFLINE": "1"}, "(HF_HUB_OFFLINE is set)"),
+    ({"HF_ENDPOINT": UNREACHABLE}, f"(no connection to {UNREACHABLE}: "),
+])
+def test_training_data_from_the_hub_offline_is_one_line_at_once(fsc_main, tmp_path, monkeypatch,
+                                                                env, says):
+    """`fsc train --data hf:NAME` offline took the datasets client's retries (about 23 s, a
+    dozen "Retrying" lines) before its line."""
+    pytest.importorskip("datasets")
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)  # (the tests' own: not the case)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    res, seconds = _timed(fsc_main, "train", "tiny_attn", "--data", "hf:fsc-nobody/no-such-data",
+                          "--seq-len", "32", "--train-steps", "2", "--batch", "2",
+                          "--out", tmp_path / "run", "--store", tmp_path / "st")
+    line = _one_error(res)
+    assert line.startswith("error: --data hf:fsc-nobody/no-such-data: not a local folder, and "
+                           "not in the Hugging Face cache; the Hub is out of reach ")
+    assert says in line and seconds < 5
+
+
 def test_looks_local(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
