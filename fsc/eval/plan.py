@@ -55,7 +55,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     if mode is None and trained.get("objective") is not None:
         mode = "ar" if trained["objective"] == "ar" else "diffusion"
     depths = request.depths or DEFAULT_DEPTHS
-    pairs = request.pairs or DEFAULT_PAIRS
+    pairs = request.pairs or ((trained["pairs"],) if isinstance(trained.get("pairs"), int)
+                              else DEFAULT_PAIRS)  # mqar's: as trained, unless --pairs says
     one_k = request.steps[0] if request.steps and request.task != "genppl" else None
     mode, G, K = block_setting(mode, None, one_k, recipe.block_size)
     tok = src.tokenizer(request.tokenizer, need_mask=mode != "ar")
@@ -87,13 +88,21 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
                                  train_len),
                     digits, data,
-                    DataOptions(digits, pairs[0], request.text_field),
+                    DataOptions(digits, pairs[0], _text_field(request, trained)),
                     str(tok_spec) if tok_spec is not None else None, gen,
                     _suite_knobs(request, trained),
                     bos=src.starts_with_bos(None if request.tokenizer else tok),
                     changes=request.changes)
     check(grid, tok)
     return grid, recipe, tok
+
+
+def _text_field(request: EvalRequest, trained: dict) -> str:
+    """--text-field; left at its default where the text is training's own (no --data), the
+    field training read."""
+    if request.text_field == "text" and request.data is None:
+        return trained.get("text_field", "text")
+    return request.text_field
 
 
 def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:

@@ -30,6 +30,7 @@ import torch
 from safetensors.torch import save_file
 
 from fsc.checkpoint.io import save_checkpoint
+from fsc.data.files import TEXT_SUFFIXES
 from fsc.data.sources import BOS
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
@@ -69,6 +70,13 @@ def freeze_mixers(model, kinds) -> None:
     for layer in model.layers:
         if layer.mixer.kind in kinds:
             layer.mixer.requires_grad_(False)
+
+
+def recorded_data(spec: str) -> str:
+    """--data as the checkpoint records it: a text file by its absolute path (so that `fsc eval`
+    finds what the model was trained on from any directory), anything else as given."""
+    path = Path(spec)
+    return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
 
 
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -189,7 +197,7 @@ class Trainer:
         """What the checkpoint's config.json and card record of the run (`training`): enough to
         say how the weights were made; the resumable state is the training state beside it."""
         cfg = self.cfg
-        return {"data": cfg.data, "objective": cfg.objective, "steps": self.step,
+        return {"data": recorded_data(cfg.data), "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, **({"lengths": cfg.lengths} if cfg.lengths else {}),
                 "batch": cfg.batch * cfg.accum * self.world,
                 **({"micro_batch": cfg.batch, "accum": cfg.accum, "nproc": self.world}
@@ -199,6 +207,10 @@ class Trainer:
                 "lr": cfg.lr, "warmup": cfg.warmup, "min_lr_ratio": cfg.min_lr_ratio,
                 "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
+                # knobs refused for data that does not read them: given, their data reads them
+                **({"pairs": cfg.pairs} if cfg.pairs != TrainConfig.pairs else {}),
+                **({"text_field": cfg.text_field}
+                   if cfg.text_field != TrainConfig.text_field else {}),
                 **({"suite": cfg.suite} if cfg.suite else {}),
                 "train_backend": self.backend,
                 "final_loss": self.losses[-1] if self.losses else None,

@@ -46,3 +46,35 @@ def test_the_ruler_table_lists_the_parts_in_the_suites_order(fsc_main, tmp_path)
             if line.startswith("│")]
     assert rows == ["niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt",
                     "cwe", "fwe", "average"]
+
+
+def test_what_training_read_is_what_eval_reads_from_anywhere(fsc_main, tmp_path, ar_recipe,
+                                                             monkeypatch):
+    """The checkpoint recorded --data as typed (relative: `fsc eval --task genppl` run from
+    another directory found no file) and neither --text-field nor --pairs, so eval read the
+    field `text` and asked 8 pairs of a model trained with others. The file is recorded by its
+    path, the knobs as given, and eval uses them."""
+    import json
+
+    text = "The quick brown fox jumps over the lazy dog. " * 40
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "plain.jsonl").write_text(json.dumps({"body": text}) + "\n")
+    monkeypatch.chdir(tmp_path / "a")
+    fsc_main("train", "tiny_attn", "--data", "plain.jsonl", "--text-field", "body", "--seq-len",
+             "32", "--train-steps", "1", "--batch", "2", "--out", tmp_path / "text",
+             "--store", tmp_path / "st", check=0)
+    fsc_main("train", "tiny_attn", "--data", "mqar", "--pairs", "2", "--seq-len", "64",
+             "--train-steps", "1", "--batch", "2", "--out", tmp_path / "mqar",
+             "--store", tmp_path / "st", check=0)
+    trained = json.loads((tmp_path / "text" / "step-000001" / "config.json").read_text())
+    assert trained["training"]["data"] == str(tmp_path / "a" / "plain.jsonl")
+    assert trained["training"]["text_field"] == "body"
+    monkeypatch.chdir(tmp_path / "b")
+    res = fsc_main("eval", tmp_path / "text", "--task", "genppl", "--scorer", ar_recipe,
+                   "--samples", "2", "--lengths", "12", "--prompt-length", "8", "--json",
+                   "--store", tmp_path / "st", check=0)
+    assert json.loads(res.stdout)["rows"]
+    res = fsc_main("eval", tmp_path / "mqar", "--task", "mqar", "--lengths", "64",
+                   "--samples", "2", "--json", "--store", tmp_path / "st", check=0)
+    assert {r["pairs"] for r in json.loads(res.stdout)["rows"]} == {2}
