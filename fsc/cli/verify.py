@@ -176,6 +176,7 @@ def _render(rep) -> None:
         out.print(f"{name} has more than {MAX_FP32_WEIGHT_BYTES // 2**20} MiB of fp32 weights: "
                   f"checked the same layer plan at d_model {rep.d_model} "
                   f"({printable(rep.checked)}) with seeded weights")
+    out.print(Text(f"weights: {rep.weights}"))  # (seeded, a checkpoint's or a published model's)
     no = Text("NO", style="red")
     run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks"
     if rep.dtype == "fp32":

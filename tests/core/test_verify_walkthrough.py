@@ -101,3 +101,13 @@ def test_gpucheck_can_still_turn_the_interpreter_on_after_its_imports(tmp_path):
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     assert float(res.stdout) < 1e-4
+
+
+def test_the_table_says_whose_weights_it_checked(tmp_path):
+    """Only --json said which weights were checked; a checkpoint's check read as a recipe's."""
+    ckpt = tmp_path / "ck"
+    in_process("build", "tiny_attn", "--save", ckpt, "--store", tmp_path / "st", check=0)
+    said = " ".join(in_process("verify", ckpt, "--blocks", "2", check=0).stdout.split())
+    assert f"weights: checkpoint {ckpt}" in said
+    said = " ".join(in_process("verify", "tiny_attn", "--blocks", "2", check=0).stdout.split())
+    assert "weights: seeded" in said
