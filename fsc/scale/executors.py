@@ -16,11 +16,14 @@ import importlib
 import json
 import multiprocessing
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,11 +62,41 @@ def _one_line(e: BaseException) -> str:
 
 # ---- local worker processes -------------------------------------------------------------------
 
-def _init_worker(slots: Any, gpus: list[str]) -> None:
+_started: Any = None  # in a pool process: where it says which group it begins
+
+
+def _init_worker(slots: Any, started: Any, gpus: list[str]) -> None:
     """A pool process takes a worker number; on a GPU node it sees only that worker's GPU."""
+    global _started
+    _started = started
     slot = slots.get()
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+
+
+def _begin(fn: Callable, cfg: Any, group: work.Group) -> Any:
+    """`fn(cfg, group)` in a pool process, said to the driver first (synchronously, so a
+    process killed at once has said it): a pool that breaks costs a try to the groups that
+    had begun, not to those still queued."""
+    _started.put(group.index)
+    return fn(cfg, group)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Processes started inside ignore SIGINT for good (an ignored signal stays ignored across
+    exec, and Python leaves it so). A terminal's Ctrl-C reaches the whole process group: the
+    driver alone answers it, ending the pool; a worker that heard it would print a traceback
+    of its own, or die before the driver knew and break the pool. (A Ctrl-C while processes
+    start, milliseconds, is lost.) Only the main thread may set a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def visible_gpus() -> list[str]:
@@ -89,36 +122,43 @@ class LocalWorkers:
         tries = {g.index: 0 for g in groups}
         left = list(groups)
         while left:
-            slots = ctx.Queue()
+            slots, started = ctx.Queue(), ctx.SimpleQueue()
             for i in range(self.workers):
                 slots.put(i)
-            pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
-                                       initargs=(slots, gpus))
-            broken = False
+            begun: set[int] = set()  # groups a process of this pool began
             pending: dict[Future, work.Group] = {}
+            with _sigint_ignored():
+                pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                           initializer=_init_worker,
+                                           initargs=(slots, started, gpus))
             try:
-                pending = {pool.submit(fn, cfg, g): g for g in left}
+                with _sigint_ignored():  # the pool starts its processes as groups are submitted
+                    pending = {pool.submit(_begin, fn, cfg, g): g for g in left}
                 left = []
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    died: list[tuple[work.Group, BrokenProcessPool]] = []
                     for fut in done:
                         g = pending.pop(fut)
                         try:
                             yield Arrival(g, fut.result())
-                        except BrokenProcessPool as e:  # a worker died: which group killed it
-                            broken = True              # is unknown, so each pending one tries
-                            tries[g.index] += 1        # again, counting the try
-                            if tries[g.index] > self.retries:
-                                yield Arrival(g, failure=f"worker process died ({e})")
-                            else:
-                                left.append(g)
+                        except BrokenProcessPool as e:  # a worker died, killed by a group
+                            died.append((g, e))        # of those begun: which one is unknown
                         except Exception as e:  # noqa: BLE001 - the worker's error, reported
                             tries[g.index] += 1
                             if tries[g.index] > self.retries:
                                 yield Arrival(g, failure=_one_line(e))
                             else:
                                 left.append(g)
-                    if broken:
+                    if died:  # a begun group counts a try; a queued one runs again as it was
+                        while not started.empty():
+                            begun.add(started.get())
+                        for g, e in died:
+                            tries[g.index] += g.index in begun
+                            if tries[g.index] > self.retries:
+                                yield Arrival(g, failure=f"worker process died ({e})")
+                            else:
+                                left.append(g)
                         break
             except BaseException:  # Ctrl-C, a stop signal, a reader that stopped: no worker
                 _stop(pool)        # left running its group (or starting, and failing loudly)
@@ -218,12 +258,15 @@ class SlurmArrays:
     as JSON lines to a file under `folder` on shared storage; the driver reads whole lines as
     they appear, and on --resume reads what a killed driver left (`leftovers`). A task warned
     of its time limit or preempted (Slurm's SIGUSR2, SIGNAL_DELAY_S ahead) is requeued and goes
-    on from the rows it wrote (work.Requeueable)."""
+    on from the rows it wrote (work.Requeueable). A task that failed or ended early is
+    submitted again, `retries` times, and goes on from its rows the same way."""
 
     def __init__(self, folder: Path, partition: str | None, gpus_per_node: int, time_min: int,
                  cuda: bool, cluster: str | None = None, fn: Callable = work.measure_to_file,
-                 say: Callable[[str], None] = lambda text: None, rows_per_point: int = 1):
+                 say: Callable[[str], None] = lambda text: None, rows_per_point: int = 1,
+                 retries: int = 0):
         self.rows_per_point = rows_per_point  # an eval grid: cells per length
+        self.retries = retries
         self.lanes = 1  # one array task per recipe unless --workers asks for more
         self.folder, self.partition, self.gpus = folder, partition, gpus_per_node
         self.time_min, self.cuda, self.cluster, self.fn, self.say = (
@@ -253,7 +296,7 @@ class SlurmArrays:
         except Exception as e:  # noqa: BLE001 - sbatch's or submitit's refusal, reported
             raise ExecutorError(f"submitting the job array failed: {_one_line(e)}") from None
         readers = [_Lines(p) for p in paths]
-        got = [0] * len(groups)
+        got, tries = [0] * len(groups), [0] * len(groups)
         open_ = set(range(len(groups)))
         while open_:
             for i in sorted(open_):
@@ -262,14 +305,29 @@ class SlurmArrays:
                 got[i] += len(rows)
                 if rows:
                     yield Arrival(groups[i], rows)
-                if finished:
-                    open_.discard(i)
-                    if got[i] < len(groups[i].points) * self.rows_per_point:
-                        why = _job_error(jobs[i]) or "the job ended early"
-                        yield Arrival(groups[i], failure=f"Slurm job {jobs[i].job_id}: {why}")
-                    readers[i].done()
+                if not finished:
+                    continue
+                if got[i] < len(groups[i].points) * self.rows_per_point:
+                    why = _job_error(jobs[i]) or "the job ended early"
+                    if tries[i] < self.retries:  # again, from the rows its file holds
+                        tries[i] += 1
+                        self.say(f"Slurm job {jobs[i].job_id} failed ({why}); submitted "
+                                 f"again ({tries[i]} of {self.retries})")
+                        jobs[i] = self._again(ex, task, cfg, groups[i], paths[i])
+                        continue
+                    yield Arrival(groups[i], failure=f"Slurm job {jobs[i].job_id}: {why}"
+                                  + (f" (after {self.retries} retries)" if self.retries else ""))
+                open_.discard(i)
+                readers[i].done()
             if open_:
                 time.sleep(POLL_S)
+
+    @staticmethod
+    def _again(ex: Any, task: work.Requeueable, cfg: Any, group: work.Group, path: Path) -> Any:
+        try:
+            return ex.submit(task, cfg, group, str(path))
+        except Exception as e:  # noqa: BLE001 - sbatch's or submitit's refusal, reported
+            raise ExecutorError(f"submitting a job again failed: {_one_line(e)}") from None
 
 
 def _job_error(job: Any) -> str | None:
@@ -277,7 +335,18 @@ def _job_error(job: Any) -> str | None:
         e = job.exception()
     except Exception as err:  # noqa: BLE001 - submitit could not tell: say what it said
         return _one_line(err)
-    return _one_line(e) if e is not None else None
+    return None if e is None else _raised(str(e)) or _one_line(e)
+
+
+def _raised(report: str) -> str | None:
+    """What a failed task raised, from submitit's report (a traceback between dashed lines,
+    then its log files): the traceback's last line and the task's error log, else None."""
+    parts = report.split("-" * 22)
+    lines = [line.strip() for line in parts[1].splitlines() if line.strip()] if parts[2:] else []
+    if not lines:
+        return None
+    logs = [line.strip(" -") for line in parts[2].splitlines() if line.endswith("_log.err")]
+    return (lines[-1] + (f" (log {logs[0]})" if logs else ""))[:400]
 
 
 class _Lines:
@@ -333,7 +402,7 @@ def engine_for(settings: ExecutorSettings, cuda: bool, fn: Callable, file_fn: Ca
         return engine
     return SlurmArrays(None, settings.slurm_partition, settings.slurm_gpus_per_node,
                        settings.slurm_time, cuda, fn=file_fn, say=say,
-                       rows_per_point=rows_per_point)
+                       rows_per_point=rows_per_point, retries=retries)
 
 
 def run_device(device: str, settings: ExecutorSettings) -> str:

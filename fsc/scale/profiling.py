@@ -153,7 +153,7 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
     sweep = resolve(request, settings, st, watch)
     ops.check_tuning()  # recorded with the run: what no kernel takes is refused, any backend
     ops.use_backend(sweep.cfg.backend)
-    share = _cpu_share(sweep.cfg, settings, threads, watch)
+    share = _cpu_share(sweep.cfg, settings, len(sweep.todo), threads, watch)
     cfg = replace(sweep.cfg, spec=_device_spec(sweep.cfg.device, request.bandwidth))
     engine = None
     if settings.remote:  # Ray is joined here: a cluster out of reach costs a line, not a run
@@ -218,13 +218,14 @@ def _here(device: str) -> bool:
     return not device.startswith("cuda") or torch.cuda.is_available()
 
 
-def _cpu_share(cfg: SweepConfig, settings: ExecutorSettings, threads: int,
+def _cpu_share(cfg: SweepConfig, settings: ExecutorSettings, points: int, threads: int,
                watch: Watch) -> dict | None:
-    """How a CPU sweep timed here shares the cores (fsc.scale.contention), said when they are
-    oversubscribed; None for a GPU or another machine."""
+    """How a CPU sweep of `points` points timed here shares the cores (fsc.scale.contention),
+    said when they are oversubscribed; None for a GPU or another machine. The pool starts a
+    process per group handed out, so no more processes time points than there are points."""
     if cfg.device != "cpu" or settings.executor != "local":
         return None
-    share = cpu_share(settings.workers, threads)
+    share = cpu_share(max(1, min(settings.workers, points)), threads)
     if share["contended"]:
         watch.say(warning(share))
     return share

@@ -34,7 +34,7 @@ def launch(nproc: int, args: list[str]) -> int:
     env = dict(os.environ, **{ranks.WORKER_ENV: "1", "OMP_NUM_THREADS": "1"})
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the processes talk over loopback
     env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", TORCHRUN_SIGNALS)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+    cmd = [sys.executable, "-m", "fsc.train.torchrun", "--standalone",
            f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", "-m", "fsc",
            *without_nproc(args)]
     # In a session of its own, torchrun hears a stop signal once, from here (not also from the
