@@ -148,8 +148,20 @@ class _Layers(Section):
         return self
 
 
+# The kinds whose section and placement were hashed, as null when absent, when recipes were
+# first hashed. A kind registered after them is left out of the hash while absent (ADDED), so
+# that adding a mixer keeps every recipe's hash, and the rows the store keys by it.
+HASHED_KINDS = ("attention", "mamba", "linear", "gla", "gated_delta")
+
+
+def kind_field(kind: str, annotation) -> tuple:
+    """A kind's optional field of the recipe (its section) or of `layers` (its placement)."""
+    return (annotation | None,
+            Field(None, json_schema_extra=None if kind in HASHED_KINDS else ADDED))
+
+
 Layers = create_model("Layers", __base__=_Layers,
-                      **{kind: (Placement | None, None) for kind in KINDS})
+                      **{kind: kind_field(kind, Placement) for kind in KINDS})
 
 
 class MlpCfg(Section):
@@ -434,7 +446,7 @@ class _Recipe(Section):
 
 Recipe = create_model(
     "Recipe", __base__=_Recipe,
-    **{kind: (spec.section | None, None) for kind, spec in MIXERS.items()},
+    **{kind: kind_field(kind, spec.section) for kind, spec in MIXERS.items()},
     mlp=(MlpCfg | None, None), moe=(MoeCfg | None, None),
 )
 

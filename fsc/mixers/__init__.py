@@ -14,8 +14,9 @@ from fsc.mixers.spec import MixerShape, MixerSpec
 
 def _registry(specs: list[MixerSpec]) -> dict[str, MixerSpec]:
     specs = sorted(specs, key=lambda s: s.order)
-    letters = [s.letter for s in specs]
-    assert len(set(letters)) == len(letters), f"two mixer kinds share a letter: {letters}"
+    for what in ("kind", "letter", "order"):
+        values = [getattr(s, what) for s in specs]
+        assert len(set(values)) == len(values), f"two mixer kinds share a {what}: {values}"
     return {s.kind: s for s in specs}
 
 

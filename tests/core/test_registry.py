@@ -40,27 +40,44 @@ def test_spec_and_module_agree(kind):
     assert recipe.layer_plan == [kind] * 4 and recipe.layer_map == spec.letter * 4
     model = build_model(recipe, seed=1)
     mixer = model.layers[0].mixer
+    # the model is made on the meta device and moved with `to_empty`; only parameters are then
+    # drawn (`init_parameter`), so a buffer would hold whatever memory it was given
+    assert not list(mixer.buffers()), (
+        f"{kind}: buffers {[n for n, _ in mixer.named_buffers()]} are never initialised (the "
+        "model is built on the meta device, then `to_empty`); make constants in the forward "
+        "pass, or make them parameters drawn in `init_parameter`")
     # projections: the spec's (in, out) pairs are the module's nn.Linear shapes
     linears = sorted((m.in_features, m.out_features) for m in mixer.modules()
                      if isinstance(m, torch.nn.Linear))
     shape = recipe.mixer_shape(kind)
-    assert linears == sorted(shape.linears)
-    assert param_counts(recipe) == count_params(model)
+    assert linears == sorted(shape.linears), (
+        f"{kind}: the spec's MixerShape.linears (fsc/mixers/{kind}.py) must list the (in, out) "
+        f"of every nn.Linear of the module (fsc/model/{kind}.py)")
+    assert param_counts(recipe) == count_params(model), (
+        f"{kind}: the cost model's parameters differ from the module's: MixerShape.extra_params "
+        "counts every parameter outside the nn.Linear weights (biases, conv, A_log, ...)")
     # cache: analytic bytes = allocated bytes = the cost model's, growing or fixed as declared
     for S in (0, 5, 17):
         cache = model.empty_cache(3, S)
         allocated = sum(t.numel() * t.element_size() for lc in cache.layers
                         for t in lc.tensors.values())
-        assert model.cache_bytes(3, S) == cache_bytes(recipe, 3, S)
+        assert model.cache_bytes(3, S) == cache_bytes(recipe, 3, S), (
+            f"{kind}: MixerShape.cache (elements per sequence, (per_token, fixed)) and "
+            f"cache_dtype must give the bytes of the module's cache_shapes, at S = {S}")
         assert allocated == cache_bytes(recipe, 3, S).total_bytes
-    assert mixer.growing == shape.growing
-    assert set(shape.cache) == set(mixer.cache_shapes(1, 1))
+    assert mixer.growing == shape.growing, (
+        f"{kind}: the module's `growing` must be true exactly when a MixerShape.cache entry has "
+        "a per_token count")
+    assert set(shape.cache) == set(mixer.cache_shapes(1, 1)), (
+        f"{kind}: MixerShape.cache must name the module's cache_shapes tensors")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_cached_equals_uncached(kind):
     rep = verify(_recipe(kind), G=4, B=2, n_blocks=3, seed=2)
-    assert rep.exact and {c.kind for c in rep.checks} == {"model", kind}, rep.checks
+    assert rep.exact and {c.kind for c in rep.checks} == {"model", kind}, (
+        f"{kind}: the cached step and fold differ from forward_blockwise (the block-causal "
+        f"uncached forward); `fsc verify` shows the same table: {rep.checks}")
 
 
 def test_a_hybrid_of_every_kind_is_exact():
@@ -76,7 +93,10 @@ def test_a_hybrid_of_every_kind_is_exact():
 @pytest.mark.parametrize("kind", KINDS)
 def test_ops_exist_with_reference_and_kernel(kind):
     for op in MIXERS[kind].ops:
-        assert op in ops.REFERENCES and ops.triton_impl(op) is not None
+        assert op in ops.REFERENCES and ops.triton_impl(op) is not None, (
+            f"{kind}: its spec names op {op!r}, which needs a folder of kernels/ with OP = "
+            f"{op!r}, reference.{op}_ref (imported into fsc.ops.REFERENCES, with a function "
+            f"{op} there) and triton.{op}")
 
 
 def test_every_op_folder_is_complete():
@@ -107,3 +127,21 @@ def test_omitted_section_only_where_the_spec_allows_it():
 def test_letters_and_tags_are_distinct():
     assert len({s.letter for s in MIXERS.values()}) == len(MIXERS)
     assert len({s.tag for s in MIXERS.values()}) == len(MIXERS)
+
+
+def test_a_kind_registered_later_keeps_every_recipes_hash():
+    """Every kind's section was hashed as null where a recipe has none, so registering a mixer
+    changed the hash of every recipe, by which the store keys every row. A kind after
+    HASHED_KINDS is left out of the hash while absent, and counts where a recipe holds it."""
+    from pydantic import create_model
+
+    from fsc.recipe import HASHED_KINDS, MlpCfg, Recipe, kind_field, load_recipe
+
+    assert set(HASHED_KINDS) <= set(KINDS)  # the kinds of the first hashes; a new one stays out
+    later = create_model("Later", __base__=Recipe, later_kind=kind_field("later_kind", MlpCfg))
+    for name in ("tiny_attn", "tiny_hybrid"):
+        recipe = load_recipe(name)
+        same = later.model_validate(recipe.model_dump())
+        assert same.recipe_hash == recipe.recipe_hash
+        held = later.model_validate({**recipe.model_dump(), "later_kind": {"kind": "gelu"}})
+        assert held.recipe_hash != recipe.recipe_hash
