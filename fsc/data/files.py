@@ -25,7 +25,7 @@ JSON_TYPES = {dict: "an object", list: "a list", int: "a number", float: "a numb
 def documents(path: Path, field: str) -> list[str]:
     """The documents of the .txt, .jsonl or .parquet file at `path` (`field`: of a row)."""
     if not path.is_file():
-        raise UsageError(f"--data {path}: no such file")
+        raise UsageError(not_a_file(str(path)) or f"--data {path}: no such file")
     read = {".txt": _txt, ".jsonl": _jsonl, ".parquet": _parquet}[path.suffix]
     return read(path, field)
 
@@ -61,18 +61,24 @@ def _jsonl(path: Path, field: str) -> list[str]:
                 row = json.loads(line)
             except ValueError:
                 raise UsageError(f"--data {path}:{n}: not a JSON line") from None
-            if not isinstance(row, dict):
-                raise UsageError(f"--data {path}:{n}: {JSON_TYPES.get(type(row), 'a string')}, "
-                                 "not a JSON object")
-            if field not in row:
-                raise UsageError(f"--data {path}:{n}: no text field {field!r} (its fields: "
-                                 f"{', '.join(map(str, row)) or 'none'}; choose it with "
-                                 "--text-field)")
-            if not isinstance(row[field], str):
-                raise UsageError(f"--data {path}:{n}: field {field!r} is "
-                                 f"{JSON_TYPES.get(type(row[field]), 'not text')}, not a string")
-            docs.append(row[field])
+            docs.append(row_text(row, field, f"{path}:{n}"))
     return docs
+
+
+def row_text(row, field: str, where: str) -> str:
+    """The string `field` of `row` (a .jsonl line's JSON, a dataset's row); UsageError naming
+    `where` (the file and line, or the row) for a row that is no object, lacks the field or
+    holds something else there (null, a number)."""
+    if not isinstance(row, dict):
+        raise UsageError(f"--data {where}: {JSON_TYPES.get(type(row), 'a string')}, not a JSON "
+                         "object")
+    if field not in row:
+        raise UsageError(f"--data {where}: no text field {field!r} (its fields: "
+                         f"{', '.join(map(str, row)) or 'none'}; choose it with --text-field)")
+    if not isinstance(row[field], str):
+        raise UsageError(f"--data {where}: field {field!r} is "
+                         f"{JSON_TYPES.get(type(row[field]), 'not text')}, not a string")
+    return row[field]
 
 
 def _parquet(path: Path, field: str) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from fsc import corpora
 from fsc.data import ruler
-from fsc.data.files import FIELD_SUFFIXES, TEXT_SUFFIXES, documents, not_a_file
+from fsc.data.files import FIELD_SUFFIXES, TEXT_SUFFIXES, documents, not_a_file, row_text
 from fsc.data.mix import RULER, LengthMix, MixData, parse_mix
 from fsc.data.tasks import TASKS, Sample
 from fsc.errors import UsageError
@@ -117,14 +117,7 @@ class HubData:
 
     def _text(self, row, n: int) -> str:
         """The text of row number `n`; UsageError unless its field holds a string."""
-        text = row.get(self.field) if isinstance(row, dict) else None
-        if not isinstance(text, str):
-            what = (f"no field {self.field!r} (its fields: {', '.join(map(str, row))}; choose "
-                    "it with --text-field)" if isinstance(row, dict) and self.field not in row
-                    else f"field {self.field!r} is {'null' if text is None else type(text).__name__}, "
-                    "not a string")
-            raise UsageError(f"--data {self.name}: row {n}: {what}")
-        return text
+        return row_text(row, self.field, f"{self.name}: row {n}")
 
     def sample(self, index: int) -> Sample:
         while self._next <= index:

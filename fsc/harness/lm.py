@@ -141,10 +141,10 @@ def context_length(src: Source) -> int:
 # generation_config.json names a value (its GenerationConfig defaults): the hf backend's top_k 50.
 HF_SAMPLING = {"top_k": 50, "top_p": 1.0}
 # What transformers' generate would apply that fsc's decoder does not, at the value that applies
-# nothing; the first four only where it samples.
-NOT_APPLIED = {"min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+# nothing (None applies nothing too); the first four only where it samples.
+NOT_APPLIED = {"min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
                "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "min_length": 0,
-               "min_new_tokens": None, "bad_words_ids": None, "suppress_tokens": None,
+               "min_new_tokens": 0, "bad_words_ids": None, "suppress_tokens": None,
                "begin_suppress_tokens": None, "sequence_bias": None, "num_beams": 1,
                "exponential_decay_length_penalty": None}
 SAMPLING_ONLY = ("min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")

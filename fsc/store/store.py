@@ -303,8 +303,8 @@ class Store(RunLifecycle):
         if self._behind is None:
             return ""
         return (f" (the store's schema is version {self._behind} of {len(MIGRATIONS)}, not "
-                "upgraded as fsc may not write the file; fsc query --write \"select 1\" by a "
-                "user who may upgrades it)")
+                "upgraded as fsc may not write the file; fsc query --write \"select 1\", run "
+                "by a user who may write it, upgrades it)")
 
     def _query_error(self, e: duckdb.Error) -> StoreError:
         """A DuckDB error from a user's SQL: QueryError (exit 2), unless the store itself

@@ -49,6 +49,7 @@ def _parquet(path, columns):
                         "a text column with --text-field"),
     ("nulls.parquet", "nulls.parquet: 1 of 3 rows have no 'text' (null; the first is row 2)"),
     ("folder", "folder: a directory; give one .txt/.jsonl/.parquet file in it"),
+    ("notes.txt", "notes.txt: a directory; give one .txt/.jsonl/.parquet file in it"),
 ])
 def test_a_file_that_is_not_text_as_asked_is_one_line(tmp_path, name, line):
     path = tmp_path / name
@@ -98,10 +99,12 @@ def _hub_folder(tmp_path, rows):
 
 
 @pytest.mark.parametrize("rows, line", [
-    ([{"body": TEXT}] * 3, "--data hf:{}: row 1: no field 'text' (its fields: body; choose it "
-                           "with --text-field)"),
+    ([{"body": TEXT}] * 3, "--data hf:{}: row 1: no text field 'text' (its fields: body; "
+                           "choose it with --text-field)"),
     ([{"text": "A"}, {"text": None}, {"text": TEXT}], "--data hf:{}: row 2: field 'text' is "
                                                       "null, not a string"),
+    ([{"text": "A"}, {"text": 7}, {"text": TEXT}], "--data hf:{}: row 2: field 'text' is a "
+                                                   "number, not a string"),  # as a .jsonl's
 ])
 def test_a_hub_row_without_its_text_is_one_line(tmp_path, rows, line):
     """A local folder read through datasets, as `hf:` reads a Hub dataset."""

@@ -194,3 +194,19 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
     assert err.count("min_p 0.1") == 1  # a sampling argument: said where a request samples
     _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
     assert "no_repeat_ngram_size 3 (the request) is not applied" in capsys.readouterr().err
+
+
+def test_a_generation_argument_at_a_value_that_applies_nothing_is_not_said(tmp_path):
+    """transformers applies min_p and min_new_tokens only where they are set above 0 (min_p 0
+    keeps every token): a generation config or a request that sets them to 0 was said to ask
+    for what fsc's decoder does not apply."""
+    from fsc.harness.lm import generation_defaults, not_applied
+
+    (tmp_path / "generation_config.json").write_text(json.dumps(
+        {"min_p": 0.0, "min_new_tokens": 0, "repetition_penalty": 1.1}))
+    model = generation_defaults(tmp_path)
+    assert model == {"top_k": 50, "top_p": 1.0, "repetition_penalty": 1.1}
+    asked = model | {"min_p": 0.0, "min_new_tokens": 0}
+    assert not_applied(asked, True, model) == [
+        "repetition_penalty 1.1 (the model's generation_config.json)"]
+    assert not_applied(model | {"min_p": 0.05}, True, model)[1] == "min_p 0.05 (the request)"

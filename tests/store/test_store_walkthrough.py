@@ -69,7 +69,8 @@ def test_an_older_store_fsc_may_not_write_says_how_to_upgrade_it(store_path, fsc
         assert res.returncode != 0
         said = _said(res)
         assert "schema is version 4 of" in said and "may not write the file" in said, said
-        assert 'fsc query --write "select 1"' in said
+        assert ('fsc query --write "select 1", run by a user who may write it, upgrades it'
+                in said)
     res = fsc("query", "select count(*) from runs", "--csv")  # what it has, it reads
     assert res.returncode == 0 and res.stdout.split() == ["count_star()", "1"]
 
