@@ -137,6 +137,9 @@ class LocalWorkers:
                 left = []
                 while pending:
                     done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                        done = wait(pending)[0]  # a broken pool fails every future it holds:
+                        # each is charged here, as begun or not (not rerun uncounted below)
                     died: list[tuple[work.Group, BrokenProcessPool]] = []
                     for fut in done:
                         g = pending.pop(fut)
