@@ -112,6 +112,7 @@ def test_a_hub_row_without_its_text_is_one_line(tmp_path, rows, line):
     assert line.format(folder) in _one_line(_train(tmp_path, f"hf:{folder}"))
 
 
+@pytest.mark.slow  # a new process, with a timeout (the old code looped)
 def test_a_hub_dataset_with_no_text_ends_in_one_line(tmp_path):
     """Rows of empty text and a tokenizer with no EOS add no token: a pass over the dataset
     that adds none ends the source, never loops for ever."""
