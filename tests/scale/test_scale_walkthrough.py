@@ -1,15 +1,13 @@
 """docs/scale.md as a user meets it: a worker that dies charges a try only to the groups begun;
 a terminal's Ctrl-C reaches the driver, not the workers; the contention line counts the
-processes that time points; a failed Slurm task is submitted again and says what it raised;
-Ctrl-C of `fsc train --nproc 2` ends in the ranks' one line, without torchrun's traceback."""
+processes that time points; a failed Slurm task is submitted again and says what it raised (Ctrl-C of
+`fsc train --nproc 2`: tests/scale/test_train_nproc.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -110,29 +108,3 @@ def test_a_failed_slurm_task_is_submitted_again_and_says_what_it_raised(tmp_path
     given_up = list(engine(0, tmp_path / "b").arrivals(None, [group]))
     (why,) = [a.failure for a in given_up if a.failure is not None]
     assert "RuntimeError: no such device" in why and "_log.err" in why
-
-
-@pytest.mark.slow  # a torchrun launch: make test-slow
-def test_ctrl_c_of_an_nproc_run_ends_without_torchruns_traceback(tmp_path):
-    """A terminal's Ctrl-C reaches the launching fsc (torchrun runs in a session of its own):
-    the ranks stop after the same step and say so; torchrun's own traceback is not shown."""
-    env = {k: v for k, v in os.environ.items() if k != "FSC_DEBUG"}
-    proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", "tiny_attn", "--data", "copy",
-                             "--seq-len", "32", "--train-steps", "100000", "--batch", "2",
-                             "--nproc", "2", "--out", "o", "--store", "s"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while proc.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
-        try:
-            if Store(tmp_path / "s").query("SELECT count(*) FROM train_steps")[1][0][0] >= 2:
-                break
-        except Exception:  # noqa: BLE001 - not created yet, or the writer holds it
-            continue
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=90)
-    assert proc.returncode == 130, err[-3000:]
-    said = " ".join(err.split())
-    assert "by SIGINT; continue with" in said and "fsc train --resume" in said
-    assert "Traceback" not in err and "SignalException" not in err

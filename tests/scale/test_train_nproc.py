@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -20,8 +23,6 @@ BASE = ["tiny_attn", "--data", "copy", "--seq-len", "32", "--log-every", "1", "-
 
 
 def _fsc(*args, cwd, timeout=240):
-    import subprocess
-
     env = {k: v for k, v in os.environ.items() if k not in ("FSC_DEBUG",)}
     return subprocess.run([sys.executable, "-m", "fsc", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -83,18 +84,14 @@ def test_the_run_resumes_with_its_own_process_count(two_and_one, tmp_path):
     assert (root / "o2" / "latest").read_text().strip() == "step-000006"
 
 
-def test_sigterm_to_the_launcher_stops_every_rank_saved(tmp_path):
-    """What `timeout` or Kubernetes does: SIGTERM to the launching fsc alone. It passes the
-    signal on (torchrun to each rank); every rank ends after the same step, rank 0 saves and
-    marks the run interrupted, and the launcher exits 143."""
-    import signal
-    import subprocess
-    import time
-
+def _stopped(tmp_path, signum) -> tuple[int, str]:
+    """A long `fsc train --nproc 2` sent `signum` (to the launching fsc alone) once two steps
+    are logged: (its exit status, its stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "FSC_DEBUG"}
     proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *BASE, "--train-steps", "100000",
                              "--batch", "2", "--nproc", "2", "--out", "o", "--store", "s"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while proc.poll() is None and time.time() < deadline:
         time.sleep(0.5)
@@ -103,9 +100,28 @@ def test_sigterm_to_the_launcher_stops_every_rank_saved(tmp_path):
                 break
         except Exception:  # noqa: BLE001 - not created yet, or the writer holds it
             continue
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=90)
-    assert proc.returncode == 143, err[-3000:]
+    return proc.returncode, err
+
+
+def test_ctrl_c_of_an_nproc_run_ends_without_torchruns_traceback(tmp_path):
+    """A terminal's Ctrl-C reaches the launching fsc (torchrun runs in a session of its own):
+    the ranks stop after the same step and say so; torchrun's own traceback of the signal is
+    not shown (fsc.train.torchrun)."""
+    code, err = _stopped(tmp_path, signal.SIGINT)
+    assert code == 130, err[-3000:]
+    said = " ".join(err.split())
+    assert "by SIGINT; continue with" in said and "fsc train --resume" in said
+    assert "Traceback" not in err and "SignalException" not in err
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_saved(tmp_path):
+    """What `timeout` or Kubernetes does: SIGTERM to the launching fsc alone. It passes the
+    signal on (torchrun to each rank); every rank ends after the same step, rank 0 saves and
+    marks the run interrupted, and the launcher exits 143."""
+    code, err = _stopped(tmp_path, signal.SIGTERM)
+    assert code == 143, err[-3000:]
     assert "by SIGTERM; continue with" in err and "fsc train --resume" in err
     step = json.loads((tmp_path / "o" / (tmp_path / "o" / "latest").read_text().strip()
                        / "training_state.json").read_text())["step"]
