@@ -117,6 +117,7 @@ def report(
         "all-attention one).", show_default=False)] = None,
     force: ForceOpt = False,
     store: StoreOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write the results of runs as one page: figures, tables, provenance. An existing file
     (and, for md, its figures' folder) is replaced only with --force, as `fsc export` does."""
@@ -151,6 +152,10 @@ def report(
     except OSError as e:
         raise PlotFailed(f"writing {path} failed: {e.strerror or e}") from None
     drawn = sum(1 for s in page.sections for f in s.figures if not f.missing)
+    if as_json:
+        print_json({"path": str(path), "format": str(fmt), "runs": list(page.run_ids),
+                    "figures": drawn})
+        return
     err.print(f"report of {len(page.run_ids)} run(s), {drawn} figures", markup=False,
               highlight=False)
     print_plain(f"{path}\n")

@@ -1,0 +1,19 @@
+"""README's promises checked as a newcomer meets them: every command has `--json`, and what it
+prints is one JSON document on stdout."""
+
+import json
+
+from fsc_run import in_process
+
+
+def test_report_json_is_one_document(tmp_path):
+    store = tmp_path / "store"
+    in_process("profile", "-r", "tiny_mamba", "--S", "1k", "--B", "1", "--repeats", "1",
+               "--store", store, check=0)
+    page = tmp_path / "report.html"
+    res = in_process("report", "--out", page, "--store", store, "--json", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["path"] == str(page) and page.is_file()
+    assert doc["format"] == "html"
+    assert len(doc["runs"]) == 1 and doc["figures"] >= 1
+    assert res.stderr == ""
