@@ -256,6 +256,9 @@ def resolve_path(ref: str | Path) -> Path:
             return shipped
     except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
         pass
+    if "/" in str(ref) and p.suffix not in (".yaml", ".yml"):  # a folder's path, by its look
+        raise RecipeError(f"{source_name(ref)}: no such checkpoint, training directory or recipe "
+                          "file")
     raise RecipeError(f"{source_name(ref)}: no such recipe file (and no shipped recipe of that "
                       "name; see `fsc recipes`)")
 

@@ -3,9 +3,11 @@ prints is one JSON document on stdout."""
 
 import json
 
+import pytest
 from fsc_run import in_process
 
 
+@pytest.mark.slow  # a profile, then its report: seconds
 def test_report_json_is_one_document(tmp_path):
     store = tmp_path / "store"
     in_process("profile", "-r", "tiny_mamba", "--S", "1k", "--B", "1", "--repeats", "1",
@@ -17,3 +19,12 @@ def test_report_json_is_one_document(tmp_path):
     assert doc["format"] == "html"
     assert len(doc["runs"]) == 1 and doc["figures"] >= 1
     assert res.stderr == ""
+
+
+def test_a_missing_folder_is_not_called_a_recipe_file(tmp_path):
+    """`fsc decode runs/nope` said "no such recipe file (and no shipped recipe of that name)"
+    of what a newcomer typed as a training directory."""
+    for command in ("decode", "eval", "build"):
+        res = in_process(command, tmp_path / "runs" / "nope", check=2)
+        said = " ".join(res.stderr.split())
+        assert "nope: no such checkpoint, training directory or recipe file" in said, said
