@@ -246,7 +246,8 @@ def run_tuning(device, dtype, shapes, bandwidth, deadline, dry_run: bool, log) -
 def _tuning_row(point: Point, trials: list[dict], bandwidth: float | None) -> dict:
     timed = [t for t in trials if "us" in t]
     row = {"op": point.op, "mode": point.mode, "B": point.B, "S": point.S, "bytes": point.bytes,
-           "trials": trials, "status": "ok" if trials and "us" in trials[0] else "error"}
+           "trials": trials, "status": ("skipped: time budget spent" if not trials
+                                        else "ok" if "us" in trials[0] else "error")}
     if row["status"] == "ok":
         best = min(timed, key=lambda t: t["us"])
         row.update(default_us=trials[0]["us"], best_us=best["us"], best=best["change"],

@@ -117,7 +117,7 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
     if corpora.is_corpus(recorded):
         return recorded.split(":")[0] + ":val"
     raise UsageError(f"--task loss needs --data: {request.source} was trained on "
-                     f"{printable(recorded, 80)}, whose loss is not held out (give held-out text)")
+                     f"{printable(recorded)}, whose loss is not held out (give held-out text)")
 
 
 def is_text(data) -> bool:

@@ -41,5 +41,6 @@ def test_a_text_checkpoint_is_scored_on_its_corpus_held_out_split(fsc_main, tmp_
     assert got["task"] == "loss"
     assert (got["loss"], got["distinct_sequences"]) == (val["loss"], val["distinct_sequences"])
     res = fsc_main("eval", tmp_path / "nt", "--samples", "2", "--store", tmp_path / "st")
-    assert res.returncode == 2 and "trained on notes.txt" in res.stderr
+    said = " ".join(res.stderr.split())  # (the file by the path training recorded)
+    assert res.returncode == 2 and f"trained on {tmp_path / 'notes.txt'}, whose loss" in said
     assert len(res.stderr.splitlines()) == 1
