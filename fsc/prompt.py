@@ -117,7 +117,8 @@ def _record(line: str, where: str) -> dict:
     try:
         record = json.loads(line)
     except ValueError as e:
-        raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)})") from None
+        raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)}); a .jsonl or .json "
+                         "file holds JSON (a file of another suffix, a prompt a line)") from None
     return _checked(record, where)
 
 

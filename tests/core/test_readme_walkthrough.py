@@ -28,3 +28,14 @@ def test_a_missing_folder_is_not_called_a_recipe_file(tmp_path):
         res = in_process(command, tmp_path / "runs" / "nope", check=2)
         said = " ".join(res.stderr.split())
         assert "nope: no such checkpoint, training directory or recipe file" in said, said
+
+
+def test_plain_lines_in_a_jsonl_file_are_told_the_suffix_decides(tmp_path):
+    """A newcomer wrote a prompt a line into prompts.jsonl and read "line 1 is not JSON
+    (Expecting value)", with no word of the rule: the suffix decides how the file is read."""
+    (tmp_path / "prompts.jsonl").write_text("Once upon a time\nThe king\n")
+    res = in_process("decode", "tiny_attn", "--prompts", tmp_path / "prompts.jsonl",
+                     "--length", "4", check=2)
+    said = " ".join(res.stderr.split())
+    assert "line 1 is not JSON" in said
+    assert "a .jsonl or .json file holds JSON (a file of another suffix, a prompt a line)" in said
