@@ -16,6 +16,7 @@ def _put(hub, repo: str, folder: Path, skip=()) -> str:
     return hub.put_repo(repo, files)
 
 
+@pytest.mark.slow  # an import through the local Hub: ~10 s: make test-slow (CI runs it)
 def test_import_from_the_hub(hub, fsc, tmp_path):
     folder = save_published("qwen2", tmp_path / "qwen2")
     first = _put(hub, "acme/tiny-qwen2", folder)

@@ -22,6 +22,7 @@ def _decode(path) -> list[int]:
     return json.loads(r.stdout)["token_ids"]
 
 
+@pytest.mark.slow  # a save, push, pull and two decodes: ~11 s: make test-slow (CI runs it)
 def test_save_push_pull_gives_identical_files_and_tokens(save_tiny, fsc, hub, token, tmp_path):
     # The repository exists, with a stale shard on main: push makes branch `exp` from main,
     # commits the checkpoint there and deletes the stale weights; main does not move.

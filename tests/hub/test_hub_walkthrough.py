@@ -140,6 +140,7 @@ def test_a_trained_run_is_shared_and_pulled_back_verified(fsc, hub, tmp_path):
                                            "pulled"]
 
 
+@pytest.mark.slow  # a push, a branch and a pull against the local Hub: ~20 s: make test-slow (CI runs it)
 def test_pushing_what_the_branch_holds_says_so_and_records_nothing(save_tiny, fsc, hub,
                                                                    tmp_path):
     """A second push of the same files makes no commit: said in one line, no second row."""

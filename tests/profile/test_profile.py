@@ -131,6 +131,7 @@ def test_autoregressive_points(tmp_path):
     assert res.returncode == 2 and "drop --G" in res.stderr
 
 
+@pytest.mark.slow  # profiles in new processes: ~8 s: make test-slow (CI runs it)
 def test_weights_that_do_not_fit_are_never_built(tmp_path):
     # its own process, with a time limit: building 7B-sized weights would not end soon
     res = new_process("profile", "-r", "attn_7b", "-r", "tiny_attn", "--S", "64", "--B", "1",
