@@ -9,6 +9,7 @@ profile rows can say what they timed). "triton" on CPU tensors needs the Triton 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from contextlib import contextmanager
@@ -88,6 +89,7 @@ def backend(name: str):
         use_backend(old)
 
 
+@functools.cache  # (`call` asks on every op call: a dict lookup after the first)
 def triton_impl(op: str):
     """The Triton launcher of `op`, or None when none is written yet (imported at its first
     call: Triton loads only where a kernel runs, after TRITON_INTERPRET is read)."""
