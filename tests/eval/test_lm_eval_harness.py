@@ -235,6 +235,40 @@ def test_a_task_sampling_at_top_k_1_answers_as_greedy(fsc_main, made, tmp_path):
     assert said["fsc_hot"] != said["fsc_gen"]
 
 
+@pytest.mark.slow  # two generation tasks through the harness
+def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_main, made,
+                                                                          tmp_path):
+    """From the command line: a checkpoint whose generation_config.json says top_k 1 answers a
+    hot sampled task (no top_k of its own) as greedily as a greedy task, as transformers'
+    generate would under the hf model (it sampled from every token)."""
+    import shutil
+
+    from tokenizers import Tokenizer, models
+
+    tasks, ckpts = made
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(ckpts["ar"], ckpt)
+    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
+    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+    (ckpt / "generation_config.json").write_text(json.dumps({"top_k": 1}))
+    greedy = (tasks / "fsc_gen.yaml").read_text()
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    for name, extra in (("fsc_gen", ""), ("fsc_hot", "\n  do_sample: true\n  temperature: 3.0")):
+        (folder / f"{name}.yaml").write_text(greedy.replace("task: fsc_gen", f"task: {name}")
+                                             .replace("max_gen_toks: 6", f"max_gen_toks: 6{extra}"))
+    res = _eval(fsc_main, ckpt, folder, tmp_path / "st", "--tasks", "fsc_gen,fsc_hot",
+                "--log-samples", "--output-path", tmp_path / "out")
+    said = {}
+    for f in json.loads(res.stdout)["files"]:
+        name = Path(f).name
+        if name.startswith("samples_"):
+            task = name.removeprefix("samples_").rsplit("_", 1)[0]
+            said[task] = [json.loads(line)["resps"] for line in Path(f).read_text().splitlines()]
+    assert said["fsc_hot"] == said["fsc_gen"]
+    assert "not applied" not in res.stderr
+
+
 # ---- exact against the harness's own Hugging Face backend (make test-slow) --------------------
 
 def _imported(family: str, root):
