@@ -26,6 +26,7 @@ from fsc.cli import (
     verify,
 )
 from fsc.cli.common import printable
+from fsc.cli.usage import usage_line
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
 
 
@@ -107,62 +108,10 @@ _NoArgsIsHelp = getattr(sys.modules[_ClickException.__module__], "NoArgsIsHelpEr
 
 MAX_ERROR_CHARS = 400
 
+
 def _fail(message: str, code: int) -> int:
-    return print(f"error: {printable(message, MAX_ERROR_CHARS)}", file=sys.stderr) or code
-
-
-def _given(argv: list[str], opts: list[str]) -> str | None:
-    """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there."""
-    for i, arg in enumerate(argv):
-        for opt in opts:
-            if arg == opt and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(opt + "="):
-                return arg[len(opt) + 1 :]
-    return None
-
-
-def _bounds(param) -> tuple[float | None, float | None]:
-    """An option's declared min and max: on the option itself in newer typers, on its click
-    range type in older ones."""
-    for holder in (param, getattr(param, "type", None)):
-        low, high = getattr(holder, "min", None), getattr(holder, "max", None)
-        if low is not None or high is not None:
-            return low, high
-    return None, None
-
-
-def _out_of_range(param, value: str | None) -> str | None:
-    """fsc's own words for a number outside an option's bounds (each typer and click version
-    words it differently), in the form the `between` and `finite` callbacks use."""
-    low, high = _bounds(param)
-    if value is None or (low is None and high is None):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    if (low is not None and number < low) or (high is not None and number > high):
-        if low is not None and high is not None:
-            return f"{value} must be between {low} and {high}"
-        return f"{value} must be >= {low}" if low is not None else f"{value} must be <= {high}"
-    return None
-
-
-def _usage(e, argv: list[str]) -> str:
-    """A click usage error as one line: the problem, the value given, where to read more."""
-    msg = " ".join(e.format_message().replace("Value error, ", "").split())
-    if len((text := getattr(e, "option_name", None) or "").split()) > 1:  # text, not an option
-        msg = (f"{' '.join(text.split())[:60]!r} was read as an option: text that begins with "
-               "'-' goes after `--`, the options before it (e.g. `-- \"-- a note ...\"`)")
-    param = getattr(e, "param", None)
-    value = _given(argv, list(getattr(param, "opts", []))) if param is not None else None
-    if (bound := _out_of_range(param, value)) is not None:
-        msg = f"Invalid value for '{param.opts[0]}': {bound}"
-    elif value is not None and repr(value) not in msg and f" {value} " not in f" {msg} ":
-        msg = f"{msg} (got {value!r})"
-    ctx = getattr(e, "ctx", None)
-    return msg + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
+    print(f"error: {printable(message, MAX_ERROR_CHARS)}", file=sys.stderr)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     except _ClickException as e:
         if debug:
             raise
-        return _fail(_usage(e, argv), e.exit_code)
+        return _fail(usage_line(e, argv), e.exit_code)
     except NothingToDo as e:  # already done: not an error
         print(str(e), file=sys.stderr)
         if "--json" in argv:  # the document a reader of stdout waits for

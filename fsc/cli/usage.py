@@ -1,0 +1,58 @@
+"""A click usage error (a bad option value, an unknown option) as fsc's one line: the problem,
+the value given, where to read more, in the same words whichever typer and click run it."""
+
+from __future__ import annotations
+
+
+def _given(argv: list[str], opts: list[str]) -> str | None:
+    """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there."""
+    for i, arg in enumerate(argv):
+        for opt in opts:
+            if arg == opt and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(opt + "="):
+                return arg[len(opt) + 1 :]
+    return None
+
+
+def _bounds(param) -> tuple[float | None, float | None]:
+    """An option's declared min and max: on the option itself in newer typers, on its click
+    range type in older ones."""
+    for holder in (param, getattr(param, "type", None)):
+        low, high = getattr(holder, "min", None), getattr(holder, "max", None)
+        if low is not None or high is not None:
+            return low, high
+    return None, None
+
+
+def _out_of_range(param, value: str | None) -> str | None:
+    """fsc's own words for a number outside an option's bounds (each typer and click version
+    words it differently), in the form the `between` and `finite` callbacks use."""
+    low, high = _bounds(param)
+    if value is None or (low is None and high is None):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if (low is not None and number < low) or (high is not None and number > high):
+        if low is not None and high is not None:
+            return f"{value} must be between {low} and {high}"
+        return f"{value} must be >= {low}" if low is not None else f"{value} must be <= {high}"
+    return None
+
+
+def usage_line(e, argv: list[str]) -> str:
+    """A click usage error as one line: the problem, the value given, where to read more."""
+    msg = " ".join(e.format_message().replace("Value error, ", "").split())
+    if len((text := getattr(e, "option_name", None) or "").split()) > 1:  # text, not an option
+        msg = (f"{' '.join(text.split())[:60]!r} was read as an option: text that begins with "
+               "'-' goes after `--`, the options before it (e.g. `-- \"-- a note ...\"`)")
+    param = getattr(e, "param", None)
+    value = _given(argv, list(getattr(param, "opts", []))) if param is not None else None
+    if (bound := _out_of_range(param, value)) is not None:
+        msg = f"Invalid value for '{param.opts[0]}': {bound}"
+    elif value is not None and repr(value) not in msg and f" {value} " not in f" {msg} ":
+        msg = f"{msg} (got {value!r})"
+    ctx = getattr(e, "ctx", None)
+    return msg + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
