@@ -73,6 +73,10 @@ def decode(
     top_k: Annotated[int, typer.Option(
         "--top-k", min=0, max=2**31 - 1, help="Sample from the K most likely tokens only (0: all); "
         "then --top-p.")] = 0,
+    repetition_penalty: Annotated[float, typer.Option(
+        "--repetition-penalty", callback=finite(0, low_open=True), help="Make ids already in "
+        "the prompt or generated (earlier blocks) less likely, as transformers does: 1 is none, "
+        "1.1 a common choice; greedy decoding too.")] = 1.0,
     threshold: Annotated[
         float | None,
         typer.Option("--threshold", callback=finite(0, 1, low_open=True),
@@ -166,6 +170,7 @@ def decode(
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
                        top_p=top_p, top_k=top_k, threshold=threshold, seed=seed,
+                       repetition_penalty=repetition_penalty,
                        use_cache=not no_cache,
                        policy=str(policy or Policy.confidence), graphs=not no_graphs,
                        prefill_chunk=prefill_chunk)

@@ -22,6 +22,7 @@ class DecodeConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # sample from the k most likely ids only (0: all)
+    repetition_penalty: float = 1.0  # ids already seen made less likely (1: none; sampler.penalize)
     threshold: float | None = None
     seed: int = 0
     use_cache: bool = True
@@ -41,6 +42,9 @@ class DecodeConfig:
             raise UsageError(f"temperature {self.temperature} must be >= 0")
         if not 0 < self.top_p <= 1:
             raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
+        if not self.repetition_penalty > 0:
+            raise UsageError(f"repetition penalty {self.repetition_penalty} must be > 0 "
+                             "(1: none)")
         if self.top_k < 0:
             raise UsageError(f"top_k {self.top_k} must be >= 0 (0: every id)")
         if self.threshold is not None and not 0 < self.threshold <= 1:

@@ -168,7 +168,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     G = 1 if cfg.mode == "ar" else cfg.G
     vocab = model.recipe.vocab_size
     banned = banned_ids(tokenizer, vocab)
-    pick = picker(banned, vocab, cfg, device, seeds)
+    pick = picker(banned, vocab, cfg, device, seeds, prompts)
     stops = stop_ids(tokenizer)
     t0 = time.perf_counter()
     capacity = P + cfg.length + G
@@ -212,6 +212,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
             block = steps.run(start, torch.ones(B, g, dtype=torch.bool, device=device), g)
             passes += max(steps.row_used[-1])  # the batch's steps: its slowest row's
         emitted += g
+        pick.saw(block)
         for b, ids in enumerate(block.tolist()):  # the block's ids: read back once a block
             if done[b]:
                 continue

@@ -66,7 +66,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
     out: list[int] = []
     n_blocks = 0
     stops = stop_ids(tokenizer)
-    pick = picker(banned, vocab, cfg, device)
+    pick = picker(banned, vocab, cfg, device, prompts=[prompt_ids])
     next_token = ar_picker(pick, cfg.temperature)
     steps = Steps(run.step, pick, cfg.steps, cfg.threshold)  # (and the steps each block took)
 
@@ -80,6 +80,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
                               torch.ones(1, g, dtype=torch.bool, device=device), g)[0].tolist()
         n_blocks += 1
         out += block
+        pick.saw(torch.tensor([block], device=device))
         end = first_stop(out, stops)
         if end is not None:  # it ends at its EOS, kept
             out = out[: end + 1]

@@ -1,5 +1,6 @@
-"""Picking tokens from logits: the sample at each position (banned ids never drawn, temperature,
-top-p), its confidence, and the reveal policy's priority of each position.
+"""Picking tokens from logits: the sample at each position (banned ids never drawn, the
+repetition penalty, temperature, top-k, top-p), its confidence, and the reveal policy's
+priority of each position.
 
 Two twins with one meaning. `pick_ref` (`HostPicker`, a batch's rows) is the reference: on
 the host, float64, drawing with `torch.multinomial` from CPU generators. `Picker` runs where
@@ -43,6 +44,49 @@ def distribution(logits, temperature: float, top_p: float, top_k: int = 0):
     return probs
 
 
+def penalize(logits, seen, penalty: float):
+    """`logits` [..., V] with every id `seen` (bool, broadcast against them) made less likely by
+    `penalty`, in float32, as transformers' RepetitionPenaltyLogitsProcessor does: a positive
+    logit divided by it, a negative one multiplied (CTRL, Keskar et al. 2019); unchanged where
+    `seen` is None (no penalty)."""
+    if seen is None:
+        return logits
+    x = logits.float()
+    return torch.where(seen, torch.where(x < 0, x * penalty, x / penalty), x)
+
+
+class History:
+    """The ids each row of a batch has seen (its prompt, then what it generated), as a [B, V]
+    bool on `device`, for the repetition penalty: `seen` is None at penalty 1 (nothing
+    applied, nothing kept). `saw` marks a block's ids in place (a captured pick reads the same
+    memory at every replay)."""
+
+    def __init__(self, penalty: float, prompts: list[list[int]] | None, vocab: int, device):
+        self.penalty, self.seen = penalty, None
+        if penalty != 1.0:
+            self.seen = torch.zeros(len(prompts or [[]]), vocab, dtype=torch.bool, device=device)
+            for row, ids in zip(self.seen, prompts or [[]], strict=True):
+                row[[i for i in ids if 0 <= i < vocab]] = True
+
+    def saw(self, tokens) -> None:
+        """Mark the ids of `tokens` [B, n] seen by their rows."""
+        if self.seen is not None:
+            self.seen.scatter_(1, tokens.to(self.seen.device).clamp(0, self.seen.shape[1] - 1),
+                               True)
+
+    def against(self, logits):
+        """`seen` shaped to broadcast against `logits` [B, ..., V] (or [V]: one row), or None."""
+        if self.seen is None:
+            return None
+        if logits.dim() == 1:
+            return self.seen[0]
+        return self.seen.view(self.seen.shape[0], *[1] * (logits.dim() - 2), -1)
+
+    def penalize(self, logits):
+        """`logits` [B, ..., V] (or [V]) with each row's seen ids penalized (`penalize`)."""
+        return penalize(logits, self.against(logits), self.penalty)
+
+
 def priority(probs, conf, policy: str, uniforms=None):
     """Each row's priority [n] under `policy` (higher is revealed first), from the distribution
     `probs` [n, V] it sampled from and the sampled tokens' probabilities; `random` is
@@ -58,11 +102,12 @@ def priority(probs, conf, policy: str, uniforms=None):
 
 
 def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy: str,
-             generator, order, top_k: int = 0):
+             generator, order, top_k: int = 0, seen=None, penalty: float = 1.0):
     """(tokens, confidences, priorities) of each row of `logits` [n, V], on the host in float64:
-    a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn; the
-    `random` policy's priorities drawn from `order`."""
-    logits = logits.float().cpu().clone()
+    a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn and the
+    ids `seen` ([V] bool, or None) penalized by `penalty`; the `random` policy's priorities
+    drawn from `order`."""
+    logits = penalize(logits.float().cpu(), None if seen is None else seen.cpu(), penalty).clone()
     logits[..., banned] = float("-inf")
     probs = distribution(logits, temperature, top_p, top_k)
     if temperature == 0:
@@ -84,10 +129,12 @@ class Picker:
     capturable = True
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
-                 policy: str, seeds: list[int], device, top_k: int = 0):
+                 policy: str, seeds: list[int], device, top_k: int = 0,
+                 history: History | None = None):
         self.temperature, self.top_p, self.top_k, self.policy = temperature, top_p, top_k, policy
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
+        self.history = history or History(1.0, None, vocab, self.device)
         self.gens = [torch.Generator(self.device).manual_seed(s) for s in seeds]
         self.orders = [torch.Generator(self.device).manual_seed(derive(s, ORDER_STREAM))
                        for s in seeds]
@@ -111,6 +158,7 @@ class Picker:
         """The pick of `logits` [B, n, V] at the uniforms `draw` gave: no draw, no host sync
         (a CUDA graph captures it)."""
         B, n, V = logits.shape
+        logits = self.history.penalize(logits)
         logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
         probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k)
         if self.temperature == 0:
@@ -128,9 +176,15 @@ class Picker:
         return self.choose(logits, *self.draw(logits.shape[1]))
 
     def greedy(self, logits):
-        """The argmax of `logits` [..., V], banned ids aside: the token a pick at temperature 0
-        chooses, without its float64 softmax over the vocabulary (autoregressive decoding)."""
+        """The argmax of `logits` [B, V] (or [V], one row), banned ids aside and seen ids
+        penalized: the token a pick at temperature 0 chooses, without its float64 softmax over
+        the vocabulary (autoregressive decoding)."""
+        logits = self.history.penalize(logits)
         return logits.masked_fill(self.ban[: logits.shape[-1]], float("-inf")).argmax(-1)
+
+    def saw(self, tokens) -> None:
+        """Mark the ids of a finished block `tokens` [B, n] seen (the repetition penalty)."""
+        self.history.saw(tokens)
 
 
 def ban_mask(banned: list[int], vocab: int, device):
@@ -150,11 +204,13 @@ class HostPicker:
     capturable = False
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
-                 policy: str, seeds: list[int], device, top_k: int = 0):
+                 policy: str, seeds: list[int], device, top_k: int = 0,
+                 history: History | None = None):
         self.banned, self.temperature, self.top_p, self.policy = banned, temperature, top_p, policy
         self.top_k = top_k
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
+        self.history = history or History(1.0, None, vocab, self.device)
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
         self.orders = [torch.Generator().manual_seed(derive(s, ORDER_STREAM)) for s in seeds]
         self.live: list[bool] | None = None  # the rows the next `choose` picks (None: all)
@@ -166,9 +222,12 @@ class HostPicker:
     def choose(self, logits, samples=None, order=None):
         live = self.live or [True] * len(self.gens)
         self.live = None
+        seen = self.history.seen
         rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o,
-                         self.top_k) if on else self._nothing(row)
-                for row, gen, o, on in zip(logits, self.gens, self.orders, live, strict=True)]
+                         self.top_k, None if seen is None else seen[b], self.history.penalty)
+                if on else self._nothing(row)
+                for b, (row, gen, o, on) in enumerate(zip(logits, self.gens, self.orders, live,
+                                                          strict=True))]
         return tuple(torch.stack(t).to(self.device) for t in zip(*rows))
 
     @staticmethod
@@ -180,6 +239,7 @@ class HostPicker:
 
     __call__ = choose
     greedy = Picker.greedy
+    saw = Picker.saw
 
 
 def banned_ids(tokenizer, vocab: int) -> list[int]:
@@ -189,9 +249,11 @@ def banned_ids(tokenizer, vocab: int) -> list[int]:
 
 
 def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
-           seeds: list[int] | None = None):
+           seeds: list[int] | None = None, prompts: list[list[int]] | None = None):
     """pick(logits [B, n, V]) -> (tokens, confidences, priorities), each [B, n] on `device`,
-    row b drawing from seed `seeds[b]` (default: cfg.seed, one row): the device picker
+    row b drawing from seed `seeds[b]` (default: cfg.seed, one row) and, under a repetition
+    penalty, penalizing the ids of its prompt `prompts[b]` and of the blocks it was told it
+    made (`saw`): the device picker
     (`Picker`: nothing of [n, V] leaves the device) where `cfg.sampler` asks for it
     (auto: on CUDA), else the host reference (`HostPicker`: `pick_ref` a row), which
     the CPU keeps (its draws are the ones recorded so far). Either also gives a pick's draws
@@ -199,12 +261,11 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     token alone (`greedy`: autoregressive decoding)."""
     device = torch.device(device)
     seeds = seeds or [cfg.seed]
+    history = History(cfg.repetition_penalty, prompts or [[]] * len(seeds), vocab, device)
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
-    if on_device:
-        return Picker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
-                      cfg.top_k)
-    return HostPicker(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
-                      cfg.top_k)
+    kind = Picker if on_device else HostPicker
+    return kind(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
+                cfg.top_k, history)
 
 
 def ar_picker(pick, temperature: float):

@@ -162,7 +162,8 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
         ar_recipe, tmp_path, monkeypatch, capsys):
     """A sampled request that names no top_k or top_p sampled from every token; the hf
     backend's transformers takes them from the model's generation_config.json, else top_k 50.
-    What transformers would apply and fsc does not (a repetition penalty) is said once."""
+    What transformers would apply and fsc does not (min_p) is said once; the repetition
+    penalty is applied, so not said."""
     from tokenizers import Tokenizer, models
 
     from fsc.cli.main import main
@@ -189,9 +190,9 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
          ("To be", {**sampled, "top_k": 0, "top_p": None}))  # every token, as transformers
     assert sorted(seen) == [(0, 1.0), (0, 1.0), (20, 0.95)]
     err = " ".join(capsys.readouterr().err.split())
-    assert err.count("note: generate_until: repetition_penalty 1.05 (the model's "
-                     "generation_config.json) is not applied by fsc's decoder") == 1
-    assert err.count("min_p 0.1") == 1  # a sampling argument: said where a request samples
+    assert "repetition_penalty" not in err  # applied (it was said not to be)
+    assert err.count("note: generate_until: min_p 0.1 (the model's generation_config.json) is "
+                     "not applied by fsc's decoder") == 1  # said where a request samples
     _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
     assert "no_repeat_ngram_size 3 (the request) is not applied" in capsys.readouterr().err
 
@@ -207,6 +208,5 @@ def test_a_generation_argument_at_a_value_that_applies_nothing_is_not_said(tmp_p
     model = generation_defaults(tmp_path)
     assert model == {"top_k": 50, "top_p": 1.0, "repetition_penalty": 1.1}
     asked = model | {"min_p": 0.0, "min_new_tokens": 0}
-    assert not_applied(asked, True, model) == [
-        "repetition_penalty 1.1 (the model's generation_config.json)"]
-    assert not_applied(model | {"min_p": 0.05}, True, model)[1] == "min_p 0.05 (the request)"
+    assert not_applied(asked, True, model) == []  # (repetition_penalty is applied)
+    assert not_applied(model | {"min_p": 0.05}, True, model) == ["min_p 0.05 (the request)"]

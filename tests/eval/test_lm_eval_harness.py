@@ -394,3 +394,34 @@ def test_a_bos_adding_bpe_llama_equals_the_hf_backend(tmp_path, fsc_main):
     for r in rows:
         assert r["value"] == pytest.approx(want[r["harness_task"]][f"{r['metric']},none"],
                                            rel=1e-4), r
+
+
+@pytest.mark.slow  # transformers and both harness backends
+def test_a_repetition_penalty_answers_as_the_hf_backend(tmp_path, fsc_main):
+    """A model whose generation_config.json sets repetition_penalty: transformers' generate
+    applies it under the `hf` model, greedy requests included; fsc's greedy and penalized
+    answers equal the hf backend's (and differ from the unpenalized ones, so the penalty is
+    seen to act); a request's own penalty overrides the model's."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+
+    from fsc.harness.lm import FscLM
+    from tests.imports.published import save_bpe_tokenizer, save_published
+
+    folder = tmp_path / "tl"  # the vocabulary the tokenizer's: no id past it for hf to emit
+    save_published("llama", folder, seed=3, vocab_size=300, bos_token_id=1, eos_token_id=2)
+    save_bpe_tokenizer(folder)
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": 1, "eos_token_id": 2, "repetition_penalty": 1.6}))
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=1, dtype="float32")
+    ours = FscLM(str(tmp_path / "ck"), batch_size=1)
+    asks = [("Say A:", {}), ("To be, or not", {}), ("To be, or not", {"repetition_penalty": 1.0}),
+            ("Say B:", {"repetition_penalty": 1.2})]
+    gen = [Instance("generate_until", {}, (q, {"until": ["\n"], "max_gen_toks": 16,
+                                                "do_sample": False, **extra}), i)
+           for i, (q, extra) in enumerate(asks)]
+    answers = ours.generate_until(gen)
+    assert answers == hf.generate_until(gen)
+    assert answers[1] != answers[2]  # 1.6 against none: the penalty changed the answer
+    assert all(len(a) > 4 for a in answers)  # (no answer cut short to nothing)
