@@ -114,6 +114,7 @@ class LocalWorkers:
     def __init__(self, workers: int, retries: int, cuda: bool, fn: Callable = work.measure):
         self.workers, self.retries, self.cuda, self.fn = workers, retries, cuda, fn
         self.lanes = workers
+        self.here = True  # its processes share this machine's cores
 
     def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
         fn = self.fn
@@ -198,6 +199,7 @@ class RayCluster:
         self.address, self.retries, self.cuda, self.fn = address, retries, cuda, fn
         self.started = False
         self.lanes = 1  # after connect(): the cluster's GPUs (CPUs on a CPU cluster)
+        self.here = False  # after connect(): whether the cluster is this machine alone
 
     def connect(self) -> None:
         """Join the cluster (or start one here for `local`) before the run is recorded, so a
@@ -229,6 +231,9 @@ class RayCluster:
     def _count_lanes(self, ray: Any) -> None:
         resources = ray.cluster_resources()
         self.lanes = max(1, int(resources.get("GPU" if self.cuda else "CPU", 1)))
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+        self.here = (not self.address.startswith("ray://")
+                     and nodes == [ray.get_runtime_context().get_node_id()])
 
     def arrivals(self, cfg: SweepConfig, groups: list[work.Group]) -> Iterator[Arrival]:
         ray = importlib.import_module("ray")
@@ -271,6 +276,7 @@ class SlurmArrays:
         self.rows_per_point = rows_per_point  # an eval grid: cells per length
         self.retries = retries
         self.lanes = 1  # one array task per recipe unless --workers asks for more
+        self.here = False  # the cluster's nodes, not this machine's cores
         self.folder, self.partition, self.gpus = folder, partition, gpus_per_node
         self.time_min, self.cuda, self.cluster, self.fn, self.say = (
             time_min, cuda, cluster, fn, say)

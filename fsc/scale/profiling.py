@@ -153,15 +153,18 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
     sweep = resolve(request, settings, st, watch)
     ops.check_tuning()  # recorded with the run: what no kernel takes is refused, any backend
     ops.use_backend(sweep.cfg.backend)
-    share = _cpu_share(sweep.cfg, settings, len(sweep.todo), threads, watch)
     cfg = replace(sweep.cfg, spec=_device_spec(sweep.cfg.device, request.bandwidth))
     engine = None
     if settings.remote:  # Ray is joined here: a cluster out of reach costs a line, not a run
         engine = executors.engine_for(settings, cfg.device.startswith("cuda"), work.measure,
                                       work.measure_to_file, watch.say)
+    # processes timing points at once: this one, local workers, or a Ray cluster's CPUs
+    lanes = settings.workers if engine is None else max(settings.workers, engine.lanes)
+    here = engine is None or engine.here  # (Slurm's tasks and another machine's: not here)
+    share = _cpu_share(cfg, lanes if here else None, len(sweep.todo), threads, watch)
     config = cfg.stored() | unchanged(cfg, sweep.recipes) | {
         "bandwidth": request.bandwidth, "executor": settings.executor,
-        "workers": settings.workers, "cpu_share": share}
+        "workers": lanes, "cpu_share": share}
     total, before = len(sweep.points), sweep.stored
     with recording(st, "profile", command, config, recipes=list(sweep.recipes.values()),
                    environment=environment(cfg.device), resume=request.resume, before=before,
@@ -173,8 +176,7 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
         else:
             if hasattr(engine, "folder"):
                 engine.folder = executors.slurm_folder(st.dir, run.run_id)
-            runner = executors.Distributed(cfg, sweep.todo, engine,
-                                           max(settings.workers, engine.lanes))
+            runner = executors.Distributed(cfg, sweep.todo, engine, lanes)
         runner.on_point = lambda row: run.add_point(row.columns(), row.samples)
         runner.on_progress = watch.stored
         watch.started(run.run_id, total, before, sweep.rough_s())
@@ -218,14 +220,15 @@ def _here(device: str) -> bool:
     return not device.startswith("cuda") or torch.cuda.is_available()
 
 
-def _cpu_share(cfg: SweepConfig, settings: ExecutorSettings, points: int, threads: int,
+def _cpu_share(cfg: SweepConfig, lanes: int | None, points: int, threads: int,
                watch: Watch) -> dict | None:
-    """How a CPU sweep of `points` points timed here shares the cores (fsc.scale.contention),
-    said when they are oversubscribed; None for a GPU or another machine. The pool starts a
-    process per group handed out, so no more processes time points than there are points."""
-    if cfg.device != "cpu" or settings.executor != "local":
+    """How a CPU sweep of `points` points timed here by `lanes` processes at once shares the
+    cores (fsc.scale.contention), said when they are oversubscribed; None for a GPU or
+    another machine (`lanes` None). A process is started per group handed out, so no more
+    processes time points than there are points."""
+    if cfg.device != "cpu" or lanes is None:
         return None
-    share = cpu_share(max(1, min(settings.workers, points)), threads)
+    share = cpu_share(max(1, min(lanes, points)), threads)
     if share["contended"]:
         watch.say(warning(share))
     return share

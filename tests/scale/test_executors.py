@@ -92,7 +92,11 @@ def test_a_local_ray_cluster_gives_the_same_points(cli, in_process, ray_cluster,
     r = cli("profile", *SWEEP, "--store", tmp_path / "s", "--executor", "ray")
     assert r.code == 0, r.err
     _same_points(tmp_path / "s", in_process)
-    assert config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])["executor"] == "ray"
+    config = config_of(tmp_path / "s", run_ids(tmp_path / "s")[0])
+    assert config["executor"] == "ray"
+    # the cluster's 2 CPUs time points at once on this machine's cores (it said 1 and no share)
+    assert config["workers"] == 2
+    assert config["cpu_share"]["lanes"] == 2 and config["cpu_share"]["threads"] == 1
 
 
 @pytest.mark.slow  # processes of their own: make test-slow
