@@ -297,3 +297,37 @@ def test_a_whole_step_replayed_decodes_the_eager_tokens(name, hot, monkeypatch):
 def test_the_stand_in_refuses_a_host_read():
     with pytest.raises(AssertionError, match="on the host"):
         fake_capture(lambda: torch.ones(2).sum() * int(torch.ones(()).sum()))
+
+
+def _addresses(cache):
+    """Where each of a cache's tensors lives: (layer, name) -> data_ptr, the length tensors too."""
+    held = {(i, k): t.data_ptr() for i, c in enumerate(cache.layers) for k, t in c.tensors.items()}
+    return held | {(i, "at"): c.at.data_ptr() for i, c in enumerate(cache.layers)
+                   if c.at is not None}
+
+
+@pytest.mark.parametrize("name", ["tiny_attn", "tiny_mamba", "tiny_linear", "tiny_gla",
+                                  "tiny_gated_delta", "tiny_hybrid"])
+@pytest.mark.parametrize("G", [4, 1])
+def test_a_fold_and_a_step_write_the_cache_where_it_is(name, G):
+    """A CUDA graph replays its kernels on the addresses it captured: a fold (every block's,
+    one capture) must write each layer's state and keys, and the device length, into the
+    tensors the cache already holds, never into new ones (the stand-in replay above calls the
+    function again, so it would not see a tensor replaced). A step writes no cache at all."""
+    model = build_model(load_recipe(name), seed=1).eval()
+    cache = model.empty_cache(2, 40, "cpu", block_size=G)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        model.fold_blocks(torch.randint(0, 256, (2, 2 * G), generator=gen), cache)
+        assert graphs.make_static(model, cache) and graphs.length_free(model, cache)
+        where = _addresses(cache)
+        for _ in range(3):
+            tokens = torch.randint(0, 256, (2, G), generator=gen)
+            before = [{k: t.clone() for k, t in c.tensors.items()} for c in cache.layers]
+            model(tokens, cache)
+            assert all(torch.equal(t, was[k]) for c, was in zip(cache.layers, before)
+                       for k, t in c.tensors.items())
+            model.fold(tokens, cache)
+            assert _addresses(cache) == where
+    assert [int(c.at) for c in cache.layers if c.at is not None] == [
+        c.length for c in cache.layers if c.at is not None] and cache.length == 5 * G
