@@ -51,6 +51,7 @@ DELTA_RULE = fla_scan.Recurrence(_chunk_gated_delta_rule, carried=_carried_wy)
 class GatedDelta(FixedState):
     kind = "gated_delta"
     carries = True  # on torch (the chunked forms)
+    backends = ("torch", "fla")  # its training forms on fla: fsc/model/fla_scan.py
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)

@@ -32,6 +32,7 @@ PER_KEY_DECAY = fla_scan.Recurrence(_chunk_gla)
 class GLA(FixedState):
     kind = "gla"
     carries = True  # on torch (the chunked forms)
+    backends = ("torch", "fla")  # its training forms on fla: fsc/model/fla_scan.py
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)

@@ -21,6 +21,7 @@ CHUNK = 32  # tokens a chunk of the training form holds (whole blocks, at least 
 class LinearAttention(FixedState):
     kind = "linear"
     carries = True  # on torch (the chunked forms)
+    backends = ("torch", "fla")  # its training forms on fla: fsc/model/fla_scan.py
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)

@@ -53,6 +53,7 @@ def decay_factor(positions, start: int, power: float, device=None):
 class Mamba(FixedState):
     kind = "mamba"
     carries = True  # on torch (the chunked forms)
+    backends = ("torch", "fla")  # its training forms on fla: fsc/model/fla_scan.py
 
     def __init__(self, recipe, dtype, state_dtype):
         super().__init__(recipe.d_model, dtype, state_dtype)

@@ -140,10 +140,9 @@ class Mixer(nn.Module):
 
 class FixedState(Mixer):
     """A mixer whose cache is a state of fixed size, whatever the prefix length (Mamba, linear
-    attention, GLA, Gated DeltaNet). Its training forms run on torch or, every one of them
-    being a block-bidirectional recurrence, on fla (fsc/model/fla_scan.py)."""
-
-    backends = ("torch", "fla")
+    attention, GLA, Gated DeltaNet). Its training forms run on torch or, where it writes them
+    as a block-bidirectional recurrence (fsc/model/fla_scan.py) and says so in `backends`, on
+    fla: each of the four does."""
 
     def fold_blocks(self, x, block_lengths: list[int], cache: LayerCache):
         """One pass of the chunked form from the cache's state (`forward_blockwise_from`), its

@@ -145,3 +145,26 @@ def test_a_kind_registered_later_keeps_every_recipes_hash():
         assert same.recipe_hash == recipe.recipe_hash
         held = later.model_validate({**recipe.model_dump(), "later_kind": {"kind": "gelu"}})
         assert held.recipe_hash != recipe.recipe_hash
+
+
+def test_only_a_mixer_that_writes_an_fla_form_trains_on_fla():
+    """A fixed-state kind added later, with no fla branch of its own, trains on torch under
+    `--train-backend fla` (it was taken to run on fla, and its trace would have said so); the
+    four shipped ones run on fla."""
+    from fsc.model.gated_delta import GatedDelta
+    from fsc.model.gla import GLA
+    from fsc.model.linear import LinearAttention
+    from fsc.model.mamba import Mamba
+    from fsc.model.mixer import FixedState
+
+    class Retention(FixedState):
+        kind = "retention"
+
+    assert Retention.backends == ("torch",)  # (it inherited fla from FixedState)
+    assert all("fla" in m.backends for m in (GatedDelta, GLA, LinearAttention, Mamba))
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe("tiny_hybrid"), seed=0)
+    model.set_train_backend("fla")
+    assert {(layer.mixer.kind, layer.mixer.backend) for layer in model.layers} == {
+        ("attention", "torch"), ("mamba", "fla")}
