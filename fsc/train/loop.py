@@ -314,7 +314,13 @@ class Trainer:
         t0, done_tokens = time.perf_counter(), 0
         last_save = self.clock()
         with StopSignals(defer=True) as stops:
-            while self.step < end and not any(self._stops(stops)):
+            while True:
+                signum, reached, due = self._agree(stops, end, last_save)
+                if self.step >= end or signum or reached:
+                    break
+                if due:  # (the rolling save after the last step, agreed with the stops)
+                    self.save()
+                    last_save = self.clock()
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
@@ -335,10 +341,6 @@ class Trainer:
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
                     last_save = self.clock()
-                elif self._rolling_due(end, last_save):
-                    self.save()
-                    last_save = self.clock()
-            signum, reached = self._stops(stops)
             if self.step >= end:  # a signal during the last step stops nothing: the run is done
                 signum = 0
             # the end, --stop-at (both kept for good), a --stop-after or a stop (rolling)
@@ -347,18 +349,15 @@ class Trainer:
                            time.perf_counter() - t0, done_tokens, stop_signal=signum,
                            reached=reached)
 
-    def _rolling_due(self, end: int, last_save: float) -> bool:
-        """Whether a rolling save is due after this step (--save-minutes; not at the end, which
-        saves right after): on every process when one's clock says so, since a save gathers
-        the processes' carried states."""
+    def _agree(self, stops: StopSignals, end: int, last_save: float) -> tuple[int, bool, bool]:
+        """What every process does next, the same on each, in one all-reduce: (the stop signal
+        any process received (0: none), whether an in-loop eval reached --stop-at (rank 0
+        evaluates), whether a rolling save is due (--save-minutes; on every process when one's
+        clock says so, since a save gathers the processes' carried states; never after the
+        last step, which saves right after)), so that all of them end or save after the same
+        step."""
         due = (self.step < end and bool(self.cfg.save_minutes)
                and self.clock() - last_save >= 60 * self.cfg.save_minutes)
-        return bool(parallel.largest((int(due),), self.world, self.device)[0])
-
-    def _stops(self, stops: StopSignals) -> tuple[int, bool]:
-        """(the stop signal any process received (0: none), whether an in-loop eval reached
-        --stop-at (rank 0 evaluates)), the same on every process, so that all of them end after
-        the same step."""
-        signum, reached = parallel.largest((stops.signum or 0, int(self.reached)), self.world,
-                                           self.device)
-        return signum, bool(reached)
+        signum, reached, due = parallel.largest((stops.signum or 0, int(self.reached), int(due)),
+                                                self.world, self.device)
+        return signum, bool(reached), bool(due)

@@ -47,6 +47,22 @@ def test_keep_prunes_the_oldest_rolling_saves_and_never_a_milestone(tmp_path):
     assert res.checkpoint.endswith("step-000010") and not res.interrupted
 
 
+def test_the_processes_agree_on_stops_and_rolling_saves_in_one_all_reduce_a_step(tmp_path,
+                                                                                 monkeypatch):
+    """Each step's end asks the processes one question (a stop signal, a reached --stop-at, a
+    rolling save due), not one for the stops and another for the save; the saves are those
+    of the clock, as before."""
+    asked = []
+    real = loop.parallel.largest
+    monkeypatch.setattr(loop.parallel, "largest",
+                        lambda values, *a: asked.append(values) or real(values, *a))
+    trainer = _trainer(tmp_path, steps=5, save_minutes=1, keep=0)
+    trainer.clock = lambda: trainer.step * 30.0  # half a minute a step
+    trainer.run()
+    assert _steps(tmp_path) == [2, 4, 5]
+    assert [len(v) for v in asked] == [3] * 6  # before each of 5 steps, and after the last
+
+
 def test_keep_0_keeps_every_rolling_save(tmp_path):
     trainer = _trainer(tmp_path, steps=4, save_minutes=1, keep=0)
     trainer.clock = lambda: trainer.step * 60.0
