@@ -267,7 +267,8 @@ def test_a_ragged_batch_decodes_through_static_attention_as_alone(monkeypatch):
     {"temperature": 0.0},
     {"temperature": 0.0, "policy": "margin", "threshold": 0.5},
     {"temperature": 1.0, "top_p": 0.9, "policy": "random"},
-    {"temperature": 0.8, "policy": "entropy", "threshold": 0.3}])
+    {"temperature": 0.8, "policy": "entropy", "threshold": 0.3},
+    {"temperature": 0.7, "repetition_penalty": 1.5}])  # the seen ids: marked outside, in place
 def test_a_whole_step_replayed_decodes_the_eager_tokens(name, hot, monkeypatch):
     """With the pick on the device, a step's forward pass, pick and reveal are captured
     together (fsc.decode.denoise.Steps): the same tokens as eager, greedy or sampled (the draws made
