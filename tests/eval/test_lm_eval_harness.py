@@ -269,6 +269,39 @@ def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_ma
     assert "not applied" not in res.stderr
 
 
+@pytest.mark.slow  # two runs of a generation task through the harness
+def test_a_models_repetition_penalty_reaches_a_greedy_task(fsc_main, made, tmp_path):
+    """From the command line: a checkpoint whose generation_config.json sets
+    repetition_penalty answers a greedy task under it (transformers applies it to greedy
+    decoding too): the answers are those of `fsc decode --repetition-penalty`, not the
+    unpenalized ones, and nothing is said to be left unapplied."""
+    import shutil
+
+    from tokenizers import Tokenizer, models
+
+    tasks, ckpts = made
+    said = {}
+    for name, config in (("plain", {}), ("penalized", {"repetition_penalty": 4.0})):
+        ckpt = tmp_path / name
+        shutil.copytree(ckpts["ar"], ckpt)
+        chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
+        Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+        (ckpt / "generation_config.json").write_text(json.dumps(config))
+        res = _eval(fsc_main, ckpt, tasks, tmp_path / "st", "--tasks", "fsc_gen",
+                    "--log-samples", "--output-path", tmp_path / f"out-{name}")
+        assert "not applied" not in res.stderr
+        (samples,) = [f for f in json.loads(res.stdout)["files"]
+                      if Path(f).name.startswith("samples_")]
+        said[name] = [json.loads(line) for line in Path(samples).read_text().splitlines()]
+    assert [s["resps"] for s in said["plain"]] != [s["resps"] for s in said["penalized"]]
+    for s in said["penalized"]:  # each answer is the penalized decode of its context
+        context = s["arguments"]["gen_args_0"]["arg_0"]
+        out = fsc_main("decode", tmp_path / "penalized", "--mode", "ar", "--prompt", context,
+                       "--length", "6", "--repetition-penalty", "4", "--json")
+        text = json.loads(out.stdout)["text"].split("\n")[0]
+        assert s["resps"] == [[text]]
+
+
 # ---- exact against the harness's own Hugging Face backend (make test-slow) --------------------
 
 def _imported(family: str, root):
