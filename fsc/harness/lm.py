@@ -227,6 +227,9 @@ class FscLM(TemplateLM):
         self.asked = False  # whether the harness has asked the model for anything yet
         self.generation = generation_defaults(getattr(self.tok, "folder", None))
         self.noted: set[str] = set()  # what generate_until has said it does not apply
+        # where its notes go: stderr as it was when the model was made (`fsc eval` quiets the
+        # harness's own stderr while the harness runs, and would swallow them)
+        self.stderr = sys.stderr
 
     # ---- what the harness reads ------------------------------------------------------------
     @property
@@ -334,7 +337,7 @@ class FscLM(TemplateLM):
                 if said not in self.noted:
                     self.noted.add(said)
                     print(f"note: generate_until: {said} is not applied by fsc's decoder; its "
-                          "answers can differ from the hf model's", file=sys.stderr)
+                          "answers can differ from the hf model's", file=self.stderr)
             ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
             key = json.dumps([context, kwargs], sort_keys=True, default=str)
             asks.append((ids, until, generation_seed(self.seed, key, seen[key])))

@@ -269,6 +269,32 @@ def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_ma
     assert "not applied" not in res.stderr
 
 
+@pytest.mark.slow  # a generation task through the harness
+def test_what_fsc_does_not_apply_is_said_at_the_command_line(fsc_main, made, tmp_path):
+    """`fsc eval --task harness` quiets the harness's stderr while it runs; the note of a
+    generation argument fsc's decoder does not apply (min_p) was swallowed with it: the model
+    says it once on the command's stderr."""
+    import shutil
+
+    from tokenizers import Tokenizer, models
+
+    tasks, ckpts = made
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(ckpts["ar"], ckpt)
+    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
+    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+    (ckpt / "generation_config.json").write_text(json.dumps({"min_p": 0.2}))
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "fsc_hot.yaml").write_text(
+        (tasks / "fsc_gen.yaml").read_text().replace("task: fsc_gen", "task: fsc_hot")
+        .replace("max_gen_toks: 6", "max_gen_toks: 6\n  do_sample: true\n  temperature: 1.0"))
+    res = _eval(fsc_main, ckpt, folder, tmp_path / "st", "--tasks", "fsc_hot")
+    err = " ".join(res.stderr.split())
+    assert err.count("note: generate_until: min_p 0.2 (the model's generation_config.json) "
+                     "is not applied by fsc's decoder") == 1
+
+
 @pytest.mark.slow  # two runs of a generation task through the harness
 def test_a_models_repetition_penalty_reaches_a_greedy_task(fsc_main, made, tmp_path):
     """From the command line: a checkpoint whose generation_config.json sets
