@@ -164,7 +164,8 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
 
 
 def _setting(c) -> str:
-    """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1'."""
+    """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1' (and 'top-p 0.9'
+    where the nucleus is less than all)."""
     if c.mode == "reference":
         return "reference text"  # the data's own continuations of the prompts
     head = "ar" if c.mode == "ar" else f"G {c.G} K {c.K}"
@@ -172,11 +173,18 @@ def _setting(c) -> str:
         head += f" {c.get('policy')}"
     if c.get("threshold") is not None:
         head += f" τ {c.get('threshold'):g}"
-    return head + (f" T {c.get('temperature'):g}" if c.get("temperature") is not None else "")
+    head += f" T {c.get('temperature'):g}" if c.get("temperature") is not None else ""
+    return head + (f" top-p {c.get('top_p'):g}" if c.get("top_p") not in (None, 1) else "")
 
 
 def _fmt(v, spec: str = ".2f", mark: str = "") -> str:
     return "–" if v is None else mark + format(v, spec)
+
+
+def _interval(c) -> str:
+    """'12.10–15.30', or – where there is none (a cell of one sample)."""
+    lo, hi = c.get("gen_ppl_lo"), c.get("gen_ppl_hi")
+    return "–" if lo is None or hi is None else f"{lo:.2f}–{hi:.2f}"
 
 
 GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s",
@@ -195,10 +203,11 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
              else f", after {prompt}-token prompts")
     out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)}"
               f"{after} (run {run_id})", markup=False, highlight=False)
-    records = [{"decoding": _setting(c) + (f" ({printable(c.recipe, 30)})" if c.mode == "ar"
-                                           and c.checkpoint != cells[0].checkpoint else ""),
+    records = [{"decoding": _setting(c) + (f" (baseline {printable(c.recipe, 30)})"
+                                           if c.mode == "ar" and c.checkpoint != cells[0].checkpoint
+                                           else ""),
                 "length": str(c.length), "Gen-PPL": _fmt(c.get("gen_ppl")),
-                "95 % interval": f"{_fmt(c.get('gen_ppl_lo'))}–{_fmt(c.get('gen_ppl_hi'))}",
+                "95 % interval": _interval(c),
                 "entropy": _fmt(c.get("entropy"), ".3f"), "rep": _fmt(c.get("repeat_ngram"), ".3f"),
                 "tok/s": _fmt(c.tokens_per_s, ".0f"), "passes/tok": _fmt(c.get("passes_per_token")),
                 "steps/block": _fmt(c.get("steps_per_block")), "n": str(c.n)} for c in cells]

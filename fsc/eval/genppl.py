@@ -36,12 +36,13 @@ from dataclasses import dataclass
 import torch
 
 from fsc.costmodel import memory, prompt_memory
-from fsc.data.sources import TextData, open_data
+from fsc.data.sources import open_data
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
-from fsc.eval.scorers import ScoredText, load_scorer
+from fsc.eval.request import is_text
+from fsc.eval.scorers import ScoredText, load_scorer, same_tokenizer
 from fsc.loading import free_bytes, load_model
 from fsc.model.lm import read_as
 from fsc.recipe import Recipe
@@ -56,23 +57,38 @@ def text_tokens(grid: EvalGrid, tokenizer, length: int):
     P = grid.gen.prompt_length
     # errors name the total: "... of --prompt-length 64 + --lengths 128 = 192"
     option = f"--prompt-length {P} + --lengths {length} =" if P else "--lengths"
-    source = open_data(grid.data, tokenizer, P + length, 1, grid.settings.seed, grid.options,
-                       option=option, split="val")
-    if not isinstance(source, TextData):
-        raise UsageError(f"--data {grid.data}: genppl draws its prompts and reference text "
-                         "from natural text (shakespeare or a .txt/.jsonl/.parquet file)")
-    return source.tokens
+    return open_data(grid.data, tokenizer, P + length, 1, grid.settings.seed, grid.options,
+                     option=option, split="val").tokens
 
 
 def check(grid: EvalGrid, tokenizer) -> None:
-    """UsageError, before any model is loaded, for data genppl cannot draw from."""
+    """UsageError, before any model is loaded, for data genppl cannot draw from, or a
+    --baseline that cannot read the checkpoint's prompts."""
     if grid.data is None:
         raise UsageError("--task genppl needs --data (shakespeare or a text file) for its "
                          "prompts and reference text")
+    if not is_text(grid.data):  # before its lengths: a task's own errors would mislead
+        raise UsageError(f"--data {grid.data}: genppl draws its prompts and reference text "
+                         "from natural text (shakespeare or a .txt/.jsonl/.parquet file)")
     for n in grid.lengths:
         text_tokens(grid, tokenizer, n)
     if grid.gen.prompt_length == 0 and getattr(tokenizer, "bos_id", None) is None:
         raise UsageError("--prompt-length 0 starts from BOS, which the tokenizer lacks")
+    for ref in {d.checkpoint for d in grid.gen.decodings if d.checkpoint is not None}:
+        own = Source.read(ref).tokenizer(need_mask=False)
+        if not _same_ids(own, tokenizer):
+            raise UsageError(f"--baseline {ref}: its tokenizer ({own.name}) is not the "
+                             f"checkpoint's ({tokenizer.name}); the baseline decodes the "
+                             "checkpoint's prompt tokens, so it must read the same ones")
+
+
+def _same_ids(a, b) -> bool:
+    """Whether ids of tokenizer `a` mean the same text under `b`: the same tokenizer, or two
+    copies of one vocabulary."""
+    if same_tokenizer(a, b):
+        return True
+    vocab = [getattr(getattr(t, "tok", None), "get_vocab", None) for t in (a, b)]
+    return all(vocab) and vocab[0]() == vocab[1]()
 
 
 def draws(grid: EvalGrid, tokens, length: int) -> list[tuple[list[int], list[int]]]:

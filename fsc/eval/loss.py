@@ -41,6 +41,10 @@ def check(grid: EvalGrid, tokenizer) -> None:
     if grid.data is None:
         raise UsageError("--task loss needs --data (shakespeare, a text file or a task)")
     for n in grid.lengths:
+        if n < 2 and grid.ar and not grid.bos:
+            raise UsageError(f"--lengths {n}: an autoregressive model's loss predicts each token "
+                             "from those before it, the first given, so a sequence needs at "
+                             "least 2 tokens")
         if n % grid.G:
             raise UsageError(f"--lengths: {n} is not a multiple of the block size G = {grid.G}")
         open_data(grid.data, tokenizer, n, grid.G, grid.settings.seed, grid.options,

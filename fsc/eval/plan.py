@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from fsc import corpora
 from fsc.blocks import POLICIES, block_setting
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
-from fsc.errors import UsageError
+from fsc.errors import FscError, UsageError
 from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalGrid, EvalSettings, GenSettings
 from fsc.eval.mauve import available as mauve_available
@@ -79,8 +80,12 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
     data = request.data if request.data is not None else trained_text(request, trained)
+    if request.data is None and request.task == "genppl" and corpora.is_corpus(data or ""):
+        data = data.split(":")[0]  # the corpus's val split, whichever split training read
     gen = None
     if request.task == "genppl":
+        if mode == "ar":
+            _decoded_by_tokens(request)
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
         gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
@@ -137,12 +142,12 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             raise UsageError(f"--threshold {t} must be in (0, 1]")
     if request.mauve:
         mauve_available()
+        if request.samples < 2:
+            raise UsageError(f"--mauve compares the samples with the reference text as two "
+                             f"distributions: give --samples 2 or more (not {request.samples})")
     decodings: list[Decoding] = []
     for temp in request.temperatures:
         if mode == "ar":
-            if request.G or request.steps:
-                raise UsageError("an autoregressive checkpoint decodes at G 1 with no steps: "
-                                 "drop --G and --steps")
             decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p))
             continue
         for g in request.G or (recipe_G,):
@@ -152,7 +157,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
                     for t in request.thresholds:
                         decodings.append(Decoding("diffusion", g, k, p, t, temp, request.top_p))
     if request.baseline is not None:
-        base = load_source_recipe(str(resolve_checkpoint(request.baseline)))
+        base = _baseline_recipe(request.baseline)
         if base.block_size != 1:
             raise UsageError(f"--baseline {request.baseline}: a block-diffusion checkpoint "
                              f"(G = {base.block_size}); the baseline row decodes an "
@@ -162,6 +167,29 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
                                       checkpoint=str(resolve_checkpoint(request.baseline))))
     return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
                        request.mauve, scorer_warnings(request, kind))
+
+
+def _decoded_by_tokens(request: EvalRequest) -> None:
+    """UsageError for genppl's block-diffusion options given where the checkpoint decodes
+    autoregressively (they would change nothing)."""
+    given = [name for name, v in (("--G", request.G), ("--steps", request.steps),
+                                  ("--policy", request.policies),
+                                  ("--threshold", request.thresholds)) if v is not None]
+    if given:
+        who = "--mode ar" if request.mode == "ar" else "an autoregressive checkpoint"
+        raise UsageError(f"{', '.join(given)}: {who} decodes at G 1, a token a forward pass, "
+                         "with no denoising steps, reveal policy or threshold; drop "
+                         + ("it" if len(given) == 1 else "them"))
+
+
+def _baseline_recipe(ref: str) -> Recipe:
+    """The recipe of --baseline `ref`; its errors name the option."""
+    try:
+        return load_source_recipe(str(resolve_checkpoint(ref)))
+    except FscError as e:
+        said = str(e).removeprefix(f"{ref}: ")
+        raise type(e)(f"--baseline {ref}: {said}" if ref.strip() else f"--baseline: {said}"
+                      ) from None
 
 
 def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:

@@ -80,7 +80,9 @@ def _panel_name(key: tuple, fields: list[str]) -> str:
     """A panel's scorer, data, length and prompt length, those in `fields`, in words."""
     said = dict(zip(PANEL, key, strict=True))
     words = {"scorer": "under {}", "data": "{}", "length": "{} tokens",
-             "prompt_length": "after a {}-token prompt"}
+             "prompt_length": "after {}-token prompts"}
+    if said["prompt_length"] == 0:
+        words["prompt_length"] = "from BOS"
     return ", ".join(words[f].format(said[f]) for f in fields if said[f] is not None)
 
 
@@ -216,10 +218,12 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     cells = quality_cells(rows)
     need_rows(cells, "genppl cell", "fsc eval --task genppl records them")
     decoded = [c for c in cells if c["mode"] != "reference"]
-    panels = grouped(decoded or cells, PANEL)
+    need_rows(decoded, "decoded genppl cell", "the reference text's rows alone, which a "
+              "--where never drops")
+    panels = grouped(decoded, PANEL)
     refs = grouped([c for c in cells if c["mode"] == "reference"], PANEL)
     varying = [f for i, f in enumerate(PANEL) if len({k[i] for k in panels}) > 1]
-    common = [f for f in PANEL if f not in varying and f != "prompt_length"]
+    common = [f for f in PANEL if f not in varying]
     first = next(iter(panels))
     what = "generative perplexity against decoding speed"
     if _panel_name(first, common):
@@ -247,7 +251,7 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
         axes[2 * (i // cols)][i % cols].set_visible(False)
         axes[2 * (i // cols) + 1][i % cols].set_visible(False)
     entries = look.legend() if look.values else {
-        look.label(decoded[0]): Line2D([], [], **look.of(decoded[0]))} if decoded else {}
+        look.label(decoded[0]): Line2D([], [], **look.of(decoded[0]))}
     if refs:
         entries[REFERENCE_NAME + (" (of the run named on it)" if several_refs else "")] = Line2D(
             [], [], **REFERENCE)
@@ -261,8 +265,8 @@ def _draw_panel(ppl_ax, ent_ax, panel: Rows, refs: Rows, look: _Channels) -> boo
     """One panel: its lines, their K labels and its reference lines (one per distinct value,
     labelled by run when there are several). True when there are several."""
     decoded = [c for c in panel if c["mode"] != "reference"]
-    if decoded:  # the yardstick of the runs drawn here (a --where may have dropped a run's cells)
-        refs = [r for r in refs if r["run_id"] in {c["run_id"] for c in decoded}]
+    # the yardstick of the runs drawn here (a --where may have dropped a run's cells)
+    refs = [r for r in refs if r["run_id"] in {c["run_id"] for c in decoded}]
     labels: list[tuple[float, float]] = []
     span = _span([c["tokens_per_s"] for c in decoded if c.get("tokens_per_s")],
                  [c["gen_ppl"] for c in decoded] + [r["gen_ppl"] for r in refs])

@@ -1,0 +1,150 @@
+"""docs/quality.md walked through as a new user would: what genppl, loss and the quality figure
+do with options that would change nothing (refused, in one line, before anything is written),
+with a --baseline that reads other tokens, with a task's data or too short a sequence; the
+genppl table read plainly (one sample's interval, top-p, the baseline row); the figure's title
+and a selection with nothing decoded."""
+
+import json
+
+import pytest
+
+from fsc.checkpoint.io import save_checkpoint
+from fsc.model.lm import build_model
+from fsc.recipe import load_recipe
+from fsc.store import Store
+
+SMALL = ["--task", "genppl", "--data", "shakespeare", "--samples", "2", "--lengths", "8",
+         "--prompt-length", "4"]
+
+
+def _refused(res, says: str, store) -> None:
+    """One `error:` line saying `says`, exit 2, no store written."""
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+    assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
+    assert not store.exists()
+
+
+def _char_tokenizer(folder):
+    """A tokenizer.json of 128 one-character tokens: not fsc's bytes (ids mean other text)."""
+    from tokenizers import Tokenizer, decoders, models
+
+    tok = Tokenizer(models.BPE(vocab={chr(i): i for i in range(128)}, merges=[]))
+    tok.decoder = decoders.Fuse()
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+def test_a_baseline_with_another_tokenizer_is_refused_before_decoding(fsc_main, tmp_path,
+                                                                      ar_recipe):
+    """The baseline decodes the checkpoint's prompt ids: under another tokenizer they are
+    other text (or ids it has no embedding for: a failed run with cells stored)."""
+    model = build_model(load_recipe(ar_recipe), seed=0)
+    save_checkpoint(model, tmp_path / "chars", include=(_char_tokenizer(tmp_path / "tok"),))
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--steps", "4", "--scorer", ar_recipe,
+                   "--baseline", tmp_path / "chars", "--store", st)
+    _refused(res, f"--baseline {tmp_path / 'chars'}: its tokenizer", st)
+    assert "is not the checkpoint's (bytes)" in res.stderr
+
+
+@pytest.mark.parametrize("model, args, says", [
+    ("AR", ["--policy", "margin"], "--policy: an autoregressive checkpoint decodes at G 1"),
+    ("AR", ["--threshold", "0.9", "--G", "4"], "--G, --threshold: an autoregressive checkpoint"),
+    ("tiny_attn", ["--mode", "ar", "--policy", "random", "--threshold", "none"],
+     "--policy, --threshold: --mode ar decodes at G 1"),
+])
+def test_diffusion_options_on_ar_decoding_are_refused(fsc_main, tmp_path, ar_recipe, model,
+                                                      args, says):
+    """--policy and --threshold would change nothing in an autoregressive decoding (they were
+    dropped silently); --G and --steps are named the same way."""
+    model = str(ar_recipe) if model == "AR" else model
+    st = tmp_path / "st"
+    res = fsc_main("eval", model, *SMALL, "--scorer", ar_recipe, *args, "--store", st)
+    _refused(res, says, st)
+
+
+def test_mauve_of_one_sample_is_refused(fsc_main, tmp_path, ar_recipe, monkeypatch):
+    """MAUVE compares two distributions: with one sample it was left out without a word."""
+    monkeypatch.setattr("fsc.eval.plan.mauve_available", lambda: None)  # with or without it
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--samples", "1", "--steps", "4", "--mauve",
+                   "--scorer", ar_recipe, "--store", st)
+    _refused(res, "--mauve compares the samples with the reference text as two distributions: "
+             "give --samples 2 or more (not 1)", st)
+
+
+def test_a_task_is_not_text_whatever_the_lengths(fsc_main, tmp_path, ar_recipe):
+    """At short lengths a task's own error (its prompt does not fit) hid what is wrong."""
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--data", "passkey", "--scorer", ar_recipe,
+                   "--store", st)
+    _refused(res, "--data passkey: genppl draws its prompts and reference text from natural "
+             "text", st)
+
+
+def test_a_missing_baseline_is_named_by_its_option(fsc_main, tmp_path, ar_recipe):
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--scorer", ar_recipe, "--baseline",
+                   "no/such/dir", "--store", st)
+    _refused(res, "error: --baseline no/such/dir: no such", st)
+
+
+def test_an_ar_loss_of_one_token_is_refused(fsc_main, tmp_path, ar_recipe):
+    """An autoregressive loss reads the first token as given: a one-token sequence has nothing
+    scored (it was an internal error, exit 1, and a failed run)."""
+    st = tmp_path / "st"
+    res = fsc_main("eval", ar_recipe, "--task", "loss", "--data", "shakespeare", "--lengths",
+                   "1,8", "--samples", "2", "--store", st)
+    _refused(res, "--lengths 1: an autoregressive model's loss", st)
+
+
+def test_the_genppl_table_reads_plainly(fsc_main, tmp_path, ar_recipe, monkeypatch):
+    """One sample: its interval is one dash, not three; --top-p is named with the decoding;
+    the baseline row says it is the baseline (its recipe may be the checkpoint's)."""
+    from fsc.cli import common
+
+    monkeypatch.setattr(common.out, "width", 160)
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--samples", "1", "--steps", "4", "--top-p",
+                   "0.9", "--scorer", ar_recipe, "--baseline", ar_recipe,
+                   "--store", tmp_path / "st", check=0)
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in res.stdout.splitlines() if line.startswith("│")}
+    assert set(rows) == {"reference text", "G 4 K 4 T 1 top-p 0.9",
+                         "ar T 1 top-p 0.9 (baseline tiny_ar)"}, res.stdout
+    assert {r[1] for r in rows.values()} == {"–"}  # the 95 % interval of one sample
+    assert "–––" not in res.stdout
+
+
+def test_genppl_reads_the_val_split_of_a_corpus_trained_on_its_train_split(fsc_main, tmp_path,
+                                                                         ar_recipe):
+    """Without --data, a checkpoint trained on `shakespeare:train` drew its prompts and
+    reference text from the training split, not the validation text the docs promise."""
+    model = build_model(load_recipe("tiny_attn"), seed=0)
+    save_checkpoint(model, tmp_path / "ck", training={
+        "objective": "blocks", "steps": 1, "data": "shakespeare:train", "seq_len": 16,
+        "final_loss": 5.0})
+    args = [a for a in SMALL if a not in ("--data", "shakespeare")]
+
+    def reference(*more) -> float:
+        res = fsc_main("eval", tmp_path / "ck", *args, "--steps", "1", "--scorer", ar_recipe,
+                       *more, "--store", tmp_path / "st", "--json", check=0)
+        return json.loads(res.stdout)["rows"][0]["gen_ppl"]
+
+    assert reference() == reference("--data", "shakespeare:val")
+
+
+def test_the_quality_figure_names_the_prompt_length_and_never_draws_nothing(fsc_main, tmp_path,
+                                                                            ar_recipe):
+    from fsc.results import plots
+
+    st = tmp_path / "st"
+    fsc_main("eval", "tiny_attn", *SMALL, "--steps", "4", "--scorer", ar_recipe, "--store", st,
+             check=0)
+    title = plots.draw(Store(st), "quality").figure.get_suptitle()
+    assert "shakespeare, 8 tokens, after 4-token prompts" in title
+    out = tmp_path / "q.png"
+    res = fsc_main("plot", "quality", "--where", "policy = 'margin'", "--out", out,
+                   "--store", st)
+    assert res.returncode == 2 and "error: nothing to plot: no decoded genppl cell" in res.stderr
+    assert not out.exists()  # not a figure of axes around nothing
