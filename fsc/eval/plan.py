@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fsc import corpora
 from fsc.blocks import POLICIES, block_setting
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
@@ -80,8 +79,6 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
     data = request.data if request.data is not None else trained_text(request, trained)
-    if request.data is None and request.task == "genppl" and corpora.is_corpus(data or ""):
-        data = data.split(":")[0]  # the corpus's val split, whichever split training read
     gen = None
     if request.task == "genppl":
         if mode == "ar":

@@ -112,10 +112,10 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
         return recorded
     if not is_text(recorded) or request.task not in ("genppl", "loss"):
         return None
+    if corpora.is_corpus(recorded):  # (genppl reads a bare corpus name's val split)
+        return recorded.split(":")[0] + (":val" if request.task == "loss" else "")
     if request.task == "genppl":
         return recorded
-    if corpora.is_corpus(recorded):
-        return recorded.split(":")[0] + ":val"
     raise UsageError(f"--task loss needs --data: {request.source} was trained on "
                      f"{printable(recorded)}, whose loss is not held out (give held-out text)")
 
