@@ -195,12 +195,19 @@ def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
     --baseline (the same weights, a training directory taken at its step), or its weights are
     seeded random ones (a recipe, or a checkpoint `fsc build --save` wrote: untrained)."""
     scorer = resolve_checkpoint(request.scorer)
+    published = _published(request.scorer, kind)
     said = []
     for ref, what, whose in ((request.source, "the checkpoint it scores", "its samples are"),
                              (request.baseline, "the --baseline", "the baseline's samples are")):
-        if ref is not None and resolve_checkpoint(ref).resolve() == scorer.resolve():
+        if ref is None:
+            continue
+        if resolve_checkpoint(ref).resolve() == scorer.resolve():
             said.append(f"--scorer {request.scorer} is {what} ({scorer}): {whose} scored by "
                         "their own model, which flatters them")
+        elif published is not None and _published(ref, "fsc") == published:
+            said.append(f"--scorer {request.scorer} holds the weights of {what} ({ref}, "
+                        f"imported from {published} and not trained since): {whose} scored "
+                        "by their own model, which flatters them")
     config = checkpoint_config(scorer)
     if kind == "fsc" and (not is_checkpoint(scorer) or (config.get("seed") is not None
                                                         and not config.get("training")
@@ -208,6 +215,20 @@ def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
         said.append(f"--scorer {request.scorer}: seeded random weights (untrained); a Gen-PPL "
                     "under it says nothing about the text")
     return tuple(said)
+
+
+def _published(ref: str, kind: str) -> str | None:
+    """The published model whose weights `ref` (a scorer of `kind`, or an fsc source) holds
+    unchanged, as `fsc import` records its origin (a folder's absolute path, or hf:ID): a
+    transformers folder or Hub id itself; an fsc checkpoint imported and not trained since;
+    else None."""
+    if kind == "transformers":
+        return str(Path(ref).resolve()) if Path(ref).is_dir() else "hf:" + ref.removeprefix("hf:")
+    config = checkpoint_config(resolve_checkpoint(ref))
+    origin = config.get("imported_from")
+    if not isinstance(origin, str) or config.get("training"):
+        return None
+    return origin.rsplit(" (", 1)[0]  # "ORIGIN (Architecture)"
 
 
 def _powers_to(G: int) -> tuple[int, ...]:

@@ -148,3 +148,26 @@ def test_the_quality_figure_names_the_prompt_length_and_never_draws_nothing(fsc_
                    "--store", st)
     assert res.returncode == 2 and "error: nothing to plot: no decoded genppl cell" in res.stderr
     assert not out.exists()  # not a figure of axes around nothing
+
+
+@pytest.mark.slow  # transformers saves, fsc imports, genppl scores under transformers
+def test_a_scorer_that_is_the_published_model_the_checkpoint_was_imported_from_flatters(
+        fsc_main, tmp_path):
+    """`fsc eval IMPORT --scorer FOLDER`, FOLDER the transformers model IMPORT was imported
+    from (not trained since): the same weights under two paths, scored by themselves; the
+    warning was given only for the same path."""
+    pytest.importorskip("transformers")
+    from test_hf_scorer import CHARS, _char_tokenizer
+
+    from tests.imports.published import save_published
+
+    folder = save_published("llama", tmp_path / "hf", seed=2, vocab_size=len(CHARS) + 2)
+    _char_tokenizer(folder)
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    small = ["--task", "genppl", "--data", "shakespeare", "--samples", "2", "--lengths", "4",
+             "--prompt-length", "4", "--store", tmp_path / "st", "--json"]
+    res = fsc_main("eval", tmp_path / "ck", "--scorer", folder, *small, check=0)
+    err = " ".join(res.stderr.split())
+    assert (f"warning: --scorer {folder} holds the weights of the checkpoint it scores "
+            f"({tmp_path / 'ck'}, imported from {folder.resolve()} and not trained since)") in err
+    assert "flatters them" in err
