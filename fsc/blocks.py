@@ -11,6 +11,9 @@ from fsc.errors import UsageError
 
 MODES = ("diffusion", "ar")
 POLICIES = ("confidence", "random", "margin", "entropy")  # reveal orders (fsc.decode.sampler)
+# the least sampling temperature above 0 (greedy): logits divided by less leave a float's range,
+# and the softmax is NaN (vLLM's floor too)
+MIN_TEMPERATURE = 1e-5
 MAX_G = 4096  # the recipe schema's bound on block_size
 # Bounds of a decoding point that no real run reaches (16M tokens of context, 4096 sequences):
 # they turn typos like `--B 1000000000` into a one-line error instead of a long computation.

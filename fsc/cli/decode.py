@@ -18,7 +18,6 @@ from fsc.cli.common import (
     choices,
     finite,
     print_json,
-    printable,
     say,
     torch_device,
     torch_threads,
@@ -61,10 +60,12 @@ def decode(
     ] = None,
     mode: Annotated[
         Mode | None,
-        typer.Option("--mode", help="diffusion or ar (default: ar when the recipe's G is 1)."),
+        typer.Option("--mode", help="diffusion or ar (default: ar when the recipe's G is 1 "
+                     "and no --G is given)."),
     ] = None,
     temperature: Annotated[
-        float, typer.Option("--temperature", callback=finite(0), help="0 is greedy.")
+        float, typer.Option("--temperature", callback=finite(0),
+                            help="0 is greedy; else at least 1e-5.")
     ] = 0.0,
     top_p: Annotated[
         float, typer.Option("--top-p", callback=finite(0, 1, low_open=True),
@@ -102,39 +103,43 @@ def decode(
         Path | None, typer.Option("--tokenizer", help="Local Hugging Face tokenizer directory "
                                   "(default: a checkpoint's own tokenizer.json, else bytes).")
     ] = None,
-    prefill_chunk: Annotated[str, typer.Option(
-        "--prefill-chunk", callback=size(0, MAX_S, "--prefill-chunk"),
-        help="Prompt tokens folded in one pass, rounded down to whole blocks, at least one "
-        "(0: the whole prompt): a long prompt's memory is one chunk's against the prefix.")
-    ] = "4k",
+    prefill_chunk: Annotated[str | None, typer.Option(
+        "--prefill-chunk", callback=size(0, MAX_S, "--prefill-chunk"), show_default=False,
+        help="Prompt tokens folded in one pass (default 4k), rounded down to whole blocks, at "
+        "least one (0: the whole prompt): a long prompt's memory is one chunk's against the "
+        "prefix.")
+    ] = None,
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Generate text; prints it with the generation's tokens, seconds, tokens/s, blocks and
-    forward passes, and the prompt's fold apart (its time and passes).
+    forward passes, the sampling, and the prompt's fold apart (its time and passes).
 
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
-    from fsc.blocks import block_setting, parse_ids
+    from fsc.blocks import block_setting
+    from fsc.cli.decode_checks import check_ar, check_setting, given_ids, off_block
+    from fsc.cli.decode_prompts import prompt_rows
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
     from fsc.source import Source
 
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
+    option = "--prompt" if prompt else "--prompt-file" if prompt_file else None
     prompt = given_prompt(prompt, prompt_file, prompt_ids)
     src = Source.read(source)  # a training directory (or its `latest`): its newest step
     source, source_recipe = src.ref, src.recipe
 
     # Everything a user can get wrong is checked before torch is imported.
+    policy = policy and str(policy)
+    check_ar(mode and str(mode), G, steps, threshold, policy)
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
-    if mode_ == "ar" and (threshold is not None or policy is not None):
-        raise UsageError("--mode ar reveals one token a pass, in order; drop "
-                         + " and ".join(o for o, v in (("--threshold", threshold),
-                                                        ("--policy", policy)) if v is not None))
+    check_setting(mode and str(mode), mode_, k, threshold, policy, temperature, top_p, top_k,
+                  no_cache, prefill_chunk)
     if mode_ == "diffusion" and (g != source_recipe.block_size or g == 1):
-        _off_block(src, g, tokenizer)
+        off_block(src, g, tokenizer)
     if (mode_ == "ar" and source_recipe.block_size > 1 and src.learned
             and src.training.get("objective") != "ar"):
         say(f"note: {source} was trained by block diffusion at G {source_recipe.block_size}; "
@@ -144,16 +149,16 @@ def decode(
     # for a published model that has none)
     tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
     if prompt_ids is not None:
-        ids = parse_ids(prompt_ids, source_recipe.vocab_size, "--prompt-ids")
+        ids = given_ids(prompt_ids, source_recipe.vocab_size, tok)
         prompt, rows = tok.decode(ids), [ids]
     else:  # as the checkpoint was trained
-        rows = _prompt_rows(tok, src.starts_with_bos(None if tokenizer else tok), prompt,
-                            records, prompts)
+        rows = prompt_rows(tok, src.starts_with_bos(None if tokenizer else tok), prompt,
+                           records, prompts, option)
         ids = max(rows, key=len)  # with --prompts: the longest, checked at B rows
     B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
-    from fsc.decode import DecodeConfig, generate, ragged_ok
+    from fsc.decode import PREFILL_CHUNK, DecodeConfig, generate, ragged_ok
     from fsc.loading import check_prompt_fits, load_model
 
     ops.use_backend(str(backend))
@@ -162,6 +167,8 @@ def decode(
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
+    if prefill_chunk is None:
+        prefill_chunk = PREFILL_CHUNK
     check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
                       chunk=prefill_chunk,
                       mixed=ragged_ok(source_recipe) and len({len(r) for r in rows}) > 1)
@@ -172,7 +179,7 @@ def decode(
                        top_p=top_p, top_k=top_k, threshold=threshold, seed=seed,
                        repetition_penalty=repetition_penalty,
                        use_cache=not no_cache,
-                       policy=str(policy or Policy.confidence), graphs=not no_graphs,
+                       policy=policy or "confidence", graphs=not no_graphs,
                        prefill_chunk=prefill_chunk)
     if records:
         from fsc.cli.decode_prompts import decode_prompts
@@ -190,56 +197,6 @@ def decode(
                     "token_ids": res.token_ids, "stats": res.stats})
         return
     show_result(prompt, text, res.stats)
-
-
-def _prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | None,
-                 prompts: Path | None) -> list[list[int]]:
-    """The token ids of each prompt (each record's of --prompts, else the one prompt's), begun
-    with BOS where `bos` (fsc.tokenizer.prompt_ids). UsageError, naming the prompt, for one that
-    is not UTF-8 text (a lone surrogate: a JSON escape such as \\ud800, or an argument's byte
-    that is not UTF-8), which no tokenizer reads, and for an empty line of a file where the
-    tokenizer has no BOS to begin it."""
-    from fsc.errors import UsageError
-    from fsc.tokenizer import IdTokenizer, prompt_ids
-
-    path = printable(str(prompts), 120)
-    if records and isinstance(tok, IdTokenizer):  # (its own message offers --prompt-ids)
-        raise UsageError(f"--prompts {path}: the model has no tokenizer to read its prompts' "
-                         "text; give --tokenizer DIR")
-    named = ([(f"--prompts {path}: {n}'s prompt", r["prompt"]) for n, r in records]
-             if records else [("--prompt", prompt)])
-    rows = []
-    for name, text in named:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is the lone "
-                             f"surrogate U+{ord(text[e.start]):04X})") from None
-        rows.append(prompt_ids(tok, text, bos))
-        if records and not rows[-1]:
-            raise UsageError(f"{name} is empty and {tok.name} has no BOS to begin it")
-    return rows
-
-
-def _off_block(src, G: int, tokenizer: Path | None) -> None:
-    """Trained weights (`src`, a fsc.source.Source) decoded by block diffusion at a G they
-    were not trained at (an autoregressive model at any G): a note on stderr, or UsageError for
-    an autoregressive model whose tokenizer has no mask token."""
-    from fsc.errors import UsageError
-
-    source, trained_G = src.ref, src.recipe.block_size
-    if not src.learned:
-        return  # seeded weights (a recipe's, or a checkpoint of them) learned no G
-    if trained_G > 1:
-        say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
-            "it learned")
-        return
-    adapt = (f"adapt it first (fsc train {source} --G {G if G > 1 else 'N'} --data TEXT ...) "
-             "or decode with --mode ar")
-    if src.tokenizer(tokenizer, need_mask=False).mask_id is None:
-        raise UsageError(f"{source} is autoregressive (G 1) and its tokenizer has no mask token "
-                         f"for block diffusion: {adapt}")
-    say(f"note: {source} is autoregressive (G 1), never trained to denoise: {adapt}")
 
 
 def register(app: typer.Typer) -> None:

@@ -4,8 +4,9 @@ stdout in the file's order, a summary on stderr."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from fsc.cli.common import print_plain, say
+from fsc.cli.common import print_plain, printable, say
 from fsc.cli.decode_render import summary
 from fsc.jsonsafe import plain
 
@@ -28,4 +29,40 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]]
                "stats": {**res.stats, "seed": seed, "backends": ran.backends,
                          "weights": weights}}
         print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
-    say(summary(results, batch))
+    say(summary(results, batch, cfg.seed))
+
+
+def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | None,
+                prompts: Path | None, option: str | None = "--prompt") -> list[list[int]]:
+    """The token ids of each prompt (each record's of --prompts, else the one prompt's, given
+    to `option`, None when none was given), begun with BOS where `bos`
+    (fsc.tokenizer.prompt_ids). UsageError, naming the prompt, for one that is not UTF-8 text
+    (a lone surrogate: a JSON escape such as \\ud800, or an argument's byte that is not
+    UTF-8), which no tokenizer reads, and for one that is no tokens where the tokenizer has no
+    BOS to begin it (no prompt at all among them)."""
+    from fsc.errors import UsageError
+    from fsc.tokenizer import IdTokenizer, prompt_ids
+
+    path = printable(str(prompts), 120)
+    if records and isinstance(tok, IdTokenizer):  # (its own message offers --prompt-ids)
+        raise UsageError(f"--prompts {path}: the model has no tokenizer to read its prompts' "
+                         "text; give --tokenizer DIR")
+    named = ([(f"--prompts {path}: {n}'s prompt", r["prompt"]) for n, r in records]
+             if records else [(option or "--prompt", prompt)])
+    rows = []
+    for name, text in named:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is the lone "
+                             f"surrogate U+{ord(text[e.start]):04X})") from None
+        rows.append(prompt_ids(tok, text, bos))
+        if records and not rows[-1]:
+            raise UsageError(f"{name} is empty and {tok.name} has no BOS to begin it")
+        if not rows[-1] and option is None:
+            raise UsageError(f"no prompt given, and {tok.name} has no BOS to begin an empty "
+                             "one: give --prompt TEXT, --prompt-file FILE or --prompt-ids IDS")
+        if not rows[-1]:
+            raise UsageError(f"{name} {'encodes to no tokens' if text else 'is empty'} and "
+                             f"{tok.name} has no BOS to begin it")
+    return rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fsc.blocks import MODES, POLICIES, check_block
+from fsc.blocks import MIN_TEMPERATURE, MODES, POLICIES, check_block
 from fsc.errors import UsageError
 
 SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
@@ -40,6 +40,9 @@ class DecodeConfig:
             check_block(self.G, self.steps)
         if self.temperature < 0:
             raise UsageError(f"temperature {self.temperature} must be >= 0")
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise UsageError(f"temperature {self.temperature!r}: give 0 (greedy) or at least "
+                             f"{MIN_TEMPERATURE:g}")
         if not 0 < self.top_p <= 1:
             raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
         if not self.repetition_penalty > 0:
@@ -55,6 +58,13 @@ class DecodeConfig:
             raise UsageError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.prefill_chunk < 0:
             raise UsageError(f"--prefill-chunk {self.prefill_chunk} must be >= 0")
+
+
+def sampling(cfg: DecodeConfig) -> dict:
+    """How a decode drew its tokens, for its stats: the temperature (0: greedy), top-k, top-p
+    and repetition penalty it was given."""
+    return {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
+            "repetition_penalty": cfg.repetition_penalty}
 
 
 @dataclass

@@ -11,7 +11,13 @@ from collections import defaultdict
 
 import torch
 
-from fsc.decode.config import PREFILL_CHUNK, DecodeConfig, DecodeResult, check_inputs
+from fsc.decode.config import (
+    PREFILL_CHUNK,
+    DecodeConfig,
+    DecodeResult,
+    check_inputs,
+    sampling,
+)
 from fsc.decode.denoise import Steps
 from fsc.decode.reference import generate_ref
 from fsc.decode.sampler import banned_ids, picker
@@ -119,7 +125,8 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
                    batch: int = 8) -> list[DecodeResult]:
     """Up to `cfg.length` tokens after each prompt (`seeds[i]` its draws; default cfg.seed),
     at most `batch` rows decoded together. Each result's stats hold its own tokens, blocks,
-    steps and forward passes (as `generate` counts them alone) and its batch's: `batch`,
+    steps and forward passes (as `generate` counts them alone), why it ended (`stopped`: "eos"
+    or "length"), the sampling settings (`config.sampling`) and its batch's: `batch`,
     `batch_forward_passes`, the times and `tokens_per_s` (every row's tokens over the
     generation's time: the batch's throughput)."""
     cfg.check()
@@ -198,6 +205,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     t1 = time.perf_counter()
     outs: list[list[int]] = [[] for _ in range(B)]
     done = [False] * B
+    stopped = ["length"] * B  # why each row ended: its EOS, or cfg.length
     blocks = [0] * B  # blocks each row decoded before it ended
     emitted = 0  # tokens each row still decoding holds
     while True:
@@ -219,7 +227,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
             blocks[b] += 1
             end = first_stop(ids, stops)
             if end is not None:  # a row ends at its EOS, kept
-                ids, done[b] = ids[: end + 1], True
+                ids, done[b], stopped[b] = ids[: end + 1], True, "eos"
             outs[b] += ids
             done[b] |= emitted >= cfg.length
         if all(done):
@@ -231,7 +239,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     prefill_s, generate_s = t1 - t0, t2 - t1
     made = sum(len(o) for o in outs)
     shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
-              "policy": cfg.policy, "threshold": cfg.threshold, "cached": True,
+              "policy": cfg.policy, "threshold": cfg.threshold, **sampling(cfg), "cached": True,
               "graphs": folder is not None or replays,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "batch_prompt_passes": prompt_passes, "prefill_s": prefill_s,
@@ -250,6 +258,6 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
         prompt = alone_passes(len(prompts[b]))
         stats.append({**shared, "blocks": blocks[b], "steps_used": taken,
                       "steps_per_block": taken / blocks[b] if used else 0.0,
-                      "prompt_passes": prompt,
+                      "prompt_passes": prompt, "stopped": stopped[b],
                       "forward_passes": prompt + taken + blocks[b] - 1})
     return outs, stats

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from fsc.decode.config import DecodeConfig, DecodeResult
+from fsc.decode.config import DecodeConfig, DecodeResult, sampling
 from fsc.decode.denoise import Steps
 from fsc.decode.sampler import ar_picker, banned_ids, picker
 from fsc.model.lm import read_as
@@ -65,6 +65,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
     t1 = time.perf_counter()
     out: list[int] = []
     n_blocks = 0
+    stopped = "length"  # or "eos": why it ended
     stops = stop_ids(tokenizer)
     pick = picker(banned, vocab, cfg, device, prompts=[prompt_ids])
     next_token = ar_picker(pick, cfg.temperature)
@@ -83,7 +84,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
         pick.saw(torch.tensor([block], device=device))
         end = first_stop(out, stops)
         if end is not None:  # it ends at its EOS, kept
-            out = out[: end + 1]
+            out, stopped = out[: end + 1], "eos"
             break
         if len(out) >= cfg.length:
             break
@@ -96,6 +97,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
         "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
         "policy": cfg.policy,
         "threshold": cfg.threshold,
+        **sampling(cfg),
         "steps_used": sum(steps.used),
         "steps_per_block": sum(steps.used) / len(steps.used) if steps.used else 0.0,
         "cached": False,
@@ -103,6 +105,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
         "prompt_tokens": len(prompt_ids),
         "tokens": len(out),
         "blocks": n_blocks,
+        "stopped": stopped,
         "forward_passes": run.passes,
         "prompt_passes": 0,  # every step recomputes the prompt instead
         "batch": 1,  # the cached decoder's batch fields, for one sequence alone

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fsc.blocks import POLICIES, block_setting
+from fsc.blocks import MIN_TEMPERATURE, POLICIES, block_setting
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import FscError, UsageError
@@ -137,6 +137,11 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
     for t in request.thresholds:
         if t is not None and not 0 < t <= 1:
             raise UsageError(f"--threshold {t} must be in (0, 1]")
+    for t in request.temperatures:
+        if 0 < t < MIN_TEMPERATURE:
+            raise UsageError(f"--temperature {t!r}: give 0 (greedy) or at least "
+                             f"{MIN_TEMPERATURE:g}; the logits divided by a smaller one leave "
+                             "the range of a float")
     if request.mauve:
         mauve_available()
         if request.samples < 2:

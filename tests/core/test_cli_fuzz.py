@@ -53,7 +53,7 @@ COMMANDS = {
     "decode": (["tiny_attn"], {
         "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
         "--temperature": "float_nonneg", "--top-p": "unit", "--top-k": "int_nonneg",
-        "--threshold": "unit", "--policy": "choice",
+        "--threshold": "unit", "--policy": "choice", "--repetition-penalty": "float_pos",
         "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids",
         "--prompt-file": "in_file", "--prompts": "in_file", "--batch": "int_pos",
         "--prefill-chunk": "int_nonneg"}),

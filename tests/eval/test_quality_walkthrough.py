@@ -171,3 +171,18 @@ def test_a_scorer_that_is_the_published_model_the_checkpoint_was_imported_from_f
     assert (f"warning: --scorer {folder} holds the weights of the checkpoint it scores "
             f"({tmp_path / 'ck'}, imported from {folder.resolve()} and not trained since)") in err
     assert "flatters them" in err
+
+
+def test_a_temperature_too_small_to_divide_by_is_refused(fsc_main, tmp_path, ar_recipe):
+    """genppl at --temperature 1e-320 divided the logits into inf and sampled from NaN (an
+    internal error, exit 1, a failed run); the decoder's own config refuses it too (the
+    harness builds one from a request's temperature)."""
+    from fsc.decode import DecodeConfig
+    from fsc.errors import UsageError
+
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--scorer", ar_recipe, "--temperature",
+                   "1,1e-320", "--store", st)
+    _refused(res, "--temperature 1e-320: give 0 (greedy) or at least 1e-05", st)
+    with pytest.raises(UsageError, match="temperature 1e-320"):
+        DecodeConfig(length=4, G=4, steps=4, temperature=1e-320).check()

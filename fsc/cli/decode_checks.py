@@ -1,0 +1,102 @@
+"""`fsc decode`'s checks of its options taken together, before any weight is loaded: an option
+that would change nothing where it is given is refused in one line (or, where the decode is
+still what was asked, noted on stderr), never silently ignored; and the ids of --prompt-ids.
+Pure Python (no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fsc.blocks import MIN_TEMPERATURE, parse_ids
+from fsc.cli.common import say
+from fsc.errors import UsageError
+
+
+def _listed(names: list[str]) -> str:
+    return " and ".join(names)
+
+
+def check_ar(mode: str | None, G: int | None, steps: int | None, threshold: float | None,
+             policy: str | None) -> None:
+    """With --mode ar given: UsageError naming each option of denoising given with it (--G
+    other than 1, --steps, --threshold, --policy), and only those."""
+    if mode != "ar":
+        return
+    block = [o for o, v in (("--G", None if G == 1 else G), ("--steps", steps)) if v is not None]
+    reveal = [o for o, v in (("--threshold", threshold), ("--policy", policy)) if v is not None]
+    if block:
+        raise UsageError("--mode ar decodes with G 1 and no denoising steps, one token a pass, "
+                         f"in order; drop {_listed(block + reveal)}")
+    if reveal:
+        raise UsageError(f"--mode ar reveals one token a pass, in order; drop {_listed(reveal)}")
+
+
+def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
+                  policy: str | None, temperature: float, top_p: float, top_k: int,
+                  no_cache: bool, prefill_chunk: int | None) -> None:
+    """The resolved (mode_, K) against the options given: UsageError for --threshold or
+    --policy on a model that decodes autoregressively by default (block size 1), for --top-k
+    or --top-p at temperature 0 (greedy takes the most likely id: they cut nothing), for a
+    temperature between 0 and MIN_TEMPERATURE (the scaled logits overflow to NaN) and for
+    --prefill-chunk with --no-cache (no prompt is folded); a note where K is 1 (one step
+    reveals the whole block: no order, no threshold to apply)."""
+    reveal = [f"{o} {v}" for o, v in (("--threshold", threshold), ("--policy", policy))
+              if v is not None]
+    if mode_ == "ar" and mode is None and reveal:
+        raise UsageError(f"{reveal[0]}: a recipe of block size 1 decodes autoregressively "
+                         "unless told otherwise, one token a pass, in order; drop "
+                         f"{_listed([r.split()[0] for r in reveal])}, or give --G N (or --mode "
+                         "diffusion) to decode in blocks")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise UsageError(f"--temperature {temperature!r}: give 0 (greedy) or at least "
+                         f"{MIN_TEMPERATURE:g}; "
+                         "the logits divided by a smaller one leave the range of a float")
+    cuts = [f"{o} {v:g}" for o, v, unset in (("--top-k", top_k, 0), ("--top-p", top_p, 1.0))
+            if v != unset]
+    if temperature == 0 and cuts:
+        raise UsageError(f"{_listed(cuts)} at --temperature 0 change{'s' * (len(cuts) == 1)} "
+                         "nothing: greedy decoding "
+                         "takes the most likely token; give --temperature T (e.g. 0.8) to "
+                         f"sample, or drop {_listed([c.split()[0] for c in cuts])}")
+    if no_cache and prefill_chunk is not None:
+        raise UsageError(f"--prefill-chunk {prefill_chunk} sets how the prompt is folded into "
+                         "the cache; --no-cache folds none (every step recomputes the prompt): "
+                         "drop one")
+    if mode_ == "diffusion" and K == 1 and reveal:
+        say(f"note: at K 1 one step reveals the whole block: {_listed(reveal)} "
+            f"change{'s' * (len(reveal) == 1)} nothing")
+
+
+def given_ids(text: str, model_vocab: int, tok) -> list[int]:
+    """The ids of --prompt-ids: ASCII digits (int() reads other scripts' digits, and
+    str.isdigit() takes '²', which int() refuses), each an id of the model and of its
+    tokenizer `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing,
+    and decoding never generates one)."""
+    if not text.isascii():
+        raise UsageError(f"--prompt-ids {text!r}: expected comma-separated token ids, e.g. 1,2,3")
+    ids = parse_ids(text, model_vocab, "--prompt-ids")
+    bad = next((i for i in ids if i >= tok.vocab_size), None)
+    if bad is not None:
+        raise UsageError(f"--prompt-ids: token id {bad} is outside the tokenizer's vocabulary "
+                         f"0..{tok.vocab_size - 1} ({tok.name}; the model's ids "
+                         f"{tok.vocab_size}..{model_vocab - 1} are no tokens)")
+    return ids
+
+
+def off_block(src, G: int, tokenizer: Path | None) -> None:
+    """Trained weights (`src`, a fsc.source.Source) decoded by block diffusion at a G they
+    were not trained at (an autoregressive model at any G): a note on stderr, or UsageError for
+    an autoregressive model whose tokenizer has no mask token."""
+    source, trained_G = src.ref, src.recipe.block_size
+    if not src.learned:
+        return  # seeded weights (a recipe's, or a checkpoint of them) learned no G
+    if trained_G > 1:
+        say(f"note: {source} was trained at G {trained_G}; decoding at G {G} is outside what "
+            "it learned")
+        return
+    adapt = (f"adapt it first (fsc train {source} --G {G if G > 1 else 'N'} --data TEXT ...) "
+             "or decode with --mode ar")
+    if src.tokenizer(tokenizer, need_mask=False).mask_id is None:
+        raise UsageError(f"{source} is autoregressive (G 1) and its tokenizer has no mask token "
+                         f"for block diffusion: {adapt}")
+    say(f"note: {source} is autoregressive (G 1), never trained to denoise: {adapt}")
