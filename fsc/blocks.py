@@ -66,9 +66,11 @@ def check_block(G: int, K: int) -> None:
 
 
 def parse_ids(text: str, vocab_size: int, option: str) -> list[int]:
-    """Token ids from "1,2,3" (spaces allowed), each in 0..vocab_size-1; at least one."""
+    """Token ids from "1,2,3" (spaces allowed), each in 0..vocab_size-1; at least one. ASCII
+    digits only: str.isdigit() takes '²', which int() refuses, and int() reads other scripts'
+    digits ('١' as 1)."""
     parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or not all(p.isdigit() for p in parts):
+    if not text.strip() or not all(p.isascii() and p.isdigit() for p in parts):
         raise UsageError(f"{option} {text!r}: expected comma-separated token ids, e.g. 1,2,3")
     ids = [int(p) for p in parts]
     bad = next((i for i in ids if i >= vocab_size), None)

@@ -176,7 +176,12 @@ class Source:
         spec = given if given is not None else self.text_tokenizer()
         if spec is None and (is_import_source(self.ref) or self.config.get("imported_from")):
             return IdTokenizer(self.recipe.vocab_size)
-        return load_tokenizer(spec, need_mask)
+        try:
+            return load_tokenizer(spec, need_mask)
+        except UsageError as e:
+            if given is None:
+                raise
+            raise UsageError(f"--tokenizer {e}") from None
 
     def starts_with_bos(self, tokenizer=None) -> bool:
         """Whether the model's sequences begin with BOS: a published model's (an import

@@ -64,6 +64,9 @@ class HFTokenizer:
 
     def __init__(self, path: Path, need_mask: bool = True):
         file = path / "tokenizer.json" if path.is_dir() else path
+        if not path.exists():
+            raise UsageError(f"{path}: no such file or directory (expected a local tokenizer "
+                             "directory)")
         if not file.exists():
             raise UsageError(f"{path}: no tokenizer.json found (expected a local tokenizer directory)")
         try:

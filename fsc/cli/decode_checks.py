@@ -68,12 +68,9 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
 
 
 def given_ids(text: str, model_vocab: int, tok) -> list[int]:
-    """The ids of --prompt-ids: ASCII digits (int() reads other scripts' digits, and
-    str.isdigit() takes '²', which int() refuses), each an id of the model and of its
-    tokenizer `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing,
-    and decoding never generates one)."""
-    if not text.isascii():
-        raise UsageError(f"--prompt-ids {text!r}: expected comma-separated token ids, e.g. 1,2,3")
+    """The ids of --prompt-ids (`parse_ids`), each an id of the model and of its tokenizer
+    `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing, and decoding
+    never generates one)."""
     ids = parse_ids(text, model_vocab, "--prompt-ids")
     bad = next((i for i in ids if i >= tok.vocab_size), None)
     if bad is not None:

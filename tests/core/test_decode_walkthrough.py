@@ -181,3 +181,25 @@ def test_a_temperature_too_small_to_divide_by_is_refused(fsc_main, no_weights):
     _refused(fsc_main("decode", "tiny_attn", "--prompt", "hi", "--temperature", "1e-320"),
              "--temperature 1e-320: give 0 (greedy) or at least 1e-05; the logits divided by a "
              "smaller one leave the range of a float")
+
+
+@pytest.mark.parametrize("text", ["1,²", "1,١", "٣"])
+def test_ids_are_ascii_digits_for_every_command(text):
+    """fsc.blocks.parse_ids (decode's and verify's --prompt-ids): '²' passed str.isdigit and
+    crashed int() (an internal error), '١' was read as 1."""
+    from fsc.blocks import parse_ids
+    from fsc.errors import UsageError
+
+    with pytest.raises(UsageError, match="expected comma-separated token ids"):
+        parse_ids(text, 300, "--prompt-ids")
+
+
+def test_a_tokenizer_option_that_is_wrong_is_named(fsc_main, tmp_path):
+    """`--tokenizer DIR` errors began with the path alone; a missing one said "no
+    tokenizer.json found"."""
+    res = fsc_main("decode", "tiny_attn", "--prompt", "hi", "--tokenizer", tmp_path, check=2)
+    assert res.stderr.startswith(f"error: --tokenizer {tmp_path}: no tokenizer.json found")
+    res = fsc_main("decode", "tiny_attn", "--prompt", "hi", "--tokenizer", tmp_path / "nope",
+                   check=2)
+    assert res.stderr.startswith(f"error: --tokenizer {tmp_path / 'nope'}: no such file or "
+                                 "directory")
