@@ -184,6 +184,14 @@ def tokenizer_files(path: str | Path | None) -> tuple[Path, ...]:
     return tuple(folder / f for f in TOKENIZER_FILES if (folder / f).is_file())
 
 
+def check_vocab(tokenizer, recipe) -> None:
+    """UsageError for a tokenizer with more tokens than `recipe`'s model has ids (its ids past
+    the embedding would index nothing)."""
+    if tokenizer.vocab_size > recipe.vocab_size:
+        raise UsageError(f"the tokenizer ({tokenizer.name}) has {tokenizer.vocab_size} tokens "
+                         f"but {recipe.name}'s vocab_size is {recipe.vocab_size}")
+
+
 def load_tokenizer(path: str | Path | None, need_mask: bool = True):
     """The tokenizer at `path` (the byte-level one for None). A published causal LM's tokenizer
     has no mask token: autoregressive decoding loads it with `need_mask=False`."""

@@ -125,6 +125,7 @@ def decode(
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
     from fsc.source import Source
+    from fsc.tokenizer import check_vocab
 
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
     option = "--prompt" if prompt else "--prompt-file" if prompt_file else None
@@ -148,6 +149,7 @@ def decode(
     # its specials are never generated, and its EOS ends the decode (ids alone, IdTokenizer,
     # for a published model that has none)
     tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
+    check_vocab(tok, source_recipe)
     if prompt_ids is not None:
         ids = given_ids(prompt_ids, source_recipe.vocab_size, tok)
         prompt, rows = tok.decode(ids), [ids]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from fsc.blocks import MIN_TEMPERATURE, MODES, POLICIES, check_block
 from fsc.errors import UsageError
+from fsc.tokenizer import check_vocab
 
 SAMPLERS = ("auto", "host", "device")  # where the pick runs (`picker`)
 PREFILL_CHUNK = 4096  # prompt tokens folded in one pass (`prefill`; 0: the whole prompt)
@@ -76,11 +77,7 @@ class DecodeResult:
 def check_inputs(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig) -> None:
     """Refuse a tokenizer larger than the model's vocabulary, an empty prompt, and diffusion
     decoding with a tokenizer that has no mask token."""
-    vocab = model.recipe.vocab_size
-    if tokenizer.vocab_size > vocab:
-        raise UsageError(
-            f"tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {vocab}"
-        )
+    check_vocab(tokenizer, model.recipe)
     if not prompt_ids:
         raise UsageError("the prompt is empty after tokenisation")
     if cfg.mode == "diffusion" and getattr(tokenizer, "mask_id", None) is None:

@@ -34,7 +34,7 @@ from fsc.source import (
     load_source_recipe,
     resolve_checkpoint,
 )
-from fsc.tokenizer import IdTokenizer
+from fsc.tokenizer import IdTokenizer, check_vocab
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
 UNKNOWN_TRAIN_LENGTH = 256  # what the default lengths multiply when training recorded none
@@ -64,9 +64,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         raise UsageError(f"{request.source}: no tokenizer.json beside the model, and fsc eval "
                          "reads text: give --tokenizer")
     tok_spec = request.tokenizer if request.tokenizer is not None else src.text_tokenizer()
-    if tok.vocab_size > recipe.vocab_size:
-        raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
-                         f"vocab_size is {recipe.vocab_size}")
+    check_vocab(tok, recipe)
     if request.needle_digits is not None and request.resume is None and \
             request.task not in DIGITS_READ_BY:
         raise UsageError(f"--needle-digits: for --task {', '.join(DIGITS_READ_BY[:-1])} or "

@@ -34,7 +34,7 @@ from fsc.recipe import Recipe
 from fsc.sections import MAX_NAME
 from fsc.source import Source, is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.store import Store
-from fsc.tokenizer import load_tokenizer
+from fsc.tokenizer import check_vocab, load_tokenizer
 from fsc.train import parallel, ranks
 from fsc.train.fits import check_training_fits
 from fsc.train.loop import TrainConfig, Trainer, TrainResult, TrainStep
@@ -227,9 +227,7 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
         tok.mask_id = cfg.mask_added["id"]
     elif cfg.mask_added is not None:  # resuming an adaptation that added one
         tok.mask_id = cfg.mask_added["id"]
-    if tok.vocab_size > recipe.vocab_size:
-        raise UsageError(f"the tokenizer has {tok.vocab_size} tokens but {recipe.name}'s "
-                         f"vocab_size is {recipe.vocab_size}")
+    check_vocab(tok, recipe)
     # what the device takes, checked here, before an --nproc run launches its processes
     where = torch_device(cfg.device)
     _check_dtype(cfg.dtype, where)

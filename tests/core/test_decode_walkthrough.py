@@ -203,3 +203,22 @@ def test_a_tokenizer_option_that_is_wrong_is_named(fsc_main, tmp_path):
                    check=2)
     assert res.stderr.startswith(f"error: --tokenizer {tmp_path / 'nope'}: no such file or "
                                  "directory")
+
+
+def test_a_tokenizer_larger_than_the_model_is_refused_before_the_weights(fsc_main, tmp_path,
+                                                                         monkeypatch):
+    from tokenizers import Tokenizer, models
+
+    import fsc.loading
+
+    vocab = {chr(i): i for i in range(32, 127)} | {f"t{i}": 127 + i for i in range(400)}
+    Tokenizer(models.BPE(vocab=vocab | {"<mask>": 600}, merges=[])).save(
+        str(tmp_path / "tokenizer.json"))
+
+    def never(*a, **k):
+        raise AssertionError("weights loaded")
+
+    monkeypatch.setattr(fsc.loading, "load_model", never)
+    res = fsc_main("decode", "tiny_attn", "--prompt", "hi", "--tokenizer", tmp_path, check=2)
+    assert res.stderr == (f"error: the tokenizer ({tmp_path}) has 601 tokens but tiny_attn's "
+                          "vocab_size is 288\n")
