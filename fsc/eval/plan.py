@@ -83,6 +83,12 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
             _decoded_by_tokens(request)
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
         gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
+        if mode == "diffusion" and src.learned and (
+                src.recipe.block_size == 1 or trained.get("objective") == "ar"):
+            gen = replace(gen, warnings=(*gen.warnings, (
+                f"{request.source} is autoregressive, never trained to denoise: its "
+                "block-diffusion cells decode outside what it learned (adapt it first: fsc "
+                f"train {request.source} --G N --data TEXT; or give --mode ar)")))
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,

@@ -186,3 +186,22 @@ def test_a_temperature_too_small_to_divide_by_is_refused(fsc_main, tmp_path, ar_
     _refused(res, "--temperature 1e-320: give 0 (greedy) or at least 1e-05", st)
     with pytest.raises(UsageError, match="temperature 1e-320"):
         DecodeConfig(length=4, G=4, steps=4, temperature=1e-320).check()
+
+
+def test_an_ar_checkpoint_decoded_by_diffusion_is_warned_of(fsc_main, tmp_path, ar_recipe):
+    """genppl's block-diffusion cells of a checkpoint trained autoregressively (G 1) decode
+    outside what it learned: said (as `fsc decode` notes it), and kept with the run."""
+    model = build_model(load_recipe(ar_recipe), seed=0)
+    save_checkpoint(model, tmp_path / "ar", training={
+        "objective": "ar", "steps": 1, "data": "shakespeare", "seq_len": 16, "final_loss": 5.0})
+    st = tmp_path / "st"
+    said = "is autoregressive, never trained to denoise"
+    res = fsc_main("eval", tmp_path / "ar", *SMALL, "--scorer", ar_recipe, "--mode",
+                   "diffusion", "--store", st, "--json", check=0)
+    assert f"warning: {tmp_path / 'ar'} {said}" in res.stderr
+    _, [(config,)] = Store(st).query("select config from runs where run_id = "
+                                     f"'{json.loads(res.stdout)['run_id']}'")
+    assert any(said in w for w in json.loads(config)["warnings"])
+    res = fsc_main("eval", tmp_path / "ar", *SMALL, "--scorer", ar_recipe, "--store", st,
+                   check=0)
+    assert said not in res.stderr
