@@ -34,6 +34,7 @@ from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
 from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
 from fsc.seeds import derive
+from fsc.tokenizer import ByteTokenizer
 
 
 def check(grid: EvalGrid, tokenizer) -> None:
@@ -96,6 +97,18 @@ def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]
         yield heldout_loss(model, tokenizer, grid, length, device)
 
 
+def scored_bytes(tokenizer, ids: list[int], first_given: bool) -> int:
+    """The UTF-8 bytes of the tokens of `ids` a loss scores (all, or all but the first where
+    `first_given`): under fsc's byte tokenizer its byte ids (a sample may cut a character,
+    which decoding would turn into U+FFFD); else the text they decode to, less the first
+    token's where it is given (decoded alone and with the rest, so that a tokenizer which
+    strips a text's leading space counts the space with the token that holds it)."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return sum(i < 256 for i in ids[1 if first_given else 0 :])
+    whole = len(tokenizer.decode(ids).encode("utf-8"))
+    return max(0, whole - len(tokenizer.decode(ids[:1]).encode("utf-8"))) if first_given else whole
+
+
 def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     """A loss cell: `samples` sequences of `length` tokens of the validation split."""
     settings = grid.settings
@@ -104,6 +117,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
                        option="--lengths", split="val")
     losses, nbytes, t0, tokens = [], [], time.perf_counter(), 0
     bos = grid.bos and settings.mode == "ar"  # each sequence read after BOS, as the model reads
+    first_given = settings.mode == "ar" and not bos  # ar: the first is given, not scored
     for start in range(0, settings.samples, settings.batch):
         idx = range(start, min(start + settings.batch, settings.samples))
         samples = [source.sample(i) for i in idx]
@@ -114,16 +128,16 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
         else:  # sequence i draws from its own seed, whatever --batch
             gens = [torch.Generator().manual_seed(derive(settings.seed, i, 8)) for i in idx]
             losses += sequence_bounds(model, batch, G, tokenizer.mask_id, gens).tolist()
-        nbytes += [len(tokenizer.decode(s.ids).encode("utf-8")) for s in samples]
+        nbytes += [scored_bytes(tokenizer, s.ids, first_given) for s in samples]
         tokens += batch.tokens.numel()
     seconds = time.perf_counter() - t0
     n = len(losses)
     mean = sum(losses) / n
     se = (sum((x - mean) ** 2 for x in losses) / (n - 1) / n) ** 0.5 if n > 1 else None
-    scored = length - 1 if settings.mode == "ar" and not bos else length  # ar: the first is given
+    scored = length - 1 if first_given else length
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
             "n": n, "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
-            "bits_per_byte": bits / (sum(nbytes) * scored / length) if text else None,
+            "bits_per_byte": bits / sum(nbytes) if text else None,
             "tokens_per_s": tokens / seconds, "seconds": seconds}

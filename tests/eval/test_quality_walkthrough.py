@@ -205,3 +205,23 @@ def test_an_ar_checkpoint_decoded_by_diffusion_is_warned_of(fsc_main, tmp_path, 
     res = fsc_main("eval", tmp_path / "ar", *SMALL, "--scorer", ar_recipe, "--store", st,
                    check=0)
     assert said not in res.stderr
+
+
+def test_bits_per_byte_counts_the_bytes_of_the_tokens_scored(tmp_path):
+    """An AR loss scores every token but the first: its bytes were taken as the sample's bytes
+    × (L - 1) / L, right only where every token is one byte; and a byte sample that begins
+    inside a character was counted as U+FFFD's three bytes."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from fsc.eval.loss import scored_bytes
+    from fsc.tokenizer import ByteTokenizer, HFTokenizer
+
+    assert scored_bytes(ByteTokenizer(), [0xA9, 0x61, 0x62], False) == 3  # (was 5)
+    assert scored_bytes(ByteTokenizer(), [0xA9, 0x61, 0x62], True) == 2
+    words = Tokenizer(models.WordLevel({"hello": 0, "to": 1, "x": 2, "<mask>": 3}, "x"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(tmp_path / "tokenizer.json"))
+    tok = HFTokenizer(tmp_path)
+    ids = [0, 1, 2]  # "hello", "to", "x": 5, 2 and 1 bytes, decoded "hello to x"
+    assert scored_bytes(tok, ids, False) == 10
+    assert scored_bytes(tok, ids, True) == 5  # " to x" (was 10 × 2 / 3)
