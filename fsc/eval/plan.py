@@ -50,6 +50,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     src = Source.read(request.source)
     source, recipe = src.ref, src.recipe.changed(parse_changes(request.changes))
     trained = src.training  # what `fsc train` recorded
+    asked_task = request.task
     request = checked(request, trained)  # the task filled in, the options it takes checked
     mode = request.mode
     if mode is None and trained.get("objective") is not None:
@@ -77,6 +78,9 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
     data = request.data if request.data is not None else trained_text(request, trained)
+    if data is None and request.task == "genppl" and asked_task is None:
+        raise UsageError("--scorer asks for --task genppl, which needs --data (shakespeare or a "
+                         "text file) for its prompts and reference text")
     gen = None
     if request.task == "genppl":
         if mode == "ar":

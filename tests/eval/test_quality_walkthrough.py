@@ -225,3 +225,11 @@ def test_bits_per_byte_counts_the_bytes_of_the_tokens_scored(tmp_path):
     ids = [0, 1, 2]  # "hello", "to", "x": 5, 2 and 1 bytes, decoded "hello to x"
     assert scored_bytes(tok, ids, False) == 10
     assert scored_bytes(tok, ids, True) == 5  # " to x" (was 10 × 2 / 3)
+
+
+def test_a_scorer_without_data_names_what_asked_for_genppl(fsc_main, tmp_path, ar_recipe):
+    """`fsc eval CKPT --scorer S` (no --task) runs genppl; without --data it said "--task
+    genppl needs --data", an option never typed."""
+    st = tmp_path / "st"
+    res = fsc_main("eval", "tiny_attn", "--scorer", ar_recipe, "--store", st)
+    _refused(res, "error: --scorer asks for --task genppl, which needs --data", st)
