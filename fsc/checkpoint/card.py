@@ -117,9 +117,12 @@ def model_card(recipe: Recipe, facts: dict, files: tuple[str, ...] = ()) -> str:
                        "the previous step ended in (--state-passing).")
         if training.get("adapted_from"):
             was = training["adapted_from"]
+            published = (f"; the published weights of `{was['imported_from']}`"
+                         if was.get("imported_from") else "")
             origin += (f" Adapted from the autoregressive checkpoint `{was['checkpoint']}` "
-                       f"({was['recipe']}, G {was['G']}, recipe {was['recipe_hash']}) into a "
-                       f"block-diffusion denoiser at G {recipe.block_size}, its weights kept.")
+                       f"({was['recipe']}, G {was['G']}, recipe {was['recipe_hash']}"
+                       f"{published}) into a block-diffusion denoiser at G "
+                       f"{recipe.block_size}, its weights kept.")
         if training.get("anneal"):
             origin += (f" The block size grew from 1 to G over the first {training['anneal']:,} "
                        "steps (--anneal).")

@@ -152,7 +152,8 @@ def train(
     text_field: Annotated[str, typer.Option(
         "--text-field", help=".jsonl/.parquet/hf: the field holding the text.")] = "text",
     tokenizer: Annotated[Path | None, typer.Option(
-        "--tokenizer", help="Local Hugging Face tokenizer directory (default: bytes).",
+        "--tokenizer", help="Local Hugging Face tokenizer directory (default: a "
+        "checkpoint's own, as it reads text; bytes for a recipe).",
         show_default=False)] = None,
     resume: Annotated[Path | None, typer.Option(
         "--resume", help="Continue a training directory (or one of its step checkpoints).",

@@ -104,6 +104,12 @@ def read_config(directory: Path, source: str) -> Config:
         raise ImportRefused(f"{source}: {CONFIG} is not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise ImportRefused(f"{source}: {CONFIG} is not a JSON object")
+    if data.get("library_name") == "fsc":  # one `fsc push` sent to the Hub, where only the
+        # config is fetched here (a local one without its recipe: fsc.source says so)
+        then = (f": fetch it with fsc pull {source.removeprefix(HF_PREFIX)}, then give its "
+                "directory" if source.startswith(HF_PREFIX) else f", without its {RECIPE_FILE}")
+        raise ImportRefused(f"{source}: an fsc checkpoint (its {CONFIG} says library_name fsc), "
+                            f"not a published model{then}")
     return Config(data, source)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from fsc.checkpoint.io import save_checkpoint
+from fsc.checkpoint.io import carried_files, save_checkpoint
 from fsc.errors import ImportRefused
 from fsc.imports import (
     CONFIG,
@@ -25,7 +25,7 @@ from fsc.imports import (
 from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
-from fsc.tokenizer import load_tokenizer, tokenizer_files
+from fsc.tokenizer import load_tokenizer
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -160,9 +160,8 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     beside the weights. Returns (Imported, SavedCheckpoint)."""
     imported, model = load_published(ref, name=name)
     directory = local_dir(ref, files="all")
-    generation = directory / "generation_config.json"
-    tokenizer = tokenizer_files(directory) + ((generation,) if generation.is_file() else ())
-    info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(), include=tokenizer,
+    info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(),
+                           include=carried_files(directory),
                            imported_from=f"{origin_of(ref)} ({imported.architecture})",
                            bos=adds_bos(directory),
                            max_length=published_length(directory / CONFIG, directory))

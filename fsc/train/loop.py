@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from fsc.checkpoint.io import save_checkpoint
+from fsc.checkpoint.io import carried_files, save_checkpoint
 from fsc.data.files import TEXT_SUFFIXES
 from fsc.data.sources import BOS
 from fsc.errors import CheckpointError, UsageError
@@ -40,7 +40,6 @@ from fsc.model.layers import TORCH_DTYPES
 from fsc.objective import Batch, loss_of
 from fsc.seeds import derive
 from fsc.source import LATEST
-from fsc.tokenizer import tokenizer_files
 from fsc.train import parallel
 from fsc.train.config import (  # noqa: F401 - re-exported: the run's settings and schedules
     KEEP,
@@ -245,7 +244,7 @@ class Trainer:
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
         save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS,
-                        include=tokenizer_files(self.cfg.tokenizer))  # self-contained
+                        include=carried_files(self.cfg.tokenizer))  # self-contained
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")
         os.replace(tmp, out / LATEST)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from tokenizers import AddedToken
 
-from fsc.checkpoint.io import load_checkpoint
+from fsc.checkpoint.io import carried_files, load_checkpoint
 from fsc.checkpoint.registry import register_trained
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
@@ -32,7 +32,13 @@ from fsc.paths import output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.sections import MAX_NAME
-from fsc.source import Source, is_checkpoint, load_source_recipe, resolve_checkpoint
+from fsc.source import (
+    Source,
+    has_published_weights,
+    is_checkpoint,
+    load_source_recipe,
+    resolve_checkpoint,
+)
 from fsc.store import Store
 from fsc.tokenizer import check_vocab, load_tokenizer
 from fsc.train import parallel, ranks
@@ -78,6 +84,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
         raise UsageError(f"--warmup {warmup} is longer than --train-steps {settings['steps']}: "
                          "the learning rate would never reach --lr")
     source = str(resolve_checkpoint(source))  # a training directory: its newest checkpoint
+    _refuse_published_weights(source)
     recipe = load_source_recipe(source)
     origin = None
     if logit_shift is not None and G is None:
@@ -85,8 +92,8 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                          "block size N); a recipe sets logit_shift in its YAML")
     if G is not None:
         recipe, origin = adapted(source, recipe, G, objective, logit_shift)
-        if origin is not None and settings.get("tokenizer") is None:
-            settings["tokenizer"] = Source.read(source).text_tokenizer()  # the AR model's own
+    if settings.get("tokenizer") is None and is_checkpoint(source):
+        settings["tokenizer"] = own_tokenizer(source)
     # an adaptation defaults to blocks (docs/training.md: every block supervised, 12-16 times
     # frontier's positions a second on text); a run from scratch keeps frontier, every
     # stored run's objective
@@ -108,6 +115,34 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                       warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
                       adapted_from=origin, anneal=anneal, **settings)
     return _checked(cfg, recipe, source, None)
+
+
+def _refuse_published_weights(source: str) -> None:
+    """UsageError for a published model's folder that holds its weights: fsc train reads a
+    folder as a recipe (seeded weights, fsc's bytes), which would silently drop the weights
+    and the tokenizer that `fsc decode` and `fsc verify` read from it. Its checkpoint
+    (`fsc import`) starts from them; its recipe alone (`--recipe-only`) trains from scratch."""
+    if has_published_weights(source):
+        raise UsageError(f"{source}: a published model with its weights; fsc train starts from "
+                         "a checkpoint's weights: import it first (fsc import "
+                         f"{source} --out CKPT, then fsc train CKPT ...), or train its recipe "
+                         f"from seeded weights (fsc import {source} --recipe-only --out "
+                         "RECIPE.yaml)")
+
+
+def own_tokenizer(source: str) -> str | None:
+    """The tokenizer a run starting from checkpoint `source` reads its data with, the one the
+    checkpoint reads text with (Source.text_tokenizer: an import's, an adapted run's with its
+    mask token, a run's --tokenizer; None: fsc's bytes), by its absolute path so the run
+    resumes from anywhere. UsageError for an imported model without one: its ids are the
+    published tokenizer's, which fsc's bytes would read as other text."""
+    src = Source.read(source)
+    spec = src.text_tokenizer()
+    if spec is None and src.config.get("imported_from"):
+        raise UsageError(f"{source}: imported from {src.config['imported_from']} without a "
+                         "tokenizer, so it reads token ids alone and cannot read training data; "
+                         "give the published model's tokenizer with --tokenizer DIR")
+    return None if spec is None else str(Path(spec).resolve())
 
 
 def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
@@ -137,9 +172,12 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
                              f"{'with' if recipe.logit_shift else 'without'} the logit shift; "
                              "the shift changes what its logits mean")
         return recipe, None
-    return (at_G.model_copy(update={"name": adapted_name(recipe.name, G)}),
-            {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
-             "G": recipe.block_size})
+    origin = {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+              "G": recipe.block_size}
+    published = Source.read(source).config.get("imported_from")
+    if published:  # the card of a pushed copy names the published model, not a local path alone
+        origin["imported_from"] = published
+    return at_G.model_copy(update={"name": adapted_name(recipe.name, G)}), origin
 
 
 def adapted_name(name: str, G: int) -> str:
@@ -332,14 +370,15 @@ def mask_row(tok, recipe: Recipe) -> dict:
 
 def with_mask_token(job: TrainJob, out: Path) -> None:
     """An adaptation that adds a mask token: the tokenizer with it, written into the training
-    directory (`tokenizer/`), becomes the run's tokenizer."""
+    directory (`tokenizer/`) beside the model's generation_config.json (its EOS ids), becomes
+    the run's tokenizer."""
     added = job.cfg.mask_added
     folder = out / "tokenizer"
     folder.mkdir(parents=True, exist_ok=True)
     source = Path(job.cfg.tokenizer)
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        if (source / name).is_file():
-            shutil.copyfile(source / name, folder / name)
+    for file in carried_files(source):  # the tokenizer's files, the model's generation config
+        if file.name != "tokenizer.json":
+            shutil.copyfile(file, folder / file.name)
     tok = job.tokenizer.tok
     tok.add_special_tokens([AddedToken(added["token"], special=True)])
     if tok.token_to_id(added["token"]) != added["id"]:

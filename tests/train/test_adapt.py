@@ -71,9 +71,10 @@ def test_the_adapted_denoiser_decodes_exactly(fsc_main, adapted):
 @pytest.mark.parametrize("family", ["llama", "qwen3", "mamba2"])
 def test_imported_models_adapt_and_learn(fsc_main, tmp_path, family):
     pytest.importorskip("transformers")
-    from published import save_published
+    from published import save_bpe_tokenizer, save_published
 
-    src = save_published(family, tmp_path / "pub", vocab_size=300)
+    # with its tokenizer: an import without one reads ids alone and cannot read text to train
+    src = save_bpe_tokenizer(save_published(family, tmp_path / "pub", vocab_size=300), 290)
     fsc_main("import", src, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
     doc = json.loads(_adapt(fsc_main, tmp_path, tmp_path / "ck", "--lr", "3e-3",
                             steps=12).stdout)
