@@ -23,6 +23,7 @@ from fsc.cli.common import (
     store_dir,
 )
 from fsc.errors import FscError, UsageError
+from fsc.text import counted
 
 Kind = choices("Kind", "latency", "memory", "throughput", "roofline", "loss", "niah",
                "retrieval", "ruler", "quality")
@@ -94,7 +95,8 @@ def plot(
                     "picked": drawn.picked or None,
                     "rows": rows, "width": width, "height": height})
         return
-    err.print(f"{kind}: {rows} rows of run {', '.join(drawn.run_ids)}"
+    runs_drawn = f"run{'s' if len(drawn.run_ids) > 1 else ''} {', '.join(drawn.run_ids)}"
+    err.print(f"{kind}: {counted(rows, 'row')} of {runs_drawn}"
               + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
               highlight=False, soft_wrap=True)
     print_plain(f"{path}\n")

@@ -203,7 +203,8 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
     if store is not None:
         follow_up += f" --store {shlex.quote(str(store))}"
     render_rows(done.run_rows, done.run_id, str(done.store), follow_up, out, err, wide,
-                done.comparison, debug=os.environ.get("FSC_DEBUG") == "1")
+                done.comparison, debug=os.environ.get("FSC_DEBUG") == "1",
+                measured_now=len(done.rows) if done.stored_before else None)
 
 
 def register(app: typer.Typer) -> None:

@@ -93,11 +93,12 @@ def _drop_order(cells: list[dict]) -> tuple[str, ...]:
 
 def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str, console: Console,
                 errors: Console, wide: bool = False, comparison: list[dict] | None = None,
-                debug: bool = False) -> None:
+                debug: bool = False, measured_now: int | None = None) -> None:
     """The results of a sweep, each recipe against the baseline (`comparison`, default
     fsc.sweep_results.compare of the rows), failed points on `errors` (with `debug`, each
     followed by its traceback, where this process has it), and the query that shows the run
-    (on a line of its own, never wrapped, to copy)."""
+    (on a line of its own, never wrapped, to copy). `measured_now`: of the rows, those this
+    invocation measured, where it resumed a run that held the others."""
     setting = ", ".join(sorted({f"{r.dtype} on {r.device}" for r in rows}))
     width = None if wide else -1
     cells = [_cells(r) for r in rows]
@@ -118,8 +119,10 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
                 f"K={r.K}: {printable(r.error)}"), highlight=False)
             if debug and r.traceback:
                 errors.print(r.traceback.rstrip(), markup=False, highlight=False, soft_wrap=True)
-    console.print(f"{counted(len(rows), 'point')} recorded in {printable(where)} (run {run_id}); see them "
-                  "with:", style="dim", markup=False, highlight=False)
+    stored = (f"{counted(len(rows), 'point')} recorded in {printable(where)} (run {run_id})"
+              if measured_now is None else f"{counted(measured_now, 'point')} measured now; run "
+              f"{run_id} holds {len(rows)} in {printable(where)}")
+    console.print(f"{stored}; see them with:", style="dim", markup=False, highlight=False)
     console.print(follow_up, soft_wrap=True, markup=False, highlight=False)
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from fsc.errors import UsageError
 from fsc.results import figures, quality, select
 from fsc.store import Store
+from fsc.text import printable
 
 SOURCE = {"latency": select.PROFILE_OK, "memory": select.PROFILE_OK,
           "throughput": select.PROFILE_OK, "roofline": select.PROFILE_OK, "loss": select.TRAINING, "niah": select.NIAH,
@@ -42,6 +44,10 @@ def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None 
     source = SOURCE[kind]
     run_ids = select.pick_runs(st, source, runs or [])
     rows = select.rows(st, source, run_ids, where)
+    if where is not None and not rows:
+        runs_named = f"run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}"
+        raise UsageError(f'nothing to plot: --where "{printable(where)}" leaves no row of '
+                         f"{runs_named}")
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)

@@ -33,14 +33,33 @@ _LINE_KEY = ("recipe", "B", "G", "K", "dtype", "backend", "device", "run_id")
 DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of the data
 
 
+# a line's style among the lines of one recipe (and B) that differ in another axis (G, K, the
+# run...); dashed is the cost model's floor
+LINE_STYLES = ("-", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
+
+
+def _variants(keys, same: int) -> dict[tuple, int]:
+    """Each line key's place among the keys that share its first `same` fields: lines of one
+    colour (and marker) told apart by the style of that place."""
+    count: dict[tuple, int] = {}
+    place = {}
+    for k in keys:
+        place[k] = count.get(k[:same], 0)
+        count[k[:same]] = place[k] + 1
+    return place
+
+
 def _styled(rows: Rows, colour: dict[str, str]):
     """The profile lines of `rows` (by _LINE_KEY), each with its recipe's colour, a marker
-    for its B and a label naming whatever else varies: (line, colour, marker, label)."""
+    for its B, a line style for whatever else sets apart lines of one recipe and B, and a label
+    naming whatever else varies: (line, colour, marker, line style, label)."""
     varying = varying_keys(rows, _LINE_KEY[1:])
     b_values = sorted({r["B"] for r in rows})
-    for key, line in grouped(rows, _LINE_KEY).items():
+    lines = grouped(rows, _LINE_KEY)
+    place = _variants(lines, 2)
+    for key, line in lines.items():
         yield (line, colour[key[0]], MARKERS[b_values.index(key[1]) % len(MARKERS)],
-               line_label(line[0], varying))
+               LINE_STYLES[place[key] % len(LINE_STYLES)], line_label(line[0], varying))
 
 
 def latency(rows: Rows, colour: dict[str, str]) -> Figure:
@@ -52,13 +71,13 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     fig, axes = new_figure("latency", rows)
     ax = axes[0][0]
     extra_handles: dict[str, Line2D] = {}
-    for line, c, marker, label in _styled(rows, colour):
+    for line, c, marker, ls, label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["step_ms"]]
         if good:
             ax.errorbar([r["S"] for r in good], [r["step_ms"] for r in good],
                         yerr=[[r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]) for r in good],
                               [(r["step_ms_p90"] or r["step_ms"]) - r["step_ms"] for r in good]],
-                        color=c, marker=marker, ms=4, lw=1.4, capsize=2, label=label)
+                        color=c, marker=marker, ls=ls, ms=4, lw=1.4, capsize=2, label=label)
             loud = [r for r in good if noise.noisy(r)]
             if loud:  # drawn hollow, larger: a reader should not trust these
                 ax.plot([r["S"] for r in loud], [r["step_ms"] for r in loud], ls="",
@@ -104,11 +123,11 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
                                              if r["status"] == "oom"
                                              and r.get("predicted_total_bytes")]
     unit, size = byte_unit(max(drawn))
-    for line, c, marker, label in _styled(rows, colour):
+    for line, c, marker, ls, label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["peak_bytes"]]
         if good:
             ax.plot([r["S"] for r in good], [r["peak_bytes"] / size for r in good], color=c,
-                    marker=marker, ms=4, lw=1.4, label=label)
+                    marker=marker, ls=ls, ms=4, lw=1.4, label=label)
         oom = [r for r in line if r["status"] == "oom" and r.get("predicted_total_bytes")]
         if oom:
             ax.scatter([r["S"] for r in oom], [r["predicted_total_bytes"] / size for r in oom],
@@ -143,12 +162,15 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     key = ("recipe", "G", "K", "dtype", "backend", "device", "run_id")
     varying = varying_keys(ok, key[1:])
     seen: dict[str, Any] = {}
+    place = _variants(grouped(ok, key), 1)  # lines of one recipe: a marker and style each
     for i, S in enumerate(s_values):
         ax = axes[i // cols][i % cols]
         for k, line in grouped([r for r in ok if r["S"] == S], key).items():
             label = line_label(line[0], varying)
-            (h,) = ax.plot([r["B"] for r in line], [r["tokens_per_s"] for r in line], marker="o",
-                           ms=4, lw=1.4, color=colour[k[0]])
+            (h,) = ax.plot([r["B"] for r in line], [r["tokens_per_s"] for r in line],
+                           marker=MARKERS[place[k] % len(MARKERS)],
+                           ls=LINE_STYLES[place[k] % len(LINE_STYLES)], ms=4, lw=1.4,
+                           color=colour[k[0]])
             seen.setdefault(label, h)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -172,10 +194,14 @@ def _throughput_by_s(rows: Rows, ok: Rows, colour: dict[str, str]) -> Figure:
     ax = axes[0][0]
     key = ("recipe", "G", "K", "dtype", "backend", "device", "run_id")
     varying = varying_keys(ok, key[1:])
-    for k, line in grouped(ok, key).items():
+    lines = grouped(ok, key)
+    place = _variants(lines, 1)  # lines of one recipe: a marker and style each
+    for k, line in lines.items():
         line = sorted(line, key=lambda r: r["S"])
-        ax.plot([r["S"] for r in line], [r["tokens_per_s"] for r in line], marker="o", ms=4,
-                lw=1.4, color=colour[k[0]], label=line_label(line[0], varying))
+        ax.plot([r["S"] for r in line], [r["tokens_per_s"] for r in line],
+                marker=MARKERS[place[k] % len(MARKERS)],
+                ls=LINE_STYLES[place[k] % len(LINE_STYLES)], ms=4, lw=1.4, color=colour[k[0]],
+                label=line_label(line[0], varying))
     _against_s(fig, ax, ok, "throughput (tokens/s)", {})
     return fig
 
@@ -191,7 +217,7 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     flops_ax, bw_ax = axes[0]
     seen: dict[str, Any] = {}
     intensity_all = []
-    for line, c, marker, label in _styled(ok, colour):
+    for line, c, marker, _ls, label in _styled(ok, colour):
         x = [r["step_flops"] / r["predicted_step_bytes"] for r in line]
         seconds = [r["step_ms"] / 1e3 for r in line]
         sizes = [12 + 4 * math.log2(max(r["S"], 1)) for r in line]  # grows with S

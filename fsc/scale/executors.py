@@ -381,14 +381,16 @@ class _Lines:
             self.path.rename(self.path.with_suffix(".read"))
 
 
-def leftovers(folder: Path) -> list[dict[str, Any]]:
+def leftovers(folder: Path, mark_read: bool = True) -> list[dict[str, Any]]:
     """Rows that Slurm tasks wrote and no driver read (it was killed): each file is marked
-    read once taken. The caller stores the rows whose points the run still lacks."""
+    read once taken (unless not `mark_read`: a dry run's look). The caller stores the rows
+    whose points the run still lacks."""
     rows: list[dict[str, Any]] = []
     for path in sorted((folder / "rows").glob("*.jsonl")):
         reader = _Lines(path)
         rows += reader.read()
-        reader.done()
+        if mark_read:
+            reader.done()
     return rows
 
 

@@ -35,7 +35,7 @@ from fsc.sweep import (
     unmeasured,
 )
 from fsc.sweep_results import PointResult, compare
-from fsc.text import printable
+from fsc.text import counted, printable
 
 
 @dataclass
@@ -86,9 +86,10 @@ class Profiled:
 
 
 def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,
-            watch: Watch) -> Resolved:
+            watch: Watch, dry: bool = False) -> Resolved:
     """The sweep on this machine; for a resumed run, the rows its Slurm tasks wrote that no
-    driver read are stored first, and the points it holds are left out."""
+    driver read are stored first (`dry`: counted as stored, neither stored nor marked read),
+    and the points it holds are left out."""
     cfg = request.cfg
     device = executors.run_device(cfg.device, settings)
     cuda = torch.device(device).type == "cuda"
@@ -103,36 +104,41 @@ def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,
                   "be at most G")
     todo = points
     if request.resume is not None:
-        _take_leftovers(st, request.resume, points, cfg, watch)
-        todo = unmeasured(points, st.point_keys(request.resume), cfg)
+        todo = unmeasured(points, _take_leftovers(st, request.resume, points, cfg, watch, dry),
+                          cfg)
     return Resolved(cfg, points, todo, loaded)
 
 
 def _take_leftovers(st: Store, run_id: str, points: list[Point], cfg: SweepConfig,
-                    watch: Watch) -> None:
+                    watch: Watch, dry: bool = False) -> dict[tuple, int]:
     """Store the rows Slurm tasks of `run_id` wrote that no driver read (it was killed): for
-    each point key, as many as the plan has and the store lacks."""
+    each point key, as many as the plan has and the store lacks (`dry`: only count them, and
+    leave their files unread). Returns the points the run holds then, by key."""
+    have = st.point_keys(run_id)
     folder = executors.slurm_folder(st.dir, run_id)
     if not folder.is_dir():
-        return
+        return have
     planned = Counter(p.key(cfg) for p in points)
-    have = st.point_keys(run_id)
     taken = 0
-    for row in executors.leftovers(folder):
+    for row in executors.leftovers(folder, mark_read=not dry):
         r = PointResult.from_columns(row)
         if have.get(r.key(), 0) < planned[r.key()]:
-            st.add_point(run_id, r.columns(), r.samples)
+            if not dry:
+                st.add_point(run_id, r.columns(), r.samples)
             have[r.key()] = have.get(r.key(), 0) + 1
             taken += 1
     if taken:
-        watch.say(f"{taken} points the run's Slurm tasks wrote were stored")
+        watch.say(f"{counted(taken, 'point')} the run's Slurm tasks wrote "
+                  + ("would be stored by the resume" if dry else "were stored"))
+    return have
 
 
 def dry_run(request: SweepRequest, settings: ExecutorSettings, st: Store,
             watch: Watch) -> DryRun:
     """The points the sweep would measure, with the cost model's memory against the budget
     and, on a CPU, a rough time; nothing is measured or recorded."""
-    sweep = resolve(request, settings, st, watch)
+    ops.check_tuning()  # as the run would: a setting no kernel takes is refused here too
+    sweep = resolve(request, settings, st, watch, dry=True)
     cfg, todo = sweep.cfg, sweep.todo
     budget = cfg.memory_budget or free_bytes(cfg.device)
     listed = [{"recipe": p.recipe.name, "S": p.S, "B": p.B, "G": p.G, "K": p.K, "dtype": p.dtype,

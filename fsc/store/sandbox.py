@@ -193,8 +193,9 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
     for name, rel in SCHEMA.items():
         missing = [c for c in rel.columns if c not in have.get(name, ())]
         if name not in have or missing:
-            what = f"{rel.kind} {name}" + (f" (columns {', '.join(missing)})"
-                                           if name in have else "")
+            what = (f"{rel.kind} {name}" if name not in have else
+                    f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)} of "
+                    f"{rel.kind} {name}")
             raise QueryError(f"nothing changed: the statements would remove {what}, which fsc "
                              "needs; to remove a run, use `fsc runs rm RUN_ID`")
     orphans = _orphans(con) - orphans_before
