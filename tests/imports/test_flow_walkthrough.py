@@ -138,3 +138,16 @@ def test_an_fsc_checkpoint_is_not_imported_as_a_published_model(fsc_main, import
     shutil.copyfile(ck / "config.json", tmp_path / "bare" / "config.json")
     res = fsc_main("import", tmp_path / "bare", check=2)
     assert "an fsc checkpoint" in res.stderr and "without its fsc_recipe.yaml" in res.stderr
+
+
+def test_the_adapted_model_is_compared_with_the_import_it_came_from(fsc_main, imported, adapted,
+                                                                   tmp_path):
+    """genppl of the adapted denoiser with the import as --baseline (the AR row beside it):
+    its tokenizer is the import's plus a mask token, which no text encodes to; it was refused
+    as another tokenizer."""
+    _, _, ck = imported
+    res = fsc_main("eval", adapted, "--task", "genppl", "--data", "shakespeare", "--scorer",
+                   ck, "--baseline", ck, "--samples", "1", "--lengths", "4", "--prompt-length",
+                   "4", "--steps", "4", "--store", tmp_path / "st", "--json", check=0)
+    modes = [r["mode"] for r in json.loads(res.stdout)["rows"]]
+    assert modes.count("ar") == 1 and modes.count("diffusion") == 1
