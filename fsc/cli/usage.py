@@ -42,6 +42,22 @@ def _out_of_range(param, value: str | None) -> str | None:
     return None
 
 
+# how typers word a value that is not a number (pydantic's words in newer ones, click's in older),
+# and fsc's one wording for each
+NOT_A_NUMBER = (("Input should be a valid integer", "is not a whole number"),
+                ("is not a valid integer", "is not a whole number"),
+                ("Input should be a valid number", "is not a number"),
+                ("is not a valid float", "is not a number"))
+
+
+def _not_a_number(msg: str, param, value: str | None) -> str | None:
+    """fsc's words for an option's value that does not parse as its number, or None."""
+    if value is None or param is None:
+        return None
+    said = next((words for marker, words in NOT_A_NUMBER if marker in msg), None)
+    return None if said is None else f"Invalid value for '{param.opts[0]}': {value!r} {said}"
+
+
 def usage_line(e, argv: list[str]) -> str:
     """A click usage error as one line: the problem, the value given, where to read more."""
     msg = " ".join(e.format_message().replace("Value error, ", "").split())
@@ -52,6 +68,8 @@ def usage_line(e, argv: list[str]) -> str:
     value = _given(argv, list(getattr(param, "opts", []))) if param is not None else None
     if (bound := _out_of_range(param, value)) is not None:
         msg = f"Invalid value for '{param.opts[0]}': {bound}"
+    elif (number := _not_a_number(msg, param, value)) is not None:
+        msg = number
     elif value is not None and repr(value) not in msg and f" {value} " not in f" {msg} ":
         msg = f"{msg} (got {value!r})"
     ctx = getattr(e, "ctx", None)

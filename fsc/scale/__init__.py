@@ -70,7 +70,8 @@ class ExecutorSettings:
         foreign = [option(name) for kind, names in OWN.items() if kind != self.executor
                    for name in names if option(name) in given]
         if foreign:
-            raise UsageError(f"{', '.join(foreign)} do not apply to --executor {self.executor}")
+            raise UsageError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not "
+                             f"apply to --executor {self.executor}")
         if self.executor == "ray" and not _ADDRESS.fullmatch(self.address):
             raise UsageError(f"--address {self.address[:60]!r} is not auto, local, "
                              "ray://HOST:PORT or HOST:PORT")

@@ -104,6 +104,12 @@ def test_verify_reduces_large_recipes(fsc_cli):
     (["verify", "tiny_attn", "--device", "cuda:7"], "--device cuda:7"),
     (["decode", "tiny_attn", "--G", "0"], "G 0 must be at least 1"),
     (["decode", "tiny_attn", "--steps", "0"], "steps 0"),
+    # one wording for a value that is not a number, whichever typer parses it
+    (["decode", "tiny_attn", "--seed", "x"], "Invalid value for '--seed': 'x' is not a whole "
+                                             "number (see `fsc decode --help`)"),
+    (["estimate", "tiny_attn", "--G", "8,16"], "'--G': '8,16' is not a whole number"),
+    (["decode", "tiny_attn", "--temperature", "warm"], "'--temperature': 'warm' is not a "
+                                                       "number"),
 ])
 def test_bad_arguments_are_one_line(fsc_cli, args, msg):
     res = fsc_cli(*args)

@@ -293,8 +293,8 @@ def test_resume_stores_rows_slurm_tasks_wrote_after_the_driver_died(cli, swept, 
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--executor", "ray", "--slurm-time", "5"], "--slurm-time do not apply to --executor ray"),
-    (["--executor", "local", "--slurm-time", "5"], "do not apply to --executor local"),
+    (["--executor", "ray", "--slurm-time", "5"], "--slurm-time does not apply to --executor ray"),
+    (["--executor", "local", "--slurm-time", "5"], "does not apply to --executor local"),
     (["--executor", "ray", "--address", "nowhere"], "--address"),
     (["--executor", "nope"], "--executor"),
     (["--workers", "0"], "--workers"),

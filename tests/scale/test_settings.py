@@ -15,7 +15,7 @@ from fsc.store import Store
 @pytest.mark.parametrize("settings, given, says", [
     (ExecutorSettings("ray"), ["--slurm-time", "--retries", "--slurm-partition"],
      "--slurm-partition, --slurm-time do not apply to --executor ray"),
-    (ExecutorSettings(), ["--address"], "--address do not apply to --executor local"),
+    (ExecutorSettings(), ["--address"], "--address does not apply to --executor local"),
     (ExecutorSettings("ray", address="no where"), [],
      "--address 'no where' is not auto, local, ray://HOST:PORT or HOST:PORT"),
 ])
