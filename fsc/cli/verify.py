@@ -154,7 +154,7 @@ def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> N
     if as_json:
         print_json(rep.to_dict())
     else:
-        out.print(f"{printable(rep.source)} ({rep.architecture}) against transformers "
+        out.print(f"{rep.architecture} {printable(rep.source)} against transformers "
                   f"{rep.transformers_version}, fp32, G 1, cached: logits max relative error "
                   f"{rep.max_rel_err:.2e} (tolerance {rep.tol:.0e}); greedy {len(rep.fsc_tokens)} "
                   f"tokens {'the same' if rep.fsc_tokens == rep.reference_tokens else 'DIFFER'}",
