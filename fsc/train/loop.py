@@ -326,7 +326,8 @@ class Trainer:
                 done_tokens += tokens
                 if self.on_step is not None:
                     self.on_step(self.step, loss, tokens / seconds)
-                log = self.step % cfg.log_every == 0 or self.step == end
+                # the first step too: a curve (and the report's first loss) begins where it did
+                log = self.step % cfg.log_every == 0 or self.step in (1, end)
                 evaluate = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
                 if (log or evaluate) and self.on_log is not None:
                     logged = TrainStep(self.recipe.name, self.recipe.recipe_hash, cfg.objective,

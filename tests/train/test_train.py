@@ -153,8 +153,8 @@ def test_store_card_and_checkpoint_of_a_run(fsc_main, tmp_path):
     st = Store(store)
     _, rows = st.query("select step, loss, lr, grad_norm, tokens_per_s, eval_accuracy, recipe,"
                        " objective, run_status from training order by step")
-    assert [r[0] for r in rows] == [5, 10, 15, 20]
-    assert [r[5] is not None for r in rows] == [False, True, False, True]
+    assert [r[0] for r in rows] == [1, 5, 10, 15, 20]  # the first step, then every 5th
+    assert [r[5] is not None for r in rows] == [False, False, True, False, True]
     assert all(r[6] == "tiny_attn" and r[7] == "frontier" and r[8] == "finished" for r in rows)
     _, [(kind, status)] = st.query("select kind, status from runs")
     assert (kind, status) == ("train", "finished")
