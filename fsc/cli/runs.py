@@ -121,8 +121,11 @@ def runs(
 
 def _stored(r: dict) -> str:
     """A run's rows, named by what they are."""
-    if r["kind"] == "train":
-        return counted(r["rows_logged"], "logged step")  # one a --log-every
+    if r["kind"] == "train":  # a row a --log-every; where it ended, short of its steps
+        short = (r.get("last_step") is not None and r.get("steps") is not None
+                 and r["last_step"] < r["steps"])
+        return counted(r["rows_logged"], "logged step") + (
+            f", to step {r['last_step']:,} of {r['steps']:,}" if short else "")
     if r["kind"] == "eval":
         return counted(r["rows_logged"], "cell")
     if r["kind"] == "profile":

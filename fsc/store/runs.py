@@ -192,7 +192,10 @@ class RunLifecycle:
                    count(p.point_id) FILTER (WHERE p.status = 'error') AS points_error,
                    max(p.ended_at) AS last_point_at,
                    (SELECT count(*) FROM train_steps t WHERE t.run_id = r.run_id)
-                   + (SELECT count(*) FROM eval_cells c WHERE c.run_id = r.run_id) AS rows_logged
+                   + (SELECT count(*) FROM eval_cells c WHERE c.run_id = r.run_id) AS rows_logged,
+                   (SELECT max(step) FROM train_steps t WHERE t.run_id = r.run_id) AS last_step,
+                   CASE WHEN r.kind = 'train' AND json_valid(r.config)
+                        THEN TRY_CAST(json_extract(r.config, '$.steps') AS BIGINT) END AS steps
             FROM runs r LEFT JOIN profile_points p USING (run_id)
             {"WHERE " + " AND ".join(where) if where else ""}
             GROUP BY ALL ORDER BY r.started_at DESC, r.run_id DESC

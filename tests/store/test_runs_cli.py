@@ -222,3 +222,19 @@ def test_show_says_why_a_run_failed(tmp_path, cli):
     assert doc["error"].startswith("out of memory") and doc["config"] == {"task": "genppl"}
     listed = cli("runs", "--store", tmp_path, "--wide")
     assert "1 cell " in listed.out and "fsc runs show RUN_ID" in listed.err
+
+
+def test_a_training_run_short_of_its_steps_says_where_it_ended(fsc_main, tmp_path):
+    """`--stop-after` (or a stop) ends a run `finished` short of --train-steps: `fsc runs`
+    said only how many steps it logged; it says to which step of how many (a run that reached
+    its steps says nothing more)."""
+    common = ("--data", "copy", "--seq-len", "16", "--batch", "2", "--train-steps", "6",
+              "--store", tmp_path / "st")
+    fsc_main("train", "tiny_attn", *common, "--stop-after", "2", "--out", tmp_path / "a", check=0)
+    fsc_main("train", "tiny_attn", *common, "--out", tmp_path / "b", check=0)
+    res = fsc_main("runs", "--store", tmp_path / "st", "--json", check=0)
+    got = {r["command"].split("--out ")[1].split()[0]: r for r in json.loads(res.stdout)}
+    assert (got[str(tmp_path / "a")]["last_step"], got[str(tmp_path / "a")]["steps"]) == (2, 6)
+    text = " ".join(fsc_main("runs", "--store", tmp_path / "st", "--wide", check=0).stdout.split())
+    assert "2 logged steps, to step 2 of 6" in text  # steps 1 and 2
+    assert text.count("to step") == 1
