@@ -14,6 +14,13 @@ POLICIES = ("confidence", "random", "margin", "entropy")  # reveal orders (fsc.d
 # the least sampling temperature above 0 (greedy): logits divided by less leave a float's range,
 # and the softmax is NaN (vLLM's floor too)
 MIN_TEMPERATURE = 1e-5
+
+
+def check_temperature(t: float, option: str = "--temperature") -> None:
+    """UsageError for a sampling temperature between 0 (greedy) and MIN_TEMPERATURE."""
+    if 0 < t < MIN_TEMPERATURE:
+        raise UsageError(f"{option} {t!r}: give 0 (greedy) or at least {MIN_TEMPERATURE:g}; the "
+                         "logits divided by a smaller one leave the range of a float")
 MAX_G = 4096  # the recipe schema's bound on block_size
 # Bounds of a decoding point that no real run reaches (16M tokens of context, 4096 sequences):
 # they turn typos like `--B 1000000000` into a one-line error instead of a long computation.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fsc.blocks import MIN_TEMPERATURE, parse_ids
+from fsc.blocks import check_temperature, parse_ids
 from fsc.cli.common import say
 from fsc.errors import UsageError
 
@@ -37,7 +37,7 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
     """The resolved (mode_, K) against the options given: UsageError for --threshold or
     --policy on a model that decodes autoregressively by default (block size 1), for --top-k
     or --top-p at temperature 0 (greedy takes the most likely id: they cut nothing), for a
-    temperature between 0 and MIN_TEMPERATURE (the scaled logits overflow to NaN) and for
+    temperature between 0 and fsc.blocks.MIN_TEMPERATURE (the scaled logits overflow to NaN) and for
     --prefill-chunk with --no-cache (no prompt is folded); a note where K is 1 (one step
     reveals the whole block: no order, no threshold to apply)."""
     reveal = [f"{o} {v}" for o, v in (("--threshold", threshold), ("--policy", policy))
@@ -47,10 +47,7 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
                          "unless told otherwise, one token a pass, in order; drop "
                          f"{_listed([r.split()[0] for r in reveal])}, or give --G N (or --mode "
                          "diffusion) to decode in blocks")
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise UsageError(f"--temperature {temperature!r}: give 0 (greedy) or at least "
-                         f"{MIN_TEMPERATURE:g}; "
-                         "the logits divided by a smaller one leave the range of a float")
+    check_temperature(temperature)
     cuts = [f"{o} {v:g}" for o, v, unset in (("--top-k", top_k, 0), ("--top-p", top_p, 1.0))
             if v != unset]
     if temperature == 0 and cuts:

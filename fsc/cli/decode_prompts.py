@@ -57,9 +57,7 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
             raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is the lone "
                              f"surrogate U+{ord(text[e.start]):04X})") from None
         rows.append(prompt_ids(tok, text, bos))
-        if records and not rows[-1]:
-            raise UsageError(f"{name} is empty and {tok.name} has no BOS to begin it")
-        if not rows[-1] and option is None:
+        if not rows[-1] and option is None and not records:
             raise UsageError(f"no prompt given, and {tok.name} has no BOS to begin an empty "
                              "one: give --prompt TEXT, --prompt-file FILE or --prompt-ids IDS")
         if not rows[-1]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fsc.blocks import MIN_TEMPERATURE, MODES, POLICIES, check_block
+from fsc.blocks import MODES, POLICIES, check_block, check_temperature
 from fsc.errors import UsageError
 from fsc.tokenizer import check_vocab
 
@@ -41,9 +41,7 @@ class DecodeConfig:
             check_block(self.G, self.steps)
         if self.temperature < 0:
             raise UsageError(f"temperature {self.temperature} must be >= 0")
-        if 0 < self.temperature < MIN_TEMPERATURE:
-            raise UsageError(f"temperature {self.temperature!r}: give 0 (greedy) or at least "
-                             f"{MIN_TEMPERATURE:g}")
+        check_temperature(self.temperature, "temperature")
         if not 0 < self.top_p <= 1:
             raise UsageError(f"top_p {self.top_p} must be in (0, 1]")
         if not self.repetition_penalty > 0:

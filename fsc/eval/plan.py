@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from fsc.blocks import MIN_TEMPERATURE, POLICIES, block_setting
+from fsc.blocks import POLICIES, block_setting, check_temperature
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions
 from fsc.errors import FscError, UsageError
@@ -87,10 +87,10 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
             _decoded_by_tokens(request)
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
         gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
-        if mode == "diffusion" and src.learned and (
-                src.recipe.block_size == 1 or trained.get("objective") == "ar"):
+        if mode == "diffusion" and src.learned and src.recipe.block_size == 1:
+            # (as fsc decode notes it: fsc.cli.decode_checks.off_block)
             gen = replace(gen, warnings=(*gen.warnings, (
-                f"{request.source} is autoregressive, never trained to denoise: its "
+                f"{request.source} is autoregressive (G 1), never trained to denoise: its "
                 "block-diffusion cells decode outside what it learned (adapt it first: fsc "
                 f"train {request.source} --G N --data TEXT; or give --mode ar)")))
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
@@ -146,10 +146,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
         if t is not None and not 0 < t <= 1:
             raise UsageError(f"--threshold {t} must be in (0, 1]")
     for t in request.temperatures:
-        if 0 < t < MIN_TEMPERATURE:
-            raise UsageError(f"--temperature {t!r}: give 0 (greedy) or at least "
-                             f"{MIN_TEMPERATURE:g}; the logits divided by a smaller one leave "
-                             "the range of a float")
+        check_temperature(t)
     if request.mauve:
         mauve_available()
         if request.samples < 2:

@@ -27,7 +27,7 @@ from fsc.hub.reach import looks_local, quiet, unreachable
 from fsc.loading import load_model
 from fsc.source import Source, is_checkpoint, load_source_recipe, resolve_checkpoint
 from fsc.text import first_line
-from fsc.tokenizer import ByteTokenizer
+from fsc.tokenizer import ByteTokenizer, check_vocab
 
 
 def same_tokenizer(a, b) -> bool:
@@ -56,9 +56,10 @@ class FscScorer:
         source, recipe = src.ref, src.recipe
         _autoregressive(spec, recipe)
         self.tokenizer = src.tokenizer(need_mask=False)  # its own, as decode's
-        if self.tokenizer.vocab_size > recipe.vocab_size:
-            raise UsageError(f"--scorer {spec}: its tokenizer has {self.tokenizer.vocab_size} "
-                             f"tokens but its vocab_size is {recipe.vocab_size}")
+        try:
+            check_vocab(self.tokenizer, recipe)
+        except UsageError as e:
+            raise UsageError(f"--scorer {spec}: {e}") from None
         _, self.model = load_model(src, device=device, seed=seed)
         self.model.eval()
         self.device = device

@@ -22,7 +22,8 @@ class Mixer(nn.Module):
 
     `backend` says what those two training forms run on: `torch` (the chunked forms), or `fla`
     (flash-linear-attention's kernels, fsc/model/fla_scan.py) for a mixer that lists it in
-    `backends` (every `FixedState` mixer).
+    `backends` (each of the four fixed-state kinds declares it; a kind added later trains on
+    torch until it writes an fla form).
     """
 
     kind: str = ""

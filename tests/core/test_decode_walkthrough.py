@@ -222,3 +222,17 @@ def test_a_tokenizer_larger_than_the_model_is_refused_before_the_weights(fsc_mai
     res = fsc_main("decode", "tiny_attn", "--prompt", "hi", "--tokenizer", tmp_path, check=2)
     assert res.stderr == (f"error: the tokenizer ({tmp_path}) has 601 tokens but tiny_attn's "
                           "vocab_size is 288\n")
+
+
+def test_a_prompts_row_of_no_tokens_is_said_so(fsc_main, tmp_path):
+    """A --prompts row whose text encodes to nothing (spaces, under a tokenizer that drops
+    them) was said to be empty."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = Tokenizer(models.WordLevel({"hi": 0, "x": 1, "<mask>": 2}, "x"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "p.jsonl").write_text('{"prompt": "hi"}\n{"prompt": "   "}\n')
+    res = fsc_main("decode", "tiny_attn", "--prompts", tmp_path / "p.jsonl", "--tokenizer",
+                   tmp_path, check=2)
+    assert "line 2's prompt encodes to no tokens and" in res.stderr, res.stderr

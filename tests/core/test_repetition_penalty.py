@@ -112,3 +112,17 @@ def test_fsc_decode_repetition_penalty_at_the_command_line(fsc_main):
     res = fsc_main("decode", "tiny_mamba", "--repetition-penalty", "0", check=2)
     assert "--repetition-penalty" in res.stderr and "> 0" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_seen_ids_are_marked_in_the_tensor_a_capture_reads():
+    """A CUDA graph replays the pick on the addresses it captured: `saw` must mark the ids in
+    place, and what the pick reads must be a view of that tensor (the stand-in replay of
+    tests/core/test_graphs.py reads the attribute afresh, so it would not see a new tensor)."""
+    from fsc.decode.sampler import History
+
+    history = History(1.5, [[1, 2], []], 10, "cpu")
+    where = history.seen.data_ptr()
+    read = history.against(torch.zeros(2, 3, 10))  # as Picker.choose reads it
+    history.saw(torch.tensor([[3, 4], [5, 5]]))
+    assert history.seen.data_ptr() == where and read.data_ptr() == where
+    assert read[:, 0].nonzero().tolist() == [[0, 1], [0, 2], [0, 3], [0, 4], [1, 5]]

@@ -195,7 +195,7 @@ def test_an_ar_checkpoint_decoded_by_diffusion_is_warned_of(fsc_main, tmp_path, 
     save_checkpoint(model, tmp_path / "ar", training={
         "objective": "ar", "steps": 1, "data": "shakespeare", "seq_len": 16, "final_loss": 5.0})
     st = tmp_path / "st"
-    said = "is autoregressive, never trained to denoise"
+    said = "is autoregressive (G 1), never trained to denoise"
     res = fsc_main("eval", tmp_path / "ar", *SMALL, "--scorer", ar_recipe, "--mode",
                    "diffusion", "--store", st, "--json", check=0)
     assert f"warning: {tmp_path / 'ar'} {said}" in res.stderr
