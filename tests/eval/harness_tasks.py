@@ -85,3 +85,16 @@ def write_tasks(folder: Path, missing: bool = False) -> Path:
             .replace("dataset_path: json", "dataset_path: fsc-nobody/no-such-dataset")
             .replace("dataset_kwargs:\n  data_files:\n    test: {data}\n", ""))
     return folder
+
+
+def with_text_tokenizer(ckpt: Path, generation: dict | None = None) -> Path:
+    """`ckpt` (an fsc checkpoint of a vocabulary of at least 128) given a tokenizer.json of
+    printable ASCII characters and `</s>` at 127, as a published model carries one, and, where
+    given, the `generation` settings as its generation_config.json."""
+    from tokenizers import Tokenizer, models
+
+    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
+    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+    if generation is not None:
+        (ckpt / "generation_config.json").write_text(json.dumps(generation))
+    return ckpt

@@ -164,7 +164,7 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
     backend's transformers takes them from the model's generation_config.json, else top_k 50.
     What transformers would apply and fsc does not (min_p) is said once; the repetition
     penalty is applied, so not said."""
-    from tokenizers import Tokenizer, models
+    from harness_tasks import with_text_tokenizer
 
     from fsc.cli.main import main
     from fsc.harness.lm import FscLM
@@ -179,11 +179,8 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
 
     ckpt = tmp_path / "ckpt"
     assert main(["build", str(ar_recipe), "--save", str(ckpt), "--store", str(tmp_path / "st")]) == 0
-    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
-    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
-    (ckpt / "generation_config.json").write_text(json.dumps(
-        {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
-         "repetition_penalty": 1.05, "min_p": 0.1}))
+    with_text_tokenizer(ckpt, {"do_sample": True, "temperature": 0.6, "top_k": 20,
+                               "top_p": 0.95, "repetition_penalty": 1.05, "min_p": 0.1})
     seen.clear()
     lm = FscLM(str(ckpt))
     _gen(lm, ("To be", sampled), ("To be", sampled), ("To be", greedy),

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from harness_tasks import CHOICE, TEXT, write_tasks
+from harness_tasks import CHOICE, TEXT, with_text_tokenizer, write_tasks
 
 from fsc.cli.main import main
 from fsc.recipe import load_recipe
@@ -243,14 +243,10 @@ def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_ma
     generate would under the hf model (it sampled from every token)."""
     import shutil
 
-    from tokenizers import Tokenizer, models
-
     tasks, ckpts = made
     ckpt = tmp_path / "ckpt"
     shutil.copytree(ckpts["ar"], ckpt)
-    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
-    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
-    (ckpt / "generation_config.json").write_text(json.dumps({"top_k": 1}))
+    with_text_tokenizer(ckpt, {"top_k": 1})
     greedy = (tasks / "fsc_gen.yaml").read_text()
     folder = tmp_path / "tasks"
     folder.mkdir()
@@ -276,14 +272,10 @@ def test_what_fsc_does_not_apply_is_said_at_the_command_line(fsc_main, made, tmp
     says it once on the command's stderr."""
     import shutil
 
-    from tokenizers import Tokenizer, models
-
     tasks, ckpts = made
     ckpt = tmp_path / "ckpt"
     shutil.copytree(ckpts["ar"], ckpt)
-    chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
-    Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
-    (ckpt / "generation_config.json").write_text(json.dumps({"min_p": 0.2}))
+    with_text_tokenizer(ckpt, {"min_p": 0.2})
     folder = tmp_path / "tasks"
     folder.mkdir()
     (folder / "fsc_hot.yaml").write_text(
@@ -303,16 +295,12 @@ def test_a_models_repetition_penalty_reaches_a_greedy_task(fsc_main, made, tmp_p
     unpenalized ones, and nothing is said to be left unapplied."""
     import shutil
 
-    from tokenizers import Tokenizer, models
-
     tasks, ckpts = made
     said = {}
     for name, config in (("plain", {}), ("penalized", {"repetition_penalty": 4.0})):
         ckpt = tmp_path / name
         shutil.copytree(ckpts["ar"], ckpt)
-        chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
-        Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
-        (ckpt / "generation_config.json").write_text(json.dumps(config))
+        with_text_tokenizer(ckpt, config)
         res = _eval(fsc_main, ckpt, tasks, tmp_path / "st", "--tasks", "fsc_gen",
                     "--log-samples", "--output-path", tmp_path / f"out-{name}")
         assert "not applied" not in res.stderr
