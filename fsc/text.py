@@ -27,6 +27,11 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+def named(noun: str, names: list[str]) -> str:
+    """'run A', 'runs A, B': a noun, plural unless one, and the names."""
+    return f"{noun if len(names) == 1 else noun + 's'} {', '.join(names)}"
+
+
 BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 

@@ -23,7 +23,7 @@ from fsc.cli.common import (
     store_dir,
 )
 from fsc.errors import FscError, UsageError
-from fsc.text import counted
+from fsc.text import counted, named
 
 Kind = choices("Kind", "latency", "memory", "throughput", "roofline", "loss", "niah",
                "retrieval", "ruler", "quality")
@@ -95,8 +95,7 @@ def plot(
                     "picked": drawn.picked or None,
                     "rows": rows, "width": width, "height": height})
         return
-    runs_drawn = f"run{'s' if len(drawn.run_ids) > 1 else ''} {', '.join(drawn.run_ids)}"
-    err.print(f"{kind}: {counted(rows, 'row')} of {runs_drawn}"
+    err.print(f"{kind}: {counted(rows, 'row')} of {named('run', drawn.run_ids)}"
               + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
               highlight=False, soft_wrap=True)
     print_plain(f"{path}\n")

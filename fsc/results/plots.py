@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from fsc.errors import UsageError
 from fsc.results import figures, quality, select
 from fsc.store import Store
-from fsc.text import printable
+from fsc.text import named, printable
 
 SOURCE = {"latency": select.PROFILE_OK, "memory": select.PROFILE_OK,
           "throughput": select.PROFILE_OK, "roofline": select.PROFILE_OK, "loss": select.TRAINING, "niah": select.NIAH,
@@ -45,9 +45,8 @@ def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None 
     run_ids = select.pick_runs(st, source, runs or [])
     rows = select.rows(st, source, run_ids, where)
     if where is not None and not rows:
-        runs_named = f"run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}"
         raise UsageError(f'nothing to plot: --where "{printable(where)}" leaves no row of '
-                         f"{runs_named}")
+                         f"{named('run', run_ids)}")
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)
