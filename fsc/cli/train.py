@@ -1,4 +1,4 @@
-"""`fsc train`: train a recipe (or go on from a checkpoint) with the frontier or AR objective."""
+"""`fsc train`: train a recipe (or go on from a checkpoint) with the frontier, blocks or ar objective."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ TrainDType = choices("TrainDType", "auto", "fp32", "bf16")
 TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 
 
-# What a resumed run keeps from its stored config (giving one of these with --resume is an
-# error, not silently ignored); --train-steps may extend it, --stop-after and the options of
-# RESUME_CHANGES may change it, and --device says where it goes on.
-RUN_SETTINGS = ("source", "G", "data", "seq_len", "out", "objective", "weighting", "batch", "accum", "lr",
+# What a resumed run keeps from its stored config (giving one of these, or RECIPE, with --resume
+# is an error, not silently ignored; --out too: the run goes on in its own directory);
+# --train-steps may extend it, --stop-after and RESUME_CHANGES may change it, --device says where.
+RUN_SETTINGS = ("G", "data", "seq_len", "out_dir", "objective", "weighting", "batch", "accum", "lr",
                 "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
                 "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
                 "logit_shift", "anneal", "freeze", *TRAIN_KNOBS)
@@ -134,10 +134,12 @@ def train(
                                 "3).", low=0, high=10**6)] = 3,
     eval_every: Annotated[int, _count("--eval-every", "Decode held-out samples of the task "
                                       "every N steps (0: never).", low=0)] = 0,
-    log_every: Annotated[int, _count("--log-every", "Store a step row every N steps.")] = 10,
+    log_every: Annotated[int, _count("--log-every", "Store a step row every N steps (and the "
+                                     "first and the last).")] = 10,
     needle_digits: Annotated[int | None, _count(
-        "--needle-digits", "passkey: digits of the key (default: the smallest multiple of G "
-        "that is at least 4, so the key fills its answer blocks).", high=MAX_KEY_DIGITS)] = None,
+        "--needle-digits", "passkey, niah_*: digits of the key (niah: of each value; default: "
+        "the smallest multiple of G that is at least 4, so the key fills its answer blocks).",
+        high=MAX_KEY_DIGITS)] = None,
     supervise_needle: Annotated[bool, typer.Option(
         "--supervise-needle", help="passkey, niah_*: also train on each needle's repeat of "
         "its key; vt: on the name each link refers to (not scored).")] = False,
@@ -173,7 +175,7 @@ def train(
     *,
     suite: dict,
 ) -> None:
-    """Train with the single-frontier objective (or next-token for ar); checkpoints, a
+    """Train a denoiser (frontier or blocks objective) or next-token (ar); checkpoints, a
     training-state file for --resume and a row per logged step in the store.
 
     A rolling checkpoint is saved every 10 minutes by default (--save-minutes, --keep). Ctrl-C,

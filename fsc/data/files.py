@@ -31,7 +31,10 @@ def documents(path: Path, field: str) -> list[str]:
 
 
 def not_a_file(spec: str) -> str | None:
-    """Why `spec` is no text file `--data` reads when it names a directory; None otherwise."""
+    """Why `spec` is no text file `--data` reads when it is empty or names a directory; None
+    otherwise."""
+    if not spec.strip():  # (Path('') is the current directory)
+        return "--data is empty; give a task, a corpus, a text file or hf:NAME"
     if Path(spec).is_dir():
         return (f"--data {spec}: a directory; give one {'/'.join(TEXT_SUFFIXES)} file in it "
                 f"(hf:{spec} reads a folder of .jsonl or .parquet files through datasets)")

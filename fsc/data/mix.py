@@ -31,9 +31,13 @@ def parse_mix(spec: str, tasks) -> list[tuple[str, float]] | None:
 
 def weighted(spec: str, option: str) -> list[tuple[str, float]]:
     """`NAME[:WEIGHT],...` as (name, weight) pairs, a weight left out 1; UsageError (naming
-    `option`) for a weight that is not a number, is negative, or weights that sum to zero."""
+    `option`) for an empty name, a weight that is not a number, is negative, or weights that
+    sum to zero."""
     mix = []
     for name, colon, weight in (p.strip().partition(":") for p in spec.split(",")):
+        if not name:
+            raise UsageError(f"{option} {spec}: an empty entry (a comma too many, or a "
+                             "weight with nothing before its colon)")
         try:
             w = float(weight) if colon else 1.0
         except ValueError:

@@ -173,6 +173,18 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
 
 
+def absolute(spec: str) -> str:
+    """--data as a run keeps it, so that it resumes (and `fsc eval` finds it) from any
+    directory: a text file by its absolute path, `hf:DIR` of a local folder as `hf:` and the
+    folder's absolute path; anything else (a task, a mix, a corpus, a Hub name) as given."""
+    if spec.startswith("hf:"):
+        name, colon, rest = spec[3:].partition(":")
+        local = Path(name).expanduser()
+        return f"hf:{local.resolve()}{colon}{rest}" if local.is_dir() else spec
+    path = Path(spec)
+    return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
+
+
 def _unknown(spec: str) -> str:
     """What is wrong with `spec`, which names no data: the names of a mix that are no task, or
     every kind of data there is."""

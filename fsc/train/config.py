@@ -104,10 +104,11 @@ class TrainResult:
     checkpoint: str
     losses: list[float] = field(default_factory=list)
     interrupted: bool = False
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole loop's: the steps, in-loop evals and saves
     tokens: int = 0
     stop_signal: int = 0  # the signal that interrupted the run (fsc.interrupts)
     reached: bool = False  # stopped by --stop-at: an in-loop eval reached cfg.stop_at
+    step_seconds: float = 0.0  # of the training steps alone (their tokens per second)
 
     @property
     def final_loss(self) -> float:

@@ -30,8 +30,7 @@ import torch
 from safetensors.torch import save_file
 
 from fsc.checkpoint.io import carried_files, save_checkpoint
-from fsc.data.files import TEXT_SUFFIXES
-from fsc.data.sources import BOS
+from fsc.data.sources import BOS, absolute
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
 from fsc.model.cache import Carry
@@ -69,13 +68,6 @@ def freeze_mixers(model, kinds) -> None:
     for layer in model.layers:
         if layer.mixer.kind in kinds:
             layer.mixer.requires_grad_(False)
-
-
-def recorded_data(spec: str) -> str:
-    """--data as the checkpoint records it: a text file by its absolute path (so that `fsc eval`
-    finds what the model was trained on from any directory), anything else as given."""
-    path = Path(spec)
-    return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
 
 
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -196,7 +188,7 @@ class Trainer:
         """What the checkpoint's config.json and card record of the run (`training`): enough to
         say how the weights were made; the resumable state is the training state beside it."""
         cfg = self.cfg
-        return {"data": recorded_data(cfg.data), "objective": cfg.objective, "steps": self.step,
+        return {"data": absolute(cfg.data), "objective": cfg.objective, "steps": self.step,
                 "seq_len": cfg.seq_len, **({"lengths": cfg.lengths} if cfg.lengths else {}),
                 "batch": cfg.batch * cfg.accum * self.world,
                 **({"micro_batch": cfg.batch, "accum": cfg.accum, "nproc": self.world}
@@ -206,12 +198,13 @@ class Trainer:
                 "lr": cfg.lr, "warmup": cfg.warmup, "min_lr_ratio": cfg.min_lr_ratio,
                 "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip,
                 "seed": cfg.seed, "tokenizer": cfg.tokenizer, "needle_digits": self._digits(),
+                **({"supervise_needle": True} if cfg.supervise_needle else {}),
                 # knobs refused for data that does not read them: given, their data reads them
                 **({"pairs": cfg.pairs} if cfg.pairs != TrainConfig.pairs else {}),
                 **({"text_field": cfg.text_field}
                    if cfg.text_field != TrainConfig.text_field else {}),
                 **({"suite": cfg.suite} if cfg.suite else {}),
-                "train_backend": self.backend,
+                "train_backend": self.backend, "dtype": cfg.dtype,
                 "final_loss": self.losses[-1] if self.losses else None,
                 **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {}),
                 **({"anneal": cfg.anneal} if cfg.anneal else {}),
@@ -310,8 +303,9 @@ class Trainer:
         whose exact match reaches `cfg.stop_at` ends it, saved, with `reached` set."""
         cfg = self.cfg
         end = cfg.steps if stop_after is None else min(cfg.steps, self.step + stop_after)
-        t0, done_tokens = time.perf_counter(), 0
+        t0, done_tokens, stepping = time.perf_counter(), 0, 0.0  # stepping: in train_step
         last_save = self.clock()
+        unlogged = None  # the last step's row, where its step was not logged
         with StopSignals(defer=True) as stops:
             while True:
                 signum, reached, due = self._agree(stops, end, last_save)
@@ -323,31 +317,34 @@ class Trainer:
                 ts = time.perf_counter()
                 loss, norm, tokens = self.train_step()
                 seconds = time.perf_counter() - ts
-                done_tokens += tokens
+                done_tokens, stepping = done_tokens + tokens, stepping + seconds
                 if self.on_step is not None:
                     self.on_step(self.step, loss, tokens / seconds)
                 # the first step too: a curve (and the report's first loss) begins where it did
                 log = self.step % cfg.log_every == 0 or self.step in (1, end)
                 evaluate = bool(cfg.eval_every) and self.step % cfg.eval_every == 0
+                row = TrainStep(self.recipe.name, self.recipe.recipe_hash, cfg.objective,
+                                cfg.data, self.step, loss, lr_at(cfg, self.step - 1), norm,
+                                done_tokens, tokens / seconds, time.perf_counter() - t0)
+                unlogged = None if log or evaluate else row
                 if (log or evaluate) and self.on_log is not None:
-                    logged = TrainStep(self.recipe.name, self.recipe.recipe_hash, cfg.objective,
-                                       cfg.data, self.step, loss, lr_at(cfg, self.step - 1), norm,
-                                       done_tokens, tokens / seconds, time.perf_counter() - t0)
                     if evaluate and self.evaluate is not None:
-                        logged.eval_accuracy = self.evaluate(self)["eval_accuracy"]
+                        row.eval_accuracy = self.evaluate(self)["eval_accuracy"]
                         self.reached = (cfg.stop_at is not None
-                                        and logged.eval_accuracy >= cfg.stop_at)
-                    self.on_log(logged)
+                                        and row.eval_accuracy >= cfg.stop_at)
+                    self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save(milestone=True)
                     last_save = self.clock()
             if self.step >= end:  # a signal during the last step stops nothing: the run is done
                 signum = 0
+            if unlogged is not None and self.on_log is not None:  # a stop between log steps:
+                self.on_log(unlogged)  # the store holds the step the run ended at
             # the end, --stop-at (both kept for good), a --stop-after or a stop (rolling)
             last = self.save(milestone=self.step == cfg.steps or reached)
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
                            time.perf_counter() - t0, done_tokens, stop_signal=signum,
-                           reached=reached)
+                           reached=reached, step_seconds=stepping)
 
     def _agree(self, stops: StopSignals, end: int, last_save: float) -> tuple[int, bool, bool]:
         """What every process does next, the same on each, in one all-reduce: (the stop signal

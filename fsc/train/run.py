@@ -22,6 +22,7 @@ from tokenizers import AddedToken
 
 from fsc.checkpoint.io import carried_files, load_checkpoint
 from fsc.checkpoint.registry import register_trained
+from fsc.data.sources import absolute
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
@@ -94,6 +95,9 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
         recipe, origin = adapted(source, recipe, G, objective, logit_shift)
     if settings.get("tokenizer") is None and is_checkpoint(source):
         settings["tokenizer"] = own_tokenizer(source)
+    elif settings.get("tokenizer") is not None:  # kept absolute: the run resumes from anywhere
+        settings["tokenizer"] = str(Path(settings["tokenizer"]).expanduser().resolve())
+    settings["data"] = absolute(settings["data"])
     # an adaptation defaults to blocks (docs/training.md: every block supervised, 12-16 times
     # frontier's positions a second on text); a run from scratch keeps frontier, every
     # stored run's objective
@@ -193,6 +197,9 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     its stored settings, on `device`: `steps` may extend it, `changes` (TrainConfig fields a
     resumed run may change, such as save_every or stop_at) replace the stored ones, and
     `nproc`, when given, must be the run's own (its global batch)."""
+    if not Path(path).exists():
+        raise UsageError(f"--resume {path}: no such directory (a training directory, the --out "
+                         "of fsc train, or one of its step-NNNNNN checkpoints)")
     start = resolve_checkpoint(path)
     state = read_state(start)
     done = state[0]["step"]
@@ -234,9 +241,13 @@ def _check_newest(start: Path, done: int) -> None:
                          f"{start.name} in a new directory, or remove the later steps")
 
 
-def _check_dtype(dtype: str, device: str) -> None:
-    """UsageError for bf16 off CUDA (it autocasts there; the CPU trains in fp32)."""
+def _check_dtype(dtype: str, device: str, resumed: bool = False) -> None:
+    """UsageError for bf16 off CUDA (it autocasts there; the CPU trains in fp32): a resumed
+    run's dtype is its own (resolved when it began), so it is told to go on on CUDA."""
     if dtype == "bf16" and not device.startswith("cuda"):
+        if resumed:
+            raise UsageError(f"the run trains in bf16 on CUDA (its --dtype, which a resumed run "
+                             f"keeps); resume it with --device cuda, not {device}")
         raise UsageError("--dtype bf16 autocasts on CUDA; the CPU trains in fp32")
 
 
@@ -268,13 +279,16 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     check_vocab(tok, recipe)
     # what the device takes, checked here, before an --nproc run launches its processes
     where = torch_device(cfg.device)
-    _check_dtype(cfg.dtype, where)
+    _check_dtype(cfg.dtype, where, resumed=state is not None)
     train_backend(cfg.train_backend, where)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
+    if cfg.eval_every > cfg.steps:
+        raise UsageError(f"--eval-every {cfg.eval_every} is longer than --train-steps "
+                         f"{cfg.steps}: no in-loop eval would run")
     samples = cfg.open_data(tok, G)
     if cfg.stop_at is not None and not (cfg.eval_every and samples.supervises == "answer"):
         raise UsageError(f"--stop-at {cfg.stop_at:g} needs an in-loop eval: --eval-every N on "
-                         "a task (passkey, mqar or copy)")
+                         "a task (passkey, mqar or copy), one of the suite or a mix of them")
     if cfg.eval_every and samples.supervises != "answer":
         raise UsageError(f"--eval-every {cfg.eval_every}: the in-loop eval decodes held-out "
                          "samples of a task (passkey, mqar, copy, the suite's tasks or a mix of "
@@ -316,7 +330,8 @@ class Trained:
                 "adapted_from": cfg.adapted_from, "anneal": cfg.anneal,
                 "step": res.step, "steps": cfg.steps, "first_loss": done[0] if done else None,
                 "final_loss": res.final_loss if done else None, "seconds": res.seconds,
-                "tokens_per_s": res.tokens / res.seconds if res.seconds > 0 else None,
+                "tokens_per_s": (res.tokens / res.step_seconds if res.step_seconds > 0
+                                 else None),
                 "checkpoint": res.checkpoint, "interrupted": res.interrupted,
                 "stop_at": cfg.stop_at, "reached": res.reached, "evals": self.evals}
 

@@ -171,3 +171,19 @@ def test_resuming_a_step_with_later_steps_beside_it_is_refused(fsc_main, tmp_pat
     assert _steps(branch) == [2, 4, 6] and _steps(out) == [2, 4]  # --save-every 2 kept
     fsc_main("train", "--resume", out / "step-000004", "--train-steps", "6", *common, check=0)
     assert _steps(out) == [2, 4, 6]
+
+
+def test_a_run_stopped_between_logged_steps_logs_the_step_it_ended_at(tmp_path):
+    """A stop signal at step 7 of a run logging every 5: the store held steps 1 and 5, so
+    `fsc runs` said it got to step 5 while its checkpoint (and --resume) is at 7."""
+    import os
+    import signal
+
+    trainer = _trainer(tmp_path, steps=20, save_minutes=0)
+    trainer.cfg.log_every = 5
+    logged = []
+    trainer.on_log = lambda row: logged.append(row.step)
+    trainer.on_step = lambda step, *a: step == 7 and os.kill(os.getpid(), signal.SIGUSR1)
+    res = trainer.run()
+    assert res.interrupted and res.step == 7 and _steps(tmp_path) == [7]
+    assert logged == [1, 5, 7]
