@@ -39,7 +39,9 @@ def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "") 
     """A directory about to be created (missing parents too): it must be absent or empty (or,
     with `replace`, a directory to be replaced), and its nearest existing ancestor must be a
     folder that takes new files. `hint` ends the message for an existing one."""
-    if path.exists() and not (path.is_dir() and (replace or not any(path.iterdir()))):
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what}: a file, not a directory")
+    if path.exists() and not (replace or not any(path.iterdir())):
         raise UsageError(f"{what}: already exists and is not {'a' if replace else 'an empty'} "
                          f"directory{hint}")
     ancestor = path.parent

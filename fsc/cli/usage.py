@@ -5,14 +5,16 @@ from __future__ import annotations
 
 
 def _given(argv: list[str], opts: list[str]) -> str | None:
-    """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there."""
+    """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there: its
+    last, where it is given twice (the one click takes)."""
+    given = None
     for i, arg in enumerate(argv):
         for opt in opts:
             if arg == opt and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(opt + "="):
-                return arg[len(opt) + 1 :]
-    return None
+                given = argv[i + 1]
+            elif arg.startswith(opt + "="):
+                given = arg[len(opt) + 1 :]
+    return given
 
 
 def _bounds(param) -> tuple[float | None, float | None]:

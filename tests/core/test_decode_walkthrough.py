@@ -236,3 +236,16 @@ def test_a_prompts_row_of_no_tokens_is_said_so(fsc_main, tmp_path):
     res = fsc_main("decode", "tiny_attn", "--prompts", tmp_path / "p.jsonl", "--tokenizer",
                    tmp_path, check=2)
     assert "line 2's prompt encodes to no tokens and" in res.stderr, res.stderr
+
+
+def test_an_option_given_twice_is_quoted_as_click_reads_it_and_an_out_file_is_a_file(
+        fsc_main, tmp_path):
+    """`--batch 2 --batch 0`: click takes the last value, and the message quoted the first;
+    `--out FILE` said the file 'already exists and is not an empty directory'."""
+    res = fsc_main("decode", "tiny_attn", "--prompts", tmp_path / "p.txt", "--batch", "2",
+                   "--batch", "0", check=2)
+    assert "'--batch': 0 must be between 1" in res.stderr, res.stderr
+    (tmp_path / "afile").write_text("x")
+    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--train-steps",
+                   "1", "--out", tmp_path / "afile", "--store", tmp_path / "st", check=2)
+    assert res.stderr == f"error: --out {tmp_path / 'afile'}: a file, not a directory\n"
