@@ -267,6 +267,8 @@ class _Recipe(Section):
         if not v.isprintable():
             raise Bad((), "has a control character (newline, tab, escape, ...)", v,
                        f"1 to {MAX_NAME} printable characters")
+        if not v.strip():
+            raise Bad((), "is blank", v, f"1 to {MAX_NAME} printable characters, not all spaces")
         return v
 
     @model_validator(mode="after")

@@ -45,6 +45,9 @@ def import_cmd(
     from fsc.errors import UsageError
     from fsc.imports import has_weights, import_config, local_dir
 
+    if name is not None and not name.strip():
+        raise UsageError("--name is empty: give the recipe a name, or leave --name out for the "
+                         "folder's or repo's")
     imported = import_config(source, name)  # config only: refusals come before any download
     doc = {"source": source, "architecture": imported.architecture,
            "recipe": imported.recipe.name, "recipe_hash": imported.recipe.recipe_hash}

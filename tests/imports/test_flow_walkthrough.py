@@ -151,3 +151,17 @@ def test_the_adapted_model_is_compared_with_the_import_it_came_from(fsc_main, im
                    "4", "--steps", "4", "--store", tmp_path / "st", "--json", check=0)
     modes = [r["mode"] for r in json.loads(res.stdout)["rows"]]
     assert modes.count("ar") == 1 and modes.count("diffusion") == 1
+
+
+def test_a_blank_recipe_name_is_refused(fsc_main, imported, tmp_path):
+    """`fsc import --name ''` took the folder's name without a word, and `--name '  '` named the
+    recipe with spaces; a recipe file's blank name is refused too."""
+    _, folder, _ = imported
+    for name in ("", "  "):
+        res = fsc_main("import", folder, "--out", tmp_path / "n.yaml", "--recipe-only",
+                       "--name", name, check=2)
+        assert res.stderr.startswith("error: --name is empty")
+    (tmp_path / "blank.yaml").write_text('name: "  "\nd_model: 8\nn_layers: 1\nvocab_size: 16\n'
+                                         "layers: {default: attention}\n")
+    res = fsc_main("build", tmp_path / "blank.yaml", check=2)
+    assert "name: is blank" in res.stderr
