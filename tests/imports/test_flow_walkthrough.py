@@ -15,6 +15,8 @@ from fsc.source import Source
 from tests.hub.fakehub import FakeHub
 
 pytest.importorskip("transformers")
+# transformers saves a model and fsc imports and adapts it, in each worker: make test-slow
+pytestmark = pytest.mark.slow
 
 TEXT = ("--data", "shakespeare", "--seq-len", "16", "--batch", "1")
 EOS = [2, 7]  # the generation config's EOS ids: more than the tokenizer's own (</s>, 2)
