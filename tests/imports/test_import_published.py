@@ -234,6 +234,7 @@ def test_a_config_alone_is_a_recipe_for_estimate_build_profile(published, fsc_ma
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.slow  # 4-5 s (a published folder saved by transformers): make test-slow
 def test_decode_prompt_ids_errors(published, fsc_main):
     src = published("llama")
     for args, words in ((("--prompt-ids", "1,x"), "expected comma-separated token ids"),

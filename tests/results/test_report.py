@@ -60,6 +60,7 @@ def full_store(tmp_path) -> tuple[Path, dict]:
     return made.store, {"a": made.run_a, "b": made.run_b, **ids}
 
 
+@pytest.mark.slow  # 5 s (every figure drawn): make test-slow
 def test_html_is_one_self_contained_page_with_every_figure(cli, full_store, tmp_path):
     store, ids = full_store
     out = tmp_path / "report.html"
@@ -239,6 +240,7 @@ def test_the_page_loads_in_chromium_without_console_errors(cli, full_store, tmp_
         check_png(tmp_path / "blank.png")
 
 
+@pytest.mark.slow  # 4-5 s: make test-slow
 def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
     """niah, then mqar, then loss: the page still draws the heatmap and the retrieval curve,
     holds the niah and mqar cells, names the runs each figure drew and how they were picked."""
@@ -263,6 +265,7 @@ def test_default_report_draws_each_task_after_a_later_loss_eval(cli, tmp_path):
     assert "The store holds 2 other runs" in html
 
 
+@pytest.mark.slow  # 4 s: make test-slow
 def test_numbers_read_plainly_training_is_said_once_and_config_is_a_table(cli, tmp_path):
     made, ids = full_runs(tmp_path / "store")
     st = Store(made.store)
