@@ -6,6 +6,7 @@ the cost model's floor, the device's memory and its roofs drawn where fsc knows 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -62,12 +63,21 @@ def _styled(rows: Rows, colour: dict[str, str]):
                LINE_STYLES[place[key] % len(LINE_STYLES)], line_label(line[0], varying))
 
 
+def _none_ok(rows: Rows) -> str:
+    """Why a figure of profile points has none to draw: the points selected, by status (every
+    one out of memory, say), or that there are none (fsc profile records them)."""
+    if not rows:
+        return "fsc profile records them"
+    said = Counter(r["status"] for r in rows)
+    return "those selected are " + ", ".join(f"{n} {status}" for status, n in sorted(said.items()))
+
+
 def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     """Median step time against S (log–log) with p10–p90 bars, one line per recipe and B (and
     any other axis that varies); the cost model's floor dashed where the device is known; points
     that did not fit marked × along the top."""
     ok = [r for r in rows if r["status"] == "ok" and r["step_ms"]]
-    need_rows(ok, "ok profile point", "fsc profile records them")
+    need_rows(ok, "ok profile point", _none_ok(rows))
     fig, axes = new_figure("latency", rows)
     ax = axes[0][0]
     extra_handles: dict[str, Line2D] = {}
@@ -115,7 +125,7 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
     """Peak memory against S, one line per recipe and B; the device's memory as a line; points
     that did not fit marked × at the memory the cost model says they need."""
     ok = [r for r in rows if r["status"] == "ok" and r["peak_bytes"]]
-    need_rows(ok, "ok profile point", "fsc profile records them")
+    need_rows(ok, "ok profile point", _none_ok(rows))
     fig, axes = new_figure("memory", rows)
     ax = axes[0][0]
     extra: dict[str, Line2D] = {}
@@ -151,7 +161,7 @@ def throughput(rows: Rows, colour: dict[str, str]) -> Figure:
     """Tokens per second against B, one panel per S, one line per recipe (and any other axis
     that varies)."""
     ok = [r for r in rows if r["status"] == "ok" and r["tokens_per_s"]]
-    need_rows(ok, "ok profile point", "fsc profile records them")
+    need_rows(ok, "ok profile point", _none_ok(rows))
     if len({r["B"] for r in ok}) == 1:
         return _throughput_by_s(rows, ok, colour)
     s_values = sorted({r["S"] for r in ok})
@@ -212,7 +222,7 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     fsc knows them (a CUDA part in its table, or the run's --bandwidth)."""
     ok = [r for r in rows if r["status"] == "ok" and r["step_ms"] and r.get("step_flops")
           and r.get("predicted_step_bytes")]
-    need_rows(ok, "ok profile point with the cost model's FLOPs and bytes", "fsc profile records them")
+    need_rows(ok, "ok profile point with the cost model's FLOPs and bytes", _none_ok(rows))
     fig, axes = new_figure("roofline", rows, size=(11.0, 4.6), panels=(1, 2))
     flops_ax, bw_ax = axes[0]
     seen: dict[str, Any] = {}

@@ -106,3 +106,19 @@ def test_a_resume_says_what_it_measured_and_what_the_run_holds(fsc_main, tmp_pat
              "update runs set status = 'interrupted'", "--store", store, check=0)
     res = fsc_main("profile", "--resume", run_id, "--store", store, check=0)
     assert f"1 point measured now; run {run_id} holds 2 in " in res.stdout
+
+
+def test_a_selection_of_points_none_ok_says_what_they_are(fsc_main, made):
+    """A --where that keeps only points that did not run (out of memory) was told "fsc profile
+    records them", as though there were none."""
+    from results_helpers import point
+
+    st = Store(made.store)
+    for S in (65536, 131072):
+        st.add_point(made.run_a, point("tiny_mamba", S, 8, 1.0, status="oom", step_ms=None,
+                                       tokens_per_s=None, peak_bytes=None))
+    res = fsc_main("plot", "latency", "--run", made.run_a, "--where", "status = 'oom'",
+                   "--store", made.store)
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("error: nothing to plot: no ok profile point in the rows "
+                                  "selected (those selected are 2 oom)")
