@@ -39,6 +39,38 @@ def _eval(fsc_main, ckpt, tasks, store, *extra, check=0):
                     "--json", *extra, check=check)
 
 
+def _gen_tasks(tasks: Path, folder: Path, **extra: str) -> Path:
+    """`folder` holding fsc_gen's task again under each name of `extra`, its generation_kwargs
+    given those lines more (e.g. fsc_hot="do_sample: true\n  temperature: 3.0")."""
+    greedy = (tasks / "fsc_gen.yaml").read_text()
+    folder.mkdir()
+    for name, more in extra.items():
+        (folder / f"{name}.yaml").write_text(
+            greedy.replace("task: fsc_gen", f"task: {name}")
+            .replace("max_gen_toks: 6", "max_gen_toks: 6" + (f"\n  {more}" if more else "")))
+    return folder
+
+
+def _samples(res) -> dict[str, list[dict]]:
+    """The logged samples of an `fsc eval --task harness --log-samples --json` run, by task."""
+    said = {}
+    for f in json.loads(res.stdout)["files"]:
+        name = Path(f).name
+        if name.startswith("samples_"):
+            task = name.removeprefix("samples_").rsplit("_", 1)[0]
+            said[task] = [json.loads(line) for line in Path(f).read_text().splitlines()]
+    return said
+
+
+def _with_text(ckpt: str, dest: Path, generation: dict) -> Path:
+    """A copy of checkpoint `ckpt` at `dest` with a text tokenizer and `generation` settings
+    (harness_tasks.with_text_tokenizer)."""
+    import shutil
+
+    shutil.copytree(ckpt, dest)
+    return with_text_tokenizer(dest, generation)
+
+
 def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_path):
     """Every request type runs; the metrics land in the store as eval rows; the rolling
     task's byte perplexity is the exact log-likelihood of its texts after the prefix token."""
@@ -216,21 +248,12 @@ def test_a_task_sampling_at_top_k_1_answers_as_greedy(fsc_main, made, tmp_path):
     top_k 1, every answer is the greedy one (top_k was ignored: they drew apart), and without
     top_k they do draw apart."""
     tasks, ckpts = made
-    greedy = (tasks / "fsc_gen.yaml").read_text()
-    folder = tmp_path / "tasks"
-    folder.mkdir()
-    for name, extra in (("fsc_gen", ""), ("fsc_hot", "\n  do_sample: true\n  temperature: 3.0"),
-                        ("fsc_top1", "\n  do_sample: true\n  temperature: 3.0\n  top_k: 1")):
-        (folder / f"{name}.yaml").write_text(greedy.replace("task: fsc_gen", f"task: {name}")
-                                             .replace("max_gen_toks: 6", f"max_gen_toks: 6{extra}"))
+    folder = _gen_tasks(tasks, tmp_path / "tasks", fsc_gen="",
+                        fsc_hot="do_sample: true\n  temperature: 3.0",
+                        fsc_top1="do_sample: true\n  temperature: 3.0\n  top_k: 1")
     res = _eval(fsc_main, ckpts["ar"], folder, tmp_path / "st", "--tasks",
                 "fsc_gen,fsc_hot,fsc_top1", "--log-samples", "--output-path", tmp_path / "out")
-    said = {}
-    for f in json.loads(res.stdout)["files"]:
-        name = Path(f).name
-        if name.startswith("samples_"):
-            task = name.removeprefix("samples_").rsplit("_", 1)[0]
-            said[task] = [json.loads(line)["resps"] for line in Path(f).read_text().splitlines()]
+    said = {task: [s["resps"] for s in rows] for task, rows in _samples(res).items()}
     assert said["fsc_top1"] == said["fsc_gen"]
     assert said["fsc_hot"] != said["fsc_gen"]
 
@@ -241,26 +264,13 @@ def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_ma
     """From the command line: a checkpoint whose generation_config.json says top_k 1 answers a
     hot sampled task (no top_k of its own) as greedily as a greedy task, as transformers'
     generate would under the hf model (it sampled from every token)."""
-    import shutil
-
     tasks, ckpts = made
-    ckpt = tmp_path / "ckpt"
-    shutil.copytree(ckpts["ar"], ckpt)
-    with_text_tokenizer(ckpt, {"top_k": 1})
-    greedy = (tasks / "fsc_gen.yaml").read_text()
-    folder = tmp_path / "tasks"
-    folder.mkdir()
-    for name, extra in (("fsc_gen", ""), ("fsc_hot", "\n  do_sample: true\n  temperature: 3.0")):
-        (folder / f"{name}.yaml").write_text(greedy.replace("task: fsc_gen", f"task: {name}")
-                                             .replace("max_gen_toks: 6", f"max_gen_toks: 6{extra}"))
+    ckpt = _with_text(ckpts["ar"], tmp_path / "ckpt", {"top_k": 1})
+    folder = _gen_tasks(tasks, tmp_path / "tasks", fsc_gen="",
+                        fsc_hot="do_sample: true\n  temperature: 3.0")
     res = _eval(fsc_main, ckpt, folder, tmp_path / "st", "--tasks", "fsc_gen,fsc_hot",
                 "--log-samples", "--output-path", tmp_path / "out")
-    said = {}
-    for f in json.loads(res.stdout)["files"]:
-        name = Path(f).name
-        if name.startswith("samples_"):
-            task = name.removeprefix("samples_").rsplit("_", 1)[0]
-            said[task] = [json.loads(line)["resps"] for line in Path(f).read_text().splitlines()]
+    said = {task: [s["resps"] for s in rows] for task, rows in _samples(res).items()}
     assert said["fsc_hot"] == said["fsc_gen"]
     assert "not applied" not in res.stderr
 
@@ -270,17 +280,9 @@ def test_what_fsc_does_not_apply_is_said_at_the_command_line(fsc_main, made, tmp
     """`fsc eval --task harness` quiets the harness's stderr while it runs; the note of a
     generation argument fsc's decoder does not apply (min_p) was swallowed with it: the model
     says it once on the command's stderr."""
-    import shutil
-
     tasks, ckpts = made
-    ckpt = tmp_path / "ckpt"
-    shutil.copytree(ckpts["ar"], ckpt)
-    with_text_tokenizer(ckpt, {"min_p": 0.2})
-    folder = tmp_path / "tasks"
-    folder.mkdir()
-    (folder / "fsc_hot.yaml").write_text(
-        (tasks / "fsc_gen.yaml").read_text().replace("task: fsc_gen", "task: fsc_hot")
-        .replace("max_gen_toks: 6", "max_gen_toks: 6\n  do_sample: true\n  temperature: 1.0"))
+    ckpt = _with_text(ckpts["ar"], tmp_path / "ckpt", {"min_p": 0.2})
+    folder = _gen_tasks(tasks, tmp_path / "tasks", fsc_hot="do_sample: true\n  temperature: 1.0")
     res = _eval(fsc_main, ckpt, folder, tmp_path / "st", "--tasks", "fsc_hot")
     err = " ".join(res.stderr.split())
     assert err.count("note: generate_until: min_p 0.2 (the model's generation_config.json) "
@@ -293,20 +295,14 @@ def test_a_models_repetition_penalty_reaches_a_greedy_task(fsc_main, made, tmp_p
     repetition_penalty answers a greedy task under it (transformers applies it to greedy
     decoding too): the answers are those of `fsc decode --repetition-penalty`, not the
     unpenalized ones, and nothing is said to be left unapplied."""
-    import shutil
-
     tasks, ckpts = made
     said = {}
     for name, config in (("plain", {}), ("penalized", {"repetition_penalty": 4.0})):
-        ckpt = tmp_path / name
-        shutil.copytree(ckpts["ar"], ckpt)
-        with_text_tokenizer(ckpt, config)
+        ckpt = _with_text(ckpts["ar"], tmp_path / name, config)
         res = _eval(fsc_main, ckpt, tasks, tmp_path / "st", "--tasks", "fsc_gen",
                     "--log-samples", "--output-path", tmp_path / f"out-{name}")
         assert "not applied" not in res.stderr
-        (samples,) = [f for f in json.loads(res.stdout)["files"]
-                      if Path(f).name.startswith("samples_")]
-        said[name] = [json.loads(line) for line in Path(samples).read_text().splitlines()]
+        said[name] = _samples(res)["fsc_gen"]
     assert [s["resps"] for s in said["plain"]] != [s["resps"] for s in said["penalized"]]
     for s in said["penalized"]:  # each answer is the penalized decode of its context
         context = s["arguments"]["gen_args_0"]["arg_0"]
