@@ -130,10 +130,13 @@ def named_tokens(folder: Path) -> dict[str, str]:
     return found
 
 
+GENERATION_FILE = "generation_config.json"  # a published model's generation settings
+
+
 def generation_eos(folder: Path) -> list[int]:
     """The EOS ids a published model's folder lists for generation: generation_config.json's
     `eos_token_id` (one id or several, as Qwen3's and Llama 3's list), else config.json's."""
-    for name in ("generation_config.json", "config.json"):
+    for name in (GENERATION_FILE, "config.json"):
         ids = json_object(folder / name).get("eos_token_id")
         if ids is None:
             continue
@@ -172,16 +175,21 @@ def begun(ids: list[int], tokenizer, bos: bool) -> list[int]:
     return ([bos_id] if (bos or not ids) and bos_id is not None else []) + ids
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# what a checkpoint carries from the folder of the tokenizer it reads text with: the
+# tokenizer's files, and the published model's generation settings (the EOS ids a decode stops
+# at, `generation_eos`)
+CARRIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 GENERATION_FILE)
 
 
-def tokenizer_files(path: str | Path | None) -> tuple[Path, ...]:
-    """The files of a Hugging Face tokenizer folder a checkpoint carries, so that it reads
-    text on its own wherever it is copied (none for fsc's byte tokenizer)."""
+def carried_files(path: str | Path | None) -> tuple[Path, ...]:
+    """The files of a tokenizer's folder (`CARRIED_FILES`, those it has) a checkpoint carries,
+    so that a copy reads text and stops as its model does wherever it goes (none for fsc's
+    byte tokenizer, None)."""
     if path is None:
         return ()
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    return tuple(folder / f for f in TOKENIZER_FILES if (folder / f).is_file())
+    return tuple(folder / f for f in CARRIED_FILES if (folder / f).is_file())
 
 
 def check_vocab(tokenizer, recipe) -> None:

@@ -39,9 +39,7 @@ from fsc.checkpoint.layout import (
 from fsc.errors import CheckpointError
 from fsc.model.lm import build_model, count_params
 from fsc.recipe import Recipe, load_recipe
-from fsc.tokenizer import tokenizer_files
 
-GENERATION_FILE = "generation_config.json"  # a published model's generation settings
 MAX_SHARD_BYTES = 5 * 10**9  # tensor bytes per weights file (5 GB, decimal) before sharding
 _MAX_HEADER_BYTES = 100 * 2**20
 
@@ -216,17 +214,6 @@ def canonical_header(path: Path) -> None:
             return  # not the layout expected: left as written
         f.seek(8)
         f.write(new + b" " * (n - len(new)))
-
-
-def carried_files(folder: str | Path | None) -> tuple[Path, ...]:
-    """What a checkpoint carries from the folder of the tokenizer it reads text with, so that a
-    copy reads text and stops as its model does wherever it goes: the tokenizer's files and,
-    where the folder has it, the published model's generation_config.json (the EOS ids a
-    decode stops at, fsc.tokenizer.generation_eos). None (fsc's bytes): nothing."""
-    if folder is None:
-        return ()
-    generation = (Path(folder) if Path(folder).is_dir() else Path(folder).parent) / GENERATION_FILE
-    return tokenizer_files(folder) + ((generation,) if generation.is_file() else ())
 
 
 def save_checkpoint(model, path: str | Path, seed: int | None = None,

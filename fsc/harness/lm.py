@@ -43,7 +43,7 @@ from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
 from fsc.source import Source, published_origin, resolve_checkpoint
-from fsc.tokenizer import ByteTokenizer, HFTokenizer, IdTokenizer
+from fsc.tokenizer import GENERATION_FILE, ByteTokenizer, HFTokenizer, IdTokenizer
 
 
 def _flag(value) -> bool:
@@ -158,7 +158,7 @@ def generation_defaults(folder: Path | None) -> dict:
     transformers takes them: the model's generation_config.json (beside its tokenizer), else
     transformers' own (`HF_SAMPLING`). `NOT_APPLIED` arguments it sets to a value that applies
     something are kept too, to be said."""
-    config = json_object(folder / "generation_config.json") if folder is not None else {}
+    config = json_object(folder / GENERATION_FILE) if folder is not None else {}
     got = {k: v if config.get(k) is None else config[k] for k, v in HF_SAMPLING.items()}
     return got | {k: config[k] for k in NOT_APPLIED if config.get(k) not in (None, NOT_APPLIED[k])}
 

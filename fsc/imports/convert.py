@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from fsc.checkpoint.io import carried_files, save_checkpoint
+from fsc.checkpoint.io import save_checkpoint
 from fsc.errors import ImportRefused
 from fsc.imports import (
     CONFIG,
@@ -25,7 +25,7 @@ from fsc.imports import (
 from fsc.imports.fetch import PICKLED
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
-from fsc.tokenizer import load_tokenizer
+from fsc.tokenizer import carried_files, load_tokenizer
 
 
 def weight_files(directory: Path) -> list[Path]:

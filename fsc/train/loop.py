@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from fsc.checkpoint.io import carried_files, save_checkpoint
+from fsc.checkpoint.io import save_checkpoint
 from fsc.data.sources import BOS, absolute
 from fsc.errors import CheckpointError, UsageError
 from fsc.interrupts import StopSignals
@@ -39,6 +39,7 @@ from fsc.model.layers import TORCH_DTYPES
 from fsc.objective import Batch, loss_of
 from fsc.seeds import derive
 from fsc.source import LATEST
+from fsc.tokenizer import carried_files
 from fsc.train import parallel
 from fsc.train.config import (  # noqa: F401 - re-exported: the run's settings and schedules
     KEEP,

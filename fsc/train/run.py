@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from tokenizers import AddedToken
 
-from fsc.checkpoint.io import carried_files, load_checkpoint
+from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
 from fsc.data.sources import absolute
 from fsc.errors import NothingToDo, UsageError
@@ -41,7 +41,7 @@ from fsc.source import (
     resolve_checkpoint,
 )
 from fsc.store import Store
-from fsc.tokenizer import check_vocab, load_tokenizer
+from fsc.tokenizer import carried_files, check_vocab, load_tokenizer
 from fsc.train import parallel, ranks
 from fsc.train.fits import check_training_fits
 from fsc.train.loop import TrainConfig, Trainer, TrainResult, TrainStep
