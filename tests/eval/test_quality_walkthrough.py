@@ -233,3 +233,27 @@ def test_a_scorer_without_data_names_what_asked_for_genppl(fsc_main, tmp_path, a
     st = tmp_path / "st"
     res = fsc_main("eval", "tiny_attn", "--scorer", ar_recipe, "--store", st)
     _refused(res, "error: --scorer asks for --task genppl, which needs --data", st)
+
+
+def test_bits_per_byte_of_an_ar_loss_at_the_command_line(fsc_main, tmp_path, ar_recipe):
+    """`fsc eval --task loss` of an AR checkpoint whose tokens are words: every sample of 4
+    tokens of "hello hello ..." decodes to 23 bytes, of which the 3 scored tokens (after the
+    given first) hold 18; the old count, 23 × 3 / 4, made bits/byte 4 % low."""
+    import math
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = Tokenizer(models.WordLevel({"hello": 0, "x": 1}, "x"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    (tmp_path / "tok").mkdir()
+    words.save(str(tmp_path / "tok" / "tokenizer.json"))
+    model = build_model(load_recipe(ar_recipe), seed=0)
+    save_checkpoint(model, tmp_path / "ar", include=(tmp_path / "tok" / "tokenizer.json",),
+                    training={"objective": "ar", "steps": 1, "data": "copy", "seq_len": 4,
+                              "final_loss": 5.0})
+    (tmp_path / "hello.txt").write_text("hello " * 300)
+    res = fsc_main("eval", tmp_path / "ar", "--task", "loss", "--data", tmp_path / "hello.txt",
+                   "--lengths", "4", "--samples", "2", "--store", tmp_path / "st", "--json",
+                   check=0)
+    [row] = json.loads(res.stdout)["rows"]
+    assert row["bits_per_byte"] == pytest.approx(row["loss"] * 3 / math.log(2) / 18, rel=1e-9)
