@@ -177,11 +177,11 @@ def test_training_a_text_file(fsc_main, tmp_path):
     assert "trained tiny_mamba to step 3 of 3 on" in res.stdout
 
 
-def _training(tmp_path, *args, steps=2):
+def _training(tmp_path, *args, steps=2, log_every=1):
     """`fsc train` in a process of its own, once the store has `steps` step rows."""
     env = {**os.environ, "FSC_STORE": str(tmp_path / "store")}
     proc = subprocess.Popen([sys.executable, "-m", "fsc", "train", *map(str, args),
-                             "--log-every", "1"],
+                             "--log-every", str(log_every)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until it trains (the store has step rows)
@@ -286,3 +286,22 @@ def test_a_training_directory_starts_a_new_run_from_its_newest_checkpoint(fsc_ma
     assert state["config"]["source"] == str(tmp_path / "first" / "step-000002")
     a, b = _weights(tmp_path / "first" / "step-000002"), _weights(tmp_path / "then" / "step-000001")
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # a step of lr 1e-9 from them
+
+
+@pytest.mark.slow  # a training process of its own: make test-slow
+def test_a_run_stopped_between_logged_steps_stores_the_step_it_ended_at(tmp_path):
+    """From the command line: Ctrl-C between --log-every steps; the store held the steps
+    logged before it, so `fsc runs` said the run got to an earlier step than its checkpoint."""
+    out = tmp_path / "run"
+    proc = _training(tmp_path, "tiny_attn", *COPY, "--train-steps", "100000", "--out", out,
+                     steps=1, log_every=1000)
+    time.sleep(1.0)  # past step 1, which is always logged
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    ckpt = out / (out / "latest").read_text().strip()
+    step = json.loads((ckpt / "training_state.json").read_text())["step"]
+    _, rows = Store(tmp_path / "store").query("select step from train_steps order by step")
+    assert step > 1 and [r[0] for r in rows] == [1, step]
+    res = subprocess.run([sys.executable, "-m", "fsc", "runs", "--store", tmp_path / "store",
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert json.loads(res.stdout)[0]["last_step"] == step
