@@ -74,6 +74,9 @@ def decode(
     top_k: Annotated[int, typer.Option(
         "--top-k", min=0, max=2**31 - 1, help="Sample from the K most likely tokens only (0: all); "
         "then --top-p.")] = 0,
+    min_p: Annotated[float, typer.Option(
+        "--min-p", callback=finite(0, 1), help="Then sample only from tokens at least this "
+        "fraction of the most likely one's probability, in [0, 1] (0: all).")] = 0.0,
     repetition_penalty: Annotated[float, typer.Option(
         "--repetition-penalty", callback=finite(0, low_open=True), help="Make ids already in "
         "the prompt or generated (earlier blocks) less likely, as transformers does: 1 is none, "
@@ -137,8 +140,8 @@ def decode(
     policy = policy and str(policy)
     check_ar(mode and str(mode), G, steps, threshold, policy)
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
-    check_setting(mode and str(mode), mode_, k, threshold, policy, temperature, top_p, top_k,
-                  no_cache, prefill_chunk)
+    check_setting(mode and str(mode), mode_, k, threshold, policy, temperature,
+                  {"--top-k": top_k, "--top-p": top_p, "--min-p": min_p}, no_cache, prefill_chunk)
     if mode_ == "diffusion" and (g != source_recipe.block_size or g == 1):
         off_block(src, g, tokenizer)
     if (mode_ == "ar" and source_recipe.block_size > 1 and src.learned
@@ -178,7 +181,7 @@ def decode(
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")
     cfg = DecodeConfig(length=length, G=g, steps=k or 1, mode=mode_, temperature=temperature,
-                       top_p=top_p, top_k=top_k, threshold=threshold, seed=seed,
+                       top_p=top_p, top_k=top_k, min_p=min_p, threshold=threshold, seed=seed,
                        repetition_penalty=repetition_penalty,
                        use_cache=not no_cache,
                        policy=policy or "confidence", graphs=not no_graphs,

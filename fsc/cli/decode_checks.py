@@ -31,12 +31,16 @@ def check_ar(mode: str | None, G: int | None, steps: int | None, threshold: floa
         raise UsageError(f"--mode ar reveals one token a pass, in order; drop {_listed(reveal)}")
 
 
+UNCUT = {"--top-k": 0, "--top-p": 1.0, "--min-p": 0.0}  # the value of each cut that cuts nothing
+
+
 def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
-                  policy: str | None, temperature: float, top_p: float, top_k: int,
+                  policy: str | None, temperature: float, cuts: dict[str, float],
                   no_cache: bool, prefill_chunk: int | None) -> None:
     """The resolved (mode_, K) against the options given: UsageError for --threshold or
-    --policy on a model that decodes autoregressively by default (block size 1), for --top-k
-    or --top-p at temperature 0 (greedy takes the most likely id: they cut nothing), for a
+    --policy on a model that decodes autoregressively by default (block size 1), for a sampling
+    cut given (`cuts`: --top-k, --top-p, --min-p by option, each at the value that cuts nothing
+    where not given) at temperature 0 (greedy takes the most likely id: they cut nothing), for a
     temperature between 0 and fsc.blocks.MIN_TEMPERATURE (the scaled logits overflow to NaN) and for
     --prefill-chunk with --no-cache (no prompt is folded); a note where K is 1 (one step
     reveals the whole block: no order, no threshold to apply)."""
@@ -48,8 +52,7 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
                          f"{_listed([r.split()[0] for r in reveal])}, or give --G N (or --mode "
                          "diffusion) to decode in blocks")
     check_temperature(temperature)
-    cuts = [f"{o} {v:g}" for o, v, unset in (("--top-k", top_k, 0), ("--top-p", top_p, 1.0))
-            if v != unset]
+    cuts = [f"{o} {v:g}" for o, v in cuts.items() if v != UNCUT[o]]
     if temperature == 0 and cuts:
         raise UsageError(f"{_listed(cuts)} at --temperature 0 change{'s' * (len(cuts) == 1)} "
                          "nothing: greedy decoding "

@@ -31,13 +31,14 @@ def setting(s: dict, steps_per_block: float) -> str:
 
 def sampling(s: dict, seed: str) -> str:
     """How a decode drew its tokens, from its stats `s`: greedy, or the temperature and the
-    cuts (top-k, top-p) that apply; the repetition penalty where there is one; and `seed`
+    cuts (top-k, top-p, min-p) that apply; the repetition penalty where there is one; and `seed`
     (e.g. "seed 3") where a draw reads it (sampling, or the random reveal order)."""
     said = "greedy"
     if s["temperature"] > 0:
         said = f"temperature {s['temperature']:g}"
         said += f", top-k {s['top_k']}" if s["top_k"] else ""
         said += f", top-p {s['top_p']:g}" if s["top_p"] < 1 else ""
+        said += f", min-p {s['min_p']:g}" if s["min_p"] else ""
     if s["repetition_penalty"] != 1:
         said += f", repetition penalty {s['repetition_penalty']:g}"
     if s["temperature"] > 0 or (s["mode"] == "diffusion" and s["policy"] == "random"):

@@ -23,6 +23,7 @@ class DecodeConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # sample from the k most likely ids only (0: all)
+    min_p: float = 0.0  # ... and those at least min_p times the most likely's probability (0: all)
     repetition_penalty: float = 1.0  # ids already seen made less likely (1: none; sampler.penalize)
     threshold: float | None = None
     seed: int = 0
@@ -47,6 +48,8 @@ class DecodeConfig:
         if not self.repetition_penalty > 0:
             raise UsageError(f"repetition penalty {self.repetition_penalty} must be > 0 "
                              "(1: none)")
+        if not 0 <= self.min_p <= 1:
+            raise UsageError(f"min_p {self.min_p} must be in [0, 1] (0: every id)")
         if self.top_k < 0:
             raise UsageError(f"top_k {self.top_k} must be >= 0 (0: every id)")
         if self.threshold is not None and not 0 < self.threshold <= 1:
@@ -60,9 +63,10 @@ class DecodeConfig:
 
 
 def sampling(cfg: DecodeConfig) -> dict:
-    """How a decode drew its tokens, for its stats: the temperature (0: greedy), top-k, top-p
-    and repetition penalty it was given."""
+    """How a decode drew its tokens, for its stats: the temperature (0: greedy), top-k, top-p,
+    min-p and repetition penalty it was given."""
     return {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
+            "min_p": cfg.min_p,
             "repetition_penalty": cfg.repetition_penalty}
 
 

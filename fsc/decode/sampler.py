@@ -1,5 +1,5 @@
 """Picking tokens from logits: the sample at each position (banned ids never drawn, the
-repetition penalty, temperature, top-k, top-p), its confidence, and the reveal policy's
+repetition penalty, temperature, top-k, top-p, min-p), its confidence, and the reveal policy's
 priority of each position.
 
 Two twins with one meaning. `pick_ref` (`HostPicker`, a batch's rows) is the reference: on
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from its samples
 
 
-def distribution(logits, temperature: float, top_p: float, top_k: int = 0):
+def distribution(logits, temperature: float, top_p: float, top_k: int = 0, min_p: float = 0.0):
     """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
     (greedy, 0: at 1), cut to its `top_k` most likely ids (0: all; ties with the k-th kept, as
-    transformers cuts), then to the smallest top-`top_p` set, renormalised after each cut."""
+    transformers cuts), then to the smallest top-`top_p` set, then to the ids at least `min_p`
+    times as likely as the most likely (0: all), renormalised after each cut: transformers'
+    warpers, in its order."""
     logits = logits.double()
     probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
     if temperature > 0 and 0 < top_k < probs.shape[-1]:
@@ -40,6 +42,9 @@ def distribution(logits, temperature: float, top_p: float, top_k: int = 0):
         keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
         sorted_p = sorted_p * keep
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    if temperature > 0 and min_p > 0:
+        probs = probs * (probs >= min_p * probs.amax(-1, keepdim=True))
         probs = probs / probs.sum(-1, keepdim=True)
     return probs
 
@@ -102,14 +107,15 @@ def priority(probs, conf, policy: str, uniforms=None):
 
 
 def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy: str,
-             generator, order, top_k: int = 0, seen=None, penalty: float = 1.0):
+             generator, order, top_k: int = 0, seen=None, penalty: float = 1.0,
+             min_p: float = 0.0):
     """(tokens, confidences, priorities) of each row of `logits` [n, V], on the host in float64:
     a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn and the
     ids `seen` ([V] bool, or None) penalized by `penalty`; the `random` policy's priorities
     drawn from `order`."""
     logits = penalize(logits.float().cpu(), None if seen is None else seen.cpu(), penalty).clone()
     logits[..., banned] = float("-inf")
-    probs = distribution(logits, temperature, top_p, top_k)
+    probs = distribution(logits, temperature, top_p, top_k, min_p)
     if temperature == 0:
         conf, tok = probs.max(dim=-1)
     else:
@@ -130,8 +136,9 @@ class Picker:
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
                  policy: str, seeds: list[int], device, top_k: int = 0,
-                 history: History | None = None):
+                 history: History | None = None, min_p: float = 0.0):
         self.temperature, self.top_p, self.top_k, self.policy = temperature, top_p, top_k, policy
+        self.min_p = min_p
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
         self.history = history or History(1.0, None, vocab, self.device)
@@ -160,7 +167,8 @@ class Picker:
         B, n, V = logits.shape
         logits = self.history.penalize(logits)
         logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
-        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k)
+        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k,
+                             self.min_p)
         if self.temperature == 0:
             conf, tok = probs.max(dim=-1)
         else:  # the inverse of each row's CDF at a uniform: the first id whose CDF passes it
@@ -205,9 +213,9 @@ class HostPicker:
 
     def __init__(self, banned: list[int], vocab: int, temperature: float, top_p: float,
                  policy: str, seeds: list[int], device, top_k: int = 0,
-                 history: History | None = None):
+                 history: History | None = None, min_p: float = 0.0):
         self.banned, self.temperature, self.top_p, self.policy = banned, temperature, top_p, policy
-        self.top_k = top_k
+        self.top_k, self.min_p = top_k, min_p
         self.device = torch.device(device)
         self.ban = ban_mask(banned, vocab, self.device)
         self.history = history or History(1.0, None, vocab, self.device)
@@ -224,7 +232,8 @@ class HostPicker:
         self.live = None
         seen = self.history.seen
         rows = [pick_ref(row, self.banned, self.temperature, self.top_p, self.policy, gen, o,
-                         self.top_k, None if seen is None else seen[b], self.history.penalty)
+                         self.top_k, None if seen is None else seen[b], self.history.penalty,
+                         self.min_p)
                 if on else self._nothing(row)
                 for b, (row, gen, o, on) in enumerate(zip(logits, self.gens, self.orders, live,
                                                           strict=True))]
@@ -265,7 +274,7 @@ def picker(banned: list[int], vocab: int, cfg: DecodeConfig, device,
     on_device = cfg.sampler == "device" or (cfg.sampler == "auto" and device.type == "cuda")
     kind = Picker if on_device else HostPicker
     return kind(banned, vocab, cfg.temperature, cfg.top_p, cfg.policy, seeds, device,
-                cfg.top_k, history)
+                cfg.top_k, history, cfg.min_p)
 
 
 def ar_picker(pick, temperature: float):

@@ -139,17 +139,17 @@ def context_length(src: Source) -> int:
 
 # What transformers' generate decodes with where neither the request nor the model's
 # generation_config.json names a value (its GenerationConfig defaults): the hf backend's top_k 50
-# (where it samples), no repetition penalty.
-HF_SAMPLING = {"top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+# (where it samples), no min_p cut, no repetition penalty.
+HF_SAMPLING = {"top_k": 50, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
 # What transformers' generate would apply that fsc's decoder does not, at the value that applies
-# nothing (None applies nothing too); the first four only where it samples.
-NOT_APPLIED = {"min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+# nothing (None applies nothing too); the first three only where it samples.
+NOT_APPLIED = {"typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
                "no_repeat_ngram_size": 0, "min_length": 0,
                "min_new_tokens": 0, "bad_words_ids": None, "suppress_tokens": None,
                "begin_suppress_tokens": None, "sequence_bias": None, "num_beams": 1,
                "exponential_decay_length_penalty": None}
-SAMPLING_ONLY = ("min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
-READ = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p",
+SAMPLING_ONLY = ("typical_p", "epsilon_cutoff", "eta_cutoff")
+READ = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "min_p",
         "repetition_penalty"}
 
 
@@ -313,8 +313,8 @@ class FscLM(TemplateLM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """fsc's decoder (autoregressive, or block diffusion at K = steps), its arguments read
         as the harness's hf backend reads them (`normalize_gen_kwargs`: `max_gen_toks` or an
-        alias of it, sampled at `temperature`, `top_k` and `top_p` where `do_sample` or a temperature
-        asks, else greedy; top_k, top_p and repetition_penalty (greedy too) the model's
+        alias of it, sampled at `temperature`, `top_k`, `top_p` and `min_p` where `do_sample` or a
+        temperature asks, else greedy; top_k, top_p, min_p and repetition_penalty (greedy too) the model's
         generation_config.json's where the request names none, else transformers' own:
         `generation_defaults`); cut at EOS and the first stop sequence. What transformers would
         apply and fsc does not is said once. Each sampled request draws from a seed of its own (`generation_seed`). Requests that ask for the same decoding
@@ -331,6 +331,7 @@ class FscLM(TemplateLM):
             asked = self.generation | kwargs  # transformers: the request over the model's own
             top_p = float(1.0 if asked["top_p"] is None else asked["top_p"]) if sample else 1.0
             top_k = int(asked["top_k"] or 0) if sample else 0
+            min_p = float(asked["min_p"] or 0.0) if sample else 0.0
             penalty = float(1.0 if asked["repetition_penalty"] is None
                             else asked["repetition_penalty"])  # greedy too, as transformers
             for said in not_applied(asked, sample, self.generation):
@@ -342,11 +343,11 @@ class FscLM(TemplateLM):
             key = json.dumps([context, kwargs], sort_keys=True, default=str)
             asks.append((ids, until, generation_seed(self.seed, key, seen[key])))
             seen[key] += 1
-            groups.setdefault((n, temperature, top_p, top_k, penalty), []).append(i)
+            groups.setdefault((n, temperature, top_p, top_k, min_p, penalty), []).append(i)
         tokens: dict[int, list[int]] = {}
-        for (n, temperature, top_p, top_k, penalty), rows in groups.items():
+        for (n, temperature, top_p, top_k, min_p, penalty), rows in groups.items():
             cfg = DecodeConfig(length=n, G=self.G, steps=self.steps, mode=self.mode,
-                               temperature=temperature, top_p=top_p, top_k=top_k,
+                               temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
                                repetition_penalty=penalty, seed=self.seed)
             done = generate_batch(self.model, self.tok, [asks[i][0] for i in rows], cfg,
                                   self._device, [asks[i][2] for i in rows],

@@ -162,7 +162,7 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
         ar_recipe, tmp_path, monkeypatch, capsys):
     """A sampled request that names no top_k or top_p sampled from every token; the hf
     backend's transformers takes them from the model's generation_config.json, else top_k 50.
-    What transformers would apply and fsc does not (min_p) is said once; the repetition
+    What transformers would apply and fsc does not (typical_p) is said once; the repetition
     penalty is applied, so not said."""
     from harness_tasks import with_text_tokenizer
 
@@ -180,7 +180,7 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
     ckpt = tmp_path / "ckpt"
     assert main(["build", str(ar_recipe), "--save", str(ckpt), "--store", str(tmp_path / "st")]) == 0
     with_text_tokenizer(ckpt, {"do_sample": True, "temperature": 0.6, "top_k": 20,
-                               "top_p": 0.95, "repetition_penalty": 1.05, "min_p": 0.1})
+                               "top_p": 0.95, "repetition_penalty": 1.05, "typical_p": 0.9})
     seen.clear()
     lm = FscLM(str(ckpt))
     _gen(lm, ("To be", sampled), ("To be", sampled), ("To be", greedy),
@@ -188,7 +188,7 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
     assert sorted(seen) == [(0, 1.0), (0, 1.0), (20, 0.95)]
     err = " ".join(capsys.readouterr().err.split())
     assert "repetition_penalty" not in err  # applied (it was said not to be)
-    assert err.count("note: generate_until: min_p 0.1 (the model's generation_config.json) is "
+    assert err.count("note: generate_until: typical_p 0.9 (the model's generation_config.json) is "
                      "not applied by fsc's decoder") == 1  # said where a request samples
     _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
     assert "no_repeat_ngram_size 3 (the request) is not applied" in capsys.readouterr().err
@@ -203,7 +203,34 @@ def test_a_generation_argument_at_a_value_that_applies_nothing_is_not_said(tmp_p
     (tmp_path / "generation_config.json").write_text(json.dumps(
         {"min_p": 0.0, "min_new_tokens": 0, "repetition_penalty": 1.1}))
     model = generation_defaults(tmp_path)
-    assert model == {"top_k": 50, "top_p": 1.0, "repetition_penalty": 1.1}
+    assert model == {"top_k": 50, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.1}
     asked = model | {"min_p": 0.0, "min_new_tokens": 0}
     assert not_applied(asked, True, model) == []  # (repetition_penalty is applied)
-    assert not_applied(model | {"min_p": 0.05}, True, model) == ["min_p 0.05 (the request)"]
+    assert not_applied(model | {"typical_p": 0.5}, True, model) == ["typical_p 0.5 (the request)"]
+
+
+def test_min_p_is_applied_from_the_request_or_the_generation_config(ar_recipe, ar_lm, tmp_path,
+                                                                     capsys):
+    """min_p cuts after top_k and top_p, as transformers' MinPLogitsWarper (it was said not
+    to be applied, and the answers sampled from every token): at min_p 1 only the most likely
+    token is left, so a sampled request gives the greedy answer."""
+    from harness_tasks import with_text_tokenizer
+
+    from fsc.cli.main import main
+    from fsc.harness.lm import FscLM
+
+    contexts = ["To be", "Good night", "The king"]
+    sampled = {"until": [], "max_gen_toks": 8, "do_sample": True, "temperature": 1.0, "top_k": 0}
+    lm = ar_lm(batch_size=3)
+    greedy = _gen(lm, *[(c, {"until": [], "max_gen_toks": 8}) for c in contexts])
+    assert _gen(lm, *[(c, sampled) for c in contexts]) != greedy
+    assert _gen(lm, *[(c, {**sampled, "min_p": 1.0}) for c in contexts]) == greedy
+    ckpt = tmp_path / "ckpt"
+    assert main(["build", str(ar_recipe), "--save", str(ckpt), "--store", str(tmp_path / "st")]) == 0
+    with_text_tokenizer(ckpt, {"min_p": 1.0})
+    model, plain = FscLM(str(ckpt)), {"until": [], "max_gen_toks": 8}
+    assert (_gen(model, *[(c, sampled) for c in contexts])
+            == _gen(model, *[(c, plain) for c in contexts]))
+    assert _gen(model, *[(c, {**sampled, "min_p": 0.0}) for c in contexts]) != _gen(
+        model, *[(c, plain) for c in contexts])  # the request's own over the model's
+    assert "not applied" not in capsys.readouterr().err

@@ -278,14 +278,14 @@ def test_a_task_sampling_without_top_k_takes_the_models_generation_config(fsc_ma
 @pytest.mark.slow  # a generation task through the harness
 def test_what_fsc_does_not_apply_is_said_at_the_command_line(fsc_main, made, tmp_path):
     """`fsc eval --task harness` quiets the harness's stderr while it runs; the note of a
-    generation argument fsc's decoder does not apply (min_p) was swallowed with it: the model
+    generation argument fsc's decoder does not apply (typical_p) was swallowed with it: the model
     says it once on the command's stderr."""
     tasks, ckpts = made
-    ckpt = _with_text(ckpts["ar"], tmp_path / "ckpt", {"min_p": 0.2})
+    ckpt = _with_text(ckpts["ar"], tmp_path / "ckpt", {"typical_p": 0.8})
     folder = _gen_tasks(tasks, tmp_path / "tasks", fsc_hot="do_sample: true\n  temperature: 1.0")
     res = _eval(fsc_main, ckpt, folder, tmp_path / "st", "--tasks", "fsc_hot")
     err = " ".join(res.stderr.split())
-    assert err.count("note: generate_until: min_p 0.2 (the model's generation_config.json) "
+    assert err.count("note: generate_until: typical_p 0.8 (the model's generation_config.json) "
                      "is not applied by fsc's decoder") == 1
 
 
@@ -468,3 +468,38 @@ def test_a_repetition_penalty_answers_as_the_hf_backend(tmp_path, fsc_main):
     assert answers == hf.generate_until(gen)
     assert answers[1] != answers[2]  # 1.6 against none: the penalty changed the answer
     assert all(len(a) > 4 for a in answers)  # (no answer cut short to nothing)
+
+
+@pytest.mark.slow  # transformers and both harness backends
+def test_a_models_min_p_answers_as_the_hf_backend(tmp_path, fsc_main):
+    """A model whose generation_config.json sets min_p: transformers' generate cuts to the tokens
+    at least min_p times as likely as the most likely one where it samples. At min_p 1 a sampled
+    request is left the most likely token alone: fsc's sampled answers equal the hf backend's
+    and the greedy ones (fsc sampled from every token: other answers); a request's own min_p
+    overrides the model's."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.registry import get_model
+
+    from fsc.harness.lm import FscLM
+    from tests.imports.published import save_bpe_tokenizer, save_published
+
+    folder = tmp_path / "tl"
+    save_published("llama", folder, seed=3, vocab_size=300, bos_token_id=1, eos_token_id=2)
+    save_bpe_tokenizer(folder)
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": 1, "eos_token_id": 2, "min_p": 1.0}))
+    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
+    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=1, dtype="float32")
+    ours = FscLM(str(tmp_path / "ck"), batch_size=1)
+
+    def asked(extra):
+        return [Instance("generate_until", {}, (q, {"until": ["\n"], "max_gen_toks": 16,
+                                                     **extra}), i)
+                for i, q in enumerate(("Say A:", "To be, or not"))]
+
+    hot = {"do_sample": True, "temperature": 1.0, "top_k": 0}
+    answers = ours.generate_until(asked(hot))
+    assert answers == hf.generate_until(asked(hot))
+    assert answers == ours.generate_until(asked({"do_sample": False}))
+    assert ours.generate_until(asked({**hot, "min_p": 0.0})) != answers
+    assert all(len(a) > 4 for a in answers)
