@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -11,7 +12,7 @@ from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, size
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
-    str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json or hf:ORG/NAME[@REV].")
+    str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json, published/NAME or hf:ORG/NAME[@REV].")
 ]
 SOpt = Annotated[str, typer.Option("--S", callback=size(0, MAX_S, "--S"),
                                    help=f"Context length S: tokens already in the cache, e.g. "
@@ -25,8 +26,8 @@ GOpt = Annotated[
 ]
 StepsOpt = Annotated[
     int | None,
-    typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G). Not used in "
-                 "ar mode.", show_default=False),
+    typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G). ar mode "
+                 "takes none.", show_default=False),
 ]
 ModeOpt = Annotated[
     Mode | None,
@@ -68,9 +69,30 @@ def _num(v: float, digits: int = 3) -> str:
     return f"{v:,.{digits}f}" if v == 0 or abs(v) >= 10 ** (1 - digits) else f"{v:.3g}"
 
 
-def _while(what: str, x: float, spec: str = ".1f") -> str:
-    """`what` while K < x (written to `spec`), or for no K where no K >= 1 is below x."""
-    return f"{what} while K < {x:{spec}}" if x > 1 else f"{what} for no K >= 1"
+def _below(what: str, x: float) -> str:
+    """`what` for the whole K below the crossover x (K <= ceil(x) - 1, so that a crossover
+    of 7.05 is not read as 'K < 7.0'), with x itself where it is not whole; or for no K where
+    no K >= 1 is below x."""
+    k = math.ceil(x) - 1
+    if k < 1:
+        return f"{what} for no K >= 1"
+    return f"{what} for K <= {k}" + ("" if x == int(x) else f" (break-even at K = {x:.2f})")
+
+
+def _share(total: int, memory: int) -> str:
+    """total / memory as a whole percentage that never reads 100 % for a point that does
+    not fit, or for one that fits with room, nor 0 % for a point that needs memory."""
+    pct = 100 * total / memory
+    if total > memory and pct < 100.5:
+        return ">100%"
+    if total < memory and pct >= 99.5:
+        return "<100%"
+    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+
+
+def _rate(v: float) -> str:
+    """Tokens/s to one decimal, or three significant figures where that would print 0.0."""
+    return f"{v:,.1f}" if v >= 0.05 else f"{v:.3g}"
 
 
 def _render(e) -> None:
@@ -93,9 +115,9 @@ def _render(e) -> None:
     mem.add_row("state", fmt_bytes(d["state_bytes"]), f"{fixed}; fixed size" if fixed else "none")
     mem.add_row("cache, room for S + G", fmt_bytes(d["cache_capacity_bytes"]), "what is allocated")
     mem.add_row("activations", fmt_bytes(d["activation_bytes"]), "estimate, fused kernels")
-    share = d["total_bytes"] / spec.memory_bytes
     mem.add_row("total", fmt_bytes(d["total_bytes"]),
-                f"{share:.0%} of the {_gb(spec.memory_bytes)} device")
+                f"{_share(d['total_bytes'], spec.memory_bytes)} of the "
+                f"{_gb(spec.memory_bytes)} device")
     mem.add_row("fits", "yes" if d["fits"] else "NO", "")
     mem.add_row("max batch at this S", f"{d['max_batch']:,}", "")
     oom = d["oom_context"]
@@ -119,25 +141,27 @@ def _render(e) -> None:
     out.print(passes)
     per = "token: t_fold" if e.mode == "ar" else f"block: {e.K}·t_step + t_fold"
     out.print(f"time per {per} = {_num(d['block_ms'])} ms; tokens/s at the floor = "
-              f"B·G / that = {d['tokens_per_s']:,.1f}")
+              f"B·G / that = {_rate(d['tokens_per_s'])}")
 
     c = d["comparison"]
     if c is None:  # G = 1: block diffusion at G 1 is ar with a masked step added
-        out.print("G = 1: no block-diffusion comparison; give --G N (N > 1) for one")
+        out.print("G = 1: no block-diffusion comparison; give --G N (N > 1) for one"
+                  + (", without --mode ar (the recipe's block size is 1)"
+                     if e.mode == "ar" else ""))
         _moe(d["moe"])
         return
     cmp = Table(title="Autoregressive vs block diffusion (same S, B, device)")
     for col in ("decoding", "weight sweeps per token", "tokens/s at the floor"):
         cmp.add_column(col, justify="left" if col == "decoding" else "right")
     cmp.add_row("ar (G = 1)", _num(c["ar_weight_sweeps_per_token"]),
-                f"{c['ar_tokens_per_s']:,.1f}")
+                _rate(c["ar_tokens_per_s"]))
     cmp.add_row(f"diffusion (G = {c['diffusion_G']}, K = {c['diffusion_K']})",
                 _num(c["diffusion_weight_sweeps_per_token"]),
-                f"{c['diffusion_tokens_per_s']:,.1f}")
+                _rate(c["diffusion_tokens_per_s"]))
     out.print(cmp)
-    out.print(_while("diffusion sweeps the weights less often than ar",
-                     c["sweep_crossover_steps"], "") + "; "
-              + _while("its floor is faster than ar's", c["floor_crossover_steps"]))
+    out.print(_below("diffusion sweeps the weights less often than ar",
+                     c["sweep_crossover_steps"]) + "; "
+              + _below("its floor is faster than ar's", c["floor_crossover_steps"]))
 
     _moe(d["moe"])
 
