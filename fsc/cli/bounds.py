@@ -51,7 +51,7 @@ def size(low: int, high: int, option: str):
         if "," in value:
             raise typer.BadParameter(f"{value[:40]!r}: one size, e.g. 4096 or 4k")
         try:
-            (n,) = parse_sizes(value, option, low, high)
+            (n,) = parse_sizes(value, option, low, high, one=True)
         except UsageError as e:
             raise typer.BadParameter(str(e).removeprefix(f"{option}: ")) from None
         return n
@@ -59,12 +59,16 @@ def size(low: int, high: int, option: str):
     return check
 
 
-def parse_sizes(text: str, option: str, low: int, high: int) -> list[int]:
-    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high]."""
+def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) -> list[int]:
+    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high];
+    `one`: an option that takes one size (its errors' examples are of one)."""
     # an example in the option's own range: lengths, or small counts (a batch, G, K, pairs)
     example = "1024,4096 or 4k" if high > MAX_B else "1,2,4"
+    if one:
+        example = "4096 or 4k" if high > MAX_B else "4"
     if not text.strip():
-        raise UsageError(f"{option} is empty; give sizes such as {example}")
+        raise UsageError(f"{option} is empty; give {'a size' if one else 'sizes'} such as "
+                         f"{example}")
     values = []
     for part in text.split(","):
         p = part.strip().lower()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fsc.blocks import MODES
+from fsc.blocks import MODES, check_block
 from fsc.costmodel.devices import DeviceSpec, resolve_device
 from fsc.costmodel.roofline import (
     Memory,
@@ -179,6 +179,8 @@ def estimate(recipe: Recipe, S: int, B: int, G: int | None = None, K: int | None
         check_point(S, B, G)
         K = G if K is None else K
     check_point(S, B, G, K, k_min=1 if mode == "diffusion" else 0)
+    if mode == "diffusion":
+        check_block(G, K)  # K <= G, as decoding and the profiler take it
     spec = resolve_device(gpu, bandwidth_tb_s, tflops, memory_gb)
     fold = pass_cost(recipe, S, B, G, fold=True)
     Gd, Kd = (G, K) if mode == "diffusion" else (recipe.block_size, recipe.block_size)

@@ -63,9 +63,11 @@ def published_length(config, tokenizer_dir=None) -> int | None:
 
 def parse_hf(ref: str) -> tuple[str, str | None]:
     """(repo id, revision or None) of ``hf:ORG/NAME[@REV]``."""
-    repo, _, rev = ref.removeprefix(HF_PREFIX).partition("@")
+    repo, at, rev = ref.removeprefix(HF_PREFIX).partition("@")
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
         raise ImportRefused(f"{ref}: not a Hub model id (expected hf:ORG/NAME or hf:ORG/NAME@REV)")
+    if at and not rev.strip():
+        raise ImportRefused(f"{ref}: no revision after @ (give hf:ORG/NAME@REV, or drop the @)")
     return repo, rev or None
 
 

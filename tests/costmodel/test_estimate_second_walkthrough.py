@@ -83,3 +83,35 @@ def test_help_says_ar_mode_refuses_steps_and_names_published_models(cli):
     assert "published/NAME" in said
     r = cli("estimate", "tiny_hybrid", "--mode", "ar", "--steps", "2")
     assert r.code == 2 and "drop --G and --steps" in r.err
+
+
+@pytest.mark.parametrize(("given", "says"), [("1.5k", "'1.5k' is not an integer (e.g. 4096 or 4k)"),
+                                             ("", "--S is empty; give a size such as 4096 or 4k")])
+def test_a_single_size_option_gives_an_example_of_one_size(cli, given, says):
+    """--S takes one size: its errors suggested a list ('1024,4096 or 4k'), which it refuses."""
+    r = cli("estimate", "tiny_hybrid", "--S", given)
+    assert r.code == 2 and says in _said(r.err) and "1024,4096" not in r.err
+
+
+def test_an_empty_revision_is_refused(cli):
+    """hf:ORG/NAME@ read as no revision at all (the main branch), silently."""
+    r = cli("estimate", "hf:org/name@")
+    assert r.code == 2 and "hf:org/name@: no revision after @" in _said(r.err)
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_count_that_rounds_up_takes_the_next_unit():
+    from fsc.cli.common import fmt_count
+
+    assert [fmt_count(n) for n in (999, 1000, 999_994, 999_995, 999_999_999, 12_345)] == [
+        "999", "1.00K", "999.99K", "1.00M", "1.00B", "12.35K"]  # (was 1000.00M for 999,999,999)
+
+
+def test_the_library_refuses_more_steps_than_the_block_has():
+    """estimate(..., G=4, K=8) was priced (the command line refuses --steps 8 at G 4)."""
+    from fsc.costmodel.estimator import estimate
+    from fsc.errors import UsageError
+    from fsc.recipe import load_recipe
+
+    with pytest.raises(UsageError, match="--steps 8 must be between 1 and G = 4"):
+        estimate(load_recipe("tiny_hybrid"), 64, 1, G=4, K=8)
