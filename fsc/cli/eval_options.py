@@ -1,6 +1,7 @@
-"""Options of `fsc eval` declared beside the command: its --task choice, and the RULER-style
+"""Options of `fsc eval` declared beside the command: its --task choice, the RULER-style
 suite's options (niah's --variant, --needles, --distractors; vt's --hops, --chains; cwe's and
-fwe's --words; --haystack; --export): `with_suite_options(names)` adds them to a command and
+fwe's --words; --haystack; --export) and genppl's sampling besides --temperature and --top-p
+(--top-k, --min-p, --repetition-penalty): `with_task_options(names)` adds them to a command and
 hands it the ones given as `suite` (a dict; fsc.eval.request and fsc.data.sources check
 which task takes each, fsc.data.ruler their bounds). `fsc train` takes the knobs of the suite's
 training data (TRAIN_KNOBS)."""
@@ -29,7 +30,7 @@ class Task(Choice):
     harness = "harness"
 
 
-SUITE_OPTIONS = {
+TASK_OPTIONS = {
     "variant": Annotated[str | None, typer.Option(
         "--variant", help="niah: single (one key asked; the default), multikey (several keys, "
         "one asked), multivalue (one key, several values, all asked) or multiquery (several "
@@ -55,22 +56,33 @@ SUITE_OPTIONS = {
         "--export", metavar="DIR", help="niah, vt, cwe, fwe, ruler: write the prompts as "
         "lm-evaluation-harness tasks in DIR (JSON lines, a task YAML each, a group YAML) "
         "instead of scoring them.", show_default=False)],
+    "top_k": Annotated[int | None, typer.Option(
+        "--top-k", min=0, max=2**31 - 1, help="genppl: sample from the K most likely tokens "
+        "only, then --top-p (0: all; the default).", show_default=False)],
+    "min_p": Annotated[float | None, typer.Option(
+        "--min-p", callback=finite(0, 1), help="genppl: then only from tokens at least this "
+        "fraction of the most likely one's probability, in [0, 1] (0: all; the default).",
+        show_default=False)],
+    "repetition_penalty": Annotated[float | None, typer.Option(
+        "--repetition-penalty", callback=finite(0, low_open=True), help="genppl: make ids of "
+        "the prompt and earlier blocks less likely, as transformers does (1: none; the "
+        "default).", show_default=False)],
 }
 
 
 TRAIN_KNOBS = ("needles", "distractors", "hops", "chains", "words", "haystack")
 
 
-def with_suite_options(names: tuple[str, ...] = tuple(SUITE_OPTIONS)):
-    """A decorator: `command` (a typer command taking `suite`) with the suite's options
-    `names` added before its --store; the ones given are handed to it as `suite`."""
+def with_task_options(names: tuple[str, ...] = tuple(TASK_OPTIONS)):
+    """A decorator: `command` (a typer command taking `suite`) with the task options `names`
+    added before its --store; the ones given are handed to it as `suite`."""
 
     def add(command):
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
                if p.name != "suite"]
         at = next(i for i, p in enumerate(own) if p.name == "store")
         added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                   annotation=SUITE_OPTIONS[name], default=None)
+                                   annotation=TASK_OPTIONS[name], default=None)
                  for name in names]
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at]]
         params += added + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]

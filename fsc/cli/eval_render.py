@@ -164,8 +164,8 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
 
 
 def _setting(c) -> str:
-    """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1' (and 'top-p 0.9'
-    where the nucleus is less than all)."""
+    """How a genppl cell decoded, in a few words: 'G 8 K 4 margin τ 0.9 T 1' (and the cuts and
+    the penalty that apply: 'top-k 20 top-p 0.9 min-p 0.05 penalty 1.1')."""
     if c.mode == "reference":
         return "reference text"  # the data's own continuations of the prompts
     head = "ar" if c.mode == "ar" else f"G {c.G} K {c.K}"
@@ -174,7 +174,10 @@ def _setting(c) -> str:
     if c.get("threshold") is not None:
         head += f" τ {c.get('threshold'):g}"
     head += f" T {c.get('temperature'):g}" if c.get("temperature") is not None else ""
-    return head + (f" top-p {c.get('top_p'):g}" if c.get("top_p") not in (None, 1) else "")
+    for name, said, none in (("top_k", "top-k", 0), ("top_p", "top-p", 1), ("min_p", "min-p", 0),
+                             ("repetition_penalty", "penalty", 1)):
+        head += f" {said} {c.get(name):g}" if c.get(name) not in (None, none) else ""
+    return head
 
 
 def _fmt(v, spec: str = ".2f", mark: str = "") -> str:

@@ -28,11 +28,11 @@ from fsc.cli.eval_answers import json_row
 from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
 from fsc.cli.eval_options import (
     MAX_SAMPLES,
-    SUITE_OPTIONS,
+    TASK_OPTIONS,
     Task,
     documents,
     export_prompts,
-    with_suite_options,
+    with_task_options,
 )
 from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
@@ -45,12 +45,12 @@ from fsc.text import counted
 GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
                 "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
-                "mauve", "changes", *SUITE_OPTIONS)
+                "mauve", "changes", *TASK_OPTIONS)
 MAX_PAIRS = 676  # mqar's keys are two letters
 
 
 @with_executor_options
-@with_suite_options()
+@with_task_options()
 def evaluate(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(

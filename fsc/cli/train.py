@@ -23,7 +23,7 @@ from fsc.cli.common import (
     store_dir,
     torch_device,
 )
-from fsc.cli.eval_options import TRAIN_KNOBS, with_suite_options
+from fsc.cli.eval_options import TRAIN_KNOBS, with_task_options
 from fsc.cli.train_options import mixer_kinds, seq_lengths
 from fsc.cli.train_render import eval_said, progress_bar, report
 from fsc.data.tasks import MAX_KEY_DIGITS
@@ -55,7 +55,7 @@ def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bo
     return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
 
-@with_suite_options(TRAIN_KNOBS)
+@with_task_options(TRAIN_KNOBS)
 def train(
     ctx: typer.Context,
     source: Annotated[str | None, typer.Argument(

@@ -47,6 +47,19 @@ def suite(task: str) -> tuple[Column, ...]:
     return tuple(c for c in SUITE if c.name in OWN[task])
 
 
+# a sampling setting a decoded genppl cell stored before it was recorded (NULL) drew as this
+# value draws: no cut, no penalty
+UNRECORDED = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+
+
+def as_drawn(cell: dict) -> dict:
+    """A genppl row with each sampling setting it holds no record of (`UNRECORDED`) at the
+    value it drew with (a reference row decodes nothing: as it is)."""
+    if cell.get("mode") == "reference":
+        return cell
+    return cell | {k: v for k, v in UNRECORDED.items() if cell.get(k) is None}
+
+
 GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it, the measures
     Column("policy", "VARCHAR",
            "genppl: which masked positions a step reveals: confidence, random, margin or "
@@ -55,6 +68,15 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
            "genppl: threshold τ of adaptive parallel decoding (NULL: the even schedule)."),
     Column("temperature", "DOUBLE", "genppl: sampling temperature (0: greedy)."),
     Column("top_p", "DOUBLE", "genppl: nucleus sampling mass."),
+    Column("top_k", "BIGINT",
+           "genppl: sampled from the k most likely tokens only, before top_p (0: all; NULL in "
+           "a cell stored before it was recorded: all)."),
+    Column("min_p", "DOUBLE",
+           "genppl: then only tokens at least min_p times as likely as the most likely one (0: "
+           "all; NULL: all, stored before it was recorded)."),
+    Column("repetition_penalty", "DOUBLE",
+           "genppl: ids of the prompt and earlier blocks made less likely, transformers' rule "
+           "(1: none; NULL: none, stored before it was recorded)."),
     Column("prompt_length", "BIGINT",
            "genppl: tokens of the --data text before each sample (0: BOS)."),
     Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),

@@ -248,7 +248,8 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
     m = (read_as(model, d.G, model.recipe.logit_shift) if d.mode == "diffusion"
          else read_as(model, 1, False))
     cfg = DecodeConfig(length=length, G=d.G, steps=max(d.K, 1), mode=d.mode,
-                       temperature=d.temperature, top_p=d.top_p, threshold=d.threshold,
+                       temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, min_p=d.min_p,
+                       repetition_penalty=d.repetition_penalty, threshold=d.threshold,
                        policy=d.policy or "confidence")
     seeds = [derive(grid.settings.seed, length, i, 11) for i in range(len(samples))]
     prompts = [begun(prompt, tokenizer, bos) for prompt, _ in samples]  # as its sequences begin
@@ -277,7 +278,8 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
         row["mauve"] = mauve.mauve_of(scorer, samples, outs, grid.settings.seed)
     return {**row, **who, "task": "genppl", "mode": d.mode, "G": d.G, "K": d.K,
             "policy": d.policy, "threshold": d.threshold, "temperature": d.temperature,
-            "top_p": d.top_p, "n": len(samples), "ended_early": early,
+            "top_p": d.top_p, "top_k": d.top_k, "min_p": d.min_p,
+            "repetition_penalty": d.repetition_penalty, "n": len(samples), "ended_early": early,
             "tokens_per_s": tokens / seconds if seconds > 0 else None,
             "passes_per_token": passes / tokens if tokens else None,
             "steps_per_block": steps / blocks if blocks and d.mode == "diffusion" else None,

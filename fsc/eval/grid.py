@@ -29,7 +29,9 @@ class EvalSettings:
 
 @dataclass(frozen=True)
 class Decoding:
-    """One way a genppl cell decodes: mode, G, K, the reveal policy and threshold, sampling."""
+    """One way a genppl cell decodes: mode, G, K, the reveal policy and threshold, sampling
+    (temperature, then the cuts top-k, top-p and min-p, and the repetition penalty: as
+    fsc.decode.DecodeConfig takes them)."""
 
     mode: str  # diffusion | ar | reference (the data's own continuations, not decoded)
     G: int
@@ -38,6 +40,9 @@ class Decoding:
     threshold: float | None = None
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
     checkpoint: str | None = None  # another checkpoint decoded in this cell (a baseline)
 
 

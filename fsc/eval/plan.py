@@ -19,6 +19,7 @@ from fsc.eval.mauve import available as mauve_available
 from fsc.eval.request import (
     DEFAULT_PAIRS,
     GENPPL_DEFAULTS,
+    SAMPLING,
     SUITE_OPTIONS,
     EvalRequest,
     checked,
@@ -153,16 +154,17 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             raise UsageError(f"--mauve compares the samples with the reference text as two "
                              f"distributions: give --samples 2 or more (not {request.samples})")
     decodings: list[Decoding] = []
+    drawn = {k: getattr(request, k) for k in SAMPLING}  # the cuts and the penalty: every cell's
     for temp in request.temperatures:
         if mode == "ar":
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p))
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn))
             continue
         for g in request.G or (recipe_G,):
             for k in request.steps or _powers_to(g):
                 block_setting("diffusion", g, k)  # K <= G, G in range: one line otherwise
                 for p in request.policies:
                     for t in request.thresholds:
-                        decodings.append(Decoding("diffusion", g, k, p, t, temp, request.top_p))
+                        decodings.append(Decoding("diffusion", g, k, p, t, temp, **drawn))
     if request.baseline is not None:
         base = _baseline_recipe(request.baseline)
         if base.block_size != 1:
@@ -170,7 +172,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
                              f"(G = {base.block_size}); the baseline row decodes an "
                              "autoregressive one")
         for temp in request.temperatures:
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, top_p=request.top_p,
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn,
                                       checkpoint=str(resolve_checkpoint(request.baseline))))
     return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
                        request.mauve, scorer_warnings(request, kind))

@@ -43,6 +43,9 @@ class EvalRequest:
     thresholds: tuple[float | None, ...] | None = None
     temperatures: tuple[float, ...] | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
     prompt_length: int | None = None
     baseline: str | None = None  # an autoregressive checkpoint decoded beside, as a row
     ngram: int | None = None
@@ -65,8 +68,12 @@ class EvalRequest:
 
 
 GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thresholds": (None,),
-                   "temperatures": (1.0,), "top_p": 1.0, "prompt_length": 64, "baseline": None,
+                   "temperatures": (1.0,), "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+                   "repetition_penalty": 1.0, "prompt_length": 64, "baseline": None,
                    "ngram": 4, "mauve": False}
+
+# how every genppl cell draws besides its temperature (the cuts and the repetition penalty)
+SAMPLING = ("top_p", "top_k", "min_p", "repetition_penalty")
 
 
 TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "niah_multikey": "niah",

@@ -19,6 +19,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from fsc.eval.columns import as_drawn
 from fsc.results.axes import (
     MARKERS,
     PALETTE,
@@ -32,10 +33,12 @@ from fsc.results.axes import (
     wrapped,
 )
 
-SETTING = ("G", "policy", "threshold", "temperature", "top_p")  # besides K, what may vary
-OTHER = ("G", "threshold", "temperature", "top_p")  # the settings besides the policy
+SAMPLED = ("top_p", "top_k", "min_p", "repetition_penalty")  # how tokens were drawn, besides T
+SETTING = ("G", "policy", "threshold", "temperature", *SAMPLED)  # besides K, what may vary
+OTHER = ("G", "threshold", "temperature", *SAMPLED)  # the settings besides the policy
 OTHER_NAMES = {"G": "block size", "threshold": "threshold", "temperature": "temperature",
-               "top_p": "nucleus mass"}
+               "top_p": "nucleus mass", "top_k": "top-k", "min_p": "min-p",
+               "repetition_penalty": "repetition penalty"}
 PANEL = ("scorer", "data", "length", "prompt_length")  # what makes Gen-PPL comparable
 # the data's own continuations of the prompts (a shipped corpus's val split, or a user's file)
 REFERENCE_NAME = "reference text"
@@ -47,8 +50,9 @@ LABEL_ROOM = (0.05, 0.03)  # a K label this near another (fractions of the axes:
 
 
 def quality_cells(rows: Rows) -> Rows:
-    """The genppl rows the figure draws (those with a Gen-PPL)."""
-    return [r for r in rows if r["task"] == "genppl" and r.get("gen_ppl") is not None]
+    """The genppl rows the figure draws (those with a Gen-PPL), each sampling setting stored
+    before it was recorded at the value it drew with (columns.as_drawn)."""
+    return [as_drawn(r) for r in rows if r["task"] == "genppl" and r.get("gen_ppl") is not None]
 
 
 def decoded_together(row: dict) -> int | None:
@@ -71,7 +75,8 @@ def _speed_label(batches: set) -> str:
 
 def _value(row: dict, key: str) -> str:
     v = row.get(key)
-    names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}", "top_p": "top-p {}"}
+    names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}", "top_p": "top-p {}",
+             "top_k": "top-k {}", "min_p": "min-p {}", "repetition_penalty": "penalty {}"}
     text = "none" if v is None else v if isinstance(v, str) else f"{v:g}"
     return names.get(key, "{}").format(text)
 

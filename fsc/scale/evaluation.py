@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fsc.errors import UsageError
+from fsc.eval.columns import as_drawn
 from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
 from fsc.eval.plan import grid_of
 from fsc.eval.request import EvalRequest
@@ -52,11 +53,15 @@ def grid_order(cell: EvalCell) -> tuple:
 
 # what tells one cell of a run from another
 CELL_KEY = ("task", "variant", "length", "depth", "pairs", "mode", "G", "K", "policy",
-            "threshold", "temperature", "top_p", "checkpoint")
+            "threshold", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+            "checkpoint")
 
 
 def cell_key(cell: EvalCell) -> tuple:
-    return tuple(cell.get(c) for c in CELL_KEY)
+    """What tells `cell` from the others of its run (CELL_KEY), a sampling setting stored
+    before it was recorded read as the value it drew with (columns.as_drawn)."""
+    drawn = as_drawn({c: cell.get(c) for c in CELL_KEY})
+    return tuple(drawn[c] for c in CELL_KEY)
 
 
 PINNED = {"source": "", "baseline": "--baseline ", "scorer": "--scorer "}  # field: its option
@@ -133,7 +138,8 @@ def _missing(grid: EvalGrid, have: set[tuple]) -> EvalGrid:
     def cell_of(d: Decoding, n: int) -> EvalCell:  # the record a decoding's cell will be
         return grid.cell({"task": "genppl", "length": n, "mode": d.mode, "G": d.G, "K": d.K,
                           "policy": d.policy, "threshold": d.threshold,
-                          "temperature": d.temperature, "top_p": d.top_p,
+                          "temperature": d.temperature, "top_p": d.top_p, "top_k": d.top_k,
+                          "min_p": d.min_p, "repetition_penalty": d.repetition_penalty,
                           **({"checkpoint": d.checkpoint} if d.checkpoint else {})},
                          own_columns(grid.task, task_of(grid)))
 

@@ -19,6 +19,7 @@ BAD = {
     "float_pos": ["nan", "inf", "-inf", "0", "-1", "abc", ""],
     "float_nonneg": ["nan", "inf", "-1", "abc"],
     "unit": ["nan", "inf", "0", "-0.5", "1.5", "abc"],  # (0, 1]
+    "unit_closed": ["nan", "inf", "-0.5", "1.5", "abc", ""],  # [0, 1]
     "choice": ["foo", "", "AUTO!"],
     "sizes": ["", ",", "abc", "1k,x", "-4", "1e9", "4096k,99999999999"],
     "device": ["banana", "tpu", "cuda:99", "cuda:x", ""],
@@ -53,7 +54,7 @@ COMMANDS = {
     "decode": (["tiny_attn"], {
         "--length": "int_pos", "--G": "int_pos", "--steps": "int_pos", "--mode": "choice",
         "--temperature": "float_nonneg", "--top-p": "unit", "--top-k": "int_nonneg",
-        "--threshold": "unit", "--policy": "choice", "--repetition-penalty": "float_pos",
+        "--min-p": "unit_closed", "--threshold": "unit", "--policy": "choice", "--repetition-penalty": "float_pos",
         "--seed": "seed", "--backend": "choice", "--device": "device", "--prompt-ids": "ids",
         "--prompt-file": "in_file", "--prompts": "in_file", "--batch": "int_pos",
         "--prefill-chunk": "int_nonneg"}),
@@ -103,6 +104,7 @@ COMMANDS = {
         "--retries": "int_nonneg", "--slurm-gpus-per-node": "int_nonneg",
         "--slurm-time": "int_pos", "--scorer": "recipe", "--G": "sizes", "--policy": "choice",
         "--threshold": "unit", "--temperature": "float_nonneg", "--top-p": "unit",
+        "--top-k": "int_nonneg", "--min-p": "unit_closed", "--repetition-penalty": "float_pos",
         "--prompt-length": "int_nonneg", "--ngram": "int_pos", "--resume": "choice",
         "--include-path": "in_dir", "--limit": "int_pos", "--num-fewshot": "int_nonneg",
         "--mc-samples": "int_pos", "--max-length": "int_pos", "--output-path": "out_dir",
