@@ -59,8 +59,10 @@ def compare(
     points = {r: select.rows(st, select.PROFILE, [r]) for r in (run_a, run_b)}
     result = comparing.compare(run_a, points[run_a], run_b, points[run_b])
     if not result.pairs:
+        why = comparing.apart(points[run_a], points[run_b])
         raise UsageError(f"runs {run_a} and {run_b} share no point (matched on "
-                         f"{', '.join(comparing.KEY)}): nothing to compare")
+                         f"{', '.join(comparing.KEY)}{'; ' + why if why else ''}): nothing "
+                         "to compare")
     why = comparing.regressions(result, fail_above) if fail_above is not None else []
     configs = {r["run_id"]: r["config"] for r in select.provenance(st, [run_a, run_b])}
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
@@ -138,7 +140,8 @@ def _show(c, wide: bool) -> None:
     counts: dict[str, int] = {}
     for p in c.pairs:
         counts[p.verdict] = counts.get(p.verdict, 0) + 1
-    line = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    line = ", ".join(f"{n} {'changed status' if v == 'status' else v}"
+                     for v, n in sorted(counts.items()))
     out.print(f"{len(c.pairs)} point{'' if len(c.pairs) == 1 else 's'} matched ({line}); "
               f"{len(c.only_a)} only in A, "
               f"{len(c.only_b)} only in B. time × is the time per block, K steps and a fold.",

@@ -73,6 +73,10 @@ def query(
     fmt = fmt or Format.table
     if out_file is not None and write:
         raise UsageError("--out writes the result of a read-only query; drop --write")
+    if force and out_file is None:
+        raise UsageError("--force replaces the file --out names; give --out FILE or drop --force")
+    if yes and not write:
+        raise UsageError("--yes confirms what --write runs; give --write or drop --yes")
     from fsc.store import Store
     from fsc.store.sandbox import destructive
 
@@ -118,6 +122,8 @@ def schema(
 
     Without a store yet, describes the schema a new store gets.
     """
+    if as_json and markdown:
+        raise UsageError("--json and --markdown disagree; give one of them")
     from fsc.store import Store
     from fsc.store.catalog import describe, to_markdown
 

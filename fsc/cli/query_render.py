@@ -3,7 +3,6 @@ one record per row when it does not) or for a program (csv, json)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from datetime import datetime
@@ -27,6 +26,8 @@ def cell(value: Any, digits: int | None = None) -> str:
     """A value as text for a CSV cell (every digit) or a table cell (`digits` significant)."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return repr(value) if digits is None else f"{value:.{digits}g}"
     if isinstance(value, datetime):
@@ -44,10 +45,25 @@ def records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
+def _csv_field(value: Any) -> str:
+    """One CSV field as DuckDB's writer (`--out FILE.csv`) writes it: NULL empty, an empty
+    string quoted (""), so that the two stay apart; quoted where a comma, quote or line
+    break needs it."""
+    if value is None:
+        return ""
+    text = cell(value)
+    if text == "" or any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def print_csv(cols: list[str], rows: list[tuple]) -> None:
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(cols)
-    writer.writerows([cell(v) for v in row] for row in rows)
+    """Rows as CSV on stdout, a header first (a name given twice: a, a_1, as in --out);
+    every digit kept, booleans true and false, lists and structs as JSON."""
+    from fsc.store.export import distinct_names
+
+    for row in (distinct_names(cols), *rows):
+        sys.stdout.write(",".join(_csv_field(v) for v in row) + "\n")
 
 
 def _is_number(value: Any) -> bool:

@@ -12,6 +12,7 @@ above 1 is slower; the summary is the geometric mean over the points both runs m
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,17 +153,19 @@ def device_note(run_a: str, names_a: list[str], run_b: str, names_b: list[str]) 
 
 
 def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) -> Comparison:
-    """Match the points of two runs (rows of the profile view) and compare each pair."""
-    by_b = {_key(p): p for p in points_b}
-    matched = set()
+    """Match the points of two runs (rows of the profile view) and compare each pair. A key
+    that a run measured more than once (a recipe or an S given twice) pairs its points in
+    order, the n-th of A with the n-th of B; the rest are A's or B's alone."""
+    by_b: dict[tuple, list[dict]] = {}
+    for p in points_b:
+        by_b.setdefault(_key(p), []).append(p)
     pairs, only_a = [], []
     for a in points_a:
         k = _key(a)
-        b = by_b.get(k)
-        if b is None:
+        if not by_b.get(k):
             only_a.append(_short(a))
             continue
-        matched.add(k)
+        b = by_b[k].pop(0)
         pair = Pair(dict(zip(KEY, k, strict=True)), a["recipe"], (a["status"], b["status"]),
                     (a["step_ms"], b["step_ms"]), (a["fold_ms"], b["fold_ms"]))
         if pair.status == ("ok", "ok"):
@@ -177,7 +180,7 @@ def compare(run_a: str, points_a: list[dict], run_b: str, points_b: list[dict]) 
             pair.overlap = {phase: overlap(a, b, phase) for phase in OVERLAPS}
         pair.verdict = _verdict(pair)
         pairs.append(pair)
-    only_b = [_short(p) for p in points_b if _key(p) not in matched]
+    only_b = [_short(p) for p in points_b if any(p is q for q in by_b[_key(p)])]
     means = {n: geomean([p.ratios.get(n) for p in pairs]) for n in RATIOS}
     return Comparison(run_a, run_b, pairs, only_a, only_b, means)
 
@@ -187,11 +190,36 @@ def regressions(c: Comparison, limit: float) -> list[str]:
     measured that B could not (ok in A, oom or error in B). Empty when B passes."""
     why = []
     if c.time_ratio is not None and c.time_ratio > limit:
+        n = sum(1 for p in c.pairs if p.ratios.get("time"))
         why.append(f"B takes {c.time_ratio:.3f}× A's time per block (geometric mean over "
-                   f"{sum(1 for p in c.pairs if p.ratios.get('time'))} points) > {limit:g}")
+                   f"{n} point{'' if n == 1 else 's'}) > {limit:g}")
     lost = [p for p in c.pairs if p.status[0] == "ok" and p.status[1] != "ok"]
     if lost:
         p = lost[0]
-        why.append(f"{len(lost)} point(s) ok in A are {p.status[1]} in B (first: {p.recipe} "
-                   f"S={p.key['S']} B={p.key['B']})")
+        became = Counter(q.status[1] for q in lost)
+        what = (f"are {p.status[1]} in B" if len(became) == 1 else
+                f"are not ok in B: {', '.join(f'{n} {s}' for s, n in became.items())}")
+        why.append(f"{len(lost)} point(s) ok in A {what} (first: {p.recipe} "
+                   f"S={p.key['S']} B={p.key['B']}, {p.status[1]})")
     return why
+
+
+def apart(points_a: list[dict], points_b: list[dict]) -> str:
+    """Why two runs share no point, in words: a run with none, or the key fields in which no
+    value of A's is one of B's (dtype: A fp32, B bf16); "" when their values meet in every
+    field and only the combinations differ."""
+    if not points_a or not points_b:
+        return f"{'A' if not points_a else 'B'} holds no point"
+
+    def values(points: list[dict], k: str) -> list[str]:
+        named = ((f"{p['recipe']} ({p[k]})" if k == "recipe_hash" else str(_device(p[k])))
+                 for p in points)
+        return list(dict.fromkeys(named))
+
+    said = []
+    for k in KEY:
+        va, vb = values(points_a, k), values(points_b, k)
+        if not set(va) & set(vb):
+            name = "recipe" if k == "recipe_hash" else k
+            said.append(f"{name}: A {', '.join(va[:3])}, B {', '.join(vb[:3])}")
+    return "; ".join(said)

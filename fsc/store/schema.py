@@ -38,7 +38,11 @@ _POINT_MEASURES = {
     "fold_ms_p10": "10th percentile of the fold samples, ms.",
     "fold_ms_p90": "90th percentile of the fold samples, ms.",
     "tokens_per_s": "Throughput B*G / (K*step + fold), tokens per second.",
-    "peak_bytes": "Peak device memory allocated during the point, bytes (CUDA allocator peak; on the CPU, which keeps no such statistic, the weights plus the cache).",
+    "peak_bytes": (
+        "Peak device memory allocated during the point, bytes (CUDA allocator peak; on the "
+        "CPU, which keeps no such statistic, the weights plus the cache as allocated, with "
+        "room for the block: an attention layer's K/V for S + G tokens)."
+    ),
     "cache_bytes": "Bytes of the cache at context S for batch B.",
     "weight_bytes": "Bytes of the model weights.",
     "predicted_step_bytes": (
