@@ -15,6 +15,7 @@ from fsc.checkpoint.layout import FORMAT_VERSION, INDEX_FILE
 from fsc.costmodel.shapes import cache_dtype, kind_shapes
 from fsc.mixers import MIXERS
 from fsc.recipe import Recipe
+from fsc.text import human_bytes
 
 CARD_CONTEXTS = (4096, 32768, 262144)  # S values of the model card's cache table
 
@@ -54,8 +55,10 @@ def _tags(recipe: Recipe) -> list[str]:
     return tags
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3f} GiB"
+def _sized(n: int) -> str:
+    """Bytes, and from 1 KiB on the same in the binary unit that shows them ('0.000 GiB' would
+    hide a small model's cache)."""
+    return f"{n:,} ({human_bytes(n)})" if n >= 1024 else f"{n:,}"
 
 
 def _states(recipe: Recipe) -> str:
@@ -134,8 +137,7 @@ def model_card(recipe: Recipe, facts: dict, files: tuple[str, ...] = ()) -> str:
     else:
         origin = "Weights: as saved by their owner (describe the training here)."
     rows = "\n".join(
-        f"| {S:,} | {S * kv:,} ({_gib(S * kv)}) | {state:,} | "
-        f"{S * kv + state:,} ({_gib(S * kv + state)}) |"
+        f"| {S:,} | {_sized(S * kv)} | {_sized(state)} | {_sized(S * kv + state)} |"
         for S in CARD_CONTEXTS
     )
     index = (f"- `{INDEX_FILE}`: which of those files holds each tensor.\n"

@@ -9,6 +9,7 @@ import typer
 
 from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, printable, store_dir
 from fsc.cli.tables import WideOpt
+from fsc.errors import UsageError
 
 
 def _record(rep, action: str, store, as_json: bool, *lines: str, record: bool = True) -> None:
@@ -25,16 +26,25 @@ def _record(rep, action: str, store, as_json: bool, *lines: str, record: bool = 
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
+def _check_store(store, write: bool = True) -> None:
+    """A --store / $FSC_STORE that cannot hold a store fails before any work (never after a
+    push or pull it could not record)."""
+    from fsc.store import Store
+
+    Store(store_dir(store)).check(write=write)
+
+
 def push(
     path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull), "
                                          "or training directory (its newest step).")],
-    repo: Annotated[str, typer.Option("--repo", help="Hub repository OWNER/NAME.")],
+    repo: Annotated[list[str], typer.Option("--repo", metavar="OWNER/NAME",
+                                            help="Hub repository (one).")],
     revision: Annotated[
         str, typer.Option("--revision", help="Branch to commit to (made from main if new).")
     ] = "main",
     private: Annotated[
-        bool, typer.Option("--private", help="Create the repository private (an existing one "
-                                             "keeps its visibility).")
+        bool, typer.Option("--private", help="Create the repository private (an existing "
+                                             "public one is refused).")
     ] = False,
     message: Annotated[str | None, typer.Option("--message", help="Commit message.")] = None,
     store: StoreOpt = None,
@@ -43,20 +53,27 @@ def push(
     """Verify a checkpoint and commit it to a Hub repository (token: HF_TOKEN or saved login)."""
     from fsc.hub.names import check_repo_id, check_revision
 
-    check_repo_id(repo, "--repo")
+    if len(repo) > 1:
+        raise UsageError(f"--repo given {len(repo)} times ({', '.join(map(repr, repo))}); "
+                         "a checkpoint is pushed to one repository")
+    repo = check_repo_id(repo[0], "--repo")
     check_revision(revision, "--revision")
+    _check_store(store)
     from fsc.hub.push import push_checkpoint
     from fsc.source import resolved
 
     path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
-    if rep.unchanged:  # nothing was committed: nothing to record
-        _record(rep, "pushed", store, as_json, f"nothing new to push: {rep.repo}@{rep.revision} "
-                f"holds {rep.name} already (commit {rep.commit_id[:12]})", record=False)
-        return
-    _record(rep, "pushed", store, as_json,
-            f"pushed {rep.name} ({len(rep.files)} files, recipe {rep.recipe_hash}) to "
-            f"{rep.repo}@{rep.revision}, commit {rep.commit_id[:12]}", rep.commit_url)
+    at, commit = f"{rep.repo}@{rep.revision}", rep.commit_id[:12]
+    if rep.unchanged and rep.new_branch:  # a new branch at main's commit: recorded, no commit
+        _record(rep, "pushed", store, as_json, f"made branch {at} from main, which holds "
+                f"{rep.name} already (commit {commit}); nothing new to commit")
+    elif rep.unchanged:  # nothing changed on the Hub: nothing to record
+        _record(rep, "pushed", store, as_json, f"nothing new to push: {at} holds {rep.name} "
+                f"already (commit {commit})", record=False)
+    else:
+        _record(rep, "pushed", store, as_json, f"pushed {rep.name} ({len(rep.files)} files, "
+                f"recipe {rep.recipe_hash}) to {at}, commit {commit}", rep.commit_url)
 
 
 def pull(
@@ -78,6 +95,7 @@ def pull(
     from fsc.hub.names import default_pull_dir, parse_repo_ref
 
     repo, revision = parse_repo_ref(ref)
+    _check_store(store)
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     from fsc.hub.hub import pull_checkpoint
@@ -94,6 +112,7 @@ def artifacts(store: StoreOpt = None, wide: WideOpt = False, as_json: JsonOpt = 
     time, the action and then the Hub repository leave first (--wide keeps them all)."""
     from fsc.checkpoint.registry import list_artifacts
 
+    _check_store(store, write=False)
     rows = list_artifacts(store_dir(store))
     if as_json:
         print_json(rows)

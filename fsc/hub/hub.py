@@ -23,7 +23,6 @@ from huggingface_hub.utils import disable_progress_bars
 
 from fsc.checkpoint.layout import (
     CHECKSUMS_FILE,
-    INDEX_FILE,
     RECIPE_FILE,
     CheckpointInfo,
     move_into_place,
@@ -41,10 +40,6 @@ from fsc.hub.names import (
 from fsc.hub.reach import quiet
 from fsc.recipe import load_recipe
 from fsc.text import first_line
-
-# On push, weight files of the repo that the new checkpoint does not list are deleted in the
-# same commit, so one revision never mixes shards of two checkpoints.
-STALE_WEIGHTS = ["*.safetensors", INDEX_FILE]
 
 _TRANSPORT_MODULES = {"httpx", "httpx2", "httpcore", "requests", "urllib3"}
 # Transport errors of a connection that was made and then broke (not "cannot reach").
@@ -182,7 +177,7 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
 
     quiet_unless_terminal()
     asked = revision or DEFAULT_REVISION
-    made_parent = not dest.parent.exists()
+    made = [p for p in dest.parents if not p.exists()]  # folders the pull makes, nearest first
     tmp = temp_dir_beside(dest, "pull")
     sums, download, ckpt = tmp / "checksums", tmp / "download", tmp / "checkpoint"
     done = False
@@ -207,7 +202,9 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
         done = True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if made_parent and not done and not any(dest.parent.iterdir()):
-            dest.parent.rmdir()
+        for folder in made if not done else ():
+            if any(folder.iterdir()):
+                break
+            folder.rmdir()
     return PulledCheckpoint(str(dest.resolve()), recipe.name, recipe.recipe_hash, files, repo,
                             asked, commit)

@@ -10,7 +10,9 @@ from fsc.errors import UsageError
 
 DEFAULT_REVISION = "main"
 PULL_ROOT = Path("checkpoints")
-_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+# The Hub's rules for each half of OWNER/NAME: 1 to 96 of [A-Za-z0-9._-], neither starting nor
+# ending with '-' or '.', no '--' or '..', the name not ending in '.git'.
+_PART = r"(?![-.])[A-Za-z0-9._-]{1,96}(?<![-.])"
 _REPO_ID = re.compile(rf"{_PART}/{_PART}")
 
 # What git refuses in a branch or tag name (git check-ref-format), so the Hub would too.
@@ -28,8 +30,11 @@ def parse_repo_ref(ref: str) -> tuple[str, str | None]:
 
 def check_repo_id(repo: str, what: str = "") -> str:
     """UsageError unless `repo` is OWNER/NAME (`what`, e.g. "--repo", leads the message)."""
-    if not _REPO_ID.fullmatch(repo) or ".." in repo:
-        raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME"
+    if (not _REPO_ID.fullmatch(repo) or "--" in repo or ".." in repo
+            or repo.endswith(".git")):
+        raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME, "
+                         "each 1 to 96 letters, digits, '-', '_' or '.', not beginning or "
+                         "ending with '-' or '.', without '--' or '..', not ending in '.git'"
                          .lstrip())
     return repo
 
