@@ -10,6 +10,7 @@ heavy is imported. Building or loading the model is fsc.loading.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,15 @@ def _named(ref: str | Path) -> None:
     if not str(ref).strip():
         raise UsageError("an empty name: give a recipe file or name, a checkpoint, a training "
                          "directory or a published model")
+
+
+def located_ref(ref: str | None) -> str | None:
+    """`ref` by its absolute path where it names a local file or folder (as a run records
+    what it read, so that it resumes from any directory); a recipe name, a Hub id, None as
+    given."""
+    if ref is None or not ref.strip() or not os.path.exists(os.path.expanduser(ref)):
+        return ref
+    return os.path.abspath(os.path.expanduser(ref))
 
 
 def resolved(ref: str) -> str:

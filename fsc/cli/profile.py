@@ -132,8 +132,10 @@ def profile(
     else:
         if not _DEVICE.fullmatch(device):
             raise UsageError(f"--device {device[:40]!r} is not auto, cpu, cuda or cuda:N")
+        from fsc.source import located_ref
+
         cfg = SweepConfig(
-            recipes=recipe or [], S=parse_sizes(S, "--S", 0, MAX_S) if S is not None else [],
+            recipes=[located_ref(r) for r in recipe or []], S=parse_sizes(S, "--S", 0, MAX_S) if S is not None else [],
             B=parse_sizes(B, "--B", 1, MAX_B) if B is not None else [],
             G=parse_sizes(G, "--G", 1, MAX_G) if G is not None else None,
             K=parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None,

@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 
 from fsc import corpora
 from fsc.data.mix import parse_mix
-from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES
+from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES, absolute
 from fsc.errors import UsageError
 from fsc.recipe import parse_changes
-from fsc.source import Source
+from fsc.source import Source, located_ref
 from fsc.text import printable
 
 DEFAULT_PAIRS = (8,)  # mqar's pairs unless --pairs says
@@ -168,6 +168,17 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
                                  f"{' or ' if len(tasks) > 1 else ''}{tasks[-1]} only (this is "
                                  f"{task})")
     return request
+
+
+def located(request: EvalRequest) -> EvalRequest:
+    """`request` with each local file or folder it names (the checkpoint, --scorer,
+    --baseline, --tokenizer, a --data text file) by its absolute path, as its run records it,
+    so that the run resumes, and its records read, from any directory; a recipe name, a Hub
+    id or a corpus as given."""
+    here = located_ref
+    return replace(request, source=here(request.source), scorer=here(request.scorer),
+                   baseline=here(request.baseline), tokenizer=here(request.tokenizer),
+                   data=None if request.data is None else absolute(request.data))
 
 
 def precheck(request: EvalRequest) -> None:

@@ -15,7 +15,7 @@ from fsc.errors import UsageError
 from fsc.eval.columns import as_drawn
 from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
 from fsc.eval.plan import grid_of
-from fsc.eval.request import EvalRequest
+from fsc.eval.request import EvalRequest, located
 from fsc.eval.tasks import model_to_score, own_columns, samples_in, score, task_of
 from fsc.provenance import environment
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
@@ -158,6 +158,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     if request.resume is not None:  # a prefix of the id, or `latest`
         request = resumed(st, resolve_run(st, request.resume, "eval", "--resume"),
                           request.device)
+    else:
+        request = located(request)
     grid, recipe, tok = grid_of(request)
     for line in grid.gen.warnings if grid.gen else ():
         watch.say(f"warning: {line}")

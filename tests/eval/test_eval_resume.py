@@ -76,12 +76,13 @@ def test_a_resume_scores_the_step_its_run_began_with(fsc_main, tmp_path, monkeyp
     (tmp_path / "train" / "step-000001").rename(tmp_path / "aside")
     gone = fsc_main("eval", "--resume", run, "--store", store)
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1, gone.stderr
-    assert "scored train as train/step-000001, which is gone" in gone.stderr
+    train = tmp_path / "train"  # as the run recorded it: by its absolute path
+    assert f"scored {train} as {train}/step-000001, which is gone" in gone.stderr
     (tmp_path / "aside").rename(tmp_path / "train" / "step-000001")
     fsc_main("eval", "--resume", run, "--store", store, check=0)
     _, rows = Store(store).query(f"select length, checkpoint from eval_cells where run_id = "
                                  f"'{run}' order by length")
-    assert rows == [(64, "train/step-000001"), (128, "train/step-000001")]
+    assert rows == [(64, f"{train}/step-000001"), (128, f"{train}/step-000001")]
 
 
 def test_resume_takes_the_runs_own_grid(fsc_main, tmp_path):
