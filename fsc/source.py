@@ -218,6 +218,12 @@ class Source:
             return True
         return self.is_checkpoint and self.config.get("seed") is None
 
+    @property
+    def drawn(self) -> bool:
+        """Whether the weights are drawn at load time from a seed (a recipe, or a published
+        config without weights); else they are read from files, whatever the seed."""
+        return not (self.is_checkpoint or has_published_weights(self.ref))
+
     def weights(self, seed: int) -> str:
         """Where the model's weights come from, said plainly: seeded random weights are
         untrained."""

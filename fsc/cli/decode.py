@@ -17,6 +17,7 @@ from fsc.cli.common import (
     SeedOpt,
     choices,
     finite,
+    given_options,
     print_json,
     say,
     torch_device,
@@ -30,6 +31,7 @@ MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it f
 
 
 def decode(
+    ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name, checkpoint "
                                           "dir or training dir (its newest step).")],
     prompt: Annotated[list[str] | None, typer.Option(
@@ -123,7 +125,7 @@ def decode(
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
     from fsc.blocks import block_setting
-    from fsc.cli.decode_checks import check_ar, check_setting, given_ids, off_block
+    from fsc.cli.decode_checks import check_ar, check_seed, check_setting, given_ids, off_block
     from fsc.cli.decode_prompts import prompt_rows
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts
@@ -142,6 +144,7 @@ def decode(
     mode_, g, k = block_setting(mode and str(mode), G, steps, source_recipe.block_size)
     check_setting(mode and str(mode), mode_, k, threshold, policy, temperature,
                   {"--top-k": top_k, "--top-p": top_p, "--min-p": min_p}, no_cache, prefill_chunk)
+    check_seed(seed if given_options(ctx, ("seed",)) else None, src, mode_, temperature, policy)
     if mode_ == "diffusion" and (g != source_recipe.block_size or g == 1):
         off_block(src, g, tokenizer)
     if (mode_ == "ar" and source_recipe.block_size > 1 and src.learned

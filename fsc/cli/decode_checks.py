@@ -67,6 +67,20 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
             f"change{'s' * (len(reveal) == 1)} nothing")
 
 
+def check_seed(seed: int | None, src, mode: str, temperature: float,
+               policy: str | None) -> None:
+    """A note where --seed `seed` (None: not given) changes nothing: weights read from files
+    (not drawn from the seed), decoded greedily, and in diffusion mode revealed in an order
+    that draws nothing (every policy but random)."""
+    if seed is None or src.drawn or temperature > 0:
+        return
+    if mode == "diffusion" and policy == "random":
+        return
+    said = "--temperature T to sample" + (", or --policy random" if mode == "diffusion" else "")
+    say(f"note: --seed {seed} changes nothing here: the weights are read from {src.ref}, and "
+        f"greedy decoding draws nothing (give {said})")
+
+
 def given_ids(text: str, model_vocab: int, tok) -> list[int]:
     """The ids of --prompt-ids (`parse_ids`), each an id of the model and of its tokenizer
     `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing, and decoding
