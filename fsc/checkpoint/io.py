@@ -285,8 +285,8 @@ def save_checkpoint(model, path: str | Path, seed: int | None = None,
                                                  tuple(Path(f).name for f in include)))
         for f in include:
             shutil.copyfile(f, tmp / check_name(Path(f).name, str(f)))
-        files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE, CARD_FILE,
-                                      *(Path(f).name for f in include)])
+        files = write_checksums(tmp, [*names, RECIPE_FILE, CONFIG_FILE,
+                                      *(Path(f).name for f in include)])  # (not the card)
         if extra is not None:
             extra(tmp)
         move_into_place(tmp, dest)

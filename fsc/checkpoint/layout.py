@@ -59,6 +59,10 @@ CHECKSUMS_FILE = "checksums.sha256"
 WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 REQUIRED_FILES = (RECIPE_FILE, CONFIG_FILE)
+# What a checkpoint carries that its owner edits (the model card: its license, its prose, on the
+# Hub's editor or here): saved, pushed and pulled, never checksummed nor verified. What the card
+# states of the weights comes from config.json, which is.
+OWNED_FILES = (CARD_FILE,)
 FORMAT_VERSION = 1  # config.json's format_version: the layout this fsc writes and reads
 
 _CHUNK = 1 << 20
@@ -95,7 +99,8 @@ def write_checksums(directory: Path, names: list[str]) -> dict[str, str]:
 
 
 def read_checksums(directory: Path) -> dict[str, str]:
-    """{name: sha256} from `checksums.sha256`, every line and name validated."""
+    """{name: sha256} from `checksums.sha256`, every line and name validated; a line of an
+    `OWNED_FILES` file (an older save listed the card) is read and left out."""
     path = directory / CHECKSUMS_FILE
     if not path.is_file():
         raise CheckpointError(f"{path}: missing; every checkpoint lists its files' sha256 there")
@@ -114,6 +119,7 @@ def read_checksums(directory: Path) -> dict[str, str]:
         if check_name(name, f"{path}: line {n}") in files:
             raise CheckpointError(f"{path}: {name} is listed twice")
         files[name] = sha
+    files = {name: sha for name, sha in files.items() if name not in OWNED_FILES}
     for name in REQUIRED_FILES:
         if name not in files:
             raise CheckpointError(f"{path}: does not list {name}; not an fsc checkpoint")

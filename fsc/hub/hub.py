@@ -23,6 +23,7 @@ from huggingface_hub.utils import disable_progress_bars
 
 from fsc.checkpoint.layout import (
     CHECKSUMS_FILE,
+    OWNED_FILES,
     RECIPE_FILE,
     CheckpointInfo,
     move_into_place,
@@ -187,9 +188,13 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
             _download_checksums(repo, asked, commit, sums)
             with _unverified(repo, asked, tmp):
                 names = list(read_checksums(sums))
-            snapshot_download(repo, revision=commit, local_dir=download, allow_patterns=names)
+            snapshot_download(repo, revision=commit, local_dir=download,
+                              allow_patterns=[*names, *OWNED_FILES])
         ckpt.mkdir()
         (sums / CHECKSUMS_FILE).rename(ckpt / CHECKSUMS_FILE)
+        for name in OWNED_FILES:  # the owner's model card, as the Hub holds it: not verified
+            if (download / name).is_file():
+                (download / name).rename(ckpt / name)
         for name in names:
             if not (download / name).is_file():
                 raise HubError(f"pull {repo}: {repo}@{asked} lacks {name}, "

@@ -11,15 +11,8 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import RevisionNotFoundError
 
 from fsc.checkpoint.io import verify_checkpoint
-from fsc.checkpoint.layout import (
-    CARD_FILE,
-    CHECKSUMS_FILE,
-    INDEX_FILE,
-    VerifiedCheckpoint,
-    read_checksums,
-    sha256_file,
-)
-from fsc.errors import CheckpointError, UsageError
+from fsc.checkpoint.layout import CHECKSUMS_FILE, INDEX_FILE, OWNED_FILES, VerifiedCheckpoint
+from fsc.errors import UsageError
 from fsc.hub.hub import get_token, hub_calls, quiet_unless_terminal
 from fsc.hub.names import DEFAULT_REVISION, check_repo_id, check_revision
 from fsc.tokenizer import CARRIED_FILES
@@ -45,21 +38,6 @@ def _is_stale(name: str, keep: set[str]) -> bool:
             and (name.endswith(".safetensors") or name in (INDEX_FILE, *CARRIED_FILES)))
 
 
-def _verify(path: str | Path) -> VerifiedCheckpoint:
-    """verify_checkpoint, with what to do about a model card edited after the save."""
-    card = Path(path) / CARD_FILE
-    try:
-        listed = read_checksums(Path(path)).get(CARD_FILE) if card.is_file() else None
-    except CheckpointError:
-        listed = None  # verify_checkpoint says what is wrong with the list
-    if listed is not None and sha256_file(card) != listed:
-        raise CheckpointError(
-            f"{card}: the model card changed since the checkpoint was saved, and every file "
-            f"is checksummed: to push the edited card, put its new sha256 (`sha256sum "
-            f"{CARD_FILE}`) on its line in {Path(path) / CHECKSUMS_FILE}")
-    return verify_checkpoint(path)
-
-
 def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISION,
                     private: bool = False, message: str | None = None) -> PushedCheckpoint:
     """Verify the checkpoint at `path`, then commit it to branch `revision` of `repo`.
@@ -70,7 +48,7 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
     check_repo_id(repo)
     check_revision(revision)
     token = get_token()
-    info = _verify(path)
+    info = verify_checkpoint(path)
 
     quiet_unless_terminal()
     api = HfApi(token=token, library_name="fsc")
@@ -88,7 +66,8 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
                 raise
             api.create_branch(repo, branch=revision, exist_ok=True)
             head, new_branch = api.model_info(repo, revision=revision), True
-        keep = {*info.files, CHECKSUMS_FILE}
+        keep = {*info.files, CHECKSUMS_FILE,  # and the model card, as its owner left it
+                *(name for name in OWNED_FILES if (Path(path) / name).is_file())}
         stale = [s.rfilename for s in head.siblings or () if _is_stale(s.rfilename, keep)]
         commit = api.upload_folder(
             repo_id=repo,

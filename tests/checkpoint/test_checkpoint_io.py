@@ -34,7 +34,7 @@ def test_save_writes_a_complete_verifiable_directory(tmp_path):
     assert {p.name for p in d.iterdir()} == names
     assert [p.name for p in tmp_path.iterdir()] == ["c"]  # no temporary directory left behind
     assert info.path == str(d.resolve()) and info.recipe_hash == recipe.recipe_hash
-    assert set(info.files) == names - {CHECKSUMS_FILE}
+    assert set(info.files) == names - {CHECKSUMS_FILE, "README.md"}  # (the card: its owner's)
     assert info.n_params == count_params(model)["total"]
     if shutil.which("sha256sum"):  # the checksums file is plain sha256sum format
         subprocess.run(["sha256sum", "--quiet", "-c", CHECKSUMS_FILE], cwd=d, check=True)
@@ -100,7 +100,7 @@ def test_save_refuses_a_non_empty_destination_and_accepts_an_empty_one(tmp_path)
 
 
 @pytest.mark.parametrize("victim", ["model-00002-of-00005.safetensors", "fsc_recipe.yaml",
-                                    "README.md", "model.safetensors.index.json"])
+                                    "config.json", "model.safetensors.index.json"])
 def test_a_flipped_byte_is_caught_before_any_tensor_is_read(save_tiny, monkeypatch, victim):
     d = save_tiny(max_shard_bytes=400_000)
     assert (d / victim).exists()
@@ -115,6 +115,20 @@ def test_a_flipped_byte_is_caught_before_any_tensor_is_read(save_tiny, monkeypat
     monkeypatch.setattr(ckpt_mod, "read_header", no_tensors)
     with pytest.raises(CheckpointError, match=rf"{victim}: sha256 .* does not match"):
         load_checkpoint(d)
+
+
+def test_the_model_card_is_its_owners_and_not_verified(save_tiny):
+    """The card asks its owner to set the license: an edited card (or one an older save
+    listed in the checksums) loads; what it states of the weights is config.json's, which is
+    verified."""
+    d = save_tiny()
+    assert "README.md" not in (d / CHECKSUMS_FILE).read_text()
+    card = d / "README.md"
+    card.write_text(card.read_text().replace("license: other", "license: apache-2.0"))
+    load_checkpoint(d)
+    with (d / CHECKSUMS_FILE).open("a") as f:  # as an older save listed it
+        f.write(f"{'0' * 64}  README.md\n")
+    load_checkpoint(d)
 
 
 def test_missing_files_are_named(save_tiny):
