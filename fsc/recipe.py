@@ -25,6 +25,7 @@ from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
 from fsc.recipe_errors import format_error
 from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-exported here too
     PUBLISHED,  # noqa: F401 - re-exported
+    parse_value,
     parse_yaml,
     published_recipes,  # noqa: F401 - re-exported
     read_text,
@@ -80,7 +81,8 @@ class Placement(Section):
             if self.placement is not None:
                 raise Bad(("placement",), "applies to count, not to explicit positions")
         if self.placement is not None and self.count is None:
-            raise Bad(("placement",), "needs count", self.placement)
+            raise Bad(("placement",), "needs count", self.placement,
+                      "placement beside count, not beside every or positions")
         return self
 
     def resolve(self, n_layers: int) -> list[int]:
@@ -466,7 +468,8 @@ WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "ma
 
 def parse_changes(items) -> tuple[tuple[str, object], ...]:
     """(key, value) pairs of `--set KEY=VALUE` items, each key one of WEIGHT_FREE, the value
-    read as YAML (none or null: the field's default); UsageError naming the item otherwise."""
+    read as a recipe file's values are (`parse_value`; none or null: the field's default);
+    UsageError or RecipeError naming the item otherwise."""
     out: dict[str, object] = {}
     for item in items:
         key, eq, text = item.partition("=")
@@ -478,10 +481,7 @@ def parse_changes(items) -> tuple[tuple[str, object], ...]:
                              f"{', '.join(WEIGHT_FREE)}")
         if key in out:
             raise UsageError(f"--set {key}: given twice")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text.strip()
+        value = parse_value(text, f"--set {key}")
         out[key] = None if isinstance(value, str) and value.lower() == "none" else value
     return tuple(out.items())
 
@@ -490,14 +490,16 @@ def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:
     """Validate already-parsed YAML/JSON data."""
     source = source_name(source)
     if data is None:
-        raise RecipeError(f"{source}: file is empty; a recipe needs name, d_model, n_layers, ...")
+        raise RecipeError(f"{source}: file is empty (or holds only comments, --- or null); a "
+                          "recipe needs name, d_model, n_layers, ...")
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: expected a mapping of recipe fields (got "
                           f"{type(data).__name__}); allowed: {', '.join(Recipe.model_fields)}")
     try:
         return Recipe.model_validate(data)
     except ValidationError as err:
-        sections = {kind: spec.section for kind, spec in MIXERS.items()}
+        sections = {**{kind: spec.section for kind, spec in MIXERS.items()},
+                    "mlp": MlpCfg, "moe": MoeCfg}
         raise RecipeError(format_error(source, err, Recipe, sections)) from None
     except RecursionError:
         raise RecipeError(f"{source}: nested too deeply") from None

@@ -95,7 +95,7 @@ def _message(source: str, loc: tuple, problem: str, got: object = ..., allowed: 
 def format_error(source: str, err: ValidationError, root: type[BaseModel],
                  sections: Mapping[str, type[BaseModel]]) -> str:
     """The one-line message for `err`, raised validating `root` from the file `source`.
-    `sections`: the top-level sections (kind -> model) that an unknown top-level key may belong
+    `sections`: the top-level sections (name -> model) that an unknown top-level key may belong
     in, named in the message (``it belongs in attention``)."""
     # An unknown key first: a misspelt key also reports its correct spelling as missing.
     e = min(err.errors(include_url=False),
@@ -118,8 +118,9 @@ def format_error(source: str, err: ValidationError, root: type[BaseModel],
     problem = _PROBLEMS.get(e["type"]) or e["msg"].removeprefix("Value error, ")
     got = ... if e["type"] == "missing" else e.get("input")
     if e["type"] == "literal_error" and isinstance(got, str):  # a misspelt choice: mambe, elu
-        close = difflib.get_close_matches(got, _choices(_at(root, loc)[1]), n=1)
-        problem += f" (did you mean {close[0]}?)" if close else ""
+        choices = {c.lower(): c for c in _choices(_at(root, loc)[1])}
+        close = difflib.get_close_matches(got.lower(), choices, n=1)
+        problem += f" (did you mean {choices[close[0]]}?)" if close else ""
     if e["type"] in ("too_long", "string_too_long"):
         problem += f" ({len(got)} {'characters' if isinstance(got, str) else 'entries'})"
     return _message(source, loc, problem, got, _describe(_at(root, loc)[1]))

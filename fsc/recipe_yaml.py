@@ -15,6 +15,7 @@ misleading value. fsc.recipe validates the document (`load_recipe` there does bo
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import reprlib
@@ -75,6 +76,7 @@ class _Refused(Exception):
 
     def __init__(self, where: str, problem: str):
         super().__init__(f"{where}: {problem}")
+        self.problem = problem
 
 
 class _Loader(yaml.SafeLoader):
@@ -180,17 +182,25 @@ def _decimal(text: str, where: str) -> None:
                        f"({int(yaml.safe_load(text))}); allowed: a decimal integer")
 
 
-def parse_yaml(text: str, source: str) -> object:
-    """The document in `text`, or RecipeError naming `source`, the place and the problem."""
-    source = source_name(source)
-    loader = None
+def _document(text: str) -> object:
+    """The one document in `text` (None when there is none), composed by _Loader and checked by
+    `_check` before it is built; _Refused or yaml.YAMLError otherwise."""
+    loader = _Loader(text)
     try:
-        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None
         _check(node, (), 0, {})
         return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def parse_yaml(text: str, source: str) -> object:
+    """The document in `text`, or RecipeError naming `source`, the place and the problem."""
+    source = source_name(source)
+    try:
+        return _document(text)
     except _Refused as e:
         raise RecipeError(one_line(f"{source}: {e}")) from None
     except yaml.MarkedYAMLError as e:
@@ -204,9 +214,18 @@ def parse_yaml(text: str, source: str) -> object:
         raise RecipeError(one_line(f"{source}: not YAML text: {str(e).splitlines()[0]}")) from None
     except RecursionError:
         raise RecipeError(f"{source}: nested too deeply to read") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+
+
+def parse_value(text: str, source: str) -> object:
+    """A value given on the command line (`--set KEY=VALUE`), read as a recipe file reads it:
+    1e-6 is a number, 010 and 1:30 are refused (not read as 8 and 90); text that is not YAML
+    (``[1``) is that text, for the schema to refuse by the field's type."""
+    try:
+        return _document(text)
+    except _Refused as e:
+        raise RecipeError(one_line(f"{source}: {e.problem}")) from None
+    except (yaml.YAMLError, RecursionError):
+        return text.strip()
 
 
 def read_text(path: Path) -> str:
@@ -246,21 +265,41 @@ def shipped_dir() -> Path:
 
 def resolve_path(ref: str | Path) -> Path:
     """A recipe path, or the name of a shipped recipe (``tiny_hybrid``, or a published model's
-    ``published/Llama-3.1-8B``, whose dots are not a file suffix)."""
+    ``published/Llama-3.1-8B``, whose dots are not a file suffix). A name is relative and stays
+    in recipes/: ``/home/me/x`` and ``../x`` are paths, never read as ``x.yaml`` files."""
     p = Path(ref)
     try:
         if p.exists():
             return p
         shipped = shipped_dir() / f"{ref}.yaml"
-        if p.suffix not in (".yaml", ".yml") and shipped.exists():
+        if (p.suffix not in (".yaml", ".yml") and not p.is_absolute() and ".." not in p.parts
+                and shipped.exists()):
             return shipped
     except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
         pass
+    close = _close_to(str(ref))
     if "/" in str(ref) and p.suffix not in (".yaml", ".yml"):  # a folder's path, by its look
         raise RecipeError(f"{source_name(ref)}: no such checkpoint, training directory or recipe "
-                          "file")
+                          "file" + (f" (did you mean {close}?)" if close else ""))
     raise RecipeError(f"{source_name(ref)}: no such recipe file (and no shipped recipe of that "
-                      "name; see `fsc recipes`)")
+                      f"name; {f'did you mean {close}?' if close else 'see `fsc recipes`'})")
+
+
+def _close_to(ref: str) -> str | None:
+    """What a recipe reference that names nothing was likely meant as: the file with a YAML
+    suffix beside it (its name), or the shipped recipe whose name is closest (case aside), if
+    any is."""
+    try:
+        beside = next((f"{ref}{s}" for s in (".yaml", ".yml") if Path(f"{ref}{s}").is_file()),
+                      None)
+    except (OSError, ValueError):
+        return None
+    if beside is not None:
+        return one_line(Path(beside).name, MAX_SHOWN)
+    names = {name.lower(): name for name in {**shipped_recipes(), **published_recipes()}}
+    stem = ref.removesuffix(".yaml").removesuffix(".yml").lower()
+    close = difflib.get_close_matches(stem, names, n=1)
+    return names[close[0]] if close else None
 
 
 def shipped_recipes() -> dict[str, Path]:

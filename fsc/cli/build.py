@@ -50,12 +50,17 @@ def build(
 
     if save is None and given_options(ctx, ("seed",)):
         raise UsageError("--seed seeds the weights --save writes; give --save DIR or drop --seed")
+    if save is None and given_options(ctx, ("store",)):
+        raise UsageError("--store records the checkpoint --save writes; give --save DIR or drop "
+                         "--store")
     recipe = resolved(recipe)  # a training directory: its newest step
     r = load_source_recipe(recipe)  # a bad recipe is refused before torch is imported
     if save is not None:
         from fsc.loading import check_fits
+        from fsc.store import Store
 
         output_dir(save, "--save")
+        Store(store_dir(store)).check(write=True)  # before writing what it could not record
         check_fits(r, "cpu")  # the saved weights are built for real, on the CPU
     from fsc.model.lm import build_report
 
@@ -71,7 +76,7 @@ def build(
         weights = (f" (seeded weights, not those of {recipe})"
                    if is_checkpoint(recipe) or has_published_weights(recipe) else "")
         err.print(f"building {r.name} with seed {seed}{weights} and writing {save} ...",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
         from fsc.checkpoint.registry import register_checkpoint
 
         info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
@@ -87,8 +92,10 @@ def _render(rep: dict) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    built = ("shapes only, on torch's meta device: no weights allocated"
+             if rep["built_on"] == "meta" else f"built on {rep['built_on']}")
     out.print(Text.assemble((printable(rep["name"]), "bold"),
-                            f"  hash {rep['recipe_hash']}  ({rep['built_on']} build)"))
+                            f"  hash {rep['recipe_hash']}  ({built})"))
     out.print(f"layers  {rep['layer_map']}   G {rep['block_size']}, {rep['dtype']} weights, "
               f"{_states(rep)}")
     head = "tied to the embedding" if rep["tie_embeddings"] else "its own matrix"

@@ -9,12 +9,13 @@ from fsc.cli.common import JsonOpt, fmt_count, out, print_json
 
 def recipes(as_json: JsonOpt = False) -> None:
     """List the shipped recipes (name, parameters, layer map, width, depth, block size), then
-    the published models' (`published/NAME`, what `fsc import` makes of their config.json)."""
+    the published models' (`published/NAME`, what `fsc import` makes of their config.json),
+    and the folder that holds their files."""
     from rich.table import Table
     from rich.text import Text
 
     from fsc.costmodel import param_counts
-    from fsc.recipe import load_recipe, published_recipes, shipped_recipes
+    from fsc.recipe import load_recipe, published_recipes, shipped_dir, shipped_recipes
 
     rows = []
     for name, path in {**shipped_recipes(), **published_recipes()}.items():
@@ -32,7 +33,8 @@ def recipes(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(rows)
         return
-    t = Table(title="shipped recipes")
+    folder = Text(f"NAME is the file {shipped_dir() / 'NAME'}.yaml: copy it to change it")
+    t = Table(title="shipped recipes", caption=folder)
     for col in ("name", "params", "summary", "layer map"):
         t.add_column(col, justify="right" if col == "params" else "left")
     for row in rows:
