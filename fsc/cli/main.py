@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a path the user gave that cannot be read or written
         if debug:
             raise
-        what = f"{e.strerror or type(e).__name__}: {e.filename}" if e.filename else str(e)
+        what = (f"{e.strerror or type(e).__name__}: {printable(e.filename, 120)}" if e.filename
+                else printable(e, 200))
         return _fail(what, 2)
     except (Exception, RecursionError, MemoryError) as e:  # the boundary: a bug, in one line
         if debug:

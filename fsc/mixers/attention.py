@@ -11,6 +11,9 @@ from fsc.mixers.spec import MixerShape, MixerSpec
 from fsc.sections import ADDED, MAX_HEAD_DIM, MAX_HEADS, Bad, Section
 
 
+LLAMA3_BANDS = ("low_freq_factor", "high_freq_factor", "original_context")  # llama3's own
+
+
 class RopeScaling(Section):
     """The RoPE scalings that change only the rotary frequencies (so fsc reproduces them
     exactly): `linear` divides every frequency by `factor`; `llama3` divides the low ones by
@@ -25,12 +28,16 @@ class RopeScaling(Section):
     def hashed_fields(self) -> dict:
         out = super().hashed_fields()
         if self.kind == "linear":  # llama3's bands: not in use
-            for name in ("low_freq_factor", "high_freq_factor", "original_context"):
+            for name in LLAMA3_BANDS:
                 del out[name]
         return out
 
     @model_validator(mode="after")
     def _bands(self):
+        bands = [n for n in LLAMA3_BANDS if n in self.model_fields_set]
+        if self.kind == "linear" and bands:  # would be ignored (and left out of the hash)
+            raise Bad((bands[0],), "is llama3's; linear divides every frequency by factor alone",
+                      getattr(self, bands[0]), f"kind: llama3, or drop {', '.join(bands)}")
         if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:
             raise Bad(("high_freq_factor",), "must exceed low_freq_factor "
                       f"{self.low_freq_factor:g}", self.high_freq_factor,
