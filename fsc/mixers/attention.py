@@ -10,7 +10,6 @@ from pydantic import Field, model_validator
 from fsc.mixers.spec import MixerShape, MixerSpec
 from fsc.sections import ADDED, MAX_HEAD_DIM, MAX_HEADS, Bad, Section
 
-
 LLAMA3_BANDS = ("low_freq_factor", "high_freq_factor", "original_context")  # llama3's own
 
 

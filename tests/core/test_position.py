@@ -130,13 +130,14 @@ def test_build_says_how_rope_is_scaled_and_how_much_of_a_head_it_turns(cli):
 
 def test_a_linear_rope_scaling_holds_no_llama3_bands():
     """linear scaling divides every frequency: llama3's bands are not in use, so neither in
-    the recipe's YAML nor in its hash."""
+    the recipe's YAML nor in its hash; given, they are refused (they were ignored)."""
+    from fsc.errors import RecipeError
     from fsc.recipe import load_recipe, parse_recipe
 
     data = load_recipe("tiny_attn").hashed_fields()
     data["attention"]["rope_scaling"] = {"kind": "linear", "factor": 2.0}
     plain = parse_recipe(data, "a")
-    data["attention"]["rope_scaling"] |= {"low_freq_factor": 2.0, "original_context": 64}
-    banded = parse_recipe(data, "a")
     assert "low_freq_factor" not in plain.to_yaml() and "original_context" not in plain.to_yaml()
-    assert plain.recipe_hash == banded.recipe_hash
+    data["attention"]["rope_scaling"] |= {"low_freq_factor": 2.0, "original_context": 64}
+    with pytest.raises(RecipeError, match="low_freq_factor: is llama3's"):
+        parse_recipe(data, "a")
