@@ -39,9 +39,10 @@ RunOpt = Annotated[list[str] | None, typer.Option(
     "the latest run with the rows drawn (loss, niah, ruler, quality: of each recipe; "
     "retrieval: each task).",
     show_default=False)]
-WhereOpt = Annotated[str | None, typer.Option(
+WhereOpt = Annotated[list[str] | None, typer.Option(
     "--where", help="SQL condition on the rows' view (profile, training or evaluation), e.g. "
-    "\"B = 1 and recipe != 'tiny_hybrid'\".", show_default=False)]
+    "\"B = 1 and recipe != 'tiny_hybrid'\" (given more than once: all must hold).",
+    show_default=False)]
 
 
 class PlotFailed(FscError):
@@ -76,28 +77,31 @@ def plot(
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"--out {path}: a figure is written as .png, .svg or .pdf")
     output_path(path, "--out", force=force)
-    from fsc.results import figures, plots, select
+    from fsc.results import figures, select
     from fsc.results.plots import draw
 
-    if where is not None:
-        select.condition(where)  # before the store is opened
+    for each in where or []:
+        select.condition(each)  # before the store is opened
     st = _store(store)
 
-    drawn = draw(st, str(kind), runs, where, str(metric))
+    condition = " AND ".join(f"({w})" for w in where) if where and len(where) > 1 else (
+        where[0] if where else None)
+    drawn = draw(st, str(kind), runs, condition, str(metric))
     try:
         figures.save(drawn.figure, path)
     except (OSError, ValueError) as e:
         raise PlotFailed(f"writing {path} failed: {e}") from None
     width, height = (round(v) for v in drawn.figure.get_size_inches() * figures.DPI)
-    rows = len(plots.DRAWS.get(str(kind), list)(drawn.rows))  # those the figure draws
+    rows = len(drawn.rows)
     if as_json:
         print_json({"kind": str(kind), "path": str(path), "runs": drawn.run_ids,
-                    "picked": drawn.picked or None,
+                    "picked": drawn.picked or None, "not_drawn": drawn.left_out,
                     "rows": rows, "width": width, "height": height})
         return
+    left = f"; nothing drawn of {named('run', drawn.left_out)}" if drawn.left_out else ""
     err.print(f"{kind}: {counted(rows, 'row')} of {named('run', drawn.run_ids)}"
-              + (f" ({drawn.picked}; choose with --run)" if drawn.picked else ""), markup=False,
-              highlight=False, soft_wrap=True)
+              + (f" ({drawn.picked}; choose with --run)" if drawn.picked else "") + left,
+              markup=False, highlight=False, soft_wrap=True)
     print_plain(f"{path}\n")
 
 

@@ -9,6 +9,7 @@ import math
 from collections import defaultdict
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from fsc.eval import columns
 from fsc.results.axes import (
@@ -17,6 +18,7 @@ from fsc.results.axes import (
     log2_axis,
     need_rows,
     new_figure,
+    plain_log,
     put_legend,
     tokens,
 )
@@ -44,17 +46,28 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
             ax.set_title(name, fontsize=9)
         for (run_id, recipe), line in grouped([r for r in rows if task(r) == name],
                                               ("run_id", "recipe")).items():
+            # a run of one logged step is a point: a line alone would draw nothing
             ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
-                    color=colour[recipe], label=f"{recipe} · {run_id}")
+                    marker="o" if len(line) == 1 else "", ms=4, color=colour[recipe],
+                    label=f"{recipe} · {run_id}")
             got = [r for r in line if r.get("eval_accuracy") is not None]
             if got:
                 axes[1][col].plot([r["step"] for r in got], [r["eval_accuracy"] for r in got],
                                   marker="o", ms=3, lw=1, color=colour[recipe])
         ax.set_yscale("log")
+        plain_log(ax.yaxis)
         ax.grid(True, which="both", alpha=0.25)
         if acc:
             axes[1][col].set_ylim(-0.03, 1.03)
             axes[1][col].grid(True, alpha=0.25)
+            if not any(r.get("eval_accuracy") is not None and task(r) == name for r in acc):
+                axes[1][col].text(0.5, 0.5, "no in-loop eval logged (--eval-every)",
+                                  transform=axes[1][col].transAxes, ha="center", va="center",
+                                  fontsize=8, color="0.4")
+        axes[-1][col].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
+        steps = {r["step"] for r in rows if task(r) == name}
+        if len(steps) == 1:  # around the one step, with whole steps on the axis
+            axes[-1][col].set_xlim(min(steps) - 1, min(steps) + 1)
         axes[-1][col].set_xlabel("optimizer step")
     axes[0][0].set_ylabel("loss (nats per token)")
     if acc:
@@ -169,8 +182,13 @@ def ruler_part(row: dict) -> str:
 
 
 def ruler_cells(rows: Rows) -> Rows:
-    """The evaluation rows the RULER figure draws: scored cells with a training length."""
-    return [r for r in rows if r.get("score") is not None and r.get("length_ratio")]
+    """The evaluation rows the RULER figure draws: scored cells with a training length, of
+    the runs that scored a part of the suite besides the plain passkey (`fsc eval --task niah`
+    scores its passkey cells too: such a run alone is not a RULER run, and its cells would
+    read as the suite's `niah single` and `average`)."""
+    scored = [r for r in rows if r.get("score") is not None and r.get("length_ratio")]
+    suite = {(r["run_id"], r["recipe"]) for r in scored if not passkey(r)}
+    return [r for r in scored if (r["run_id"], r["recipe"]) in suite]
 
 
 def ruler_scores(cells: Rows) -> dict[tuple, dict[str, dict[float, float]]]:
@@ -199,8 +217,9 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
     """RULER's score against length ÷ training length: a panel per part of the suite (niah's
     variants, vt, cwe, fwe) and one of their average, a line per backbone (and run)."""
     cells = ruler_cells(rows)
-    need_rows(cells, "scored cell with a training length",
-          "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them")
+    need_rows(cells, "RULER-style cell with a training length",
+              "fsc eval RUN_DIR --task ruler (a trained checkpoint) records them; plain passkey "
+              "cells alone are drawn by fsc plot niah and retrieval")
     scores = ruler_scores(cells)
     held = {p for parts in scores.values() for p in parts if p != "average"}
     names = [p for p in RULER_ORDER if p in held] + sorted(held - set(RULER_ORDER))

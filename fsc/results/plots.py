@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -24,9 +24,23 @@ DRAWS = {**figures.DRAWS, "quality": quality.quality_cells}  # the rows each eva
 class Drawn:
     kind: str
     figure: Figure
-    rows: list[dict[str, Any]]
-    run_ids: list[str]
+    rows: list[dict[str, Any]]  # those the figure draws (see drawn_rows)
+    run_ids: list[str]  # the runs drawn
     picked: str = ""  # how the runs were picked when none was named, in words
+    left_out: list[str] = field(default_factory=list)  # runs picked or named, none drawn
+
+
+def drawn_rows(kind: str, rows: list[dict[str, Any]],
+               metric: str = "accuracy") -> list[dict[str, Any]]:
+    """The rows of its view the `kind` figure draws: an eval figure's cells (DRAWS; quality:
+    a reference row only beside its run's decoded cells), every profile or training row."""
+    if kind in ("niah", "retrieval"):
+        return DRAWS[kind](rows, metric)
+    if kind == "quality":
+        cells = DRAWS[kind](rows)
+        decoded = {r["run_id"] for r in cells if r["mode"] != "reference"}
+        return [r for r in cells if r["run_id"] in decoded]
+    return DRAWS[kind](rows) if kind in DRAWS else rows
 
 
 def figure(kind: str, rows: list[dict[str, Any]], colour: dict[str, str],
@@ -50,5 +64,9 @@ def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None 
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)
-    return Drawn(kind, figure(kind, rows, colour, metric), rows, run_ids,
-                 "" if runs else source.describe())
+    fig = figure(kind, rows, colour, metric)
+    shown = drawn_rows(kind, rows, metric)
+    # a resumed training run's rows carry the runs it continues as part_of_run
+    drawn = {r["run_id"] for r in shown} | {r.get("part_of_run") for r in shown}
+    return Drawn(kind, fig, shown, [r for r in run_ids if r in drawn],
+                 "" if runs else source.describe(), [r for r in run_ids if r not in drawn])

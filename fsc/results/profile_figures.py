@@ -109,10 +109,16 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
 
 
 def _against_s(fig: Figure, ax: Any, rows: Rows, ylabel: str, extra: dict[str, Line2D]) -> None:
-    """Log–log axes over S with `ylabel`, and the legend: the lines, then `extra` entries."""
-    ax.set_xscale("log", base=2)
+    """Log–log axes over S with `ylabel`, and the legend: the lines, then `extra` entries. A
+    point at S = 0 (an empty cache) has no place on a log axis: with one, the axis is linear
+    from 0 to the smallest S measured, and logarithmic above it."""
+    positive = [r["S"] for r in rows if r["S"] > 0]
+    if any(r["S"] == 0 for r in rows):
+        ax.set_xscale("symlog", base=2, linthresh=min(positive, default=1), linscale=0.5)
+    else:
+        ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] > 0])
+    log2_axis(ax.xaxis, [r["S"] for r in rows if r["S"] >= 0])
     ax.set_xlabel("context length S (tokens in the cache)")
     ax.set_ylabel(ylabel)
     plain_log(ax.yaxis)

@@ -236,8 +236,10 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
     size = (8.0, 6.4) if len(panels) == 1 else (4.3 * cols + 2.8, 5.6 * n_rows + 0.6)
-    fig, axes = new_figure(what, cells, size=size, panels=(2 * n_rows, cols),
-                        height_ratios=[3, 2] * n_rows)
+    # the title names the runs drawn: a reference row a --where kept is drawn only beside
+    # its run's decoded cells
+    fig, axes = new_figure(what, decoded, size=size, panels=(2 * n_rows, cols),
+                           height_ratios=[3, 2] * n_rows)
     look = _Channels(decoded, colour)
     several_refs = False
     for i, (key, panel) in enumerate(panels.items()):

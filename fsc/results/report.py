@@ -21,7 +21,7 @@ from typing import Any
 
 from fsc import noise
 from fsc.errors import UsageError
-from fsc.results import figures, loss_bound, plots, quality, select
+from fsc.results import eval_figures, figures, loss_bound, plots, quality, select
 from fsc.store import Store
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
@@ -133,7 +133,7 @@ def _figure(kind: str, rows: list[dict], colour: dict[str, str], want_png: bool,
             n: int = 0) -> Figure:
     """Figure `kind` of `rows`; the n-th of its page (its SVG's element ids are prefixed by it,
     so that figures inlined in one page never share an id)."""
-    drawn = sorted({r["run_id"] for r in plots.DRAWS.get(kind, list)(rows)})
+    drawn = sorted({r["run_id"] for r in plots.drawn_rows(kind, rows)})
     shown = Figure(kind, CAPTIONS[kind] + (f" Run{'s' if len(drawn) > 1 else ''}: "
                                            f"{', '.join(drawn)}." if drawn else ""))
     try:
@@ -237,6 +237,29 @@ def _training_table(steps: list[dict]) -> Table:
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
+CUTS = (("top_k", "top-k", 0), ("top_p", "top-p", 1), ("min_p", "min-p", 0),
+        ("repetition_penalty", "penalty", 1))  # (column, name, the value that cuts nothing)
+
+
+def _decoding(cell: dict) -> str:
+    """A genppl cell's mode, and the cuts and the penalty it drew with where they apply
+    ('diffusion top-k 20 top-p 0.9'), as `fsc eval`'s table names them."""
+    cuts = [f"{said} {cell[k]:g}" for k, said, none in CUTS if cell.get(k) not in (None, none)]
+    return " ".join([cell["mode"], *cuts])
+
+
+def _genppl_order(cell: dict) -> tuple:
+    """Rows of a run by length and prompt length, the reference text first, then each
+    decoding setting through its K."""
+    def key(v: Any) -> tuple:
+        return (v is None, v if isinstance(v, (int, float)) else 0, str(v))
+
+    return (cell["run_id"], key(cell["length"]), key(cell.get("prompt_length")),
+            cell["mode"] != "reference", cell["mode"],
+            *(key(cell.get(k)) for k in ("G", "policy", "threshold", "temperature",
+                                         *(k for k, _, _ in CUTS), "K")))
+
+
 def _quality_table(cells: list[dict]) -> Table:
     """genppl cells: a row per decoding and length, after its prompt length, with the speed it
     costs at the batch it was decoded at (and the scorer and data, when the cells have
@@ -246,17 +269,18 @@ def _quality_table(cells: list[dict]) -> Table:
             "τ", "T", "Gen-PPL", "95 % interval", "entropy", "repeats", "tok/s", "batch",
             "passes/token", "steps/block", "n"]
     rows = [[c["run_id"], c["recipe"], *(str(c.get(k) or "–") for k in shown), str(c["length"]),
-             _num(c.get("prompt_length")), c["mode"], _num(c["G"]), _num(c["K"]),
+             _num(c.get("prompt_length")), _decoding(c), _num(c["G"]), _num(c["K"]),
              c["policy"] or "–", _num(c["threshold"]), _num(c["temperature"]),
-             _num(c["gen_ppl"]), f"{_num(c['gen_ppl_lo'])}–{_num(c['gen_ppl_hi'])}",
+             _num(c["gen_ppl"]), "–" if c["gen_ppl_lo"] is None or c["gen_ppl_hi"] is None
+             else f"{_num(c['gen_ppl_lo'])}–{_num(c['gen_ppl_hi'])}",
              _num(c["entropy"]), _num(c["repeat_ngram"]), _num(c["tokens_per_s"]),
              _num(quality.decoded_together(c) if c["tokens_per_s"] is not None else None),
              _num(c["passes_per_token"]), _num(c["steps_per_block"]), str(c["n"])]
-            for c in cells]
+            for c in sorted(cells, key=_genppl_order)]
     scorers = sorted({c["scorer"] for c in cells if c.get("scorer")})
     return Table("Generative perplexity", cols, rows,
-                 note=f"Scored by {', '.join(scorers)}; the reference row is the validation "
-                      "text's own continuations of the same prompts, at each length. Compare "
+                 note=f"Scored by {', '.join(scorers)}; the reference row is the data's own "
+                      "continuations of the same prompts (--data), at each length. Compare "
                       "Gen-PPL within one scorer, data, length and prompt length only; tok/s "
                       "is that of the batch of samples decoded together.")
 
@@ -275,14 +299,28 @@ def _harness_table(cells: list[dict]) -> Table:
                       "metrics are lower bounds, its perplexities upper bounds.")
 
 
+def _task(cell: dict) -> str:
+    """A cell's task as the table names it: niah's RULER-style variants apart from the plain
+    passkey ('niah multikey', 'niah single, 2 distractors'), as `fsc eval` names them."""
+    if cell["task"] != "niah" or eval_figures.passkey(cell):
+        return cell["task"]
+    extra = [f"{cell['distractors']} distractors" if cell.get("distractors") else "",
+             f"{cell['haystack']} haystack" if cell.get("haystack") not in (None, "filler")
+             else ""]
+    return ", ".join([eval_figures.ruler_part(cell), *filter(None, extra)])
+
+
 def _eval_table(cells: list[dict]) -> Table:
     """The other tasks' cells: a row each; a block-diffusion model's loss, a bound, marked as
-    `fsc eval`'s loss table marks it (fsc.results.loss_bound)."""
+    `fsc eval`'s loss table marks it (fsc.results.loss_bound); RULER's score where the cells
+    hold a part of the suite other than the plain passkey."""
+    suite = any(c.get("score") is not None and not eval_figures.passkey(c) for c in cells)
     cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
-            "token accuracy", "loss"]
-    rows = [[c["run_id"], c["recipe"], c["task"], str(c["length"]), _num(c["length_ratio"]),
+            "token accuracy", *(["score"] if suite else []), "loss"]
+    rows = [[c["run_id"], c["recipe"], _task(c), str(c["length"]), _num(c["length_ratio"]),
              _num(c["depth"]), _num(c["pairs"]), str(c["n"]), _num(c["accuracy"]),
-             _num(c["token_accuracy"]), loss_bound.prefix(c) + _num(c["loss"])] for c in cells]
+             _num(c["token_accuracy"]), *([_num(c.get("score"))] if suite else []),
+             loss_bound.prefix(c) + _num(c["loss"])] for c in cells]
     bounds = any(loss_bound.is_bound(c) for c in cells)
     return Table("Evaluation cells", cols, rows, note=loss_bound.LEGEND if bounds else "")
 

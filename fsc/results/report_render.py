@@ -13,6 +13,7 @@ import html
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fsc import __version__
 from fsc.results.report import Report, Table
@@ -118,7 +119,8 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
                 continue
             name = f"{n:02d}-{f.kind}.png"
             (folder / name).write_bytes(f.png)
-            lines += [f"![{f.kind}]({folder_ref}/{name})", "", f"*{f.caption}*", ""]
+            # percent-encoded: a Markdown link ends at a space (a report named "my notes.md")
+            lines += [f"![{f.kind}]({quote(f'{folder_ref}/{name}')})", "", f"*{f.caption}*", ""]
         for t in s.tables:
             lines += [f"### {t.title}", ""]
             if t.rows:

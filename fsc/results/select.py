@@ -84,19 +84,19 @@ EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task", "ha
 PASSKEY = " AND ".join(f"coalesce({k}, {v!r}) = {v!r}" for k, v in columns.PASSKEY.items())
 NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
               need=f"task = 'niah' AND {PASSKEY}", what="niah cells",
-              hint="fsc eval --task niah")
+              hint="fsc eval --task niah", from_run=(RUN_DATA, RUN_BATCH))
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    need=f"(task = 'mqar' OR task = 'niah' AND {PASSKEY}) AND "
                    "length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
-                   hint="fsc eval RUN_DIR")
+                   hint="fsc eval RUN_DIR", from_run=(RUN_DATA, RUN_BATCH))
 # a run with a scored part beside plain passkey cells (fsc eval --task niah scores those too:
 # a later passkey run must not hide a recipe's suite run)
 RULER = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
                need=f"score IS NOT NULL AND length_ratio IS NOT NULL AND NOT (task = 'niah' AND "
                     f"{PASSKEY})",
                what="RULER-style cells with a training length",
-               hint="fsc eval RUN_DIR --task ruler")
+               hint="fsc eval RUN_DIR --task ruler", from_run=(RUN_DATA, RUN_BATCH))
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
                  what="genppl cells", hint="fsc eval --task genppl",
                  from_run=(RUN_DATA, RUN_BATCH),
