@@ -131,7 +131,8 @@ def report(
     path = out_file or Path(f"report.{fmt}")
     suffixes = {Format.md: (".md",), Format.html: (".html", ".htm")}[fmt]
     if path.suffix.lower() not in suffixes:
-        raise UsageError(f"--out {path}: a {fmt} report is written as a {suffixes[0]} file")
+        raise UsageError(f"--out {path}: {'a Markdown' if fmt == Format.md else 'an HTML'} "
+                         f"report is written as a {suffixes[0]} file")
     output_path(path, "--out", force=force)
     assets = path.with_name(path.stem + "_files")
     if fmt is Format.md and assets.exists():

@@ -43,6 +43,6 @@ def resolve_run(st, text: str, kind: str | None = None, option: str | None = Non
              and (r[0].startswith(text) or _tail(r[0]).startswith(text))]
     if len(other) == 1:  # the id of a run of another kind: say so, not 'no run'
         raise UsageError(f"{lead}{text[:80]!r} names {other[0][1]} run {other[0][0]}; this takes "
-                         f"a {kind} run (`fsc runs --kind {kind}` lists them)")
+                         f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind} run (`fsc runs --kind {kind}` lists them)")
     raise UsageError(f"{lead}no {what} {text[:80]!r} in {st.file} (`fsc runs` lists them; the "
                      f"first characters of an id or of its tail, or `{LATEST}`, will do)")

@@ -179,8 +179,8 @@ def test_markdown_with_pngs_beside_it(cli, full_store, tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--format", "md", "--out", "x.html"], "a md report is written as a .md file"),
-    (["--out", "x.png"], "a html report is written as a .html file"),
+    (["--format", "md", "--out", "x.html"], "a Markdown report is written as a .md file"),
+    (["--out", "x.png"], "an HTML report is written as a .html file"),
     (["nope"], "no run 'nope'"),
     (["--format", "pdf"], "--format"),
     (["--out", "/nonexistent-dir/r.html"], "--out"),
