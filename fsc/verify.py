@@ -21,14 +21,15 @@ from contextlib import contextmanager
 import torch
 
 from fsc.checkpoint.io import load_checkpoint
-from fsc.costmodel import param_counts
+from fsc.costmodel import memory, param_counts
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import WeightsDoNotFit
 from fsc.imports.convert import load_published
-from fsc.loading import check_fits, free_bytes
+from fsc.loading import free_bytes
 from fsc.model.layers import TORCH_DTYPES, MoE
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
+from fsc.text import human_bytes
 from fsc.verify_report import (
     DRIFT_TOL,
     LOGIT_DRIFT_FACTOR,
@@ -39,7 +40,13 @@ from fsc.verify_report import (
     Check,
     VerifyReport,
     plan,
+    worst_error,
 )
+
+# The uncached forward of an attention layer over T tokens in blocks builds a [T, T] boolean
+# mask, and scaled_dot_product_attention an fp32 copy of it, whatever B: 5 bytes a pair
+# (measured 5.1-5.2 T² bytes at T 16k and 32k), beyond what the cost model counts.
+MASK_BYTES_PER_PAIR = 5
 
 
 def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
@@ -48,20 +55,34 @@ def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
     return recipe.with_width(REDUCED_WIDTH, vocab_size=min(recipe.vocab_size, 1024)), True
 
 
+def mask_bytes(checked: Recipe, G: int, T: int) -> int:
+    """Bytes of the block-causal mask of the uncached pass over T tokens: none without
+    attention, or at G 1 without a window (the causal kernel needs no mask)."""
+    if "attention" not in checked.layer_plan or (G == 1 and not checked.attention.window):
+        return 0
+    return MASK_BYTES_PER_PAIR * T * T
+
+
 def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, device,
                  checkpoint: bool = False) -> None:
     """WeightsDoNotFit before anything is allocated. The largest pass is the uncached forward
-    over all T = G·blocks tokens (fp32, its logits kept), beside a cache for T tokens. On top:
-    in bf16/fp16 the model's own copy of the weights, and a checkpoint's fp32 weights while
-    they are copied in."""
+    over all T = G·blocks tokens (fp32, its logits kept, an attention layer's [T, T] mask:
+    `mask_bytes`), beside a cache for T tokens. On top: in bf16/fp16 the model's own copy of the weights, and
+    a checkpoint's fp32 weights while they are copied in."""
     T = G * n_blocks
     copies = (0 if dtype == "fp32" else DTYPE_BYTES[dtype]) + (4 if checkpoint else 0)
-    try:
-        check_fits(checked.with_dtype("fp32"), device, S=0, B=B, G=T,
-                   budget=free_bytes(device) - copies * param_counts(checked)["total"])
-    except WeightsDoNotFit as e:
-        raise WeightsDoNotFit(f"verify over {T} tokens ({n_blocks} blocks of G {G}, one "
-                              f"uncached pass over all of them): {e}") from None
+    mem = memory(checked.with_dtype("fp32"), 0, B, T)
+    weights = mem.weight_bytes + copies * param_counts(checked)["total"]
+    mask = mask_bytes(checked, G, T)
+    need, free = weights + mem.cache_capacity_bytes + mem.activation_bytes + mask, free_bytes(device)
+    if need > free:
+        masked = f", attention mask {human_bytes(mask)}" if mask else ""
+        raise WeightsDoNotFit(
+            f"verify over {T} tokens ({n_blocks} blocks of G {G}, one uncached pass over all of "
+            f"them): {checked.name} needs {human_bytes(need)} at B {B} (weights "
+            f"{human_bytes(weights)}, cache {human_bytes(mem.cache_capacity_bytes)}, activations "
+            f"{human_bytes(mem.activation_bytes)}{masked}) but {device} has {human_bytes(free)} "
+            "free; give a smaller --length, --blocks or --B")
 
 
 def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | None = None,
@@ -117,14 +138,14 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
     want = model.forward_blockwise(tokens, [G] * n_blocks)
     cache = model.empty_cache(B, T, device, block_size=G)
-    err = fold_err = 0.0
+    errs = []
     for b in range(n_blocks):
         blk = tokens[:, b * G : (b + 1) * G]
         step = model(blk, cache)
         fold = model.fold(blk, cache)
-        err = max(err, (step - want[:, b * G : (b + 1) * G]).abs().max().item())
-        fold_err = max(fold_err, (fold - step).abs().max().item())
-    worst, scale = max(err, fold_err), want.abs().max().item()
+        errs += [(step - want[:, b * G : (b + 1) * G]).abs().max().item(),
+                 (fold - step).abs().max().item()]
+    worst, scale = worst_error(errs), want.abs().max().item()
     tol = LOGIT_TOL * max(1.0, scale)
     checks.append(Check("model logits", "model", worst, scale, tol, worst <= tol))
 
@@ -133,13 +154,14 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
         x = torch.randn(B, T, checked.d_model, generator=gen).to(device)
         want = mixer.forward_blockwise(x, [G] * n_blocks)
         cache = mixer.empty_cache(B, T, device)
-        worst = 0.0
+        errs = []
         for b in range(n_blocks):
             sl = slice(b * G, (b + 1) * G)
             step = mixer(x[:, sl], cache)
             again = mixer(x[:, sl], cache)  # forward must not have touched the cache
             fold = mixer.fold(x[:, sl], cache)
-            worst = max(worst, *((o - want[:, sl]).abs().max().item() for o in (step, again, fold)))
+            errs += [(o - want[:, sl]).abs().max().item() for o in (step, again, fold)]
+        worst = worst_error(errs)
         scale = max(want.abs().max().item(), 1e-30)
         checks.append(Check(f"{kind} mixer", kind, worst, scale, MIXER_TOL * scale,
                             worst <= MIXER_TOL * scale))
@@ -147,8 +169,9 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
 
 
 def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
-    """bf16/fp16: the cached path folding block after block in `dtype` against the fp32
-    uncached forward of `ref` over the same rounded weights."""
+    """bf16/fp16: the cached path in `dtype`, a step then a fold of each block in turn (as a
+    decode runs them), against the fp32 uncached forward of `ref` over the same rounded
+    weights."""
     T, lengths = G * n_blocks, [G] * n_blocks
     blocks = [slice(b * G, (b + 1) * G) for b in range(n_blocks)]
     # The coarser of the activations and the states sets the tolerance (fp16 with bf16 states:
@@ -157,18 +180,28 @@ def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
     cache = model.empty_cache(B, T, device, block_size=G)
     with _routing(model, B) as picks:
-        got = torch.cat([model.fold(tokens[:, sl], cache) for sl in blocks], 1)
+        # a step routes as the fold after it: its picks are dropped, the fold's kept
+        got = _step_fold(model, tokens, cache, blocks, lambda: [c.pop() for c in picks.values()])
     with _routing(ref, B, follow=picks):
         want = ref.forward_blockwise(tokens, lengths)
-    checks = [_errors("model logits", "model", LOGIT_DRIFT_FACTOR * tol, blocks, got, want)]
+    checks = [_errors("model logits", "model", LOGIT_DRIFT_FACTOR * tol, blocks, want, *got)]
     for kind, i in _mixers(checked):
         mixer = model.layers[i].mixer
         x = torch.randn(B, T, checked.d_model, generator=gen).to(device).to(model.dtype)
-        cache = mixer.empty_cache(B, T, device)
-        got = torch.cat([mixer.fold(x[:, sl], cache) for sl in blocks], 1)
+        got = _step_fold(mixer, x, mixer.empty_cache(B, T, device), blocks)
         want = ref.layers[i].mixer.forward_blockwise(x.float(), lengths)
-        checks.append(_errors(f"{kind} mixer", kind, tol, blocks, got, want))
+        checks.append(_errors(f"{kind} mixer", kind, tol, blocks, want, *got))
     return checks
+
+
+def _step_fold(module, inputs, cache, blocks, after_step=lambda: None):
+    """(steps, folds), each [B, T, ...]: a step of each block, then its fold, in turn."""
+    steps, folds = [], []
+    for sl in blocks:
+        steps.append(module(inputs[:, sl], cache))
+        after_step()
+        folds.append(module.fold(inputs[:, sl], cache))
+    return torch.cat(steps, 1), torch.cat(folds, 1)
 
 
 @contextmanager
@@ -199,14 +232,16 @@ def _routing(model, B: int, follow: dict | None = None):
             h.remove()
 
 
-def _errors(what, kind, tol, blocks, got, want) -> Check:
-    """The first, worst and last block's error, each relative to the largest value of that
-    block's reference (outputs may shrink or grow along the sequence)."""
-    errs, worst_abs = [], 0.0
+def _errors(what, kind, tol, blocks, want, *got) -> Check:
+    """The first, worst and last block's error (the worst of the `got` outputs: steps, folds),
+    each relative to the largest value of that block's reference (outputs may shrink or grow
+    along the sequence)."""
+    diffs, errs = [], []
     for sl in blocks:
-        diff = (got[:, sl].float() - want[:, sl]).abs().max().item()
-        worst_abs = max(worst_abs, diff)
-        errs.append(diff / max(want[:, sl].abs().max().item(), 1e-30))
-    worst = max(errs)
-    return Check(what, kind, worst_abs, want.abs().max().item(), tol, worst <= tol,
+        diffs.append(worst_error((g[:, sl].float() - want[:, sl]).abs().max().item()
+                                 for g in got))
+        errs.append(diffs[-1] / max(want[:, sl].abs().max().item(), 1e-30))
+    worst = worst_error(errs)
+    return Check(what, kind, worst_error(diffs), want.abs().max().item(), tol, worst <= tol,
                  first_rel_err=errs[0], last_rel_err=errs[-1], max_rel_err=worst)
+

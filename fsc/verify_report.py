@@ -5,11 +5,19 @@ report's records. The check itself is fsc.verify.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from fsc.blocks import MAX_G
 from fsc.errors import UsageError
+
+
+def worst_error(errors) -> float:
+    """The largest of `errors`, NaN where any is (a NaN or inf on either path): Python's max
+    keeps a number it met before a NaN, and a NaN must fail a check, not vanish."""
+    errors = list(errors)
+    return math.nan if any(math.isnan(e) for e in errors) else max(errors)
 
 if TYPE_CHECKING:
     from fsc.recipe import Recipe
@@ -114,8 +122,9 @@ def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int 
             # the last block then starts after min(window, WINDOW_TOKENS) cached tokens
             blocks = max(blocks, min(window, WINDOW_TOKENS) // G + 2)
     if blocks < 2:
-        raise UsageError(f"{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at least "
-                         "2 (the second reads the cache the first wrote)")
+        asked = f"--length {length} is " if length is not None else ""
+        raise UsageError(f"{asked}{blocks} block{'s' * (blocks != 1)} of G {G}: the check needs at "
+                         "least 2 (the second reads the cache the first wrote)")
     if G * blocks > MAX_TOKENS:
         raise UsageError(f"{blocks} blocks of G {G} are {G * blocks} tokens; at most {MAX_TOKENS}")
     return G, blocks

@@ -3,6 +3,7 @@ the drift over a long run in bf16/fp16."""
 
 from __future__ import annotations
 
+import shlex
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -128,7 +129,7 @@ def _published_weights(source: str) -> str | None:
 
 def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> None:
     from fsc.blocks import parse_ids
-    from fsc.imports import import_config, is_import_source, local_dir
+    from fsc.imports import has_weights, import_config, is_import_source, local_dir
     from fsc.source import is_checkpoint, published_origin, resolved
 
     checkpoint = None
@@ -145,6 +146,14 @@ def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> N
         raise UsageError(f"{source}: not a published model (a folder with config.json, "
                          "published/NAME or hf:ORG/NAME) nor a checkpoint `fsc import` wrote; "
                          "--against transformers checks one of those")
+    if not source.startswith("hf:") and not has_weights(local_dir(source)):
+        weights = "weights (*.safetensors or pytorch_model.bin)"
+        if checkpoint:
+            raise UsageError(f"{checkpoint} was imported from {source}, which now has no "
+                             f"{weights}; --against transformers runs transformers on them")
+        raise UsageError(f"{source}: a config without {weights}; --against transformers runs "
+                         f"transformers on them (`fsc verify {shlex.quote(source)}` checks its "
+                         "layer plan with seeded weights)")
     recipe = import_config(source).recipe  # refusals before torch and transformers load
     ids = None if prompt_ids is None else parse_ids(prompt_ids, recipe.vocab_size, "--prompt-ids")
     torch_threads()
@@ -178,7 +187,7 @@ def _render(rep) -> None:
                   f"({printable(rep.checked)}) with seeded weights")
     out.print(Text(f"weights: {rep.weights}"))  # (seeded, a checkpoint's or a published model's)
     no = Text("NO", style="red")
-    run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks"
+    run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks ({rep.tokens} tokens)"
     if rep.dtype == "fp32":
         t = Table(title=f"exactness: cached vs block-causal, {run}, fp32")
         for col in ("check", "max abs err", "tolerance", "exact"):
@@ -188,14 +197,16 @@ def _render(rep) -> None:
                       "yes" if c.exact else no)
     else:
         t = Table(title=f"drift: cached {rep.dtype} (states {rep.state_dtype}) vs fp32 "
-                        f"block-causal, {run} ({rep.tokens} tokens); error relative to each "
-                        "block's largest reference value")
+                        f"block-causal, {run}; error relative to each block's largest "
+                        "reference value")
         for col in ("check", "first block", "last block", "worst block", "tolerance", "ok"):
             t.add_column(col, justify="left" if col == "check" else "right")
         for c in rep.checks:
             t.add_row(c.what, f"{c.first_rel_err:.2e}", f"{c.last_rel_err:.2e}",
                       f"{c.max_rel_err:.2e}", f"{c.tol:.0e}", "yes" if c.exact else no)
     out.print(t)
+    ran = ", ".join(f"{op}:{backend}" for op, backend in sorted(rep.backends.items()))
+    out.print(f"kernels ran: {ran}", style="dim", markup=False, highlight=False)
     for k in rep.kernels:
         out.print(Text.assemble(f"kernel {k['op']} ({k['dtype']}): max err {k['max_err']:.2e} ",
                                 "ok" if k["ok"] else ("FAIL", "red")))
