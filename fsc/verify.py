@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
+from fsc.accuracy import worst_error
 from fsc.checkpoint.io import load_checkpoint
 from fsc.costmodel import memory, param_counts
 from fsc.dtypes import DTYPE_BYTES
@@ -40,7 +41,6 @@ from fsc.verify_report import (
     Check,
     VerifyReport,
     plan,
-    worst_error,
 )
 
 # The uncached forward of an attention layer over T tokens in blocks builds a [T, T] boolean

@@ -5,19 +5,11 @@ report's records. The check itself is fsc.verify.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from fsc.blocks import MAX_G
 from fsc.errors import UsageError
-
-
-def worst_error(errors) -> float:
-    """The largest of `errors`, NaN where any is (a NaN or inf on either path): Python's max
-    keeps a number it met before a NaN, and a NaN must fail a check, not vanish."""
-    errors = list(errors)
-    return math.nan if any(math.isnan(e) for e in errors) else max(errors)
 
 if TYPE_CHECKING:
     from fsc.recipe import Recipe

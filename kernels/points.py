@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from fsc.kernels import op_folders
 from fsc.kernels.attention.reference import block_attention_ref
 
-from fsc.verify_report import worst_error
+from fsc.accuracy import worst_error
 
 # Tiny shapes for the interpreter and the GPU self-check; G 20 spans two of GLA's 16-row
 # sub-chunks (and one partial).

@@ -11,7 +11,7 @@ import secrets
 import torch
 from fsc.kernels.points import SHAPES_DRY, attention_points, state_points
 
-from fsc.verify_report import worst_error
+from fsc.accuracy import worst_error
 
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 

@@ -144,9 +144,9 @@ def test_a_nan_is_the_worst_error_wherever_it_stands():
     import math
 
     import torch
-
     from fsc.kernels.points import _accuracy
-    from fsc.verify_report import worst_error
+
+    from fsc.accuracy import worst_error
 
     assert math.isnan(worst_error([0.0, math.nan, 1.0])) and worst_error([0.5, 2.0]) == 2.0
 
