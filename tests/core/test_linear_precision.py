@@ -1,5 +1,6 @@
 """Linear attention's running sums are not decayed: they are kept in fp32 whatever state_dtype."""
 
+import pytest
 import torch
 
 from fsc.model.lm import build_model
@@ -39,6 +40,7 @@ def test_verify_in_bf16_reports_drift_within_tolerance(capsys):
     assert all(0 < c["last_rel_err"] <= c["tol"] for c in rep["checks"])  # bf16 is not exact
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_verify_in_bf16_catches_a_sum_kept_in_bf16(monkeypatch, capsys):
     """The check can fail: linear attention's sums in 16 bits drift past the tolerance."""
     from fsc.cli.main import main

@@ -86,6 +86,7 @@ def test_verify_of_a_4096_window_runs_past_it(tmp_path):
     assert doc["blocks"] == 6 and doc["exact"] is True  # the sixth starts at 5120 > 4096
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_gpucheck_can_still_turn_the_interpreter_on_after_its_imports(tmp_path):
     """`python -m tools.gpucheck --dry-run` sets TRITON_INTERPRET in main(), after its module
     imported fsc.kernels.points: that import must not have decorated a kernel yet."""

@@ -21,6 +21,7 @@ def _rows(fsc_main, *args):
     return json.loads(res.stdout)["rows"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_every_cut_and_the_penalty_reach_the_samples(fsc_main, tmp_path, ar_recipe):
     """An AR checkpoint: at --top-k 1 or --min-p 1 a sampled cell keeps the most likely token
     alone, so its samples are the greedy cell's (its Gen-PPL too); a penalty changes them.

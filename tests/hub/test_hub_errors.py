@@ -12,6 +12,7 @@ def _checkpoint_files(d) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in d.iterdir()}
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_push_without_a_token_fails_before_any_network_call(save_tiny, fsc, hf_env, hub):
     original = save_tiny()
     env = {k: v for k, v in hf_env.items() if k != "HF_TOKEN"}  # HF_HOME holds no saved login
@@ -26,6 +27,7 @@ def test_push_without_a_token_fails_before_any_network_call(save_tiny, fsc, hf_e
                  marks=pytest.mark.slow),  # the refusal path again, by another answer
     ("wrong token", "the Hub refused the token (HTTP 401)"),
 ])
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_push_refused_by_the_server_leaves_the_checkpoint_and_store_alone(
         save_tiny, fsc, hf_env, hub, token, tmp_path, failure, message):
     original = save_tiny()

@@ -71,6 +71,7 @@ def test_a_retried_server_error_is_not_shown(save_tiny, fsc, hub, monkeypatch):
     assert r.stdout.startswith("pushed tiny_hybrid ")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_pushing_the_same_checkpoint_again_prints_no_client_warning(save_tiny, fsc, hub):
     ckpt = save_tiny()
     hub.put_repo("alice/tiny", {**_checkpoint_files(ckpt), ".gitattributes": b""})

@@ -50,6 +50,7 @@ def test_sharded_weights_import(tmp_path):
     assert check(str(tmp_path / "sharded")).exact
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_check_sees_a_wrong_mapping(published, monkeypatch):
     """gate and up swapped: every shape still fits, the logits do not."""
     names = tuple((p, r.replace(r"\2_proj", "{swap}")) if "gate|up|down" in p else (p, r)
@@ -129,6 +130,7 @@ def test_import_writes_a_checkpoint_that_decodes_like_transformers(published, fs
     assert doc["text"].split() == [f"t{i}" for i in doc["token_ids"]]  # its own tokenizer
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_verify_against_transformers_cli(published, fsc_main, monkeypatch):
     res = fsc_main("verify", published("mamba2"), "--against", "transformers", "--json")
     assert res.returncode == 0, res.stderr

@@ -257,6 +257,7 @@ EVERY_EXECUTOR = [["--workers", "2"], pytest.param(["--executor", "ray"], marks=
                   pytest.param(["--executor", "slurm"], marks=SLOW)]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 @pytest.mark.parametrize("how", EVERY_EXECUTOR)
 def test_resume_measures_only_what_is_missing(how, cli, swept, in_process, tmp_path, request):
     if "ray" in how:

@@ -118,6 +118,7 @@ def test_a_full_vocabulary_without_a_mask_token_is_named(fsc_main, tmp_path, ar_
     assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_mask_token_is_added_where_the_vocabulary_has_room(fsc_main, tmp_path, ar_ckpt):
     """A tokenizer without a mask token (as a published causal LM's): the token is added at
     the first free row, its embedding starts at the mean of the vocabulary's, the training
@@ -237,6 +238,7 @@ def test_bad_options_are_one_line_and_write_nothing(fsc_main, tmp_path, ar_ckpt)
         assert not out.exists() and not (tmp_path / "st").exists()
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_an_adaptation_anneals_over_a_quarter_of_its_steps_unless_told(fsc_main, tmp_path,
                                                                        ar_ckpt):
     """The default docs/benchmarks.md §15 chose: --anneal steps/4 when adapting; --anneal 0

@@ -40,6 +40,7 @@ def _copy_accuracy(model, n=64):
     return _cell(model, ByteTokenizer(), samples, settings, "cpu")["accuracy"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_tiny_model_learns_copy(tmp_path):
     """Exact match of the whole copied string, decoded by the cached decoder, on held-out
     samples: ≥ 90 % after 200 steps (about 8 s here); the untrained model scores 0."""
@@ -202,6 +203,7 @@ def _training(tmp_path, *args, steps=2, log_every=1):
     pytest.param(signal.SIGTERM, 143, id="SIGTERM", marks=pytest.mark.slow),  # timeout, k8s, Slurm
     pytest.param(signal.SIGUSR2, 140, id="SIGUSR2", marks=pytest.mark.slow),  # Slurm's warning
 ])
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
     out = tmp_path / "run"
     proc = _training(tmp_path, "tiny_attn", *COPY, "--train-steps", "100000", "--out", out)

@@ -4,6 +4,7 @@ bit-identical to one that was not stopped; what cannot pass a state is refused i
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -20,6 +21,7 @@ def _weights(step_dir):
     return load_file(step_dir / "model.safetensors")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_resumed_state_passing_is_bit_identical_and_differs_from_none(fsc_main, tmp_path):
     store = ["--store", tmp_path / "store"]
     run = ["train", "tiny_mamba", *COPY, "--train-steps", "6", *store]
