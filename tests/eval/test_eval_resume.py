@@ -2,11 +2,10 @@
 a finished run resumed is a no-op (exit 0, nothing recorded), as a retry loop needs."""
 
 import json
-import os
-import signal
 
 import pytest
 from stops import stop_at_second_length as _stop_at_second_length
+from stops import stop_genppl_at_k4
 
 from fsc.store import Store
 
@@ -94,22 +93,11 @@ def test_resume_takes_the_runs_own_grid(fsc_main, tmp_path):
 
 @pytest.mark.slow  # a genppl run stopped and resumed: seconds (make test-slow)
 def test_a_genppl_run_resumes_with_the_decodings_it_lacks(fsc_main, tmp_path, monkeypatch):
-    from fsc.eval import genppl
-
     text = "name: ar\nd_model: 32\nn_layers: 1\nvocab_size: 288\nblock_size: 1\n" \
            "dtype: fp32\nlayers: {default: attention}\nattention: {n_heads: 2, head_dim: 16}\n"
     (tmp_path / "ar.yaml").write_text(text)
     store = tmp_path / "store"
-    real = genppl._decoded
-    seen = []
-
-    def stop_at_k4(grid, model, tok, scorer, samples, length, d, device, *rest):
-        seen.append(d.K)
-        if d.K == 4 and len(seen) < 4:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real(grid, model, tok, scorer, samples, length, d, device, *rest)
-
-    monkeypatch.setattr(genppl, "_decoded", stop_at_k4)
+    seen = stop_genppl_at_k4(monkeypatch)
     res = fsc_main("eval", "tiny_attn", "--task", "genppl", "--data", "shakespeare",
                    "--samples", "2", "--lengths", "8", "--prompt-length", "4", "--scorer",
                    tmp_path / "ar.yaml", "--store", store)

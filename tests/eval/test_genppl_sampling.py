@@ -4,11 +4,10 @@ recorded in each cell, told apart in the table and the figure, and a cell stored
 were recorded read as drawn without them."""
 
 import json
-import os
-import signal
 
 import duckdb
 import pytest
+from stops import stop_genppl_at_k4
 
 from fsc.store import Store
 
@@ -92,17 +91,8 @@ def test_a_run_stored_before_the_settings_were_recorded_resumes_with_what_it_lac
         fsc_main, tmp_path, monkeypatch, ar_recipe):
     """Its cells hold NULL where a new cell holds the settings' values: a resume would have
     scored every decoding again."""
-    from fsc.eval import genppl
-
-    store, real, seen = tmp_path / "store", genppl._decoded, []
-
-    def stop_at_k4(grid, model, tok, scorer, samples, length, d, device, *rest):
-        seen.append(d.K)
-        if d.K == 4 and len(seen) < 4:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real(grid, model, tok, scorer, samples, length, d, device, *rest)
-
-    monkeypatch.setattr(genppl, "_decoded", stop_at_k4)
+    store = tmp_path / "store"
+    stop_genppl_at_k4(monkeypatch)
     res = fsc_main("eval", "tiny_attn", *SMALL, "--scorer", ar_recipe, "--store", store)
     assert res.returncode == 143, res.stderr
     run = res.stderr.split(" of run ")[1].split()[0]

@@ -439,13 +439,9 @@ def test_a_bos_adding_bpe_llama_equals_the_hf_backend(tmp_path, fsc_main):
                                            rel=1e-4), r
 
 
-@pytest.mark.slow  # transformers and both harness backends
-def test_a_repetition_penalty_answers_as_the_hf_backend(tmp_path, fsc_main):
-    """A model whose generation_config.json sets repetition_penalty: transformers' generate
-    applies it under the `hf` model, greedy requests included; fsc's greedy and penalized
-    answers equal the hf backend's (and differ from the unpenalized ones, so the penalty is
-    seen to act); a request's own penalty overrides the model's."""
-    from lm_eval.api.instance import Instance
+def _both_backends(tmp_path, fsc_main, generation: dict):
+    """(the harness's hf model, fsc's) of one tiny Llama with a BPE tokenizer and a
+    generation_config.json of `generation`, as published and as `fsc import` made it."""
     from lm_eval.api.registry import get_model
 
     from fsc.harness.lm import FscLM
@@ -455,10 +451,21 @@ def test_a_repetition_penalty_answers_as_the_hf_backend(tmp_path, fsc_main):
     save_published("llama", folder, seed=3, vocab_size=300, bos_token_id=1, eos_token_id=2)
     save_bpe_tokenizer(folder)
     (folder / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 1, "eos_token_id": 2, "repetition_penalty": 1.6}))
+        {"bos_token_id": 1, "eos_token_id": 2, **generation}))
     fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
     hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=1, dtype="float32")
-    ours = FscLM(str(tmp_path / "ck"), batch_size=1)
+    return hf, FscLM(str(tmp_path / "ck"), batch_size=1)
+
+
+@pytest.mark.slow  # transformers and both harness backends
+def test_a_repetition_penalty_answers_as_the_hf_backend(tmp_path, fsc_main):
+    """A model whose generation_config.json sets repetition_penalty: transformers' generate
+    applies it under the `hf` model, greedy requests included; fsc's greedy and penalized
+    answers equal the hf backend's (and differ from the unpenalized ones, so the penalty is
+    seen to act); a request's own penalty overrides the model's."""
+    from lm_eval.api.instance import Instance
+
+    hf, ours = _both_backends(tmp_path, fsc_main, {"repetition_penalty": 1.6})
     asks = [("Say A:", {}), ("To be, or not", {}), ("To be, or not", {"repetition_penalty": 1.0}),
             ("Say B:", {"repetition_penalty": 1.2})]
     gen = [Instance("generate_until", {}, (q, {"until": ["\n"], "max_gen_toks": 16,
@@ -478,19 +485,8 @@ def test_a_models_min_p_answers_as_the_hf_backend(tmp_path, fsc_main):
     and the greedy ones (fsc sampled from every token: other answers); a request's own min_p
     overrides the model's."""
     from lm_eval.api.instance import Instance
-    from lm_eval.api.registry import get_model
 
-    from fsc.harness.lm import FscLM
-    from tests.imports.published import save_bpe_tokenizer, save_published
-
-    folder = tmp_path / "tl"
-    save_published("llama", folder, seed=3, vocab_size=300, bos_token_id=1, eos_token_id=2)
-    save_bpe_tokenizer(folder)
-    (folder / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 1, "eos_token_id": 2, "min_p": 1.0}))
-    fsc_main("import", folder, "--out", tmp_path / "ck", "--store", tmp_path / "st", check=0)
-    hf = get_model("hf")(pretrained=str(folder), device="cpu", batch_size=1, dtype="float32")
-    ours = FscLM(str(tmp_path / "ck"), batch_size=1)
+    hf, ours = _both_backends(tmp_path, fsc_main, {"min_p": 1.0})
 
     def asked(extra):
         return [Instance("generate_until", {}, (q, {"until": ["\n"], "max_gen_toks": 16,
