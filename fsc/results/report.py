@@ -88,12 +88,22 @@ CAPTIONS = {
 }
 
 
-DEFAULT_SOURCES = (select.PROFILE, select.TRAINING, select.EVALUATION)
+# the profile figures draw ok points: the latest run that has some (an oom run after it would
+# leave every figure "not drawn" and hide it), as `fsc plot` picks
+DEFAULT_SOURCES = (select.PROFILE_OK, select.TRAINING, select.EVALUATION)
+
+
+def _or_none(st: Store, source, asked: list[str]) -> list[str]:
+    try:
+        return select.pick_runs(st, source, asked)
+    except UsageError:
+        return []
 
 
 def pick(st: Store, asked: list[str]) -> list[str]:
     """The runs a report shows: those asked (`all`: every run with results), or by default
-    the latest profile run, the latest training run of each recipe and the latest evaluation
+    the latest profile run with ok points (else the latest profile run), the latest training
+    run of each recipe and the latest evaluation
     run of each recipe and task, each harness task apart (so each figure and table finds the
     newest rows it draws)."""
     if asked and asked != [select.ALL]:
@@ -102,8 +112,9 @@ def pick(st: Store, asked: list[str]) -> list[str]:
     for source in DEFAULT_SOURCES:
         try:
             chosen += select.pick_runs(st, source, asked)
-        except UsageError:
-            continue
+        except UsageError:  # (a store whose profile runs are all oom: the latest of them)
+            if source is select.PROFILE_OK:
+                chosen += _or_none(st, select.PROFILE, asked)
     if not chosen:
         raise UsageError("the store has no run with results to report; run `fsc profile`, "
                          "`fsc train` or `fsc eval` first")

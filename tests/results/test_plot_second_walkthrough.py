@@ -184,3 +184,29 @@ def test_a_point_at_S_zero_is_on_the_axis(tmp_path):
         assert ax.get_xscale() == "symlog" and lo <= 0 < 1024 <= hi
         xs = [x for ln in ax.get_lines() for x in ln.get_xdata()]
         assert 0 in xs
+
+
+def test_the_report_takes_the_latest_profile_run_with_ok_points(cli, tmp_path):
+    """An all-oom sweep after a good one hid the good one from `fsc report`: its four figures
+    said "not drawn". The report now picks as `fsc plot` does; a store of oom runs alone
+    still shows the latest."""
+
+    from fsc.store import Store
+
+    st = Store(tmp_path / "store")
+    runs = []
+    for status in ("ok", "oom"):
+        run = st.start_run("profile", f"fsc profile ({status})", None, {})
+        st.add_point(run, point("tiny_attn", 1024, 1, 1.0, status=status))
+        st.finish_run(run)
+        runs.append(run)
+    out = tmp_path / "r.html"
+    doc = json.loads(cli("report", "--store", tmp_path / "store", "--out", out, "--json").out)
+    assert runs[0] in doc["runs"] and runs[1] not in doc["runs"]
+    only = Store(tmp_path / "oom")
+    run = only.start_run("profile", "fsc profile", None, {})
+    only.add_point(run, point("tiny_attn", 1024, 1, 1.0, status="oom"))
+    only.finish_run(run)
+    doc = json.loads(cli("report", "--store", tmp_path / "oom", "--out", tmp_path / "o.html",
+                         "--json").out)
+    assert doc["runs"] == [run]
