@@ -27,13 +27,14 @@ OutOpt = Annotated[
 ]
 
 
-def check(sql: str, out_file: Path | None, force: bool, write: bool = False) -> None:
-    """Before the store is opened: the SQL parses into statements the sandbox runs, and
-    --out names a file that can be written."""
+def check(sql: str, out_file: Path | None, force: bool, write: bool = False,
+          export: bool = False) -> None:
+    """Before the store is opened: the SQL parses into statements the sandbox runs (said in
+    `fsc export`'s words where `export`), and --out names a file that can be written."""
     from fsc.store import export as exporting
     from fsc.store import sandbox
 
-    sandbox.check(sandbox.parse(sql), write)
+    sandbox.check(sandbox.parse(sql), write, exporting=export)
     if out_file is not None:
         exporting.target(out_file, force, _what(out_file))
 
@@ -67,7 +68,7 @@ def export(
     """
     from fsc.store import Store
 
-    check(sql, out_file, force)
+    check(sql, out_file, force, export=True)
     st = Store(store_dir(store))
     st.check(write=False)
     save(st, sql, out_file, force, as_json)

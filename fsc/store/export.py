@@ -55,7 +55,7 @@ def private_folder(out: Path) -> Iterator[Path]:
 def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> None:
     """Run one read-only statement of `sql` on `con` and write its rows to `path` as `fmt`."""
     statements = sandbox.parse(sql, con)
-    sandbox.check(statements, write=False)
+    sandbox.check(statements, write=False, exporting=True)
     if fmt in ("json", "jsonl"):
         cur = con.execute(sql)  # the one statement, as written
         if cur.description is None:

@@ -101,12 +101,15 @@ def _kind(statement) -> str:
         return "UNKNOWN"
 
 
-def check(statements: list[Statement], write: bool) -> None:
+def check(statements: list[Statement], write: bool, exporting: bool = False) -> None:
     """Refuse what `fsc query` never runs, and, without `write`, anything but one reading
-    statement. Raises QueryError naming the statement and what to do instead."""
+    statement. Raises QueryError naming the statement and what to do instead (`exporting`:
+    in `fsc export`'s words, which writes one query's result and never the store)."""
     for st in statements:
         if st.kind in _OUTSIDE:
             raise QueryError(
+                f"{_OUTSIDE[st.kind]} is not run: fsc export writes the one file --out names"
+                if exporting else
                 f"{_OUTSIDE[st.kind]} is not run: fsc query reaches only the store (to write a "
                 "result to a file, use --out FILE or `fsc export`)"
             )
@@ -118,11 +121,14 @@ def check(statements: list[Statement], write: bool) -> None:
         return
     if len(statements) > 1:
         raise QueryError(
+            f"{len(statements)} statements given; fsc export writes the result of one"
+            if exporting else
             f"{len(statements)} statements given; a read-only query runs one (with --write, "
             "all run in one transaction and the last one's result is shown)"
         )
     if statements[0].kind not in READ_KINDS:
-        raise QueryError(READ_ONLY_MESSAGE)
+        raise QueryError("fsc export writes the result of a read-only query; modify the store "
+                         "with fsc query --write" if exporting else READ_ONLY_MESSAGE)
 
 
 def destructive(sql: str) -> list[str]:

@@ -95,3 +95,20 @@ def test_options_that_do_nothing_where_given_are_refused(store_path, fsc):
         res = fsc(*args)
         assert res.returncode == 2 and res.stderr.count("\n") == 1, (args, res.stderr)
         assert says in _said(res) and res.stdout == ""
+
+
+def test_fsc_export_refuses_sql_in_its_own_words(store_path, fsc, tmp_path):
+    """fsc export shares fsc query's sandbox: its refusals spoke of --write, a read-only query
+    and `fsc export` itself."""
+    _run(Store(store_path), [])
+    out = tmp_path / "x.csv"
+    for sql, says in (("select 1; select 2", "2 statements given; fsc export writes the result "
+                                             "of one"),
+                      ("delete from runs", "fsc export writes the result of a read-only query"),
+                      ("copy runs to 'y.csv'", "COPY is not run: fsc export writes the one "
+                                               "file --out names")):
+        res = fsc("export", sql, "--out", out)
+        assert res.returncode == 2 and says in _said(res), res.stderr
+        assert not out.exists()
+    res = fsc("query", "select 1; select 2")  # fsc query keeps its own
+    assert "a read-only query runs one (with --write" in _said(res)
