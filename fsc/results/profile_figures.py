@@ -128,8 +128,9 @@ def _against_s(fig: Figure, ax: Any, rows: Rows, ylabel: str, extra: dict[str, L
 
 
 def memory(rows: Rows, colour: dict[str, str]) -> Figure:
-    """Peak memory against S, one line per recipe and B; the device's memory as a line; points
-    that did not fit marked × at the memory the cost model says they need."""
+    """Peak memory against S, one line per recipe and B; the device's memory as a line (and a
+    run's --memory-budget, which its points had to fit); points that did not fit marked × at
+    the memory the cost model says they need."""
     ok = [r for r in rows if r["status"] == "ok" and r["peak_bytes"]]
     need_rows(ok, "ok profile point", _none_ok(rows))
     fig, axes = new_figure("memory", rows)
@@ -157,6 +158,14 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
             extra[f"{name} memory ({human_bytes(total)})"] = Line2D([], [], ls=":", color="0.3")
         else:  # a line decades above the data would squash it: named, not drawn
             extra[f"{name} memory: {human_bytes(total)}, above the axis (not drawn)"] = Line2D(
+                [], [], ls="", color="0.3")
+    for budget in sorted({r["memory_budget"] for r in rows if r.get("memory_budget")}):
+        if budget <= DEVICE_LINE_SPAN * max(drawn):
+            ax.axhline(budget / size, color="0.3", ls="--", lw=1.2)
+            extra[f"--memory-budget {human_bytes(budget)}"] = Line2D([], [], ls="--",
+                                                                      color="0.3")
+        else:
+            extra[f"--memory-budget {human_bytes(budget)}, above the axis (not drawn)"] = Line2D(
                 [], [], ls="", color="0.3")
     _against_s(fig, ax, rows, f"peak memory ({unit})", extra)
     return fig

@@ -65,9 +65,13 @@ class Source:
 
 _PROFILE_ORDER = "recipe, G, K, dtype, B, S"
 _EVAL_ORDER = "run_id, length, depth, pairs"
-PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile")
+# a profile run's --memory-budget (NULL: the device's free memory), which its oom points missed
+RUN_BUDGET = ("memory_budget", "TRY_CAST(json_extract(r.config, '$.memory_budget') AS BIGINT)")
+PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile",
+                 from_run=(RUN_BUDGET,))
 PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
-                    what="ok points", hint="fsc profile")  # what the profile figures draw
+                    what="ok points", hint="fsc profile",
+                    from_run=(RUN_BUDGET,))  # what the profile figures draw
 TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="training steps",
                   hint="fsc train")
 # an eval run's --data, and the --batch its samples were decoded at (genppl's tokens/s is the

@@ -210,3 +210,22 @@ def test_the_report_takes_the_latest_profile_run_with_ok_points(cli, tmp_path):
     doc = json.loads(cli("report", "--store", tmp_path / "oom", "--out", tmp_path / "o.html",
                          "--json").out)
     assert doc["runs"] == [run]
+
+
+def test_the_memory_figure_draws_the_runs_memory_budget(tmp_path):
+    """Points refused by a run's --memory-budget were marked × against the device's memory
+    alone (23.5 GiB here), which they fit: the budget they missed is now a line of its own."""
+    from fsc.store import Store
+
+    st = Store(tmp_path / "store")
+    run = st.start_run("profile", "fsc profile --memory-budget 3MiB", None,
+                       {"memory_budget": 3 * 2**20})
+    st.add_point(run, point("tiny_attn", 16, 1, 1.0, peak_bytes=2**20))
+    st.add_point(run, point("tiny_attn", 256, 1, 1.0, status="oom", peak_bytes=None,
+                            predicted_total_bytes=9 * 2**20))
+    st.finish_run(run)
+    drawn = plots.draw(st, "memory")
+    labels = [t.get_text() for t in drawn.figure.legends[0].get_texts()]
+    assert "--memory-budget 3.00 MiB" in labels
+    ax = drawn.figure.axes[0]
+    assert 3.0 in [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
