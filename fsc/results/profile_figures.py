@@ -259,6 +259,9 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
         if peak:
             flops_ax.plot(xs, [min(peak, bw * x) / 1e9 for x in xs], color="0.3", lw=1.2)
             seen.setdefault(f"{name} roof", Line2D([], [], color="0.3", lw=1.2))
+        else:  # a bandwidth given by --bandwidth: no peak FLOP/s to draw a compute roof from
+            seen.setdefault(f"{name}: no compute roof (no peak FLOP/s known)",
+                            Line2D([], [], ls=""))
         bw_ax.axhline(bw / 1e9, color="0.3", ls=":", lw=1.2)
         seen.setdefault(f"{name} bandwidth ({bw / 1e12:.2f} TB/s)",
                         Line2D([], [], color="0.3", ls=":", lw=1.2))

@@ -229,3 +229,18 @@ def test_the_memory_figure_draws_the_runs_memory_budget(tmp_path):
     assert "--memory-budget 3.00 MiB" in labels
     ax = drawn.figure.axes[0]
     assert 3.0 in [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+
+
+def test_a_roofline_of_a_given_bandwidth_says_why_it_has_no_compute_roof(tmp_path):
+    """On the CPU with --bandwidth the bandwidth panel has its line and the compute panel
+    none, with nothing said."""
+    from fsc.store import Store
+
+    st = Store(tmp_path / "store")
+    r = load_recipe("tiny_attn")
+    st.register_recipe(r.name, r.recipe_hash, r.to_yaml(), r.layer_plan)
+    run = st.start_run("profile", "fsc profile --bandwidth 0.05", None, {"bandwidth": 0.05})
+    st.add_point(run, point("tiny_attn", 16, 1, 1.0, device="cpu"))
+    st.finish_run(run)
+    labels = [t.get_text() for t in plots.draw(st, "roofline").figure.legends[0].get_texts()]
+    assert any("no compute roof (no peak FLOP/s known)" in t for t in labels), labels
