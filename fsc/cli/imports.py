@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -24,9 +25,10 @@ def import_cmd(
         help="A folder with config.json (and *.safetensors or a pytorch_model.bin, tokenizer "
              "files), published/NAME (a published config, as `fsc recipes` lists it), or "
              "hf:ORG/NAME[@REV] on the Hub.")],
-    out_path: Annotated[Path | None, typer.Option(
-        "--out", help="Where to write: the checkpoint directory when the source has weights, "
-                      "else the recipe file. Without it the recipe is printed.")] = None,
+    out_arg: Annotated[str | None, typer.Option(
+        "--out", metavar="PATH", help="Where to write: the checkpoint directory when the source has weights, "
+                      "else the recipe file (NAME.yaml inside a folder, or a path ending in "
+                      "/). Without it the recipe is printed.")] = None,
     name: Annotated[str | None, typer.Option(
         "--name", help="Recipe name (default: the folder or repo name).")] = None,
     recipe_only: Annotated[bool, typer.Option(
@@ -39,27 +41,33 @@ def import_cmd(
     --out and weights, write an fsc checkpoint with its tokenizer.
 
     Llama, Mistral, Qwen2, Qwen3, Mamba-2 (transformers' or mamba_ssm's format), Bamba and
-    Qwen3-Next import; a feature fsc cannot express exactly (a sliding window, n_groups > 1,
-    an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
+    Qwen3-Next import; a feature fsc cannot express exactly (a sliding window on some layers only,
+    n_groups > 1, an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
     """
     from fsc.errors import UsageError
     from fsc.imports import has_weights, import_config, local_dir
 
-    if name is not None and not name.strip():
-        raise UsageError("--name is empty: give the recipe a name, or leave --name out for the "
-                         "folder's or repo's")
+    if not source.strip():
+        raise UsageError("fsc import: SOURCE is empty: give a folder with config.json, "
+                         "published/NAME or hf:ORG/NAME")
+    _check_name(name)
     imported = import_config(source, name)  # config only: refusals come before any download
     doc = {"source": source, "architecture": imported.architecture,
            "recipe": imported.recipe.name, "recipe_hash": imported.recipe.recipe_hash}
-    if out_path is None:
+    if out_arg is None:
         if as_json:
             print_json({**doc, "recipe_yaml": imported.recipe_yaml()})
         else:
             print_plain(imported.recipe_yaml())  # `> r.yaml`: never wrapped or styled
         return
+    out_path = Path(out_arg)
     directory = local_dir(source, files="config" if recipe_only else "all")
     weights = not recipe_only and has_weights(directory)
     if weights:
+        if out_path.suffix in (".yaml", ".yml"):
+            raise UsageError(f"--out {out_arg}: a recipe file's name, but {source} has weights, "
+                             "which import as a checkpoint directory; give a directory, or "
+                             "--recipe-only for the recipe alone")
         output_dir(out_path, "--out")
         from fsc.checkpoint.registry import register_checkpoint
         from fsc.imports.convert import import_checkpoint
@@ -72,14 +80,7 @@ def import_cmd(
         register_checkpoint(store_dir(store), info, "saved")
         doc |= {"checkpoint": info.to_dict()}
     else:
-        if out_path.is_dir():
-            out_path = out_path / f"{imported.recipe.name}.yaml"
-        if out_path.exists():
-            raise UsageError(f"--out {out_path}: already exists; choose another path")
-        try:
-            out_path.write_text(imported.recipe_yaml())
-        except OSError as e:
-            raise UsageError(f"--out {out_path}: cannot write ({e.strerror or e})") from None
+        out_path = _write_recipe(out_arg, imported)
         doc |= {"recipe_file": str(out_path)}
     if as_json:
         print_json(doc)
@@ -88,6 +89,46 @@ def import_cmd(
     out.print(f"{imported.architecture} from {source} -> {what} "
               f"(recipe {imported.recipe.name}, hash {imported.recipe.recipe_hash})",
               markup=False, highlight=False)
+
+
+def _check_name(name: str | None) -> None:
+    """--name as the recipe schema takes it, refused naming --name (not the config)."""
+    from fsc.errors import UsageError
+    from fsc.sections import MAX_NAME
+
+    if name is None:
+        return
+    if not name.strip():
+        raise UsageError("--name is empty: give the recipe a name, or leave --name out for the "
+                         "folder's or repo's")
+    if len(name) > MAX_NAME or not name.isprintable():
+        why = (f"{len(name)} characters" if len(name) > MAX_NAME
+               else "has a control character (newline, tab, escape, ...)")
+        raise UsageError(f"--name: {why}; give 1 to {MAX_NAME} printable characters")
+
+
+def _write_recipe(out_arg: str, imported) -> Path:
+    """Write the recipe at --out: the file itself, or NAME.yaml in a folder (one that exists,
+    or a path ending in /, made here), NAME with any character a file name cannot hold
+    replaced; missing parent folders are made. Never over an existing file."""
+    from fsc.errors import UsageError
+    from fsc.imports.config import file_stem
+
+    out_path = Path(out_arg)
+    if out_path.is_dir() or out_arg.endswith(("/", os.sep)):
+        out_path = out_path / f"{file_stem(imported.recipe.name)}.yaml"
+    if out_path.exists():
+        raise UsageError(f"--out {out_path}: already exists; choose another path")
+    folder = next((p for p in out_path.parents if p.exists()), Path("."))
+    if not folder.is_dir():
+        raise UsageError(f"--out {out_path}: {folder} is a file, not a folder")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with out_path.open("x") as f:
+            f.write(imported.recipe_yaml())
+    except OSError as e:
+        raise UsageError(f"--out {out_path}: cannot write ({e.strerror or e})") from None
+    return out_path
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from fsc.checkpoint.layout import RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
-from fsc.imports.fetch import PICKLED, snapshot
+from fsc.imports.fetch import PICKLED, PICKLED_INDEX, SAFETENSORS_INDEX, snapshot
 from fsc.jsonsafe import json_object
 from fsc.recipe import PUBLISHED, Recipe, parse_recipe, published_recipes
 
@@ -117,6 +117,11 @@ def read_config(directory: Path, source: str) -> Config:
 
 def from_config(cfg: Config, name: str | None = None) -> Imported:
     """The recipe of a published config, or ImportRefused naming what fsc cannot express."""
+    archs = cfg.get("architectures")
+    if archs is not None and not (isinstance(archs, list)
+                                  and all(isinstance(a, str) for a in archs)):
+        raise ImportRefused(f"{cfg.source}: config.json: architectures must be a list of "
+                            f"names (got {archs!r})")
     arch = cfg.architecture
     family = FAMILIES.get(arch)
     if family is None:
@@ -148,9 +153,11 @@ def from_config(cfg: Config, name: str | None = None) -> Imported:
 
 def has_weights(directory: Path) -> bool:
     """Whether a published folder holds weights fsc imports: *.safetensors, or (where it has
-    none, as state-spaces ships Mamba-2) a pytorch_model.bin. The one rule of `fsc import`,
-    of the commands that load a folder directly, and of fsc.imports.convert."""
-    return any(directory.glob("*.safetensors")) or (directory / PICKLED).is_file()
+    none, as state-spaces ships Mamba-2) a pytorch_model.bin; or an index of either (whose
+    shards fsc.imports.convert then requires). The one rule of `fsc import`, of the commands
+    that load a folder directly, and of fsc.imports.convert."""
+    return any(directory.glob("*.safetensors")) or any(
+        (directory / f).is_file() for f in (SAFETENSORS_INDEX, PICKLED, PICKLED_INDEX))
 
 
 def local_dir(ref: str, files: str = "config") -> Path:

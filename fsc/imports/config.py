@@ -4,6 +4,7 @@ every family shares (dtype, vocabulary, tied embeddings, the name)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from fsc.errors import ImportRefused
 from fsc.sections import MAX_NAME
@@ -34,7 +35,14 @@ class Config:
     def get(self, key: str, default=None):
         return self.data.get(key, default)
 
+    def _given(self, key: str, default) -> None:
+        """Refused, naming `key`, when the config leaves out a key with no default."""
+        if default is None and key not in self.data:
+            raise ImportRefused(f"{self.source}: config.json: {self.architecture} needs "
+                                f"'{key}' (nothing was imported)")
+
     def int(self, key: str, default: int | None = None) -> int:
+        self._given(key, default)
         value = self.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ImportRefused(f"{self.source}: config.json: {key} must be an integer "
@@ -42,6 +50,7 @@ class Config:
         return value
 
     def float(self, key: str, default: float | None = None) -> float:
+        self._given(key, default)
         value = self.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ImportRefused(f"{self.source}: config.json: {key} must be a number "
@@ -82,6 +91,16 @@ class Config:
 
 
 def recipe_name(source: str) -> str:
-    """A recipe name from a source (``hf:Qwen/Qwen3-8B@main`` -> ``Qwen3-8B``)."""
-    tail = source.removeprefix("hf:").split("@")[0].rstrip("/").split("/")[-1] or "imported"
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", tail)[:MAX_NAME]
+    """A recipe name from a source: its repository's name (``hf:Qwen/Qwen3-8B@main`` ->
+    ``Qwen3-8B``) or its folder's, `.` and `..` resolved (``.`` in ``~/Qwen3-8B`` too)."""
+    if source.startswith("hf:"):
+        tail = source.removeprefix("hf:").split("@")[0].rstrip("/").split("/")[-1]
+    else:
+        tail = Path(source).resolve().name
+    return file_stem(tail or "imported")[:MAX_NAME]
+
+
+def file_stem(name: str) -> str:
+    """`name` with every character but letters, digits and ._+- replaced by _, less leading
+    dots: a file name that stays in its folder, not hidden (``../x`` -> ``_x``)."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", name).lstrip(".") or "imported"

@@ -19,28 +19,40 @@ from fsc.imports import (
     from_config,
     has_weights,
     local_dir,
+    parse_hf,
     published_length,
     read_config,
 )
-from fsc.imports.fetch import PICKLED
+from fsc.imports.fetch import PICKLED, PICKLED_INDEX, SAFETENSORS_INDEX
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.tokenizer import carried_files, load_tokenizer
 
 
+def _indexed(index: Path) -> list[Path]:
+    """The files a weights index (its weight_map) names, each of them there."""
+    try:
+        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ImportRefused(f"{index}: malformed index (needs a weight_map object)") from None
+    missing = [n for n in names if not (index.parent / n).is_file()]
+    if missing:
+        raise ImportRefused(f"{index.parent}: {missing[0]}, named by its index, is missing")
+    return [index.parent / n for n in names]
+
+
 def weight_files(directory: Path) -> list[Path]:
     """The safetensors files of a published folder (those its index names, when it has one)."""
-    index = directory / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise ImportRefused(f"{index}: malformed index (needs a weight_map object)") from None
-        missing = [n for n in names if not (directory / n).is_file()]
-        if missing:
-            raise ImportRefused(f"{directory}: {missing[0]}, named by its index, is missing")
-        return [directory / n for n in names]
+    if (directory / SAFETENSORS_INDEX).is_file():
+        return _indexed(directory / SAFETENSORS_INDEX)
     return sorted(directory.glob("*.safetensors"))
+
+
+def pickled_files(directory: Path) -> list[Path]:
+    """The pytorch_model.bin of a published folder, or the shards its index names."""
+    if (directory / PICKLED_INDEX).is_file():
+        return _indexed(directory / PICKLED_INDEX)
+    return [directory / PICKLED]
 
 
 def _open(stack: ExitStack, path: Path, device):
@@ -104,8 +116,9 @@ def _fill(imported: Imported, where: dict, device,
 
 
 class _Pickled:
-    """A `pytorch_model.bin` read as tensors only (torch.load with weights_only: no code runs),
-    with safetensors' `get_tensor`: the one format state-spaces ships its Mamba-2 weights in."""
+    """A `pytorch_model.bin` (or one of its shards) read as tensors only (torch.load with
+    weights_only: no code runs), with safetensors' `get_tensor`: the one format state-spaces
+    ships its Mamba-2 weights in."""
 
     def __init__(self, path: Path, device):
         try:
@@ -126,13 +139,14 @@ class _Pickled:
 def fsc_state(imported: Imported, directory: Path, device="cpu",
               copy: bool | None = None) -> dict[str, torch.Tensor]:
     """fsc's state dict (the recipe's dtype) from a published folder's safetensors (or, where
-    it has none, its pytorch_model.bin, read as plain tensors); `copy` as load_checkpoint's."""
+    it has none, its pytorch_model.bin or that file's shards, read as plain tensors); `copy` as
+    load_checkpoint's."""
     if not has_weights(directory):
         raise ImportRefused(f"{imported.source}: no weights to import (*.safetensors or "
                             f"{PICKLED})")
     with ExitStack() as stack:
-        opened = [_open(stack, f, device)
-                  for f in weight_files(directory)] or [_Pickled(directory / PICKLED, device)]
+        opened = [_open(stack, f, device) for f in weight_files(directory)] or [
+            _Pickled(f, device) for f in pickled_files(directory)]
         where = {k: st for st in opened for k in st.keys()}
         state, used = _fill(imported, where, device, copy)
     ignored = getattr(imported.family, "IGNORED", ())
@@ -162,16 +176,23 @@ def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     directory = local_dir(ref, files="all")
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(),
                            include=carried_files(directory),
-                           imported_from=f"{origin_of(ref)} ({imported.architecture})",
+                           imported_from=f"{origin_of(ref, directory)} "
+                                         f"({imported.architecture})",
                            bos=adds_bos(directory),
                            max_length=published_length(directory / CONFIG, directory))
     return imported, info
 
 
-def origin_of(ref: str) -> str:
+def origin_of(ref: str, directory: Path | None = None) -> str:
     """Where an import came from, as a checkpoint records it: a local folder by its absolute
-    path (so `fsc verify CK --against transformers` finds it from anywhere), hf:ORG/NAME as is."""
-    return ref if ref.startswith("hf:") else str(Path(ref).resolve())
+    path (so `fsc verify CK --against transformers` finds it from anywhere); hf:ORG/NAME at the
+    commit its snapshot `directory` holds (the Hub cache's snapshots/COMMIT), whatever branch
+    or tag the ref named, so that a later check reads the weights imported, not a newer main."""
+    if not ref.startswith("hf:"):
+        return str(Path(ref).resolve())
+    if directory is None or not re.fullmatch(r"[0-9a-f]{40}", directory.name):
+        return ref
+    return f"hf:{parse_hf(ref)[0]}@{directory.name}"
 
 
 def adds_bos(directory: Path) -> bool:

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from huggingface_hub import constants, snapshot_download
 from huggingface_hub import errors as hf
-from huggingface_hub import snapshot_download
 
 from fsc.errors import HubError, ImportRefused
 from fsc.hub.hub import hub_calls, quiet_unless_terminal
 
 CONFIG_FILES = ["config.json"]
 PICKLED = "pytorch_model.bin"
+PICKLED_INDEX = "pytorch_model.bin.index.json"  # a pickled model in shards (pytorch_model-*.bin)
+SAFETENSORS_INDEX = "model.safetensors.index.json"
 WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "tokenizer.json",
                 "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
 
@@ -21,8 +23,8 @@ WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "tokenizer.json",
 def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
     """The local folder of `repo` at `revision`: config.json, and with `weights` the
     safetensors weights and tokenizer files; a repo with no safetensors (state-spaces' Mamba-2
-    ships pytorch_model.bin alone) gets its pytorch_model.bin, which is read as plain tensors
-    (fsc.imports.convert)."""
+    ships pytorch_model.bin alone) gets its pytorch_model.bin (or its shards and their index),
+    which is read as plain tensors (fsc.imports.convert)."""
     quiet_unless_terminal()
     patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
     try:
@@ -30,9 +32,16 @@ def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
             folder = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
             if weights and not any(folder.glob("*.safetensors")):
                 folder = Path(snapshot_download(repo, revision=revision,
-                                                allow_patterns=patterns + [PICKLED]))
+                                                allow_patterns=patterns + ["pytorch_model*.bin",
+                                                                            PICKLED_INDEX]))
             return folder
     except HubError as e:  # a name or revision that is not there is the user's to fix: exit 2
         if isinstance(e.__cause__, (hf.RepositoryNotFoundError, hf.RevisionNotFoundError)):
             raise ImportRefused(str(e)) from e
+        if isinstance(e.__cause__, hf.LocalEntryNotFoundError) and isinstance(
+                e.__cause__.__cause__, hf.OfflineModeIsEnabled):
+            at = f"@{revision}" if revision else ""
+            raise HubError(f"hf:{repo}{at}: not in the local Hugging Face cache "
+                           f"({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set; unset it "
+                           "to download it") from e
         raise

@@ -18,8 +18,8 @@ ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
 # `sliding_window: null`.
 DEFAULTS = {
     "MistralForCausalLM": {"num_key_value_heads": 8, "sliding_window": 4096},
-    "Qwen2ForCausalLM": {"num_key_value_heads": 32},
-    "Qwen3ForCausalLM": {"num_key_value_heads": 32, "head_dim": 128},
+    "Qwen2ForCausalLM": {"num_key_value_heads": 32, "use_sliding_window": False},
+    "Qwen3ForCausalLM": {"num_key_value_heads": 32, "head_dim": 128, "use_sliding_window": False},
 }
 
 
@@ -69,8 +69,9 @@ def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
     return {**out, "rope_scaling": scaling}
 
 
-# Qwen2/Qwen3 slide only layers from max_window_layers on (transformers' default 28), when
-# use_sliding_window is set; a model with no layer that far attends to the whole prefix.
+# Qwen2/Qwen3 slide only layers from max_window_layers on (transformers' default 28), and only
+# when use_sliding_window is set (default false); a model with no layer that far attends to the
+# whole prefix. Mistral slides every layer, whatever use_sliding_window says.
 WINDOW_FROM = {"Qwen2ForCausalLM": 28, "Qwen3ForCausalLM": 28}
 
 
@@ -78,7 +79,9 @@ def _sliding(cfg: Config) -> list[bool]:
     """Which layers attend through the sliding window, as transformers lays them out:
     `layer_types` where the config has it; else every layer of a Mistral with a window, and a
     Qwen's from max_window_layers on when use_sliding_window is set. None where the config
-    gives no window (a sliding_attention layer without one attends to the whole prefix)."""
+    gives no window (a sliding_attention layer without one attends to the whole prefix).
+    Llama's attention masks no window, though transformers' cache keeps one where the config
+    names it: refused, there being no one model to import."""
     n = cfg.int("num_hidden_layers")
     types = cfg.get("layer_types")
     window = cfg.get("sliding_window")
@@ -87,14 +90,18 @@ def _sliding(cfg: Config) -> list[bool]:
         if kinds or len(types) != n:
             raise cfg.refuse(f"layer_types {sorted(set(types))}", "fsc imports full_attention "
                              f"and sliding_attention layers, one a layer ({n})")
-        return [t == "sliding_attention" and window is not None for t in types]
-    if window is None or not cfg.get("use_sliding_window", True):
-        return [False] * n
-    first = WINDOW_FROM.get(cfg.architecture)
-    if first is None and cfg.architecture != "MistralForCausalLM":
-        raise cfg.refuse(f"sliding_window {window}", f"{cfg.architecture} reads no window")
-    first = 0 if first is None else cfg.int("max_window_layers", first)
-    return [i >= first for i in range(n)]
+        sliding = [t == "sliding_attention" and window is not None for t in types]
+    elif window is None or (cfg.architecture in WINDOW_FROM
+                            and not cfg.bool("use_sliding_window", False)):
+        sliding = [False] * n
+    else:
+        first = WINDOW_FROM.get(cfg.architecture)
+        first = 0 if first is None else cfg.int("max_window_layers", first)
+        sliding = [i >= first for i in range(n)]
+    if any(sliding) and cfg.architecture == "LlamaForCausalLM":
+        raise cfg.refuse(f"sliding_window {window}", "transformers' LlamaForCausalLM masks no "
+                         "window but its cache keeps one")
+    return sliding
 
 
 def window(cfg: Config) -> dict:
@@ -128,8 +135,10 @@ def attention(cfg: Config, d_model: int, partial: float = 1.0) -> dict:
 def recipe(cfg: Config, name: str) -> dict:
     arch = cfg.architecture
     slide = window(cfg)
-    if arch == "Qwen2ForCausalLM":
+    if arch == "Qwen2ForCausalLM":  # its q, k and v projections always have biases
         bias = "qkv"
+    elif arch == "MistralForCausalLM":  # none ever (it reads no attention_bias)
+        bias = "none"
     else:
         bias = "qkvo" if cfg.get("attention_bias", False) else "none"
     out = cfg.common(name, tie_default=False)
@@ -139,12 +148,14 @@ def recipe(cfg: Config, name: str) -> dict:
     if arch == "Qwen3ForCausalLM":
         attn["qk_norm"] = True
     out.update(norm_eps=cfg.float("rms_norm_eps", 1e-6), layers={"default": "attention"},
-               attention=attn, mlp=swiglu(cfg))
+               attention=attn, mlp=swiglu(cfg, biased=arch == "LlamaForCausalLM"))
     return out
 
 
-def swiglu(cfg: Config) -> dict:
+def swiglu(cfg: Config, biased: bool = True) -> dict:
+    """The SwiGLU section; `biased`: whether the family reads mlp_bias (Llama, Bamba; the
+    others' MLPs never have biases), refused when set."""
     cfg.need("hidden_act", ("silu",), default="silu")
-    if cfg.get("mlp_bias", False):
+    if biased and cfg.get("mlp_bias", False):
         raise cfg.refuse("mlp_bias", "fsc's SwiGLU has no biases")
     return {"kind": "swiglu", "hidden": cfg.int("intermediate_size")}

@@ -90,7 +90,7 @@ def _ffn(cfg: Config, n_layers: int) -> dict:
     dense, step = sorted(set(cfg.get("mlp_only_layers") or [])), cfg.int("decoder_sparse_step", 1)
     sparse = [experts > 0 and i not in dense and (i + 1) % step == 0 for i in range(n_layers)]
     if not any(sparse):
-        return {"mlp": llama.swiglu(cfg)}
+        return {"mlp": llama.swiglu(cfg, biased=False)}
     if not all(sparse):
         raise cfg.refuse(f"dense and MoE layers mixed (mlp_only_layers {dense}, "
                          f"decoder_sparse_step {step})", "every fsc layer has the same FFN")
