@@ -10,6 +10,7 @@ how long it will roughly take before importing anything heavy.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -161,11 +162,27 @@ def request(st: Store, cfg: SweepConfig | None, bandwidth: float | None = None,
     loaded = {r: load_source_recipe(r) for r in cfg.recipes}
     if config is not None:
         check_unchanged(resume, config, loaded)
+    else:
+        check_names(loaded)
     if loaded:  # a bad (mode, G, K) fails here, not after torch is imported
         plan(cfg, loaded)
     elif cfg.mode == "ar":  # the default recipes wait for the device; ar's rule needs none
         block_setting("ar", (cfg.G or [None])[0], (cfg.K or [None])[0])
     return SweepRequest(cfg, loaded, bandwidth, resume)
+
+
+def check_names(recipes: dict[str, Recipe]) -> None:
+    """UsageError where two different recipes (`recipes`: as named -> loaded; another content
+    hash) carry one name: their rows, and the baseline that is picked by name, could not be
+    told apart."""
+    seen: dict[str, tuple[str, Recipe]] = {}
+    for ref, recipe in recipes.items():
+        other, first = seen.setdefault(recipe.name, (ref, recipe))
+        if first.recipe_hash != recipe.recipe_hash:
+            raise UsageError(
+                f"-r {shlex.quote(printable(other))} and -r {shlex.quote(printable(ref))}"
+                f" are different recipes both named {printable(recipe.name, 80)}: their rows "
+                "could not be told apart; give one of them another name (its `name:`)")
 
 
 def unchanged(cfg: SweepConfig, recipes: dict[str, Recipe]) -> dict:
@@ -214,19 +231,23 @@ def predict(p: Point, budget: int) -> dict:
 def rough_cpu_seconds(points: list[Point], cfg: SweepConfig, budget: int) -> list[float]:
     """Roughly how long each point takes on one CPU core (see the CPU_* figures): a synthetic
     cache, then warm-up and timed steps and folds; the first point of each recipe also builds
-    its model. A point that does not fit in `budget` bytes is only recorded as such."""
+    its model, unless its weights alone exceed `budget` bytes (as the sweep does, whether or
+    not any of its points fits). A point that does not fit is only recorded as such."""
     passes = 2 * (cfg.warmup + cfg.repeats)
     seconds, built = [], set()
     for p in points:
         ran_as = p.recipe.with_dtype(p.dtype)
         mem = memory(ran_as, p.S, p.B, p.G)
+        build = 0.0
+        if p.ref not in built and mem.weight_bytes <= budget:
+            build = mem.weight_bytes / CPU_FILL_BYTES_PER_S
+        built.add(p.ref)
         if mem.total_bytes > budget:
-            seconds.append(CPU_POINT_OVERHEAD_S)
+            seconds.append(build + CPU_POINT_OVERHEAD_S)
             continue
         cost = pass_cost(ran_as, p.S, p.B, p.G)
         per_pass = (p.recipe.n_layers * CPU_LAYER_OVERHEAD_S + cost.flops / CPU_FLOPS
                     + cost.kv_read_bytes / CPU_KV_BYTES_PER_S)
-        fill = mem.cache_capacity_bytes + (0 if p.ref in built else mem.weight_bytes)
-        built.add(p.ref)
-        seconds.append(passes * per_pass + fill / CPU_FILL_BYTES_PER_S + CPU_POINT_OVERHEAD_S)
+        seconds.append(passes * per_pass + mem.cache_capacity_bytes / CPU_FILL_BYTES_PER_S
+                       + build + CPU_POINT_OVERHEAD_S)
     return seconds

@@ -98,7 +98,8 @@ MISSING = "-"  # where it ran at that G, K but not at that S, B (a partial or in
 
 
 def compare(rows: list[PointResult], baseline: str | None = None,
-            memory_budget: int | None = None, free_bytes: int | None = None) -> list[dict]:
+            memory_budget: int | None = None, free_bytes: int | None = None,
+            refs: dict[str, str] | None = None, dtype: str | None = None) -> list[dict]:
     """At each (S, B, G, K): latency ×, memory × and throughput × of every recipe versus the
     baseline recipe (default: the all-attention one, else the first; × > 1: better than the
     baseline). `latency_noise` / `throughput_noise`: the p10–p90 intervals of the measure the
@@ -110,7 +111,9 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     with (B itself, unless so). Where the sweep measured none, `baseline_fits_B` is the largest
     batch the cost model fits in the budget (`memory_budget`, the sweep's --memory-budget,
     else `free_bytes`; None when neither is known; 0: not even one sequence) and
-    `baseline_command` the `fsc profile` that measures it. `baseline_status` is the baseline's
+    `baseline_command` the `fsc profile` that measures it as the sweep did: the recipe as the
+    sweep named it (`refs`: name -> the -r it was given; default the name) and its --dtype
+    (`dtype`; None: the recipe's). `baseline_status` is the baseline's
     status at the point, NOT_MEASURED where the baseline ran at no such G and K (a recipe of
     another block size), MISSING where it ran at that G and K but not at that S and B."""
     if not rows:
@@ -138,7 +141,8 @@ def compare(rows: list[PointResult], baseline: str | None = None,
                 fits_B = _batch_that_fits(base, memory_budget or free_bytes,
                                           min(b.B for b in same_s if b.status == "oom"))
                 if fits_B:
-                    command = _profile_command(base, fits_B, memory_budget)
+                    command = _profile_command(base, fits_B, memory_budget,
+                                               (refs or {}).get(base.recipe), dtype)
         ok = base is not None and base.status == "ok"
         result.append({
             "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe,
@@ -169,11 +173,16 @@ def _batch_that_fits(oom: PointResult, budget: int | None, oom_from: int) -> int
     return max(0, min(int((budget - oom.weight_bytes) // per_sequence), oom_from - 1))
 
 
-def _profile_command(p: PointResult, B: int, memory_budget: int | None) -> str:
-    """The `fsc profile` that measures point `p`'s recipe at its S, G and K at batch `B`."""
+def _profile_command(p: PointResult, B: int, memory_budget: int | None, ref: str | None = None,
+                     dtype: str | None = None) -> str:
+    """The `fsc profile` that measures point `p`'s recipe (`ref`: as the sweep named it, default
+    its name) at its S, G and K at batch `B`, with the sweep's budget, --dtype and --backend."""
     block = "--mode ar" if p.K == 0 else f"--G {p.G} --steps {p.K}"
+    settings = (f" --dtype {dtype}" if dtype else "") + (
+        f" --backend {p.backend}" if p.backend != "auto" else "")
     budget = f" --memory-budget {_size_option(memory_budget)}" if memory_budget else ""
-    return f"fsc profile -r {shlex.quote(p.recipe)} --S {p.S} --B {B} {block}{budget}"
+    return (f"fsc profile -r {shlex.quote(ref or p.recipe)} --S {p.S} --B {B} {block}{settings}"
+            f"{budget}")
 
 
 def _size_option(n: int) -> str:

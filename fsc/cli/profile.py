@@ -167,7 +167,8 @@ def _show_dry_run(dry, as_json: bool) -> None:
 
     if as_json:
         print_json({"dry_run": True, "device": dry.device, "budget_bytes": dry.budget_bytes,
-                    "points": dry.points, "rough_s": dry.rough_s})
+                    "points_stored_before": dry.stored, "points": dry.points,
+                    "rough_s": dry.rough_s})
         return
     render_dry_run(dry, out)
 

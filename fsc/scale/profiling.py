@@ -15,6 +15,7 @@ import torch
 
 from fsc import ops
 from fsc.costmodel import DeviceSpec
+from fsc.errors import UsageError
 from fsc.loading import free_bytes
 from fsc.profile import Sweep, device_spec_for
 from fsc.provenance import environment
@@ -93,6 +94,9 @@ def resolve(request: SweepRequest, settings: ExecutorSettings, st: Store,
     cfg = request.cfg
     device = executors.run_device(cfg.device, settings)
     cuda = torch.device(device).type == "cuda"
+    if cfg.backend == "triton" and not cuda and not ops.interpreting():
+        raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
+                         "cuda, or --backend torch or auto)")
     recipes, S, B = default_sweep(device)
     cfg = replace(cfg, device=device, recipes=cfg.recipes or recipes, S=cfg.S or S,
                   B=cfg.B or B, repeats=cfg.repeats or (10 if cuda else 5))
@@ -194,10 +198,13 @@ def profile(request: SweepRequest, settings: ExecutorSettings, st: Store, comman
         failed = {(r.key(), r.error): r.traceback for r in rows if r.traceback}
         for r in every:  # a traceback is never stored: those of the points failed now
             r.traceback = failed.get((r.key(), r.error))
-    # a baseline out of memory: which batch of it fits the budget the sweep had
+    # a baseline out of memory: which batch of it fits the budget the sweep had, and the
+    # command that measures it as this sweep did
     free = free_bytes(cfg.device) if cfg.memory_budget is None and _here(cfg.device) else None
+    refs = {recipe.name: ref for ref, recipe in sweep.recipes.items()}
     return Profiled(run.run_id, st.file, before, rows, every,
-                    compare(every, memory_budget=cfg.memory_budget, free_bytes=free))
+                    compare(every, memory_budget=cfg.memory_budget, free_bytes=free, refs=refs,
+                            dtype=cfg.dtype))
 
 
 def run_points(st: Store, run_id: str, plan: list[Point], cfg: SweepConfig) -> list[PointResult]:
