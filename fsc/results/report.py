@@ -204,9 +204,16 @@ def _points_table(points: list[dict]) -> Table:
 
 
 def _baseline_table(points: list[dict], baseline: str | None,
-                    memory_budget: int | None = None) -> Table | None:
+                    config: dict | None = None) -> Table | None:
     """Each recipe against the baseline at each point (its largest batch that fits where it
-    is out of memory at B; the budget: the run's --memory-budget, else the device's memory)."""
+    is out of memory at B; the budget: the run's --memory-budget, else the device's memory),
+    and the command that measures that batch as the run did (its `config`: the -r each recipe
+    was given, --dtype, --memory-budget)."""
+    config = config or {}
+    memory_budget = config.get("memory_budget")
+    hashes = config.get("recipe_hashes") or {}  # -r as given -> content hash
+    refs = {p["recipe"]: ref for ref, h in hashes.items() for p in points
+            if p["recipe_hash"] == h}
     results = [PointResult.from_columns(p) for p in points]
     names = {r.recipe for r in results}
     if len(names) < 2:
@@ -215,7 +222,8 @@ def _baseline_table(points: list[dict], baseline: str | None,
         return Table(f"Against {baseline}", [], [],
                      note=f"{baseline} has no point in this run; nothing to compare with")
     device_memory = max((p.get("device_memory_bytes") or 0 for p in points), default=0)
-    comp = against_baseline(results, baseline, memory_budget, device_memory or None)
+    comp = against_baseline(results, baseline, memory_budget, device_memory or None, refs,
+                            config.get("dtype"))
     if not comp:
         return None
     smaller = any(x["baseline_B"] not in (None, x["B"]) for x in comp)
@@ -404,7 +412,7 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         section.figures = [_figure(k, points, colour, want_png, next(numbers))
                            for k in PROFILE_FIGURES]
         section.tables.append(_points_table(points))
-        versus = _baseline_table(points, baseline, run["config"].get("memory_budget"))
+        versus = _baseline_table(points, baseline, run["config"])
         if versus is not None:
             section.tables.append(versus)
         sections.append(section)

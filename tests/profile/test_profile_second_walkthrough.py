@@ -158,3 +158,19 @@ def test_the_command_for_a_baseline_keeps_the_sweeps_backend():
     [x] = compare([oom, ok], memory_budget=6 * MiB, refs={"attn": "/r/my attn.yaml"})
     assert x["baseline_command"] == ("fsc profile -r '/r/my attn.yaml' --S 65536 --B 5 --G 4 "
                                      "--steps 4 --backend torch --memory-budget 6MiB")
+
+
+def test_the_reports_command_for_a_baseline_measures_what_the_sweep_did(fsc_main, tmp_path):
+    """fsc report's baseline table gave the command by the recipe's name and without the
+    run's --dtype, as fsc profile did."""
+    path = _recipe_file(tmp_path, "file_attn")
+    store = tmp_path / "st"
+    res = fsc_main("profile", "-r", path, "-r", "tiny_mamba", "--S", "4096", "--B", "4",
+                   "--dtype", "bf16", "--memory-budget", "3MiB", *QUICK, "--json",
+                   "--store", store)
+    run = json.loads(res.stdout)["run_id"]
+    out = tmp_path / "r.md"
+    assert fsc_main("report", run, "--store", store, "--out", out).returncode == 0
+    said = " ".join(out.read_text().split())
+    assert (f"fsc profile -r {shlex.quote(str(path))} --S 4096 --B 2 --G 4 --steps 4 "
+            "--dtype bf16 --memory-budget 3MiB") in said, said
