@@ -144,17 +144,18 @@ def compare(rows: list[PointResult], baseline: str | None = None,
                     command = _profile_command(base, fits_B, memory_budget,
                                                (refs or {}).get(base.recipe), dtype)
         ok = base is not None and base.status == "ok"
+        phase = "fold" if r.K == 0 else "step"  # ar: the pass that makes each token is the fold
         result.append({
             "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe,
             "baseline": base_name,
             "baseline_B": base.B if ok else None,
-            "latency_x": base.step_ms / r.step_ms if ok else None,
+            "latency_x": getattr(base, f"{phase}_ms") / getattr(r, f"{phase}_ms") if ok else None,
             "memory_x": base.peak_bytes / r.peak_bytes if ok else None,
             "throughput_x": r.tokens_per_s / base.tokens_per_s if ok else None,
             "baseline_status": _status(base, (r.G, r.K) in measured_at),
             "baseline_fits_B": fits_B,
             "baseline_command": command,
-            "latency_noise": ok and overlap(base, r) is True,
+            "latency_noise": ok and overlap(base, r, phase) is True,
             "throughput_noise": ok and overlap(base, r, "token") is True,
         })
     return sorted(result, key=lambda c: (c["G"], c["K"], c["B"], c["S"], c["recipe"]))
@@ -195,7 +196,7 @@ def _size_option(n: int) -> str:
 
 # What each ratio of a versus-baseline table divides, said below it (fsc profile, fsc report)
 VERSUS_KEY = ("latency ×: the baseline's step time over the recipe's (one forward of G tokens "
-              "at each B); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
+              "at each B; ar, K 0: the fold's, the pass that makes each token); memory ×: the baseline's peak memory over the recipe's; throughput ×: "
               "the recipe's tokens/s over the baseline's, over whole blocks (K steps and the "
               "fold) of all B rows")
 

@@ -174,3 +174,16 @@ def test_the_reports_command_for_a_baseline_measures_what_the_sweep_did(fsc_main
     said = " ".join(out.read_text().split())
     assert (f"fsc profile -r {shlex.quote(str(path))} --S 4096 --B 2 --G 4 --steps 4 "
             "--dtype bf16 --memory-budget 3MiB") in said, said
+
+
+def test_ar_latency_compares_the_pass_that_makes_each_token():
+    """In --mode ar (K 0) each token costs one fold; the step is never run by a decoder, yet
+    latency × divided step times (2.98 against throughput's 0.21 on one CPU run)."""
+    def ar(recipe, step, fold):
+        return PointResult(recipe, recipe, ["attention"], 1024, 1, 1, 0, "fp32", "auto", "cpu",
+                           step_ms=step, step_ms_p10=step, step_ms_p90=step, fold_ms=fold,
+                           fold_ms_p10=fold, fold_ms_p90=fold, tokens_per_s=1e3 / fold,
+                           peak_bytes=2**20)
+
+    [x] = compare([ar("attn", 3.0, 2.0), ar("mamba", 1.0, 4.0)])
+    assert x["latency_x"] == 0.5 and x["throughput_x"] == 0.5  # (step times: 3.0)
