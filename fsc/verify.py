@@ -23,6 +23,7 @@ import torch
 from fsc.accuracy import worst_error
 from fsc.checkpoint.io import load_checkpoint
 from fsc.costmodel import memory, param_counts
+from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import WeightsDoNotFit
 from fsc.imports.convert import load_published
@@ -43,11 +44,6 @@ from fsc.verify_report import (
     plan,
 )
 
-# The uncached forward of an attention layer over T tokens in blocks builds a [T, T] boolean
-# mask, and scaled_dot_product_attention an fp32 copy of it, whatever B: 5 bytes a pair
-# (measured 5.1-5.2 T² bytes at T 16k and 32k), beyond what the cost model counts.
-MASK_BYTES_PER_PAIR = 5
-
 
 def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
     if param_counts(recipe)["total"] * 4 <= MAX_FP32_WEIGHT_BYTES:
@@ -56,8 +52,10 @@ def _reduce(recipe: Recipe) -> tuple[Recipe, bool]:
 
 
 def mask_bytes(checked: Recipe, G: int, T: int) -> int:
-    """Bytes of the block-causal mask of the uncached pass over T tokens: none without
-    attention, or at G 1 without a window (the causal kernel needs no mask)."""
+    """Bytes of the block-causal mask of the uncached pass over T tokens, whatever B (a [T, T]
+    boolean mask and the fp32 copy scaled_dot_product_attention makes of it, beyond what the
+    cost model's activations count): none without attention, or at G 1 without a window (the
+    causal kernel needs no mask)."""
     if "attention" not in checked.layer_plan or (G == 1 and not checked.attention.window):
         return 0
     return MASK_BYTES_PER_PAIR * T * T

@@ -105,9 +105,10 @@ class Haystack:
         self.lay, self.spec, self.tokens = layout, spec, None
         if spec == "filler":
             return
-        if not corpora.is_corpus(spec):
-            raise UsageError(f"--haystack {spec!r} is not one of {', '.join(HAYSTACKS)}")
-        corpora.split_of(spec, split)
+        if spec not in HAYSTACKS:  # a corpus by its name: the command picks the split
+            raise UsageError(f"--haystack {spec!r} is not one of {', '.join(HAYSTACKS)}"
+                             + (" (fsc eval reads its validation text, fsc train its training "
+                                "text)" if corpora.is_corpus(spec) else ""))
         key = (id(layout.tok), spec, split)
         held = _CORPUS_TOKENS.get(key)
         if held is None or held[0] is not layout.tok:  # encoded once per tokenizer

@@ -52,10 +52,15 @@ metadata:
 
 def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
     """Write the harness tasks of `grid`'s prompts into `folder` (see the module docstring);
-    the names of the tasks, the group's last. UsageError for a task that is not the suite's."""
+    the names of the tasks, the group's last. UsageError for a task that is not the suite's,
+    or a folder holding a utils.py other than the one it writes."""
     if grid.task not in EXPORTED:
         raise UsageError(f"--export: for --task {', '.join(EXPORTED[:-1])} or {EXPORTED[-1]} "
                          f"(this is {grid.task})")
+    utils = folder / "utils.py"
+    if utils.is_file() and utils.read_text(encoding="utf-8", errors="replace") != UTILS:
+        raise UsageError(f"--export {folder}: holds a utils.py of its own, which the tasks' "
+                         "metric would replace; export into another folder")
     folder.mkdir(parents=True, exist_ok=True)
     names = []
     for part in parts(grid):
@@ -82,5 +87,5 @@ def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
         f"group: {group}\ntask:\n" + "".join(f"  - {n}\n" for n in names)
         + "aggregate_metric_list:\n  - metric: score\n    aggregation: mean\n"
         "    weight_by_size: false\nmetadata:\n  version: 1.0\n")
-    (folder / "utils.py").write_text(UTILS)
+    utils.write_text(UTILS, encoding="utf-8")
     return [*names, group]

@@ -24,23 +24,57 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
-from fsc.data.sources import open_data
+from fsc.costmodel import memory
+from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
+from fsc.costmodel.shapes import kind_shapes
+from fsc.data.mix import parse_mix
+from fsc.data.ruler import RulerOptions
+from fsc.data.sources import KNOBS, SYNTHETIC, DataOptions, open_data
 from fsc.data.tasks import Sample
-from fsc.errors import UsageError
+from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
+from fsc.loading import free_bytes
 from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
+from fsc.recipe import Recipe
 from fsc.seeds import derive
+from fsc.text import human_bytes
 from fsc.tokenizer import ByteTokenizer
 
 
+def _tasks(data: str) -> set[str]:
+    """The synthetic tasks --data `data` draws from (none for text)."""
+    return {name for name, _ in ([(data, 1.0)] if data in SYNTHETIC
+                                 else parse_mix(data, SYNTHETIC) or [])}
+
+
+def data_options(grid: EvalGrid) -> DataOptions:
+    """How the sequences of --data are drawn: the grid's options with the suite's knobs that a
+    task of the data reads, as training recorded them (trained on vt with --hops 2, the loss
+    is read on vt with two hops)."""
+    default = RulerOptions()
+    tasks = _tasks(grid.data)
+    suite = {k: getattr(grid.ruler, k) for k, readers in KNOBS.items()
+             if tasks & set(readers) and getattr(grid.ruler, k) != getattr(default, k)}
+    return replace(grid.options, suite=suite)
+
+
 def check(grid: EvalGrid, tokenizer) -> None:
-    """UsageError for a missing or unreadable --data, or a length it cannot fill."""
+    """UsageError for a missing or unreadable --data, a length it cannot fill, or several
+    --pairs (the data is drawn with one)."""
     if grid.data is None:
         raise UsageError("--task loss needs --data (shakespeare, a text file or a task)")
+    if len(grid.pairs) > 1:
+        said = ",".join(map(str, grid.pairs))
+        if "mqar" in _tasks(grid.data):
+            raise UsageError(f"--pairs {said}: --task loss draws its mqar sequences with one "
+                             "count; give one (a run each)")
+        raise UsageError(f"--pairs {said}: for --task loss on mqar data only (this is "
+                         f"{grid.data})")
     for n in grid.lengths:
         if n < 2 and grid.ar and not grid.bos:
             raise UsageError(f"--lengths {n}: an autoregressive model's loss predicts each token "
@@ -48,8 +82,40 @@ def check(grid: EvalGrid, tokenizer) -> None:
                              "least 2 tokens")
         if n % grid.G:
             raise UsageError(f"--lengths: {n} is not a multiple of the block size G = {grid.G}")
-        open_data(grid.data, tokenizer, n, grid.G, grid.settings.seed, grid.options,
+        open_data(grid.data, tokenizer, n, grid.G, grid.settings.seed, data_options(grid),
                   option="--lengths", split="val")
+
+
+def pass_bytes(recipe: Recipe, ar: bool, L: int, B: int) -> tuple[int, int]:
+    """(bytes, of which attention masks) at least of one pass of the loss over B sequences of
+    L tokens, with no cache: the weights, the pass's live set and logits (over both streams
+    of the bound, 2L tokens a sequence; L read autoregressively) and, where attention reads a
+    mask, the largest one with the fp32 copy attention makes of it: the noised stream's
+    [B, L, 2L] (the bound), or [L, L] (a window read autoregressively; the causal kernel
+    needs none). What torch allocates besides is not counted."""
+    mem = memory(recipe, 0, B, L if ar else 2 * L)
+    attention = [s for s, _ in kind_shapes(recipe) if s.attn_flops_per_pair]
+    pairs = (L * L if any(s.window is not None for s in attention) else 0) if ar else (
+        2 * B * L * L if attention else 0)
+    masks = MASK_BYTES_PER_PAIR * pairs
+    return mem.weight_bytes + mem.activation_bytes + masks, masks
+
+
+def fits(grid: EvalGrid, recipe: Recipe, device) -> None:
+    """WeightsDoNotFit, before any model is loaded, when a pass of `batch` sequences at the
+    longest length needs more than the device has free (pass_bytes: a block-diffusion bound
+    with attention holds a mask quadratic in the length)."""
+    L, B = max(grid.lengths), min(grid.settings.batch, grid.settings.samples)
+    need, masks = pass_bytes(recipe, grid.ar, L, B)
+    have = free_bytes(device)
+    if need <= have:
+        return
+    raise WeightsDoNotFit(
+        f"--lengths {L}: --task loss reads {B} sequence{'s' * (B > 1)} in one pass, which "
+        f"needs at least {human_bytes(need)}" + (f" (attention masks {human_bytes(masks)})"
+                                                 if masks else "")
+        + f" but {device} has {human_bytes(have)} free; "
+        + ("lower --batch or --lengths" if B > 1 else "lower --lengths"))
 
 
 def draw_bound(batch: Batch, G: int, mask_id: int, gens: list[torch.Generator]) -> Blocks:
@@ -113,7 +179,8 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     """A loss cell: `samples` sequences of `length` tokens of the validation split."""
     settings = grid.settings
     G = model.recipe.block_size
-    source = open_data(grid.data, tokenizer, length, G, derive(settings.seed, 7), grid.options,
+    options = data_options(grid)
+    source = open_data(grid.data, tokenizer, length, G, derive(settings.seed, 7), options,
                        option="--lengths", split="val")
     losses, nbytes, t0, tokens = [], [], time.perf_counter(), 0
     bos = grid.bos and settings.mode == "ar"  # each sequence read after BOS, as the model reads
@@ -138,6 +205,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
-            "n": n, "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
+            "pairs": options.pairs if "mqar" in _tasks(grid.data) else None, "n": n,
+            "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
             "bits_per_byte": bits / sum(nbytes) if text else None,
             "tokens_per_s": tokens / seconds, "seconds": seconds}

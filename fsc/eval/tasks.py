@@ -46,7 +46,7 @@ TASKS = {t.name: t for t in (
            columns=columns.suite(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs),
          columns=columns.MQAR),
-    Task("loss", loss.check, loss.measure, lambda g: 1, blocks=False,  # checks its own
+    Task("loss", loss.check, loss.measure, lambda g: 1, loss.fits, blocks=False,  # checks its own
          columns=columns.LOSS),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
          genppl.fits, ticks=True, blocks=False, columns=columns.GENPPL),  # its cells name their G
