@@ -16,19 +16,6 @@ from fsc.imports.reference import LOGIT_TOL, check, reference_greedy
 pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """published(family) -> folder of a tiny saved model (built once per module)."""
-    made = {}
-
-    def get(family: str):
-        if family not in made:
-            made[family] = save_published(family, tmp_path_factory.mktemp(family))
-        return made[family]
-
-    return get
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_cached_decode_is_exact_against_transformers(published, family):
     rep = check(str(published(family)))

@@ -9,23 +9,9 @@ import shutil
 
 import pytest
 import torch
-from published import save_published
 from safetensors.torch import load_file
 
 transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """published(family) -> folder of a tiny saved model (built once per module)."""
-    made = {}
-
-    def get(family: str):
-        if family not in made:
-            made[family] = save_published(family, tmp_path_factory.mktemp(family))
-        return made[family]
-
-    return get
 
 
 def _one_line(res, code: int = 2) -> str:
