@@ -108,22 +108,26 @@ def _check_name(name: str | None) -> None:
 
 
 def _write_recipe(out_arg: str, imported) -> Path:
-    """Write the recipe at --out: the file itself, or NAME.yaml in a folder (one that exists,
-    or a path ending in /, made here), NAME with any character a file name cannot hold
-    replaced; missing parent folders are made. Never over an existing file."""
+    """Write the recipe at --out: the file itself, whose folder must exist (as every command's
+    --out file), or NAME.yaml in a folder (one that exists, or a path ending in /, made here
+    as --save makes a directory), NAME with any character a file name cannot hold replaced.
+    Never over an existing file."""
     from fsc.errors import UsageError
     from fsc.imports.config import file_stem
 
     out_path = Path(out_arg)
-    if out_path.is_dir() or out_arg.endswith(("/", os.sep)):
+    folder_named = not out_path.is_dir() and out_arg.endswith(("/", os.sep))
+    if out_path.is_dir() or folder_named:
         out_path = out_path / f"{file_stem(imported.recipe.name)}.yaml"
     if out_path.exists():
         raise UsageError(f"--out {out_path}: already exists; choose another path")
     folder = next((p for p in out_path.parents if p.exists()), Path("."))
     if not folder.is_dir():
         raise UsageError(f"--out {out_path}: {folder} is a file, not a folder")
+    if not folder_named and not out_path.parent.is_dir():
+        raise UsageError(f"--out {out_path}: folder {out_path.parent} does not exist")
     try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.parent.mkdir(parents=True, exist_ok=True)  # (a folder --out named with /)
         with out_path.open("x") as f:
             f.write(imported.recipe_yaml())
     except OSError as e:

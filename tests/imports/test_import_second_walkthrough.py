@@ -134,16 +134,19 @@ def test_the_recipe_of_dot_is_named_after_the_folder(published, fsc_main, tmp_pa
 
 
 def test_out_as_a_user_gives_it(published, fsc_main, tmp_path):
-    """A path ending in / is a folder (it was written as a file of that name); missing
-    parents are made; a .yaml name for weights is refused (it became a checkpoint directory
-    of that name); a file in the way is named."""
+    """A path ending in / is a folder, made as --save makes one (it was written as a file of
+    that name); a file's folder must exist, as every command's --out file's; a .yaml name for
+    weights is refused (it became a checkpoint directory of that name); a file in the way is
+    named."""
     _changed(published, tmp_path, "llama", "cfg")
     res = fsc_main("import", "cfg", "--out", "new/")
     assert res.returncode == 0 and (tmp_path / "new" / "cfg.yaml").is_file(), res.stderr
-    res = fsc_main("import", "cfg", "--out", "a/b/r.yaml")
-    assert res.returncode == 0 and (tmp_path / "a" / "b" / "r.yaml").is_file(), res.stderr
-    msg = _one_line(fsc_main("import", "cfg", "--out", "a/b/r.yaml/x.yaml"))
-    assert "a/b/r.yaml is a file, not a folder" in msg
+    msg = _one_line(fsc_main("import", "cfg", "--out", "a/b/r.yaml"))
+    assert "--out a/b/r.yaml: folder a/b does not exist" in msg and not (tmp_path / "a").exists()
+    res = fsc_main("import", "cfg", "--out", "a/b/")
+    assert res.returncode == 0 and (tmp_path / "a" / "b" / "cfg.yaml").is_file(), res.stderr
+    msg = _one_line(fsc_main("import", "cfg", "--out", "a/b/cfg.yaml/x.yaml"))
+    assert "a/b/cfg.yaml is a file, not a folder" in msg
     msg = _one_line(fsc_main("import", published("llama"), "--out", "ck.yaml"))
     assert "a recipe file's name" in msg and "--recipe-only" in msg
     assert not (tmp_path / "ck.yaml").exists()
