@@ -174,10 +174,9 @@ def _setting(c) -> str:
     if c.get("threshold") is not None:
         head += f" τ {c.get('threshold'):g}"
     head += f" T {c.get('temperature'):g}" if c.get("temperature") is not None else ""
-    for name, said, none in (("top_k", "top-k", 0), ("top_p", "top-p", 1), ("min_p", "min-p", 0),
-                             ("repetition_penalty", "penalty", 1)):
-        head += f" {said} {c.get(name):g}" if c.get(name) not in (None, none) else ""
-    return head
+    from fsc.eval.columns import cut_words  # (its Column reads the store's schema: not at start-up)
+
+    return " ".join([head, *cut_words(c)])
 
 
 def _fmt(v, spec: str = ".2f", mark: str = "") -> str:

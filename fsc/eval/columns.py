@@ -47,9 +47,20 @@ def suite(task: str) -> tuple[Column, ...]:
     return tuple(c for c in SUITE if c.name in OWN[task])
 
 
+# how a genppl cell draws besides its temperature: (column, as tables and figures name it, the
+# value that cuts nothing)
+CUTS = (("top_k", "top-k", 0), ("top_p", "top-p", 1.0), ("min_p", "min-p", 0.0),
+        ("repetition_penalty", "penalty", 1.0))
 # a sampling setting a decoded genppl cell stored before it was recorded (NULL) drew as this
-# value draws: no cut, no penalty
-UNRECORDED = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+# value draws: no cut, no penalty (top_p was recorded from the first)
+UNRECORDED = {k: none for k, _, none in CUTS if k != "top_p"}
+
+
+def cut_words(cell) -> list[str]:
+    """The cuts and the penalty a genppl cell (a row, or anything with `get`) drew with where
+    they apply, as tables name them: ['top-k 20', 'top-p 0.9', 'penalty 1.05']."""
+    return [f"{said} {cell.get(k):g}" for k, said, none in CUTS
+            if cell.get(k) not in (None, none)]
 
 
 def as_drawn(cell: dict) -> dict:

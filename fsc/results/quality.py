@@ -19,7 +19,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fsc.eval.columns import as_drawn
+from fsc.eval.columns import CUTS, as_drawn
 from fsc.results.axes import (
     MARKERS,
     PALETTE,
@@ -75,8 +75,8 @@ def _speed_label(batches: set) -> str:
 
 def _value(row: dict, key: str) -> str:
     v = row.get(key)
-    names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}", "top_p": "top-p {}",
-             "top_k": "top-k {}", "min_p": "min-p {}", "repetition_penalty": "penalty {}"}
+    names = {"G": "G {}", "threshold": "τ {}", "temperature": "T {}",
+             **{k: f"{said} {{}}" for k, said, _ in CUTS}}
     text = "none" if v is None else v if isinstance(v, str) else f"{v:g}"
     return names.get(key, "{}").format(text)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from fsc import noise
 from fsc.errors import UsageError
+from fsc.eval.columns import CUTS, cut_words
 from fsc.results import eval_figures, figures, loss_bound, plots, quality, select
 from fsc.store import Store
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
@@ -256,15 +257,10 @@ def _training_table(steps: list[dict]) -> Table:
                               "last loss", "tok/s (median)", "seconds"], rows)
 
 
-CUTS = (("top_k", "top-k", 0), ("top_p", "top-p", 1), ("min_p", "min-p", 0),
-        ("repetition_penalty", "penalty", 1))  # (column, name, the value that cuts nothing)
-
-
 def _decoding(cell: dict) -> str:
     """A genppl cell's mode, and the cuts and the penalty it drew with where they apply
     ('diffusion top-k 20 top-p 0.9'), as `fsc eval`'s table names them."""
-    cuts = [f"{said} {cell[k]:g}" for k, said, none in CUTS if cell.get(k) not in (None, none)]
-    return " ".join([cell["mode"], *cuts])
+    return " ".join([cell["mode"], *cut_words(cell)])
 
 
 def _genppl_order(cell: dict) -> tuple:
