@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from fsc.cli.common import JsonOpt, StoreOpt, out, output_dir, print_json, printable, store_dir
+from fsc.cli.common import (
+    JsonOpt,
+    StoreOpt,
+    check_store,
+    out,
+    output_dir,
+    print_json,
+    printable,
+    store_dir,
+)
 from fsc.cli.tables import WideOpt
 from fsc.errors import UsageError
 
@@ -24,14 +33,6 @@ def _record(rep, action: str, store, as_json: bool, *lines: str, record: bool = 
         return
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def _check_store(store, write: bool = True) -> None:
-    """A --store / $FSC_STORE that cannot hold a store fails before any work (never after a
-    push or pull it could not record)."""
-    from fsc.store import Store
-
-    Store(store_dir(store)).check(write=write)
 
 
 def push(
@@ -58,7 +59,7 @@ def push(
                          "a checkpoint is pushed to one repository")
     repo = check_repo_id(repo[0], "--repo")
     check_revision(revision, "--revision")
-    _check_store(store)
+    check_store(store)
     from fsc.hub.push import push_checkpoint
     from fsc.source import resolved
 
@@ -95,7 +96,7 @@ def pull(
     from fsc.hub.names import default_pull_dir, parse_repo_ref
 
     repo, revision = parse_repo_ref(ref)
-    _check_store(store)
+    check_store(store)
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     from fsc.hub.hub import pull_checkpoint
@@ -112,7 +113,7 @@ def artifacts(store: StoreOpt = None, wide: WideOpt = False, as_json: JsonOpt = 
     time, the action and then the Hub repository leave first (--wide keeps them all)."""
     from fsc.checkpoint.registry import list_artifacts
 
-    _check_store(store, write=False)
+    check_store(store, write=False)
     rows = list_artifacts(store_dir(store))
     if as_json:
         print_json(rows)

@@ -14,6 +14,7 @@ from fsc.cli.common import (
     JsonOpt,
     SeedOpt,
     StoreOpt,
+    check_store,
     err,
     fmt_bytes,
     fmt_count,
@@ -57,10 +58,9 @@ def build(
     r = load_source_recipe(recipe)  # a bad recipe is refused before torch is imported
     if save is not None:
         from fsc.loading import check_fits
-        from fsc.store import Store
 
         output_dir(save, "--save")
-        Store(store_dir(store)).check(write=True)  # before writing what it could not record
+        check_store(store)  # before writing what it could not record
         check_fits(r, "cpu")  # the saved weights are built for real, on the CPU
     from fsc.model.lm import build_report
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from fsc.blocks import MODES
 from fsc.errors import UsageError
 from fsc.jsonsafe import plain
-from fsc.paths import store_dir  # noqa: F401 - the commands' --store, re-exported
+from fsc.paths import store_dir
 from fsc.text import human_bytes, printable  # noqa: F401 - printable re-exported for every command
 
 # Human tables on stdout; when stdout is not a terminal (a log, a pipe) rich would wrap wide
@@ -168,6 +168,14 @@ def fmt_count(n: int) -> str:
         if abs(n) >= size * (1 - 5e-6):
             return f"{n / size:.2f}{unit}"
     return str(n)
+
+
+def check_store(store, write: bool = True) -> None:
+    """A --store / $FSC_STORE that cannot hold a store fails before any work (never after a
+    checkpoint written, pushed or pulled that it could not record)."""
+    from fsc.store import Store
+
+    Store(store_dir(store)).check(write=write)
 
 
 def torch_threads() -> int:

@@ -11,6 +11,7 @@ import typer
 from fsc.cli.common import (
     JsonOpt,
     StoreOpt,
+    check_store,
     err,
     out,
     output_dir,
@@ -71,9 +72,8 @@ def import_cmd(
         output_dir(out_path, "--out")
         from fsc.checkpoint.registry import register_checkpoint
         from fsc.imports.convert import import_checkpoint
-        from fsc.store import Store
 
-        Store(store_dir(store)).check(write=True)  # before writing what it could not record
+        check_store(store)  # before writing what it could not record
 
         err.print(f"importing {imported.architecture} weights from {source} into {out_path} ...")
         _, info = import_checkpoint(source, out_path, name)

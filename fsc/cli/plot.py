@@ -84,8 +84,7 @@ def plot(
         select.condition(each)  # before the store is opened
     st = _store(store)
 
-    condition = " AND ".join(f"({w})" for w in where) if where and len(where) > 1 else (
-        where[0] if where else None)
+    condition = " AND ".join(f"({w})" for w in where or []) or None
     drawn = draw(st, str(kind), runs, condition, str(metric))
     try:
         figures.save(drawn.figure, path)

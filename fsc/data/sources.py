@@ -147,7 +147,7 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split is `split`."""
-    mix = _tasks_of(spec)
+    mix = tasks_of(spec)
     for knob in getattr(options, "suite", {}):  # a knob no task reads is a mistake, not a no-op
         _read_by(f"--{knob}", KNOBS[knob], mix, spec)
     if spec in SYNTHETIC:
@@ -198,13 +198,13 @@ def _unknown(spec: str) -> str:
             f"{'/'.join(TEXT_SUFFIXES)} file or hf:NAME[:CONFIG][:SPLIT]")
 
 
-def _tasks_of(spec: str) -> list[tuple[str, float]] | None:
+def tasks_of(spec: str) -> list[tuple[str, float]] | None:
     """The (task, weight) pairs `spec` names: one task, a mix of them, or None (text)."""
     return [(spec, 1.0)] if spec in SYNTHETIC else parse_mix(spec, SYNTHETIC)
 
 
 def _read_by(flag: str, tasks: tuple[str, ...], mix, spec: str) -> None:
-    """UsageError unless one of the tasks of `mix` (_tasks_of(spec)) is among `tasks`, the
+    """UsageError unless one of the tasks of `mix` (tasks_of(spec)) is among `tasks`, the
     ones reading option `flag`."""
     if mix is None or not {name for name, _ in mix} & set(tasks):
         ruler = ", ruler" if set(tasks) & set(RULER) else ""
@@ -216,7 +216,7 @@ def check_read(spec: str, given: list[str]) -> None:
     """UsageError for an option among `given` (needle_digits, supervise_needle, pairs,
     text_field) that the data `spec` names does not read: a knob of tasks the data does not
     hold, or --text-field for data other than a .jsonl or .parquet file or hf:NAME."""
-    mix = _tasks_of(spec)
+    mix = tasks_of(spec)
     for option in given:
         flag = "--" + option.replace("_", "-")
         if option == "text_field":

@@ -31,9 +31,8 @@ import torch
 from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
 from fsc.costmodel.shapes import kind_shapes
-from fsc.data.mix import parse_mix
 from fsc.data.ruler import RulerOptions
-from fsc.data.sources import KNOBS, SYNTHETIC, DataOptions, open_data
+from fsc.data.sources import KNOBS, DataOptions, open_data, tasks_of
 from fsc.data.tasks import Sample
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.eval.grid import EvalGrid
@@ -46,10 +45,9 @@ from fsc.text import human_bytes
 from fsc.tokenizer import ByteTokenizer
 
 
-def _tasks(data: str) -> set[str]:
+def _task_names(data: str) -> set[str]:
     """The synthetic tasks --data `data` draws from (none for text)."""
-    return {name for name, _ in ([(data, 1.0)] if data in SYNTHETIC
-                                 else parse_mix(data, SYNTHETIC) or [])}
+    return {name for name, _ in tasks_of(data) or []}
 
 
 def data_options(grid: EvalGrid) -> DataOptions:
@@ -57,7 +55,7 @@ def data_options(grid: EvalGrid) -> DataOptions:
     task of the data reads, as training recorded them (trained on vt with --hops 2, the loss
     is read on vt with two hops)."""
     default = RulerOptions()
-    tasks = _tasks(grid.data)
+    tasks = _task_names(grid.data)
     suite = {k: getattr(grid.ruler, k) for k, readers in KNOBS.items()
              if tasks & set(readers) and getattr(grid.ruler, k) != getattr(default, k)}
     return replace(grid.options, suite=suite)
@@ -70,7 +68,7 @@ def check(grid: EvalGrid, tokenizer) -> None:
         raise UsageError("--task loss needs --data (shakespeare, a text file or a task)")
     if len(grid.pairs) > 1:
         said = ",".join(map(str, grid.pairs))
-        if "mqar" in _tasks(grid.data):
+        if "mqar" in _task_names(grid.data):
             raise UsageError(f"--pairs {said}: --task loss draws its mqar sequences with one "
                              "count; give one (a run each)")
         raise UsageError(f"--pairs {said}: for --task loss on mqar data only (this is "
@@ -205,7 +203,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
-            "pairs": options.pairs if "mqar" in _tasks(grid.data) else None, "n": n,
+            "pairs": options.pairs if "mqar" in _task_names(grid.data) else None, "n": n,
             "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
             "bits_per_byte": bits / sum(nbytes) if text else None,
             "tokens_per_s": tokens / seconds, "seconds": seconds}

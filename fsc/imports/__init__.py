@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from fsc.checkpoint.layout import RECIPE_FILE
+from fsc.checkpoint.layout import INDEX_FILE, RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
-from fsc.imports.fetch import PICKLED, PICKLED_INDEX, SAFETENSORS_INDEX, snapshot
+from fsc.imports.fetch import PICKLED, PICKLED_INDEX, snapshot
 from fsc.jsonsafe import json_object
 from fsc.recipe import PUBLISHED, Recipe, parse_recipe, published_recipes
 
@@ -157,7 +157,7 @@ def has_weights(directory: Path) -> bool:
     shards fsc.imports.convert then requires). The one rule of `fsc import`, of the commands
     that load a folder directly, and of fsc.imports.convert."""
     return any(directory.glob("*.safetensors")) or any(
-        (directory / f).is_file() for f in (SAFETENSORS_INDEX, PICKLED, PICKLED_INDEX))
+        (directory / f).is_file() for f in (INDEX_FILE, PICKLED, PICKLED_INDEX))
 
 
 def local_dir(ref: str, files: str = "config") -> Path:

@@ -12,6 +12,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from fsc.checkpoint.io import save_checkpoint
+from fsc.checkpoint.layout import INDEX_FILE
 from fsc.errors import ImportRefused
 from fsc.imports import (
     CONFIG,
@@ -23,7 +24,7 @@ from fsc.imports import (
     published_length,
     read_config,
 )
-from fsc.imports.fetch import PICKLED, PICKLED_INDEX, SAFETENSORS_INDEX
+from fsc.imports.fetch import PICKLED, PICKLED_INDEX
 from fsc.model.layers import TORCH_DTYPES
 from fsc.model.lm import build_model
 from fsc.tokenizer import carried_files, load_tokenizer
@@ -43,8 +44,8 @@ def _indexed(index: Path) -> list[Path]:
 
 def weight_files(directory: Path) -> list[Path]:
     """The safetensors files of a published folder (those its index names, when it has one)."""
-    if (directory / SAFETENSORS_INDEX).is_file():
-        return _indexed(directory / SAFETENSORS_INDEX)
+    if (directory / INDEX_FILE).is_file():
+        return _indexed(directory / INDEX_FILE)
     return sorted(directory.glob("*.safetensors"))
 
 

@@ -15,7 +15,6 @@ from fsc.hub.hub import hub_calls, quiet_unless_terminal
 CONFIG_FILES = ["config.json"]
 PICKLED = "pytorch_model.bin"
 PICKLED_INDEX = "pytorch_model.bin.index.json"  # a pickled model in shards (pytorch_model-*.bin)
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 WEIGHT_FILES = ["*.safetensors", "*.safetensors.index.json", "tokenizer.json",
                 "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"]
 
