@@ -70,14 +70,17 @@ def free_bytes(device) -> int:
 
 
 def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
-               budget: int | None = None, asked: bool = False) -> None:
+               budget: int | None = None, asked: bool = False,
+               extra: dict[str, int] | None = None) -> None:
     """WeightsDoNotFit, before anything is allocated, when the cost model's weights + cache (room
-    for S + G tokens at batch B) + activations of one pass exceed `budget` bytes (default: the
-    device's free memory; `asked`: a budget the user gave, --memory-budget). The message says
-    what is needed and what is available."""
+    for S + G tokens at batch B) + activations of one pass, + the `extra` bytes a caller holds
+    beside them (by what they are, e.g. {"attention mask": n}), exceed `budget` bytes (default:
+    the device's free memory; `asked`: a budget the user gave, --memory-budget). The message
+    says what is needed and what is available."""
     mem = memory(recipe, S, B, G)
     budget = free_bytes(device) if budget is None else budget
-    need, weights = mem.total_bytes, mem.weight_bytes
+    extra = {k: v for k, v in (extra or {}).items() if v}
+    need, weights = mem.total_bytes + sum(extra.values()), mem.weight_bytes
     if need <= budget:
         return
     have = (f"the memory budget is {human_bytes(budget)}" if asked
@@ -88,7 +91,8 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
     raise WeightsDoNotFit(
         f"{recipe.name}: needs {human_bytes(need)} at S {S}, B {B}, G {G} (weights "
         f"{human_bytes(weights)}, cache {human_bytes(mem.cache_capacity_bytes)}, activations "
-        f"{human_bytes(mem.activation_bytes)}) but {have}"
+        f"{human_bytes(mem.activation_bytes)}"
+        + "".join(f", {what} {human_bytes(n)}" for what, n in extra.items()) + f") but {have}"
     )
 
 

@@ -22,16 +22,15 @@ import torch
 
 from fsc.accuracy import worst_error
 from fsc.checkpoint.io import load_checkpoint
-from fsc.costmodel import memory, param_counts
+from fsc.costmodel import param_counts
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import WeightsDoNotFit
 from fsc.imports.convert import load_published
-from fsc.loading import free_bytes
+from fsc.loading import check_fits
 from fsc.model.layers import TORCH_DTYPES, MoE
 from fsc.model.lm import build_model
 from fsc.recipe import Recipe
-from fsc.text import human_bytes
 from fsc.verify_report import (
     DRIFT_TOL,
     LOGIT_DRIFT_FACTOR,
@@ -69,18 +68,14 @@ def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, dev
     a checkpoint's fp32 weights while they are copied in."""
     T = G * n_blocks
     copies = (0 if dtype == "fp32" else DTYPE_BYTES[dtype]) + (4 if checkpoint else 0)
-    mem = memory(checked.with_dtype("fp32"), 0, B, T)
-    weights = mem.weight_bytes + copies * param_counts(checked)["total"]
-    mask = mask_bytes(checked, G, T)
-    need, free = weights + mem.cache_capacity_bytes + mem.activation_bytes + mask, free_bytes(device)
-    if need > free:
-        masked = f", attention mask {human_bytes(mask)}" if mask else ""
-        raise WeightsDoNotFit(
-            f"verify over {T} tokens ({n_blocks} blocks of G {G}, one uncached pass over all of "
-            f"them): {checked.name} needs {human_bytes(need)} at B {B} (weights "
-            f"{human_bytes(weights)}, cache {human_bytes(mem.cache_capacity_bytes)}, activations "
-            f"{human_bytes(mem.activation_bytes)}{masked}) but {device} has {human_bytes(free)} "
-            "free; give a smaller --length, --blocks or --B")
+    try:
+        check_fits(checked.with_dtype("fp32"), device, S=0, B=B, G=T, extra={
+            "weight copies": copies * param_counts(checked)["total"],
+            "attention mask": mask_bytes(checked, G, T)})
+    except WeightsDoNotFit as e:
+        raise WeightsDoNotFit(f"verify over {T} tokens ({n_blocks} blocks of G {G}, one "
+                              f"uncached pass over all of them): {e}; give a smaller --length, "
+                              "--blocks or --B") from None
 
 
 def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | None = None,

@@ -80,7 +80,7 @@ def test_a_drift_check_of_a_right_path_still_passes():
 def test_the_memory_check_counts_the_block_causal_mask(monkeypatch):
     """The uncached pass builds a [T, T] mask (5 bytes a pair with SDPA's fp32 copy) that the
     cost model does not count: 1M tokens asked for a 1 TiB allocation after the check passed."""
-    monkeypatch.setattr(verify_lib, "free_bytes", lambda device: 2**30)
+    monkeypatch.setattr("fsc.loading.free_bytes", lambda device: 2**30)
     recipe = load_recipe("tiny_attn")
     with pytest.raises(WeightsDoNotFit, match=r"attention mask 1\.25 GiB"):
         verify_lib.check_memory(recipe, "fp32", 4, 1, 4096, "cpu")  # 16k tokens
