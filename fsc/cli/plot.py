@@ -84,7 +84,9 @@ def plot(
         select.condition(each)  # before the store is opened
     st = _store(store)
 
-    condition = " AND ".join(f"({w})" for w in where or []) or None
+    # one condition as given (messages quote it), several each bracketed
+    condition = (where or [None])[0] if len(where or []) < 2 else " AND ".join(
+        f"({w})" for w in where)
     drawn = draw(st, str(kind), runs, condition, str(metric))
     try:
         figures.save(drawn.figure, path)
