@@ -51,8 +51,10 @@ def block_setting(mode: str | None, G: int | None, K: int | None,
             raise UsageError(f"--steps {K}: a recipe of block size 1 decodes autoregressively "
                              "unless told otherwise, with no denoising steps; drop --steps, or "
                              "give --G N (or --mode diffusion) to decode in blocks")
-        if G not in (None, 1) or K is not None:
-            raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop --G and --steps")
+        given_too = [f"--G {G}"] * (G not in (None, 1)) + [f"--steps {K}"] * (K is not None)
+        if given_too:
+            raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop "
+                             + " and ".join(given_too))
         return "ar", 1, 0
     g = G if G is not None else recipe_G
     if g is None:

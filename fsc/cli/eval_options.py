@@ -69,7 +69,11 @@ TASK_OPTIONS = {
         "default).", show_default=False)],
 }
 
-
+# The options that shape a grid: a resumed run takes all of them from its stored request.
+GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
+                "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
+                "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
+                "mauve", "changes", *TASK_OPTIONS)
 TRAIN_KNOBS = ("needles", "distractors", "hops", "chains", "words", "haystack")
 
 
@@ -113,6 +117,7 @@ def export_prompts(asked, folder: Path) -> None:
 
 
 MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)
+MAX_PAIRS = 676  # mqar's keys are two letters
 
 
 def documents(value: float | None) -> float | int | None:

@@ -12,6 +12,7 @@ import typer
 from fsc.blocks import MAX_G
 from fsc.cli.bounds import MAX_B, MAX_S, parse_depths, parse_floats, parse_sizes
 from fsc.cli.common import (
+    DeviceOpt,
     JsonOpt,
     Mode,
     StoreOpt,
@@ -27,8 +28,9 @@ from fsc.cli.common import (
 from fsc.cli.eval_answers import json_row
 from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
 from fsc.cli.eval_options import (
+    GRID_OPTIONS,
+    MAX_PAIRS,
     MAX_SAMPLES,
-    TASK_OPTIONS,
     Task,
     documents,
     export_prompts,
@@ -40,13 +42,6 @@ from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.recipe import WEIGHT_FREE
 from fsc.scale import ExecutorSettings
 from fsc.text import counted
-
-# The options that shape a grid: a resumed run takes all of them from its stored request.
-GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode", "batch", "data",
-                "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
-                "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
-                "mauve", "changes", *TASK_OPTIONS)
-MAX_PAIRS = 676  # mqar's keys are two letters
 
 
 @with_executor_options
@@ -155,7 +150,7 @@ def evaluate(
         f"changes no weight set otherwise (repeatable): {', '.join(WEIGHT_FREE)}, e.g. --set "
         "attention.logn=128; the rows name the recipe RECIPE+KEY=VALUE.",
         show_default=False)] = None,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    device: DeviceOpt = "auto",
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
         "kill): only its missing cells are scored; a finished one is left as it is (exit 0).",

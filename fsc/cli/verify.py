@@ -14,6 +14,7 @@ from fsc.cli.bounds import size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
+    DeviceOpt,
     DType,
     JsonOpt,
     SeedOpt,
@@ -60,7 +61,7 @@ def verify(
     ] = DType.fp32,
     seed: SeedOpt = 0,
     backend: BackendOpt = Backend.auto,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    device: DeviceOpt = "auto",
     against: Annotated[Against | None, typer.Option(
         "--against", help="transformers: fsc's cached decode (G 1, fp32) of a published model "
                           "against transformers on the same weights: logits and 32 greedy "

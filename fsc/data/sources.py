@@ -146,15 +146,16 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               options: DataOptions = DataOptions(),
               option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
-    command-line option L came from). A shipped corpus named without a split is `split`."""
+    command-line option L came from). A shipped corpus named without a split, and a task's
+    corpus haystack (--haystack shakespeare), is `split`."""
     mix = tasks_of(spec)
     for knob in getattr(options, "suite", {}):  # a knob no task reads is a mistake, not a no-op
         _read_by(f"--{knob}", KNOBS[knob], mix, spec)
     if spec in SYNTHETIC:
-        return TaskData(_task(spec, tokenizer, L, G, options, option), seed)
+        return TaskData(_task(spec, tokenizer, L, G, options, option, split), seed)
     if mix is not None:
         return MixData(spec, mix, lambda name: TaskData(
-            _task(name, tokenizer, L, G, options, option), seed), seed)
+            _task(name, tokenizer, L, G, options, option, split), seed), seed)
     if spec.startswith("hf:"):
         return HubData(spec, tokenizer, L, options.text_field)
     if corpora.is_corpus(spec):
@@ -239,12 +240,13 @@ def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,
                      [w for _, w in lengths], seed, per_batch)
 
 
-def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: str):
-    """The synthetic task `name` (SYNTHETIC) at length L."""
+def _task(name: str, tokenizer, L: int, G: int, options: DataOptions, option: str,
+          split: str):
+    """The synthetic task `name` (SYNTHETIC) at length L; a corpus haystack reads `split`."""
     if name in SUITE:
         knobs = ruler.RulerOptions(**{"variant": SUITE[name] or "single", **options.suite})
         task = "niah" if SUITE[name] else name
-        return ruler.suite_task(task, tokenizer, L, G, knobs, options.needle_digits, "train",
+        return ruler.suite_task(task, tokenizer, L, G, knobs, options.needle_digits, split,
                                 option, options.supervise_needle)
     knobs = {"passkey": {"digits": options.needle_digits, "needle": options.supervise_needle},
              "mqar": {"pairs": options.pairs}}.get(name, {})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fsc import corpora
-from fsc.data.mix import parse_mix
+from fsc.data.mix import RULER, parse_mix
 from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES, absolute
 from fsc.errors import UsageError
 from fsc.recipe import parse_changes
@@ -98,13 +98,26 @@ def default_task(request: EvalRequest, data) -> str:
         return "niah"
     if data in TRAINED_TASK:
         return TRAINED_TASK[data]
-    if isinstance(data, str) and parse_mix(data, SYNTHETIC) is not None:
-        return "ruler"
+    if isinstance(data, str) and (mix := parse_mix(data, SYNTHETIC)) is not None:
+        return _mix_task(request.source, data, [name for name, w in mix if w > 0])
     if is_text(data) or request.data is not None:
         return "loss"
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
                      f"as it is: give --task loss --data {data} (its held-out loss), or --task "
                      "niah or mqar")
+
+
+def _mix_task(source: str, data: str, names: list[str]) -> str:
+    """The task scoring a mix of training tasks: its one task's, ruler for parts of the
+    suite, or UsageError naming the tasks that score its parts one at a time."""
+    if len(set(names)) == 1 and names[0] in TRAINED_TASK:
+        return TRAINED_TASK[names[0]]
+    if all(name in RULER for name in names):
+        return "ruler"
+    tasks = sorted({TRAINED_TASK[name] for name in names if name in TRAINED_TASK})
+    each = "".join(f"--task {t} or " for t in tasks)
+    raise UsageError(f"{source} was trained on {data}, a mix no one eval task measures: give "
+                     f"{each}--task loss (the mix's held-out loss)")
 
 
 def trained_text(request: EvalRequest, trained: dict) -> str | None:

@@ -82,7 +82,9 @@ def test_help_says_ar_mode_refuses_steps_and_names_published_models(cli):
     assert "ar mode takes none" in said and "Not used in ar mode" not in said
     assert "published/NAME" in said
     r = cli("estimate", "tiny_hybrid", "--mode", "ar", "--steps", "2")
-    assert r.code == 2 and "drop --G and --steps" in r.err
+    assert r.code == 2 and "drop --steps 2" in r.err and "--G" not in r.err
+    r = cli("estimate", "tiny_hybrid", "--mode", "ar", "--G", "4", "--steps", "2")
+    assert r.code == 2 and "drop --G 4 and --steps 2" in r.err
 
 
 @pytest.mark.parametrize(("given", "says"), [("1.5k", "'1.5k' is not an integer (e.g. 4096 or 4k)"),

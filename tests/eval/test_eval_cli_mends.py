@@ -1,0 +1,60 @@
+"""fsc eval's defaults and messages: the task a mix of training tasks is scored by, the
+options --mode ar names as dropped, the device a GPU user gets, the split a loss haystack
+reads."""
+
+import inspect
+
+import pytest
+
+from fsc.errors import UsageError
+from fsc.eval.request import EvalRequest, default_task
+
+
+@pytest.mark.parametrize(("data", "task"), [
+    ("passkey:1,vt:1", "ruler"), ("niah_multikey:1,passkey:2", "ruler"), ("mqar:3", "mqar"),
+    ("passkey:2", "niah"), ("mqar:0,passkey:1", "niah"), ("vt:1,vt:2", "vt")])
+def test_a_mix_is_scored_by_the_task_its_parts_share(data, task):
+    assert default_task(EvalRequest("ck"), data) == task
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    ("passkey:1,mqar:1", "give --task mqar or --task niah or --task loss"),
+    ("copy:1,passkey:1", "give --task niah or --task loss"),
+    ("copy:2", "give --task loss")])
+def test_a_mix_no_one_task_measures_is_told_which_do(data, says):
+    """The ruler suite scores neither mqar nor copy: such a mix is not scored by it."""
+    with pytest.raises(UsageError, match="a mix no one eval task measures") as e:
+        default_task(EvalRequest("ck"), data)
+    assert says in str(e.value)
+
+
+def test_ar_mode_names_only_what_was_given_to_drop(cli, tmp_path):
+    r = cli("eval", "tiny_hybrid", "--mode", "ar", "--steps", "2", "--store", tmp_path / "st")
+    said = " ".join(r.err.split())
+    assert r.code == 2 and said.endswith("drop --steps 2") and "--G" not in said
+
+
+def test_eval_and_verify_use_cuda_when_present_as_decode_and_profile_do():
+    from fsc.cli.decode import decode
+    from fsc.cli.evaluate import evaluate
+    from fsc.cli.profile import profile
+    from fsc.cli.verify import verify
+
+    for command in (decode, evaluate, profile, verify):
+        assert inspect.signature(command).parameters["device"].default == "auto", command
+
+
+def test_a_loss_haystack_reads_the_validation_text():
+    """--task loss on vt with --haystack shakespeare reads the corpus's val split, as the
+    retrieval tasks do; training reads its train split."""
+    from fsc import corpora
+    from fsc.data.sources import DataOptions, open_data
+    from fsc.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    options = DataOptions(suite={"haystack": "shakespeare"})
+    for split in ("val", "train"):
+        data = open_data("vt", tok, 256, 4, 0, options, split=split)
+        assert data.task.hay.tokens == tok.encode(corpora.read("shakespeare", split))
+        mixed = open_data("vt:1,passkey:1", tok, 256, 4, 0, options, split=split)
+        assert mixed.sample(0) is not None
