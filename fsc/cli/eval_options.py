@@ -103,17 +103,25 @@ def with_task_options(names: tuple[str, ...] = tuple(TASK_OPTIONS)):
     return add
 
 
-def export_prompts(asked, folder: Path) -> None:
+def export_prompts(asked, folder: Path, as_json: bool = False) -> None:
     """`fsc eval --export DIR`: the request's prompts written as harness tasks, and how to
-    score them."""
-    from fsc.cli.common import output_dir, say
+    score them (with --json, as one document on stdout)."""
+    import shlex
+
+    from fsc.cli.common import output_dir, print_json, say
     from fsc.eval.plan import export
+    from fsc.text import counted
 
     output_dir(folder, "--export", replace=True)  # a folder that takes files: one line if not
     grid, names = export(asked, folder)
-    say(f"wrote {len(names) - 1} lm-evaluation-harness tasks and their group {names[-1]} to "
-        f"{folder}; score them with\n  fsc eval {grid.checkpoint} --task harness --tasks "
-        f"{names[-1]} --include-path {folder}")
+    command = ["fsc", "eval", grid.checkpoint, "--task", "harness", "--tasks", names[-1],
+               "--include-path", str(folder)]
+    if as_json:
+        print_json({"folder": str(folder), "tasks": names[:-1], "group": names[-1],
+                    "checkpoint": grid.checkpoint, "command": shlex.join(command)})
+        return
+    say(f"wrote {counted(len(names) - 1, 'lm-evaluation-harness task')} and their group "
+        f"{names[-1]} to {folder}; score them with\n  {shlex.join(command)}")
 
 
 MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)

@@ -213,7 +213,7 @@ def evaluate(
     if suite.get("export") is not None:  # the prompts written, not scored
         if changes:
             raise UsageError("--set changes the model scored; --export writes prompts only")
-        export_prompts(asked, suite["export"])
+        export_prompts(asked, suite["export"], as_json)
         return
     from fsc.scale.evaluation import evaluate
     from fsc.store import Store

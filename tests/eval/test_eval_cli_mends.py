@@ -58,3 +58,26 @@ def test_a_loss_haystack_reads_the_validation_text():
         assert data.task.hay.tokens == tok.encode(corpora.read("shakespeare", split))
         mixed = open_data("vt:1,passkey:1", tok, 256, 4, 0, options, split=split)
         assert mixed.sample(0) is not None
+
+
+def test_export_says_a_command_that_runs_as_printed_and_json_too(cli, tmp_path):
+    """The next command is quoted (a folder with a space), one task is 'task', and --json
+    prints the tasks, the group and that command."""
+    import json
+    import shlex
+
+    folder = tmp_path / "sp ace" / "ex"
+    folder.parent.mkdir()
+    r = cli("eval", "tiny_hybrid", "--task", "vt", "--lengths", "256", "--samples", "2",
+            "--export", folder)
+    said = " ".join(r.err.split())
+    assert r.code == 0 and "wrote 1 lm-evaluation-harness task and their group fsc_vt" in said
+    command = shlex.split(r.err.splitlines()[-1])
+    assert command[command.index("--include-path") + 1] == str(folder)
+    r = cli("eval", "tiny_hybrid", "--task", "vt", "--lengths", "256", "--samples", "2",
+            "--export", folder, "--json")
+    doc = json.loads(r.out)
+    assert r.code == 0 and doc["group"] == "fsc_vt" and doc["tasks"] == ["fsc_vt_256"]
+    assert shlex.split(doc["command"]) == command
+    assert sorted(p.name for p in folder.iterdir()) == ["fsc_vt.yaml", "fsc_vt_256.jsonl",
+                                                       "fsc_vt_256.yaml", "utils.py"]
