@@ -74,21 +74,25 @@ def evaluate(
         "--mode", help="diffusion or ar (default: how the checkpoint was trained; ar when G is 1).",
         show_default=False)] = None,
     batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_B,
-                                       help="Prompts decoded together.")] = 20,
+                                       help="Prompts decoded together (loss: sequences a "
+                                       "pass; harness: requests a batch).")] = 20,
     data: Annotated[str | None, typer.Option(
-        "--data", help="loss, genppl: shakespeare, a .txt/.jsonl/.parquet file or (loss) a "
-        "task (passkey, mqar, copy); default: the corpus trained on, its val split, or the task "
-        "trained on, drawn afresh.",
+        "--data", help="loss, genppl: shakespeare or a .txt/.jsonl/.parquet file; loss also "
+        "hf:NAME, a task or a mix of tasks (passkey, mqar, copy, vt, ...; passkey:1,vt:1); "
+        "default: the corpus trained on, its val split, or the tasks trained on, drawn afresh.",
         show_default=False)] = None,
     needle_digits: Annotated[int | None, typer.Option(
         "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah: digits of the key (default: as trained, or the "
         "smallest multiple of G that is at least 4).",
         show_default=False)] = None,
-    text_field: Annotated[str, typer.Option("--text-field", help="loss: the text field.")] = "text",
+    text_field: Annotated[str, typer.Option(
+        "--text-field", help="loss, genppl: the field of a .jsonl/.parquet file's rows (or "
+        "an hf: dataset's) that holds the text.")] = "text",
     tokenizer: Annotated[Path | None, typer.Option(
         "--tokenizer", help="Local Hugging Face tokenizer directory (default: as trained).",
         show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts (genppl: and of its "
+                                    "draws).")] = 0,
     scorer: Annotated[str | None, typer.Option(
         "--scorer", help="genppl: the autoregressive model that scores the samples: an fsc "
         "checkpoint, training dir or recipe (G 1), or a transformers model directory.",
