@@ -140,6 +140,14 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
                      f"{printable(recorded)}, whose loss is not held out (give held-out text)")
 
 
+def _one_task(trained: dict) -> str | None:
+    """The one task training drew from: its --data, or the one task of a mix (niah_multikey:3)."""
+    data = trained.get("data")
+    mix = parse_mix(data, SYNTHETIC) if isinstance(data, str) else None
+    names = {name for name, w in mix or () if w > 0}
+    return names.pop() if len(names) == 1 and data != "ruler" else data
+
+
 def is_text(data) -> bool:
     """Whether training data `data` (as recorded) is natural text genppl can draw from."""
     return isinstance(data, str) and (corpora.is_corpus(data) or data.endswith(TEXT_SUFFIXES))
@@ -154,7 +162,7 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
         if request.task == "niah" and request.variant is None:  # the variant trained on
-            request = replace(request, variant=TRAINED_VARIANT.get(trained.get("data")))
+            request = replace(request, variant=TRAINED_VARIANT.get(_one_task(trained)))
     task = request.task
     if task != "genppl" and request.steps is not None and len(request.steps) > 1:
         raise UsageError("--steps takes one K except with --task genppl")

@@ -81,3 +81,11 @@ def test_export_says_a_command_that_runs_as_printed_and_json_too(cli, tmp_path):
     assert shlex.split(doc["command"]) == command
     assert sorted(p.name for p in folder.iterdir()) == ["fsc_vt.yaml", "fsc_vt_256.jsonl",
                                                        "fsc_vt_256.yaml", "utils.py"]
+
+
+@pytest.mark.parametrize("data", ["niah_multikey", "niah_multikey:3", "passkey:0,niah_multikey:1"])
+def test_a_checkpoint_trained_on_one_niah_variant_is_scored_on_it(data):
+    from fsc.eval.request import checked
+
+    request = checked(EvalRequest("ck"), {"data": data})
+    assert (request.task, request.variant) == ("niah", "multikey")
