@@ -24,6 +24,7 @@ from fsc.accuracy import worst_error
 from fsc.checkpoint.io import load_checkpoint
 from fsc.costmodel import param_counts
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
+from fsc.costmodel.shapes import masked_layers
 from fsc.dtypes import DTYPE_BYTES
 from fsc.errors import WeightsDoNotFit
 from fsc.imports.convert import load_published
@@ -55,9 +56,7 @@ def mask_bytes(checked: Recipe, G: int, T: int) -> int:
     boolean mask and the fp32 copy scaled_dot_product_attention makes of it, beyond what the
     cost model's activations count): none without attention, or at G 1 without a window (the
     causal kernel needs no mask)."""
-    if "attention" not in checked.layer_plan or (G == 1 and not checked.attention.window):
-        return 0
-    return MASK_BYTES_PER_PAIR * T * T
+    return MASK_BYTES_PER_PAIR * T * T if masked_layers(checked, G) else 0
 
 
 def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, device,

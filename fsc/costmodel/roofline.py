@@ -16,6 +16,7 @@ from fsc.costmodel.shapes import (
     cache_bytes,
     ffn_shape,
     kind_shapes,
+    masked_layers,
     norm_params,
     param_counts,
     shape_tensor_bytes,
@@ -151,8 +152,7 @@ def prompt_memory(recipe: Recipe, P: int, B: int, G: int, chunk: int = 0) -> Mem
     window reads blocks of G > 1, its chunk × P mask of which token sees which (the last
     chunk against the whole prompt), held as booleans and as the fp32 copy attention makes of
     it (one layer's at a time)."""
-    masked = G > 1 and any(s.attn_flops_per_pair and s.window is None
-                           for s, _ in kind_shapes(recipe))
+    masked = masked_layers(recipe, G, "fold") > 0
     C = P if not chunk or chunk >= P else max(G, chunk // G * G)  # fsc.decode.chunk_tokens
     activations = (B * C * _live_per_token(recipe) + _logits_bytes(recipe, B)
                    + (MASK_BYTES_PER_PAIR * C * P if masked else 0))

@@ -106,6 +106,27 @@ def kind_shapes(recipe: Recipe) -> list[tuple[MixerShape, int]]:
     return [(recipe.mixer_shape(kind), n) for kind, n in recipe.layer_counts.items()]
 
 
+PASSES = ("uncached", "fold", "two-stream")
+
+
+def masked_layers(recipe: Recipe, G: int, kind: str = "uncached") -> int:
+    """Attention layers of `recipe` that read a [queries, keys] mask in a pass of `kind` in
+    blocks of G (fsc.model.attention): the uncached pass (`LM.forward_blockwise`) all but
+    those that read blocks of one token with no window (the causal kernel needs none); a fold
+    into the cache (decoding's prefill) those without a window that read blocks of G > 1 (a
+    windowed one folds block by block); the two-stream pass of the blocks bound, all."""
+    if kind not in PASSES:
+        raise ValueError(f"pass {kind!r} is not one of {', '.join(PASSES)}")
+
+    def reads(window: int | None) -> bool:
+        if kind == "fold":
+            return G > 1 and window is None
+        return kind == "two-stream" or G > 1 or window is not None
+
+    return sum(n for shape, n in kind_shapes(recipe)
+               if shape.attn_flops_per_pair and reads(shape.window))
+
+
 def param_counts(recipe: Recipe) -> dict[str, int]:
     """Parameters per component kind and in total; the same keys and values as
     `fsc.model.lm.count_params(build_model(recipe))`."""

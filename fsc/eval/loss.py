@@ -30,7 +30,7 @@ import torch
 
 from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
-from fsc.costmodel.shapes import kind_shapes
+from fsc.costmodel.shapes import masked_layers
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import KNOBS, DataOptions, open_data, tasks_of
 from fsc.data.tasks import Sample
@@ -92,9 +92,9 @@ def pass_bytes(recipe: Recipe, ar: bool, L: int, B: int) -> tuple[int, int]:
     [B, L, 2L] (the bound), or [L, L] (a window read autoregressively; the causal kernel
     needs none). What torch allocates besides is not counted."""
     mem = memory(recipe, 0, B, L if ar else 2 * L)
-    attention = [s for s, _ in kind_shapes(recipe) if s.attn_flops_per_pair]
-    pairs = (L * L if any(s.window is not None for s in attention) else 0) if ar else (
-        2 * B * L * L if attention else 0)
+    pairs = L * L if masked_layers(recipe, 1) else 0
+    if not ar:
+        pairs = 2 * B * L * L if masked_layers(recipe, recipe.block_size, "two-stream") else 0
     masks = MASK_BYTES_PER_PAIR * pairs
     return mem.weight_bytes + mem.activation_bytes + masks, masks
 
