@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import typer
@@ -21,6 +22,7 @@ from fsc.cli.common import (
     torch_threads,
 )
 from fsc.errors import UsageError
+from fsc.scale import ExecutorSettings
 
 # The options only the harness takes, and the grid options it takes too (its tasks set their
 # own prompts; --steps is generation's K).
@@ -40,6 +42,10 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     or several --steps), run it into the store and show its rows."""
     if resume is not None:
         raise UsageError("--resume: a harness run is scored whole; run it again")
+    spread = _executor_options(ctx)
+    if spread:
+        raise UsageError(f"{', '.join(spread)}: --task harness runs in this process, on one "
+                         f"device (--device); drop {'it' if len(spread) == 1 else 'them'}")
     others = given_options(ctx, tuple(o for o in grid_options if o not in TAKES))
     if others:
         raise UsageError(f"{', '.join(others)}: not used by --task harness (its tasks set "
@@ -56,8 +62,9 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     from fsc.store import Store
 
     names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
+    mc = mc_samples if given_options(ctx, ("mc_samples",)) else None  # (refused at G 1)
     request = HarnessRequest(source or "", names, str(include_path) if include_path else None,
-                             limit, num_fewshot, mc_samples, batch, seed, device,
+                             limit, num_fewshot, mc, batch, seed, device,
                              max_length=max_length, steps=K[0] if K else None,
                              log_samples=log_samples,
                              output_path=str(output_path) if output_path else None)
@@ -81,6 +88,20 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     render_harness(done.rows, done.run_id, done.seconds)
 
 
+def _executor_options(ctx: typer.Context) -> list[str]:
+    """The executor options given (`--executor ray`, `--workers 4`, ...) other than what a
+    harness run does anyway (--executor local, --workers 1)."""
+    names = {f.name for f in fields(ExecutorSettings)}
+    given = []
+    for p in ctx.command.params:
+        value = ctx.params.get(p.name)
+        if p.name not in names or ctx.get_parameter_source(p.name).name == "DEFAULT":
+            continue
+        if (p.name, str(value)) not in (("executor", "local"), ("workers", "1")):
+            given.append(f"{p.opts[0]} {value}")
+    return given
+
+
 def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
     """A harness run: a row per task and metric, its standard error, and whether it is a
     bound (a block-diffusion model's likelihood is)."""
@@ -91,10 +112,13 @@ def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
         return
     first = rows[0]
     bound = next((r for r in rows if r["bound"]), None)  # a likelihood's row: its draws
+    how = first["mode"]
+    if how == "diffusion":  # its G; K where a task generates, the draws where one is a bound
+        how += f" G {first['G']}" + (f", K {first['K']}" if not all(r["bound"] for r in rows)
+                                     else "")
+        how += f", {bound['mc_samples']} draws per block" if bound else ""
     out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
-              f", {first['mode']}" + (f" G {bound['G']}, {bound['mc_samples']} draws per block"
-                                      if bound else "")
-              + f" (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
+              f", {how} (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
     table = Table()
     for c in ("task", "metric", "value", "± s.e.", "n", "shots"):
         table.add_column(c, justify="left" if c in ("task", "metric") else "right")

@@ -5,8 +5,8 @@ the model `fsc` registered, e.g.
         --batch_size 16 --device cpu --tasks arc_easy --include_path my_tasks --limit 100
 
 What fsc refuses (a missing or unknown model_args, a value of the wrong kind, a checkpoint that
-is not there, steps outside 1..G) is one line and exit 2, as in fsc's own commands, and so is a
-task the harness does not find (with the task YAML of --include_path that does not parse, if
+is not there, steps outside 1..G, --apply_chat_template) is one line and exit 2, as in fsc's
+own commands, and so is a task the harness does not find (with the task YAML of --include_path that does not parse, if
 one does not, in the line `fsc eval --task harness` says); FSC_DEBUG=1 shows the traceback.
 """
 
@@ -24,7 +24,7 @@ except ImportError as e:
           file=sys.stderr)
     raise SystemExit(2) from None
 
-from fsc.errors import FscError
+from fsc.errors import FscError, UsageError
 from fsc.harness.lm import checked_args, generation_steps
 from fsc.harness.run import local_tasks, unparsed
 from fsc.source import load_source_recipe
@@ -52,6 +52,9 @@ def check_model(args) -> None:
     again when the harness makes it.)"""
     if getattr(args, "model", None) != "fsc":
         return
+    if getattr(args, "apply_chat_template", False):
+        raise UsageError("--apply_chat_template: the model fsc reads plain prompts; it applies "
+                         "no chat template")
     batch = getattr(args, "batch_size", None)
     got = checked_args(**(args.model_args or {}),
                        **({"batch_size": batch} if batch is not None else {}))

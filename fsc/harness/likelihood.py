@@ -61,9 +61,12 @@ def draw_seed(seed: int, ids: list[int], start: int) -> int:
 def diffusion_loglikelihood(model, mask_id: int, ids: list[int], start: int, mc: int, device,
                             seed: int = 0, cached: bool = True, prefix=None) -> tuple[float, bool]:
     """(−bound, greedy) of ids[start:] after ids[:start] (see the module docstring); `prefix`:
-    a cache that has folded ids[:start // G · G] (it is copied, not changed)."""
+    a cache that has folded ids[:start // G · G] (it is copied, not changed). An empty
+    continuation is (0.0, True), as at G = 1."""
     G = model.recipe.block_size
     T = len(ids)
+    if start >= T:
+        return 0.0, True
     first = start // G
     gen = torch.Generator().manual_seed(draw_seed(seed, ids, start))
     if cached:

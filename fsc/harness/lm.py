@@ -45,9 +45,18 @@ from fsc.seeds import derive
 from fsc.source import Source, published_origin, resolve_checkpoint
 from fsc.tokenizer import GENERATION_FILE, ByteTokenizer, HFTokenizer, IdTokenizer
 
+FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
-def _flag(value) -> bool:
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+
+def _flag(name: str, value) -> bool:
+    """`value` (a model_args value: a bool, or its text) as a bool; UsageError (one line) for
+    anything else."""
+    if isinstance(value, bool):
+        return value
+    got = FLAGS.get(str(value).strip().lower())
+    if got is None:
+        raise UsageError(f"{name}={value}: expected true or false")
+    return got
 
 
 HARNESS_ARGS = {"max_batch_size", "trust_remote_code"}  # the harness hands every model these
@@ -86,7 +95,7 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
             "steps": None if steps is None else _integer("model_args steps", steps, 1),
             "batch_size": (16 if str(batch_size).startswith("auto")
                            else _integer("--batch_size", batch_size, 1)),
-            "cached": _flag(cached)}
+            "cached": _flag("model_args cached", cached)}
     return got | {"source": str(resolve_checkpoint(str(pretrained)))}
 
 
@@ -102,6 +111,7 @@ def generation_steps(steps: int | None, G: int, source: str) -> int:
     return steps
 
 
+MORE_LENGTH = "--max-length N (model_args max_length=N) reads more"
 DEFAULT_MAX_LENGTH = 2048  # the hf backend's where a model names none; fsc's own checkpoints'
 
 
@@ -261,10 +271,32 @@ class FscLM(TemplateLM):
     def tok_decode(self, ids: list[int]) -> str:
         return self.tok.decode(ids)
 
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
+        raise UsageError("--apply_chat_template: the model fsc reads plain prompts; it applies "
+                         "no chat template")
+
+    def _say_cut(self, kind: str, cut: int, of: int, to: str) -> None:
+        """Say on stderr that `cut` of `of` requests lost the start of their context (cut from
+        the left, as the hf backend cuts them, to `to`)."""
+        if cut:
+            print(f"note: {kind}: {cut} of {of} contexts were cut from the left to {to}; "
+                  f"{MORE_LENGTH}", file=self.stderr)
+
     # ---- scoring ----------------------------------------------------------------------------
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **_) -> list[tuple[float, bool]]:
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, rolling: bool = False,
+                              **_) -> list[tuple[float, bool]]:
         """(summed log-probability or its bound, greedy) of each (key, context ids,
-        continuation ids)."""
+        continuation ids). UsageError, before the model is asked, for a continuation longer
+        than max_length (the hf backend fails on it); a context cut from the left to fit is
+        said once (not a rolling text's windows, cut as the hf backend cuts them)."""
+        longest = max((len(r[2]) for r in requests), default=0)
+        if longest > self._max_length:
+            raise UsageError(f"loglikelihood: a continuation of {longest} tokens is longer than "
+                             f"max_length {self._max_length}; {MORE_LENGTH}")
+        fits = self._max_length + (1 if self.mode == "ar" else 0)  # (AR reads all but the last)
+        if not rolling:
+            self._say_cut("loglikelihood", sum(len(r[1]) + len(r[2]) > fits for r in requests),
+                          len(requests), f"max_length {self._max_length} tokens")
         self.asked = True
         out: dict[int, tuple[float, bool]] = {}
         if self.mode == "ar":  # longest first, as the hf backend batches them
@@ -304,7 +336,7 @@ class FscLM(TemplateLM):
                     max_seq_len=self.max_length, context_len=1)):
                 windows.append((None, *w))
                 owner.append(n)
-        scored = self._loglikelihood_tokens(windows)
+        scored = self._loglikelihood_tokens(windows, rolling=True)
         totals = [0.0] * len(requests)
         for n, (logp, _) in zip(owner, scored):
             totals[n] += logp
@@ -319,12 +351,20 @@ class FscLM(TemplateLM):
         `generation_defaults`); cut at EOS and the first stop sequence. What transformers would
         apply and fsc does not is said once. Each sampled request draws from a seed of its own (`generation_seed`). Requests that ask for the same decoding
         are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
+        normalized = [normalize_gen_kwargs(dict(req.args[1] or {}), self.max_gen_toks)
+                      for req in requests]
+        most = max((k["max_gen_toks"] for k in normalized), default=0)
+        if most >= self._max_length:  # (the hf backend refuses it too)
+            raise UsageError(f"generate_until: max_gen_toks {most} leaves no room for the context "
+                             f"in max_length {self._max_length}; {MORE_LENGTH}")
+        eos = self.tok.token_text(self.eot_token_id) if isinstance(self.tok, HFTokenizer) else ""
         self.asked = True
-        asks, groups, seen = [], {}, Counter()
-        for i, req in enumerate(requests):
-            context, kwargs = req.args
-            kwargs = normalize_gen_kwargs(dict(kwargs or {}), self.max_gen_toks)
+        asks, groups, seen, cut = [], {}, Counter(), Counter()
+        for i, (req, kwargs) in enumerate(zip(requests, normalized, strict=True)):
+            context = req.args[0]
+            # the hf backend's stop sequences: the request's, and the EOS token's text
             until = [u for u in kwargs["until"] if isinstance(u, str) and u]
+            until += [eos] if eos and eos not in until else []
             n = kwargs["max_gen_toks"]
             temperature = float(kwargs.get("temperature", 0.0)) if kwargs["do_sample"] else 0.0
             sample = temperature > 0  # do_sample at temperature 0: greedy
@@ -339,11 +379,17 @@ class FscLM(TemplateLM):
                     self.noted.add(said)
                     print(f"note: generate_until: {said} is not applied by fsc's decoder; its "
                           "answers can differ from the hf model's", file=self.stderr)
-            ids = self.tok_encode(context)[-max(1, self._max_length - n) :] or [self._prefix]
+            whole = self.tok_encode(context)
+            ids = whole[-(self._max_length - n) :] or [self._prefix]
+            if len(whole) > len(ids):
+                cut[n] += 1
             key = json.dumps([context, kwargs], sort_keys=True, default=str)
             asks.append((ids, until, generation_seed(self.seed, key, seen[key])))
             seen[key] += 1
             groups.setdefault((n, temperature, top_p, top_k, min_p, penalty), []).append(i)
+        room = f"max_length {self._max_length} less " + (
+            f"max_gen_toks {next(iter(cut))}" if len(cut) == 1 else "each one's max_gen_toks")
+        self._say_cut("generate_until", cut.total(), len(requests), room)
         tokens: dict[int, list[int]] = {}
         for (n, temperature, top_p, top_k, min_p, penalty), rows in groups.items():
             cfg = DecodeConfig(length=n, G=self.G, steps=self.steps, mode=self.mode,

@@ -45,7 +45,7 @@ class HarnessRequest:
     include_path: str | None = None
     limit: float | None = None
     num_fewshot: int | None = None
-    mc_samples: int = 32
+    mc_samples: int | None = None  # draws per block (diffusion; None: MC_SAMPLES)
     batch: int = 16
     seed: int = 0
     device: str = "cpu"
@@ -54,6 +54,9 @@ class HarnessRequest:
     steps: int | None = None  # K of generation (diffusion; default G)
     log_samples: bool = False  # the harness's per-document records, into output_path
     output_path: str | None = None  # the harness's results JSON (and samples) go here
+
+
+MC_SAMPLES = 32  # the draws per block of a diffusion model's bound where none are asked
 
 
 @dataclass
@@ -89,6 +92,9 @@ def check(request: HarnessRequest) -> tuple[Source, tuple[str, int, int]]:
     src = Source.read(request.source)  # one line if it is not a model
     G = src.recipe.block_size
     generation_steps(request.steps, G, request.source)
+    if G == 1 and request.mc_samples is not None:
+        raise UsageError(f"--mc-samples {request.mc_samples}: {request.source} is autoregressive "
+                         "(G 1): its likelihoods are exact, drawn by no Monte Carlo")
     return src, block_setting(None, None, request.steps, G)
 
 
@@ -291,7 +297,8 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
     away again, so a refusal leaves no run; a failure after leaves it failed with its error."""
     src, (mode, G, K) = check(request)
     # the length requests are cut to, as read (a published model's own by default): recorded
-    request = replace(request, max_length=request.max_length or context_length(src))
+    request = replace(request, max_length=request.max_length or context_length(src),
+                      mc_samples=request.mc_samples or MC_SAMPLES)
     with _quiet():
         manager = task_manager(request)
     tracker = (EvaluationTracker(output_path=request.output_path)
