@@ -57,7 +57,10 @@ def torch_device(text: str) -> str:
             raise UsageError(f"--device {text}: no CUDA device is available")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise UsageError(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s)")
-    return str(dev)
+        return str(dev)
+    if dev.index not in (None, 0):
+        raise UsageError(f"--device {text}: the CPU is one device, cpu (or cpu:0)")
+    return "cpu"  # cpu:0 is the CPU (safetensors and the store know it as cpu)
 
 
 def free_bytes(device) -> int:

@@ -106,7 +106,7 @@ def _root(
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _NoArgsIsHelp = getattr(sys.modules[_ClickException.__module__], "NoArgsIsHelpError", ())
 
-MAX_ERROR_CHARS = 400
+MAX_ERROR_CHARS = 1000  # a bound on a runaway message, above one that names a command to run
 
 
 def _fail(message: str, code: int) -> int:

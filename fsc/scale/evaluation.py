@@ -103,13 +103,22 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
     return replace(request, **steps)
 
 
+# what `fsc eval --task harness` takes where an option is not given (a run records it)
+HARNESS_DEFAULTS = {("seed", 0), ("device", "auto"), ("mc_samples", 32)}
+
+
 def harness_again(asked: dict) -> str:
     """The `fsc eval` command that runs a harness request (`asked`, as stored) again."""
     words = ["fsc", "eval", str(asked.get("source")), "--task", "harness", "--tasks",
              ",".join(asked.get("tasks") or ())]
-    if asked.get("include_path"):
-        words += ["--include-path", str(asked["include_path"])]
-    return "`" + shlex.join(words) + "`"
+    for name in ("include_path", "limit", "num_fewshot", "max_length", "steps", "mc_samples",
+                 "batch", "seed", "device", "output_path"):
+        value = asked.get(name)
+        if value is None or (name, value) in HARNESS_DEFAULTS:
+            continue
+        words += ["--" + name.replace("_", "-"),
+                  f"{value:g}" if isinstance(value, float) else str(value)]
+    return "`" + shlex.join(words + ["--log-samples"] * bool(asked.get("log_samples"))) + "`"
 
 
 def stored_cells(st: Store, run_id: str, grid: EvalGrid) -> list[EvalCell]:

@@ -89,3 +89,12 @@ def test_a_checkpoint_trained_on_one_niah_variant_is_scored_on_it(data):
 
     request = checked(EvalRequest("ck"), {"data": data})
     assert (request.task, request.variant) == ("niah", "multikey")
+
+
+def test_cpu_0_is_the_cpu_and_cpu_1_is_refused(cli, save_tiny, tmp_path):
+    """--device cpu:0 reads a checkpoint (safetensors knows no cpu:0); cpu:1 is one line."""
+    ck = save_tiny()
+    r = cli("decode", ck, "--prompt", "hi", "--length", "4", "--device", "cpu:0", "--json")
+    assert r.code == 0, r.err
+    r = cli("decode", ck, "--prompt", "hi", "--length", "4", "--device", "cpu:1")
+    assert r.code == 2 and "the CPU is one device" in r.err

@@ -62,3 +62,29 @@ def test_a_stopped_harness_run_says_what_it_kept(fsc_main, ar_recipe, tasks, tmp
         "stored nothing (a harness run is scored whole); run it again"), line
     [row] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json").stdout)
     assert row["status"] == "interrupted"
+
+
+def test_the_command_a_stopped_harness_run_is_run_again_with_keeps_its_options(
+        fsc_main, ar_recipe, tasks, tmp_path, monkeypatch):
+    """`fsc eval --resume` of a harness run names the command that runs it again: with every
+    option it was given, so that it scores the same thing."""
+    import shlex
+
+    from fsc.harness import run
+
+    def stop(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run_harness", stop)
+    given = {"--limit": "2", "--num-fewshot": "1", "--max-length": "64", "--seed": "3",
+             "--batch": "4", "--device": "cpu", "--output-path": str(tmp_path / "o u t")}
+    fsc_main("eval", ar_recipe, "--task", "harness", "--tasks", "fsc_choice", "--include-path",
+             tasks, *[w for pair in given.items() for w in pair], "--log-samples",
+             "--store", tmp_path / "st", check=130)
+    [row] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json").stdout)
+    res = fsc_main("eval", "--resume", row["run_id"], "--store", tmp_path / "st", check=2)
+    words = shlex.split(" ".join(res.stderr.split()).split("`")[1])
+    assert words[:9] == ["fsc", "eval", str(ar_recipe), "--task", "harness", "--tasks",
+                         "fsc_choice", "--include-path", str(tasks)]
+    assert {w: words[i + 1] for i, w in enumerate(words) if w in given} == given
+    assert words[-1] == "--log-samples" and "--mc-samples" not in words
