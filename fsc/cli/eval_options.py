@@ -110,12 +110,15 @@ def export_prompts(asked, folder: Path, as_json: bool = False) -> None:
 
     from fsc.cli.common import output_dir, print_json, say
     from fsc.eval.plan import export
+    from fsc.harness import DEFAULT_MAX_LENGTH
     from fsc.text import counted
 
     output_dir(folder, "--export", replace=True)  # a folder that takes files: one line if not
-    grid, names = export(asked, folder)
+    grid, names, longest = export(asked, folder)
     command = ["fsc", "eval", grid.checkpoint, "--task", "harness", "--tasks", names[-1],
                "--include-path", str(folder)]
+    if longest + 1 > DEFAULT_MAX_LENGTH:  # (+1: a tokenizer's BOS) read whole, not cut
+        command += ["--max-length", str(longest + 1)]
     if as_json:
         print_json({"folder": str(folder), "tasks": names[:-1], "group": names[-1],
                     "checkpoint": grid.checkpoint, "command": shlex.join(command)})

@@ -50,9 +50,10 @@ metadata:
 """
 
 
-def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
+def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> tuple[list[str], int]:
     """Write the harness tasks of `grid`'s prompts into `folder` (see the module docstring);
-    the names of the tasks, the group's last. UsageError for a task that is not the suite's,
+    the names of the tasks, the group's last, and the most tokens a document's prompt and
+    answer hold together. UsageError for a task that is not the suite's,
     or a folder holding a utils.py other than the one it writes."""
     if grid.task not in EXPORTED:
         raise UsageError(f"--export: for --task {', '.join(EXPORTED[:-1])} or {EXPORTED[-1]} "
@@ -62,7 +63,7 @@ def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
         raise UsageError(f"--export {folder}: holds a utils.py of its own, which the tasks' "
                          "metric would replace; export into another folder")
     folder.mkdir(parents=True, exist_ok=True)
-    names = []
+    names, longest = [], 0
     for part in parts(grid):
         for length in grid.lengths:
             docs, tokens = [], 0
@@ -75,6 +76,7 @@ def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
                                  "outputs": list(expected), "length": length,
                                  "depth": cell["depth"]})
                     tokens = len(s.ids) - first
+                    longest = max(longest, len(s.ids))
             variant = f"_{cell['variant']}" if part.task == "niah" else ""
             name = f"fsc_{part.task}{variant}_{length}"
             data = (folder / f"{name}.jsonl").resolve()
@@ -88,4 +90,4 @@ def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> list[str]:
         + "aggregate_metric_list:\n  - metric: score\n    aggregation: mean\n"
         "    weight_by_size: false\nmetadata:\n  version: 1.0\n")
     utils.write_text(UTILS, encoding="utf-8")
-    return [*names, group]
+    return [*names, group], longest

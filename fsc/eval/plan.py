@@ -116,11 +116,12 @@ def _text_field(request: EvalRequest, trained: dict) -> str:
     return request.text_field
 
 
-def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str]]:
+def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str], int]:
     """The prompts `request` would score written as lm-evaluation-harness tasks in `folder`
-    (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last)."""
+    (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last,
+    the most tokens a document holds with its answer)."""
     grid, _, tok = grid_of(request)
-    return grid, write_tasks(grid, tok, Path(folder))
+    return grid, *write_tasks(grid, tok, Path(folder))
 
 
 def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:

@@ -12,6 +12,9 @@ import importlib.util
 
 from fsc.store.schema import Column
 
+DEFAULT_MAX_LENGTH = 2048  # the hf backend's where a model names none; fsc's own checkpoints'
+MC_SAMPLES = 32  # the draws per block of a diffusion model's bound where none are asked
+
 COLUMNS = (  # `fsc eval --task harness`: its own eval_cells columns, a row per task and metric
     Column("harness_task", "VARCHAR",
            "harness: the lm-evaluation-harness task (arc_easy, piqa, a local task...)."),

@@ -37,6 +37,7 @@ from lm_eval.models.utils import normalize_gen_kwargs
 from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import ImportRefused, UsageError
+from fsc.harness import DEFAULT_MAX_LENGTH
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.imports import HF_PREFIX, is_import_source, local_dir, parse_hf, published_length
 from fsc.jsonsafe import json_object
@@ -112,7 +113,6 @@ def generation_steps(steps: int | None, G: int, source: str) -> int:
 
 
 MORE_LENGTH = "--max-length N (model_args max_length=N) reads more"
-DEFAULT_MAX_LENGTH = 2048  # the hf backend's where a model names none; fsc's own checkpoints'
 
 
 def published_config(src: Source) -> dict:

@@ -28,7 +28,7 @@ from lm_eval.tasks import TaskManager
 from fsc import paths
 from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
-from fsc.harness import COLUMNS
+from fsc.harness import COLUMNS, MC_SAMPLES
 from fsc.harness.lm import FscLM, context_length, generation_steps
 from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
@@ -54,9 +54,6 @@ class HarnessRequest:
     steps: int | None = None  # K of generation (diffusion; default G)
     log_samples: bool = False  # the harness's per-document records, into output_path
     output_path: str | None = None  # the harness's results JSON (and samples) go here
-
-
-MC_SAMPLES = 32  # the draws per block of a diffusion model's bound where none are asked
 
 
 @dataclass

@@ -17,6 +17,7 @@ from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
 from fsc.eval.plan import grid_of
 from fsc.eval.request import EvalRequest, located
 from fsc.eval.tasks import model_to_score, own_columns, samples_in, score, task_of
+from fsc.harness import MC_SAMPLES
 from fsc.provenance import environment
 from fsc.scale import ExecutorSettings, Watch, executors, recording, work
 from fsc.source import resolve_checkpoint
@@ -104,7 +105,7 @@ def resumed(st: Store, run_id: str, device: str) -> EvalRequest:
 
 
 # what `fsc eval --task harness` takes where an option is not given (a run records it)
-HARNESS_DEFAULTS = {("seed", 0), ("device", "auto"), ("mc_samples", 32)}
+HARNESS_DEFAULTS = {("seed", 0), ("device", "auto"), ("mc_samples", MC_SAMPLES)}
 
 
 def harness_again(asked: dict) -> str:

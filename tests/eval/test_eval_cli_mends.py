@@ -98,3 +98,19 @@ def test_cpu_0_is_the_cpu_and_cpu_1_is_refused(cli, save_tiny, tmp_path):
     assert r.code == 0, r.err
     r = cli("decode", ck, "--prompt", "hi", "--length", "4", "--device", "cpu:1")
     assert r.code == 2 and "the CPU is one device" in r.err
+
+
+def test_export_of_prompts_past_the_harness_default_length_says_the_length_to_read(cli,
+                                                                                 tmp_path):
+    """Prompts longer than the 2,048 tokens the harness reads an fsc model with by default:
+    the command it suggests reads them whole (a BOS too), not cut from the left."""
+    import json
+    import shlex
+
+    r = cli("eval", "tiny_hybrid", "--task", "niah", "--lengths", "3k", "--depths", "0.5",
+            "--samples", "1", "--export", tmp_path / "big", "--json")
+    words = shlex.split(json.loads(r.out)["command"])
+    assert words[words.index("--max-length") + 1] == "3073"
+    r = cli("eval", "tiny_hybrid", "--task", "niah", "--lengths", "1k", "--depths", "0.5",
+            "--samples", "1", "--export", tmp_path / "small", "--json")
+    assert "--max-length" not in json.loads(r.out)["command"]
