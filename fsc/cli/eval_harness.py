@@ -63,7 +63,12 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
 
     names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
     mc = mc_samples if given_options(ctx, ("mc_samples",)) else None  # (refused at G 1)
-    request = HarnessRequest(source or "", names, str(include_path) if include_path else None,
+    from fsc.source import located_ref
+
+    # local paths by their absolute path: the run's record, and the harness's output folder
+    # (OUT/<model>/, named for the model's path: relative, it was the checkpoint's own folder)
+    request = HarnessRequest(located_ref(source) or "", names,
+                             located_ref(str(include_path)) if include_path else None,
                              limit, num_fewshot, mc, batch, seed, device,
                              max_length=max_length, steps=K[0] if K else None,
                              log_samples=log_samples,

@@ -88,3 +88,18 @@ def test_the_command_a_stopped_harness_run_is_run_again_with_keeps_its_options(
                          "fsc_choice", "--include-path", str(tasks)]
     assert {w: words[i + 1] for i, w in enumerate(words) if w in given} == given
     assert words[-1] == "--log-samples" and "--mc-samples" not in words
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_a_model_named_relatively_has_its_results_written_beside_not_into_it(
+        fsc_main, ar_recipe, tasks, tmp_path):
+    """--output-path . with the model named by a relative path: the harness writes under
+    OUT/<model's path>/, which was the recipe's own name (a file: nothing could be written) or
+    a checkpoint's own folder; the model is named by its absolute path, as the run records it."""
+    res = fsc_main("eval", ar_recipe.name, "--task", "harness", "--tasks", "fsc_gen",
+                   "--include-path", tasks.name, "--output-path", ".", "--limit", "1",
+                   "--store", tmp_path / "st", check=0)
+    [written] = list(tmp_path.glob("*/results_*.json"))
+    assert written.parent.name.endswith("tiny_ar.yaml") and written.parent != ar_recipe
+    [row] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json").stdout)
+    assert row["status"] == "finished", res.stderr
