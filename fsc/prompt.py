@@ -13,22 +13,35 @@ from pathlib import Path
 from fsc.errors import UsageError
 from fsc.text import printable
 
+ONE = {  # what an option of one value is, said when it is given more than once
+    "--prompt": "--prompt is one prompt; give several in a file, one a line, with --prompts FILE",
+    "--prompt-file": "--prompt-file is one prompt; give several in a file, one a line, with "
+                     "--prompts FILE",
+    "--prompt-ids": "--prompt-ids is one prompt; give its ids once, comma-separated",
+    "--prompts": "--prompts reads one file; put the prompts in one (e.g. cat A B > C)",
+}
 
-def given_prompt(prompt: list[str] | None, prompt_file: Path | None,
-                 prompt_ids: str | None) -> str:
+
+def once(option: str, values: list | None):
+    """The value of `option` (one of `ONE`), given as a list of every time it was given (None
+    or empty: not given). UsageError for more than one: click would keep the last one and
+    drop the others unsaid."""
+    if values and len(values) > 1:
+        raise UsageError(f"{option} given {len(values)} times: {ONE[option]}")
+    return values[0] if values else None
+
+
+def given_prompt(prompt: str | None, prompt_file: Path | None, prompt_ids: str | None) -> str:
     """The text of --prompt or --prompt-file ("" when neither is given; --prompt-ids are parsed
     against the tokenizer later). UsageError for more than one prompt, or a file that cannot
     be read (see `read_prompt_file`)."""
-    if prompt is not None and len(prompt) > 1:
-        raise UsageError(f"--prompt given {len(prompt)} times: --prompt is one prompt; "
-                         "give several in a file, one a line, with --prompts FILE")
     given = [name for name, value in (("--prompt", prompt), ("--prompt-ids", prompt_ids),
                                       ("--prompt-file", prompt_file)) if value is not None]
     if len(given) > 1:
         raise UsageError(f"give {given[0]} or {given[1]}, not both")
     if prompt_file is not None:
         return read_prompt_file(prompt_file)
-    return prompt[0] if prompt else ""
+    return prompt or ""
 
 
 def read_prompt_file(path: Path) -> str:
@@ -39,11 +52,12 @@ def read_prompt_file(path: Path) -> str:
 
 
 BATCH = 8  # rows of --prompts decoded together unless --batch says
+JSON_LINES = (".jsonl", ".ndjson")  # the suffixes of a file of JSON lines, a prompt an object
 WRITTEN = ("recipe", "prompt_ids", "text", "token_ids", "stats")  # what a result adds
 
 
 def given_prompts(path: Path | None, batch: int | None, no_cache: bool,
-                  prompt: list[str] | None, prompt_file: Path | None,
+                  prompt: str | None, prompt_file: Path | None,
                   prompt_ids: str | None) -> list[tuple[str, dict]] | None:
     """The prompts of --prompts FILE (see `read_prompts`), None when it is not given.
     UsageError for --batch without --prompts, or --prompts with a single prompt's option or
@@ -65,13 +79,13 @@ def given_prompts(path: Path | None, batch: int | None, no_cache: bool,
 
 def read_prompts(path: Path) -> list[tuple[str, dict]]:
     """(where, record) of each prompt of a UTF-8 file, in its order; `where` is "line N" (or
-    "item N" of a JSON array). A `.jsonl` file holds one JSON object a line, its prompt the
-    string field `prompt`, its other fields kept for the result (none of them named as one of
-    `WRITTEN`); a `.json` file holds an array of prompts, each a string or such an object (or,
-    named .json, JSON lines); any other file holds one prompt a line, as it is (the line's end
-    aside). Blank lines are skipped, and a UTF-8 byte order mark before the first line.
-    UsageError, one line naming the line or item, for one that is not such a prompt; or for a
-    file that holds no prompt or cannot be read as `read_prompt_file` says."""
+    "item N" of a JSON array). A `.jsonl` (or `.ndjson`) file holds one JSON object a line,
+    its prompt the string field `prompt`, its other fields kept for the result (none of them
+    named as one of `WRITTEN`); a `.json` file holds an array of prompts, each a string or
+    such an object (or, named .json, JSON lines); any other file holds one prompt a line, as it
+    is (the line's end aside). Blank lines are skipped, and a UTF-8 byte order mark before the
+    first line. UsageError, one line naming the line or item, for one that is not such a
+    prompt; or for a file that holds no prompt or cannot be read as `read_prompt_file` says."""
     where = f"--prompts {printable(str(path), 120)}"
     text = _file_text(path, "--prompts").removeprefix("\ufeff")  # a BOM is no prompt's part
     suffix = path.suffix.lower()
@@ -82,7 +96,7 @@ def read_prompts(path: Path) -> list[tuple[str, dict]]:
             line = line.removesuffix("\r")
             if line.strip():
                 found.append((f"line {n}", _record(line, f"{where}: line {n}")
-                              if suffix in (".jsonl", ".json") else {"prompt": line}))
+                              if suffix in (*JSON_LINES, ".json") else {"prompt": line}))
     if not found:
         raise UsageError(f"{where}: holds no prompt (only blank lines)")
     return found
@@ -117,8 +131,9 @@ def _record(line: str, where: str) -> dict:
     try:
         record = json.loads(line)
     except ValueError as e:
-        raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)}); a .jsonl or .json "
-                         "file holds JSON (a file of another suffix, a prompt a line)") from None
+        raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)}); a .jsonl, .ndjson "
+                         "or .json file holds JSON (a file of another suffix, a prompt a "
+                         "line)") from None
     return _checked(record, where)
 
 

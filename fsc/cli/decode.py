@@ -36,18 +36,18 @@ def decode(
                                           "dir or training dir (its newest step).")],
     prompt: Annotated[list[str] | None, typer.Option(
         "--prompt", metavar="TEXT", help="Prompt text (one).", show_default=False)] = None,
-    prompt_ids: Annotated[str | None, typer.Option(
-        "--prompt-ids", help="Prompt as comma-separated token ids (e.g. 1,2,3), instead of "
-                             "--prompt; no BOS is added.")] = None,
-    prompt_file: Annotated[Path | None, typer.Option(
-        "--prompt-file", help="One long prompt: the whole of a UTF-8 text file, as it is, "
-                              "instead of --prompt.", show_default=False)] = None,
-    prompts: Annotated[Path | None, typer.Option(
-        "--prompts", help="Many prompts, one a line (blank lines skipped), a .jsonl file "
-        "of objects with a string 'prompt' (other fields kept), or a .json array of strings "
-        "or such objects; decoded in batches, one JSON "
-        "line a result on stdout in the file's order. Row i (from 0) draws from the seed "
-        "fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
+    prompt_ids: Annotated[list[str] | None, typer.Option(
+        "--prompt-ids", metavar="IDS", show_default=False, help="Prompt as comma-separated "
+        "token ids (e.g. 1,2,3), instead of --prompt; no BOS is added.")] = None,
+    prompt_file: Annotated[list[Path] | None, typer.Option(
+        "--prompt-file", metavar="FILE", help="One long prompt: the whole of a UTF-8 text "
+        "file, as it is, instead of --prompt.", show_default=False)] = None,
+    prompts: Annotated[list[Path] | None, typer.Option(
+        "--prompts", metavar="FILE", help="Many prompts, one a line (blank lines skipped), "
+        "a .jsonl (or .ndjson) file of objects with a string 'prompt' (other fields kept), or "
+        "a .json array of strings or such objects; decoded in batches, one JSON line a result "
+        "on stdout in the file's order, each batch's as it ends. Row i (from 0) draws from "
+        "the seed fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
     batch: Annotated[int | None, typer.Option(
         "--batch", min=1, max=MAX_B, help=f"With --prompts: rows decoded together (default "
         f"{BATCH}), in the file's order, of any lengths (with a sliding window: prompts of one "
@@ -125,15 +125,26 @@ def decode(
     Weights are a checkpoint's, or a recipe's seeded random (untrained) ones.
     """
     from fsc.blocks import block_setting
-    from fsc.cli.decode_checks import check_ar, check_seed, check_setting, given_ids, off_block
+    from fsc.cli.decode_checks import (
+        check_ar,
+        check_graphs,
+        check_seed,
+        check_setting,
+        given_ids,
+        off_block,
+    )
     from fsc.cli.decode_prompts import prompt_rows
     from fsc.errors import UsageError
-    from fsc.prompt import given_prompt, given_prompts
+    from fsc.prompt import given_prompt, given_prompts, once
     from fsc.source import Source
     from fsc.tokenizer import check_vocab
 
+    prompt, prompt_ids, prompt_file, prompts = (once(o, v) for o, v in (
+        ("--prompt", prompt), ("--prompt-ids", prompt_ids), ("--prompt-file", prompt_file),
+        ("--prompts", prompts)))
     records = given_prompts(prompts, batch, no_cache, prompt, prompt_file, prompt_ids)
-    option = "--prompt" if prompt else "--prompt-file" if prompt_file else None
+    option = ("--prompt" if prompt is not None else "--prompt-file" if prompt_file is not None
+              else None)
     prompt = given_prompt(prompt, prompt_file, prompt_ids)
     src = Source.read(source)  # a training directory (or its `latest`): its newest step
     source, source_recipe = src.ref, src.recipe
@@ -172,6 +183,7 @@ def decode(
     ops.use_backend(str(backend))
     torch_threads()
     device = torch_device(device)
+    check_graphs(no_graphs, device, no_cache)
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")

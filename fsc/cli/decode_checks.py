@@ -67,6 +67,15 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
             f"change{'s' * (len(reveal) == 1)} nothing")
 
 
+def check_graphs(no_graphs: bool, device: str, no_cache: bool) -> None:
+    """A note where --no-graphs changes nothing: off CUDA (CUDA graphs are CUDA's) or with
+    --no-cache (the uncached reference is never replayed)."""
+    if no_graphs and (no_cache or not device.startswith("cuda")):
+        why = "with --no-cache, which replays nothing" if no_cache else f"on {device}"
+        say(f"note: --no-graphs changes nothing {why}: every step is issued from Python "
+            "already (only CUDA replays captured graphs)")
+
+
 def check_seed(seed: int | None, src, mode: str, temperature: float,
                policy: str | None) -> None:
     """A note where --seed `seed` (None: not given) changes nothing: weights read from files

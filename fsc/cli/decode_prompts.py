@@ -4,6 +4,7 @@ stdout in the file's order, a summary on stderr."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from fsc.cli.common import print_plain, printable, say
@@ -15,20 +16,34 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]]
                    rows: list[list[int]], cfg, device: str, batch: int, weights: str) -> None:
     """Decode `rows` (the token ids of each record's prompt) `batch` at a time; row i draws
     from the seed `fsc.seeds.derive(cfg.seed, i)`, which its stats give, so that rows are
-    independent of each other and of the batch they share."""
+    independent of each other and of the batch they share. Each result is written as soon as
+    it and every row before it have decoded (a run stopped midway keeps the batches it
+    finished, each batch's lines flushed as it ends); its `backends` are those its batch
+    ran."""
     from fsc import ops
     from fsc.decode import generate_batch
     from fsc.seeds import derive
 
     seeds = [derive(cfg.seed, i) for i in range(len(rows))]
+    backends: dict[int, dict] = {}
+    written = 0
+
+    def write(done: list[int], results) -> None:
+        nonlocal written
+        backends.update((i, dict(ran.backends)) for i in done)
+        ran.backends.clear()  # the next batch's own
+        while written < len(results) and results[written] is not None:
+            (_, record), res = records[written], results[written]
+            doc = {**record, "recipe": recipe_name, "prompt_ids": rows[written],
+                   "text": tok.decode(res.token_ids), "token_ids": res.token_ids,
+                   "stats": {**res.stats, "seed": seeds[written],
+                             "backends": backends.pop(written), "weights": weights}}
+            print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
+            written += 1
+        sys.stdout.flush()  # out of the buffer: a kill keeps it, a reader sees it now
+
     with ops.trace() as ran:
-        results = generate_batch(model, tok, rows, cfg, device, seeds, batch)
-    for (_, record), ids, seed, res in zip(records, rows, seeds, results, strict=True):
-        doc = {**record, "recipe": recipe_name, "prompt_ids": ids,
-               "text": tok.decode(res.token_ids), "token_ids": res.token_ids,
-               "stats": {**res.stats, "seed": seed, "backends": ran.backends,
-                         "weights": weights}}
-        print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
+        results = generate_batch(model, tok, rows, cfg, device, seeds, batch, write)
     say(summary(results, batch, cfg.seed))
 
 

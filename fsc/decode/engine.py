@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 
@@ -121,14 +122,17 @@ def ragged_ok(recipe) -> bool:
 
 @torch.inference_mode()
 def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig,
-                   device=None, seeds: list[int] | None = None,
-                   batch: int = 8) -> list[DecodeResult]:
+                   device=None, seeds: list[int] | None = None, batch: int = 8,
+                   finished: Callable[[list[int], list], None] | None = None
+                   ) -> list[DecodeResult]:
     """Up to `cfg.length` tokens after each prompt (`seeds[i]` its draws; default cfg.seed),
-    at most `batch` rows decoded together. Each result's stats hold its own tokens, blocks,
-    steps and forward passes (as `generate` counts them alone), why it ended (`stopped`: "eos"
-    or "length"), the sampling settings (`config.sampling`) and its batch's: `batch`,
-    `batch_forward_passes`, the times and `tokens_per_s` (every row's tokens over the
-    generation's time: the batch's throughput)."""
+    at most `batch` rows decoded together; `finished(rows, results)`, where given, is called
+    as each batch ends, with its rows (indices into `prompts`) and the results so far (None
+    where a row is yet to decode), so that a caller can write each batch as it ends. Each
+    result's stats hold its own tokens, blocks, steps and forward passes (as `generate` counts
+    them alone), why it ended (`stopped`: "eos" or "length"), the sampling settings
+    (`config.sampling`) and its batch's: `batch`, `batch_forward_passes`, the times and
+    `tokens_per_s` (every row's tokens over the generation's time: the batch's throughput)."""
     cfg.check()
     if batch < 1:
         raise UsageError(f"--batch {batch} must be at least 1")
@@ -139,7 +143,7 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
         raise UsageError("batched decoding reads the cache; decode one prompt with --no-cache")
     if cfg.mode == "ar" and model.recipe.logit_shift:  # its position i predicts token i + 1
         return generate_batch(read_as(model, 1, False), tokenizer, prompts, cfg, device, seeds,
-                              batch)
+                              batch, finished)
     device = device or model.embed.weight.device
     seeds = seeds or [cfg.seed] * len(prompts)
     results: list[DecodeResult | None] = [None] * len(prompts)
@@ -152,6 +156,8 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
                                             "prompt_tokens": len(prompts[i]),
                                             "tokens": len(out), "warmup_s": warmup_s})
         warmup_s = None  # the first batch's rows paid it
+        if finished is not None:
+            finished(rows, results)
     return results
 
 
