@@ -68,6 +68,13 @@ def _record(op: str, backend_name: str) -> None:
         t.backends[op] = backend_name
 
 
+def ran_torch(op: str) -> None:
+    """Record in the open traces that `op`'s work ran in torch by a path of the caller's own,
+    not through `call` (attention's ragged and static steps: a masked
+    scaled_dot_product_attention), so that a trace names what ran."""
+    _record(op, "torch")
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 

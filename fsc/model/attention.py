@@ -117,6 +117,7 @@ class Attention(Mixer):
             before = before[None] & (keys[None] >= cache.pads[:, None])  # (B, cap)
         prefix = before[..., None, :].expand(*before.shape[:-1], G, cap)
         own = torch.ones(*prefix.shape[:-1], G, dtype=torch.bool, device=x.device)
+        ops.ran_torch("block_attention")
         out = self._attend(q, torch.cat([kc, k], 1), torch.cat([vc, v], 1),
                            torch.cat([prefix, own], -1), x)
         if commit:
@@ -138,6 +139,7 @@ class Attention(Mixer):
             vc[:, S : S + G] = v
         keys = torch.arange(S + G, device=x.device)
         allowed = (keys[None] >= cache.pads[:, None])[:, None, :].expand(-1, G, -1)  # (B, G, S+G)
+        ops.ran_torch("block_attention")
         return self._attend(q, torch.cat([kc[:, :S], k], 1), torch.cat([vc[:, :S], v], 1),
                             allowed, x)
 

@@ -93,3 +93,13 @@ def test_no_graphs_where_nothing_is_replayed_is_noted(fsc_main, more, says):
     res = fsc_main("decode", "tiny_attn", "--prompt", "hi", "--length", "2", "--device", "cpu",
                    *more, check=0)
     assert "--no-graphs" not in res.stderr
+
+
+def test_a_batch_of_prompts_of_different_lengths_names_the_attention_it_ran(fsc_main, tmp_path):
+    """Rows of different lengths attend through a masked path of attention's own (not
+    fsc.ops.block_attention): each row's backends still name it."""
+    (tmp_path / "p.txt").write_text("a\nabcdefghij\n")
+    res = fsc_main("decode", "tiny_attn", "--prompts", tmp_path / "p.txt", "--length", "8",
+                   check=0)
+    for line in res.stdout.splitlines():
+        assert json.loads(line)["stats"]["backends"] == {"block_attention": "torch"}
