@@ -172,8 +172,10 @@ def load_model(ref: str | Path | Source, device="cpu", seed: int = 0, dtype=None
     Before anything is allocated, `check_fits` for a pass at (S, B, G) in `dtype` (default the
     recipe's) against `budget` bytes (the user's --memory-budget; default: the device's free
     memory). With
-    `one_token_steps` (a caller that decodes one token at a time: AR at batch 1), the weights
-    are stored by columns on a CPU (`fsc.model.cpu_layout`).
+    `one_token_steps` (a caller that decodes one token a row a pass: AR, `fsc decode --mode
+    ar`), the weights are stored by columns on a CPU (`fsc.model.cpu_layout`); at any batch,
+    so that a row of `--prompts` reads the tensors it reads alone and rounds as it does (the
+    layout costs a pass of 8 rows ~10%).
     """
     src = ref if isinstance(ref, Source) else Source.read(ref)
     recipe, ref = src.recipe, src.ref
