@@ -8,9 +8,20 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.common import Choice, JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
+from fsc.cli.common import (
+    Choice,
+    JsonOpt,
+    StoreOpt,
+    err,
+    given_options,
+    out,
+    print_json,
+    printable,
+    store_dir,
+)
 from fsc.cli.confirm import confirm
 from fsc.cli.tables import WideOpt, fitted, show
+from fsc.errors import UsageError
 from fsc.text import counted
 
 app = typer.Typer(
@@ -46,10 +57,31 @@ class RunStatus(Choice):
     interrupted = "interrupted"
 
 
+LIST_OPTIONS = ("limit", "kind", "status", "recipe", "as_json", "wide")
+
+
+def _list_options_alone(ctx: typer.Context) -> None:
+    """The list's own options given before a subcommand (`fsc runs --kind train rm latest`)
+    would be ignored by it: refused, so that no option narrows a removal only in appearance."""
+    given = given_options(ctx, LIST_OPTIONS)
+    if not given:
+        return
+    sub = ctx.invoked_subcommand
+    takes = {o for p in ctx.command.get_command(ctx, sub).params for o in p.opts}
+    where = (f"give it after the subcommand: fsc runs {sub} ... {given[0]}"
+             if given[0] in takes else f"`fsc runs {sub} --help` lists what {sub} takes")
+    raise UsageError(f"{given[0]} is an option of the list (fsc runs), not of `fsc runs {sub}`; "
+                     + where)
+
+
 def _store(store: Path | None, ctx: typer.Context):
-    """The Store of --store given to the subcommand, or to `fsc runs` before it."""
+    """The Store of --store given to the subcommand, or to `fsc runs` before it (both only
+    when they name the same directory)."""
     from fsc.store import Store
 
+    if store is not None and ctx.obj is not None and store.resolve() != ctx.obj.resolve():
+        raise UsageError(f"--store given twice, {ctx.obj} before {ctx.info_name} and {store} "
+                         "after it; give one")
     return Store(store_dir(store or ctx.obj))
 
 
@@ -92,6 +124,7 @@ def runs(
     """
     ctx.obj = store
     if ctx.invoked_subcommand is not None:
+        _list_options_alone(ctx)
         return
     st = _store(store, ctx)
     st.check()
@@ -120,7 +153,7 @@ def runs(
 
 
 def _stored(r: dict) -> str:
-    """A run's rows, named by what they are."""
+    """A run's rows, named by what they are (a bench run's: its figures)."""
     if r["kind"] == "train":  # a row a --log-every; where it ended, short of its steps
         short = (r.get("last_step") is not None and r.get("steps") is not None
                  and r["last_step"] < r["steps"])
@@ -131,7 +164,7 @@ def _stored(r: dict) -> str:
     if r["kind"] == "profile":
         return ", ".join([f"{r['points_ok']} ok"] + [f"{r[f'points_{s}']} {s}" for s in
                                                      ("oom", "error") if r[f"points_{s}"]])
-    return "–"
+    return counted(r["bench_figures"], "benchmark figure")
 
 
 @app.command("show")
@@ -157,17 +190,19 @@ def show_run(
     if as_json:
         print_json({**run, "config": config})
         return
-    ended = (run["ended_at"].isoformat(sep=" ", timespec="seconds") + " UTC"
-             if run["ended_at"] else "-")
+    def utc(at) -> str:
+        return at.isoformat(sep=" ", timespec="seconds") + " UTC" if at else "-"
+
+    resumed = (("resumed", utc(run["resumed_at"])),) if run["resumed_at"] else ()
     for key, value in (
             ("run", f"{run['run_id']} ({run['kind']})"), ("status", _status(run).plain),
-            ("started", run["started_at"].isoformat(sep=" ", timespec="seconds") + " UTC"),
-            ("ended", ended), ("duration", _duration(run["duration_s"])),
+            ("started", utc(run["started_at"])), *resumed,
+            ("ended", utc(run["ended_at"])), ("duration", _duration(run["duration_s"])),
             ("host", f"{run['host']} (pid {run['pid']})"), ("command", run["command"] or ""),
             ("stored", _stored(run)), ("error", run["error"] or "-"),
             ("config", "-" if config is None else config if isinstance(config, str)
              else json.dumps(config, sort_keys=True))):
-        out.print(Text(f"{key:9}{printable(value, 4000)}"), soft_wrap=True)
+        out.print(Text(f"{key:9}{printable(value, None)}"), soft_wrap=True)
 
 
 @app.command("rm")
@@ -186,6 +221,7 @@ def rm(
     st = _store(store, ctx)
     st.check(write=True)
     run_id = resolve_run(st, run_id)
+    st.check_settled(run_id, force)  # before asking: a live run is refused, yes or no
     confirm(f"remove run {run_id} with everything it stored", yes)
     n = st.remove_run(run_id, force=force)
     what = (counted(n["points"], "point"), counted(n["samples"], "sample"),

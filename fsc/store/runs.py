@@ -26,6 +26,15 @@ from fsc.store.session import RunSession
 RUN_END_STATUSES = ("finished", "failed", "interrupted")
 # What `fsc runs` shows: a run still marked running whose process is gone is "dead".
 RUN_LIST_STATUSES = ("running", "dead", *RUN_END_STATUSES)
+# When a run last stored a row of any kind: where a killed run's time ends.
+_ROW_TIMES = (("profile_points", "ended_at"), ("train_steps", "recorded_at"),
+              ("eval_cells", "recorded_at"), ("bench_results", "recorded_at"))
+
+
+def _last_row_at(run: str) -> str:
+    """SQL for the time run `run` (an SQL expression) last stored a row; NULL for none."""
+    return "greatest(" + ", ".join(f"(SELECT max({col}) FROM {table} x WHERE x.run_id = {run})"
+                                   for table, col in _ROW_TIMES) + ")"
 
 
 class RunLifecycle:
@@ -190,7 +199,9 @@ class RunLifecycle:
                    count(p.point_id) FILTER (WHERE p.status = 'ok') AS points_ok,
                    count(p.point_id) FILTER (WHERE p.status = 'oom') AS points_oom,
                    count(p.point_id) FILTER (WHERE p.status = 'error') AS points_error,
-                   max(p.ended_at) AS last_point_at,
+                   max(p.ended_at) AS last_point_at, {_last_row_at("r.run_id")} AS last_row_at,
+                   (SELECT count(*) FROM bench_results b WHERE b.run_id = r.run_id)
+                   AS bench_figures,
                    (SELECT count(*) FROM train_steps t WHERE t.run_id = r.run_id)
                    + (SELECT count(*) FROM eval_cells c WHERE c.run_id = r.run_id) AS rows_logged,
                    (SELECT max(step) FROM train_steps t WHERE t.run_id = r.run_id) AS last_step,
@@ -220,8 +231,8 @@ class RunLifecycle:
                 end = run["ended_at"]
             elif run["process"] == "alive":
                 end = utcnow()
-            else:
-                end = run["last_point_at"]
+            else:  # a killed run: it ended with the last row it stored
+                end = run["last_row_at"]
             run["duration_s"] = (end - run["started_at"]).total_seconds() if end else None
             if not live or (run["process"] == "dead") == (status == "dead"):
                 out.append(run)
@@ -250,21 +261,28 @@ class RunLifecycle:
 
     def close_run(self, run_id: str, force: bool = False) -> None:
         """Mark run `run_id`, still 'running' though its process is gone, 'interrupted', ending
-        at its last point (or its start). Refused when the process is alive, and without
-        `force` when the run is marked running on another host (fsc cannot tell there)."""
+        at the last row it stored (a point, training step, eval cell or figure; else at its
+        start). Refused when the process is alive, and without `force` when the run is marked
+        running on another host (fsc cannot tell there)."""
         with self._transaction_on_existing(run_id) as con:
             status = self._quiet_run_status(con, run_id, force)
             if status != "running":
                 raise UsageError(f"run {run_id} is {status}; only a running run can be closed")
             con.execute(
                 "UPDATE runs SET status = 'interrupted', error = $error, ended_at = coalesce("
-                " (SELECT max(ended_at) FROM profile_points WHERE run_id = $run), started_at)"
-                " WHERE run_id = $run",
+                f" {_last_row_at('$run')}, started_at) WHERE run_id = $run",
                 {"run": run_id,
                  "error": "its process ended without closing the run (closed by fsc runs close)"},
             )
 
     # ---- what resuming, removing and closing a run check first ---------------------------
+
+    def check_settled(self, run_id: str, force: bool = False) -> None:
+        """UsageError unless run `run_id` may be removed or closed now (see _quiet_run_status):
+        what `fsc runs rm` checks before it asks."""
+        self._refuse_without_store(run_id)
+        with self._open(write=False) as con:
+            self._quiet_run_status(con, run_id, force)
 
     def _refuse_without_store(self, run_id: str) -> None:
         """UsageError when there is no store yet: never create a store just to say a run is
