@@ -66,12 +66,26 @@ _started: Any = None  # in a pool process: where it says which group it begins
 
 
 def _init_worker(slots: Any, started: Any, gpus: list[str]) -> None:
-    """A pool process takes a worker number; on a GPU node it sees only that worker's GPU."""
+    """A pool process takes a worker number; on a GPU node it sees only that worker's GPU. It
+    ends when the driver does (`_end_with_parent`)."""
     global _started
     _started = started
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     slot = slots.get()
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+
+
+ORPHAN_POLL_S = 0.5
+
+
+def _end_with_parent(parent: int) -> None:
+    """Exit this pool process once `parent`, the driver, is gone (a kill -9 of `fsc profile`
+    gives it no chance to end its pool; the process would wait on its queue for good, holding
+    the driver's stdout open): its parent is then another process."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(1)
 
 
 def _begin(fn: Callable, cfg: Any, group: work.Group) -> Any:

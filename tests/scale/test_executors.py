@@ -340,3 +340,45 @@ def test_eval_grids_run_on_every_executor(how, cli, eval_in_process, tmp_path, r
     _, rows = Store(tmp_path / "s").query(
         f"SELECT {', '.join(SAME)} FROM evaluation ORDER BY length, depth")
     assert rows == eval_in_process  # stored once each, by the driver
+
+
+DRIVER = """import sys
+sys.path.insert(0, {here!r})
+import sleepy_work
+from fsc.scale import executors, work
+pool = executors.LocalWorkers(2, retries=0, cuda=False, fn=sleepy_work.sleeps)
+for arrival in pool.arrivals(None, [work.Group(0, ()), work.Group(1, ())]):
+    print(arrival, flush=True)
+"""
+
+
+@pytest.mark.slow  # processes of their own: make test-slow
+def test_a_killed_driver_leaves_no_worker_behind(tmp_path):
+    """kill -9 of the driver gives it no chance to end its pool: its processes end by
+    themselves, and so the driver's stdout reaches its end (a caller reading it is not held)."""
+    import signal
+    import subprocess
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER.format(here=str(Path(__file__).parent))],
+                              stdout=subprocess.PIPE, env={**os.environ, "FSC_TEST_PIDS": str(pids)})
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = [int(p.name) for p in pids.iterdir()]
+        assert len(workers) == 2, "the workers did not start"
+    finally:
+        driver.send_signal(signal.SIGKILL)
+    driver.wait(10)
+    deadline = time.monotonic() + 20
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                 and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]]
+    for pid in alive:  # (not left behind by a failing test)
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [], "workers outlived their driver"
+    assert driver.stdout.read() == b""  # its end reached: no worker holds it open
