@@ -17,16 +17,6 @@ from fsc.seeds import derive
 PROMPTS = ["Once upon", "hi", "Once upan", "a time", "ho"]
 
 
-@pytest.fixture
-def no_weights(monkeypatch):
-    """A decode that gets as far as loading weights fails the test."""
-
-    def load_model(*args, **kw):
-        raise AssertionError("weights were loaded")
-
-    monkeypatch.setattr("fsc.loading.load_model", load_model)
-
-
 def _lines(res) -> list[dict]:
     assert res.returncode == 0, res.stderr
     return [json.loads(line) for line in res.stdout.splitlines()]

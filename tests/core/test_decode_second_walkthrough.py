@@ -8,16 +8,6 @@ import json
 import pytest
 
 
-@pytest.fixture
-def no_weights(monkeypatch):
-    """A decode that gets as far as loading weights fails the test."""
-
-    def load_model(*args, **kw):
-        raise AssertionError("weights were loaded")
-
-    monkeypatch.setattr("fsc.loading.load_model", load_model)
-
-
 def _refused(res, says: str) -> None:
     said = " ".join(res.stderr.split())
     assert res.returncode == 2 and says in said, res.stderr

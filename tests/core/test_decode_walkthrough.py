@@ -15,16 +15,6 @@ from fsc.recipe import load_recipe
 SAMPLING = ("temperature", "top_k", "top_p", "repetition_penalty")
 
 
-@pytest.fixture
-def no_weights(monkeypatch):
-    """A decode that gets as far as loading weights fails the test."""
-
-    def load_model(*args, **kw):
-        raise AssertionError("weights were loaded")
-
-    monkeypatch.setattr("fsc.loading.load_model", load_model)
-
-
 def _refused(res, says: str) -> None:
     assert res.returncode == 2 and says in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
