@@ -164,7 +164,7 @@ def _stored(r: dict) -> str:
     if r["kind"] == "profile":
         return ", ".join([f"{r['points_ok']} ok"] + [f"{r[f'points_{s}']} {s}" for s in
                                                      ("oom", "error") if r[f"points_{s}"]])
-    return counted(r["bench_figures"], "benchmark figure")
+    return counted(r["bench_figures"], "figure")
 
 
 @app.command("show")

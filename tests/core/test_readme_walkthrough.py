@@ -38,4 +38,5 @@ def test_plain_lines_in_a_jsonl_file_are_told_the_suffix_decides(tmp_path):
                      "--length", "4", check=2)
     said = " ".join(res.stderr.split())
     assert "line 1 is not JSON" in said
-    assert "a .jsonl or .json file holds JSON (a file of another suffix, a prompt a line)" in said
+    assert ("a .jsonl, .ndjson or .json file holds JSON (a file of another suffix, a prompt "
+            "a line)") in said

@@ -90,7 +90,7 @@ def test_a_killed_training_or_eval_run_ends_at_its_last_row(store_path, cli, kin
     run = _killed(st, kind, table, rows)
     [listed] = json.loads(cli("runs", "--json").out)
     assert (listed["process"], listed["duration_s"]) == ("dead", 30.0)
-    assert "30.0s" in cli("runs").out
+    assert "30.0s" in cli("runs", "--wide").out
     assert cli("runs", "close", run).code == 0
     [closed] = json.loads(cli("runs", "--json").out)
     assert (closed["status"], closed["ended_at"]) == ("interrupted", "2026-01-01 00:00:30")
@@ -102,9 +102,9 @@ def test_a_benchmark_run_says_what_it_stored(two_runs, cli):
     st, [*_, c] = two_runs
     st.add_bench(c, "decode.step_ms", 3.5, "ms")
     line = next(x for x in cli("runs", "--wide").out.splitlines() if c in x)
-    assert "2 benchmark figures" in line
+    assert "2 figures" in line
     assert json.loads(cli("runs", "show", c, "--json").out)["bench_figures"] == 2
-    assert "stored   2 benchmark figures" in cli("runs", "show", c).out
+    assert "stored   2 figures" in cli("runs", "show", c).out
 
 
 def test_rm_refuses_a_live_run_before_it_asks(two_runs, cli, monkeypatch):
