@@ -164,8 +164,8 @@ class Trainer:
                         {k: t[mine] if t.shape[0] == size else t for k, t in end.items()}
                         for end in ends] for micro, ends in carried.items()}
 
-    def _state(self, milestone: bool, carried: dict[int, list] | None = None
-               ) -> tuple[dict, dict[str, torch.Tensor]]:
+    def _state(self, milestone: bool, carried: dict[int, list] | None = None,
+               reached: bool = False) -> tuple[dict, dict[str, torch.Tensor]]:
         tensors: dict[str, torch.Tensor] = {"rng.torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
@@ -182,7 +182,8 @@ class Trainer:
         cfg = self.cfg
         state = {"format": STATE_FORMAT, "step": self.step, "config": asdict(cfg),
                  "data_position": self.step * cfg.accum * cfg.batch * self.world,
-                 "processes": self.world, "losses": self.losses, "milestone": milestone}
+                 "processes": self.world, "losses": self.losses, "milestone": milestone,
+                 "reached": reached}
         return state, {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
 
     def training_facts(self) -> dict:
@@ -212,19 +213,22 @@ class Trainer:
                 **({"freeze": cfg.freeze} if cfg.freeze else {})}
 
     def _digits(self) -> int | None:
-        """The pass key's digits (resolved from the default for G), None for other data."""
-        return getattr(getattr(self.data, "task", None), "digits", None)
+        """The pass key's (niah's values') digits, resolved from the default for G, of the data
+        or of the first task of a mix that reads them; None for other data."""
+        tasks = getattr(self.data, "tasks", None) or [getattr(self.data, "task", None)]
+        return next((t.digits for t in tasks if getattr(t, "digits", None) is not None), None)
 
-    def save(self, milestone: bool = False) -> Path:
+    def save(self, milestone: bool = False, reached: bool = False) -> Path:
         """Write step-NNNNNN (weights, card, training state) and point `latest` at it (rank 0
         only: the other processes hold the same weights); then prune the rolling saves to the
-        newest --keep. A milestone (--save-every, the last step) is never pruned."""
+        newest --keep. A milestone (--save-every, the last step) is never pruned. `reached`:
+        the run ends here at --stop-at (its state says so, and a resume of it is a no-op)."""
         out = Path(self.cfg.out)
         dest = step_dir(out, self.step)
         carried = self._all_rows()  # (every process, before rank 0 alone writes)
         if self.rank != 0 or dest.exists():  # saved at this step already (the end right after --save-every)
             return dest
-        state, tensors = self._state(milestone, carried)
+        state, tensors = self._state(milestone, carried, reached)
 
         def extra(tmp: Path) -> None:
             save_file(tensors, tmp / STATE_TENSORS, metadata={"format": str(STATE_FORMAT)})
@@ -335,14 +339,14 @@ class Trainer:
                                         and row.eval_accuracy >= cfg.stop_at)
                     self.on_log(row)
                 if cfg.save_every and self.step % cfg.save_every == 0:
-                    self.save(milestone=True)
+                    self.save(milestone=True, reached=self.reached)  # (the run may end here)
                     last_save = self.clock()
             if self.step >= end:  # a signal during the last step stops nothing: the run is done
                 signum = 0
             if unlogged is not None and self.on_log is not None:  # a stop between log steps:
                 self.on_log(unlogged)  # the store holds the step the run ended at
             # the end, --stop-at (both kept for good), a --stop-after or a stop (rolling)
-            last = self.save(milestone=self.step == cfg.steps or reached)
+            last = self.save(milestone=self.step == cfg.steps or reached, reached=reached)
         return TrainResult(self.step, str(last), list(self.losses), bool(signum),
                            time.perf_counter() - t0, done_tokens, stop_signal=signum,
                            reached=reached, step_seconds=stepping)

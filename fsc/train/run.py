@@ -208,10 +208,27 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     cfg = TrainConfig(**state[0]["config"])
     cfg.out = str(start.parent)
     cfg.device = device
+    if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists():
+        # moved: an adaptation's tokenizer/ with its training directory; any other, as every
+        # step checkpoint carries a copy of the run's tokenizer, the copy
+        moved = start.parent / "tokenizer"
+        cfg.tokenizer = (str(moved.resolve()) if cfg.mask_added is not None and moved.is_dir()
+                         else own_tokenizer(str(start)))
+    # a run --stop-at ended is done, as a finished one is, unless asked again with new targets
+    if (state[0].get("reached") and steps in (None, cfg.steps)
+            and changes.get("stop_at", cfg.stop_at) == cfg.stop_at):
+        raise NothingToDo(f"{start} ended at step {done}, where the in-loop exact match "
+                          f"reached --stop-at {cfg.stop_at:g}: the run is done, nothing to do "
+                          "(another --stop-at, or --train-steps N, goes further)",
+                          checkpoint=str(start), step=done)
     if steps is not None:
         if steps < done:
             raise UsageError(f"--train-steps {steps} is below the {done} steps {start} has "
                              "done")
+        if done < steps < cfg.warmup:  # (at `done` already, there is nothing to train)
+            raise UsageError(f"--train-steps {steps} is shorter than the run's warmup "
+                             f"({cfg.warmup} steps): the learning rate would never reach its "
+                             "peak or decay")
         cfg.steps = steps
     if done >= cfg.steps:  # idempotent: a retry or a requeued job finds the run done
         raise NothingToDo(f"{start} is at step {done} of {cfg.steps}: the run is done, nothing "

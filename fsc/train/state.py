@@ -31,6 +31,12 @@ def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """(training_state.json, training_state.safetensors) of a step directory."""
     js, ts = directory / STATE_JSON, directory / STATE_TENSORS
     if not js.is_file() or not ts.is_file():
+        steps = sorted((d.name for d in directory.glob("step-*")
+                        if d.name[5:].isdigit() and (d / STATE_JSON).is_file()),
+                       key=lambda name: int(name[5:]))
+        if steps:  # a training directory whose `latest` is gone: name its newest step
+            raise UsageError(f"--resume {directory}: no `latest` file naming its newest step; "
+                             f"resume that step itself (--resume {directory / steps[-1]})")
         raise UsageError(f"--resume {directory}: no training state ({STATE_JSON}, {STATE_TENSORS}); "
                          "only a checkpoint `fsc train` saved can be resumed")
     try:
