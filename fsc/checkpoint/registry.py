@@ -51,15 +51,14 @@ def list_artifacts(store_dir: str | Path) -> list[dict]:
     return rows
 
 
-def register_trained(store_dir: str | Path, out: str | Path, after_step: int,
-                     recipe_hash: str) -> list[str]:
-    """Record the step checkpoints `fsc train` wrote into `out` past `after_step` (action
-    'saved', their files from each checksum list); return their artifact ids."""
+def register_trained(store_dir: str | Path, out: str | Path, recipe_hash: str) -> list[str]:
+    """Record the step checkpoints `fsc train` wrote into `out` that the store does not know
+    yet (action 'saved', their files from each checksum list); return their artifact ids."""
     known = {row["path"] for row in Store(store_dir).artifacts()}
     ids = []
     for path in sorted(Path(out).glob("step-*")):
         step = path.name.removeprefix("step-")
-        if not (step.isdigit() and int(step) > after_step and path.is_dir()):
+        if not (step.isdigit() and path.is_dir()):
             continue
         if str(path.resolve()) in known:
             continue

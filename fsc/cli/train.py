@@ -11,6 +11,7 @@ from fsc.blocks import MAX_G
 from fsc.cli.bounds import MAX_B
 from fsc.cli.common import (
     INVOKED,
+    DeviceOpt,
     JsonOpt,
     StoreOpt,
     choices,
@@ -117,7 +118,7 @@ def train(
         "--grad-clip", callback=finite(0, 1e6), help="Clip the gradient norm (0: off).")] = 1.0,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**62,
                                       help="Seed of the weights, the data and the masks.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto.")] = "cpu",
+    device: DeviceOpt = "auto",
     dtype: Annotated[TrainDType, typer.Option(
         "--dtype", help="auto: bf16 autocast on CUDA, fp32 on the CPU.")] = TrainDType.auto,
     train_backend: Annotated[TrainBackend, typer.Option("--train-backend", help="torch, fla "

@@ -11,14 +11,14 @@ from fsc.text import human_bytes
 
 
 def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: int = 1,
-                        budget: int | None = None) -> None:
+                        budget: int | None = None, objective: str = "frontier") -> None:
     """UsageError (one line, exit 2) when one training step of `recipe` at (seq_len, batch)
-    needs more than `budget` bytes (default: on the CPU, the memory available; elsewhere no
+    of `objective` needs more than `budget` bytes (default: on the CPU, the memory available; elsewhere no
     check: the caller checks again with the device's free memory). With `nproc` processes on
     the CPU, each holds its own copy of the weights and optimizer state."""
     if budget is None and device != "cpu":
         return
-    mem = training_memory(recipe, seq_len, batch)
+    mem = training_memory(recipe, seq_len, batch, objective)
     copies = nproc if device == "cpu" else 1
     need = mem.total_bytes + (copies - 1) * mem.state_bytes
     have = host_free_bytes() if budget is None else budget

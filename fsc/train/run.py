@@ -298,7 +298,8 @@ def _checked(cfg: TrainConfig, recipe: Recipe, weights: str, state) -> TrainJob:
     where = torch_device(cfg.device)
     _check_dtype(cfg.dtype, where, resumed=state is not None)
     train_backend(cfg.train_backend, where)
-    check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc)
+    check_training_fits(recipe, where, cfg.seq_len, cfg.batch, cfg.nproc,
+                        objective=cfg.objective)
     if cfg.eval_every > cfg.steps:
         raise UsageError(f"--eval-every {cfg.eval_every} is longer than --train-steps "
                          f"{cfg.steps}: no in-loop eval would run")
@@ -372,7 +373,7 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
     check_fits(recipe.with_dtype("fp32"), cfg.device, S=cfg.seq_len, B=cfg.batch,
                G=recipe.block_size)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
-                        free_bytes(cfg.device))
+                        free_bytes(cfg.device), cfg.objective)
     if cfg.mask_added is not None and job.state is None and rank == 0:
         with_mask_token(job, Path(cfg.out))
     model = _model(job)
@@ -437,6 +438,18 @@ def _model(job: TrainJob):
                        state_dtype=torch.float32)
 
 
+def _close_dead(store: Store, out: str) -> None:
+    """Close the train runs into `out` still marked running whose process is gone (a kill
+    gave them no chance to end): the resume continues their work."""
+    if not store.exists():
+        return
+    here = Path(out).resolve()
+    for r in store.runs(limit=10_000, kind="train", status="dead"):
+        recorded = store.run_config(r["run_id"], "train").get("out")
+        if isinstance(recorded, str) and Path(recorded).resolve() == here:
+            store.close_run(r["run_id"])
+
+
 def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_after: int | None,
           progress: Progress | None, on_eval: Callable[[TrainStep], None] | None) -> Trained:
     """Rank 0's part: the loop inside the run's store session, then the checkpoints registered."""
@@ -444,6 +457,8 @@ def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_afte
     start = trainer.step
     config = {**asdict(cfg), "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
               "resumed_from_step": start if job.state is not None else None}
+    if job.state is not None:
+        _close_dead(store, cfg.out)
     with store.run("train", command, config, recipes=[recipe],
                    environment=environment(cfg.device)) as run:
         run.interrupt_note = (  # a second Ctrl-C: the step under way is lost
@@ -465,5 +480,7 @@ def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_afte
             res = trainer.run(stop_after)
         trained = Trained(job, res, start, store, run.run_id, evals)
         run.end("interrupted" if res.interrupted else "finished", trained.stopped)
-    register_trained(store.dir, cfg.out, start, recipe.recipe_hash)  # fsc artifacts lists them
+    # fsc artifacts lists them: every step on disk it does not know yet, an earlier session's
+    # too (a kill -9 gave that one no chance to register its saves)
+    register_trained(store.dir, cfg.out, recipe.recipe_hash)
     return trained

@@ -34,13 +34,14 @@ def test_ar_mode_names_only_what_was_given_to_drop(cli, tmp_path):
     assert r.code == 2 and said.endswith("drop --steps 2") and "--G" not in said
 
 
-def test_eval_and_verify_use_cuda_when_present_as_decode_and_profile_do():
+def test_eval_train_and_verify_use_cuda_when_present_as_decode_and_profile_do():
     from fsc.cli.decode import decode
     from fsc.cli.evaluate import evaluate
     from fsc.cli.profile import profile
+    from fsc.cli.train import train
     from fsc.cli.verify import verify
 
-    for command in (decode, evaluate, profile, verify):
+    for command in (decode, evaluate, profile, train, verify):
         assert inspect.signature(command).parameters["device"].default == "auto", command
 
 

@@ -116,3 +116,45 @@ def test_a_moved_adaptation_resumes_with_the_tokenizer_it_carries(fsc_main, tmp_
     training = json.loads((tmp_path / "moved" / "step-000002" / "config.json").read_text())[
         "training"]
     assert training["tokenizer"] == str(tmp_path / "moved" / "tokenizer")
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_a_resume_after_a_kill_closes_the_dead_run_and_records_its_saves(fsc_main, tmp_path):
+    """A kill -9 leaves its run marked running and its saves unrecorded: the resume closes
+    that run (interrupted, not dead for good) and records every step checkpoint on disk."""
+    import subprocess
+    import sys
+
+
+    args = ("--data", "copy", "--seq-len", "32", "--batch", "2", "--store", tmp_path / "st")
+    fsc_main("train", "tiny_attn", *args, "--train-steps", "4", "--save-every", "2",
+             "--stop-after", "2", "--out", tmp_path / "run", check=0)
+    st = Store(tmp_path / "st")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    [(killed,)] = st.query("SELECT run_id FROM runs")[1]
+    st.query(f"UPDATE runs SET status = 'running', ended_at = NULL, pid = {gone.pid} "
+             f"WHERE run_id = '{killed}'", write=True)  # as a kill -9 leaves it
+    st.query("DELETE FROM artifacts", write=True)
+    fsc_main("train", "--resume", tmp_path / "run", "--store", tmp_path / "st", check=0)
+    runs = dict(st.query("SELECT run_id, status FROM runs")[1])
+    assert runs.pop(killed) == "interrupted" and list(runs.values()) == ["finished"]
+    saved = sorted(a["path"].rsplit("/", 1)[-1] for a in st.artifacts())
+    assert saved == ["step-000002", "step-000004"]
+
+
+@pytest.mark.parametrize(("objective", "masks"), [("frontier", True), ("blocks", True),
+                                                  ("ar", False)])
+def test_the_memory_check_counts_the_masks_of_the_objective_trained(fsc_main, tmp_path,
+                                                                    monkeypatch, objective,
+                                                                    masks):
+    """An AR step reads no mask (the causal kernel): its refusal names none, where the
+    block-diffusion objectives' name theirs (the check counted a T x T mask a layer for all)."""
+    monkeypatch.setattr("fsc.train.fits.host_free_bytes", lambda: 1)
+    res = fsc_main("train", "tiny_attn", "--objective", objective, "--data", "copy",
+                   "--seq-len", "32", "--batch", "2", "--train-steps", "1", "--out",
+                   tmp_path / "run", "--store", tmp_path / "st", check=2)
+    said = " ".join(res.stderr.split())
+    assert "not enough memory to train tiny_attn" in said
+    assert ("attention masks" in said) == masks
+    assert not (tmp_path / "run").exists()
