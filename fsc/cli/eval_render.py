@@ -189,6 +189,13 @@ def _interval(c) -> str:
     return "–" if lo is None or hi is None else f"{lo:.2f}–{hi:.2f}"
 
 
+def _decoding(c, cells: list) -> str:
+    """A genppl cell's decoding as its table row and MAUVE line name it: a baseline's says so
+    (its recipe may be the checkpoint's)."""
+    theirs = c.mode == "ar" and c.checkpoint != cells[0].checkpoint
+    return _setting(c) + (f" (baseline {printable(c.recipe, 30)})" if theirs else "")
+
+
 GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s",
                   "passes/tok", "steps/block", "n")
 
@@ -205,9 +212,7 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
              else f", after {prompt}-token prompts")
     out.print(f"{printable(recipe, 60)}: generative perplexity under {printable(scorer, 60)}"
               f"{after} (run {run_id})", markup=False, highlight=False)
-    records = [{"decoding": _setting(c) + (f" (baseline {printable(c.recipe, 30)})"
-                                           if c.mode == "ar" and c.checkpoint != cells[0].checkpoint
-                                           else ""),
+    records = [{"decoding": _decoding(c, cells),
                 "length": str(c.length), "Gen-PPL": _fmt(c.get("gen_ppl")),
                 "95 % interval": _interval(c),
                 "entropy": _fmt(c.get("entropy"), ".3f"), "rep": _fmt(c.get("repeat_ngram"), ".3f"),
@@ -223,5 +228,6 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     if any(c.get("mauve") is not None for c in cells):
         for c in cells:
             if c.get("mauve") is not None:
-                out.print(f"MAUVE {_setting(c)}" + (f" length {c.length}" if several else "")
+                out.print(f"MAUVE {_decoding(c, cells)}"
+                          + (f" length {c.length}" if several else "")
                           + f": {c.get('mauve'):.3f}", markup=False, highlight=False)

@@ -37,7 +37,7 @@ import torch
 
 from fsc.costmodel import memory, prompt_memory
 from fsc.data.sources import open_data
-from fsc.decode import DecodeConfig, generate_batch
+from fsc.decode import DecodeConfig, banned_ids, generate_batch
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
@@ -211,14 +211,50 @@ def measure(model, tokenizer, grid: EvalGrid, lengths, device,
 
 
 def _roundtrip(scorer: ScoredText, samples) -> None:
-    """UsageError when the scorer's tokenizer cannot carry the text (it would score another)."""
+    """UsageError when the scorer's tokenizer cannot carry the text (it would score another):
+    any prompt or reference continuation, or the text of any token the checkpoint may draw."""
     if scorer.direct:
         return
-    text = scorer.gen_tok.decode(samples[0][1])
-    back = scorer.scorer.tokenizer.decode(scorer.scorer.tokenizer.encode(text))
-    if back != text:
-        raise UsageError(f"--scorer {scorer.scorer.name}: its tokenizer cannot encode the "
-                         f"samples (the text {text[:40]!r} comes back as {back[:40]!r})")
+    for prompt, ref in samples:
+        for ids in (prompt, ref):
+            text = scorer.gen_tok.decode(ids)
+            back = _carried(scorer, text)
+            if back != text:
+                raise UsageError(f"--scorer {scorer.scorer.name}: its tokenizer cannot encode "
+                                 f"the text (the text {text[:40]!r} comes back as "
+                                 f"{back[:40]!r})")
+    lost = _lost_tokens(scorer)
+    if lost:
+        i, text, back = lost[0]
+        raise UsageError(f"--scorer {scorer.scorer.name}: its tokenizer cannot encode the text "
+                         f"of {len(lost)} of the tokens the checkpoint may sample (id {i}, "
+                         f"{text!r}, comes back as {back!r}), so their samples would be "
+                         "scored as other text; give a scorer whose tokenizer carries them")
+
+
+def _carried(scorer: ScoredText, text: str) -> str:
+    """`text` encoded and decoded by the scorer's tokenizer (`text` itself when it carries it)."""
+    tok = scorer.scorer.tokenizer
+    return tok.decode(tok.encode(text))
+
+
+def _lost_tokens(scorer: ScoredText, chunk: int = 512) -> list[tuple[int, str, str]]:
+    """(id, text, what comes back) of each token the generator may sample (not a special token
+    it never draws, nor a stop, whose text is never scored) whose text the scorer's tokenizer
+    does not give back; read a chunk of tokens at a time, each alone where a chunk fails."""
+    tok = scorer.gen_tok
+    never = {*banned_ids(tok, tok.vocab_size), *stop_ids(tok)}
+    ids = [i for i in range(tok.vocab_size) if i not in never]
+    lost = []
+    for lo in range(0, len(ids), chunk):
+        texts = [(i, tok.decode([i])) for i in ids[lo : lo + chunk]]
+        if _carried(scorer, "".join(t for _, t in texts)) == "".join(t for _, t in texts):
+            continue
+        for i, text in texts:
+            back = _carried(scorer, text)
+            if back != text:
+                lost.append((i, text, back))
+    return lost
 
 
 def _reference(grid: EvalGrid, scorer, samples, length: int, tick) -> dict:
@@ -292,7 +328,8 @@ def _scored(grid: EvalGrid, scorer: ScoredText, nlls, outs, length: int) -> dict
     gen = grid.gen
     nll, counts = zip(*nlls, strict=True)
     ppl, lo, hi = textstats.perplexity(list(nll), list(counts), grid.settings.seed)
-    ent, ent_se = textstats.mean_se([textstats.unigram_entropy(o) for o in outs])
+    ent, ent_se = textstats.mean_se([e for e in map(textstats.unigram_entropy, outs)
+                                     if e is not None])  # an empty sample has none
     reps = [r for r in (textstats.repeat_fraction(o, gen.ngram) for o in outs) if r is not None]
     row = {"length": length, "prompt_length": gen.prompt_length, "scorer": scorer.scorer.name,
            "gen_ppl": ppl, "gen_ppl_lo": lo, "gen_ppl_hi": hi, "scored_tokens": sum(counts),

@@ -12,10 +12,11 @@ import numpy as np
 BOOTSTRAP_DRAWS = 1000
 
 
-def unigram_entropy(ids: list[int]) -> float:
-    """Entropy of the token histogram of one sample, nats (0 for fewer than two tokens)."""
+def unigram_entropy(ids: list[int]) -> float | None:
+    """Entropy of the token histogram of one sample, nats (0 for one token; None for none: a
+    sample that ended at once has no histogram, and is no evidence of repetition)."""
     if not ids:
-        return 0.0
+        return None
     n = len(ids)
     return -sum(c / n * math.log(c / n) for c in Counter(ids).values())
 
