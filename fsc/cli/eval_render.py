@@ -7,6 +7,7 @@ from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.tables import fitted
 from fsc.results import loss_bound
+from fsc.text import counted
 
 
 class SampleBar:
@@ -225,6 +226,10 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     if early:
         err.print(f"{early} samples ended at EOS before their length; each is scored on what "
                   "it holds", soft_wrap=True)
+    if uncarried := sum(c.get("uncarried") or 0 for c in cells):
+        err.print(f"{counted(uncarried, 'sample')} held text the scorer's tokenizer drops (a "
+                  "character it lacks; `uncarried` in the store); each is scored on the rest",
+                  soft_wrap=True)
     if any(c.get("mauve") is not None for c in cells):
         for c in cells:
             if c.get("mauve") is not None:

@@ -108,6 +108,9 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
            "genppl: denoising steps per block actually used (threshold decoding adapts them)."),
     Column("ended_early", "INTEGER",
            "genppl: samples that ended at EOS before the length (scored on what they hold)."),
+    Column("uncarried", "INTEGER",
+           "genppl: samples holding text the scorer's tokenizer does not give back (a character "
+           "it lacks, dropped: scored on the rest)."),
     Column("mauve", "DOUBLE",
            "genppl: MAUVE of the samples against the reference text, the data's own "
            "continuations (fsc[quality])."),

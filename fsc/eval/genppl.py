@@ -14,7 +14,8 @@ separate autoregressive scorer (fsc.eval.scorers) reads each continuation after 
   mean fraction of repeated n-grams: a sampler that repeats itself has a low Gen-PPL too;
 - tokens/s of the decoding alone, forward passes per generated token and the denoising steps
   per block actually used (threshold decoding adapts them);
-- samples that ended at EOS before `length` (`ended_early`; scored on what they hold).
+- samples that ended at EOS before `length` (`ended_early`; scored on what they hold);
+- samples holding a character the scorer's tokenizer drops (`uncarried`; scored on the rest).
 
 A reference row (mode `reference`) scores the validation text's own continuations of the same
 prompts under the same scorer, so a reader sees how far the samples are from real text.
@@ -266,7 +267,8 @@ def _reference(grid: EvalGrid, scorer, samples, length: int, tick) -> dict:
         tick(1)
     row = _scored(grid, scorer, nlls, outs, length)
     return {**row, "task": "genppl", "mode": "reference", "G": None, "K": None,
-            "n": len(samples), "ended_early": 0, "seconds": time.perf_counter() - t0}
+            "n": len(samples), "ended_early": 0, "uncarried": 0,  # (each checked: _roundtrip)
+            "seconds": time.perf_counter() - t0}
 
 
 def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: Decoding,
@@ -280,6 +282,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                "recipe_hash": src.recipe.recipe_hash}
         bos = src.starts_with_bos()
     outs, nlls, seconds, passes, tokens, blocks, steps, early = [], [], 0.0, 0, 0, 0, 0, 0
+    uncarried = 0
     # the weights read at the cell's G (the block-causal forms read it), or as a causal LM
     m = (read_as(model, d.G, model.recipe.logit_shift) if d.mode == "diffusion"
          else read_as(model, 1, False))
@@ -301,6 +304,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
             end = first_stop(out, stops)
             out = out if end is None else out[:end]  # the text before its EOS
             early += len(out) < length
+            uncarried += not scorer.carries(out)
             outs.append(out)
             nlls.append(scorer.nll(prompt, out))
             tick(1)
@@ -316,6 +320,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
             "policy": d.policy, "threshold": d.threshold, "temperature": d.temperature,
             "top_p": d.top_p, "top_k": d.top_k, "min_p": d.min_p,
             "repetition_penalty": d.repetition_penalty, "n": len(samples), "ended_early": early,
+            "uncarried": uncarried,
             "tokens_per_s": tokens / seconds if seconds > 0 else None,
             "passes_per_token": passes / tokens if tokens else None,
             "steps_per_block": steps / blocks if blocks and d.mode == "diffusion" else None,

@@ -64,3 +64,9 @@ def test_hf_genppl_equals_transformers_perplexity(fsc_main, tmp_path, hf_scorer)
     assert ref["gen_ppl"] == pytest.approx(math.exp(nll / count), rel=1e-4)
     assert ref["scored_tokens"] == count
     assert decoded["gen_ppl"] > 0 and decoded["scorer"] == str(hf_scorer)
+    # a sample that joined bytes into a character the scorer lacks is counted, and said
+    assert ref["uncarried"] == 0 and decoded["uncarried"] == 1
+    assert "1 sample held text the scorer's tokenizer drops" in " ".join(
+        fsc_main("eval", "tiny_hybrid", "--task", "genppl", "--data", "shakespeare",
+                 "--samples", "3", "--lengths", "12", "--prompt-length", "8", "--steps", "4",
+                 "--scorer", hf_scorer, "--store", tmp_path / "st2", check=0).stderr.split())
