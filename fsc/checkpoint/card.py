@@ -126,6 +126,14 @@ def model_card(recipe: Recipe, facts: dict, files: tuple[str, ...] = ()) -> str:
                        f"({was['recipe']}, G {was['G']}, recipe {was['recipe_hash']}"
                        f"{published}) into a block-diffusion denoiser at G "
                        f"{recipe.block_size}, its weights kept.")
+        if training.get("started_from"):
+            was = training["started_from"]
+            before = (f", itself trained {was['steps']:,} steps on `{was['data']}`"
+                      if was.get("steps") is not None else "")
+            published = (f"; the published weights of `{was['imported_from']}`"
+                         if was.get("imported_from") else "")
+            origin += (f" It started from the weights of checkpoint `{was['checkpoint']}` "
+                       f"(recipe {was['recipe_hash']}{before}{published}).")
         if training.get("anneal"):
             origin += (f" The block size grew from 1 to G over the first {training['anneal']:,} "
                        "steps (--anneal).")

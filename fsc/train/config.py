@@ -54,6 +54,10 @@ class TrainConfig:
     # an autoregressive checkpoint adapted into a denoiser (fsc train CKPT --G N): the
     # checkpoint, its recipe's name and hash, and its G; None for any other run
     adapted_from: dict | None = None
+    # a run that started from a checkpoint's weights at its own G (not an adaptation): the
+    # checkpoint, its recipe hash, the steps and data it was trained on, the published model
+    # it was imported from (`fsc.train.run.started_from`); None for any other run
+    started_from: dict | None = None
     mask_added: dict | None = None  # adapting: the mask token added to the tokenizer {token, id}
     anneal: int = 0  # steps over which the block size grows from 1 to G (`block_at`; 0: none)
     # several lengths (--seq-len 128,256): [[L, weight], ...], each micro-batch at one drawn

@@ -117,7 +117,9 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
         anneal = settings["steps"] // ADAPT_ANNEAL if origin is not None else 0
     cfg = TrainConfig(source=source, objective=goal, recipe_yaml=recipe.to_yaml(),
                       warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
-                      adapted_from=origin, anneal=anneal, **settings)
+                      adapted_from=origin, anneal=anneal, **settings,
+                      started_from=(started_from(source)
+                                    if origin is None and is_checkpoint(source) else None))
     return _checked(cfg, recipe, source, None)
 
 
@@ -182,6 +184,18 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
     if published:  # the card of a pushed copy names the published model, not a local path alone
         origin["imported_from"] = published
     return at_G.model_copy(update={"name": adapted_name(recipe.name, G)}), origin
+
+
+def started_from(source: str) -> dict:
+    """What a run starting from checkpoint `source` records of it (its card says it): the
+    checkpoint by its absolute path, its recipe hash, the steps and data it was trained on,
+    the published model it was imported from."""
+    src = Source.read(source)
+    was = src.config.get("training") if isinstance(src.config.get("training"), dict) else {}
+    return {"checkpoint": str(Path(source).resolve()), "recipe_hash": src.recipe.recipe_hash,
+            **{k: was[k] for k in ("steps", "data") if was.get(k) is not None},
+            **({"imported_from": src.config["imported_from"]}
+               if src.config.get("imported_from") else {})}
 
 
 def adapted_name(name: str, G: int) -> str:

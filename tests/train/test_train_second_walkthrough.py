@@ -158,3 +158,22 @@ def test_the_memory_check_counts_the_masks_of_the_objective_trained(fsc_main, tm
     assert "not enough memory to train tiny_attn" in said
     assert ("attention masks" in said) == masks
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # two trainings: seconds (make test-slow)
+def test_a_run_from_a_checkpoint_says_what_it_started_from(fsc_main, tmp_path):
+    """The card and config.json of a run that started from a checkpoint's weights name that
+    checkpoint and its own training (they read as if trained from scratch)."""
+    args = ("--data", "copy", "--seq-len", "32", "--batch", "2", "--train-steps", "2",
+            "--store", tmp_path / "st")
+    fsc_main("train", "tiny_attn", *args, "--out", tmp_path / "first", check=0)
+    fsc_main("train", tmp_path / "first", *args, "--out", tmp_path / "then", check=0)
+    step = tmp_path / "then" / "step-000002"
+    was = json.loads((step / "config.json").read_text())["training"]["started_from"]
+    assert was["checkpoint"] == str((tmp_path / "first" / "step-000002").resolve())
+    assert (was["steps"], was["data"]) == (2, "copy")
+    card = " ".join((step / "README.md").read_text().split())
+    assert (f"It started from the weights of checkpoint `{was['checkpoint']}` (recipe "
+            f"{was['recipe_hash']}, itself trained 2 steps on `copy`).") in card
+    first = json.loads((tmp_path / "first" / "step-000002" / "config.json").read_text())
+    assert "started_from" not in first["training"]
