@@ -31,8 +31,8 @@ def parse_mix(spec: str, tasks) -> list[tuple[str, float]] | None:
 
 def weighted(spec: str, option: str) -> list[tuple[str, float]]:
     """`NAME[:WEIGHT],...` as (name, weight) pairs, a weight left out 1; UsageError (naming
-    `option`) for an empty name, a weight that is not a number, is negative, or weights that
-    sum to zero."""
+    `option`) for an empty name, a name given twice, a weight that is not a number, is
+    negative, or weights that sum to zero."""
     mix = []
     for name, colon, weight in (p.strip().partition(":") for p in spec.split(",")):
         if not name:
@@ -46,6 +46,9 @@ def weighted(spec: str, option: str) -> list[tuple[str, float]]:
         if not w >= 0 or w == float("inf"):
             raise UsageError(f"{option} {spec}: the weight of {name} is {weight}; a weight is "
                              "a finite number >= 0")
+        if name in (n for n, _ in mix):
+            raise UsageError(f"{option} {spec}: {name} is given twice; give it once, with the "
+                             "weight of both")
         mix.append((name, w))
     if sum(w for _, w in mix) <= 0:
         raise UsageError(f"{option} {spec}: the weights sum to zero; give one a weight above 0")

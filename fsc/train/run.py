@@ -381,6 +381,8 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
     rank, size = parallel.setup(cfg.device)
     if size != cfg.nproc:
         raise UsageError(f"--nproc {cfg.nproc}, but {size} processes were launched")
+    if rank == 0:
+        store.check(write=True)  # one that cannot be written: said before any step
     if cfg.dtype == "auto":
         cfg.dtype = "bf16" if cfg.device.startswith("cuda") else "fp32"
     _check_dtype(cfg.dtype, cfg.device)

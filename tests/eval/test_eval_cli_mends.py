@@ -12,7 +12,7 @@ from fsc.eval.request import EvalRequest, default_task
 
 @pytest.mark.parametrize(("data", "task"), [
     ("passkey:1,vt:1", "ruler"), ("niah_multikey:1,passkey:2", "ruler"), ("mqar:3", "mqar"),
-    ("passkey:2", "niah"), ("mqar:0,passkey:1", "niah"), ("vt:1,vt:2", "vt")])
+    ("passkey:2", "niah"), ("mqar:0,passkey:1", "niah"), ("vt:1,cwe:0", "vt")])
 def test_a_mix_is_scored_by_the_task_its_parts_share(data, task):
     assert default_task(EvalRequest("ck"), data) == task
 
@@ -115,3 +115,11 @@ def test_export_of_prompts_past_the_harness_default_length_says_the_length_to_re
     r = cli("eval", "tiny_hybrid", "--task", "niah", "--lengths", "1k", "--depths", "0.5",
             "--samples", "1", "--export", tmp_path / "small", "--json")
     assert "--max-length" not in json.loads(r.out)["command"]
+
+
+@pytest.mark.parametrize("data", ["passkey,passkey", "vt:1,passkey:2,vt:3"])
+def test_a_task_given_twice_in_a_mix_is_refused(cli, tmp_path, data):
+    r = cli("train", "tiny_attn", "--data", data, "--seq-len", "256", "--batch", "2",
+            "--train-steps", "1", "--out", tmp_path / "out", "--store", tmp_path / "st")
+    assert r.code == 2 and "is given twice; give it once, with the weight of both" in r.err
+    assert not (tmp_path / "out").exists()

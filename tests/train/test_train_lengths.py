@@ -59,7 +59,8 @@ def test_a_run_at_two_lengths_records_the_longest_and_resumes_bit_exact(cli, tmp
 @pytest.mark.parametrize("lengths, line", [
     ("16:-1,32", "the weight of 16 is -1; a weight is a finite number >= 0"),
     ("16:0,32:0", "the weights sum to zero"),
-    ("16,32,16", "a length given twice"),
+    ("16,32,16", "16 is given twice; give it once, with the weight of both"),
+    ("1k,1024", "a length given twice"),
     ("16,x", "'x' is not an integer"),
     ("16,30", "--seq-len 30 is not a multiple of the block size G = 4"),
     ("16,0", "0 is below 1"),

@@ -177,3 +177,12 @@ def test_a_run_from_a_checkpoint_says_what_it_started_from(fsc_main, tmp_path):
             f"{was['recipe_hash']}, itself trained 2 steps on `copy`).") in card
     first = json.loads((tmp_path / "first" / "step-000002" / "config.json").read_text())
     assert "started_from" not in first["training"]
+
+
+def test_a_store_that_is_a_file_is_named_before_any_step(fsc_main, tmp_path):
+    (tmp_path / "e.txt").write_text("")
+    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2",
+                   "--train-steps", "1", "--out", tmp_path / "run", "--store",
+                   tmp_path / "e.txt", check=2)
+    assert "is not a directory (--store and $FSC_STORE name the folder" in res.stderr
+    assert not (tmp_path / "run").exists()
