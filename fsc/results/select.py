@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from fsc.costmodel import pass_cost
+from fsc.data import ruler
 from fsc.errors import QueryError, RecipeError, UsageError
 from fsc.eval import columns
 from fsc.recipe import parse_recipe
@@ -64,7 +65,17 @@ class Source:
 
 
 _PROFILE_ORDER = "recipe, G, K, dtype, B, S"
-_EVAL_ORDER = "run_id, length, depth, pairs"
+
+
+def _in_order(column: str, values) -> str:
+    """SQL ordering `column` by `values`' order (others after, NULL last)."""
+    return (f"CASE {column} " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(values))
+            + f" ELSE {len(values)} END")
+
+
+# at one length and depth, the suite's parts in the order fsc eval scores them
+_EVAL_ORDER = (f"run_id, length, depth, pairs, {_in_order('task', ruler.SUITE)}, "
+               f"{_in_order('variant', ruler.VARIANTS)}")
 # a profile run's --memory-budget (NULL: the device's free memory), which its oom points missed
 RUN_BUDGET = ("memory_budget", "TRY_CAST(json_extract(r.config, '$.memory_budget') AS BIGINT)")
 PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc profile",
