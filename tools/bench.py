@@ -15,8 +15,9 @@ The sections (each its own figures, all by default):
   batch 8; AR at G = 1 beside it), median of 5 after 2 warm-up steps, the recipes in turn,
   and its ratio to tiny_attn's step and to its attention twin's (the same recipe with every
   layer attention) in the same run;
-- results: `fsc plot KIND` for the four profile figures and `fsc report` (HTML) of the latest
-  profile run in the store (the sweep of steps), wall time of the whole command, median of 3;
+- results: `fsc plot KIND --run RUN` for the four profile figures and `fsc report RUN` (HTML)
+  of the latest profile run in the store (the sweep of steps), wall time of the whole command,
+  median of 3;
 - scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
   workers, on a 2-CPU local Ray cluster and through submitit's local executor: wall time of
   the command, the points' own time (the sum of their started..ended spans) and the overhead
@@ -38,8 +39,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fsc.paths import store_dir
-from tools.options import boundary, command, names, positives
+from tools.options import boundary, check_store, command, names, positives
 from tools.timing import median_s
 
 FSC = [sys.executable, "-m", "fsc"]
@@ -249,9 +249,11 @@ def results(record, store: Path) -> None:
     for col in ("command", "wall s", "output bytes"):
         t.add_column(col, justify="right")
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(f"plot {k}", ["plot", k, "--force", "--out", f"{tmp}/{k}.png"], f"{tmp}/{k}.png")
-                for k in ("latency", "memory", "throughput", "roofline")]
-        jobs.append(("report", ["report", "--force", "--out", f"{tmp}/report.html"],
+        # the run the table names, not whatever else the store's defaults would add (the
+        # report's: the latest training and evaluation runs too)
+        jobs = [(f"plot {k}", ["plot", k, "--run", run_id, "--force", "--out", f"{tmp}/{k}.png"],
+                 f"{tmp}/{k}.png") for k in ("latency", "memory", "throughput", "roofline")]
+        jobs.append(("report", ["report", run_id, "--force", "--out", f"{tmp}/report.html"],
                      f"{tmp}/report.html"))
         for name, args, made in jobs:
             seconds = median_s(lambda args=args: _fsc([*args, "--store", str(store)]), 3)
@@ -322,9 +324,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     a = options(argv)
     from fsc.provenance import environment
-    from fsc.store import Store
 
-    st = Store(store_dir(a.store))
+    st = check_store(a.store)
     figures = []
     with st.run("bench", command("bench", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 from pathlib import Path
 
 import torch
 
-from tools.options import boundary, command, positive
+from tools.options import Refused, boundary, check_store, command, positive
 from tools.timing import median_s
 
 MODELS = ("llama", "mamba2", "qwen3-0.6b")
@@ -134,42 +135,66 @@ def _time(run, prompt: int, new: int, repeats: int) -> tuple[float, float]:
     return prompt / first, (new - 1) / max(whole - first, 1e-9)
 
 
+def _listed(option: str, text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    """The names of a comma list, each one of `allowed` and given once."""
+    got = [x.strip() for x in text.split(",") if x.strip()]
+    if not got:
+        raise Refused(f"{option}: name at least one of {', '.join(allowed)}")
+    if bad := [x for x in got if x not in allowed]:
+        raise Refused(f"unknown {what} {bad[0]!r}; some of {', '.join(allowed)}")
+    if twice := sorted({x for x in got if got.count(x) > 1}):
+        raise Refused(f"{option}: {', '.join(twice)} given twice")
+    return got
+
+
+def _device(text: str) -> str:
+    """--device as a torch device this machine has: cpu, cuda, cuda:N, or auto."""
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if text != "cpu" and not re.fullmatch(r"cuda(:\d+)?", text):
+        raise Refused(f"--device {text!r}: one of cpu, cuda, cuda:N, auto")
+    if text != "cpu" and not torch.cuda.is_available():
+        raise Refused(f"--device {text}: no CUDA device here (--device cpu, or auto)")
+    return text
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m tools.bench_decode",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
-    p.add_argument("--prompt", type=positive, default=64, help="prompt tokens")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"some of {', '.join(MODELS)} (default all three)")
+    p.add_argument("--prompt", type=positive, default=64, help="prompt tokens (default 64)")
     p.add_argument("--new", type=positive, default=64,
-                   help="generated tokens, at least 2 (generation is timed after the first)")
+                   help="generated tokens, at least 2 (generation is timed after the first; "
+                   "default 64)")
     p.add_argument("--repeats", type=positive, default=3,
-                   help="timed calls per round (the median; 1 for qwen3-0.6b)")
-    p.add_argument("--rounds", type=positive, default=3, help="the sides timed by turns")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (CUDA when present)")
+                   help="timed calls per round (the median; 1 for qwen3-0.6b; default 3)")
+    p.add_argument("--rounds", type=positive, default=3,
+                   help="the sides timed by turns (default 3)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu, cuda, cuda:N or auto (CUDA when present; default cpu)")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    p.add_argument("--sides", default="transformers,fsc", help=f"some of {', '.join(SIDES)}")
-    p.add_argument("--store", type=Path, default=None)
+    p.add_argument("--sides", default="transformers,fsc",
+                   help=f"some of {', '.join(SIDES)} (default transformers,fsc)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the store the run is recorded in (default: FSC_STORE, else ./store)")
     a = p.parse_args(argv)
     if a.new < 2:
         p.error("--new: at least 2 (a token's generation is the time of --new less the first's)")
-    names = [m for m in a.models.split(",") if m]
-    if bad := [m for m in names if m not in MODELS]:
-        raise SystemExit(f"unknown model {bad[0]!r}; one of {', '.join(MODELS)}")
-    sides = [s for s in a.sides.split(",") if s]
-    if bad := [s for s in sides if s not in SIDES]:
-        raise SystemExit(f"unknown side {bad[0]!r}; some of {', '.join(SIDES)}")
+    names = _listed("--models", a.models, MODELS, "model")
+    sides = _listed("--sides", a.sides, SIDES, "side")
     if "fsc" not in sides or len(sides) < 2:
-        raise SystemExit("--sides: fsc and at least one side of transformers")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
-    if "transformers-compile" in sides and device != "cuda":
-        raise SystemExit("transformers-compile: generate compiles its forward pass on CUDA only")
+        raise Refused("--sides: fsc and at least one side of transformers")
+    device = _device(a.device)
+    if "transformers-compile" in sides and not device.startswith("cuda"):
+        raise Refused("transformers-compile: generate compiles its forward pass on CUDA only")
     dtype = DTYPES[a.dtype]
     if device == "cpu":
         torch.set_num_threads(1)
-    from fsc.cli.common import store_dir
     from fsc.cli.main import main as fsc
     from fsc.provenance import environment
-    from fsc.store import Store
 
+    st = check_store(a.store)
     rows, floors = [], []
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
@@ -198,7 +223,6 @@ def main(argv=None) -> None:
                              "prompt_tok_s": statistics.median(pre), "prompt_range": (min(pre), max(pre)),
                              "gen_tok_s": statistics.median(gen), "gen_range": (min(gen), max(gen))})
             del hf_model, runs
-    st = Store(store_dir(a.store))
     with st.run("bench", command("bench_decode", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment(device)) as run:
         for r in rows:

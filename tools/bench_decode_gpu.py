@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from tools.options import command
+from tools.options import Refused, boundary, check_store, command, positive, positives
 
 FSC = [sys.executable, "-m", "fsc"]
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. "
@@ -35,15 +36,16 @@ def _fsc(args: list[str]) -> str:
     res = subprocess.run([*FSC, *args], capture_output=True, text=True,
                          env={**os.environ, "FSC_THREADS": os.environ.get("FSC_THREADS", "1")})
     if res.returncode != 0:
-        raise SystemExit(f"fsc {' '.join(args)} failed: {res.stderr.strip()[-400:]}")
+        said = " ".join(res.stderr.split())[-400:]
+        raise SystemExit(f"fsc {' '.join(args)} failed (exit {res.returncode}): {said}")
     return res.stdout
 
 
 def prompt_text(S: int, i: int) -> str:
-    """S bytes of text (S tokens to fsc's byte tokenizer), the i-th of a batch told apart."""
+    """S bytes of text (S tokens to fsc's byte tokenizer), the i-th of a batch told apart by
+    its head (which S shorter than the head cuts)."""
     head = f"Prompt {i}. "
-    body = (FILLER * (S // len(FILLER) + 1))[: S - len(head)]
-    return head + body
+    return (head + FILLER * (S // len(FILLER) + 1))[:S]
 
 
 def profiled(recipe: str, S: int, B: int, G: int, K: int, device: str, store: str) -> dict:
@@ -75,26 +77,42 @@ def decoded(recipe: str, S: int, B: int, G: int, K: int, length: int, device: st
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--recipes", default="mamba_3b,hybrid_3b,attn_3b")
-    p.add_argument("--S", default="16384,262144", help="context lengths (prompt tokens)")
-    p.add_argument("--B", default="1,8", help="batches")
-    p.add_argument("--G", type=int, default=32)
-    p.add_argument("--K", type=int, default=32)
-    p.add_argument("--length", type=int, default=512, help="tokens generated a prompt")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--store", type=Path, default=None)
+    p = argparse.ArgumentParser(prog="python -m tools.bench_decode_gpu",
+                                description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--recipes", default="mamba_3b,hybrid_3b,attn_3b",
+                   help="comma-separated (default mamba_3b,hybrid_3b,attn_3b)")
+    p.add_argument("--S", type=positives, default=[16384, 262144],
+                   help="context lengths (prompt tokens), comma-separated (default 16384,262144)")
+    p.add_argument("--B", type=positives, default=[1, 8],
+                   help="batches, comma-separated (default 1,8)")
+    p.add_argument("--G", type=positive, default=32, help="block size (default 32)")
+    p.add_argument("--K", type=positive, default=32,
+                   help="denoising steps per block, fsc's --steps (default 32)")
+    p.add_argument("--length", type=positive, default=512,
+                   help="tokens generated a prompt (default 512)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the store the profile runs and this run are recorded in (default: "
+                   "FSC_STORE, else ./store)")
     a = p.parse_args(argv)
-    from fsc.cli.common import store_dir
+    if a.device not in ("auto", "cpu") and not re.fullmatch(r"cuda(:\d+)?", a.device):
+        raise Refused(f"--device {a.device!r}: one of auto, cpu, cuda, cuda:N")
+    recipes = [r.strip() for r in a.recipes.split(",") if r.strip()]
+    if not recipes:
+        raise Refused("--recipes: name at least one recipe")
+    if twice := sorted({r for r in recipes if recipes.count(r) > 1}):
+        raise Refused(f"--recipes: {', '.join(twice)} given twice")
     from fsc.provenance import environment
-    from fsc.store import Store
+    from fsc.recipe import load_recipe
 
-    st = Store(store_dir(a.store))
+    for r in recipes:  # a name fsc does not know is one line now, not after a sweep
+        load_recipe(r)
+    st = check_store(a.store)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for recipe in a.recipes.split(","):
-            for S in map(int, a.S.split(",")):
-                for B in map(int, a.B.split(",")):
+        for recipe in recipes:
+            for S in a.S:
+                for B in a.B:
                     prof = profiled(recipe, S, B, a.G, a.K, a.device, str(st.dir))
                     row = {"recipe": recipe, "S": S, "B": B, "profile": prof, "decode": None}
                     if prof["status"] == "ok":  # what profile cannot hold, decode cannot either
@@ -103,8 +121,10 @@ def main(argv: list[str] | None = None) -> None:
                         row["ratio"] = row["decode"]["tokens_per_s"] / prof["tokens_per_s"]
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
+    # `auto` is what fsc picked: the first GPU if there is one (environment(None)), else the CPU
+    device = None if a.device == "auto" else a.device
     with st.run("bench", command("bench_decode_gpu", argv),
-                vars(a) | {"store": str(st.dir)}, environment=environment(a.device)) as run:
+                vars(a) | {"store": str(st.dir)}, environment=environment(device)) as run:
         for r in rows:
             extra = {"recipe": r["recipe"], "S": r["S"], "B": r["B"], "G": a.G, "K": a.K}
             if r["decode"] is None:
@@ -127,4 +147,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_decode_gpu")

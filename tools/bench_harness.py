@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from tools.options import boundary, command, positive
+from tools.options import boundary, check_store, command, positive
 from tools.timing import median_s
 
 CHARS = [chr(i) for i in range(128)] + ["\ufffd"]
@@ -57,16 +57,29 @@ def _llama(folder: Path) -> Path:
     return folder
 
 
-def _requests(docs: int, context: int = 200):
-    from lm_eval.api.instance import Instance
-
+def _text() -> str:
+    """The shipped Shakespeare validation text, its characters outside ASCII as spaces."""
     from fsc import corpora
 
-    text = corpora.read("shakespeare:val")
-    text = "".join(c if ord(c) < 128 else " " for c in text)
+    return "".join(c if ord(c) < 128 else " " for c in corpora.read("shakespeare:val"))
+
+
+def _longest_context() -> int:
+    """The most --context characters whose requests all fit the text: its length less the
+    continuations' 60 characters and the 1,000 a document's start ranges over."""
+    return len(_text()) - 1060
+
+
+def _requests(docs: int, context: int = 200):
+    """3 multiple-choice requests (`context` characters, 3 continuations of 20) and one
+    400-character passage per document, every one whole inside the text."""
+    from lm_eval.api.instance import Instance
+
+    text = _text()
+    span = max(1000, context + 60)  # a request's characters from its document's start
     ll, rolling = [], []
     for d in range(docs):
-        at = 997 * d % (len(text) - 1000)
+        at = 997 * d % (len(text) - span)
         ctx = text[at : at + context]
         for c in range(3):
             lo = at + context + 20 * c
@@ -85,27 +98,34 @@ def main(argv=None) -> None:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--docs", type=positive, default=40,
                    help="documents: 3 multiple-choice requests and one passage each (the "
-                   "diffusion rows: a quarter as many documents)")
-    p.add_argument("--mc", type=positive, default=16, help="diffusion: Monte Carlo draws per block")
-    p.add_argument("--batch", type=positive, default=8)
+                   "diffusion rows: a quarter as many documents; default 40)")
+    p.add_argument("--mc", type=positive, default=16,
+                   help="diffusion: Monte Carlo draws per block (default 16)")
+    p.add_argument("--batch", type=positive, default=8,
+                   help="requests a forward pass, both backends (default 8)")
     p.add_argument("--repeats", type=positive, default=3,
-                   help="timed calls per round (the median)")
+                   help="AR rows: timed calls per round (the median; default 3); the diffusion "
+                   "rows time one call")
     p.add_argument("--rounds", type=positive, default=3,
                    help="AR rows: hf and fsc timed by turns this many times (the median of the "
                    "rounds, their range beside it)")
     p.add_argument("--context", type=positive, default=1000,
-                   help="diffusion rows: characters of context before each continuation")
-    p.add_argument("--store", type=Path, default=None)
+                   help="diffusion rows: characters of context before each continuation "
+                   "(default 1000)")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the store the run is recorded in (default: FSC_STORE, else ./store)")
     a = p.parse_args(argv)
+    if a.context > (most := _longest_context()):
+        p.error(f"--context {a.context}: at most {most} characters (the validation text's "
+                "length less its continuations and the documents' spread)")
     torch.set_num_threads(1)
     from lm_eval.api.registry import get_model
 
-    from fsc.cli.common import store_dir
     from fsc.cli.main import main as fsc
     from fsc.harness.lm import FscLM
     from fsc.provenance import environment
-    from fsc.store import Store
 
+    st = check_store(a.store)
     ll, rolling = _requests(a.docs)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,7 +155,6 @@ def main(argv=None) -> None:
                                   "contexts)",
                          "backend": "fsc, folded context" if cached else "fsc, context recomputed per draw",
                          "requests": "loglikelihood", "n": len(long), "requests_per_s": rate})
-    st = Store(store_dir(a.store))
     with st.run("bench", command("bench_harness", argv),
                 vars(a) | {"store": str(st.dir)}, environment=environment("cpu")) as run:
         for r in rows:

@@ -22,7 +22,7 @@ from pathlib import Path
 from fsc.provenance import host_cpu
 from fsc.store import Store
 from fsc.store.connect import utcnow
-from tools.options import positive
+from tools.options import boundary, positive
 from tools.timing import median_s
 
 SAMPLES_PER_POINT = 50  # 40 step + 10 fold repeats
@@ -37,13 +37,20 @@ QUERIES = {
         " from samples s join profile_points p using (point_id) where s.phase = 'step'"
         " group by all order by all"
     ),
-    "one_point_samples": "select ms from samples where point_id = 4242 order by phase, idx",
+    "one_point_samples": "select ms from samples where point_id = {point} order by phase, idx",
 }
+ONE_POINT = 4242  # the point one_point_samples reads, or the last where there are fewer
+
+
+def queries(points: int) -> dict[str, str]:
+    """QUERIES on a store of `points` points: the one-point query reads one that is there."""
+    return {name: sql.format(point=min(ONE_POINT, points)) for name, sql in QUERIES.items()}
 
 
 def build(st: Store, rows: int) -> int:
-    """Fill `st` with rows // SAMPLES_PER_POINT points and `rows` samples; return points."""
-    points = max(1, rows // SAMPLES_PER_POINT)
+    """Fill `st` with `rows` samples, SAMPLES_PER_POINT a point (the last point takes what is
+    left), every sample under a point; return the points."""
+    points = -(-rows // SAMPLES_PER_POINT)
     run_id = st.start_run("profile", "bench_store", None, {"rows": rows})
     now = utcnow()
     st.query(
@@ -74,14 +81,22 @@ def build(st: Store, rows: int) -> int:
 
 
 def _fsc(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "fsc", *args], check=True, stdout=subprocess.DEVNULL)
+    """`fsc ARGS` in a new process, its output dropped; a failure ends the tool in one line."""
+    res = subprocess.run([sys.executable, "-m", "fsc", *args], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        said = " ".join(res.stderr.split())[-400:]
+        raise SystemExit(f"fsc {' '.join(args)} failed (exit {res.returncode}): {said}")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench_store",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=positive, default=1_000_000, help="raw sample rows to store")
-    ap.add_argument("--repeats", type=positive, default=5, help="timed repeats per measurement")
+    ap.add_argument("--rows", type=positive, default=1_000_000,
+                    help=f"raw sample rows to store, {SAMPLES_PER_POINT} a point (default "
+                    "1000000)")
+    ap.add_argument("--repeats", type=positive, default=5,
+                    help="timed repeats per measurement (add_point: 4 times as many; default 5)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="fsc-bench-store-") as tmp:
@@ -100,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                 1e3 * median_s(lambda: _fsc("--version"), args.repeats), 1),
             "queries": {},
         }
-        for name, sql in QUERIES.items():
+        for name, sql in queries(points).items():
             inproc = median_s(lambda sql=sql: st.query(sql), args.repeats)
             sub = median_s(
                 lambda sql=sql: _fsc("query", sql, "--format", "csv", "--store", tmp),
@@ -123,4 +138,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    boundary(main, "python -m tools.bench_store")

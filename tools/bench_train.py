@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from tools.bench import TINY, attention_twin
-from tools.options import boundary, count, positive
+from tools.options import Refused, boundary, count, positive
 
 FSC = [sys.executable, "-m", "fsc"]
 
@@ -95,14 +95,21 @@ def steps_pair(text: str) -> tuple[int, int]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tools.bench_train", description=__doc__.split("\n")[0])
-    ap.add_argument("--recipes", default=",".join(TINY[1:]), help="timed beside tiny_attn and their twins")
-    ap.add_argument("--rounds", type=positive, default=4)
+    ap.add_argument("--recipes", default=",".join(TINY[1:]),
+                    help="comma-separated, timed beside tiny_attn and their twins (default: "
+                    "every tiny recipe but tiny_attn)")
+    ap.add_argument("--rounds", type=positive, default=4,
+                    help="the recipes timed by turns this many times (default 4)")
     ap.add_argument("--steps", type=steps_pair, default=(60, 10),
                     help="the long and the short run's steps, LONG,SHORT with LONG > SHORT "
                     "(default 60,10)")
     args = ap.parse_args(argv)
     long, short = args.steps
-    names = args.recipes.split(",")
+    names = [n.strip() for n in args.recipes.split(",") if n.strip()]
+    if not names:
+        raise Refused("--recipes: name at least one recipe")
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise Refused(f"--recipes: {', '.join(twice)} given twice")
     clocks = ("wall", "cpu")
     # step_ms[clock][recipe][ref]: the recipe's and its references' steps, one per round
     step_ms: dict = {c: {n: {} for n in names} for c in clocks}

@@ -9,6 +9,11 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fsc.store import Store
 
 
 def renamed(parser: argparse.ArgumentParser, old: str, new: str, **kw) -> None:
@@ -52,14 +57,23 @@ def _parts(text: str) -> list[str]:
     return parts
 
 
+def _once(values: list[int]) -> list[int]:
+    """`values`, each given once: a seed or a length twice is two runs of one thing (two
+    trainings into one folder), never what was meant."""
+    if twice := sorted({v for v in values if values.count(v) > 1}):
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, twice))} given twice")
+    return values
+
+
 def ints(text: str) -> list[int]:
-    """argparse type: comma-separated whole numbers, 0 or more ('0,1,2': seeds)."""
-    return [count(p) for p in _parts(text)]
+    """argparse type: comma-separated whole numbers, 0 or more, each once ('0,1,2': seeds)."""
+    return _once([count(p) for p in _parts(text)])
 
 
 def positives(text: str) -> list[int]:
-    """argparse type: comma-separated whole numbers, 1 or more ('256,1024': lengths)."""
-    return [positive(p) for p in _parts(text)]
+    """argparse type: comma-separated whole numbers, 1 or more, each once ('256,1024':
+    lengths)."""
+    return _once([positive(p) for p in _parts(text)])
 
 
 def names(allowed: Iterable[str]) -> Callable[[str], list[str]]:
@@ -82,15 +96,42 @@ def command(tool: str, argv: list[str] | None) -> str:
                                                           else argv)])
 
 
+class Refused(SystemExit):
+    """A bad value a tool finds after argparse (an unknown name in a list, a combination it
+    cannot run): exit 2, as argparse's own refusals; `str()` is the message, which `boundary`
+    prints in one line."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def check_store(store: Path | None) -> Store:
+    """The store a tool records in (`--store`, else FSC_STORE, else ./store), checked before any
+    work: a path that cannot hold one is one line (exit 2), not a traceback after the work."""
+    from fsc.paths import store_dir
+    from fsc.store import Store
+
+    st = Store(store_dir(store))
+    st.check(write=True)
+    return st
+
+
 def boundary(main: Callable[[], object], prog: str) -> None:
     """Run a tool's `main` and exit: a library error (`fsc.errors.FscError`: a bad recipe,
     option or store) ends it with one line on stderr and its exit code, as the `fsc` command
-    does; FSC_DEBUG=1 re-raises it for the traceback. Anything else is a bug and keeps its
-    traceback."""
+    does; FSC_DEBUG=1 re-raises it for the traceback; a `Refused` value is one line and exit 2.
+    Anything else is a bug and keeps its traceback."""
     from fsc.errors import FscError
 
     try:
         rv = main()
+    except Refused as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)
     except FscError as e:
         if os.environ.get("FSC_DEBUG") == "1":
             raise
