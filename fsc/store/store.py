@@ -100,7 +100,13 @@ class Store(RunLifecycle):
         the file in between reads "not a valid DuckDB database file". Build it under a
         private name and hard-link it into place; if another process won, use theirs.
         """
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a file where the folder would be, a folder that cannot be made
+            self.check(write=True)  # its own words where it has them
+            raise StorePathError(f"store {self.dir} cannot be created ({e.strerror}; --store "
+                                 f"and $FSC_STORE name the folder that holds {DB_NAME})"
+                                 ) from None
         tmp = self.dir / f".{DB_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
             with connect(tmp, read_only=False, timeout_s=self.timeout_s) as con:

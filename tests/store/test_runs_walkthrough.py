@@ -173,3 +173,13 @@ def test_a_training_run_killed_outright_is_dead_then_closed_at_its_last_step(tmp
     assert closed["status"] == "interrupted" and closed["ended_at"] == str(last)
     assert closed["rows_logged"] == _count(st, "select count(*) from train_steps") >= 3
     assert st.query("select * from profile_points")[1] == before
+
+
+def test_a_run_into_a_store_that_cannot_be_made_is_one_line(tmp_path):
+    """A run started where the store's folder cannot be made (a file there) says so in the
+    store's words, not 'File exists'."""
+    from fsc.errors import StorePathError
+
+    (tmp_path / "e.txt").write_text("")
+    with pytest.raises(StorePathError, match="is not a directory"):
+        Store(tmp_path / "e.txt").start_run("bench", "x", None, {})
