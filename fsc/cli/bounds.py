@@ -60,7 +60,8 @@ def size(low: int, high: int, option: str):
 
 
 def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) -> list[int]:
-    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high];
+    """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high] and
+    given once;
     `one`: an option that takes one size (its errors' examples are of one)."""
     # an example in the option's own range: lengths, or small counts (a batch, G, K, pairs)
     example = "1024,4096 or 4k" if high > MAX_B else "1,2,4"
@@ -84,6 +85,8 @@ def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) 
             raise UsageError(f"{option}: {v} is below {low}")
         if v > high:
             raise UsageError(f"{option}: {v} is above {high}, the largest fsc takes")
+        if v in values:  # (1k,1024 among them) it would be measured twice
+            raise UsageError(f"{option}: {v} is given twice")
         values.append(v)
     return values
 

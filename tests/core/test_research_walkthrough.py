@@ -25,11 +25,9 @@ def test_estimate_S_given_twice_is_refused(fsc_cli):
     assert "--S" in res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`fsc profile --S 1k --S 4k` (as -r, --run and --where are repeated) measures S 4096 "
-    "alone, exit 0: the first --S is dropped without a word; it should measure both or be "
-    "refused (exit 2)"))
 def test_profile_S_given_twice_keeps_or_refuses(fsc_cli, tmp_path):
+    """`fsc profile --S 1k --S 4k` measured S 4096 alone (the first --S dropped unsaid): its
+    lists repeat, as -r does."""
     res = fsc_cli("profile", "-r", "tiny_attn", "--S", "1k", "--S", "4k", "--B", "1",
                   "--dry-run", "--json", "--store", tmp_path / "store")
     if res.returncode == 0:

@@ -123,3 +123,13 @@ def test_a_task_given_twice_in_a_mix_is_refused(cli, tmp_path, data):
             "--train-steps", "1", "--out", tmp_path / "out", "--store", tmp_path / "st")
     assert r.code == 2 and "is given twice; give it once, with the weight of both" in r.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [("profile", "-r", "tiny_attn", "--S", "1k,1024", "--dry-run"),
+                                  ("profile", "-r", "tiny_attn", "--S", "1k", "--S", "1024",
+                                   "--dry-run"),
+                                  ("eval", "tiny_attn", "--lengths", "128,128")])
+def test_a_size_given_twice_is_refused(cli, tmp_path, args):
+    """A size twice in a list was measured twice."""
+    r = cli(*args, "--store", tmp_path / "st")
+    assert r.code == 2 and "is given twice" in r.err
