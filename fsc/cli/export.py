@@ -27,6 +27,14 @@ OutOpt = Annotated[
 ]
 
 
+def whole(sql: str) -> str:
+    """A bare table or view name (`fsc export profile`) as its rows: `SELECT * FROM` it."""
+    import re
+
+    name = sql.strip()
+    return f"SELECT * FROM {name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else sql
+
+
 def check(sql: str, out_file: Path | None, force: bool, write: bool = False,
           export: bool = False) -> None:
     """Before the store is opened: the SQL parses into statements the sandbox runs (said in
@@ -54,7 +62,8 @@ def save(st, sql: str, out_file: Path, force: bool, as_json: bool = False) -> No
 
 
 def export(
-    sql: Annotated[str, typer.Argument(help="One read-only query, e.g. \"select * from profile\".")],
+    sql: Annotated[str, typer.Argument(help="One read-only query, e.g. \"select * from profile\", "
+                                            "or a table or view's name (profile): its rows.")],
     out_file: OutOpt,
     force: ForceOpt = False,
     store: StoreOpt = None,
@@ -68,6 +77,7 @@ def export(
     """
     from fsc.store import Store
 
+    sql = whole(sql)
     check(sql, out_file, force, export=True)
     st = Store(store_dir(store))
     st.check(write=False)

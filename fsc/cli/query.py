@@ -28,7 +28,8 @@ class Format(str, Enum):
 
 
 def query(
-    sql: Annotated[str, typer.Argument(help="SQL to run, e.g. \"select * from profile\".")],
+    sql: Annotated[str, typer.Argument(help="SQL to run, e.g. \"select * from profile\", or a "
+                                            "table or view's name (profile): its rows.")],
     fmt: Annotated[
         Format | None,
         typer.Option("--format", help="Output on stdout: table (default), csv or json."),
@@ -60,6 +61,7 @@ def query(
     The table shows the first 1000 rows, one block per row when the columns do not fit the
     terminal; csv, json and --out give every row.
     """
+    sql = export_cmd.whole(sql)
     if as_json and as_csv:
         raise UsageError("--json and --csv disagree; give one of them")
     if out_file is not None and (as_csv or fmt is not None):

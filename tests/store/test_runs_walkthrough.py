@@ -183,3 +183,14 @@ def test_a_run_into_a_store_that_cannot_be_made_is_one_line(tmp_path):
     (tmp_path / "e.txt").write_text("")
     with pytest.raises(StorePathError, match="is not a directory"):
         Store(tmp_path / "e.txt").start_run("bench", "x", None, {})
+
+
+def test_a_bare_table_name_is_its_rows(two_runs, cli, tmp_path):
+    """`fsc export runs --out F` and `fsc query runs` read the relation whole (DuckDB's
+    parser said only 'syntax error at or near "runs"')."""
+    r = cli("query", "runs", "--json")
+    assert r.code == 0 and len(json.loads(r.out)) == 3
+    r = cli("export", "runs", "--out", tmp_path / "runs.csv")
+    assert r.code == 0 and len((tmp_path / "runs.csv").read_text().splitlines()) == 4
+    r = cli("query", "nosuch")
+    assert r.code == 2 and "nosuch does not exist" in r.err
