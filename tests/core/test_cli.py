@@ -185,6 +185,7 @@ for args in json.loads(sys.argv[1]):
 """
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_what_a_machine_reads_is_never_wrapped_or_styled(tmp_path):
     """At a narrow colour terminal (COLUMNS=60, FORCE_COLOR) a recipe's YAML, every --json
     document and a written file's path come out exactly as they are: `fsc import ... > r.yaml`

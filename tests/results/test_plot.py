@@ -398,6 +398,7 @@ def test_an_existing_file_is_replaced_only_with_force(cli, made, tmp_path):
         assert out.read_bytes() != b"mine"
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_ruler_draws_a_panel_per_part_and_their_average(cli, tmp_path):
     from results_helpers import RULER_PARTS, ruler_run
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
 from markdown_it import MarkdownIt
 from results_helpers import EVAL_COLUMNS, point, ruler_run
 
@@ -127,6 +128,7 @@ def test_markdown_figures_resolve_beside_a_name_with_a_space(cli, made, tmp_path
     assert len(sources) == 4 and all((tmp_path / unquote(s)).is_file() for s in sources)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_report_names_the_suites_parts_and_genppl_cuts_in_order(cli, tmp_path):
     store = tmp_path / "store"
     ruler_run(store, "tiny_attn", lambda i, m, d: 0.25 * i)

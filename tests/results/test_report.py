@@ -125,6 +125,7 @@ def test_a_baseline_no_run_of_the_page_holds_is_refused(cli, made, tmp_path):
                                           "holds it (its recipes: tiny_attn, tiny_mamba)"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_default_is_the_latest_profile_run_and_each_recipes_latest_results(cli, full_store,
                                                                            tmp_path):
     store, ids = full_store

@@ -48,6 +48,7 @@ def test_a_training_directory_without_latest_names_its_newest_step(fsc_main, tmp
               "itself (--resume run/step-000002)")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_run_that_stop_at_ended_resumes_as_a_no_op(fsc_main, tmp_path, monkeypatch):
     """A requeued job's `fsc train --resume DIR` of a run --stop-at ended trains nothing, also
     with the targets it had; a new --stop-at goes on. The eval is scripted: exact match 0.95
