@@ -88,7 +88,8 @@ def test_concurrent_sweeps_and_queries_lose_nothing(tmp_path):
 
 @pytest.mark.slow  # kill -9 of a sweep in a new process (Ctrl-C and resume stay in make test)
 def test_sigkill_keeps_finished_points(tmp_path):
-    proc = subprocess.Popen([*FSC, "profile", "-r", "tiny_attn", "--S", ",".join(["32"] * 200),
+    proc = subprocess.Popen([*FSC, "profile", "-r", "tiny_attn", "--S",
+                             ",".join(str(32 + 4 * i) for i in range(200)),  # a long sweep
                              "--B", "1", "--warmup", "0", "--repeats", "20", "--store", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, n = time.time() + 120, 0
