@@ -242,6 +242,10 @@ def local_tasks(folder: str, names: tuple[str, ...] | list[str]) -> tuple[TaskMa
 def task_manager(request: HarnessRequest) -> TaskManager:
     """The harness's index of the tasks `request` names (the --include-path tasks alone
     where they hold them all); UsageError for a task not found."""
+    paths = [t for t in request.tasks if t.endswith((".yaml", ".yml")) or "/" in t]
+    if paths:  # said before the harness indexes its thousands of tasks
+        raise UsageError(f"--tasks {paths[0]}: a task is named by its YAML's `task:` field; "
+                         "give that name to --tasks, and the YAML's folder as --include-path")
     manager = None
     if request.include_path is not None:  # local tasks alone: no index of the harness's thousands
         manager, missing = local_tasks(request.include_path, request.tasks)

@@ -103,3 +103,12 @@ def test_a_model_named_relatively_has_its_results_written_beside_not_into_it(
     assert written.parent.name.endswith("tiny_ar.yaml") and written.parent != ar_recipe
     [row] = json.loads(fsc_main("runs", "--store", tmp_path / "st", "--json").stdout)
     assert row["status"] == "finished", res.stderr
+
+
+def test_a_task_named_by_its_yaml_file_is_told_how_to_name_it(fsc_main, ar_recipe, tasks,
+                                                             tmp_path):
+    res = fsc_main("eval", ar_recipe, "--task", "harness", "--tasks", tasks / "fsc_choice.yaml",
+                   "--store", tmp_path / "st", check=2)
+    said = " ".join(res.stderr.split())
+    assert "a task is named by its YAML's `task:` field" in said
+    assert "the YAML's folder as --include-path" in said
