@@ -96,7 +96,11 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     if settings.get("tokenizer") is None and is_checkpoint(source):
         settings["tokenizer"] = own_tokenizer(source)
     elif settings.get("tokenizer") is not None:  # kept absolute: the run resumes from anywhere
-        settings["tokenizer"] = str(Path(settings["tokenizer"]).expanduser().resolve())
+        given = Path(settings["tokenizer"]).expanduser()
+        if not given.exists():
+            raise UsageError(f"--tokenizer {settings['tokenizer']}: no such file or directory "
+                             "(a local Hugging Face tokenizer directory)")
+        settings["tokenizer"] = str(given.resolve())
     settings["data"] = absolute(settings["data"])
     # an adaptation defaults to blocks (docs/training.md: every block supervised, 12-16 times
     # frontier's positions a second on text); a run from scratch keeps frontier, every

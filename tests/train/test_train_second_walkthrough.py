@@ -187,3 +187,11 @@ def test_a_store_that_is_a_file_is_named_before_any_step(fsc_main, tmp_path):
                    tmp_path / "e.txt", check=2)
     assert "is not a directory (--store and $FSC_STORE name the folder" in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_tokenizer_that_is_not_there_is_named_by_its_option(fsc_main, tmp_path):
+    res = fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2",
+                   "--train-steps", "1", "--out", tmp_path / "run", "--tokenizer",
+                   tmp_path / "nodir", "--store", tmp_path / "st", check=2)
+    assert res.stderr.startswith(f"error: --tokenizer {tmp_path / 'nodir'}: no such file")
+    assert not (tmp_path / "run").exists()
