@@ -153,6 +153,7 @@ def test_the_hash_follows_the_numbers_not_the_spelling(tmp_path):
         assert load_recipe(_copy(tmp_path, edit)).recipe_hash != plain.recipe_hash
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_recipe_of_ones_own_runs_through_every_command(tmp_path, cli):
     """tiny_hybrid changed as a user would (a pattern, a window, a SwiGLU MLP, tied
     embeddings, the logit shift, G 2, bf16 states): build, estimate, decode, verify, train."""

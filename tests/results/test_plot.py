@@ -71,6 +71,7 @@ def test_colours_are_a_hash_of_the_name_and_distinct_in_one_figure():
     assert all(c in figures.PALETTE for c in many.values())
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_floor_and_oom_are_drawn_where_known(tmp_path):
     made = make_runs(tmp_path / "store")
     st = Store(made.store)
@@ -203,6 +204,7 @@ def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     check_png(tmp_path / "loss.png", colours=[figures.colours(["tiny_attn"])["tiny_attn"]])
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_resumed_training_is_one_curve_named_by_its_task(cli, tmp_path, monkeypatch):
     """Stopped at step 4 (saved), resumed to 8: two runs in the store, one curve of 8 steps
     under the resumed run's id; steps the first run logged past its last save are left out."""
@@ -386,6 +388,7 @@ def test_throughput_at_one_batch_size_is_a_line_over_s():
     assert len([ax for ax in two.axes if ax.lines]) == 3  # a panel per S, lines over B
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_an_existing_file_is_replaced_only_with_force(cli, made, tmp_path):
     """plot and report never replace a file unasked, as export does: one line, exit 2, the
     file as it was; --force replaces it."""

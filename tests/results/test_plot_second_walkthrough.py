@@ -48,6 +48,7 @@ def _passkey_run(store: Path, recipe: str, config: dict | None = None) -> str:
     return run
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_plain_passkey_run_is_no_ruler_run_in_the_report_or_named(cli, tmp_path):
     store = tmp_path / "store"
     suite = ruler_run(store, "tiny_attn", lambda i, m, d: 0.5)
@@ -188,6 +189,7 @@ def test_a_point_at_S_zero_is_on_the_axis(tmp_path):
         assert 0 in xs
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_report_takes_the_latest_profile_run_with_ok_points(cli, tmp_path):
     """An all-oom sweep after a good one hid the good one from `fsc report`: its four figures
     said "not drawn". The report now picks as `fsc plot` does; a store of oom runs alone
