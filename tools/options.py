@@ -112,12 +112,9 @@ class Refused(SystemExit):
 def check_store(store: Path | None) -> Store:
     """The store a tool records in (`--store`, else FSC_STORE, else ./store), checked before any
     work: a path that cannot hold one is one line (exit 2), not a traceback after the work."""
-    from fsc.paths import store_dir
-    from fsc.store import Store
+    from fsc.cli.common import check_store as checked
 
-    st = Store(store_dir(store))
-    st.check(write=True)
-    return st
+    return checked(store)
 
 
 def boundary(main: Callable[[], object], prog: str) -> None:

@@ -172,12 +172,14 @@ def fmt_count(n: int) -> str:
     return str(n)
 
 
-def check_store(store, write: bool = True) -> None:
-    """A --store / $FSC_STORE that cannot hold a store fails before any work (never after a
-    checkpoint written, pushed or pulled that it could not record)."""
+def check_store(store, write: bool = True):
+    """The Store of a --store / $FSC_STORE, which fails before any work when it cannot hold a
+    store (never after a checkpoint written, pushed or pulled that it could not record)."""
     from fsc.store import Store
 
-    Store(store_dir(store)).check(write=write)
+    st = Store(store_dir(store))
+    st.check(write=write)
+    return st
 
 
 def torch_threads() -> int:

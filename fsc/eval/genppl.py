@@ -219,7 +219,7 @@ def _roundtrip(scorer: ScoredText, samples) -> None:
     for prompt, ref in samples:
         for ids in (prompt, ref):
             text = scorer.gen_tok.decode(ids)
-            back = _carried(scorer, text)
+            back = scorer.roundtrip(text)
             if back != text:
                 raise UsageError(f"--scorer {scorer.scorer.name}: its tokenizer cannot encode "
                                  f"the text (the text {text[:40]!r} comes back as "
@@ -233,12 +233,6 @@ def _roundtrip(scorer: ScoredText, samples) -> None:
                          "scored as other text; give a scorer whose tokenizer carries them")
 
 
-def _carried(scorer: ScoredText, text: str) -> str:
-    """`text` encoded and decoded by the scorer's tokenizer (`text` itself when it carries it)."""
-    tok = scorer.scorer.tokenizer
-    return tok.decode(tok.encode(text))
-
-
 def _lost_tokens(scorer: ScoredText, chunk: int = 512) -> list[tuple[int, str, str]]:
     """(id, text, what comes back) of each token the generator may sample (not a special token
     it never draws, nor a stop, whose text is never scored) whose text the scorer's tokenizer
@@ -249,10 +243,11 @@ def _lost_tokens(scorer: ScoredText, chunk: int = 512) -> list[tuple[int, str, s
     lost = []
     for lo in range(0, len(ids), chunk):
         texts = [(i, tok.decode([i])) for i in ids[lo : lo + chunk]]
-        if _carried(scorer, "".join(t for _, t in texts)) == "".join(t for _, t in texts):
+        whole = "".join(t for _, t in texts)
+        if scorer.roundtrip(whole) == whole:
             continue
         for i, text in texts:
-            back = _carried(scorer, text)
+            back = scorer.roundtrip(text)
             if back != text:
                 lost.append((i, text, back))
     return lost

@@ -227,13 +227,18 @@ class ScoredText:
         self.direct = same_tokenizer(generator_tokenizer, scorer.tokenizer)
         self.gen_tok = generator_tokenizer
 
+    def roundtrip(self, text: str) -> str:
+        """`text` encoded and decoded by the scorer's tokenizer (`text` itself where it
+        carries it)."""
+        tok = self.scorer.tokenizer
+        return tok.decode(tok.encode(text))
+
     def carries(self, ids: list[int]) -> bool:
         """Whether the scorer reads the text of `ids` whole (its tokenizer gives it back)."""
         if self.direct:
             return True
         text = self.gen_tok.decode(ids)
-        tok = self.scorer.tokenizer
-        return tok.decode(tok.encode(text)) == text
+        return self.roundtrip(text) == text
 
     def ids(self, ids: list[int]) -> list[int]:
         return ids if self.direct else self.scorer.tokenizer.encode(self.gen_tok.decode(ids))
