@@ -96,8 +96,8 @@ def default_task(request: EvalRequest, data) -> str:
         return "genppl"
     if data is None:
         return "niah"
-    if data in TRAINED_TASK:
-        return TRAINED_TASK[data]
+    if (one := _one_task(data)) in TRAINED_TASK:  # a task, or a mix of one (niah_multikey:3)
+        return TRAINED_TASK[one]
     if isinstance(data, str) and (mix := parse_mix(data, SYNTHETIC)) is not None:
         return _mix_task(request.source, data, [name for name, w in mix if w > 0])
     if is_text(data) or request.data is not None:
@@ -108,10 +108,8 @@ def default_task(request: EvalRequest, data) -> str:
 
 
 def _mix_task(source: str, data: str, names: list[str]) -> str:
-    """The task scoring a mix of training tasks: its one task's, ruler for parts of the
-    suite, or UsageError naming the tasks that score its parts one at a time."""
-    if len(set(names)) == 1 and names[0] in TRAINED_TASK:
-        return TRAINED_TASK[names[0]]
+    """The task scoring a mix of several training tasks: ruler for parts of the suite, or
+    UsageError naming the tasks that score its parts one at a time."""
     if all(name in RULER for name in names):
         return "ruler"
     tasks = sorted({TRAINED_TASK[name] for name in names if name in TRAINED_TASK})
@@ -140,9 +138,8 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
                      f"{printable(recorded)}, whose loss is not held out (give held-out text)")
 
 
-def _one_task(trained: dict) -> str | None:
+def _one_task(data) -> str | None:
     """The one task training drew from: its --data, or the one task of a mix (niah_multikey:3)."""
-    data = trained.get("data")
     mix = parse_mix(data, SYNTHETIC) if isinstance(data, str) else None
     names = {name for name, w in mix or () if w > 0}
     return names.pop() if len(names) == 1 and data != "ruler" else data
@@ -162,7 +159,7 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
         if request.task == "niah" and request.variant is None:  # the variant trained on
-            request = replace(request, variant=TRAINED_VARIANT.get(_one_task(trained)))
+            request = replace(request, variant=TRAINED_VARIANT.get(_one_task(trained.get("data"))))
     task = request.task
     if task != "genppl" and request.steps is not None and len(request.steps) > 1:
         raise UsageError("--steps takes one K except with --task genppl")
