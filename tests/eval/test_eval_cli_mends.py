@@ -3,6 +3,7 @@ options --mode ar names as dropped, the device a GPU user gets, the split a loss
 reads."""
 
 import inspect
+import json
 
 import pytest
 
@@ -133,3 +134,18 @@ def test_a_size_given_twice_is_refused(cli, tmp_path, args):
     """A size twice in a list was measured twice."""
     r = cli(*args, "--store", tmp_path / "st")
     assert r.code == 2 and "is given twice" in r.err
+
+
+@pytest.mark.slow  # a training: seconds (make test-slow)
+def test_a_checkpoint_trained_on_a_mix_with_mqar_is_told_at_the_command_line(fsc_main,
+                                                                            tmp_path):
+    """Where a user meets it: `fsc eval CKPT` of a passkey:1,mqar:1 checkpoint is one line,
+    exit 2, naming the tasks that score it, and stores nothing (it ran ruler)."""
+    fsc_main("train", "tiny_attn", "--data", "passkey:1,mqar:1", "--seq-len", "256",
+             "--train-steps", "1", "--batch", "2", "--out", tmp_path / "ck", "--store",
+             tmp_path / "st", check=0)
+    res = fsc_main("eval", tmp_path / "ck", "--store", tmp_path / "st", check=2)
+    said = " ".join(res.stderr.split())
+    assert "a mix no one eval task measures: give --task mqar or --task niah or --task loss" in said
+    runs = fsc_main("runs", "--kind", "eval", "--json", "--store", tmp_path / "st", check=0)
+    assert json.loads(runs.stdout) == []
