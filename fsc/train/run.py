@@ -10,9 +10,11 @@ steps on their share of each batch and write nothing.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -379,12 +381,51 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
     rank 0 records it in `store` as a run of kind 'train' started by `command`. `progress`
     shows the loop (rank 0), `on_eval` is told each step with an in-loop eval. A stop signal
     ends the run after the step under way, saved (`result.interrupted`)."""
-    cfg, recipe = job.cfg, job.recipe
     set_threads()
-    cfg.device = device
-    rank, size = parallel.setup(cfg.device)
-    if size != cfg.nproc:
-        raise UsageError(f"--nproc {cfg.nproc}, but {size} processes were launched")
+    job.cfg.device = device
+    rank, size = parallel.setup(device)
+    try:
+        if size != job.cfg.nproc:
+            raise UsageError(f"--nproc {job.cfg.nproc}, but {size} processes were launched")
+        return _train(job, rank, store, command, stop_after, progress, on_eval)
+    finally:
+        parallel.close()
+
+
+@contextmanager
+def sole_trainer(job: TrainJob) -> Iterator[None]:
+    """Hold the training directory for this process alone while it trains (an advisory lock
+    on the directory, let go when the process ends, a kill included): a second fsc train into
+    it (a resume started twice, a scheduler's requeue while the first still runs) is refused
+    in one line before it loads a weight, where it would train the same steps and overwrite the
+    first one's checkpoints. Then what the job read of the directory must still hold: a run
+    that ended in between moved its newest step on."""
+    out = Path(job.cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"{out}: another fsc train is training into it now; wait for it to "
+                             "end (fsc runs lists it), or train into another --out") from None
+        done = job.state[0]["step"] if job.state is not None else -1
+        later = [d.name for d in out.glob("step-*") if d.is_dir()
+                 and d.name.removeprefix("step-").isdigit()
+                 and int(d.name.removeprefix("step-")) > done]
+        if later:
+            raise UsageError(f"{out}: another fsc train saved {max(later)} after this command "
+                             "read the directory; run it again")
+        yield
+    finally:
+        os.close(fd)  # lets the lock go
+
+
+def _train(job: TrainJob, rank: int, store: Store, command: str, stop_after: int | None,
+           progress: Progress | None, on_eval: Callable[[TrainStep], None] | None) -> Trained:
+    """`train` in the process of `rank`; rank 0 holds the training directory once the
+    checks pass."""
+    cfg, recipe = job.cfg, job.recipe
     if rank == 0:
         store.check(write=True)  # one that cannot be written: said before any step
     if cfg.dtype == "auto":
@@ -394,17 +435,17 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
                G=recipe.block_size)
     check_training_fits(recipe, cfg.device, cfg.seq_len, cfg.batch, cfg.nproc,
                         free_bytes(cfg.device), cfg.objective)
-    if cfg.mask_added is not None and job.state is None and rank == 0:
-        with_mask_token(job, Path(cfg.out))
-    model = _model(job)
-    try:
-        trainer = Trainer(cfg, recipe, model, job.tokenizer, state=job.state, data=job.data)
-        if rank != 0:
-            start = trainer.step
-            return Trained(job, trainer.run(stop_after), start)
+    if rank != 0:
+        trainer = Trainer(cfg, recipe, _model(job), job.tokenizer, state=job.state,
+                          data=job.data)
+        start = trainer.step
+        return Trained(job, trainer.run(stop_after), start)
+    with sole_trainer(job):
+        if cfg.mask_added is not None and job.state is None:
+            with_mask_token(job, Path(cfg.out))
+        trainer = Trainer(cfg, recipe, _model(job), job.tokenizer, state=job.state,
+                          data=job.data)
         return _lead(job, trainer, store, command, stop_after, progress, on_eval)
-    finally:
-        parallel.close()
 
 
 MASK_TOKEN = "<|mdm_mask|>"  # one of fsc.tokenizer.MASK_NAMES, so the tokenizer finds it again

@@ -1,0 +1,96 @@
+"""One fsc train at a time per training directory: a second one (a resume started twice, a
+requeue while the first still runs, a new run into the same --out) is refused in one line
+before it trains a step, and the first one's checkpoints stay as they were."""
+
+import fcntl
+import os
+from contextlib import contextmanager
+
+import pytest
+
+from fsc.errors import UsageError
+from fsc.train.run import resumed_job, sole_trainer
+
+COPY = ["tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2"]
+
+
+@contextmanager
+def _held(folder):
+    """The directory held as a running fsc train holds it (another open file description, so
+    the lock conflicts within this process too)."""
+    folder.mkdir(exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def _refused(res) -> None:
+    assert res.returncode == 2, res.stderr
+    said = " ".join(res.stderr.split())
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert "another fsc train is training into it now" in said, said
+
+
+def test_a_resume_while_the_run_trains_is_refused(fsc_main, tmp_path, snapshot):
+    st = ["--store", tmp_path / "st"]
+    fsc_main("train", *COPY, "--train-steps", "6", "--stop-after", "2", "--out", "run", *st,
+             check=0)
+    before = snapshot(tmp_path / "run" / "step-000002")
+    with _held(tmp_path / "run"):
+        _refused(fsc_main("train", "--resume", "run", *st))
+        _refused(fsc_main("train", "--resume", "run/step-000002", *st))
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["latest", "step-000002"]
+    assert snapshot(tmp_path / "run" / "step-000002") == before
+    fsc_main("train", "--resume", "run", "--stop-after", "1", *st, check=0)  # let go: it goes on
+    assert (tmp_path / "run" / "step-000003").is_dir()
+
+
+def test_a_new_run_into_a_directory_being_trained_is_refused(fsc_main, tmp_path):
+    with _held(tmp_path / "run"):  # the first run has saved nothing yet: the folder is empty
+        _refused(fsc_main("train", *COPY, "--train-steps", "2", "--out", "run",
+                          "--store", tmp_path / "st"))
+    assert list((tmp_path / "run").iterdir()) == []
+
+
+def test_a_step_saved_after_the_job_read_the_directory_is_not_trained_over(fsc_main, tmp_path):
+    """The first run ended between the second's reading of the directory and its lock: the
+    second would train from a stale step, over the first one's newer checkpoints."""
+    fsc_main("train", *COPY, "--train-steps", "6", "--stop-after", "2", "--out", "run",
+             "--store", tmp_path / "st", check=0)
+    job = resumed_job(tmp_path / "run", "cpu", None, None, {})
+    (tmp_path / "run" / "step-000004").mkdir()  # saved by the other process meanwhile
+    with pytest.raises(UsageError, match="another fsc train saved step-000004 after this"):
+        with sole_trainer(job):
+            pass
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_two_processes_one_directory(tmp_path):
+    """The real thing: a second `fsc train --resume DIR` while the first process trains."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "FSC_STORE": str(tmp_path / "st")}
+    first = subprocess.Popen([sys.executable, "-m", "fsc", "train", *COPY, "--train-steps",
+                              "100000", "--save-every", "1", "--out", "run"], cwd=tmp_path,
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # bounded: 60 s for a first step saved
+            if (tmp_path / "run" / "latest").is_file() or first.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "run" / "latest").is_file()
+        second = subprocess.run([sys.executable, "-m", "fsc", "train", "--resume", "run"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        _refused(second)
+        assert first.poll() is None  # the first one trains on
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=120)
+    assert first.returncode == 128 + signal.SIGTERM  # ended as asked, saved and resumable
