@@ -9,13 +9,15 @@ Every sample is exactly L tokens: a prompt whose length is a multiple of G, then
 padded to a fixed number of whole blocks (the same for every sample of a task, so the samples
 of a cell decode together). `answers` holds what RULER's score looks for in the decoded
 answer; the fraction found is the sample's score. Needles and chains sit in a haystack of the
-filler text or of a shipped corpus (fsc.corpora). Pure Python: no torch.
+filler text or of a shipped corpus (fsc.corpora), between its sentences (else its words), as
+RULER inserts them. Pure Python: no torch.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections import Counter
+from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import cycle, islice, pairwise
 
@@ -31,8 +33,9 @@ MAX_HOPS = 64
 MAX_CHAINS = 16
 MAX_WORDS = 32
 VT_DIGITS = 5  # RULER's variable values
-COMMON_TIMES = 3  # cwe: a common word appears this many times as often as an uncommon one
-ZIPF_ALPHA = 2.0  # fwe: word ranks drawn with weight rank^-alpha, as RULER draws them
+COMMON_TIMES = 6  # cwe, as RULER: a common word appears 6 times as often as an uncommon one,
+LONG_CWE = 4096, 10, 3  # and from 4096 tokens on 10 times (30 against 3: each uncommon thrice)
+ZIPF_ALPHA, ZETA = 2.0, math.pi**2 / 6  # fwe: rank k appears N k^-alpha / zeta(alpha) times
 CONSONANTS, VOWELS = "bcdfghjklmnprstvz", "aeiou"
 CAPITALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -77,33 +80,88 @@ def _numbers(rng: random.Random, n: int, digits: int) -> list[str]:
     return [f"{v:0{digits}d}" for v in rng.sample(range(10**digits), n)]
 
 
-def _placed(hay: list[int], pieces: list[tuple[float, list[int]]],
+SNAP = 1 / 40  # a piece moves at most this share of its haystack (RULER's depth step) to sit
+# between sentences
+ENDS = (".", "!", "?", ".'", '."', "!'", '!"', "?'", '?"')  # a token that ends a sentence
+
+
+def _bounds(texts: list[str]) -> tuple[list[int], list[int]]:
+    """(sentence boundaries, word boundaries) among positions 1..len(texts) - 1 of tokens with
+    these texts: before a token that begins with whitespace after one that does not end with it
+    (a word boundary), and of those the ones after a token that ends a sentence or before a line
+    break (a sentence boundary). It holds for a byte-level tokenizer (the space is a token) as
+    for one whose tokens carry a leading space."""
+    sentences, words = [], []
+    for i in range(1, len(texts)):
+        before, here = texts[i - 1], texts[i]
+        if here[:1].isspace() and before and not before[-1].isspace():
+            words.append(i)
+            if before.endswith(ENDS) or here[0] == "\n":
+                sentences.append(i)
+    return sentences, words
+
+
+def _nearest(bounds: list[int], target: float, low: int) -> int | None:
+    """The boundary of sorted `bounds` at or after `low` nearest `target` (None: there is none)."""
+    i = bisect_left(bounds, target)
+    near = [b for b in bounds[max(i - 1, 0) : i + 1] if b >= low]
+    if not near:
+        i = bisect_left(bounds, low)
+        near = bounds[i : i + 1]
+    return min(near, key=lambda b: abs(b - target)) if near else None
+
+
+@dataclass(frozen=True)
+class Hay:
+    """A haystack's tokens and where a piece may go between them (positions 0..len(ids),
+    sorted): between sentences, and between words."""
+
+    ids: list[int]
+    sentences: list[int]
+    words: list[int]
+
+    def cut(self, depth: float, low: int = 0) -> int:
+        """Where a piece at `depth` goes (0: the start, 1: the end), at or after `low`: the
+        sentence boundary nearest round(depth * len(ids)) when one lies within SNAP of the
+        haystack's length of it, else the nearest word boundary (a word's length away at
+        most, in a haystack of words), else that very token (a haystack with no boundary
+        near there)."""
+        target = max(low, round(depth * len(self.ids)))
+        at = _nearest(self.sentences, target, low)
+        if at is not None and abs(at - target) <= SNAP * len(self.ids):
+            return at
+        at = _nearest(self.words, target, low)
+        return target if at is None else at
+
+
+def _placed(hay: Hay, pieces: list[tuple[float, list[int]]],
             marked: dict[int, range] | None = None) -> tuple[list[int], list[bool]]:
-    """(`hay` with each piece inserted at its depth (0: the start, 1: the end), in depth order
-    (pieces at one depth keep their order); the positions `marked` names in a piece (piece
-    index: a range of its tokens), True)."""
-    out, marks, at = [], [], 0
+    """(`hay` with each piece inserted at its depth (`Hay.cut`), in depth order (pieces at one
+    depth keep their order); the positions `marked` names in a piece (piece index: a range of
+    its tokens), True)."""
+    out, marks, at, ids = [], [], 0, hay.ids
     for i in sorted(range(len(pieces)), key=lambda i: pieces[i][0]):
         depth, piece = pieces[i]
-        cut = max(at, round(depth * len(hay)))
-        out += hay[at:cut]
+        cut = hay.cut(depth, at)
+        out += ids[at:cut]
         span = (marked or {}).get(i, range(0))
         marks += [False] * (cut - at) + [j in span for j in range(len(piece))]
         out += piece
         at = cut
-    return out + hay[at:], marks + [False] * (len(hay) - at)
+    return out + ids[at:], marks + [False] * (len(ids) - at)
 
 
 _CORPUS_TOKENS: dict[tuple, tuple] = {}
 
 
 class Haystack:
-    """What needles sit in: the filler text from a drawn point, or a drawn window of a shipped
-    corpus's `split` (eval reads the validation text, training the training text)."""
+    """What needles sit in: the filler text, or a shipped corpus's `split` (eval reads the
+    validation text, training the training text), a window of it from a drawn sentence on."""
 
     def __init__(self, layout: Layout, spec: str = "filler", split: str = "val"):
-        self.lay, self.spec, self.tokens = layout, spec, None
+        self.lay, self.spec, self.texts = layout, spec, {}
         if spec == "filler":
+            self.tokens, self.starts = layout.unit, self._starts(layout.unit)
             return
         if spec not in HAYSTACKS:  # a corpus by its name: the command picks the split
             raise UsageError(f"--haystack {spec!r} is not one of {', '.join(HAYSTACKS)}"
@@ -112,14 +170,35 @@ class Haystack:
         key = (id(layout.tok), spec, split)
         held = _CORPUS_TOKENS.get(key)
         if held is None or held[0] is not layout.tok:  # encoded once per tokenizer
-            held = _CORPUS_TOKENS[key] = (layout.tok, layout.enc(corpora.read(spec, split)))
-        self.tokens = held[1]
+            tokens = layout.enc(corpora.read(spec, split))
+            held = _CORPUS_TOKENS[key] = (layout.tok, tokens, self._starts(tokens))
+        self.tokens, self.starts = held[1], held[2]
 
-    def take(self, n: int, rng: random.Random) -> list[int]:
-        if self.tokens is None:
-            return self.lay.filler(n, rng)
-        start = rng.randrange(len(self.tokens))
-        return list(islice(cycle(self.tokens), start, start + n))
+    def _text(self, ids: list[int]) -> list[str]:
+        """Each token's text as it reads after a word (a leading space kept)."""
+        texts, dec, ref = self.texts, self.lay.tok.decode, self.lay.enc("a")
+        for t in set(ids) - texts.keys():
+            head, both = dec(ref), dec([*ref, t])
+            texts[t] = both[len(head):] if both.startswith(head) else dec([t])
+        return [texts[t] for t in ids]
+
+    def _starts(self, tokens: list[int]) -> list[int]:
+        """Where a sentence of `tokens` starts (read as a cycle), else where a word does."""
+        sentences, words = _bounds(self._text(tokens[-1:] + tokens))
+        return [b - 1 for b in sentences or words] or [0]
+
+    def take(self, n: int, rng: random.Random) -> Hay:
+        """n tokens: the text (repeated as often as it takes) from a drawn sentence's start to
+        the sentence end nearest n tokens on (within SNAP of n, else the word end nearest it),
+        padded on the left to n."""
+        start = rng.choice(self.starts)
+        window = list(islice(cycle(self.tokens), start, start + n + 1))
+        sentences, words = _bounds(self._text(window))  # the (n+1)-th token: is n one?
+        end = max([b for b in sentences if b >= n - SNAP * n] or words or [n])
+        pad = n - end
+        ids = [self.lay.pad] * pad + window[:end]
+        return Hay(ids, [pad, *(b + pad for b in sentences if b < end), n],
+                   [pad, *(b + pad for b in words if b < end), n])
 
 
 class _Answered:
@@ -365,22 +444,28 @@ class _WordList(_Answered):
 
 
 class CommonWords(_WordList):
-    """Common-word extraction: `words` common words, each COMMON_TIMES as often as each of the
-    many uncommon ones (which fill the rest of the list); the answer names the common ones in
-    the order they first appear."""
+    """Common-word extraction: `words` common words, each `times` as often as each of the many
+    uncommon ones (which fill the rest of the list), as RULER lays it out: 6 times (each
+    uncommon word once) below LONG_CWE tokens, 10 times (each uncommon word 3 times) from there
+    on; the answer names the common ones in the order they first appear."""
 
     name = "cwe"
     ask = " What are the {} most common words in the list above?"
-    items_per_word = COMMON_TIMES + 1  # its common occurrences and as many uncommon words
+
+    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len"):
+        long, times, rare = LONG_CWE
+        self.times, self.rare = (times, rare) if L >= long else (COMMON_TIMES, 1)
+        self.items_per_word = (self.times + 1) * self.rare  # its items and as many uncommon
+        super().__init__(tokenizer, L, G, words, option)
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)
         n = self.room // self.item
         vocab = len(CONSONANTS) ** 2 * len(VOWELS)
-        rare = 1  # times each uncommon word appears (more once the pseudo-words run out)
-        while -(-(n - self.words * COMMON_TIMES * rare) // rare) + self.words > vocab:
+        rare = self.rare  # times each uncommon word appears (more once the pseudo-words run out)
+        while -(-(n - self.words * self.times * rare) // rare) + self.words > vocab:
             rare += 1
-        common_n = COMMON_TIMES * rare
+        common_n = self.times * rare
         distinct = -(-(n - self.words * common_n) // rare)
         drawn = _words(rng, self.words + distinct, "cvc")
         common, uncommon = drawn[: self.words], drawn[self.words :]
@@ -392,28 +477,48 @@ class CommonWords(_WordList):
 
 
 class FrequentWords(_WordList):
-    """Frequent-word extraction: a list drawn word by word with a Zipf law (weight
-    rank^-ZIPF_ALPHA over pseudo-words); the answer names the `words` most frequent, most
-    frequent first (a draw whose top words tie is drawn again)."""
+    """Frequent-word extraction as RULER counts it: the pseudo-word of rank k appears
+    floor(N k^-ZIPF_ALPHA / zeta(ZIPF_ALPHA)) times (N as large as the list's room allows), in
+    a shuffled order; the answer names the `words` most frequent, most frequent first. A length
+    at which the counts of the top `words` + 1 ranks tie is refused."""
 
     name = "fwe"
     ask = " What are the {} most frequent words in the list above?"
-    items_per_word = 6  # fewer items and the top words tie in most draws
+    items_per_word = 6  # the shortest list: fewer items leave too few words to rank
+
+    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len"):
+        super().__init__(tokenizer, L, G, words, option)
+        n, top = self.room // self.item, len(CONSONANTS) ** 2 * len(VOWELS)
+        low, high = n, 2 * n  # the largest N whose counts hold at most n items
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if sum(_zipf(mid, top)) <= n else (low, mid - 1)
+        self.counts = _zipf(low, top)
+        if not self._ranked(words):
+            most = next((w for w in range(words - 1, 0, -1) if self._ranked(w)), 1)
+            raise UsageError(f"{option} {L} is too short for a fwe prompt with --words {words}: "
+                             f"its {words} most frequent words would tie (at most --words "
+                             f"{most} at this length)")
+
+    def _ranked(self, words: int) -> bool:
+        """Whether the top `words` ranks each appear more often than the next rank."""
+        counts = [*self.counts[: words + 1], *[0] * (words + 1)][: words + 1]
+        return all(a > b for a, b in pairwise(counts))
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)
-        n = self.room // self.item
-        vocab = _words(rng, min(n, len(CONSONANTS) ** 2 * len(VOWELS)), "cvc")
-        weights = [(r + 1) ** -ZIPF_ALPHA for r in range(len(vocab))]
-        while True:
-            items = rng.choices(vocab, weights, k=n)
-            top = Counter(items).most_common(self.words + 1)
-            counts = [c for _, c in top] + [0]
-            if len(set(counts[: self.words + 1])) == self.words + 1:  # no tie at the top
-                break
-        answers = [w for w, _ in top[: self.words]]
+        vocab = _words(rng, len(self.counts), "cvc")
+        items = [w for w, c in zip(vocab, self.counts, strict=True) for _ in range(c)]
+        answers = vocab[: self.words]
         listed, _ = self._listed(items, set(vocab) - set(answers), rng)
         return self._sample(listed + self.question, " ".join(answers), answers)
+
+
+def _zipf(n: int, top: int) -> list[int]:
+    """How often ranks 1, 2, ... appear in a list of about n items (RULER's counts), while
+    they appear at all (`top` ranks at most)."""
+    counts = [int(n * (k + 1) ** -ZIPF_ALPHA / ZETA) for k in range(top)]
+    return counts[: next((k for k, c in enumerate(counts) if c == 0), top)]
 
 
 SUITE = {"niah": Needles, "vt": VariableTracking, "cwe": CommonWords, "fwe": FrequentWords}
