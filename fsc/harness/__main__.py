@@ -25,7 +25,7 @@ except ImportError as e:
     raise SystemExit(2) from None
 
 from fsc.errors import FscError, UsageError
-from fsc.harness.lm import checked_args, generation_steps
+from fsc.harness.lm import checked_args, generation_steps, read_generation
 from fsc.harness.run import local_tasks, unparsed
 from fsc.source import load_source_recipe
 from fsc.text import first_line, printable
@@ -60,6 +60,8 @@ def check_model(args) -> None:
                        **({"batch_size": batch} if batch is not None else {}))
     recipe = load_source_recipe(got["source"])
     generation_steps(got["steps"], recipe.block_size, args.model_args["pretrained"])
+    if getattr(args, "gen_kwargs", None):  # (a task's own are checked as the model reads them)
+        read_generation(args.gen_kwargs, 1, None, "--gen_kwargs", "--gen_kwargs", sample=True)
 
 
 def check_tasks(args) -> None:

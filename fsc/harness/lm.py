@@ -6,8 +6,9 @@ Requests are tokenised as the harness's Hugging Face backend tokenises them (the
 prefix token; a string encoded with the tokenizer's own special tokens unless it already
 begins with the prefix token), long inputs are cut from the left at `max_length` as that
 backend cuts them (a published model's own length by default, as that backend reads it), and
-generation's arguments are read by the harness's own `normalize_gen_kwargs`, so an imported
-model scores and answers what transformers does.
+generation's arguments are read by the harness's own `normalize_gen_kwargs` (one fsc's
+decoder cannot apply as transformers' generate would is refused), so an imported model scores
+and answers what transformers does.
 
 model_args: pretrained (a checkpoint or training directory, or a recipe: its seeded weights),
 mc_samples (diffusion: draws per block, 32), seed (0), max_length (`context_length`: a
@@ -34,7 +35,6 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.models.utils import normalize_gen_kwargs
 
-from fsc.blocks import check_block
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import ImportRefused, UsageError
 from fsc.harness import DEFAULT_MAX_LENGTH
@@ -44,6 +44,7 @@ from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
 from fsc.source import Source, published_origin, resolve_checkpoint
+from fsc.text import first_line
 from fsc.tokenizer import GENERATION_FILE, ByteTokenizer, HFTokenizer, IdTokenizer
 
 FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
@@ -60,6 +61,7 @@ def _flag(name: str, value) -> bool:
     return got
 
 
+MAX_GEN_TOKS = 256  # the tokens a request generates where it names no max_gen_toks (the hf backend's)
 HARNESS_ARGS = {"max_batch_size", "trust_remote_code"}  # the harness hands every model these
 
 
@@ -74,7 +76,7 @@ def _integer(name: str, value, low: int) -> int:
 
 def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_samples: int = 32,
                  seed: int = 0, max_length: int | None = None, steps: int | None = None,
-                 cached: bool = True, max_gen_toks: int = 256, **harness) -> dict:
+                 cached: bool = True, max_gen_toks: int = MAX_GEN_TOKS, **harness) -> dict:
     """The model's arguments (model_args and the harness's --batch_size) checked, as the model
     reads them: UsageError (one line) for an unknown or missing one, a value of the wrong kind,
     or a checkpoint that is not there. `python -m fsc.harness` checks them before the harness
@@ -100,15 +102,19 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
     return got | {"source": str(resolve_checkpoint(str(pretrained)))}
 
 
-def generation_steps(steps: int | None, G: int, source: str) -> int:
-    """K of generation for a model of block size G: `steps`, else G. UsageError, in the words
-    of `fsc eval --steps`, for steps on an autoregressive model (G 1) or outside 1..G."""
+def generation_steps(steps: int | None, G: int, source: str,
+                     option: str = "model_args steps=") -> int:
+    """K of generation for a model of block size G: `steps`, else G. UsageError, naming steps
+    as the user gave it (`option`: `model_args steps=`, or `--steps ` of `fsc eval`), for steps
+    on an autoregressive model (G 1) or outside 1..G."""
     if steps is None:
         return G
     if G == 1:
-        raise UsageError(f"--steps {steps}: {source} is autoregressive (G 1): it generates with "
+        raise UsageError(f"{option}{steps}: {source} is autoregressive (G 1): it generates with "
                          "no denoising steps")
-    check_block(G, steps)
+    if not 1 <= steps <= G:
+        raise UsageError(f"{option}{steps} must be between 1 and G = {G} (each step reveals at "
+                         "least one of the block's G positions)")
     return steps
 
 
@@ -152,15 +158,23 @@ def context_length(src: Source) -> int:
 # (where it samples), no min_p cut, no repetition penalty.
 HF_SAMPLING = {"top_k": 50, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
 # What transformers' generate would apply that fsc's decoder does not, at the value that applies
-# nothing (None applies nothing too); the first three only where it samples.
-NOT_APPLIED = {"typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+# nothing (None applies nothing too); SAMPLING_ONLY ones only where it samples.
+NOT_APPLIED = {"typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None,
                "no_repeat_ngram_size": 0, "min_length": 0,
                "min_new_tokens": 0, "bad_words_ids": None, "suppress_tokens": None,
                "begin_suppress_tokens": None, "sequence_bias": None, "num_beams": 1,
+               "num_beam_groups": 1, "diversity_penalty": 0.0, "num_return_sequences": 1,
+               "guidance_scale": 1.0, "forced_bos_token_id": None, "forced_eos_token_id": None,
                "exponential_decay_length_penalty": None}
-SAMPLING_ONLY = ("typical_p", "epsilon_cutoff", "eta_cutoff")
+SAMPLING_ONLY = ("typical_p", "epsilon_cutoff", "eta_cutoff", "top_h")
 READ = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "min_p",
         "repetition_penalty"}
+# What changes no answer of transformers' generate on a decoder-only model without beams: its
+# outputs' form and cache, beam search's own settings, the encoder's penalties
+NO_EFFECT = {"use_cache", "output_scores", "output_logits", "output_attentions",
+             "output_hidden_states", "return_dict_in_generate", "renormalize_logits",
+             "cache_implementation", "length_penalty", "early_stopping",
+             "encoder_repetition_penalty", "encoder_no_repeat_ngram_size"}
 
 
 def generation_defaults(folder: Path | None) -> dict:
@@ -173,19 +187,78 @@ def generation_defaults(folder: Path | None) -> dict:
     return got | {k: config[k] for k in NOT_APPLIED if config.get(k) not in (None, NOT_APPLIED[k])}
 
 
+def unapplied(args: dict, sample: bool) -> list[tuple[str, object]]:
+    """(name, value) of each generation argument of `args` that would change transformers'
+    answer and that fsc's decoder does not apply (a name transformers does not know
+    included: its generate refuses it)."""
+    return [(name, value) for name, value in args.items()
+            if not (name in READ or name in NO_EFFECT or value is None
+                    or value == NOT_APPLIED.get(name, object())
+                    or (name in SAMPLING_ONLY and not sample))]
+
+
+def samples(kwargs: dict) -> bool:
+    """Whether a request (its arguments as `normalize_gen_kwargs` gives them) samples:
+    `do_sample` at a temperature above 0."""
+    return bool(kwargs["do_sample"]) and float(kwargs.get("temperature", 0.0)) > 0
+
+
+# The values a request's arguments that fsc applies may take (None: the model's own, for all
+# but max_gen_toks): (an integer, what is allowed, in words), as transformers checks them (the
+# first four only where do_sample is true: it reads them only then)
+SAMPLING = ("temperature", "top_k", "top_p", "min_p")
+LIMITS = {"max_gen_toks": (True, lambda v: v >= 1, "an integer of at least 1"),
+          "temperature": (False, lambda v: v >= 0, "a number of at least 0"),
+          "top_k": (True, lambda v: v >= 0, "an integer of at least 0 (0: every token)"),
+          "top_p": (False, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+          "min_p": (False, lambda v: 0 <= v <= 1, "a number in [0, 1] (0: every token)"),
+          "repetition_penalty": (False, lambda v: v > 0, "a number above 0 (1: none)")}
+
+
+def read_generation(args: dict | None, max_gen_toks: int, max_length: int | None,
+                    who: str | None, drop: str = "the task's generation_kwargs",
+                    sample: bool | None = None) -> dict:
+    """A request's generation arguments (`args`, of `who`: a task, or --gen_kwargs) as the hf
+    backend reads them (`normalize_gen_kwargs`, `max_gen_toks` its default), checked before
+    the model is asked: UsageError for a value of the wrong kind or range, a max_gen_toks
+    that leaves no room for the context in `max_length` (the hf backend refuses it too), and
+    for an argument
+    fsc's decoder does not apply where transformers' generate would (its answers would not be
+    the hf model's; those of sampling only where it samples, or `sample` says so; `drop`:
+    where the user takes it away)."""
+    who = who or "a request"
+    try:
+        kwargs = normalize_gen_kwargs(dict(args or {}), max_gen_toks)
+    except (TypeError, ValueError) as e:  # max_gen_toks or temperature that is no number
+        raise UsageError(f"generate_until: {who} asks for a max_gen_toks or temperature that "
+                         f"is no number ({first_line(e)})") from None
+    if not isinstance(kwargs["do_sample"], bool):
+        raise UsageError(f"generate_until: {who} asks for do_sample {kwargs['do_sample']!r}: "
+                         "expected true or false")
+    for name, (integer, allowed, what) in LIMITS.items():
+        value = kwargs.get(name) if kwargs["do_sample"] or name not in SAMPLING else None
+        number = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+        if value is not None and not (number and allowed(value)):
+            raise UsageError(f"generate_until: {who} asks for {name} {value!r}: expected {what}")
+    if max_length is not None and kwargs["max_gen_toks"] >= max_length:
+        raise UsageError(f"generate_until: max_gen_toks {kwargs['max_gen_toks']} leaves no room "
+                         f"for the context in max_length {max_length}; {MORE_LENGTH}")
+    refused = unapplied(kwargs, samples(kwargs) if sample is None else sample)
+    if refused:
+        name, value = refused[0]
+        raise UsageError(f"generate_until: {who} asks for {name} {value}, which fsc's decoder "
+                         f"does not apply (it applies {', '.join(sorted(READ))}); drop it from "
+                         f"{drop}")
+    return kwargs
+
+
 def not_applied(asked: dict, sample: bool, model: dict) -> list[str]:
     """The arguments of a request (`asked`: the model's defaults, then its own) that
     transformers would apply and fsc's decoder does not, as `name value (where it comes
     from)`."""
-    said = []
-    for name, value in asked.items():
-        if name in READ or value == NOT_APPLIED.get(name, object()) or value is None:
-            continue
-        if name in SAMPLING_ONLY and not sample:
-            continue
-        where = "the model's generation_config.json" if model.get(name) == value else "the request"
-        said.append(f"{name} {value} ({where})")
-    return said
+    return [f"{name} {value} (" + ("the model's generation_config.json" if model.get(name) == value
+                                   else "the request") + ")"
+            for name, value in unapplied(asked, sample)]
 
 
 def generation_seed(seed: int, request: str, seen: int) -> int:
@@ -349,14 +422,14 @@ class FscLM(TemplateLM):
         temperature asks, else greedy; top_k, top_p, min_p and repetition_penalty (greedy too) the model's
         generation_config.json's where the request names none, else transformers' own:
         `generation_defaults`); cut at EOS and the first stop sequence. What transformers would
-        apply and fsc does not is said once. Each sampled request draws from a seed of its own (`generation_seed`). Requests that ask for the same decoding
-        are decoded together (fsc.decode.generate_batch: each as it decodes alone)."""
-        normalized = [normalize_gen_kwargs(dict(req.args[1] or {}), self.max_gen_toks)
+        apply and fsc does not is refused where a request asks for it (`read_generation`,
+        before the model is asked), said once where the model's generation_config.json does.
+        Each sampled request draws from a seed of its own (`generation_seed`). Requests that
+        ask for the same decoding are decoded together (fsc.decode.generate_batch: each as it
+        decodes alone)."""
+        normalized = [read_generation(req.args[1], self.max_gen_toks, self._max_length,
+                                      req.task_name and f"task {req.task_name}")
                       for req in requests]
-        most = max((k["max_gen_toks"] for k in normalized), default=0)
-        if most >= self._max_length:  # (the hf backend refuses it too)
-            raise UsageError(f"generate_until: max_gen_toks {most} leaves no room for the context "
-                             f"in max_length {self._max_length}; {MORE_LENGTH}")
         eos = self.tok.token_text(self.eot_token_id) if isinstance(self.tok, HFTokenizer) else ""
         self.asked = True
         asks, groups, seen, cut = [], {}, Counter(), Counter()
@@ -366,8 +439,8 @@ class FscLM(TemplateLM):
             until = [u for u in kwargs["until"] if isinstance(u, str) and u]
             until += [eos] if eos and eos not in until else []
             n = kwargs["max_gen_toks"]
-            temperature = float(kwargs.get("temperature", 0.0)) if kwargs["do_sample"] else 0.0
-            sample = temperature > 0  # do_sample at temperature 0: greedy
+            sample = samples(kwargs)  # do_sample at temperature 0: greedy
+            temperature = float(kwargs["temperature"]) if sample else 0.0
             asked = self.generation | kwargs  # transformers: the request over the model's own
             top_p = float(1.0 if asked["top_p"] is None else asked["top_p"]) if sample else 1.0
             top_k = int(asked["top_k"] or 0) if sample else 0

@@ -29,7 +29,13 @@ from fsc import paths
 from fsc.blocks import block_setting
 from fsc.errors import FscError, UsageError
 from fsc.harness import COLUMNS, MC_SAMPLES
-from fsc.harness.lm import FscLM, context_length, generation_steps
+from fsc.harness.lm import (
+    MAX_GEN_TOKS,
+    FscLM,
+    context_length,
+    generation_steps,
+    read_generation,
+)
 from fsc.hub.reach import quiet, unreachable
 from fsc.loading import torch_device
 from fsc.provenance import environment
@@ -88,7 +94,7 @@ def check(request: HarnessRequest) -> tuple[Source, tuple[str, int, int]]:
     torch_device(request.device)  # no CUDA is refused here (the model fsc falls back to the CPU)
     src = Source.read(request.source)  # one line if it is not a model
     G = src.recipe.block_size
-    generation_steps(request.steps, G, request.source)
+    generation_steps(request.steps, G, request.source, "--steps ")
     if G == 1 and request.mc_samples is not None:
         raise UsageError(f"--mc-samples {request.mc_samples}: {request.source} is autoregressive "
                          "(G 1): its likelihoods are exact, drawn by no Monte Carlo")
@@ -163,21 +169,14 @@ def model_args(request: HarnessRequest, source: str) -> dict:
             "max_length": request.max_length, "steps": request.steps, "cached": request.cached}
 
 
-def run_harness(request: HarnessRequest, lm: FscLM, manager: TaskManager, args: dict,
-                tracker: EvaluationTracker | None = None) -> dict:
-    """The harness's results of `request` on `lm` (made of `args`, model_args), in this
-    process, on the tasks `manager` found (task_manager); UsageError, one line, for what the
-    harness raises (a dataset it cannot read, a template naming a field a document lacks)."""
+@contextlib.contextmanager
+def _harness_errors(request: HarnessRequest):
+    """The harness quiet, and what it raises (a dataset it cannot read, a template naming a
+    field a document lacks) as one line (UsageError), said to be the Hub's where it is."""
     offline = unreachable(datasets=True)  # offline, the datasets come from the cache at once
     try:
         with _quiet():
-            return lm_eval.simple_evaluate(
-                model=lm, model_args=args, tasks=list(request.tasks),
-                num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
-                random_seed=request.seed, numpy_random_seed=request.seed,
-                torch_random_seed=request.seed, fewshot_random_seed=request.seed,
-                bootstrap_iters=1000, log_samples=request.log_samples,
-                evaluation_tracker=tracker)
+            yield
     except (FscError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - datasets and the harness raise every kind
@@ -185,6 +184,39 @@ def run_harness(request: HarnessRequest, lm: FscLM, manager: TaskManager, args: 
                "read)" if offline and from_the_hub(e) else "")
         raise UsageError(f"the harness could not run {','.join(request.tasks)}: "
                          f"{type(e).__name__}: {first_line(e)[:300]}{hub}") from None
+
+
+def load_tasks(request: HarnessRequest, manager: TaskManager) -> list:
+    """The tasks (and groups) `request` names, built as the harness builds them, their
+    datasets read, before the model loads; UsageError for a dataset that cannot be read, and
+    for a generation task's arguments that fsc's decoder cannot apply as transformers would,
+    or that leave no room in max_length (read_generation)."""
+    built = []
+    with _harness_errors(request):
+        for name in request.tasks:
+            got = manager.load(name)  # a task, a group, or a tag's tasks
+            built += [got["groups"][name]] if name in got["groups"] else list(got["tasks"].values())
+            for task in got["tasks"].values():
+                kwargs = getattr(getattr(task, "config", None), "generation_kwargs", None)
+                if task.get_config("output_type") == "generate_until" and kwargs:
+                    read_generation(kwargs, MAX_GEN_TOKS, request.max_length,
+                                    f"task {task.task_name}")
+    return built
+
+
+def run_harness(request: HarnessRequest, lm: FscLM, tasks: list, args: dict,
+                manager: TaskManager, tracker: EvaluationTracker | None = None) -> dict:
+    """The harness's results of `request` on `lm` (made of `args`, model_args), in this
+    process, on `tasks` (load_tasks, from `manager`); UsageError, one line, for what the
+    harness raises (a template naming a field a document lacks)."""
+    with _harness_errors(request):
+        return lm_eval.simple_evaluate(
+            model=lm, model_args=args, tasks=tasks,
+            num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
+            random_seed=request.seed, numpy_random_seed=request.seed,
+            torch_random_seed=request.seed, fewshot_random_seed=request.seed,
+            bootstrap_iters=1000, log_samples=request.log_samples,
+            evaluation_tracker=tracker)
 
 
 # What a Hub client or `datasets` raises for what it cannot fetch: no connection, offline mode
@@ -310,8 +342,9 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
                        recipes=[src.recipe], environment=environment(request.device)) as run:
             t0 = time.perf_counter()
             args = model_args(request, src.ref)
+            tasks = load_tasks(request, manager)
             lm = FscLM(device=request.device, batch_size=request.batch, **args)
-            results = run_harness(request, lm, manager, args, tracker)
+            results = run_harness(request, lm, tasks, args, manager, tracker)
             seconds = time.perf_counter() - t0
             with _quiet():
                 files = save_output(tracker, results, request.log_samples) if tracker else []

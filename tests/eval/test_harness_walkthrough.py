@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fsc.errors import UsageError
+
 pytest.importorskip("lm_eval")
 
 
@@ -190,8 +192,9 @@ def test_sampling_defaults_are_the_models_generation_config_else_transformers(
     assert "repetition_penalty" not in err  # applied (it was said not to be)
     assert err.count("note: generate_until: typical_p 0.9 (the model's generation_config.json) is "
                      "not applied by fsc's decoder") == 1  # said where a request samples
-    _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
-    assert "no_repeat_ngram_size 3 (the request) is not applied" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="a request asks for no_repeat_ngram_size 3, which "
+                       "fsc's decoder does not apply"):  # asked by the request: refused
+        _gen(lm, ("To be", {**greedy, "no_repeat_ngram_size": 3}))
 
 
 def test_a_generation_argument_at_a_value_that_applies_nothing_is_not_said(tmp_path):
