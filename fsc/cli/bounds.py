@@ -59,6 +59,24 @@ def size(low: int, high: int, option: str):
     return check
 
 
+def one_value(option: str, default, several: str, check=None):
+    """A typer callback for an option that holds one value but is declared repeatable (a
+    list), so that a second value is refused rather than dropped unsaid (click keeps the
+    last). The command gets a list of one item: the value (through `check`, another callback,
+    where given), or `default` when the option is not given. `several` says where more than
+    one value is taken."""
+
+    def one(values: list | None) -> list:
+        if not values:
+            return [default]
+        if len(values) > 1:
+            raise typer.BadParameter(f"given {len(values)} times "
+                                     f"({', '.join(repr(str(v)) for v in values)}); {several}")
+        return [values[0] if check is None else check(values[0])]
+
+    return one
+
+
 def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) -> list[int]:
     """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high] and
     given once;

@@ -8,27 +8,32 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, size
+from fsc.blocks import MAX_G
+from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, one_value, size
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
     str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json, published/NAME or hf:ORG/NAME[@REV].")
 ]
-SOpt = Annotated[str, typer.Option("--S", callback=size(0, MAX_S, "--S"),
-                                   help=f"Context length S: tokens already in the cache, e.g. "
-                                   f"262144 or 256k (at most {MAX_S}).")]
-BOpt = Annotated[str, typer.Option("--B", callback=size(1, MAX_B, "--B"),
-                                   help=f"Batch B: sequences decoded together (1 to {MAX_B}).")]
-GOpt = Annotated[
-    int | None,
-    typer.Option("--G", help="Block size G (default: the recipe's block_size; 1 in ar mode).",
-                 show_default=False),
-]
-StepsOpt = Annotated[
-    int | None,
-    typer.Option("--steps", help="Denoising steps K per block, 1..G (default: G). ar mode "
-                 "takes none.", show_default=False),
-]
+# S, B, G and K take one value each (one point); `fsc profile` sweeps lists of them. G and K
+# are bounded by fsc.blocks.block_setting, in the words decode and profile use.
+_SWEEP = "fsc estimate predicts one point; `fsc profile --dry-run` lists several"
+
+
+def _one(kind: type, option: str, default: int | None, help: str, check=None):
+    return Annotated[list[kind] | None, typer.Option(
+        option, callback=one_value(option, default, _SWEEP, check),
+        metavar=f"<{kind.__name__}>", show_default=False, help=help)]
+
+
+SOpt = _one(str, "--S", 8192, "Context length S: tokens already in the cache, e.g. 262144 or "
+            f"256k (at most {MAX_S}; default 8192).", size(0, MAX_S, "--S"))
+BOpt = _one(str, "--B", 1, f"Batch B: sequences decoded together (1 to {MAX_B}; default 1).",
+            size(1, MAX_B, "--B"))
+GOpt = _one(int, "--G", None, f"Block size G, 1 to {MAX_G} (default: the recipe's "
+            "block_size; 1 in ar mode).")
+StepsOpt = _one(int, "--steps", None, "Denoising steps K per block, 1..G (default: G). ar mode "
+                "takes none.")
 ModeOpt = Annotated[
     Mode | None,
     typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "
@@ -124,7 +129,8 @@ def _render(e) -> None:
     if oom == 0:  # nothing fits, whatever S: say what does not
         mem.add_row("memory runs out", "already", "the weights alone do not fit"
                     if d["weight_bytes"] > spec.memory_bytes else
-                    f"weights, state and activations do not fit at B = {e.B}, even at S 0")
+                    f"weights, {'state' if fixed else 'the cache of one block'} and "
+                    f"activations do not fit at B = {e.B}, even at S 0")
     else:
         mem.add_row("memory runs out at S", "never" if oom is None else f"{oom:,}",
                     "no growing cache" if oom is None else f"at B = {e.B}")
@@ -193,8 +199,8 @@ def _moe(moe) -> None:
 
 def estimate_cmd(
     recipe: RecipeArg,
-    S: SOpt = "8192",
-    B: BOpt = "1",
+    S: SOpt = None,
+    B: BOpt = None,
     G: GOpt = None,
     steps: StepsOpt = None,
     mode: ModeOpt = None,
@@ -215,6 +221,7 @@ def estimate_cmd(
     from fsc.errors import UsageError
     from fsc.source import load_source_recipe, resolved
 
+    (S,), (B,), (G,), (steps,) = S, B, G, steps  # one value each (see one_value)
     if S > MAX_S:  # (a negative S is the cost model's to refuse)
         raise UsageError(f"--S {S} must be at most {MAX_S}")
     r = load_source_recipe(resolved(recipe))  # a training directory: its newest step

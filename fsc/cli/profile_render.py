@@ -73,9 +73,22 @@ def _cells(r) -> dict:
         "tok/s": _tokens_per_s(r.tokens_per_s),
         "peak": fmt_bytes(r.peak_bytes),
         "GB/s": _gbps(r.achieved_gbps) if r.achieved_gbps else "-",
-        "floor ms": f"{r.floor_ms:.3f}" if r.floor_ms else "-",
-        "roofline": f"{100 * r.roofline_fraction:.0f}%" if r.roofline_fraction else "-",
+        "floor ms": _ms(r.floor_ms) if r.floor_ms else "-",
+        "roofline": _percent(r.roofline_fraction) if r.roofline_fraction else "-",
     }
+
+
+def _ms(x: float) -> str:
+    """A floor time to the microsecond, or with three figures where that would print 0.000
+    (a tiny recipe's floor on a GPU is a fraction of a microsecond)."""
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.3g}"
+
+
+def _percent(fraction: float) -> str:
+    """A fraction of the roofline as a whole percentage, or with two figures below 1 %,
+    never 0 %."""
+    pct = 100 * fraction
+    return f"{pct:.0f}%" if pct >= 1 else f"{pct:.2g}%"
 
 
 def _tokens_per_s(x: float) -> str:

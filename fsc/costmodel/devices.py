@@ -67,6 +67,12 @@ DEVICES: dict[str, DeviceSpec] = {
 _OTHER_PARTS = ("pcie", "nvl", "40gb")
 
 
+def _other_part(name: str) -> bool:
+    """Whether a device name is a PCIe, NVL or 40 GB part of a family in the table."""
+    key = name.lower().replace(" ", "").replace("-", "")
+    return any(part in key for part in _OTHER_PARTS)
+
+
 def device_spec(name: str) -> DeviceSpec | None:
     """The table entry for a short name ("h100") or a CUDA device name ("NVIDIA H100 80GB HBM3").
 
@@ -76,7 +82,7 @@ def device_spec(name: str) -> DeviceSpec | None:
     key = name.strip().lower()
     if key in DEVICES:
         return DEVICES[key]
-    if any(part in key.replace(" ", "").replace("-", "") for part in _OTHER_PARTS):
+    if _other_part(key):
         return None
     # a short name counts only as a whole word of the name: "h1000" is not an H100
     found = [short for short in DEVICES if re.search(rf"(?<![a-z0-9]){short}(?![a-z0-9])", key)]
@@ -107,12 +113,16 @@ def resolve_device(gpu: str | DeviceSpec, bandwidth_tb_s: float | None = None,
     else:
         spec = device_spec(gpu)
         if spec is None:
-            if None in (bandwidth_tb_s, tflops, memory_gb):
+            missing = [flag for flag, v in (("--bandwidth", bandwidth_tb_s), ("--tflops", tflops),
+                                            ("--memory", memory_gb)) if v is None]
+            if missing:
                 known = ", ".join(DEVICES)
-                raise UsageError(
-                    f"unknown GPU {gpu!r}; known: {known} "
-                    "(or give --bandwidth, --tflops and --memory for another device)"
-                )
+                part = (" (a PCIe, NVL or 40 GB part has other figures than the table's)"
+                        if _other_part(gpu) else "")
+                given = ("give --bandwidth, --tflops and --memory" if len(missing) == 3 else
+                         f"give {' and '.join(missing)} too")
+                raise UsageError(f"unknown GPU {gpu!r}{part}; known: {known}; for another "
+                                 f"device {given}")
             spec = DeviceSpec(gpu, 0, 0.0, 0.0)
     return DeviceSpec(
         spec.name,

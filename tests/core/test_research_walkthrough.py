@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from fsc.cli.query import declared
 from fsc.results import select
 from fsc.store import Store
@@ -15,10 +13,6 @@ SUITE_ORDER = [("niah", "single"), ("niah", "multikey"), ("niah", "multivalue"),
                ("niah", "multiquery"), ("vt", None), ("cwe", None), ("fwe", None)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a single-valued option given twice is taken silently at its last value: "
-    "`fsc estimate tiny_attn --S 1k --S 4k` estimates S = 4096 with exit 0, where fsc decode "
-    "refuses --prompt given twice; it should be one line naming --S, exit 2"))
 def test_estimate_S_given_twice_is_refused(fsc_cli):
     res = fsc_cli("estimate", "tiny_attn", "--S", "1k", "--S", "4k", "--json")
     assert res.returncode == 2, json.loads(res.stdout)["S"]
