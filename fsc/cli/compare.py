@@ -55,6 +55,7 @@ def compare(
 
     st = Store(store_dir(store))
     st.check()
+    given = (run_a, run_b)
     run_a, run_b = _profile_run(st, run_a, "RUN_A"), _profile_run(st, run_b, "RUN_B")
     points = {r: select.rows(st, select.PROFILE, [r]) for r in (run_a, run_b)}
     result = comparing.compare(run_a, points[run_a], run_b, points[run_b])
@@ -68,7 +69,11 @@ def compare(
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
     repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
     devices = {r: comparing.device_names(points[r]) for r in (run_a, run_b)}
-    notes = [n for n in (comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
+    same = (f"note: RUN_A ({printable(given[0], 40)}) and RUN_B ({printable(given[1], 40)}) are "
+            f"both run {run_a}: it is compared with itself, every ratio 1"
+            if run_a == run_b and given[0] != given[1] else "")  # (the same text: as asked)
+    notes = [n for n in (same,
+                         comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
                          comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]),
                          comparing.device_note(run_a, devices[run_a], run_b, devices[run_b]))
              if n]

@@ -37,7 +37,7 @@ RunOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="Run to show: its id, the first characters of the id or of its tail "
     "(3f35e7), or latest (repeat for several; `all`: every run of the kind). Default: "
     "the latest run with the rows drawn (loss, niah, ruler, quality: of each recipe; "
-    "retrieval: of each recipe and task).",
+    "retrieval: of each recipe and task; each training directory apart).",
     show_default=False)]
 WhereOpt = Annotated[list[str] | None, typer.Option(
     "--where", help="SQL condition on the rows' view (profile, training or evaluation), e.g. "

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import matplotlib
@@ -104,6 +105,36 @@ def line_label(row: dict, fields: list[str]) -> str:
     """The recipe, then `field=value` of each other field that varies (a run by its id)."""
     return " · ".join([str(row["recipe"])] + [str(row[f]) if f == "run_id" else f"{f}={row[f]}"
                                               for f in fields])
+
+
+def places(lines: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """For each (recipe, run id) drawn, its place among the runs of its recipe (0: the first,
+    by run id): the line style or marker that tells two checkpoints of one recipe apart, where
+    their colour, the recipe's, does not."""
+    by_recipe: dict[str, list[str]] = defaultdict(list)
+    for recipe, run_id in sorted(set(lines)):
+        by_recipe[recipe].append(run_id)
+    return {(recipe, run): n for recipe, runs in by_recipe.items() for n, run in enumerate(runs)}
+
+
+_STEP_DIR = re.compile(r"^step-[0-9]+$")
+
+
+def trained(row: dict) -> str:
+    """What a row's run trained or evaluated, as the user named it: a training run's --out, an
+    eval cell's checkpoint (`out/step-000020`), by its last folders; '' when unknown."""
+    path = row.get("out") or row.get("checkpoint")
+    if not path:
+        return ""
+    parts = PurePath(str(path)).parts
+    return "/".join(parts[-2:] if _STEP_DIR.match(parts[-1]) and len(parts) > 1 else parts[-1:])
+
+
+def run_label(row: dict, several: bool) -> str:
+    """A line's name: the recipe and its run id; where the recipe is drawn from `several` runs,
+    what each trained or evaluated too (two checkpoints of one recipe read apart)."""
+    what = trained(row) if several else ""
+    return " · ".join(v for v in (str(row["recipe"]), what, str(row["run_id"])) if v)
 
 
 def grouped(rows: Rows, by: tuple[str, ...]) -> dict[tuple, Rows]:

@@ -13,13 +13,17 @@ from matplotlib.ticker import MaxNLocator
 
 from fsc.eval import columns
 from fsc.results.axes import (
+    MARKERS,
+    STYLES,
     Rows,
     grouped,
     log2_axis,
     need_rows,
     new_figure,
+    places,
     plain_log,
     put_legend,
+    run_label,
     tokens,
 )
 
@@ -35,6 +39,7 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
         return f"{r['data']} ({r['objective']})" if r.get("data") else ""
 
     tasks = sorted({task(r) for r in rows})
+    place = places((r["recipe"], r["run_id"]) for r in rows)  # a recipe's runs: line styles
     title = "training loss" + (f" on {tasks[0]}" if len(tasks) == 1 and tasks[0] else "")
     fig, axes = new_figure(title, rows, size=(8.0 if len(tasks) == 1 else 5.0 * len(tasks) + 2,
                                            6.0 if acc else 4.4),
@@ -46,14 +51,16 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
             ax.set_title(name, fontsize=9)
         for (run_id, recipe), line in grouped([r for r in rows if task(r) == name],
                                               ("run_id", "recipe")).items():
+            n = place[(recipe, run_id)]
+            look = {"color": colour[recipe], "ls": STYLES[n % len(STYLES)]}
             # a run of one logged step is a point: a line alone would draw nothing
             ax.plot([r["step"] for r in line], [r["loss"] for r in line], lw=1.2,
-                    marker="o" if len(line) == 1 else "", ms=4, color=colour[recipe],
-                    label=f"{recipe} · {run_id}")
+                    marker=MARKERS[n % len(MARKERS)] if len(line) == 1 else "", ms=4,
+                    label=run_label(line[-1], _several(place, recipe)), **look)
             got = [r for r in line if r.get("eval_accuracy") is not None]
             if got:
                 axes[1][col].plot([r["step"] for r in got], [r["eval_accuracy"] for r in got],
-                                  marker="o", ms=3, lw=1, color=colour[recipe])
+                                  marker=MARKERS[n % len(MARKERS)], ms=3, lw=1, **look)
         ax.set_yscale("log")
         plain_log(ax.yaxis)
         ax.grid(True, which="both", alpha=0.25)
@@ -78,6 +85,11 @@ def loss(rows: Rows, colour: dict[str, str]) -> Figure:
         handles, labels = handles + h, labels + lab
     put_legend(fig, handles, labels)
     return fig
+
+
+def _several(place: dict[tuple[str, str], int], recipe: str) -> bool:
+    """Whether `recipe` is drawn from several runs (see axes.places)."""
+    return sum(1 for r, _ in place if r == recipe) > 1
 
 
 METRICS = {"accuracy": "exact match (fraction of items)",
@@ -114,12 +126,13 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
     cells = niah_cells(rows, metric)
     need_rows(cells, "niah cell", "fsc eval --task niah records them")
     panels = grouped(cells, ("recipe", "run_id", "checkpoint"))
+    place = places((r["recipe"], r["run_id"]) for r in cells)
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
     fig, axes = new_figure(f"needle in a haystack: {metric.replace('_', ' ')}", cells,
                         size=(3.6 * cols + 1.2, 3.2 * n_rows + 0.8), panels=(n_rows, cols))
     image = None
-    for i, ((recipe, run_id, _ckpt), panel) in enumerate(panels.items()):
+    for i, ((recipe, _run_id, _ckpt), panel) in enumerate(panels.items()):
         ax = axes[i // cols][i % cols]
         lengths = sorted({c["length"] for c in panel})
         depths = sorted({c["depth"] for c in panel})
@@ -137,8 +150,8 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
         ax.set_xlabel("prompt length (tokens)")
         ax.set_ylabel("needle depth (0 = start)")
         several = len({c["run_id"] for c in cells}) > 1  # one run: the figure's title names it
-        ax.set_title(f"{recipe} · {run_id}" if several else recipe, fontsize=8,
-                     color=colour[recipe])
+        ax.set_title(run_label(panel[0], _several(place, recipe)) if several else recipe,
+                     fontsize=8, color=colour[recipe])
     for i in range(len(panels), n_rows * cols):
         axes[i // cols][i % cols].set_visible(False)
     fig.colorbar(image, ax=axes, shrink=0.8, label=METRICS[metric])
@@ -153,12 +166,18 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
     fig, axes = new_figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
     tasks = len({c["task"] for c in cells}) > 1
+    place = places((r["recipe"], r["run_id"]) for r in cells)
     for (recipe, task, run_id), line in grouped(cells, ("recipe", "task", "run_id")).items():
         by_ratio = grouped(line, ("length_ratio",))
         x = [k[0] for k in by_ratio]
+        # the task by line style (and marker), a recipe's runs by marker: o s, then ^ D, ...
+        shape = MARKERS[(2 * place[(recipe, run_id)] + (task == "mqar")) % len(MARKERS)]
+        label = run_label(line[0], _several(place, recipe))
+        if tasks:
+            label = label.replace(f"{recipe} · ", f"{recipe} · {task} · ", 1)
         ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], lw=1.4, ms=4,
-                marker="s" if task == "mqar" else "o", ls="--" if task == "mqar" else "-",
-                color=colour[recipe], label=f"{recipe}{f' · {task}' if tasks else ''} · {run_id}")
+                marker=shape, ls="--" if task == "mqar" else "-", color=colour[recipe],
+                label=label)
     ax.set_xscale("log", base=2)
     log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
     ax.set_ylim(-0.03, 1.03)
@@ -230,14 +249,18 @@ def ruler(rows: Rows, colour: dict[str, str]) -> Figure:
                         size=(3.0 * cols + 1.0, 2.6 * n_rows + 1.2), panels=(n_rows, cols),
                         sharex=True, sharey=True)
     several = len({run for _, run in scores}) > len({recipe for recipe, _ in scores})
+    place = places(scores)
+    first = {(r["recipe"], r["run_id"]): r for r in reversed(cells)}
     for i, name in enumerate(names):
         ax = axes[i // cols][i % cols]
         for (recipe, run_id), parts in scores.items():
             if parts.get(name):
                 x = sorted(parts[name])
-                ax.plot(x, [parts[name][v] for v in x], marker="o", ms=3, lw=1.3,
-                        color=colour[recipe],
-                        label=f"{recipe} · {run_id}" if several else recipe)
+                n = place[(recipe, run_id)]
+                ax.plot(x, [parts[name][v] for v in x], marker=MARKERS[n % len(MARKERS)], ms=3,
+                        lw=1.3, ls=STYLES[n % len(STYLES)], color=colour[recipe],
+                        label=run_label(first[(recipe, run_id)], _several(place, recipe))
+                        if several else recipe)
         ax.set_title(name, fontsize=9, weight="bold" if name == "average" else "normal")
         ax.set_xscale("log", base=2)
         log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")

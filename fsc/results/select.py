@@ -36,7 +36,9 @@ class Source:
     not say it). `from_run`: columns read from the run's config beside the view's, each a
     (name, SQL expression of the config `r.config`) pair (an eval cell's `data`). `keep`: a
     SQL condition for rows a --where never drops (genppl's reference row: the yardstick of the
-    cells it sits with)."""
+    cells it sits with). `apart`: a SQL expression on the rows that sets runs of one `by`
+    value apart in the default pick: the training directory, so that two checkpoints of one
+    recipe are both shown."""
 
     view: str
     kind: str
@@ -48,6 +50,7 @@ class Source:
     by_words: str = ""
     from_run: tuple[tuple[str, str], ...] = ()
     keep: str = ""
+    apart: str = ""
 
     def table(self) -> str:
         """The view as a --where reads it: with the `from_run` columns."""
@@ -61,7 +64,8 @@ class Source:
     def describe(self) -> str:
         """How the default picks, in words."""
         each = f" of each {self.by_words or ' and '.join(self.by)}" if self.by else ""
-        return f"the latest {self.kind} run{each} with {self.what}"
+        apart = ", each training directory apart" if self.apart else ""
+        return f"the latest {self.kind} run{each} with {self.what}{apart}"
 
 
 _PROFILE_ORDER = "recipe, G, K, dtype, B, S"
@@ -83,39 +87,50 @@ PROFILE = Source("profile", "profile", _PROFILE_ORDER, what="points", hint="fsc 
 PROFILE_OK = Source("profile", "profile", _PROFILE_ORDER, need="status = 'ok'",
                     what="ok points", hint="fsc profile",
                     from_run=(RUN_BUDGET,))  # what the profile figures draw
+# a training run's --out: its runs of one recipe into other directories are other checkpoints
 TRAINING = Source("training", "train", "run_id, step", by=("recipe",), what="training steps",
-                  hint="fsc train")
+                  hint="fsc train", from_run=(("out", "json_extract_string(r.config, '$.out')"),),
+                  apart="out")
 # an eval run's --data, and the --batch its samples were decoded at (genppl's tokens/s is the
 # batch's: fsc.results.quality.decoded_together); NULL for a run recorded without its request
 RUN_DATA = ("data", "json_extract_string(r.config, '$.data')")
 RUN_BATCH = ("batch", "TRY_CAST(json_extract(r.config, '$.request.batch') AS BIGINT)")
+# the training directory of an eval cell's checkpoint (its step-NNNNNN folder's parent): two
+# checkpoints of one recipe trained apart are both picked, two steps of one training are not;
+# a recipe evaluated with seeded random weights (its name or YAML file: fsc eval stores a
+# checkpoint folder's whole path) is its recipe's, however it was named
+TRAINED = (r"CASE WHEN regexp_matches(checkpoint, '\.ya?ml$') OR NOT contains(checkpoint, '/') "
+           r"THEN NULL ELSE regexp_replace(checkpoint, '[/\\]step-[0-9]+[/\\]*$', '') END")
 # a harness run's rows are all of task 'harness', a row per harness task and metric: its
 # tasks are told apart, so that a later harness run of other tasks hides none of them
 EVALUATION = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task", "harness_task"),
                     by_words="recipe and task (each harness task apart)",
-                    what="evaluation cells", hint="fsc eval", from_run=(RUN_DATA, RUN_BATCH))
+                    what="evaluation cells", hint="fsc eval", from_run=(RUN_DATA, RUN_BATCH),
+                    apart=TRAINED)
 # niah's passkey cells: the RULER-style variants (fsc eval --task niah --variant ...) score
 # other prompts, so they are not pooled with them
 PASSKEY = " AND ".join(f"coalesce({k}, {v!r}) = {v!r}" for k, v in columns.PASSKEY.items())
 NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
               need=f"task = 'niah' AND {PASSKEY}", what="niah cells",
-              hint="fsc eval --task niah", from_run=(RUN_DATA, RUN_BATCH))
+              hint="fsc eval --task niah", from_run=(RUN_DATA, RUN_BATCH), apart=TRAINED)
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
                    need=f"(task = 'mqar' OR task = 'niah' AND {PASSKEY}) AND "
                    "length_ratio IS NOT NULL",
                    what="niah or mqar cells with a training length",
-                   hint="fsc eval RUN_DIR", from_run=(RUN_DATA, RUN_BATCH))
+                   hint="fsc eval RUN_DIR", from_run=(RUN_DATA, RUN_BATCH),
+                   apart=TRAINED)
 # a run with a scored part beside plain passkey cells (fsc eval --task niah scores those too:
 # a later passkey run must not hide a recipe's suite run)
 RULER = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
                need=f"score IS NOT NULL AND length_ratio IS NOT NULL AND NOT (task = 'niah' AND "
                     f"{PASSKEY})",
                what="RULER-style cells with a training length",
-               hint="fsc eval RUN_DIR --task ruler", from_run=(RUN_DATA, RUN_BATCH))
+               hint="fsc eval RUN_DIR --task ruler", from_run=(RUN_DATA, RUN_BATCH),
+               apart=TRAINED)
 QUALITY = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",), need="task = 'genppl'",
                  what="genppl cells", hint="fsc eval --task genppl",
                  from_run=(RUN_DATA, RUN_BATCH),
-                 keep="task = 'genppl' AND mode = 'reference'")
+                 keep="task = 'genppl' AND mode = 'reference'", apart=TRAINED)
 
 
 def _literal(text: str) -> str:
@@ -139,10 +154,25 @@ def named_runs(st: Store, asked: list[str], kind: str | None = None,
                option: str = "--run") -> list[str]:
     """The run ids `asked` (given as `option`) names, each once: whole ids, prefixes of an id
     or of its tail, or `latest` (the newest run of `kind`; see fsc.store.run_ids). UsageError
-    for one that names no run, or several."""
+    for one that names no run, or several, or (a whole id) a run of another kind than `kind`,
+    as for a prefix of its id."""
     if ALL in asked:
         raise UsageError(f"{option} {ALL} stands alone; drop the run ids beside it")
-    return list(dict.fromkeys(resolve_run(st, r, kind, option=option) for r in asked))
+    found = list(dict.fromkeys(resolve_run(st, r, kind, option=option) for r in asked))
+    if kind is not None:
+        kinds = {r["run_id"]: r["kind"] for r in runs_table(st)}
+        for run_id in found:
+            if kinds.get(run_id) != kind:
+                raise UsageError(
+                    f"{option}: run {run_id} is {_a(kinds.get(run_id))} run; this takes "
+                    f"{_a(kind)} run (`fsc runs --kind {kind}` lists them)")
+    return found
+
+
+def _a(kind: str | None) -> str:
+    """'an eval', 'a train'."""
+    kind = kind or "unknown"
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
 def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
@@ -153,8 +183,8 @@ def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
     if asked and asked != [ALL]:
         return named_runs(st, asked, source.kind)
     known = {r["run_id"]: n for n, r in enumerate(runs_table(st))}  # oldest first
-    keys = "".join(f", {c}" for c in source.by)
-    _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {source.view} WHERE {source.need}")
+    keys = "".join(f", {c}" for c in (*source.by, *([source.apart] if source.apart else [])))
+    _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {source.table()} WHERE {source.need}")
     found = [f for f in found if f[0] in known]
     if not found:
         raise UsageError(f"the store has no {source.kind} run with {source.what}; "
