@@ -516,7 +516,10 @@ def _lead(job: TrainJob, trainer: Trainer, store: Store, command: str, stop_afte
     """Rank 0's part: the loop inside the run's store session, then the checkpoints registered."""
     cfg, recipe = job.cfg, job.recipe
     start = trainer.step
-    config = {**asdict(cfg), "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+    # the training directory whole: a resume from another working directory names the same
+    # training (fsc.results.select draws one curve of it, and tells two trainings apart by it)
+    config = {**asdict(cfg), "out": str(Path(cfg.out).resolve()), "recipe": recipe.name,
+              "recipe_hash": recipe.recipe_hash,
               "resumed_from_step": start if job.state is not None else None}
     if job.state is not None:
         _close_dead(store, cfg.out)

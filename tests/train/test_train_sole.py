@@ -94,3 +94,24 @@ def test_two_processes_one_directory(tmp_path):
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=120)
     assert first.returncode == 128 + signal.SIGTERM  # ended as asked, saved and resumable
+
+
+def test_the_store_names_the_training_directory_whole(fsc_main, tmp_path, monkeypatch):
+    """A run resumed from another working directory, by another relative path, continues the
+    same training: the store names its directory by its absolute path, so fsc plot draws the
+    two as one curve (fsc.results.select.continued) and apart from other trainings."""
+    from fsc.results.select import continued
+    from fsc.store import Store
+
+    st = ["--store", tmp_path / "st"]
+    fsc_main("train", *COPY, "--train-steps", "4", "--stop-after", "2", "--out", "run", *st,
+             check=0)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    fsc_main("train", "--resume", "../run", *st, check=0)
+    store = Store(tmp_path / "st")
+    _, rows = store.query("SELECT run_id, json_extract_string(config, '$.out') FROM runs "
+                          "WHERE kind = 'train' ORDER BY started_at")
+    (first, out1), (second, out2) = rows
+    assert out1 == out2 == str(tmp_path / "run")
+    assert continued(store, [second]) == {second: [(first, 2)]}
