@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Annotated
 
 import typer
 
@@ -57,6 +58,20 @@ def size(low: int, high: int, option: str):
         return n
 
     return check
+
+
+def listed(option: str, help: str):
+    """The type of a comma-list option that may be given several times (click keeps only the
+    last value of an option that does not repeat): the command gets each value given, or
+    None, and reads them as one list (`joined`): `--lengths 1k --lengths 2k` is
+    `--lengths 1k,2k`, as `fsc profile --S` reads them."""
+    return Annotated[list[str] | None, typer.Option(
+        option, metavar="LIST", show_default=False, help=f"{help} Repeatable: the lists join.")]
+
+
+def joined(*options: list[str] | None) -> tuple[str | None, ...]:
+    """Each `listed` option's values as one comma list (None: not given)."""
+    return tuple(None if values is None else ",".join(values) for values in options)
 
 
 def one_value(option: str, default, several: str, check=None):

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S, parse_depths, parse_floats, parse_sizes
+from fsc.cli.bounds import MAX_B, MAX_S, joined, listed, parse_depths, parse_floats, parse_sizes
 from fsc.cli.common import (
     DeviceOpt,
     JsonOpt,
@@ -57,19 +57,19 @@ def evaluate(
         "harness (default: the task of the training data: passkey niah, mqar mqar, text loss; "
         "genppl with --scorer; harness with --tasks; niah for a recipe).",
         show_default=False)] = None,
-    lengths: Annotated[str | None, typer.Option(
-        "--lengths", help="Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
+    lengths: listed(
+        "--lengths", "Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
         "times the training length; loss: the training length; genppl: tokens per sample, "
-        "128).", show_default=False)] = None,
-    depths: Annotated[str | None, typer.Option(
-        "--depths", help="niah, ruler: needle depths, 0 to 1 (default 0,0.25,0.5,0.75,1).")] = None,
-    pairs: Annotated[str | None, typer.Option(
-        "--pairs", help="mqar: numbers of pairs, e.g. 4,8,16 (default 8).")] = None,
+        "128).") = None,
+    depths: listed(
+        "--depths", "niah, ruler: needle depths, 0 to 1 (default 0,0.25,0.5,0.75,1).") = None,
+    pairs: listed(
+        "--pairs", "mqar: numbers of pairs, e.g. 4,8,16 (default 8).") = None,
     samples: Annotated[int, typer.Option("--samples", min=1, max=MAX_SAMPLES,
                                          help="Prompts per cell (loss: sequences).")] = 20,
-    steps: Annotated[str | None, typer.Option(
-        "--steps", help="Denoising steps K per block (default: G; genppl: a list, default "
-        "1, 2, 4 ... G; harness: generation's K).", show_default=False)] = None,
+    steps: listed(
+        "--steps", "Denoising steps K per block (default: G; genppl: a list, default "
+        "1, 2, 4 ... G; harness: generation's K).") = None,
     mode: Annotated[Mode | None, typer.Option(
         "--mode", help="diffusion or ar (default: how the checkpoint was trained; ar when G is 1).",
         show_default=False)] = None,
@@ -97,18 +97,17 @@ def evaluate(
         "--scorer", help="genppl: the autoregressive model that scores the samples: an fsc "
         "checkpoint, training dir or recipe (G 1), or a transformers model directory.",
         show_default=False)] = None,
-    G: Annotated[str | None, typer.Option(
-        "--G", help="genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).",
-        show_default=False)] = None,
-    policy: Annotated[str | None, typer.Option(
-        "--policy", help="genppl: reveal policies, a list of confidence (the default), random, "
-        "margin, entropy.", show_default=False)] = None,
-    threshold: Annotated[str | None, typer.Option(
-        "--threshold", help="genppl: thresholds τ in (0, 1] of adaptive parallel decoding, "
-        "e.g. none,0.9 (default: none).", show_default=False)] = None,
-    temperature: Annotated[str | None, typer.Option(
-        "--temperature", help="genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy; "
-        "default 1).", show_default=False)] = None,
+    G: listed(
+        "--G", "genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).") = None,
+    policy: listed(
+        "--policy", "genppl: reveal policies, a list of confidence (the default), random, "
+        "margin, entropy.") = None,
+    threshold: listed(
+        "--threshold", "genppl: thresholds τ in (0, 1] of adaptive parallel decoding, "
+        "e.g. none,0.9 (default: none).") = None,
+    temperature: listed(
+        "--temperature", "genppl: sampling temperatures, e.g. 1,0.8 (0 is greedy; "
+        "default 1).") = None,
     top_p: Annotated[float | None, typer.Option(
         "--top-p", callback=finite(0, 1, low_open=True),
         help="genppl: nucleus sampling mass, in (0, 1] (default 1).",
@@ -125,9 +124,8 @@ def evaluate(
     mauve: Annotated[bool, typer.Option(
         "--mauve", help="genppl: MAUVE against the reference text too, the data's own continuations "
         "(fsc[quality]).")] = False,
-    tasks: Annotated[str | None, typer.Option(
-        "--tasks", help="harness: lm-evaluation-harness tasks, e.g. arc_easy,piqa (fsc[harness]).",
-        show_default=False)] = None,
+    tasks: listed(
+        "--tasks", "harness: lm-evaluation-harness tasks, e.g. arc_easy,piqa (fsc[harness]).") = None,
     include_path: Annotated[Path | None, typer.Option(
         "--include-path", help="harness: a folder of local task YAML files.",
         show_default=False)] = None,
@@ -175,6 +173,8 @@ def evaluate(
     from fsc.interrupts import Stopped
     from fsc.scale import Watch
 
+    lengths, depths, pairs, steps, G, policy, threshold, temperature, tasks = joined(
+        lengths, depths, pairs, steps, G, policy, threshold, temperature, tasks)
     if (source is None) == (resume is None):
         raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")
     if tasks is not None and task is None:
