@@ -92,6 +92,14 @@ def one_value(option: str, default, several: str, check=None):
     return one
 
 
+def point(kind: type, option: str, default: int | None, help: str, several: str, check=None):
+    """The type of an option of one point (`fsc estimate --S`, `fsc build --B`): one value,
+    a second refused (`one_value`; the command unpacks its list of one)."""
+    return Annotated[list[kind] | None, typer.Option(
+        option, callback=one_value(option, default, several, check),
+        metavar=f"<{kind.__name__}>", show_default=False, help=help)]
+
+
 def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) -> list[int]:
     """'1024,4096' or '1k,256k' -> [1024, 4096] (k = 1024, m = 2**20), each in [low, high] and
     given once;

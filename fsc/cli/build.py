@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_B, MAX_S
-from fsc.cli.bounds import size
+from fsc.cli.bounds import point, size
 from fsc.cli.common import (
     JsonOpt,
     SeedOpt,
@@ -27,17 +27,17 @@ from fsc.cli.common import (
 )
 from fsc.errors import UsageError
 
+ONE = "fsc build reports the cache at one point; `fsc profile --dry-run` lists several"
+
 
 def build(
     ctx: typer.Context,
     recipe: Annotated[str, typer.Argument(
         help="Recipe file, shipped recipe name, checkpoint dir, or a folder with config.json / hf:ORG/NAME.")],
-    S: Annotated[
-        str, typer.Option("--S", callback=size(0, MAX_S, "--S"),
-                          help="Context length S for the cache sizes, e.g. 8192 or 8k.")
-    ] = "8192",
-    B: Annotated[str, typer.Option("--B", callback=size(1, MAX_B, "--B"),
-                                   help="Batch B for the cache sizes.")] = "1",
+    S: point(str, "--S", 8192, "Context length S for the cache sizes, e.g. 8192 or 8k "
+             "(default 8192).", ONE, size(0, MAX_S, "--S")) = None,
+    B: point(str, "--B", 1, "Batch B for the cache sizes (default 1).", ONE,
+             size(1, MAX_B, "--B")) = None,
     save: Annotated[
         Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
     ] = None,
@@ -48,6 +48,8 @@ def build(
     """Validate RECIPE, build its model and report its layer map, dtypes, FFN and head,
     parameters and cache bytes."""
     from fsc.source import has_published_weights, is_checkpoint, load_source_recipe, resolved
+
+    (S,), (B,) = S, B  # one value each (bounds.point)
 
     if save is None and given_options(ctx, ("seed",)):
         raise UsageError("--seed seeds the weights --save writes; give --save DIR or drop --seed")

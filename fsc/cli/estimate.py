@@ -9,7 +9,7 @@ import typer
 from rich.text import Text
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, one_value, size
+from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, point, size
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
@@ -21,9 +21,7 @@ _SWEEP = "fsc estimate predicts one point; `fsc profile --dry-run` lists several
 
 
 def _one(kind: type, option: str, default: int | None, help: str, check=None):
-    return Annotated[list[kind] | None, typer.Option(
-        option, callback=one_value(option, default, _SWEEP, check),
-        metavar=f"<{kind.__name__}>", show_default=False, help=help)]
+    return point(kind, option, default, help, _SWEEP, check)
 
 
 SOpt = _one(str, "--S", 8192, "Context length S: tokens already in the cache, e.g. 262144 or "

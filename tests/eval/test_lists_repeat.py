@@ -36,3 +36,15 @@ def test_help_says_the_lists_repeat(fsc_main):
                    "--threshold", "--temperature", "--tasks"):
         assert f"{option} LIST" in said
     assert said.count("Repeatable: the lists join.") == 9
+
+
+def test_build_takes_one_point(fsc_main):
+    """fsc build's --S and --B size one cache, as fsc estimate's one point: a second value is
+    refused naming the option (it took the last)."""
+    res = fsc_main("build", "tiny_attn", "--S", "1k", "--S", "2k")
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: Invalid value for '--S': given 2 times ('1k', '2k'); "
+                                 "fsc build reports the cache at one point")
+    said = fsc_main("build", "tiny_attn", "--S", "1k", "--B", "2", check=0).stdout
+    assert "cache at S=1024, B=2:" in said
+    assert "cache at S=8192, B=1:" in fsc_main("build", "tiny_attn", check=0).stdout
