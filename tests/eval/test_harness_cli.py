@@ -2,7 +2,6 @@
 one line, exit 2, never a traceback; no CUDA under the harness's default `cuda:0` runs on the
 CPU with a note; a task YAML that does not parse is named with its error."""
 
-import functools
 import os
 import subprocess
 import sys
@@ -30,31 +29,6 @@ def made(tmp_path_factory):
     ar.write_text(load_recipe("tiny_attn").to_yaml().replace("name: tiny_attn", "name: tiny_ar")
                   .replace("block_size: 4", "block_size: 1"))
     return tasks, broken, ar
-
-
-@pytest.fixture
-def harness_cli(monkeypatch, capsys):
-    """harness_cli(*args) -> (exit code, stdout, stderr): `python -m fsc.harness ARGS` in this
-    process. The harness indexes the --include_path tasks alone (not its thousands: seconds)
-    and leaves the process's logging as it is."""
-    import lm_eval.__main__
-    import lm_eval.tasks
-
-    from fsc.harness import __main__ as harness_main
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr(lm_eval.__main__, "setup_logging", lambda *a, **k: None)
-    monkeypatch.setattr(lm_eval.tasks, "TaskManager",
-                        functools.partial(lm_eval.tasks.TaskManager, include_defaults=False))
-
-    def run(*args):
-        monkeypatch.setattr(sys, "argv", ["fsc.harness", *map(str, args)])
-        capsys.readouterr()
-        code = harness_main.main()
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _error(err: str) -> str:

@@ -5,32 +5,17 @@ and what transformers refuses (top_p 0, do_sample 'false') are one line naming t
 and the task, exit 2, before the weights load under `fsc eval --task harness` and nothing
 stored; model_args are named as the user wrote them."""
 
-import functools
 import json
-import sys
 
 import pytest
 
 pytest.importorskip("lm_eval")
 
-from harness_tasks import write_tasks
+from harness_tasks import YAML, write_tasks
 
-GEN = """task: fsc_odd
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-output_type: generate_until
-doc_to_text: "{{{{question}}}}"
-doc_to_target: "{{{{answer}}}}"
-generation_kwargs:
-  until: ["\\n"]
-  max_gen_toks: 6
-  {extra}
-metric_list:
-  - metric: exact_match
-"""
+# fsc_gen with a line more in its generation_kwargs ({extra})
+GEN = YAML["fsc_gen"].replace("task: fsc_gen", "task: fsc_odd").replace(
+    "  max_gen_toks: 6\n", "  max_gen_toks: 6\n  {extra}\n")
 
 
 def _line(err: str) -> str:
@@ -169,28 +154,6 @@ def test_max_gen_toks_past_max_length_is_refused_before_a_likelihood_task_runs(
     assert json.loads(runs.stdout) == []
 
 
-@pytest.fixture
-def harness_cli(monkeypatch, capsys):
-    """harness_cli(*args) -> (exit code, stderr): `python -m fsc.harness ARGS` in this process,
-    the harness indexing the --include_path tasks alone."""
-    import lm_eval.__main__
-    import lm_eval.tasks
-
-    from fsc.harness import __main__ as harness_main
-
-    monkeypatch.setattr(lm_eval.__main__, "setup_logging", lambda *a, **k: None)
-    monkeypatch.setattr(lm_eval.tasks, "TaskManager",
-                        functools.partial(lm_eval.tasks.TaskManager, include_defaults=False))
-
-    def run(*args):
-        monkeypatch.setattr(sys, "argv", ["fsc.harness", *map(str, args)])
-        capsys.readouterr()
-        code = harness_main.main()
-        return code, capsys.readouterr().err
-
-    return run
-
-
 @pytest.mark.parametrize(("source", "steps", "says"), [
     ("tiny_hybrid", "9", "error: model_args steps=9 must be between 1 and G = 4"),
     ("AR", "2", "error: model_args steps=2: {ar} is autoregressive (G 1)"),
@@ -199,7 +162,7 @@ def test_model_args_steps_is_named_as_written(harness_cli, ar_recipe, tmp_path, 
                                               says):
     """`model_args steps=9` was said to be `--steps 9`, an option of another command."""
     source = str(ar_recipe) if source == "AR" else source
-    code, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={source},steps={steps}",
+    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={source},steps={steps}",
                             "--tasks", "fsc_gen", "--include_path", write_tasks(tmp_path / "t"),
                             "--device", "cpu")
     assert code == 2 and _line(err).startswith(says.format(ar=ar_recipe)), err
@@ -215,7 +178,7 @@ def test_gen_kwargs_fsc_cannot_apply_are_refused_before_the_tasks_are_indexed(
         raise AssertionError("the tasks were indexed")
 
     monkeypatch.setattr(lm_eval.tasks, "TaskManager", no_index)
-    code, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar_recipe}",
+    code, _, err = harness_cli("--model", "fsc", "--model_args", f"pretrained={ar_recipe}",
                             "--tasks", "fsc_gen", "--device", "cpu",
                             "--gen_kwargs", "typical_p=0.9")
     assert code == 2 and _line(err).startswith(
