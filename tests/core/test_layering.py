@@ -5,6 +5,7 @@ module, at module level or inside a function, is read from the source (AST) and 
 its own layer or a lower one."""
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +54,14 @@ def modules():
         yield ".".join(parts), path
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file, parsed once a process (three checks read every module)."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
+
+
 def imports(path: Path):
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.lineno, node.module
         elif isinstance(node, ast.Import):
@@ -122,7 +129,7 @@ def test_imports_inside_functions_only_in_the_cli():
     for module, path in modules():
         if module.startswith("fsc.cli"):
             continue
-        for fn in ast.walk(ast.parse(path.read_text())):
+        for fn in _nodes(path):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 deferred += [f"{path.relative_to(ROOT)}:{node.lineno} in {fn.name}"
                              for node in ast.walk(fn)
@@ -145,7 +152,7 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in modules():
         edges = graph.setdefault(module, set())
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [f"{node.module}.{a.name}" for a in node.names]
                 edges.update(n for n in names if n in known)
