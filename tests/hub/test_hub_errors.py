@@ -130,12 +130,15 @@ def test_pull_in_offline_mode(fsc, hf_env, hub, tmp_path):
     assert hub.requests == []
 
 
-def test_bad_repo_ids_are_refused(fsc, hub, tmp_path):
+def test_bad_repo_ids_are_refused(fsc_main, hub, tmp_path):
+    """Refused before the Hub's client is asked anything (in this process: a new one a repo id
+    costs seconds and checks nothing more)."""
     for ref in ("no-owner", "a/b/c", "alice/tiny@", "../x"):
-        r = fsc("pull", ref, "--dir", tmp_path / "c")
+        r = fsc_main("pull", ref, "--dir", tmp_path / "c")
         assert r.returncode == 2  # a usage error
         assert "OWNER/NAME" in assert_one_line_error(r) or "empty revision" in r.stderr
     assert hub.requests == []
+    assert not (tmp_path / "c").exists()
 
 
 def test_artifacts_of_an_empty_store(fsc, tmp_path):
