@@ -53,15 +53,19 @@ def list_artifacts(store_dir: str | Path) -> list[dict]:
 
 def register_trained(store_dir: str | Path, out: str | Path, recipe_hash: str) -> list[str]:
     """Record the step checkpoints `fsc train` wrote into `out` that the store does not know
-    yet (action 'saved', their files from each checksum list); return their artifact ids."""
-    known = {row["path"] for row in Store(store_dir).artifacts()}
+    yet (action 'saved', their files from each checksum list); return their artifact ids. A
+    step is known by its path and its files: one saved again where a removed run's step was
+    (the same --out, other weights) is recorded too."""
+    known = {(row["path"], json.dumps(row["files_sha256"], sort_keys=True))
+             for row in list_artifacts(store_dir)}
     ids = []
     for path in sorted(Path(out).glob("step-*")):
         step = path.name.removeprefix("step-")
         if not (step.isdigit() and path.is_dir()):
             continue
-        if str(path.resolve()) in known:
+        files = read_checksums(path)
+        if (str(path.resolve()), json.dumps(files, sort_keys=True)) in known:
             continue
-        info = CheckpointInfo(str(path), path.name, recipe_hash, read_checksums(path))
+        info = CheckpointInfo(str(path), path.name, recipe_hash, files)
         ids.append(register_checkpoint(store_dir, info, "saved"))
     return ids

@@ -25,7 +25,7 @@ from fsc.cli.common import (
     torch_device,
 )
 from fsc.cli.eval_options import TRAIN_KNOBS, with_task_options
-from fsc.cli.train_options import mixer_kinds, seq_lengths
+from fsc.cli.train_options import mixer_kinds, one_source, seq_lengths
 from fsc.cli.train_render import eval_said, progress_bar, report
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
@@ -62,16 +62,16 @@ def train(
     source: Annotated[str | None, typer.Argument(
         metavar="RECIPE", help="Recipe file, shipped recipe name, or a checkpoint or training "
         "dir to start from (not with --resume).", show_default=False)] = None,
-    data: Annotated[str | None, typer.Option(
-        "--data", help="passkey, mqar, copy, the RULER-style niah_multikey, niah_multivalue, "
+    data: Annotated[list[str] | None, typer.Option(
+        "--data", callback=one_source, metavar="TEXT", help="passkey, mqar, copy, the RULER-style niah_multikey, niah_multivalue, "
         "niah_multiquery, vt, cwe, fwe; ruler (all of these with passkey) or a weighted mix "
         "(passkey:2,vt:1,cwe:1); shakespeare, a .txt/.jsonl/.parquet file, or "
         "hf:NAME[:CONFIG][:SPLIT] (needs fsc[data]).", show_default=False)] = None,
-    seq_len: Annotated[str | None, typer.Option(
-        "--seq-len", callback=seq_lengths, show_default=False,
+    seq_len: Annotated[list[str] | None, typer.Option(
+        "--seq-len", callback=seq_lengths, show_default=False, metavar="LIST",
         help="Tokens per sequence (a multiple of G), e.g. 1024 or 1k; or several lengths, "
         "each micro-batch at one drawn with its weight (128,256 or 128:3,256:1): the longest "
-        "is the run's training length.")] = None,
+        "is the run's training length. Repeatable: the lists join.")] = None,
     train_steps: Annotated[int | None, _count(
         "--train-steps", "Optimizer steps in all (the schedule's length; with --resume, may "
         "extend it).")] = None,
@@ -144,14 +144,14 @@ def train(
     supervise_needle: Annotated[bool, typer.Option(
         "--supervise-needle", help="passkey, niah_*: also train on each needle's repeat of "
         "its key; vt: on the name each link refers to (not scored).")] = False,
-    freeze: Annotated[str | None, typer.Option(
+    freeze: Annotated[list[str] | None, typer.Option(
         "--freeze", metavar="KIND[,KIND]", help="Keep the mixers of these kinds (mamba, "
         "attention, ...) as the run starts them: from their initialisation, or from the "
-        "checkpoint it starts from; every other weight trains.", show_default=False)] = None,
+        "checkpoint it starts from; every other weight trains. Repeatable: the lists join.",
+        show_default=False)] = None,
     state_passing: Annotated[bool, typer.Option("--state-passing", help="Start each sequence's "
         "recurrent layers where the previous batch's same row ended (blocks or ar).")] = False,
-    pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.",
-                                 high=676)] = 8,
+    pairs: Annotated[int, _count("--pairs", "mqar: key-value pairs per sample.", high=676)] = 8,
     text_field: Annotated[str, typer.Option(
         "--text-field", help=".jsonl/.parquet/hf: the field holding the text.")] = "text",
     tokenizer: Annotated[Path | None, typer.Option(
@@ -208,12 +208,12 @@ def train(
     else:
         from fsc.data.sources import check_read
 
-        check_read(data, [key for key in DATA_OPTIONS
+        check_read(data[0], [key for key in DATA_OPTIONS
                           if ctx.get_parameter_source(key).name != "DEFAULT"])
         job = new_job(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
-            anneal=anneal, data=data, lengths=seq_len if isinstance(seq_len, list) else None,
-            seq_len=max(L for L, _ in seq_len) if isinstance(seq_len, list) else seq_len,
+            anneal=anneal, data=data[0], lengths=seq_len if len(seq_len) > 1 else None,
+            seq_len=max(L for L, _ in seq_len),
             steps=steps, out=str(out_dir), weighting=str(weighting) if weighting else None, batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,

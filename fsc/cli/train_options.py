@@ -11,13 +11,16 @@ from fsc.errors import UsageError
 from fsc.text import printable
 
 
-def seq_lengths(value: str | int | list | None) -> int | list | None:
-    """--seq-len: one size (an int), or several with weights, LEN[:WEIGHT],... ([[L, w], ...],
-    each length once)."""
-    if value is None or isinstance(value, int | list):
-        return value
+def seq_lengths(values: list[str] | None) -> list | None:
+    """--seq-len, given once or more (the lists join: `--seq-len 128 --seq-len 256` is
+    `--seq-len 128,256`): one size, or several with weights, LEN[:WEIGHT],..., as
+    [[L, weight], ...], each length once (a list: typer hands a repeatable option's value on
+    as one)."""
+    if not values:
+        return None
+    value = ",".join(values)
     if "," not in value and ":" not in value:
-        return size(1, MAX_S, "--seq-len")(value)
+        return [[size(1, MAX_S, "--seq-len")(value), 1.0]]
     try:
         pairs = weighted(value, "--seq-len")
         lengths = [[parse_sizes(L, "--seq-len", 1, MAX_S)[0], w] for L, w in pairs]
@@ -26,17 +29,31 @@ def seq_lengths(value: str | int | list | None) -> int | list | None:
             f"--seq-len {value}: ")) from None
     seen = [L for L, _ in lengths]
     if len(set(seen)) < len(seen):
-        raise typer.BadParameter(f"{value[:60]}: a length given twice")
+        twice = next(L for L in seen if seen.count(L) > 1)
+        raise typer.BadParameter(f"a length given twice ({twice}); give it once, with the "
+                                 "weight of both")
     longest, weight = max(lengths)
     if weight == 0:
-        raise typer.BadParameter(f"{value[:60]}: the longest length, {longest}, is the run's "
-                                 "training length (its in-loop eval, the checkpoint's seq_len) "
-                                 "and its weight is 0; give it a weight above 0 or leave it out")
-    return lengths[0][0] if len(lengths) == 1 else lengths
+        raise typer.BadParameter(f"the longest length, {longest}, is the run's training length "
+                                 "(its in-loop eval, the checkpoint's seq_len) and its weight "
+                                 "is 0; give it a weight above 0 or leave it out")
+    return lengths
 
 
-def mixer_kinds(value: str | None) -> list[str]:
-    """--freeze: mixer kinds, comma-separated, each once (checked against the recipe later)."""
+def one_source(values: list[str] | None) -> list[str] | None:
+    """--data: one source; a second --data is refused (click would keep the last, training
+    on one of the two without a word): a mix of tasks is one comma list."""
+    if values and len(values) > 1:
+        raise typer.BadParameter(f"given {len(values)} times ("
+                                 f"{', '.join(repr(printable(v, 40)) for v in values)}); a mix "
+                                 "of tasks is one list, e.g. --data passkey:2,vt:1")
+    return values
+
+
+def mixer_kinds(values: list[str] | None) -> list[str]:
+    """--freeze, given once or more (the lists join): mixer kinds, comma-separated, each once
+    (checked against the recipe later)."""
+    value = None if values is None else ",".join(values)
     kinds = [k.strip() for k in (value or "").split(",") if k.strip()]
     if value is not None and not kinds:
         raise UsageError("--freeze: name a mixer kind (mamba, attention, ...)")

@@ -209,6 +209,7 @@ class Trainer:
                 "train_backend": self.backend, "dtype": cfg.dtype,
                 "final_loss": self.losses[-1] if self.losses else None,
                 **({"adapted_from": cfg.adapted_from} if cfg.adapted_from else {}),
+                **({"mask_added": cfg.mask_added} if cfg.mask_added else {}),
                 **({"started_from": cfg.started_from} if cfg.started_from else {}),
                 **({"anneal": cfg.anneal} if cfg.anneal else {}),
                 **({"freeze": cfg.freeze} if cfg.freeze else {})}
