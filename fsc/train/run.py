@@ -184,7 +184,7 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
                              f"{'with' if recipe.logit_shift else 'without'} the logit shift; "
                              "the shift changes what its logits mean")
         return recipe, None
-    origin = {"checkpoint": source, "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
+    origin = {"checkpoint": str(Path(source).resolve()), "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
               "G": recipe.block_size}
     published = Source.read(source).config.get("imported_from")
     if published:  # the card of a pushed copy names the published model, not a local path alone

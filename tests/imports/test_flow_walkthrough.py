@@ -113,7 +113,7 @@ def test_the_adapted_model_stops_where_the_published_one_does(adapted, imported)
 
 
 def test_the_adapted_card_names_the_published_model(adapted, imported):
-    """`adapted_from` names the checkpoint as given (a local path); a pushed copy's card and
+    """`adapted_from` names the checkpoint by its absolute path; a pushed copy's card and
     config also name the published model the import read."""
     root, folder, ck = imported
     published = json.loads((ck / "config.json").read_text())["imported_from"]

@@ -44,6 +44,17 @@ def _adapt(fsc_main, tmp_path, source, *extra, steps=8, check=0):
                     check=check)
 
 
+def test_the_checkpoint_adapted_is_named_by_its_absolute_path(ar_ckpt, monkeypatch):
+    """Given as a relative path, it is recorded whole, as `started_from` is: the card of a
+    copy pushed or moved elsewhere would name a path that means nothing there."""
+    from fsc.source import load_source_recipe
+    from fsc.train.run import adapted
+
+    monkeypatch.chdir(ar_ckpt)
+    _, origin = adapted("step-000002", load_source_recipe("step-000002"), 8, None)
+    assert origin["checkpoint"] == str(ar_ckpt.resolve() / "step-000002")
+
+
 def test_an_ar_checkpoint_becomes_a_denoiser_with_its_weights(ar_ckpt, adapted):
     step = Path(adapted["checkpoint"])
     config = json.loads((step / "config.json").read_text())
