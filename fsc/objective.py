@@ -10,8 +10,7 @@ frontier. The loss is the cross-entropy on the masked positions weighted by 1/t,
 the frontier's supervised positions: a per-token estimate of the block's NLL bound.
 
 The frontier logits are the ones the cached decoder computes: `fold` of the clean prefix, then
-a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer). Both
-training (fsc.train.loop) and the held-out loss of `fsc eval --task loss` (fsc.eval.loss) use it.
+a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer).
 
 Blocks (G > 1): every block with supervised positions gets the frontier's draw (its own t and
 mask) and is scored in one two-stream forward: the clean sequence gives the KV or state at
@@ -123,17 +122,13 @@ def _frontier_terms(model, f: Frontier, weighting: str) -> tuple[torch.Tensor, t
     return ce * weight, rows
 
 
-def sequence_losses(model, objective: str, batch: Batch, G: int, mask_id: int,
-                    gen: torch.Generator) -> torch.Tensor:
-    """Each sequence's own loss, [B] on the CPU: its frontier bound (the terms whose mean is
-    frontier_loss), or its mean next-token NLL (ar). Their spread is the loss's uncertainty."""
+def sequence_nll(model, batch: Batch) -> torch.Tensor:
+    """[B] on the CPU: each sequence's mean next-token NLL over its supervised positions (the
+    held-out loss of an autoregressive read, fsc.eval.loss)."""
     B = batch.tokens.shape[0]
-    if objective == "ar":
-        ce, rows = _ar_terms(model, batch)
-        counts = torch.zeros(B).index_add_(0, rows, torch.ones(len(rows)))
-        return torch.zeros(B).index_add_(0, rows, ce.float().cpu()) / counts.clamp(min=1)
-    terms, rows = _frontier_terms(model, draw_frontier(batch, G, mask_id, gen), "elbo")
-    return torch.zeros(B).index_add_(0, rows, terms.float().cpu())
+    ce, rows = _ar_terms(model, batch)
+    counts = torch.zeros(B).index_add_(0, rows, torch.ones(len(rows)))
+    return torch.zeros(B).index_add_(0, rows, ce.float().cpu()) / counts.clamp(min=1)
 
 
 @dataclass

@@ -90,8 +90,9 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
             out.print(LOSS_BOUND, markup=False, highlight=False)
         for c in cells:
             if (c.get("distinct_sequences") or c.n) < c.n:
-                err.print(f"length {c.length}: the data holds {c.get('distinct_sequences')} "
-                          f"distinct sequences; the {c.n} scored reuse them, so the spread "
+                d = c.get("distinct_sequences")
+                err.print(f"length {c.length}: the data holds {counted(d, 'distinct sequence')};"
+                          f" the {c.n} scored reuse {'it' if d == 1 else 'them'}, so the spread "
                           "is understated (give --samples at most that, or more text)",
                           soft_wrap=True)
         return

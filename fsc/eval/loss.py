@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import torch
+from tokenizers import decoders
 
 from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
@@ -38,7 +39,7 @@ from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.eval.grid import EvalGrid
 from fsc.eval.retrieval import ratio
 from fsc.loading import free_bytes
-from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_losses
+from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_nll
 from fsc.recipe import Recipe
 from fsc.seeds import derive
 from fsc.text import human_bytes
@@ -163,12 +164,26 @@ def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]
 
 def scored_bytes(tokenizer, ids: list[int], first_given: bool) -> int:
     """The UTF-8 bytes of the tokens of `ids` a loss scores (all, or all but the first where
-    `first_given`): under fsc's byte tokenizer its byte ids (a sample may cut a character,
-    which decoding would turn into U+FFFD); else the text they decode to, less the first
-    token's where it is given (decoded alone and with the rest, so that a tokenizer which
-    strips a text's leading space counts the space with the token that holds it)."""
+    `first_given`). A sample may cut a character, which decoding would turn into U+FFFD, so
+    where a token's bytes are known they are counted: fsc's byte tokenizer's ids; a byte-level
+    BPE's (GPT-2's, Llama 3's, Qwen's), one a character of its vocabulary string. Else the text
+    they decode to, less the first token's where it is given (decoded alone and with the rest,
+    so that a tokenizer which strips a text's leading space counts the space with the token
+    that holds it)."""
+    scored = ids[1 if first_given else 0 :]
     if isinstance(tokenizer, ByteTokenizer):
-        return sum(i < 256 for i in ids[1 if first_given else 0 :])
+        return sum(i < 256 for i in scored)
+    tok = getattr(tokenizer, "tok", None)
+    if isinstance(getattr(tok, "decoder", None), decoders.ByteLevel):
+        added = tok.get_added_tokens_decoder()  # their text as it is; a special one decodes to none
+
+        def size(i: int) -> int:
+            a = added.get(i)
+            if a is None:
+                return len(tok.id_to_token(i) or "")
+            return 0 if a.special else len(a.content.encode("utf-8"))
+
+        return sum(map(size, scored))
     whole = len(tokenizer.decode(ids).encode("utf-8"))
     return max(0, whole - len(tokenizer.decode(ids[:1]).encode("utf-8"))) if first_given else whole
 
@@ -188,8 +203,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
         samples = [source.sample(i) for i in idx]
         batch = Batch.of([after_bos(s, tokenizer) for s in samples] if bos else samples, device)
         if settings.mode == "ar":  # exact: no draw
-            gen = torch.Generator().manual_seed(derive(settings.seed, start, 8))
-            losses += sequence_losses(model, "ar", batch, G, tokenizer.mask_id, gen).tolist()
+            losses += sequence_nll(model, batch).tolist()
         else:  # sequence i draws from its own seed, whatever --batch
             gens = [torch.Generator().manual_seed(derive(settings.seed, i, 8)) for i in idx]
             losses += sequence_bounds(model, batch, G, tokenizer.mask_id, gens).tolist()
