@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fsc.blocks import POLICIES, block_setting, check_temperature
 from fsc.data.ruler import RulerOptions
-from fsc.data.sources import DataOptions
+from fsc.data.sources import DataOptions, check_read
 from fsc.errors import FscError, UsageError
 from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalGrid, EvalSettings, GenSettings
@@ -79,6 +79,9 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
     data = request.data if request.data is not None else trained_text(request, trained)
+    if request.task == "loss" and request.resume is None and data is not None:
+        # the task options the data reads, as fsc train checks them (text reads none)
+        check_read(data, [k for k in ("needle_digits", "pairs") if getattr(request, k)])
     if data is None and request.task == "genppl" and asked_task is None:
         raise UsageError("--scorer asks for --task genppl, which needs --data (shakespeare or a "
                          "text file) for its prompts and reference text")

@@ -106,3 +106,20 @@ def test_one_distinct_sequence_is_said_in_the_singular(fsc_main, tmp_path):
                    "--lengths", "64", "--samples", "2", "--store", tmp_path / "st", check=0)
     said = " ".join(res.stderr.split())
     assert "the data holds 1 distinct sequence; the 2 scored reuse it, so" in said, said
+
+
+@pytest.mark.parametrize(("data", "given", "readers"), [
+    ("shakespeare", ["--pairs", "4"], "mqar"),
+    ("passkey", ["--pairs", "4"], "mqar"),
+    ("shakespeare", ["--needle-digits", "4"], "passkey, niah_multikey, niah_multivalue, "
+                                               "niah_multiquery, ruler"),
+])
+def test_task_options_the_data_does_not_read_are_refused(fsc_main, tmp_path, data, given,
+                                                         readers):
+    """They size a task's samples: given with data that holds no such task (text, another
+    task) they were taken and ignored; refused as fsc train refuses them."""
+    res = fsc_main("eval", "tiny_attn", "--task", "loss", "--data", data, *given,
+                   "--lengths", "128", "--samples", "2", "--store", tmp_path / "st")
+    assert res.returncode == 2 and res.stderr == (
+        f"error: {given[0]}: for --data {readers} or a mix holding one (this is {data})\n")
+    assert not (tmp_path / "st").exists()

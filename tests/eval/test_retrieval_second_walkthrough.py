@@ -34,7 +34,7 @@ def test_loss_on_mqar_takes_one_pairs_count_and_says_which(fsc_main, tmp_path):
     res = fsc_main("eval", "tiny_hybrid", "--task", "loss", "--data", "shakespeare", "--pairs",
                    "2,4", "--lengths", "128", "--store", tmp_path / "st")
     assert res.returncode == 2
-    assert "--pairs 2,4: for --task loss on mqar data only (this is shakespeare" in res.stderr
+    assert res.stderr == "error: --pairs: for --data mqar or a mix holding one (this is shakespeare)\n"
     rows = _rows(fsc_main("eval", "tiny_hybrid", "--task", "loss", "--data", "mqar", "--pairs",
                           "3", "--lengths", "128", "--samples", "2", "--json",
                           "--store", tmp_path / "st"))
