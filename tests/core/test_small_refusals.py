@@ -25,6 +25,7 @@ def test_a_name_too_long_for_the_os_is_one_short_line(fsc_main):
     assert "File name too long" in res.stderr and len(res.stderr) < 300
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_an_import_whose_store_cannot_be_written_writes_nothing(fsc_main, tmp_path):
     from tests.imports.published import save_published
 

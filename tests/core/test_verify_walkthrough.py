@@ -75,6 +75,7 @@ def test_the_default_run_passes_a_window_up_to_window_tokens(window, G):
     assert (blocks - 1) * G > window
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_verify_of_a_4096_window_runs_past_it(tmp_path):
     path = tmp_path / "swa.yaml"
     path.write_text("name: swa\nd_model: 32\nn_layers: 1\nvocab_size: 64\nblock_size: 4\n"

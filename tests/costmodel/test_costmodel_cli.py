@@ -231,6 +231,7 @@ def test_an_unknown_gpu_name_is_refused_not_matched_by_a_prefix(app):
     assert device_spec("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_every_line_fits_80_columns(run_fsc):
     """The header and the lines under the tables wrap at the terminal's width, as the tables
     do."""

@@ -4,9 +4,12 @@ of it (a loss eval's load is most of its seconds)."""
 import json
 import time
 
+import pytest
+
 from fsc.store import Store
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_an_eval_runs_time_holds_loading_its_model(fsc_main, tmp_path, monkeypatch):
     from fsc.scale import evaluation
 

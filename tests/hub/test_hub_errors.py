@@ -148,6 +148,7 @@ def test_artifacts_of_an_empty_store(fsc, tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_artifacts_keep_the_path_whole_at_80_columns(tmp_path, run_fsc):
     """The path is the column a reader needs: at 80 columns others leave, it is never cut;
     --wide keeps every column."""

@@ -9,6 +9,7 @@ import re
 import shlex
 import signal
 
+import pytest
 from rich.console import Console
 
 from fsc.cli.profile_render import render_rows
@@ -160,6 +161,7 @@ def test_the_command_for_a_baseline_keeps_the_sweeps_backend():
                                      "--steps 4 --backend torch --memory-budget 6MiB")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_reports_command_for_a_baseline_measures_what_the_sweep_did(fsc_main, tmp_path):
     """fsc report's baseline table gave the command by the recipe's name and without the
     run's --dtype, as fsc profile did."""

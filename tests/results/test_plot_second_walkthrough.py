@@ -121,6 +121,7 @@ def test_the_quality_figure_names_the_runs_it_draws(cli, tmp_path):
     assert qm in title and qa not in title  # qa's reference row is kept, but not drawn
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_markdown_figures_resolve_beside_a_name_with_a_space(cli, made, tmp_path):
     out = tmp_path / "my notes.md"
     assert cli("report", "--store", made.store, "--out", out).code == 0
