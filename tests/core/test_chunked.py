@@ -92,7 +92,9 @@ def test_chunks_layout_pads_blocks_and_restores_tokens():
     assert ch.later_in_block[0].tolist() == [False, True, True, True, False, False, False, False]
 
 
-@pytest.mark.parametrize("decay_shape", [(2, 5, 3, 4, 1), (2, 5, 3, 4, 6)], ids=["broadcast", "full"])
+@pytest.mark.parametrize("decay_shape", [
+    pytest.param((2, 5, 3, 4, 1), id="broadcast", marks=pytest.mark.slow),  # seconds: test-slow
+    pytest.param((2, 5, 3, 4, 6), id="full")])
 def test_scan_equals_its_loop_and_gradchecks(decay_shape):
     """`scan` (a loop autograd does not record, its backward written out): the states of the
     recurrence step by step, and gradients (fp64 gradcheck) with and without a start state."""

@@ -44,6 +44,7 @@ def _scaled(name: str, folder) -> str:
     return str(folder)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_rows_name_the_change_and_a_resume_keeps_it(fsc_main, tmp_path, monkeypatch):
     from fsc.eval import loss
 

@@ -48,6 +48,7 @@ def test_the_ruler_table_lists_the_parts_in_the_suites_order(fsc_main, tmp_path)
                     "cwe", "fwe", "average"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_what_training_read_is_what_eval_reads_from_anywhere(fsc_main, tmp_path, ar_recipe,
                                                              monkeypatch):
     """The checkpoint recorded --data as typed (relative: `fsc eval --task genppl` run from

@@ -88,6 +88,7 @@ def test_fail_above_gates_on_the_geometric_mean(limit, code, cli, tmp_path):
         assert r.err == ""
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_faster_b_passes_and_a_run_against_itself_is_one(cli, tmp_path):
     made = make_runs(tmp_path / "store", slow=0.8)
     assert cli("compare", made.run_a, made.run_b, "--store", made.store,

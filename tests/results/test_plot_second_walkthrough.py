@@ -111,6 +111,7 @@ def _genppl_run(st: Store, recipe: str, shuffle: bool = False, top_p: float | No
         return run.run_id
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_quality_figure_names_the_runs_it_draws(cli, tmp_path):
     st = Store(tmp_path / "store")
     qa, qm = _genppl_run(st, "qa"), _genppl_run(st, "qm")

@@ -82,6 +82,7 @@ def test_html_is_one_self_contained_page_with_every_figure(cli, full_store, tmp_
     assert refs and refs <= set(element_ids)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_ratio_table_is_against_attention_at_each_S(cli, made, tmp_path):
     out = tmp_path / "r.html"
     assert cli("report", made.run_a, "--store", made.store, "--out", out).code == 0

@@ -208,6 +208,7 @@ def test_an_annealed_step_is_the_objective_at_that_block_size(tmp_path):
         assert got == pytest.approx(want.item(), rel=1e-5)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_the_options_are_recorded_and_the_shifted_denoiser_decodes_exactly(fsc_main, tmp_path,
                                                                             ar_ckpt):
     """--logit-shift --anneal: the recipe holds the shift (its hash changes), the run's config
