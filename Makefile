@@ -38,7 +38,8 @@ TYPER_OLD_DIR := $(VENV)/typer-$(TYPER_OLDEST)
 test-typer-oldest: install
 	$(BIN)/pip install -q --no-deps --upgrade --target $(TYPER_OLD_DIR) "typer==$(TYPER_OLDEST)" click
 	PYTHONPATH=$(TYPER_OLD_DIR) FSC_EXPECT_TYPER=$(TYPER_OLDEST) $(BIN)/python -m pytest -q \
-	  tests/core/test_cli_fuzz.py tests/core/test_cli.py tests/store/test_runs_cli.py
+	  tests/core/test_cli_fuzz.py tests/core/test_cli.py tests/store/test_runs_cli.py \
+	  tests/eval/test_lists_repeat.py tests/train/test_training_doc_claims.py
 
 # Headless Chromium for the report's browser test (Debian's package; root, as on CI).
 browser:

@@ -11,13 +11,13 @@ from fsc.errors import UsageError
 from fsc.text import printable
 
 
-def seq_lengths(values: list[str] | None) -> list | None:
+def seq_lengths(values: list[str] | None) -> list:
     """--seq-len, given once or more (the lists join: `--seq-len 128 --seq-len 256` is
     `--seq-len 128,256`): one size, or several with weights, LEN[:WEIGHT],..., as
     [[L, weight], ...], each length once (a list: typer hands a repeatable option's value on
     as one)."""
-    if not values:
-        return None
+    if not values:  # not given: typer makes an empty list None (0.18 fails on a None)
+        return []
     value = ",".join(values)
     if "," not in value and ":" not in value:
         return [[size(1, MAX_S, "--seq-len")(value), 1.0]]
@@ -40,14 +40,14 @@ def seq_lengths(values: list[str] | None) -> list | None:
     return lengths
 
 
-def one_source(values: list[str] | None) -> list[str] | None:
+def one_source(values: list[str] | None) -> list[str]:
     """--data: one source; a second --data is refused (click would keep the last, training
     on one of the two without a word): a mix of tasks is one comma list."""
     if values and len(values) > 1:
         raise typer.BadParameter(f"given {len(values)} times ("
                                  f"{', '.join(repr(printable(v, 40)) for v in values)}); a mix "
                                  "of tasks is one list, e.g. --data passkey:2,vt:1")
-    return values
+    return values or []  # (not given: typer makes the empty list None)
 
 
 def mixer_kinds(values: list[str] | None) -> list[str]:
