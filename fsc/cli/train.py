@@ -185,7 +185,7 @@ def train(
     # the processes --nproc starts run the same command line: only the first says it
     steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
                     quiet=ranks.launched())
-    missing = [n for n, v in (("RECIPE", source), ("--data", data), ("--seq-len", seq_len),
+    missing = [n for n, v in (("RECIPE", source), ("--data", data[0]), ("--seq-len", seq_len),
                               ("--train-steps", steps), ("--out", out_dir)) if v is None]
     if missing and resume is None:  # said before torch is imported, in a fraction of a second
         raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from fsc.cli.bounds import MAX_S, parse_sizes, size
+from fsc.cli.bounds import MAX_S, one_value, parse_sizes, size
 from fsc.data.mix import weighted
 from fsc.errors import UsageError
 from fsc.text import printable
@@ -40,14 +40,9 @@ def seq_lengths(values: list[str] | None) -> list:
     return lengths
 
 
-def one_source(values: list[str] | None) -> list[str]:
-    """--data: one source; a second --data is refused (click would keep the last, training
-    on one of the two without a word): a mix of tasks is one comma list."""
-    if values and len(values) > 1:
-        raise typer.BadParameter(f"given {len(values)} times ("
-                                 f"{', '.join(repr(printable(v, 40)) for v in values)}); a mix "
-                                 "of tasks is one list, e.g. --data passkey:2,vt:1")
-    return values or []  # (not given: typer makes the empty list None)
+# --data: one source, a second refused (click would keep the last, training on one of the two
+# without a word): a mix of tasks is one comma list. Not given: [None].
+one_source = one_value("--data", None, "a mix of tasks is one list, e.g. --data passkey:2,vt:1")
 
 
 def mixer_kinds(values: list[str] | None) -> list[str]:

@@ -263,14 +263,19 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     return _checked(cfg, recipe, str(start), state)
 
 
+def later_steps(folder: Path, done: int) -> list[str]:
+    """The step-NNNNNN directories of training directory `folder` past step `done`, in order."""
+    return sorted(d.name for d in folder.glob("step-*") if d.is_dir()
+                  and d.name.removeprefix("step-").isdigit()
+                  and int(d.name.removeprefix("step-")) > done)
+
+
 def _check_newest(start: Path, done: int) -> None:
     """UsageError when a step checkpoint named for --resume has later steps beside it: the run
     resumed from it would train other weights under those steps' names (a changed --train-steps
     re-stretches the schedule) and keep the old ones where it meets them, two runs in one
     directory. Its newest step, or a copy of it in a directory of its own, resumes."""
-    later = sorted(d.name for d in start.parent.glob("step-*") if d.is_dir()
-                   and d.name.removeprefix("step-").isdigit()
-                   and int(d.name.removeprefix("step-")) > done)
+    later = later_steps(start.parent, done)
     if later:
         shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
         raise UsageError(f"--resume {start}: {start.parent} holds later steps ({shown}), which "
@@ -410,11 +415,9 @@ def sole_trainer(job: TrainJob) -> Iterator[None]:
             raise UsageError(f"{out}: another fsc train is training into it now; wait for it to "
                              "end (fsc runs lists it), or train into another --out") from None
         done = job.state[0]["step"] if job.state is not None else -1
-        later = [d.name for d in out.glob("step-*") if d.is_dir()
-                 and d.name.removeprefix("step-").isdigit()
-                 and int(d.name.removeprefix("step-")) > done]
+        later = later_steps(out, done)
         if later:
-            raise UsageError(f"{out}: another fsc train saved {max(later)} after this command "
+            raise UsageError(f"{out}: another fsc train saved {later[-1]} after this command "
                              "read the directory; run it again")
         yield
     finally:
