@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between, parse_bytes, parse_sizes
+from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between, joined, listed, parse_bytes, parse_sizes
 from fsc.cli.common import (
     Backend,
     BackendOpt,
@@ -63,18 +63,12 @@ def profile(
     recipe: Annotated[list[str] | None, typer.Option(
         "--recipe", "-r", help="Recipe, shipped name, checkpoint dir or published model (config.json folder, hf:ORG/NAME); repeatable. Default: tiny "
         "attention/mamba/hybrid on CPU, the paper's 3B trio on a GPU.")] = None,
-    S: Annotated[list[str] | None, typer.Option(
-        "--S", help=f"Context lengths, e.g. 1024,4096 or 4k,256k (k = 1024; at most {MAX_S}); "
-        "repeatable, as -r.", show_default=False)] = None,
-    B: Annotated[list[str] | None, typer.Option(
-        "--B", help=f"Batch sizes, e.g. 1,4 (1 to {MAX_B}); repeatable.",
-        show_default=False)] = None,
-    G: Annotated[list[str] | None, typer.Option(
-        "--G", help=f"Block sizes G, e.g. 1,8,32 (1 to {MAX_G}; default: each recipe's); "
-        "repeatable.", show_default=False)] = None,
-    steps: Annotated[list[str] | None, typer.Option(
-        "--steps", help="Denoising steps K per block, e.g. 1,4 (1..G; default: G); repeatable. "
-        "Crossed with --G, pairs with K > G are left out.", show_default=False)] = None,
+    S: listed("--S", "Context lengths, e.g. 1024,4096 or 4k,256k (k = 1024; at most "
+              f"{MAX_S}).") = None,
+    B: listed("--B", f"Batch sizes, e.g. 1,4 (1 to {MAX_B}).") = None,
+    G: listed("--G", f"Block sizes G, e.g. 1,8,32 (1 to {MAX_G}; default: each recipe's).") = None,
+    steps: listed("--steps", "Denoising steps K per block, e.g. 1,4 (1..G; default: G); crossed "
+                  "with --G, pairs with K > G are left out.") = None,
     mode: Annotated[Mode | None, typer.Option(
         "--mode", help="diffusion or ar (G 1, K 0: tokens/s = B / fold). Default: ar for recipes "
         "whose block size is 1.", show_default=False)] = None,
@@ -135,12 +129,13 @@ def profile(
             raise UsageError(f"--device {device[:40]!r} is not auto, cpu, cuda or cuda:N")
         from fsc.source import located_ref
 
+        S, B, G, steps = joined(S, B, G, steps)
         cfg = SweepConfig(
             recipes=[located_ref(r) for r in recipe or []],  # (each list: every time given)
-            S=parse_sizes(",".join(S), "--S", 0, MAX_S) if S else [],
-            B=parse_sizes(",".join(B), "--B", 1, MAX_B) if B else [],
-            G=parse_sizes(",".join(G), "--G", 1, MAX_G) if G else None,
-            K=parse_sizes(",".join(steps), "--steps", 1, MAX_G) if steps else None,
+            S=parse_sizes(S, "--S", 0, MAX_S) if S is not None else [],
+            B=parse_sizes(B, "--B", 1, MAX_B) if B is not None else [],
+            G=parse_sizes(G, "--G", 1, MAX_G) if G is not None else None,
+            K=parse_sizes(steps, "--steps", 1, MAX_G) if steps is not None else None,
             mode=mode and str(mode), dtype=dtype and str(dtype), backend=str(backend),
             warmup=warmup, repeats=repeats or 0, device=device, seed=seed,
             memory_budget=parse_bytes(memory_budget) if memory_budget is not None else None,
