@@ -10,7 +10,10 @@ padded to a fixed number of whole blocks (the same for every sample of a task, s
 of a cell decode together). `answers` holds what RULER's score looks for in the decoded
 answer; the fraction found is the sample's score. Needles and chains sit in a haystack of the
 filler text or of a shipped corpus (fsc.corpora), between its sentences (else its words), as
-RULER inserts them. Pure Python: no torch.
+RULER inserts them. The prompts read in fsc's short words (template "fsc": the question, then
+"Answer: ") or in RULER's (template "ruler": its instruction before the context, its question
+and answer prefix after it, its needle sentence, cwe's numbered list, fwe's noise word "..."
+at rank 1; RULER's in-context examples for vt and cwe are left out). Pure Python: no torch.
 """
 
 from __future__ import annotations
@@ -38,6 +41,31 @@ LONG_CWE = 4096, 10, 3  # and from 4096 tokens on 10 times (30 against 3: each u
 ZIPF_ALPHA, ZETA = 2.0, math.pi**2 / 6  # fwe: rank k appears N k^-alpha / zeta(alpha) times
 CONSONANTS, VOWELS = "bcdfghjklmnprstvz", "aeiou"
 CAPITALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+TEMPLATES = ("fsc", "ruler")  # the prompts' wording: fsc's short one, or RULER's
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten")
+NOISE = "..."  # fwe under RULER's template: the word of rank 1, never asked
+# RULER's templates and answer prefixes (scripts/data/synthetic/constants.py), the context
+# between; {v} is niah's kind of value, {n} the words asked
+RULER_NIAH = ("Some special magic {v} are hidden within the following text. Make sure to "
+              "memorize it. I will quiz you about the {v} afterwards.\n{context}\nWhat are all "
+              "the special magic {v} for {query} mentioned in the provided text? The special "
+              "magic {v} for {query} mentioned in the provided text are")
+RULER_NEEDLE = " One of the special magic numbers for {key} is: {value}"
+RULER_VT = ("Memorize and track the chain(s) of variable assignment hidden in the following "
+            "text.\n\n{context}\nQuestion: Find all variables that are assigned the value "
+            "{query} in the text above. Answer: According to the chain(s) of variable "
+            "assignment in the text above, {n} variables are assigned the value {query}, they "
+            "are: ")
+RULER_CWE = ("Below is a numbered list of words. In these words, some appear more often than "
+             "others. Memorize the ones that appear most often.\n{context}\nQuestion: What are "
+             "the {n} most common words in the above list? Answer: The top {n} words that "
+             "appear most often in the list are:")
+RULER_FWE = ("Read the following coded text and track the frequency of each coded word. Find "
+             "the {n} most frequently appeared coded words. {context}\nQuestion: Do not "
+             "provide any explanation. Please ignore the dots '....'. What are the {n} most "
+             "frequently appeared words in the above coded text? Answer: According to the "
+             "coded text above, the {n} most frequently appeared words are:")
 
 
 @dataclass(frozen=True)
@@ -51,6 +79,7 @@ class RulerOptions:
     chains: int = 1  # vt: chains, one asked
     words: int = 3  # cwe, fwe: words the answer names
     haystack: str = "filler"  # niah, vt: the filler text or a corpus
+    template: str = "fsc"  # every task: the prompts' wording, fsc's or RULER's (TEMPLATES)
 
 
 def _bounded(option: str, value: int, low: int, high: int) -> int:
@@ -73,6 +102,19 @@ def _words(rng: random.Random, n: int, pattern: str) -> list[str]:
             word.append(a[r])
         out.append("".join(reversed(word)))
     return out
+
+
+def _template(template: str) -> bool:
+    """Whether `template` (one of TEMPLATES) is RULER's."""
+    if template not in TEMPLATES:
+        raise UsageError(f"--template {template!r} is not one of {', '.join(TEMPLATES)}")
+    return template == "ruler"
+
+
+def _split(template: str, **fields) -> tuple[str, str]:
+    """(the text before the context, the text after it) of a RULER template."""
+    head, tail = template.split("{context}")
+    return head.format(**fields), tail.format(**fields)
 
 
 def _numbers(rng: random.Random, n: int, digits: int) -> list[str]:
@@ -211,6 +253,17 @@ class _Answered:
     L: int
     budget: int
     option: str
+    ruler: bool = False  # RULER's template
+    head: list[int]  # the prompt's tokens before the context (RULER's instruction)
+
+    def _budget(self, longest: list[str]) -> int:
+        """Whole blocks for the answer naming `longest` (bytes: what no answer exceeds)."""
+        return len(self.lay.right([0] * len(self._say(longest).encode())))
+
+    def _say(self, answers: list[str]) -> str:
+        """The answer's text: the strings one space apart (after RULER's answer prefix, which
+        ends on a word, one space first)."""
+        return " " * self.ruler + " ".join(answers)
 
     def _answer(self, text: str) -> tuple[list[int], int]:
         core = self.lay.enc(text)[: self.budget]
@@ -228,7 +281,7 @@ class _Answered:
 
     def _need(self, pieces, question) -> int:
         """Tokens of a prompt and answer with no haystack."""
-        return sum(len(p) for _, p in pieces) + len(question) + self.budget
+        return len(self.head) + sum(len(p) for _, p in pieces) + len(question) + self.budget
 
     def _room(self, pieces, question) -> int:
         """The haystack's tokens in a sample of these pieces."""
@@ -252,14 +305,18 @@ class Needles(_Answered):
 
     `needle=True` (training only) has each needle repeat its value (" The pass key of baku is
     4821, 4821."), the repeat supervised: a copy from a few tokens back that teaches
-    the copy the answer needs, as passkey's needle does (fsc.data.tasks.Passkey)."""
+    the copy the answer needs, as passkey's needle does (fsc.data.tasks.Passkey).
+
+    Under RULER's template a needle reads " One of the special magic numbers for baku is:
+    4821.", the answer names the values a comma apart."""
 
     name = "niah"
 
     def __init__(self, tokenizer, L: int, G: int, variant: str = "multikey",
                  needles: int | None = None, distractors: int = 0, digits: int | None = None,
                  haystack: str = "filler", split: str = "val", option: str = "--seq-len",
-                 needle: bool = False):
+                 needle: bool = False, template: str = "fsc"):
+        self.ruler = _template(template)
         if variant not in VARIANTS:
             raise UsageError(f"--variant {variant!r} is not one of {', '.join(VARIANTS)}")
         needles = (1 if variant == "single" else MULTI_NEEDLES) if needles is None else needles
@@ -274,7 +331,8 @@ class Needles(_Answered):
         self.lay, self.L = Layout(tokenizer, G), L
         self.hay = Haystack(self.lay, haystack, split)
         asked = self.needles if variant in ("multivalue", "multiquery") else 1
-        self.budget = len(self.lay.right([0] * (asked * (self.digits + 1) - 1)))
+        self.budget = self._budget(["0" * self.digits] * asked)
+        self.head = self.lay.enc(self._ruler("")[0]) if self.ruler else []
         self.option = option
         need = max(self._need(*self._parts(random.Random(s), 0.5)[:2]) for s in range(4))
         what = (f"a niah {variant} prompt with {needles} needle{'s' * (needles > 1)} and "
@@ -290,11 +348,25 @@ class Needles(_Answered):
         if not self.needle:
             return self
         return Needles(self.lay.tok, self.L, self.lay.G, self.variant, self.needles,
-                       self.distractors, self.digits, self.hay.spec, self.split, self.option)
+                       self.distractors, self.digits, self.hay.spec, self.split, self.option,
+                       template=TEMPLATES[self.ruler])
+
+    def _ruler(self, query: str) -> tuple[str, str]:
+        """RULER's niah template around the context, asking `query`: in the singular where
+        one value is asked, as RULER words it."""
+        text, kind = RULER_NIAH, "numbers"
+        if self.variant in ("single", "multikey") or self.needles == 1:
+            text = text.replace("Some", "A").replace("are all", "is").replace("are", "is")
+            kind = "number"
+        return _split(text, v=kind, query=query)
+
+    def _say(self, answers: list[str]) -> str:
+        return " " + ", ".join(answers) if self.ruler else " ".join(answers)
 
     def _needle(self, key: str, value: str) -> tuple[list[int], range]:
         """(a needle's tokens, where its supervised repeat of the value lies)."""
-        head = self.lay.enc(f" The pass key of {key} is {value}")
+        said = RULER_NEEDLE if self.ruler else " The pass key of {key} is {value}"
+        head = self.lay.enc(said.format(key=key, value=value))
         if not self.needle:
             return head + self.lay.enc("."), range(0)
         head += self.lay.enc(", ")
@@ -325,6 +397,10 @@ class Needles(_Answered):
         repeats = {i: span for i, (_, span) in enumerate(needles)}
         in_order = [pairs[i] for i in sorted(range(len(pairs)), key=depths.__getitem__)]
         answers = [val for k in asked for key, val in in_order if key == k]  # as they appear
+        if self.ruler:
+            query = (f"{', '.join(asked[:-1])}, and {asked[-1]}" if len(asked) > 1
+                     else asked[0])
+            return pieces, self.lay.enc(self._ruler(query)[1]), answers, repeats
         if v == "multivalue":
             ask = f" What are the pass keys of {asked[0]}?"
         elif v == "multiquery":
@@ -339,8 +415,9 @@ class Needles(_Answered):
         pieces, question, answers, repeats = self._parts(rng, depth)
         prompt, repeats = _placed(self.hay.take(self._room(pieces, question), rng), pieces,
                                   repeats)
-        return self._sample(prompt + question, " ".join(answers), answers,
-                            repeats + [False] * len(question), depth=depth)
+        head = [False] * len(self.head)
+        return self._sample(self.head + prompt + question, self._say(answers), answers,
+                            head + repeats + [False] * len(question), depth=depth)
 
 
 class VariableTracking(_Answered):
@@ -355,13 +432,14 @@ class VariableTracking(_Answered):
 
     def __init__(self, tokenizer, L: int, G: int, hops: int = 4, chains: int = 1,
                  haystack: str = "filler", split: str = "val", option: str = "--seq-len",
-                 needle: bool = False):
-        self.needle, self.split = needle, split
+                 needle: bool = False, template: str = "fsc"):
+        self.needle, self.split, self.ruler = needle, split, _template(template)
         self.hops = _bounded("--hops", hops, 1, MAX_HOPS)
         self.chains = _bounded("--chains", chains, 1, MAX_CHAINS)
         self.lay, self.L = Layout(tokenizer, G), L
         self.hay = Haystack(self.lay, haystack, split)
-        self.budget = len(self.lay.right([0] * (4 * (hops + 1) - 1)))
+        self.budget = self._budget(["ABC"] * (self.hops + 1))
+        self.head = self.lay.enc(self._ruler("")[0]) if self.ruler else []
         self.option = option
         need = max(self._need(*self._parts(random.Random(s))[:2]) for s in range(4))
         self._check_fits(need, f"a vt prompt with --hops {hops} and --chains {chains}", option)
@@ -374,7 +452,14 @@ class VariableTracking(_Answered):
         if not self.needle:
             return self
         return VariableTracking(self.lay.tok, self.L, self.lay.G, self.hops, self.chains,
-                                self.hay.spec, self.split, self.option)
+                                self.hay.spec, self.split, self.option,
+                                template=TEMPLATES[self.ruler])
+
+    def _ruler(self, value: str) -> tuple[str, str]:
+        return _split(RULER_VT, query=value, n=self.hops + 1)
+
+    def _say(self, answers: list[str]) -> str:
+        return " ".join(answers)  # RULER's answer prefix ends with a space
 
     def _parts(self, rng: random.Random):
         names = _words(rng, self.chains * (self.hops + 1), "CCC")
@@ -390,7 +475,8 @@ class VariableTracking(_Answered):
                 statements.append((d, head + name + self.lay.enc(".")))
                 if self.needle:
                     repeats[len(statements) - 1] = range(len(head), len(head) + len(name))
-        question = self.lay.enc(f" Question: which variables hold the value {values[0]}? "
+        question = self.lay.enc(self._ruler(values[0])[1] if self.ruler else
+                                f" Question: which variables hold the value {values[0]}? "
                                 "Answer: ")
         return statements, question, names[: self.hops + 1], repeats
 
@@ -399,8 +485,8 @@ class VariableTracking(_Answered):
         statements, question, answers, repeats = self._parts(rng)
         prompt, repeats = _placed(self.hay.take(self._room(statements, question), rng),
                                   statements, repeats)
-        return self._sample(prompt + question, " ".join(answers), answers,
-                            repeats + [False] * len(question))
+        return self._sample(self.head + prompt + question, self._say(answers), answers,
+                            [False] * len(self.head) + repeats + [False] * len(question))
 
 
 class _WordList(_Answered):
@@ -408,17 +494,59 @@ class _WordList(_Answered):
     `words` of them."""
 
     ask: str
+    ruler_template: str  # RULER's template and answer prefix, {n} the words asked
     items_per_word: int  # the shortest list holds this many items per word asked
+    numbered = False  # RULER's list numbers its items ("1. bab 2. zuz")
+    noise: tuple[str, ...] = ()  # items besides the pseudo-words
 
-    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len"):
+    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len",
+                 template: str = "fsc"):
         self.words = _bounded("--words", words, 1, MAX_WORDS)
+        self.ruler = _template(template)
         self.lay, self.L, self.option = Layout(tokenizer, G), L, option
-        self.question = self.lay.enc(self.ask.format(words) + " Answer: ")
-        self.budget = len(self.lay.right([0] * (4 * words - 1)))
-        self.room = L - len(self.question) - self.budget
-        self.item = max(len(self.lay.enc(f" {w}")) for w in ("bab", "zuz", "kim"))
-        need = self.items_per_word * words * self.item + len(self.question) + self.budget
+        if self.ruler:
+            head, tail = _split(self.ruler_template, n=self._count(words))
+            self.head, self.question = self.lay.enc(head), self.lay.enc(tail)
+        else:
+            self.head, self.question = [], self.lay.enc(self.ask.format(words) + " Answer: ")
+        self.budget = self._budget(["bab"] * words)
+        self.room = L - len(self.head) - len(self.question) - self.budget
+        self.item = max(len(self.lay.enc(f" {w}")) for w in ("bab", "zuz", "kim", *self.noise))
+        self.labels: list[list[int]] = []  # the numbered list's labels, as far as needed
+        self.sums = [0]  # the tokens of the first m labels
+        self.fit = self._fit()
+        need = (self._spent(self.items_per_word * words) + len(self.head) + len(self.question)
+                + self.budget)
         self._check_fits(need, f"a {self.name} prompt with --words {words}", option)
+
+    def _count(self, words: int) -> str:
+        return str(words)
+
+    def _label(self, i: int) -> list[int]:
+        """The tokens numbering item i of a numbered list ("1." then " 2.", " 3.", ...)."""
+        while len(self.labels) <= i:
+            n = len(self.labels)
+            self.labels.append(self.lay.enc(f"{' ' * (n > 0)}{n + 1}."))
+            self.sums.append(self.sums[-1] + len(self.labels[-1]))
+        return self.labels[i]
+
+    def _numbering(self, m: int) -> int:
+        """Tokens of the labels of a list of m items (none unless the list is numbered)."""
+        if not self.numbered or m == 0:
+            return 0
+        self._label(m - 1)
+        return self.sums[m]
+
+    def _spent(self, m: int) -> int:
+        """Tokens of a list of m items at most (each as long as the longest item)."""
+        return m * self.item + self._numbering(m)
+
+    def _fit(self) -> int:
+        """How many items the room holds at least."""
+        m = max(self.room, 0) // self.item
+        while m and self._spent(m) > self.room:  # numbered: fewer
+            m -= 1
+        return m
 
     def facts(self) -> dict:
         return {"words": self.words}
@@ -428,39 +556,49 @@ class _WordList(_Answered):
         """(tokens, items): the items in a shuffled order as tokens, left-padded to the room;
         items of words in `spare` are dropped from the end while the list is too long for it."""
         costs = {w: self.lay.enc(f" {w}") for w in set(items)}
-        total = sum(len(costs[w]) for w in items)
+        total, kept = sum(len(costs[w]) for w in items), len(items)
         for i in range(len(items) - 1, -1, -1):
-            if total <= self.room:
+            if total + self._numbering(kept) <= self.room:
                 break
             if items[i] in spare:
                 total -= len(costs[items[i]])
-                items[i] = ""
+                items[i], kept = "", kept - 1
         items = [w for w in items if w]
         rng.shuffle(items)
-        ids = [t for w in items for t in costs[w]]
+        ids = [t for i, w in enumerate(items)
+               for t in (*(self._label(i) if self.numbered else ()), *costs[w])]
         if len(ids) > self.room:
             raise UsageError(f"{self.option} {self.L} is too short for this {self.name} prompt")
-        return [self.lay.pad] * (self.room - len(ids)) + ids, items
+        return self.head + [self.lay.pad] * (self.room - len(ids)) + ids, items
 
 
 class CommonWords(_WordList):
     """Common-word extraction: `words` common words, each `times` as often as each of the many
     uncommon ones (which fill the rest of the list), as RULER lays it out: 6 times (each
     uncommon word once) below LONG_CWE tokens, 10 times (each uncommon word 3 times) from there
-    on; the answer names the common ones in the order they first appear."""
+    on; the answer names the common ones in the order they first appear (under RULER's
+    template, numbered as its list is: " 1. bab 2. zuz")."""
 
     name = "cwe"
     ask = " What are the {} most common words in the list above?"
+    ruler_template = RULER_CWE
 
-    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len"):
+    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len",
+                 template: str = "fsc"):
         long, times, rare = LONG_CWE
         self.times, self.rare = (times, rare) if L >= long else (COMMON_TIMES, 1)
         self.items_per_word = (self.times + 1) * self.rare  # its items and as many uncommon
-        super().__init__(tokenizer, L, G, words, option)
+        self.numbered = template == "ruler"
+        super().__init__(tokenizer, L, G, words, option, template)
+
+    def _say(self, answers: list[str]) -> str:
+        if not self.ruler:
+            return " ".join(answers)
+        return " " + " ".join(f"{i + 1}. {w}" for i, w in enumerate(answers))
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)
-        n = self.room // self.item
+        n = self.fit
         vocab = len(CONSONANTS) ** 2 * len(VOWELS)
         rare = self.rare  # times each uncommon word appears (more once the pseudo-words run out)
         while -(-(n - self.words * self.times * rare) // rare) + self.words > vocab:
@@ -473,22 +611,26 @@ class CommonWords(_WordList):
         items += [w for w in uncommon for _ in range(rare)][: n - len(items)]
         listed, items = self._listed(items, set(uncommon), rng)
         common = sorted(common, key=items.index)  # named in the order they first appear
-        return self._sample(listed + self.question, " ".join(common), common)
+        return self._sample(listed + self.question, self._say(common), common)
 
 
 class FrequentWords(_WordList):
     """Frequent-word extraction as RULER counts it: the pseudo-word of rank k appears
     floor(N k^-ZIPF_ALPHA / zeta(ZIPF_ALPHA)) times (N as large as the list's room allows), in
     a shuffled order; the answer names the `words` most frequent, most frequent first. A length
-    at which the counts of the top `words` + 1 ranks tie is refused."""
+    at which the counts of the top `words` + 1 ranks tie is refused. Under RULER's template
+    rank 1 is the noise word "...", never asked: the answer names ranks 2 on."""
 
     name = "fwe"
     ask = " What are the {} most frequent words in the list above?"
+    ruler_template = RULER_FWE
     items_per_word = 6  # the shortest list: fewer items leave too few words to rank
 
-    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len"):
-        super().__init__(tokenizer, L, G, words, option)
-        n, top = self.room // self.item, len(CONSONANTS) ** 2 * len(VOWELS)
+    def __init__(self, tokenizer, L: int, G: int, words: int = 3, option: str = "--seq-len",
+                 template: str = "fsc"):
+        self.noise = (NOISE,) if template == "ruler" else ()
+        super().__init__(tokenizer, L, G, words, option, template)
+        n, top = self.fit, len(CONSONANTS) ** 2 * len(VOWELS)
         low, high = n, 2 * n  # the largest N whose counts hold at most n items
         while low < high:
             mid = (low + high + 1) // 2
@@ -500,18 +642,23 @@ class FrequentWords(_WordList):
                              f"its {words} most frequent words would tie (at most --words "
                              f"{most} at this length)")
 
+    def _count(self, words: int) -> str:
+        return NUMBER_WORDS[words] if words < len(NUMBER_WORDS) else str(words)
+
     def _ranked(self, words: int) -> bool:
-        """Whether the top `words` ranks each appear more often than the next rank."""
-        counts = [*self.counts[: words + 1], *[0] * (words + 1)][: words + 1]
+        """Whether the top `words` ranks asked each appear more often than the next rank."""
+        first = len(self.noise)
+        counts = [*self.counts[first : first + words + 1], *[0] * (words + 1)][: words + 1]
         return all(a > b for a, b in pairwise(counts))
 
     def sample(self, seed: int) -> Sample:
         rng = random.Random(seed)
         vocab = _words(rng, len(self.counts), "cvc")
+        vocab[: len(self.noise)] = self.noise
         items = [w for w, c in zip(vocab, self.counts, strict=True) for _ in range(c)]
-        answers = vocab[: self.words]
+        answers = vocab[len(self.noise) : len(self.noise) + self.words]
         listed, _ = self._listed(items, set(vocab) - set(answers), rng)
-        return self._sample(listed + self.question, " ".join(answers), answers)
+        return self._sample(listed + self.question, self._say(answers), answers)
 
 
 def _zipf(n: int, top: int) -> list[int]:
@@ -532,11 +679,11 @@ def suite_task(task: str, tokenizer, L: int, G: int, options: RulerOptions,
     o = options
     if task == "niah":
         return Needles(tokenizer, L, G, o.variant, o.needles, o.distractors, digits, o.haystack,
-                       split, option, needle)
+                       split, option, needle, o.template)
     if task == "vt":
         return VariableTracking(tokenizer, L, G, o.hops, o.chains, o.haystack, split, option,
-                                needle)
-    return SUITE[task](tokenizer, L, G, o.words, option)
+                                needle, o.template)
+    return SUITE[task](tokenizer, L, G, o.words, option, o.template)
 
 
 def found(answer: str, expected: tuple[str, ...]) -> float:
