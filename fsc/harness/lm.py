@@ -222,7 +222,7 @@ def read_generation(args: dict | None, max_gen_toks: int, max_length: int | None
     backend reads them (`normalize_gen_kwargs`, `max_gen_toks` its default), checked before
     the model is asked: UsageError for a value of the wrong kind or range, a max_gen_toks
     that leaves no room for the context in `max_length` (the hf backend refuses it too), and
-    for an argument
+    for a stop sequence that is not text or is empty, and for an argument
     fsc's decoder does not apply where transformers' generate would (its answers would not be
     the hf model's; those of sampling only where it samples, or `sample` says so; `drop`:
     where the user takes it away)."""
@@ -232,6 +232,10 @@ def read_generation(args: dict | None, max_gen_toks: int, max_length: int | None
     except (TypeError, ValueError) as e:  # max_gen_toks or temperature that is no number
         raise UsageError(f"generate_until: {who} asks for a max_gen_toks or temperature that "
                          f"is no number ({first_line(e)})") from None
+    odd = [u for u in kwargs["until"] if not isinstance(u, str) or not u]
+    if odd:  # the hf model fails on one that is not text, and stops after a token on ''
+        raise UsageError(f"generate_until: {who} asks for until {odd[0]!r}: expected stop "
+                         "sequences, each a text that is not empty")
     if not isinstance(kwargs["do_sample"], bool):
         raise UsageError(f"generate_until: {who} asks for do_sample {kwargs['do_sample']!r}: "
                          "expected true or false")
@@ -436,7 +440,7 @@ class FscLM(TemplateLM):
         for i, (req, kwargs) in enumerate(zip(requests, normalized, strict=True)):
             context = req.args[0]
             # the hf backend's stop sequences: the request's, and the EOS token's text
-            until = [u for u in kwargs["until"] if isinstance(u, str) and u]
+            until = list(kwargs["until"])  # text, not empty: read_generation
             until += [eos] if eos and eos not in until else []
             n = kwargs["max_gen_toks"]
             sample = samples(kwargs)  # do_sample at temperature 0: greedy

@@ -124,12 +124,18 @@ def test_what_changes_no_answer_or_is_applied_passes(ar_lm):
     ({"repetition_penalty": 0}, "repetition_penalty 0: expected a number above 0"),
     ({"max_gen_toks": 0}, "max_gen_toks 0: expected an integer of at least 1"),
     ({"max_gen_toks": "x"}, "a max_gen_toks or temperature that is no number"),
+    ({"until": ["\n", 5]}, "until 5: expected stop sequences, each a text that is not empty"),
+    ({"until": 7}, "until 7: expected stop sequences"),
+    ({"until": ["Q:", ""]}, "until '': expected stop sequences"),
 ], ids=["top_p-0", "top_k-negative", "top_k-text", "do_sample-text", "temperature-negative",
-        "penalty-0", "max_gen_toks-0", "max_gen_toks-text"])
+        "penalty-0", "max_gen_toks-0", "max_gen_toks-text", "until-number", "until-not-a-list",
+        "until-empty"])
 def test_a_value_transformers_refuses_is_one_line_naming_the_task(ar_lm, kwargs, says):
     """They failed in the decoder's own check ("top_p 0.0 must be in (0, 1]", naming neither
     the task nor where the value came from) once the model counted as asked, with a raw
-    ValueError, or (do_sample 'false', a negative temperature) decoded something else."""
+    ValueError, or (do_sample 'false', a negative temperature) decoded something else. A stop
+    sequence that is not text (the hf model fails on it) or is empty (the hf model stops after
+    one token) was dropped: the answer ran on."""
     from fsc.errors import UsageError
 
     with pytest.raises(UsageError) as e:
