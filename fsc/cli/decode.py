@@ -74,7 +74,7 @@ def decode(
                             help="Nucleus sampling mass, in (0, 1].")
     ] = 1.0,
     top_k: Annotated[int, typer.Option(
-        "--top-k", min=0, max=2**31 - 1, help="Sample from the K most likely tokens only (0: all); "
+        "--top-k", min=0, max=2**31 - 1, help="Sample from the k most likely tokens only (0: all); "
         "then --top-p.")] = 0,
     min_p: Annotated[float, typer.Option(
         "--min-p", callback=finite(0, 1), help="Then sample only from tokens at least this "
@@ -87,13 +87,16 @@ def decode(
         float | None,
         typer.Option("--threshold", callback=finite(0, 1, low_open=True),
                      help="Adaptive parallel decoding: each step reveals every masked position "
-                     "at least this confident, in (0, 1], and at least enough to finish in K "
-                     "steps (one a step at K = G)."),
+                     "whose token the model gives at least this probability, in (0, 1] (at "
+                     "temperature 1, before top-k, top-p and min-p), and at least enough to "
+                     "finish in K steps (one a step at K = G)."),
     ] = None,
     policy: Annotated[
         Policy | None, typer.Option("--policy", help="Which masked positions a step reveals "
-                                    "first: confidence (the default), margin (top-1 minus "
-                                    "top-2), entropy (lowest first) or random (a seeded order).",
+                                    "first: confidence (the default: the probability of "
+                                    "the token drawn), margin (top-1 minus top-2), entropy "
+                                    "(lowest first), each of the model's own distribution (at "
+                                    "temperature 1, before the cuts), or random (a seeded order).",
                                     show_default=False)
     ] = None,
     seed: SeedOpt = 0,

@@ -5,14 +5,26 @@ the block against the cache (the cache is not changed); after each step some mas
 are revealed, then one fold writes the finished block into the cache. Which ones: the policy
 ranks the masked positions (`confidence`: the probability of the token sampled there;
 `margin`: top-1 minus top-2 probability; `entropy`: lowest entropy first; `random`: a seeded
-random order, MDLM's, from a stream of its own, so that where the order cannot matter (K = 1)
-the samples are every other policy's), and the best are revealed on an even schedule over the
-K steps. With a threshold τ (adaptive parallel decoding, Fast-dLLM) a step reveals every masked
-position whose sampled token is at least τ probable, and at least as many, in the policy's
-order, as finishing the block in the steps left needs (one a step at K = G), so the steps
-adapt. Tokens are sampled in float64: categorical sampling in low precision lowers entropy
-(arXiv 2409.02908). `use_cache=False` recomputes the whole prefix with the block-causal
-forward at every step instead (the uncached reference and speed baseline).
+order, from a stream of its own, so that where the order cannot matter (K = 1) the samples are
+every other policy's: LLaDA's random remasking, and at K = G BD3-LM's first-hitting sampler),
+and the best are revealed on an even schedule over the K steps: step k (from 0) reveals
+floor((k+1)G/K) - floor(kG/K), the larger counts last where K does not divide G (LLaDA's and
+Fast-dLLM's schedules put them first: at G 4, K 3 they reveal 2, 1, 1 where fsc reveals 1, 1,
+2). The probabilities a policy and a threshold read are the model's own (softmax of the
+logits at temperature 1, after the repetition penalty and the banned ids, before top-k,
+top-p and min-p), as LLaDA's and Fast-dLLM's low-confidence remasking reads them; only the
+token drawn follows the temperature and the cuts (Dream ranks by the cut distribution, where
+a low temperature or top-k 1 makes every confidence ~1 and the order a matter of ties). So
+greedy decoding, top-k 1 and a temperature near 0 reveal in one order. With a threshold τ
+(adaptive parallel decoding, Fast-dLLM) a step reveals every masked position whose sampled
+token is at least τ probable, and at least as many, in the policy's order, as finishing the
+block in the steps left needs (ceil(masked / steps left): one a step at K = G; where K does not
+divide G that is the front-loaded count, so a τ that no position reaches reveals 2, 1, 1 at
+G 4, K 3, not the even schedule's 1, 1, 2), so the steps adapt (Fast-dLLM: at least one a
+step, the steps unbounded). Tokens are sampled in float64: categorical sampling in low
+precision lowers entropy (arXiv 2409.02908). `use_cache=False` recomputes the whole prefix
+with the block-causal forward at every step instead (the uncached reference and speed
+baseline).
 
 Autoregressive (G = 1): one forward per token that both folds the last token and predicts the
 next one. The last block generated is not folded, as nothing reads it.

@@ -1,6 +1,6 @@
 """Picking tokens from logits: the sample at each position (banned ids never drawn, the
 repetition penalty, temperature, top-k, top-p, min-p), its confidence, and the reveal policy's
-priority of each position.
+priority of each position (both read from the model's own distribution: `judged`).
 
 Two twins with one meaning. `pick_ref` (`HostPicker`, a batch's rows) is the reference: on
 the host, float64, drawing with `torch.multinomial` from CPU generators. `Picker` runs where
@@ -28,17 +28,18 @@ ORDER_STREAM = 1  # derive(seed, ORDER_STREAM): a row's random order, apart from
 
 def distribution(logits, temperature: float, top_p: float, top_k: int = 0, min_p: float = 0.0):
     """What each row of `logits` [n, V] samples from, in float64: softmax at `temperature`
-    (greedy, 0: at 1), cut to its `top_k` most likely ids (0: all; ties with the k-th kept, as
-    transformers cuts), then to the smallest top-`top_p` set, then to the ids at least `min_p`
-    times as likely as the most likely (0: all), renormalised after each cut: transformers'
-    warpers, in its order."""
+    (greedy, 0: at 1, uncut), cut to its `top_k` most likely ids (0: all; ties with the k-th
+    kept), then to the smallest top-`top_p` set (the id that reaches `top_p` kept; of ids
+    tied at that edge, the lower ids first, on every device), then to the ids at least
+    `min_p` times as likely as the most likely (0: all), renormalised after each cut:
+    transformers' warpers, in its order, with its rule at each edge."""
     logits = logits.double()
     probs = torch.softmax(logits / temperature if temperature > 0 else logits, dim=-1)
     if temperature > 0 and 0 < top_k < probs.shape[-1]:
         probs = probs * (probs >= probs.topk(top_k, dim=-1).values[..., -1:])
         probs = probs / probs.sum(-1, keepdim=True)
-    if temperature > 0 and top_p < 1:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
+    if temperature > 0 and top_p < 1:  # (stable: of ids tied at the edge the lower kept)
+        sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
         keep = sorted_p.cumsum(-1) - sorted_p < top_p  # smallest prefix reaching top_p
         sorted_p = sorted_p * keep
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
@@ -92,10 +93,22 @@ class History:
         return penalize(logits, self.against(logits), self.penalty)
 
 
+def judged(logits, temperature: float, top_p: float, top_k: int = 0, min_p: float = 0.0):
+    """(the model's own distribution of each row of `logits` [n, V]: softmax at temperature 1,
+    uncut; what it samples from, `distribution`), both float64 [n, V]. A position's confidence,
+    margin and entropy read the first (as LLaDA's and Fast-dLLM's low-confidence remasking
+    reads softmax(logits)), so the reveal order and a threshold mean the same at every
+    temperature, top-k, top-p and min-p, and a sample that can only be the most likely token
+    (top-k 1) reveals as greedy decoding does."""
+    own = distribution(logits, 0.0, 1.0)
+    return own, own if temperature == 0 else distribution(logits, temperature, top_p, top_k,
+                                                          min_p)
+
+
 def priority(probs, conf, policy: str, uniforms=None):
-    """Each row's priority [n] under `policy` (higher is revealed first), from the distribution
-    `probs` [n, V] it sampled from and the sampled tokens' probabilities; `random` is
-    `uniforms` [n] (a stream of its own, never the samples')."""
+    """Each row's priority [n] under `policy` (higher is revealed first), from the model's own
+    distribution `probs` [n, V] (`judged`) and the sampled tokens' probabilities under it
+    `conf`; `random` is `uniforms` [n] (a stream of its own, never the samples')."""
     if policy == "confidence":
         return conf
     if policy == "margin":
@@ -111,19 +124,20 @@ def pick_ref(logits, banned: list[int], temperature: float, top_p: float, policy
              min_p: float = 0.0):
     """(tokens, confidences, priorities) of each row of `logits` [n, V], on the host in float64:
     a draw from `generator` (greedy at temperature 0) with the `banned` ids never drawn and the
-    ids `seen` ([V] bool, or None) penalized by `penalty`; the `random` policy's priorities
-    drawn from `order`."""
+    ids `seen` ([V] bool, or None) penalized by `penalty`, its confidence and priority read
+    from the model's own distribution (`judged`); the `random` policy's priorities drawn
+    from `order`."""
     logits = penalize(logits.float().cpu(), None if seen is None else seen.cpu(), penalty).clone()
     logits[..., banned] = float("-inf")
-    probs = distribution(logits, temperature, top_p, top_k, min_p)
+    own, probs = judged(logits, temperature, top_p, top_k, min_p)
     if temperature == 0:
-        conf, tok = probs.max(dim=-1)
+        conf, tok = own.max(dim=-1)
     else:
         tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        conf = probs.gather(-1, tok[:, None]).squeeze(-1)
+        conf = own.gather(-1, tok[:, None]).squeeze(-1)
     uniforms = (torch.rand(probs.shape[0], generator=order, dtype=torch.float64)
                 if policy == "random" else None)
-    return tok, conf, priority(probs, conf, policy, uniforms)
+    return tok, conf, priority(own, conf, policy, uniforms)
 
 
 class Picker:
@@ -167,17 +181,17 @@ class Picker:
         B, n, V = logits.shape
         logits = self.history.penalize(logits)
         logits = logits.double().masked_fill(self.ban[:V], float("-inf"))
-        probs = distribution(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k,
-                             self.min_p)
+        own, probs = judged(logits.reshape(B * n, V), self.temperature, self.top_p, self.top_k,
+                            self.min_p)
         if self.temperature == 0:
-            conf, tok = probs.max(dim=-1)
+            conf, tok = own.max(dim=-1)
         else:  # the inverse of each row's CDF at a uniform: the first id whose CDF passes it
             cdf = probs.cumsum(-1)
             u = samples.reshape(B * n, 1) * cdf[:, -1:]
             tok = torch.searchsorted(cdf, u, right=True).clamp_max(V - 1)[:, 0]
-            conf = probs.gather(-1, tok[:, None]).squeeze(-1)
+            conf = own.gather(-1, tok[:, None]).squeeze(-1)
         uniforms = order.reshape(B * n) if self.policy == "random" else None
-        rank = priority(probs, conf, self.policy, uniforms)
+        rank = priority(own, conf, self.policy, uniforms)
         return tok.view(B, n), conf.view(B, n), rank.view(B, n)
 
     def __call__(self, logits):

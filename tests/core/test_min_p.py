@@ -63,14 +63,14 @@ def _tokens(fsc_main, *extra, recipe="tiny_hybrid"):
 
 @pytest.mark.parametrize("recipe, mode", [("tiny_hybrid", "diffusion"), ("tiny_mamba", "ar")])
 def test_fsc_decode_min_p_at_the_command_line(fsc_main, recipe, mode):
-    """--min-p 1 keeps only the most likely id: autoregressively, the greedy tokens at any
-    temperature (block diffusion reveals in another order: each kept id is then certain); a cut
-    between is drawn alike cached and uncached, and the stats say it."""
+    """--min-p 1 keeps only the most likely id: the greedy tokens at any temperature, by block
+    diffusion too (the reveal order reads the model's own distribution, not the cut one, where
+    every kept id was certain and the order fell to ties); a cut between is drawn alike cached
+    and uncached, and the stats say it."""
     greedy = _tokens(fsc_main, "--mode", mode, "--seed", "1", recipe=recipe)["token_ids"]
     hot = ("--mode", mode, "--temperature", "3", "--seed", "1")
     assert _tokens(fsc_main, *hot, recipe=recipe)["token_ids"] != greedy
-    if mode == "ar":
-        assert _tokens(fsc_main, *hot, "--min-p", "1", recipe=recipe)["token_ids"] == greedy
+    assert _tokens(fsc_main, *hot, "--min-p", "1", recipe=recipe)["token_ids"] == greedy
     cut = _tokens(fsc_main, *hot, "--min-p", "0.2", recipe=recipe)
     assert cut["stats"]["min_p"] == 0.2
     assert cut == {**cut, "token_ids": _tokens(fsc_main, *hot, "--min-p", "0.2", "--no-cache",
