@@ -88,8 +88,8 @@ def decode(
         typer.Option("--threshold", callback=finite(0, 1, low_open=True),
                      help="Adaptive parallel decoding: each step reveals every masked position "
                      "whose token the model gives at least this probability, in (0, 1] (at "
-                     "temperature 1, before top-k, top-p and min-p), and at least enough to "
-                     "finish in K steps (one a step at K = G)."),
+                     "temperature 1, before top-k, top-p and min-p), and at least one, or "
+                     "more where the even schedule's later steps would not finish the block."),
     ] = None,
     policy: Annotated[
         Policy | None, typer.Option("--policy", help="Which masked positions a step reveals "

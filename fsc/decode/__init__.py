@@ -17,11 +17,11 @@ token drawn follows the temperature and the cuts (Dream ranks by the cut distrib
 a low temperature or top-k 1 makes every confidence ~1 and the order a matter of ties). So
 greedy decoding, top-k 1 and a temperature near 0 reveal in one order. With a threshold τ
 (adaptive parallel decoding, Fast-dLLM) a step reveals every masked position whose sampled
-token is at least τ probable, and at least as many, in the policy's order, as finishing the
-block in the steps left needs (ceil(masked / steps left): one a step at K = G; where K does not
-divide G that is the front-loaded count, so a τ that no position reaches reveals 2, 1, 1 at
-G 4, K 3, not the even schedule's 1, 1, 2), so the steps adapt (Fast-dLLM: at least one a
-step, the steps unbounded). Tokens are sampled in float64: categorical sampling in low
+token is at least τ probable, and at least as many, in the policy's order, as keep the block
+on the even schedule's finish: one, or more where the schedule's later steps would leave some
+masked (a τ that no position reaches reveals as the even schedule does, 1, 1, 2 at G 4, K 3;
+a block ahead of it reveals one a step), so the steps adapt (Fast-dLLM: at least one a step,
+the steps unbounded). Tokens are sampled in float64: categorical sampling in low
 precision lowers entropy (arXiv 2409.02908). `use_cache=False` recomputes the whole prefix
 with the block-causal forward at every step instead (the uncached reference and speed
 baseline).

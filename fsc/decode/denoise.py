@@ -1,8 +1,9 @@
 """One block denoised: K steps, each a forward pass of the block against the cache (which the
 steps do not change), a pick (fsc.decode.sampler: each position's sample, its confidence and the
 policy's priority) and a reveal of the best-ranked masked positions: on an even schedule over
-the K steps, or with a threshold τ every position at least τ probable and at least enough to
-finish in the steps left (see fsc.decode).
+the K steps, or with a threshold τ every position at least τ probable and at least as many as
+keep the block on that schedule's finish: one, or more where the schedule's later steps would
+not reveal the rest (see fsc.decode).
 
 A step is written once (`Steps._step`) and run two ways: eagerly, op by op (the CPU,
 `--no-graphs`, the uncached reference), or replayed from one CUDA graph (`Steps` given a
@@ -36,7 +37,8 @@ class _Block:
 
     def __init__(self, tokens, masked, draws):
         self.tokens, self.masked = tokens.clone(), masked.clone()
-        # the step's reveal count (even schedule) or its steps left (threshold)
+        # the step's reveal count (even schedule), or the positions the even schedule
+        # reveals after it (threshold)
         self.count = torch.zeros(1, dtype=torch.long, device=tokens.device)
         self.u, self.o = (None if d is None else d.clone() for d in draws)
         self.graph = None
@@ -90,7 +92,7 @@ class Steps:
             for held, d in zip((state.u, state.o), draws, strict=True):
                 if d is not None:
                     held.copy_(d)
-            state.count.fill_(schedule[i] if self.threshold is None else k - i)
+            state.count.fill_(schedule[i] if self.threshold is None else sum(schedule[i + 1:]))
             self._advance(state)
             steps = [s + on for s, on in zip(steps, live, strict=True)]
             if self.threshold is not None:  # a row whose block is done draws no more
@@ -121,8 +123,8 @@ class Steps:
         rank = rank.masked_fill(~masked, float("-inf"))
         if self.threshold is None:
             need = state.count
-        else:  # at least enough to finish within the steps left
-            need = (masked.sum(-1) + state.count - 1) // state.count
+        else:  # at least one, and what the schedule's later steps would leave unrevealed
+            need = (masked.sum(-1) - state.count).clamp_min(1)
         order = rank.argsort(dim=-1, descending=True, stable=True).argsort(dim=-1)
         chosen = order < need[:, None]
         if self.threshold is not None:

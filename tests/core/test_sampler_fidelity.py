@@ -121,3 +121,27 @@ def test_decode_help_says_k_for_top_k_and_what_a_threshold_compares(fsc_main):
     said = " ".join(fsc_main("decode", "--help", check=0).stdout.split())
     assert "the k most likely tokens" in said and "the K most likely" not in said
     assert "at least this probability, in (0, 1] (at temperature 1, before top-k" in said
+
+
+@pytest.mark.parametrize("kind", [Picker, HostPicker])
+def test_a_threshold_no_position_reaches_reveals_as_the_even_schedule(kind):
+    """Four positions in three steps: the even schedule reveals 1, 1, 2. A threshold only adds
+    positions to it, so one that no position reaches (0.95) reveals 1, 1, 2 as well and a sweep
+    of thresholds ends at the run without one; the minimum was ceil(masked / steps left), the
+    front-loaded 2, 1, 1, another order at K not dividing G."""
+
+    def revealed(threshold):
+        seen = []
+
+        def forward(tokens):
+            seen.append((tokens[0] != MASK).nonzero()[:, 0].tolist())
+            return LOGITS[None].clone()
+
+        pick = kind([MASK], 5, 0.0, 1.0, "confidence", [0], "cpu")
+        steps = Steps(forward, pick, 3, threshold)
+        out = steps.run(torch.full((1, 4), MASK), torch.ones(1, 4, dtype=torch.bool), 4)
+        return seen[1:], out.tolist(), steps.used
+
+    assert revealed(0.95) == revealed(None)
+    assert revealed(None)[0] == [[1], [1, 3]]
+    assert revealed(0.65)[0] == [[1, 3], [1, 2, 3]]  # .9 and .7 reach it: ahead, then one a step
