@@ -94,7 +94,14 @@ class Point:
     def key(self, cfg: SweepConfig) -> tuple:
         """What identifies a stored point of a run (see Store.point_keys)."""
         return (self.recipe.recipe_hash, self.S, self.B, self.G, self.K, self.dtype, cfg.backend,
-                cfg.device)
+                device_key(cfg.device))
+
+
+def device_key(device: str) -> str:
+    """A point's device as its key names it: `cuda`, what a run measured in the `fsc` process
+    records, is `cuda:0`, what a worker records of the one GPU it sees, so that a run resumed
+    under another executor finds the points it holds."""
+    return "cuda:0" if device == "cuda" else device
 
 
 Pairs = list[tuple[int, int]]
@@ -206,11 +213,20 @@ def check_unchanged(run_id: str, config: dict, recipes: dict[str, Recipe]) -> No
                          f"{printable(config.get('kernel_tuning') or '', 80)!r}; set it the same")
 
 
+def stored_keys(stored: dict[tuple, int]) -> dict[tuple, int]:
+    """Stored points counted by key (Store.point_keys), each device as `device_key` names it."""
+    keyed: dict[tuple, int] = {}
+    for k, n in stored.items():
+        k = (*k[:-1], device_key(k[-1]))
+        keyed[k] = keyed.get(k, 0) + n
+    return keyed
+
+
 def unmeasured(points: list[Point], stored: dict[tuple, int], cfg: SweepConfig) -> list[Point]:
     """The points a resumed run still lacks: each stored point (`stored` counts them by key)
     accounts for one planned point with its key, so a sweep that repeats a point resumes
     with the right number of repeats."""
-    left = dict(stored)
+    left = stored_keys(stored)
     todo = []
     for p in points:
         k = p.key(cfg)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from fsc.noise import overlap
+from fsc.sweep import device_key
 
 
 @dataclass
@@ -55,7 +56,7 @@ class PointResult:
     def key(self) -> tuple:
         """The stored point's key: what Point.key gives for the point it measured."""
         return (self.recipe_hash, self.S, self.B, self.G, self.K, self.dtype, self.backend,
-                self.device)
+                device_key(self.device))
 
     def columns(self) -> dict:
         """The point's profile_points row: what the store writes (it keeps mixer_backends as

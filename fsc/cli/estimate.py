@@ -36,7 +36,7 @@ ModeOpt = Annotated[
     Mode | None,
     typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "
                  "per token, which folds it). Default: ar for a G = 1 recipe (every published "
-                 "model), else diffusion.", show_default=False),
+                 "model) unless --G is given, else diffusion.", show_default=False),
 ]
 GpuOpt = Annotated[
     str,
@@ -74,12 +74,19 @@ def _num(v: float, digits: int = 3) -> str:
 
 def _below(what: str, x: float) -> str:
     """`what` for the whole K below the crossover x (K <= ceil(x) - 1, so that a crossover
-    of 7.05 is not read as 'K < 7.0'), with x itself where it is not whole; or for no K where
-    no K >= 1 is below x."""
+    of 7.05 is not read as 'K < 7.0'), with x itself where it is not whole (to six decimals
+    where two would round it onto a whole K: 2.999988, not 3.00); or for no K where no K >= 1
+    is below x."""
     k = math.ceil(x) - 1
     if k < 1:
         return f"{what} for no K >= 1"
-    return f"{what} for K <= {k}" + ("" if x == int(x) else f" (break-even at K = {x:.2f})")
+    if x == int(x):
+        return f"{what} for K <= {k}"
+    at = f"{x:.2f}"
+    if float(at) in (k, k + 1):  # rounded onto a whole K, it would hide which side x is on
+        whole = math.floor if float(at) == k + 1 else math.ceil
+        at = f"{whole(x * 1e6) / 1e6:.6f}".rstrip("0")
+    return f"{what} for K <= {k} (break-even at K = {at})"
 
 
 def _share(total: int, memory: int) -> str:

@@ -34,8 +34,8 @@ class PassCost:
 
     weight_bytes: int  # weights read: all but unchosen experts and unused embedding rows
     kv_read_bytes: int  # the S-token prefix K/V of every attention layer
-    state_read_bytes: int  # every recurrent state and conv window
-    cache_write_bytes: int  # fold only: G new K/V positions, states rewritten in full
+    state_read_bytes: int  # every recurrent state and conv window; a ring's min(S, W) slots
+    cache_write_bytes: int  # fold only: G new K/V positions (a ring's min(G, W)), states in full
     activation_bytes: int  # each projection reads its input and writes its output once
     matmul_flops: int  # 2 per weight per token through it
     attention_flops: int  # 4·T·(min(S, window)+G)·H·D per attention layer
@@ -81,6 +81,11 @@ def pass_cost(recipe: Recipe, S: int, B: int, G: int, fold: bool = False) -> Pas
         if s.growing:
             kv_read += n * sum(shape_tensor_bytes(recipe, s, B, S).values())
             write += n * sum(shape_tensor_bytes(recipe, s, B, G).values())
+        elif s.window is not None:  # a ring of W slots: a block reads the last min(S, W)
+            # positions and a fold writes its last min(G, W), never the whole ring
+            slot = sum(shape_tensor_bytes(recipe, s, B, 0).values()) // s.window
+            state_read += n * slot * min(S, s.window)
+            write += n * slot * min(G, s.window)
         else:
             state = n * sum(shape_tensor_bytes(recipe, s, B, 0).values())
             state_read += state

@@ -32,6 +32,7 @@ from fsc.sweep import (
     plan,
     predict,
     rough_cpu_seconds,
+    stored_keys,
     unchanged,
     unmeasured,
 )
@@ -118,7 +119,7 @@ def _take_leftovers(st: Store, run_id: str, points: list[Point], cfg: SweepConfi
     """Store the rows Slurm tasks of `run_id` wrote that no driver read (it was killed): for
     each point key, as many as the plan has and the store lacks (`dry`: only count them, and
     leave their files unread). Returns the points the run holds then, by key."""
-    have = st.point_keys(run_id)
+    have = stored_keys(st.point_keys(run_id))
     folder = executors.slurm_folder(st.dir, run_id)
     if not folder.is_dir():
         return have
