@@ -116,6 +116,9 @@ def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) 
         p = part.strip().lower()
         mult = _SUFFIX.get(p[-1:], 1)
         digits = p[:-1] if mult > 1 else p
+        if not p:
+            raise UsageError(f"{option}: {text.strip()[:40]!r} has an empty entry; give "
+                             f"sizes such as {example}")
         if re.fullmatch(r"-[0-9]{1,12}", digits):
             raise UsageError(f"{option}: {part.strip()} is below {low}")
         if not re.fullmatch(r"[0-9]{1,12}", digits):

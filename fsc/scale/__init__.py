@@ -64,14 +64,18 @@ class ExecutorSettings:
 
     def check(self, given: Iterable[str] = ()) -> ExecutorSettings:
         """These settings, or UsageError: for options of another executor among `given` (the
-        options a user set: --slurm-time), a Ray address of no known form, or an executor whose
-        package is missing. Cheap and torch-free: commands call it before any work."""
+        options a user set: --slurm-time), an empty partition, a Ray address of no known form,
+        or an executor whose package is missing. Cheap and torch-free: commands call it before
+        any work."""
         given = set(given)
         foreign = [option(name) for kind, names in OWN.items() if kind != self.executor
                    for name in names if option(name) in given]
         if foreign:
             raise UsageError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not "
                              f"apply to --executor {self.executor}")
+        if self.slurm_partition is not None and not self.slurm_partition.strip():
+            raise UsageError("--slurm-partition is empty; name a partition, or leave the "
+                             "option out for the cluster's default")
         if self.executor == "ray" and not _ADDRESS.fullmatch(self.address):
             raise UsageError(f"--address {self.address[:60]!r} is not auto, local, "
                              "ray://HOST:PORT or HOST:PORT")

@@ -68,3 +68,17 @@ def test_a_gpu_run_measured_in_process_resumes_under_workers_without_repeats():
     assert stored.key() == first.key(cfg)
     keys = {(*first.key(cfg)[:-1], "cuda"): 1}  # as Store.point_keys gives it
     assert unmeasured(points, keys, cfg) == points[1:]
+
+
+def test_an_empty_list_entry_or_partition_is_named_in_one_line(cli):
+    """`--S 1k,` said "'' is not an integer"; `--slurm-partition ''` was taken and dropped
+    (the array went to the cluster's default partition without a word)."""
+    for args, says in ((("--S", "1k,"), "--S: '1k,' has an empty entry; give sizes such as "
+                                        "1024,4096 or 4k"),
+                       (("--B", "1,,2"), "--B: '1,,2' has an empty entry"),
+                       (("--executor", "slurm", "--slurm-partition", " "),
+                        "--slurm-partition is empty; name a partition, or leave the option out "
+                        "for the cluster's default")):
+        r = cli("profile", "-r", "tiny_attn", *args, "--dry-run")
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+        assert says in _said(r.err)
