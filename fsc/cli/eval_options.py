@@ -103,20 +103,36 @@ def with_task_options(names: tuple[str, ...] = tuple(TASK_OPTIONS)):
     return add
 
 
-def export_prompts(asked, folder: Path, as_json: bool = False) -> None:
+# what --export does not read: it loads no model, decodes and stores nothing
+EXPORT_UNREAD = ("mode", "batch", "device", "store", "executor", "workers", "address", "retries",
+                 "slurm_partition", "slurm_gpus_per_node", "slurm_time")
+
+
+def export_prompts(asked, folder: Path, as_json: bool = False, unread: list[str] = ()) -> None:
     """`fsc eval --export DIR`: the request's prompts written as harness tasks, and how to
-    score them (with --json, as one document on stdout)."""
+    score them, with its --steps (with --json, as one document on stdout); UsageError with
+    --set, which changes the model, not the prompts, or the options `unread` (those of
+    EXPORT_UNREAD given)."""
     import shlex
 
     from fsc.cli.common import output_dir, print_json, say
+    from fsc.errors import UsageError
     from fsc.eval.plan import export
     from fsc.harness import DEFAULT_MAX_LENGTH
     from fsc.text import counted
 
+    if asked.changes:
+        raise UsageError("--set changes the model scored; --export writes prompts only")
+    if unread:
+        raise UsageError(f"{', '.join(unread)}: --export writes prompts only, loading no model "
+                         "and storing nothing (the harness command it prints decodes the "
+                         f"checkpoint as trained); drop {'it' if len(unread) == 1 else 'them'}")
     output_dir(folder, "--export", replace=True)  # a folder that takes files: one line if not
     grid, names, longest = export(asked, folder)
     command = ["fsc", "eval", grid.checkpoint, "--task", "harness", "--tasks", names[-1],
                "--include-path", str(folder)]
+    if asked.steps:  # the harness's generation K
+        command += ["--steps", str(asked.steps[0])]
     if longest + 1 > DEFAULT_MAX_LENGTH:  # (+1: a tokenizer's BOS) read whole, not cut
         command += ["--max-length", str(longest + 1)]
     if as_json:
@@ -125,6 +141,20 @@ def export_prompts(asked, folder: Path, as_json: bool = False) -> None:
         return
     say(f"wrote {counted(len(names) - 1, 'lm-evaluation-harness task')} and their group "
         f"{names[-1]} to {folder}; score them with\n  {shlex.join(command)}")
+
+
+def warn_off_mode(asked, line: str | None) -> None:
+    """`warning: LINE` on stderr (precheck's: the checkpoint is read in a mode it never
+    learned) once the request `asked` is known to be one its run scores, so that a request
+    refused is its one error line, not a warning first."""
+    if line is None:
+        return
+    from fsc.cli.common import say
+    from fsc.eval.plan import grid_of
+    from fsc.eval.request import located
+
+    grid_of(located(asked))  # (its errors, before any model is loaded)
+    say(f"warning: {line}")
 
 
 MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)

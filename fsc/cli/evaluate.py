@@ -3,7 +3,6 @@ variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scal
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -28,15 +27,17 @@ from fsc.cli.common import (
 from fsc.cli.eval_answers import json_row
 from fsc.cli.eval_harness import HARNESS_OPTIONS, evaluate_harness
 from fsc.cli.eval_options import (
+    EXPORT_UNREAD,
     GRID_OPTIONS,
     MAX_PAIRS,
     MAX_SAMPLES,
     Task,
     documents,
     export_prompts,
+    warn_off_mode,
     with_task_options,
 )
-from fsc.cli.eval_render import SampleBar, render, show_cell
+from fsc.cli.eval_render import SampleBar, interrupted, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.recipe import WEIGHT_FREE
@@ -59,12 +60,13 @@ def evaluate(
         show_default=False)] = None,
     lengths: listed(
         "--lengths", "Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
-        "times the training length; loss: the training length; genppl: tokens per sample, "
-        "128).") = None,
+        "times the training length, 256 untrained; loss: the training length; genppl: tokens "
+        "per sample, 128).") = None,
     depths: listed(
         "--depths", "niah, ruler: needle depths, 0 to 1 (default 0,0.25,0.5,0.75,1).") = None,
     pairs: listed(
-        "--pairs", "mqar: numbers of pairs, e.g. 4,8,16 (default 8).") = None,
+        "--pairs", "mqar, loss on mqar data: numbers of pairs, e.g. 4,8,16 (default: as "
+        "trained, else 8).") = None,
     samples: Annotated[int, typer.Option("--samples", min=1, max=MAX_SAMPLES,
                                          help="Prompts per cell (loss: sequences).")] = 20,
     steps: listed(
@@ -82,17 +84,20 @@ def evaluate(
         "default: the corpus trained on, its val split, or the tasks trained on, drawn afresh.",
         show_default=False)] = None,
     needle_digits: Annotated[int | None, typer.Option(
-        "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah: digits of the key (default: as trained, or the "
-        "smallest multiple of G that is at least 4).",
+        "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah, ruler, loss on passkey "
+        "data: digits of the key (default: as trained, or the smallest multiple of G that is "
+        "at least 4).",
         show_default=False)] = None,
-    text_field: Annotated[str, typer.Option(
+    text_field: Annotated[str | None, typer.Option(
         "--text-field", help="loss, genppl: the field of a .jsonl/.parquet file's rows (or "
-        "an hf: dataset's) that holds the text.")] = "text",
+        "an hf: dataset's) that holds the text (default: text, or the one trained on).",
+        show_default=False)] = None,
     tokenizer: Annotated[Path | None, typer.Option(
         "--tokenizer", help="Local Hugging Face tokenizer directory (default: as trained).",
         show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts (genppl: and of its "
-                                    "draws).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts "
+                                      "(loss: sequences, and masks of the bound; genppl: and "
+                                      "its draws).")] = 0,
     scorer: Annotated[str | None, typer.Option(
         "--scorer", help="genppl: the autoregressive model that scores the samples: an fsc "
         "checkpoint, training dir or recipe (G 1), or a transformers model directory.",
@@ -212,13 +217,11 @@ def evaluate(
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve,
         changes=tuple(changes or ()), resume=resume,
         **{k: v for k, v in suite.items() if k != "export"})
-    if resume is None:
-        precheck(asked)  # the options the task takes, before torch is imported
+    off = precheck(asked) if resume is None else None  # the options it takes, before torch
     if suite.get("export") is not None:  # the prompts written, not scored
-        if changes:
-            raise UsageError("--set changes the model scored; --export writes prompts only")
-        export_prompts(asked, suite["export"], as_json)
+        export_prompts(asked, suite["export"], as_json, given_options(ctx, EXPORT_UNREAD))
         return
+    warn_off_mode(asked, off)
     from fsc.scale.evaluation import evaluate
     from fsc.store import Store
 
@@ -230,10 +233,7 @@ def evaluate(
                             Watch(say=say, started=bar.start, stored=show_cell,
                                   advanced=bar.advance))
     except Stopped as e:
-        where = f" --store {store}" if store is not None else ""
-        print(f"interrupted: {counted(e.kept, 'cell')} of run {e.run_id} stored; continue with\n"
-              f"  fsc eval --resume {e.run_id}{where}", file=sys.stderr)
-        raise typer.Exit(e.exit_code) from None
+        raise typer.Exit(interrupted(e, store)) from None
     if done.before:
         err.print(f"run {done.run_id} held {counted(done.before, 'cell')}; {len(done.cells)} "
                   "scored now", soft_wrap=True)

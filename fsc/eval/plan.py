@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fsc.blocks import POLICIES, block_setting, check_temperature
+from fsc.data.files import FIELD_SUFFIXES
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import DataOptions, check_read
 from fsc.errors import FscError, UsageError
@@ -23,6 +24,7 @@ from fsc.eval.request import (
     SUITE_OPTIONS,
     EvalRequest,
     checked,
+    mode_warning,
     trained_text,
 )
 from fsc.eval.scorers import check_scorer
@@ -35,6 +37,7 @@ from fsc.source import (
     load_source_recipe,
     resolve_checkpoint,
 )
+from fsc.text import printable
 from fsc.tokenizer import IdTokenizer, check_vocab
 
 LENGTH_MULTIPLES = (1, 2, 4, 8, 16)  # default lengths: these times the training length
@@ -78,10 +81,21 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         base = train_len or UNKNOWN_TRAIN_LENGTH
         lengths = {"loss": (base,), "genppl": (GENPPL_LENGTH,)}.get(
             request.task, tuple(base * m for m in LENGTH_MULTIPLES))
+    if request.task == "genppl" and (request.ngram or 0) >= (longest := max(lengths)):
+        raise UsageError(f"--ngram {request.ngram}: a sample of --lengths {longest} holds no "
+                         f"two {request.ngram}-grams, so none repeats; give "
+                         + (f"at most --ngram {longest - 1}" if longest > 1 else "longer --lengths"))
     data = request.data if request.data is not None else trained_text(request, trained)
     if request.task == "loss" and request.resume is None and data is not None:
         # the task options the data reads, as fsc train checks them (text reads none)
         check_read(data, [k for k in ("needle_digits", "pairs") if getattr(request, k)])
+    if request.text_field is not None and request.resume is None and data is not None:
+        if request.data is None and Path(data).suffix not in FIELD_SUFFIXES:
+            trained_on = printable(str(trained.get("data")))
+            raise UsageError(f"--text-field: {request.source} was trained on {trained_on}, "
+                             "which has no fields; give --data FILE.jsonl, FILE.parquet or "
+                             "hf:NAME, whose rows it names a field of")
+        check_read(data, ["text_field"])  # a field of a .jsonl/.parquet file's rows, or hf:'s
     if data is None and request.task == "genppl" and asked_task is None:
         raise UsageError("--scorer asks for --task genppl, which needs --data (shakespeare or a "
                          "text file) for its prompts and reference text")
@@ -91,12 +105,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
             _decoded_by_tokens(request)
         filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
         gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
-        if mode == "diffusion" and src.learned and src.recipe.block_size == 1:
-            # (as fsc decode notes it: fsc.cli.decode_checks.off_block)
-            gen = replace(gen, warnings=(*gen.warnings, (
-                f"{request.source} is autoregressive (G 1), never trained to denoise: its "
-                "block-diffusion cells decode outside what it learned (adapt it first: fsc "
-                f"train {request.source} --G N --data TEXT; or give --mode ar)")))
+        if (off := mode_warning(request, src, mode)) is not None:  # kept with the run
+            gen = replace(gen, warnings=(*gen.warnings, off))
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
@@ -112,11 +122,13 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
 
 
 def _text_field(request: EvalRequest, trained: dict) -> str:
-    """--text-field; left at its default where the text is training's own (no --data), the
-    field training read."""
-    if request.text_field == "text" and request.data is None:
+    """--text-field; where not given, "text", or the field training read where the text is
+    training's own (no --data). (A run stored before the option could be left out holds
+    "text" where it was not given: it resumes as it began.)"""
+    unset = request.text_field is None or (request.resume and request.text_field == "text")
+    if unset and request.data is None:
         return trained.get("text_field", "text")
-    return request.text_field
+    return request.text_field or "text"
 
 
 def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str], int]:
@@ -152,6 +164,13 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             raise UsageError(f"--threshold {t} must be in (0, 1]")
     for t in request.temperatures:
         check_temperature(t)
+    cuts = [f"--{k.replace('_', '-')} {getattr(request, k):g}" for k in ("top_k", "top_p", "min_p")
+            if getattr(request, k) != GENPPL_DEFAULTS[k]]
+    if cuts and not any(request.temperatures):  # (as fsc decode refuses them)
+        raise UsageError(f"{' and '.join(cuts)} at --temperature 0 change"
+                         f"{'s' * (len(cuts) == 1)} nothing: greedy decoding takes the most "
+                         "likely token; give --temperature T (e.g. 0.8) to sample, or drop "
+                         f"{' and '.join(c.split()[0] for c in cuts)}")
     if request.mauve:
         mauve_available()
         if request.samples < 2:

@@ -32,7 +32,7 @@ class EvalRequest:
     batch: int = 20
     data: str | None = None
     needle_digits: int | None = None
-    text_field: str = "text"
+    text_field: str | None = None  # None: "text", or the field training read (its own data)
     tokenizer: str | None = None
     seed: int = 0
     device: str = "cpu"
@@ -153,9 +153,10 @@ def is_text(data) -> bool:
 def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     """`request` with its task filled in from the training record `trained` (default_task);
     UsageError for an option its task does not take: several --steps, genppl's options, or
-    --scorer missing, but with genppl; --depths but with niah; --pairs but with mqar or loss;
-    a suite option (SUITE_OPTIONS) but with its tasks. (A resumed run's stored request holds
-    the depths and pairs it was given whatever its task: those are not checked again.)"""
+    --scorer missing, but with genppl; --depths but with niah; --text-field but with loss or
+    genppl; --pairs but with mqar or loss; a suite option (SUITE_OPTIONS) but with its tasks;
+    a depth, policy, threshold or temperature given twice. (A resumed run's stored request
+    holds the depths and pairs it was given whatever its task: those are not checked again.)"""
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
         if request.task == "niah" and request.variant is None:  # the variant trained on
@@ -172,11 +173,18 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
         raise UsageError("--task genppl needs --scorer (an autoregressive fsc checkpoint or "
                          "recipe, or a transformers model)")
     if request.resume is None:
+        for option, values in (("--depths", request.depths), ("--policy", request.policies),
+                               ("--threshold", request.thresholds),
+                               ("--temperature", request.temperatures)):
+            _once(option, values or ())
         if task == "loss" and request.steps is not None:
             raise UsageError("--steps: --task loss decodes nothing (its bound reads each block "
                              "in one pass); drop --steps")
         if request.depths is not None and task not in ("niah", "ruler"):
             raise UsageError(f"--depths: for --task niah or ruler only (this is {task})")
+        if request.text_field is not None and task not in ("loss", "genppl"):
+            raise UsageError(f"--text-field: for --task loss or genppl only, whose --data it "
+                             f"names a field of (this is {task}, which reads no data)")
         if request.pairs is not None and task not in ("mqar", "loss"):
             raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
                              f"{task})")
@@ -186,6 +194,41 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
                                  f"{' or ' if len(tasks) > 1 else ''}{tasks[-1]} only (this is "
                                  f"{task})")
     return request
+
+
+def _once(option: str, values: tuple) -> None:
+    """UsageError for a value of list option `option` given twice (1 and 1.0 among them): its
+    cells would be scored twice and stored once."""
+    for i, v in enumerate(values):
+        if v in values[:i]:
+            said = "none" if v is None else f"{v:g}" if isinstance(v, float) else v
+            raise UsageError(f"{option}: {said} is given twice")
+
+
+def mode_warning(request: EvalRequest, src: Source, mode: str) -> str | None:
+    """Why scoring the checkpoint `src` in `mode` (diffusion or ar, as its run does) reads it
+    outside what it learned, as `fsc decode` notes it: autoregressive weights (G 1) read by
+    block diffusion, or a denoiser's read a token at a time; None where it is read as trained
+    (or its weights are seeded: they learned nothing)."""
+    G, objective = src.recipe.block_size, src.training.get("objective")
+    if not src.learned:
+        return None
+    what = "answers" if request.task in RETRIEVAL else "cells"
+    if mode == "diffusion" and G == 1 and objective in (None, "ar"):
+        read = ("scores its masked-diffusion bound" if request.task == "loss"
+                else f"decodes its {what} by block diffusion")
+        return (f"{request.source} is autoregressive (G 1), never trained to denoise: --mode "
+                f"diffusion {read}, outside what it learned (adapt it first: fsc train "
+                f"{request.source} --G N --data TEXT; or give --mode ar)")
+    if mode == "ar" and G > 1 and objective != "ar":
+        read = ("scores its next-token NLL" if request.task == "loss"
+                else f"decodes its {what} a token at a time")
+        return (f"{request.source} was trained by block diffusion at G {G}, never to predict "
+                f"the next token: --mode ar {read}, outside what it learned")
+    return None
+
+
+RETRIEVAL = ("niah", "mqar", "vt", "cwe", "fwe", "ruler")  # the tasks that decode answers
 
 
 def located(request: EvalRequest) -> EvalRequest:
@@ -199,8 +242,11 @@ def located(request: EvalRequest) -> EvalRequest:
                    data=None if request.data is None else absolute(request.data))
 
 
-def precheck(request: EvalRequest) -> None:
+def precheck(request: EvalRequest) -> str | None:
     """The checks of `checked`, with the training record of the checkpoint `request` names,
-    for a caller that has not loaded torch yet (the command line)."""
+    for a caller that has not loaded torch yet (the command line); then the mode_warning of
+    --mode where the run does not say it itself (a genppl run says and keeps its own)."""
     parse_changes(request.changes)
-    checked(request, Source.read(request.source).training)
+    src = Source.read(request.source)
+    request = checked(request, src.training)
+    return None if request.task == "genppl" else mode_warning(request, src, request.mode)
