@@ -1,6 +1,6 @@
 """Options of `fsc eval` declared beside the command: its --task choice, the RULER-style
 suite's options (niah's --variant, --needles, --distractors; vt's --hops, --chains; cwe's and
-fwe's --words; --haystack; --export) and genppl's sampling besides --temperature and --top-p
+fwe's --words; --haystack; --template; --export) and genppl's sampling besides --temperature and --top-p
 (--top-k, --min-p, --repetition-penalty): `with_task_options(names)` adds them to a command and
 hands it the ones given as `suite` (a dict; fsc.eval.request and fsc.data.sources check
 which task takes each, fsc.data.ruler their bounds). `fsc train` takes the knobs of the suite's
@@ -52,6 +52,10 @@ TASK_OPTIONS = {
         "--haystack", help="niah, vt: filler (the default) or shakespeare around the needles "
         "(fsc eval reads its validation text, fsc train its training text).",
         show_default=False)],
+    "template": Annotated[str | None, typer.Option(
+        "--template", help="niah, vt, cwe, fwe: the prompts' wording: fsc (its short question; "
+        "the default) or ruler (RULER's own: its instruction, question and answer prefix, "
+        "needle sentence, cwe's numbered list, fwe's noise word).", show_default=False)],
     "export": Annotated[Path | None, typer.Option(
         "--export", metavar="DIR", help="niah, vt, cwe, fwe, ruler: write the prompts as "
         "lm-evaluation-harness tasks in DIR (JSON lines, a task YAML each, a group YAML) "
@@ -74,7 +78,7 @@ GRID_OPTIONS = ("task", "lengths", "depths", "pairs", "samples", "steps", "mode"
                 "needle_digits", "text_field", "tokenizer", "seed", "scorer", "G", "policy",
                 "threshold", "temperature", "top_p", "prompt_length", "baseline", "ngram",
                 "mauve", "changes", *TASK_OPTIONS)
-TRAIN_KNOBS = ("needles", "distractors", "hops", "chains", "words", "haystack")
+TRAIN_KNOBS = ("needles", "distractors", "hops", "chains", "words", "haystack", "template")
 
 
 def with_task_options(names: tuple[str, ...] = tuple(TASK_OPTIONS)):

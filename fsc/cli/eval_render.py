@@ -8,6 +8,7 @@ import sys
 from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.tables import fitted
+from fsc.eval.columns import plain_passkey
 from fsc.results import loss_bound
 from fsc.text import counted
 
@@ -109,9 +110,8 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
         return
     # a task without a table of its own: its score (else accuracy) by length
     key = {"niah": "depth", "mqar": "pairs", "vt": "hops", "cwe": "words", "fwe": "words"}.get(task)
-    suite = task in ("vt", "cwe", "fwe") or (task == "niah" and any(
-        c.get("variant") not in (None, "single") or c.get("distractors")
-        or c.get("haystack") not in (None, "filler") for c in cells)) or (
+    suite = task in ("vt", "cwe", "fwe") or (task == "niah" and not all(
+        plain_passkey(c) for c in cells)) or (
         key is None and any(c.get("score") is not None for c in cells))
     what = "score (the expected strings found)" if suite else "accuracy"
     if task == "niah" and suite:

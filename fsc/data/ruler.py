@@ -341,7 +341,8 @@ class Needles(_Answered):
 
     def facts(self) -> dict:
         return {"variant": self.variant, "needles": self.needles,
-                "distractors": self.distractors, "haystack": self.hay.spec}
+                "distractors": self.distractors, "haystack": self.hay.spec,
+                "template": TEMPLATES[self.ruler]}
 
     def evaluated(self) -> Needles:
         """The task as evaluation lays it out: the answer alone supervised."""
@@ -445,7 +446,8 @@ class VariableTracking(_Answered):
         self._check_fits(need, f"a vt prompt with --hops {hops} and --chains {chains}", option)
 
     def facts(self) -> dict:
-        return {"hops": self.hops, "chains": self.chains, "haystack": self.hay.spec}
+        return {"hops": self.hops, "chains": self.chains, "haystack": self.hay.spec,
+                "template": TEMPLATES[self.ruler]}
 
     def evaluated(self) -> VariableTracking:
         """The task as evaluation lays it out: the answer alone supervised."""
@@ -549,7 +551,7 @@ class _WordList(_Answered):
         return m
 
     def facts(self) -> dict:
-        return {"words": self.words}
+        return {"words": self.words, "template": TEMPLATES[self.ruler]}
 
     def _listed(self, items: list[str], spare: set[str],
                  rng: random.Random) -> tuple[list[int], list[str]]:

@@ -34,7 +34,8 @@ SUITE = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
 SYNTHETIC = (*TASKS, *SUITE)
 NIAH = tuple(n for n in SUITE if n.startswith("niah"))
 KNOBS = {"needles": NIAH, "distractors": NIAH, "hops": ("vt",), "chains": ("vt",),
-         "words": ("cwe", "fwe"), "haystack": (*NIAH, "vt")}  # a suite knob: the tasks using it
+         "words": ("cwe", "fwe"), "haystack": (*NIAH, "vt"),
+         "template": (*NIAH, "vt", "cwe", "fwe")}  # a suite knob: the tasks using it
 # the other task options of `fsc train`: the tasks reading each (given for data none of whose
 # tasks reads it, it is refused, as a suite knob is)
 TASK_OPTIONS = {"needle_digits": ("passkey", *NIAH), "supervise_needle": ("passkey", *NIAH, "vt"),

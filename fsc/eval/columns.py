@@ -19,6 +19,10 @@ SUITE = (  # the RULER-style suite's (fsc.eval.ruler) own eval_cells columns: ea
     Column("words", "INTEGER", "cwe, fwe: words the answer names."),
     Column("haystack", "VARCHAR",
            "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text."),
+    Column("template", "VARCHAR",
+           "niah, vt, cwe, fwe: the prompts' wording: fsc (a short question, then 'Answer:') "
+           "or ruler (RULER's template: its instruction, question and answer prefix, needle "
+           "sentence, cwe's numbered list, fwe's noise word at rank 1)."),
     Column("score", "DOUBLE",
            "niah, vt, cwe, fwe: RULER's score, the fraction of the expected strings found in a "
            "decoded answer, averaged over the n samples (correct: the samples that found them "
@@ -34,12 +38,21 @@ ANSWERS = Column(
 SUITE = (*SUITE, ANSWERS)
 # the plain passkey's suite knobs (NULL in a store written before the suite): niah cells with
 # other values are the RULER-style variants, which score other prompts
-PASSKEY = {"variant": "single", "distractors": 0, "haystack": "filler"}
-OWN = {"niah": ("variant", "needles", "distractors", "haystack", "score", "answers"),
-       "vt": ("hops", "chains", "haystack", "score", "answers"),
-       "cwe": ("words", "score", "answers"), "fwe": ("words", "score", "answers"),
+PASSKEY = {"variant": "single", "distractors": 0, "haystack": "filler", "template": "fsc"}
+OWN = {"niah": ("variant", "needles", "distractors", "haystack", "template", "score", "answers"),
+       "vt": ("hops", "chains", "haystack", "template", "score", "answers"),
+       "cwe": ("words", "template", "score", "answers"),
+       "fwe": ("words", "template", "score", "answers"),
        "ruler": tuple(c.name for c in SUITE)}
 MQAR = (ANSWERS,)
+
+
+def plain_passkey(row) -> bool:
+    """A niah cell of the plain passkey (PASSKEY: one key, no distractors, the filler
+    haystack, fsc's wording; a knob NULL in a store written before it counts as PASSKEY's),
+    not of the RULER-style variants, which score other prompts."""
+    return row.get("task") == "niah" and all(
+        (v if row.get(k) is None else row.get(k)) == v for k, v in PASSKEY.items())
 
 
 def suite(task: str) -> tuple[Column, ...]:

@@ -58,6 +58,7 @@ class EvalRequest:
     chains: int | None = None  # vt
     words: int | None = None  # cwe, fwe
     haystack: str | None = None  # niah, vt: filler or a corpus
+    template: str | None = None  # niah, vt, cwe, fwe: the prompts' wording, fsc's or RULER's
     changes: tuple[str, ...] = ()  # --set KEY=VALUE: weight-free recipe fields changed
     resume: str | None = None  # an eval run to continue: only its missing cells are scored
 
@@ -84,7 +85,8 @@ TRAINED_VARIANT = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
 SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
                  "distractors": ("niah", "ruler"), "hops": ("vt", "ruler"),
                  "chains": ("vt", "ruler"), "words": ("cwe", "fwe", "ruler"),
-                 "haystack": ("niah", "vt", "ruler")}  # each suite option: the tasks taking it
+                 "haystack": ("niah", "vt", "ruler"),
+                 "template": ("niah", "vt", "cwe", "fwe", "ruler")}  # each: the tasks taking it
 
 
 def default_task(request: EvalRequest, data) -> str:

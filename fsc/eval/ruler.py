@@ -50,8 +50,8 @@ def plain(grid: EvalGrid) -> bool:
     """niah asked as before the suite: the passkey prompts of fsc.eval.retrieval."""
     r = grid.ruler
     needles = 1 if r.needles is None else r.needles
-    return grid.task == "niah" and (r.variant, needles, r.distractors, r.haystack) == (
-        "single", 1, 0, "filler")
+    return grid.task == "niah" and (r.variant, needles, r.distractors, r.haystack,
+                                    r.template) == ("single", 1, 0, "filler", "fsc")
 
 
 def prompts(grid: EvalGrid, tokenizer, length: int):

@@ -103,10 +103,8 @@ def _metric(cells: Rows, metric: str) -> float:
 
 
 def passkey(row) -> bool:
-    """A niah cell of the plain passkey (fsc.eval.columns.PASSKEY: one key, no distractors,
-    the filler haystack), not of the RULER-style variants, which score other prompts."""
-    return row["task"] == "niah" and all(
-        (v if row.get(k) is None else row[k]) == v for k, v in columns.PASSKEY.items())
+    """A niah cell of the plain passkey (fsc.eval.columns.plain_passkey)."""
+    return columns.plain_passkey(row)
 
 
 def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:

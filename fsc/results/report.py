@@ -321,7 +321,7 @@ def _task(cell: dict) -> str:
         return cell["task"]
     extra = [f"{cell['distractors']} distractors" if cell.get("distractors") else "",
              f"{cell['haystack']} haystack" if cell.get("haystack") not in (None, "filler")
-             else ""]
+             else "", "RULER's wording" if cell.get("template") == "ruler" else ""]
     return ", ".join([eval_figures.ruler_part(cell), *filter(None, extra)])
 
 

@@ -319,6 +319,13 @@ def eval_cells_suite(con: Connection) -> None:
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
+def eval_cells_template(con: Connection) -> None:
+    """The suite's prompts' wording (fsc's or RULER's template): the plain passkey's cells
+    are told from niah's by it, so every store has the column its readers name."""
+    con.execute("ALTER TABLE eval_cells ADD COLUMN template VARCHAR")
+    con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -333,6 +340,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     runs_resumed_at,
     eval_cells_harness,
     eval_cells_suite,
+    eval_cells_template,
 ]
 
 

@@ -95,7 +95,7 @@ COMMANDS = {
         "--nproc": "int_pos", "--save-minutes": "float_nonneg", "--keep": "int_nonneg",
         "--stop-at": "unit", "--anneal": "int_nonneg", "--needles": "int_pos",
         "--distractors": "int_nonneg", "--hops": "int_pos", "--chains": "int_pos",
-        "--words": "int_pos", "--haystack": "choice", "--freeze": "kinds"}),
+        "--words": "int_pos", "--haystack": "choice", "--template": "choice", "--freeze": "kinds"}),
     "eval": ([CKPT], {
         "--task": "choice", "--lengths": "sizes", "--depths": "depths", "--pairs": "sizes",
         "--samples": "int_pos", "--steps": "int_pos", "--mode": "choice", "--batch": "int_pos",
@@ -110,7 +110,7 @@ COMMANDS = {
         "--mc-samples": "int_pos", "--max-length": "int_pos", "--output-path": "out_dir",
         "--variant": "choice",
         "--needles": "int_pos", "--distractors": "int_nonneg", "--hops": "int_pos",
-        "--chains": "int_pos", "--words": "int_pos", "--haystack": "choice",
+        "--chains": "int_pos", "--words": "int_pos", "--haystack": "choice", "--template": "choice",
         "--export": "out_dir", "--set": "set"}),
     "plot": (["latency"], {"--out": "out_file", "--metric": "choice", "--where": "where"}),
     "report": ([], {"--out": "out_file", "--format": "choice"}),

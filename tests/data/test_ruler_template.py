@@ -153,3 +153,35 @@ def test_the_template_reaches_every_task_and_a_wrong_one_is_one_line(task):
     assert BYTES.decode(s.ids).split()[0] in ("A", "Memorize", "Below", "Read")
     with pytest.raises(UsageError, match=r"^--template 'RULER' is not one of fsc, ruler$"):
         suite_task(task, BYTES, 2048, 4, RulerOptions(template="RULER"))
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_the_template_at_the_command_line(cli, tmp_path):
+    """fsc train --template ruler records it, fsc eval scores the checkpoint with it unless
+    told otherwise, the rows carry it, the plain passkey stays apart from RULER's niah single,
+    and a template the data or task does not read is refused in one line."""
+    import json
+
+    store, ck = tmp_path / "store", tmp_path / "ck"
+    assert cli("train", "tiny_attn", "--data", "cwe", "--template", "ruler", "--seq-len", "512",
+               "--batch", "2", "--train-steps", "1", "--out", ck, "--store", store).code == 0
+    assert cli("eval", ck, "--lengths", "512", "--samples", "1", "--store", store).code == 0
+    for template in ("ruler", "fsc"):
+        assert cli("eval", ck, "--task", "niah", "--template", template, "--lengths", "512",
+                   "--samples", "1", "--depths", "0.5", "--store", store).code == 0
+    rows = json.loads(cli("query", "select task, template, score, accuracy, answers from "
+                          "evaluation order by all", "--json", "--store", store).out)
+    assert [(r["task"], r["template"]) for r in rows] == [
+        ("cwe", "ruler"), ("niah", "fsc"), ("niah", "ruler")]
+    plot = cli("plot", "niah", "--json", "--out", tmp_path / "n.png", "--store", store)
+    assert plot.code == 0 and json.loads(plot.out)["rows"] == 1  # the plain passkey's cell
+    for args, says in ((("train", "tiny_attn", "--data", "shakespeare", "--template", "ruler",
+                         "--seq-len", "64", "--train-steps", "1", "--out", tmp_path / "x"),
+                        "--template: for --data niah_multikey"),
+                       (("eval", ck, "--task", "mqar", "--template", "ruler"),
+                        "--template: for --task niah, vt, cwe, fwe or ruler only (this is mqar)"),
+                       (("eval", ck, "--template", "RULER"),
+                        "--template 'RULER' is not one of fsc, ruler")):
+        r = cli(*args, "--store", store)
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+        assert says in " ".join(r.err.split())
