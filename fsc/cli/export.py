@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from fsc.cli.bounds import one_value
 from fsc.cli.common import (
     ForceOpt,
     JsonOpt,
@@ -20,19 +21,31 @@ from fsc.cli.common import (
     store_dir,
 )
 
+ONE_FILE = "one command writes one file"
 OutOpt = Annotated[
-    Path,
-    typer.Option("--out", help="File to write: .parquet, .csv, .json (one array) or .jsonl "
-                               "(one object per line)."),
+    list[Path],
+    typer.Option("--out", callback=one_value("--out", None, ONE_FILE), metavar="FILE",
+                 help="File to write: .parquet, .csv, .json (one array) or .jsonl (one object "
+                      "per line)."),
 ]
 
 
 def whole(sql: str) -> str:
-    """A bare table or view name (`fsc export profile`) as its rows: `SELECT * FROM` it."""
+    """A bare table or view name (`fsc export profile`) as its rows: `SELECT * FROM` it. A
+    word that is a statement by itself (show, describe, checkpoint, vacuum, begin) stays one."""
     import re
 
+    from fsc.errors import QueryError
+    from fsc.store import sandbox
+
     name = sql.strip()
-    return f"SELECT * FROM {name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else sql
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return sql
+    try:
+        sandbox.parse(name)
+    except QueryError:
+        return f"SELECT * FROM {name}"
+    return sql
 
 
 def check(sql: str, out_file: Path | None, force: bool, write: bool = False,
@@ -77,6 +90,7 @@ def export(
     """
     from fsc.store import Store
 
+    (out_file,) = out_file  # one value (see OutOpt)
     sql = whole(sql)
     check(sql, out_file, force, export=True)
     st = Store(store_dir(store))

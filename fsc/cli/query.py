@@ -15,6 +15,7 @@ from rich.text import Text
 
 from fsc.cli import export as export_cmd
 from fsc.cli import runs as runs_cmd
+from fsc.cli.bounds import one_value
 from fsc.cli.common import JsonOpt, StoreOpt, err, out, print_json, printable, store_dir
 from fsc.cli.confirm import confirm
 from fsc.cli.query_render import TABLE_MAX_ROWS, print_csv, records, show
@@ -37,10 +38,11 @@ def query(
     as_json: JsonOpt = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     out_file: Annotated[
-        Path | None,
-        typer.Option("--out", help="Write the result to FILE (.parquet, .csv, .json or .jsonl) "
-                                   "instead, as `fsc export` does (--json: print its path and "
-                                   "size)."),
+        list[Path] | None,
+        typer.Option("--out", callback=one_value("--out", None, export_cmd.ONE_FILE),
+                     metavar="FILE", show_default=False,
+                     help="Write the result to FILE (.parquet, .csv, .json or .jsonl) instead, "
+                          "as `fsc export` does (--json: print its path and size)."),
     ] = None,
     force: export_cmd.ForceOpt = False,
     write: Annotated[
@@ -61,6 +63,7 @@ def query(
     The table shows the first 1000 rows, one block per row when the columns do not fit the
     terminal; csv, json and --out give every row.
     """
+    (out_file,) = out_file  # one value or None (see one_value)
     sql = export_cmd.whole(sql)
     if as_json and as_csv:
         raise UsageError("--json and --csv disagree; give one of them")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import printable
+from fsc.jsonsafe import plain
 
 TABLE_MAX_ROWS = 1000
 TABLE_DIGITS = 6  # significant digits of floats in tables; csv and json keep every digit
@@ -30,11 +31,47 @@ def cell(value: Any, digits: int | None = None) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value) if digits is None else f"{value:.{digits}g}"
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
+    if isinstance(value, (datetime, time)):
+        return _clock(value)
+    if isinstance(value, timedelta):
+        return _interval(value)
+    if isinstance(value, (list, dict)):  # csv: compact, as DuckDB's to_json writes it
+        return json.dumps(plain(value), default=str, ensure_ascii=False,
+                          separators=(",", ":") if digits is None else None)
     return str(value)
+
+
+def _clock(value: datetime | time) -> str:
+    """A TIMESTAMP, TIMESTAMPTZ or TIME as DuckDB writes it: the fraction of a second without
+    its trailing zeros, a zone as +HH (+HH:MM where it has minutes)."""
+    naive = value.replace(tzinfo=None)
+    text = naive.isoformat(sep=" ") if isinstance(value, datetime) else naive.isoformat()
+    if "." in text:
+        text = text.rstrip("0")
+    offset = value.utcoffset()
+    if offset is not None:
+        h, m = divmod(abs(offset) // timedelta(minutes=1), 60)
+        text += ("-" if offset < timedelta(0) else "+") + f"{h:02d}" + (f":{m:02d}" if m else "")
+    return text
+
+
+_DAY_US = 86_400_000_000
+
+
+def _interval(value: timedelta) -> str:
+    """An INTERVAL as DuckDB writes it (`1 day 04:00:00.5`, `-00:00:01`, `3 days`); DuckDB
+    hands months over as 30 days each, and hours past a day as days."""
+    total = value // timedelta(microseconds=1)
+    days = int(total / _DAY_US)  # toward zero, as DuckDB splits an interval
+    rest = total - days * _DAY_US
+    parts = [f"{days} day{'' if abs(days) == 1 else 's'}"] if days else []
+    if rest or not days:
+        seconds, us = divmod(abs(rest), 1_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        fraction = f".{us:06d}".rstrip("0") if us else ""
+        parts.append(f"{'-' if rest < 0 else ''}{hours:02d}:{minutes:02d}:{seconds:02d}{fraction}")
+    return " ".join(parts)
 
 
 def records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
@@ -59,7 +96,8 @@ def _csv_field(value: Any) -> str:
 
 def print_csv(cols: list[str], rows: list[tuple]) -> None:
     """Rows as CSV on stdout, a header first (a name given twice: a, a_1, as in --out);
-    every digit kept, booleans true and false, lists and structs as JSON."""
+    every digit kept, booleans true and false, times and intervals as DuckDB writes them,
+    lists, structs and maps as compact JSON: the bytes `--out FILE.csv` writes."""
     from fsc.store.export import distinct_names
 
     for row in (distinct_names(cols), *rows):

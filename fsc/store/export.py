@@ -35,6 +35,9 @@ def target(out: Path, force: bool, what: str | None = None) -> str:
     files, a directory, or an existing file without `force`."""
     what = what or f"cannot write {out}"
     fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None and out.is_dir():
+        raise UsageError(f"{what}: is a directory; name the file to write in it, e.g. "
+                         f"{out / 'result.parquet'}")
     if fmt is None:
         raise UsageError(f"{what}: unknown extension {out.suffix or '(none)'!r}; use one of "
                          f"{', '.join(FORMATS)}")
@@ -68,7 +71,22 @@ def write(con: duckdb.DuckDBPyConnection, sql: str, path: Path, fmt: str) -> Non
     if fmt == "parquet":
         rel.write_parquet(str(path))
     else:
-        rel.write_csv(str(path), header=True)
+        _nested_as_json(rel).write_csv(str(path), header=True)
+
+
+_NESTED = ("list", "array", "struct", "map", "union")
+
+
+def _nested_as_json(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """`rel` with its lists, structs and maps as JSON text, as `fsc query --csv` writes them
+    (DuckDB's CSV writer would write ['a', 'b'] and {'k': v}, which no JSON reader takes);
+    a name given twice becomes a, a_1, as DuckDB's writer names it."""
+    if not any(t.id in _NESTED for t in rel.types):
+        return rel
+    names = distinct_names(rel.columns)
+    return rel.project(", ".join(
+        (f"to_json(#{i})" if t.id in _NESTED else f"#{i}") + ' AS "' + n.replace('"', '""') + '"'
+        for i, (t, n) in enumerate(zip(rel.types, names, strict=True), start=1)))
 
 
 def distinct_names(cols: list[str]) -> list[str]:

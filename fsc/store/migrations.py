@@ -322,7 +322,7 @@ def eval_cells_suite(con: Connection) -> None:
 def eval_cells_template(con: Connection) -> None:
     """The suite's prompts' wording (fsc's or RULER's template): the plain passkey's cells
     are told from niah's by it, so every store has the column its readers name."""
-    con.execute("ALTER TABLE eval_cells ADD COLUMN template VARCHAR")
+    con.execute("ALTER TABLE eval_cells ADD COLUMN IF NOT EXISTS template VARCHAR")  # (declared too)
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 

@@ -29,6 +29,10 @@ READ_ONLY_MESSAGE = "query is read-only; modify the store with fsc query --write
 # Statement kinds (DuckDB's StatementType names) a read-only query may run. SHOW, DESCRIBE,
 # SUMMARIZE, VALUES and FROM-first queries parse as SELECT; PIVOT parses as MULTI.
 READ_KINDS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "MULTI"})
+# CALL may write (CHECKPOINT parses as one): it runs with --write; a table function is read
+# with SELECT.
+_CALL_HINT = ("(it may modify the store, as CHECKPOINT does); to read a table function, "
+              "select from it: SELECT * FROM f(...)")
 # Kinds that remove data or change a table: --write asks for --yes before these (TRUNCATE
 # parses as DELETE; MERGE may delete).
 DESTRUCTIVE_KINDS = frozenset({"DELETE", "DROP", "ALTER", "MERGE_INTO"})
@@ -126,6 +130,9 @@ def check(statements: list[Statement], write: bool, exporting: bool = False) -> 
             f"{len(statements)} statements given; a read-only query runs one (with --write, "
             "all run in one transaction and the last one's result is shown)"
         )
+    if statements[0].kind == "CALL" and statements[0].text.lstrip()[:4].lower() == "call":
+        raise QueryError(("fsc export does not run CALL " if exporting else
+                          "CALL runs only with --write ") + _CALL_HINT)
     if statements[0].kind not in READ_KINDS:
         raise QueryError("fsc export writes the result of a read-only query; modify the store "
                          "with fsc query --write" if exporting else READ_ONLY_MESSAGE)
