@@ -52,13 +52,13 @@ def push(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a checkpoint and commit it to a Hub repository (token: HF_TOKEN or saved login)."""
-    from fsc.hub.names import check_repo_id, check_revision
+    from fsc.hub.names import check_branch, check_repo_id
 
     if len(repo) > 1:
         raise UsageError(f"--repo given {len(repo)} times ({', '.join(map(repr, repo))}); "
                          "a checkpoint is pushed to one repository")
     repo = check_repo_id(repo[0], "--repo")
-    check_revision(revision, "--revision")
+    check_branch(revision, "--revision")
     check_store(store)
     from fsc.hub.push import push_checkpoint
     from fsc.source import resolved
@@ -93,9 +93,11 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Download a checkpoint, verify every checksum, then move it into place."""
-    from fsc.hub.names import default_pull_dir, parse_repo_ref
+    from fsc.hub.names import default_pull_dir, not_current_dir, parse_repo_ref
 
     repo, revision = parse_repo_ref(ref)
+    if dest is not None:
+        not_current_dir(dest, "--dir")
     check_store(store)
     output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
                replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")

@@ -46,7 +46,7 @@ def import_cmd(
     n_groups > 1, an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
     """
     from fsc.errors import UsageError
-    from fsc.imports import has_weights, import_config, local_dir
+    from fsc.imports import import_config, source_has_weights
 
     if not source.strip():
         raise UsageError("fsc import: SOURCE is empty: give a folder with config.json, "
@@ -62,21 +62,23 @@ def import_cmd(
             print_plain(imported.recipe_yaml())  # `> r.yaml`: never wrapped or styled
         return
     out_path = Path(out_arg)
-    directory = local_dir(source, files="config" if recipe_only else "all")
-    weights = not recipe_only and has_weights(directory)
+    weights = not recipe_only and source_has_weights(source)  # nothing downloaded yet
     if weights:
+        from fsc.hub.names import not_current_dir
+
         if out_path.suffix in (".yaml", ".yml"):
             raise UsageError(f"--out {out_arg}: a recipe file's name, but {source} has weights, "
                              "which import as a checkpoint directory; give a directory, or "
                              "--recipe-only for the recipe alone")
+        not_current_dir(out_path, "--out")
         output_dir(out_path, "--out")
+        check_store(store)  # before downloading, and before writing what it could not record
         from fsc.checkpoint.registry import register_checkpoint
         from fsc.imports.convert import import_checkpoint
 
-        check_store(store)  # before writing what it could not record
-
         err.print(f"importing {imported.architecture} weights from {source} into {out_path} ...")
-        _, info = import_checkpoint(source, out_path, name)
+        # absolute: it is built beside the directory, never inside it (`--out .`)
+        _, info = import_checkpoint(source, Path(os.path.abspath(out_path)), name)
         register_checkpoint(store_dir(store), info, "saved")
         doc |= {"checkpoint": info.to_dict()}
     else:

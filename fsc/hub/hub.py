@@ -7,6 +7,7 @@ fsc never prints, logs or records it. Every failure of the client becomes one `H
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -168,7 +169,8 @@ def pull_checkpoint(repo: str, revision: str | None = None, dest: str | Path | N
     then, and only then).
     """
     check_repo_id(repo)
-    dest = Path(dest) if dest is not None else default_pull_dir(repo, revision)
+    # absolute: the temporary directory goes beside `dest`, never inside it (`--dir .`)
+    dest = Path(os.path.abspath(dest if dest is not None else default_pull_dir(repo, revision)))
     if not force:
         refuse_existing(dest, "; pass --force to replace it or --dir to pull elsewhere")
     elif (dest.is_dir() and any(dest.iterdir())

@@ -1,8 +1,9 @@
 """Hub names checked before any network call or heavy import: repository ids, revisions, the
-default pull directory."""
+default pull directory, a destination that is the current directory."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def parse_repo_ref(ref: str) -> tuple[str, str | None]:
 
 def check_repo_id(repo: str, what: str = "") -> str:
     """UsageError unless `repo` is OWNER/NAME (`what`, e.g. "--repo", leads the message)."""
+    if repo.startswith("hf:"):
+        raise UsageError(f"{what} {repo!r}: give OWNER/NAME without 'hf:' (that prefix names a "
+                         "published model to the commands that read one)".lstrip())
     if (not _REPO_ID.fullmatch(repo) or "--" in repo or ".." in repo
             or repo.endswith(".git")):
         raise UsageError(f"{what} {repo!r} is not a Hub repository id; expected OWNER/NAME, "
@@ -47,9 +51,27 @@ def check_revision(revision: str, what: str = "revision") -> str:
     return revision
 
 
+def check_branch(revision: str, what: str = "revision") -> str:
+    """check_revision, and UsageError for a commit id: a push commits to a branch."""
+    if re.fullmatch(r"[0-9a-f]{40}", check_revision(revision, what)):
+        raise UsageError(f"{what} {revision}: a commit id; a push commits to a branch (made "
+                         "from main if new): give the branch's name")
+    return revision
+
+
 def default_pull_dir(repo: str, revision: str | None) -> Path:
     """``checkpoints/OWNER__NAME`` or ``checkpoints/OWNER__NAME@REV`` ('/' in REV becomes '_')."""
     name = repo.replace("/", "__")
     if revision:
         name += "@" + revision.replace("/", "_")
     return PULL_ROOT / name
+
+
+def not_current_dir(path: Path, option: str) -> Path:
+    """UsageError when `path` is the current directory: a checkpoint is built beside its
+    destination and renamed into place whole, which would leave the shell in a removed folder."""
+    if os.path.realpath(path) == os.path.realpath(os.curdir):
+        raise UsageError(f"{option} {path}: the current directory; a checkpoint is moved into "
+                         "place as a whole folder, so give a new folder's path (or run this "
+                         "from the folder above)")
+    return path

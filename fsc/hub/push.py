@@ -14,7 +14,7 @@ from fsc.checkpoint.io import verify_checkpoint
 from fsc.checkpoint.layout import CHECKSUMS_FILE, INDEX_FILE, OWNED_FILES, VerifiedCheckpoint
 from fsc.errors import UsageError
 from fsc.hub.hub import get_token, hub_calls, quiet_unless_terminal
-from fsc.hub.names import DEFAULT_REVISION, check_repo_id, check_revision
+from fsc.hub.names import DEFAULT_REVISION, check_branch, check_repo_id
 from fsc.tokenizer import CARRIED_FILES
 
 
@@ -46,7 +46,7 @@ def push_checkpoint(path: str | Path, repo: str, revision: str = DEFAULT_REVISIO
     `private` push to a repository that exists and is public is refused before any commit.
     """
     check_repo_id(repo)
-    check_revision(revision)
+    check_branch(revision)
     token = get_token()
     info = verify_checkpoint(path)
 

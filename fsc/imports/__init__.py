@@ -21,7 +21,7 @@ from fsc.checkpoint.layout import INDEX_FILE, RECIPE_FILE
 from fsc.errors import ImportRefused, RecipeError
 from fsc.imports import bamba, llama, mamba2, mamba_ssm, qwen3_next
 from fsc.imports.config import Config, recipe_name
-from fsc.imports.fetch import PICKLED, PICKLED_INDEX, snapshot
+from fsc.imports.fetch import PICKLED, PICKLED_INDEX, holds_weights, snapshot
 from fsc.jsonsafe import json_object
 from fsc.recipe import PUBLISHED, Recipe, parse_recipe, published_recipes
 
@@ -158,6 +158,16 @@ def has_weights(directory: Path) -> bool:
     that load a folder directly, and of fsc.imports.convert."""
     return any(directory.glob("*.safetensors")) or any(
         (directory / f).is_file() for f in (INDEX_FILE, PICKLED, PICKLED_INDEX))
+
+
+def source_has_weights(ref: str) -> bool:
+    """`has_weights` of an import source; an hf: source is asked by its file list, so that
+    what `fsc import` writes is known (and its --out checked) before the weights download."""
+    if ref.startswith(HF_PREFIX):
+        held = holds_weights(*parse_hf(ref))
+        if held is not None:
+            return held
+    return has_weights(local_dir(ref, files="all"))
 
 
 def local_dir(ref: str, files: str = "config") -> Path:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from huggingface_hub import constants, snapshot_download
+from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub import errors as hf
 
+from fsc.checkpoint.layout import INDEX_FILE
 from fsc.errors import HubError, ImportRefused
 from fsc.hub.hub import hub_calls, quiet_unless_terminal
 
@@ -44,3 +45,16 @@ def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
                            f"({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is set; unset it "
                            "to download it") from e
         raise
+
+
+def holds_weights(repo: str, revision: str | None) -> bool | None:
+    """Whether `repo` at `revision` holds weights fsc imports (fsc.imports.has_weights's rule),
+    from its file list: nothing is downloaded. None with HF_HUB_OFFLINE (ask the cache)."""
+    if constants.HF_HUB_OFFLINE:
+        return None
+    quiet_unless_terminal()
+    with hub_calls(f"import hf:{repo}", repo, revision):
+        files = HfApi().model_info(repo, revision=revision).siblings or ()
+    names = {f.rfilename for f in files}
+    return any(n.endswith(".safetensors") and "/" not in n for n in names) or bool(
+        names & {INDEX_FILE, PICKLED, PICKLED_INDEX})
