@@ -8,7 +8,6 @@ import sys
 from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.tables import fitted
-from fsc.eval.columns import plain_passkey
 from fsc.results import loss_bound
 from fsc.text import counted
 
@@ -78,6 +77,7 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from fsc.eval.columns import plain_passkey  # (it reads the store's schema: duckdb)
     if task == "genppl":
         _render_genppl(cells, recipe, run_id)
         return
