@@ -45,10 +45,14 @@ def given_prompt(prompt: str | None, prompt_file: Path | None, prompt_ids: str |
 
 
 def read_prompt_file(path: Path) -> str:
-    """The whole text of a regular UTF-8 file, as it is (a final newline is part of the
-    prompt). UsageError, one line, for a file that is missing, not a regular file (a FIFO is
-    refused at once, never waited on), unreadable, not UTF-8 or empty."""
-    return _file_text(path, "--prompt-file")
+    """The whole text of a regular UTF-8 file but for one final line end (LF or CR LF: an
+    editor ends every file with one; llama.cpp's `--file` drops it too) and a byte order mark at
+    its start (as `read_prompts`), so that a file holding `Once upon` is the prompt `--prompt
+    "Once upon"` is; a prompt that ends in a newline is written with two. UsageError, one
+    line, for a file that is missing, not a regular file (a FIFO is refused at once, never
+    waited on), unreadable, not UTF-8 or empty."""
+    text = _file_text(path, "--prompt-file").removeprefix("\ufeff")
+    return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
 
 
 BATCH = 8  # rows of --prompts decoded together unless --batch says

@@ -41,13 +41,14 @@ def decode(
         "token ids (e.g. 1,2,3), instead of --prompt; no BOS is added.")] = None,
     prompt_file: Annotated[list[Path] | None, typer.Option(
         "--prompt-file", metavar="FILE", help="One long prompt: the whole of a UTF-8 text "
-        "file, as it is, instead of --prompt.", show_default=False)] = None,
+        "file but for its final line end, instead of --prompt.", show_default=False)] = None,
     prompts: Annotated[list[Path] | None, typer.Option(
         "--prompts", metavar="FILE", help="Many prompts, one a line (blank lines skipped), "
         "a .jsonl (or .ndjson) file of objects with a string 'prompt' (other fields kept), or "
         "a .json array of strings or such objects; decoded in batches, one JSON line a result "
         "on stdout in the file's order, each batch's as it ends. Row i (from 0) draws from "
-        "the seed fsc.seeds.derive(--seed, i), given in its stats.", show_default=False)] = None,
+        "the seed fsc.seeds.derive(--seed, i); its stats give row, line and seed.",
+        show_default=False)] = None,
     batch: Annotated[int | None, typer.Option(
         "--batch", min=1, max=MAX_B, help=f"With --prompts: rows decoded together (default "
         f"{BATCH}), in the file's order, of any lengths (with a sliding window: prompts of one "
@@ -136,7 +137,7 @@ def decode(
         given_ids,
         off_block,
     )
-    from fsc.cli.decode_prompts import prompt_rows
+    from fsc.cli.decode_prompts import longest_named, prompt_rows
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts, once
     from fsc.source import Source
@@ -192,9 +193,10 @@ def decode(
                          "cuda, or --backend torch or auto)")
     if prefill_chunk is None:
         prefill_chunk = PREFILL_CHUNK
-    check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
-                      chunk=prefill_chunk,
-                      mixed=ragged_ok(source_recipe) and len({len(r) for r in rows}) > 1)
+    with longest_named(records, rows, prompts):
+        check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
+                          chunk=prefill_chunk,
+                          mixed=ragged_ok(source_recipe) and len({len(r) for r in rows}) > 1)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")

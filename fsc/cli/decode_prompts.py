@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+
+import typer
 
 from fsc.cli.common import print_plain, printable, say
 from fsc.cli.decode_render import summary
 from fsc.jsonsafe import plain
+from fsc.text import counted
 
 
 def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]],
@@ -17,11 +21,14 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]]
     """Decode `rows` (the token ids of each record's prompt) `batch` at a time; row i draws
     from the seed `fsc.seeds.derive(cfg.seed, i)`, which its stats give, so that rows are
     independent of each other and of the batch they share. Each result is written as soon as
-    it and every row before it have decoded (a run stopped midway keeps the batches it
-    finished, each batch's lines flushed as it ends); its `backends` are those its batch
-    ran."""
+    it and every row before it have decoded, a batch's lines at once and flushed, a stop
+    signal (Ctrl-C, SIGTERM) held until they are out: a run stopped midway keeps whole lines,
+    the file's first, and says on stderr where it stopped. A result's `backends` are those
+    its batch ran, `row` its i and `line` the file's line it was read from (None: an item of
+    a JSON array), so that a reader finds its prompt whatever blank lines the file skipped."""
     from fsc import ops
     from fsc.decode import generate_batch
+    from fsc.interrupts import StopSignals, exit_code, signum_of
     from fsc.seeds import derive
 
     seeds = [derive(cfg.seed, i) for i in range(len(rows))]
@@ -32,18 +39,32 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]]
         nonlocal written
         backends.update((i, dict(ran.backends)) for i in done)
         ran.backends.clear()  # the next batch's own
-        while written < len(results) and results[written] is not None:
-            (_, record), res = records[written], results[written]
-            doc = {**record, "recipe": recipe_name, "prompt_ids": rows[written],
+        lines, i = [], written
+        while i < len(results) and results[i] is not None:
+            (where, record), res = records[i], results[i]
+            doc = {**record, "recipe": recipe_name, "prompt_ids": rows[i],
                    "text": tok.decode(res.token_ids), "token_ids": res.token_ids,
-                   "stats": {**res.stats, "seed": seeds[written],
-                             "backends": backends.pop(written), "weights": weights}}
-            print_plain(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
-            written += 1
-        sys.stdout.flush()  # out of the buffer: a kill keeps it, a reader sees it now
+                   "stats": {**res.stats, "row": i,
+                             "line": int(where[5:]) if where.startswith("line ") else None,
+                             "seed": seeds[i], "backends": backends.pop(i),
+                             "weights": weights}}
+            lines.append(json.dumps(plain(doc), default=str, allow_nan=False) + "\n")
+            i += 1
+        with stops.held():  # whole lines, out of the buffer: a kill keeps them
+            print_plain("".join(lines))
+            sys.stdout.flush()
+            written = i
 
-    with ops.trace() as ran:
-        results = generate_batch(model, tok, rows, cfg, device, seeds, batch, write)
+    try:
+        with StopSignals() as stops, ops.trace() as ran:
+            results = generate_batch(model, tok, rows, cfg, device, seeds, batch, write)
+    except KeyboardInterrupt as e:
+        said = (f"the first {written} of {counted(len(rows), 'prompt')} written" if written
+                else f"none of the {counted(len(rows), 'prompt')} written")
+        if written < len(rows):
+            said += f"; the rest, from {records[written][0]} on, were not"
+        say(f"interrupted: {said}")
+        raise typer.Exit(exit_code(signum_of(e))) from None
     say(summary(results, batch, cfg.seed))
 
 
@@ -79,3 +100,19 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
             raise UsageError(f"{name} {'encodes to no tokens' if text else 'is empty'} and "
                              f"{tok.name} has no BOS to begin it")
     return rows
+
+
+@contextmanager
+def longest_named(records: list[tuple[str, dict]] | None, rows: list[list[int]],
+                  prompts: Path | None):
+    """Inside it, a UsageError about the longest prompt's length (fsc.loading.
+    check_prompt_fits) names the line of --prompts that holds it; any other passes as it is."""
+    from fsc.errors import UsageError
+
+    try:
+        yield
+    except UsageError as e:
+        i = max(range(len(rows)), key=lambda i: len(rows[i]))
+        if not records or f"prompt's {len(rows[i])} tokens" not in str(e):
+            raise
+        raise type(e)(f"--prompts {printable(str(prompts), 120)}, {records[i][0]}: {e}") from None
