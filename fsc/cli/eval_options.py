@@ -147,20 +147,6 @@ def export_prompts(asked, folder: Path, as_json: bool = False, unread: list[str]
         f"{names[-1]} to {folder}; score them with\n  {shlex.join(command)}")
 
 
-def warn_off_mode(asked, line: str | None) -> None:
-    """`warning: LINE` on stderr (precheck's: the checkpoint is read in a mode it never
-    learned) once the request `asked` is known to be one its run scores, so that a request
-    refused is its one error line, not a warning first."""
-    if line is None:
-        return
-    from fsc.cli.common import say
-    from fsc.eval.plan import grid_of
-    from fsc.eval.request import located
-
-    grid_of(located(asked))  # (its errors, before any model is loaded)
-    say(f"warning: {line}")
-
-
 MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)
 MAX_PAIRS = 676  # mqar's keys are two letters
 

@@ -34,7 +34,6 @@ from fsc.cli.eval_options import (
     Task,
     documents,
     export_prompts,
-    warn_off_mode,
     with_task_options,
 )
 from fsc.cli.eval_render import SampleBar, interrupted, render, show_cell
@@ -217,11 +216,11 @@ def evaluate(
         prompt_length=prompt_length, baseline=baseline, ngram=ngram, mauve=mauve,
         changes=tuple(changes or ()), resume=resume,
         **{k: v for k, v in suite.items() if k != "export"})
-    off = precheck(asked) if resume is None else None  # the options it takes, before torch
+    if resume is None:  # the options it takes, before torch
+        precheck(asked)
     if suite.get("export") is not None:  # the prompts written, not scored
         export_prompts(asked, suite["export"], as_json, given_options(ctx, EXPORT_UNREAD))
         return
-    warn_off_mode(asked, off)
     from fsc.scale.evaluation import evaluate
     from fsc.store import Store
 
@@ -239,8 +238,8 @@ def evaluate(
                   "scored now", soft_wrap=True)
     if as_json:
         print_json({"run_id": done.run_id, "store": str(done.store), "before": done.before,
-                    "checkpoint": done.grid.checkpoint, "task": done.grid.task,
-                    "rows": [json_row(c) for c in done.cells]})
+                    "checkpoint": done.grid.checkpoint, "task": done.grid.task, "warnings":
+                    list(done.grid.warnings), "rows": [json_row(c) for c in done.cells]})
         return
     render(done.every_cell(), done.grid.task, done.grid.recipe, done.run_id)
 

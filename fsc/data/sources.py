@@ -216,8 +216,9 @@ def _read_by(flag: str, tasks: tuple[str, ...], mix, spec: str) -> None:
 
 def check_read(spec: str, given: list[str]) -> None:
     """UsageError for an option among `given` (needle_digits, supervise_needle, pairs,
-    text_field) that the data `spec` names does not read: a knob of tasks the data does not
-    hold, or --text-field for data other than a .jsonl or .parquet file or hf:NAME."""
+    text_field, or a suite knob of KNOBS) that the data `spec` names does not read: a knob of
+    tasks the data does not hold, or --text-field for data other than a .jsonl or .parquet
+    file or hf:NAME."""
     mix = tasks_of(spec)
     for option in given:
         flag = "--" + option.replace("_", "-")
@@ -227,7 +228,7 @@ def check_read(spec: str, given: list[str]) -> None:
                 raise UsageError(f"{flag}: for --data FILE{', FILE'.join(FIELD_SUFFIXES)} or "
                                  f"hf:NAME, whose rows it names a field of (this is {spec})")
         else:
-            _read_by(flag, TASK_OPTIONS[option], mix, spec)
+            _read_by(flag, {**TASK_OPTIONS, **KNOBS}[option], mix, spec)
 
 
 def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,

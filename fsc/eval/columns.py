@@ -140,4 +140,7 @@ LOSS = (  # the loss task's (fsc.eval.loss; the held-out loss is every cell's `l
            "text."),
 )
 
+# and the suite's knobs, those of --data's tasks (loss on vt data: hops, chains, ...)
+LOSS_KNOBS = tuple(c for c in SUITE if c.name in ("needles", "distractors", "hops", "chains",
+                                                  "words", "haystack", "template"))
 ALL = (*SUITE, *GENPPL, *LOSS)  # what `fsc schema` describes beside the schema's own

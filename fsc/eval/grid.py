@@ -55,7 +55,6 @@ class GenSettings:
     scorer: str  # an fsc AR checkpoint or recipe, or a transformers model directory / id
     ngram: int = 4  # the n of the repeated n-gram fraction
     mauve: bool = False
-    warnings: tuple[str, ...] = ()  # why its Gen-PPL may flatter or judge nothing (a line each)
 
 
 @dataclass(frozen=True)
@@ -128,6 +127,9 @@ class EvalGrid:
     ruler: RulerOptions = field(default_factory=RulerOptions)  # niah, vt, cwe, fwe: the knobs
     bos: bool = False  # the model's sequences begin with BOS (an imported model's convention)
     changes: tuple[str, ...] = ()  # `fsc eval --set`: weight-free recipe fields changed
+    # why its cells may read the checkpoint outside what it learned, or a Gen-PPL flatter or
+    # judge nothing (a line each): said when its run starts or resumes, kept in its config
+    warnings: tuple[str, ...] = ()
 
     @property
     def ar(self) -> bool:

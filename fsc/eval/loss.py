@@ -32,7 +32,7 @@ from tokenizers import decoders
 from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
 from fsc.costmodel.shapes import masked_layers
-from fsc.data.ruler import RulerOptions
+from fsc.data.ruler import MULTI_NEEDLES, RulerOptions
 from fsc.data.sources import KNOBS, DataOptions, open_data, tasks_of
 from fsc.data.tasks import Sample
 from fsc.errors import UsageError, WeightsDoNotFit
@@ -49,6 +49,17 @@ from fsc.tokenizer import ByteTokenizer
 def _task_names(data: str) -> set[str]:
     """The synthetic tasks --data `data` draws from (none for text)."""
     return {name for name, _ in tasks_of(data) or []}
+
+
+def knobs(grid: EvalGrid) -> dict:
+    """The cell's record of the suite's knobs its sequences were drawn with: each a task of
+    the data reads (vt's hops, ...) at its value, None where none reads it (text, passkey)."""
+    tasks = _task_names(grid.data)
+    drawn = {k: getattr(grid.ruler, k) if tasks & set(readers) else None
+             for k, readers in KNOBS.items()}
+    if drawn["needles"] is None and tasks & set(KNOBS["needles"]):  # niah's multi variants
+        drawn["needles"] = MULTI_NEEDLES
+    return drawn
 
 
 def data_options(grid: EvalGrid) -> DataOptions:
@@ -217,7 +228,8 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
-            "pairs": options.pairs if "mqar" in _task_names(grid.data) else None, "n": n,
-            "loss": mean, "loss_se": se, "distinct_sequences": getattr(source, "n", None),
+            "pairs": options.pairs if "mqar" in _task_names(grid.data) else None,
+            **knobs(grid), "n": n, "loss": mean, "loss_se": se,
+            "distinct_sequences": getattr(source, "n", None),
             "bits_per_byte": bits / sum(nbytes) if text else None,
             "tokens_per_s": tokens / seconds, "seconds": seconds}

@@ -12,7 +12,7 @@ from pathlib import Path
 from fsc.blocks import POLICIES, block_setting, check_temperature
 from fsc.data.files import FIELD_SUFFIXES
 from fsc.data.ruler import RulerOptions
-from fsc.data.sources import DataOptions, check_read
+from fsc.data.sources import KNOBS, DataOptions, check_read
 from fsc.errors import FscError, UsageError
 from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalGrid, EvalSettings, GenSettings
@@ -23,6 +23,7 @@ from fsc.eval.request import (
     SAMPLING,
     SUITE_OPTIONS,
     EvalRequest,
+    block_warning,
     checked,
     mode_warning,
     trained_text,
@@ -49,7 +50,8 @@ DIGITS_READ_BY = ("niah", "ruler", "loss")
 
 def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     """(grid, recipe, tokenizer): the grid `request` asks for, with what training recorded
-    filling in the mode, tokenizer, needle digits and lengths it leaves open; UsageError for
+    filling in the mode, tokenizer, needle digits, suite knobs and lengths it leaves open, and
+    its warnings (genppl's scorer, a G or a mode the checkpoint never learned); UsageError for
     one that cannot be scored."""
     src = Source.read(request.source)
     source, recipe = src.ref, src.recipe.changed(parse_changes(request.changes))
@@ -88,7 +90,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     data = request.data if request.data is not None else trained_text(request, trained)
     if request.task == "loss" and request.resume is None and data is not None:
         # the task options the data reads, as fsc train checks them (text reads none)
-        check_read(data, [k for k in ("needle_digits", "pairs") if getattr(request, k)])
+        check_read(data, [k for k in ("needle_digits", "pairs", *KNOBS)
+                          if getattr(request, k) is not None])
     if request.text_field is not None and request.resume is None and data is not None:
         if request.data is None and Path(data).suffix not in FIELD_SUFFIXES:
             trained_on = printable(str(trained.get("data")))
@@ -99,14 +102,17 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
     if data is None and request.task == "genppl" and asked_task is None:
         raise UsageError("--scorer asks for --task genppl, which needs --data (shakespeare or a "
                          "text file) for its prompts and reference text")
-    gen = None
+    gen, warnings = None, []
     if request.task == "genppl":
         if mode == "ar":
             _decoded_by_tokens(request)
-        filled = {k: v for k, v in GENPPL_DEFAULTS.items() if getattr(request, k) is None}
-        gen = _gen_settings(replace(request, **filled), mode, recipe.block_size)
-        if (off := mode_warning(request, src, mode)) is not None:  # kept with the run
-            gen = replace(gen, warnings=(*gen.warnings, off))
+        filled = replace(request, **{k: v for k, v in GENPPL_DEFAULTS.items()
+                                     if getattr(request, k) is None})
+        kind = check_scorer(filled.scorer)
+        gen = _gen_settings(filled, mode, recipe.block_size)
+        warnings += [*scorer_warnings(filled, kind), block_warning(
+            request, src, [d.G for d in gen.decodings if d.mode == "diffusion"])]
+    warnings.append(mode_warning(request, src, mode))
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,
@@ -116,7 +122,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     str(tok_spec) if tok_spec is not None else None, gen,
                     _suite_knobs(request, trained),
                     bos=src.starts_with_bos(None if request.tokenizer else tok),
-                    changes=request.changes)
+                    changes=request.changes, warnings=tuple(w for w in warnings if w))
     check(grid, tok)
     return grid, recipe, tok
 
@@ -155,7 +161,6 @@ def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:
 def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
     """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
     per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
-    kind = check_scorer(request.scorer)
     for p in request.policies:
         if p not in POLICIES:
             raise UsageError(f"--policy {p!r} is not one of {', '.join(POLICIES)}")
@@ -198,7 +203,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn,
                                       checkpoint=str(resolve_checkpoint(request.baseline))))
     return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
-                       request.mauve, scorer_warnings(request, kind))
+                       request.mauve)
 
 
 def _decoded_by_tokens(request: EvalRequest) -> None:

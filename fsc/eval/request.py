@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from fsc import corpora
 from fsc.data.mix import RULER, parse_mix
-from fsc.data.sources import SYNTHETIC, TEXT_SUFFIXES, absolute
+from fsc.data.sources import KNOBS, SYNTHETIC, TEXT_SUFFIXES, absolute
 from fsc.errors import UsageError
 from fsc.recipe import parse_changes
 from fsc.source import Source, located_ref
@@ -87,6 +87,7 @@ SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
                  "chains": ("vt", "ruler"), "words": ("cwe", "fwe", "ruler"),
                  "haystack": ("niah", "vt", "ruler"),
                  "template": ("niah", "vt", "cwe", "fwe", "ruler")}  # each: the tasks taking it
+# and --task loss takes those its data's tasks read (fsc.data.sources.KNOBS), as fsc train does
 
 
 def default_task(request: EvalRequest, data) -> str:
@@ -156,9 +157,11 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
     """`request` with its task filled in from the training record `trained` (default_task);
     UsageError for an option its task does not take: several --steps, genppl's options, or
     --scorer missing, but with genppl; --depths but with niah; --text-field but with loss or
-    genppl; --pairs but with mqar or loss; a suite option (SUITE_OPTIONS) but with its tasks;
-    a depth, policy, threshold or temperature given twice. (A resumed run's stored request
-    holds the depths and pairs it was given whatever its task: those are not checked again.)"""
+    genppl; --pairs but with mqar or loss; a suite option (SUITE_OPTIONS) but with its tasks,
+    or loss for a knob of the suite's data (KNOBS: whether its data reads it is checked with
+    the data); a depth, policy, threshold or temperature given twice. (A resumed run's stored
+    request holds the depths and pairs it was given whatever its task: those are not checked
+    again.)"""
     if request.task is None:
         request = replace(request, task=default_task(request, trained.get("data")))
         if request.task == "niah" and request.variant is None:  # the variant trained on
@@ -191,11 +194,17 @@ def checked(request: EvalRequest, trained: dict) -> EvalRequest:
             raise UsageError(f"--pairs: for --task mqar (or loss on mqar data) only (this is "
                              f"{task})")
         for name, tasks in SUITE_OPTIONS.items():
-            if getattr(request, name) is not None and task not in tasks:
-                raise UsageError(f"--{name}: for --task {', '.join(tasks[:-1])}"
-                                 f"{' or ' if len(tasks) > 1 else ''}{tasks[-1]} only (this is "
-                                 f"{task})")
+            if getattr(request, name) is None or task in tasks or (task == "loss"
+                                                                   and name in KNOBS):
+                continue
+            loss = f", or --task loss on {_either(KNOBS[name])} data" if name in KNOBS else ""
+            raise UsageError(f"--{name}: for --task {_either(tasks)} only (this is {task}){loss}")
     return request
+
+
+def _either(names: tuple[str, ...], word: str = "or") -> str:
+    """'a, b or c' (`word`: or, and)."""
+    return f"{', '.join(names[:-1])}{f' {word} ' if len(names) > 1 else ''}{names[-1]}"
 
 
 def _once(option: str, values: tuple) -> None:
@@ -230,6 +239,20 @@ def mode_warning(request: EvalRequest, src: Source, mode: str) -> str | None:
     return None
 
 
+def block_warning(request: EvalRequest, src: Source, Gs) -> str | None:
+    """Why decoding the checkpoint `src` by block diffusion at the block sizes `Gs` (genppl's
+    --G) reads it outside what it learned, as `fsc decode` notes it: weights trained at a G
+    above 1 decoded at another; None where each G is the one trained at, or the weights are
+    seeded (an autoregressive checkpoint decoded in blocks is mode_warning's)."""
+    trained = src.recipe.block_size
+    other = sorted(set(Gs) - {trained})
+    if not src.learned or trained == 1 or not other:
+        return None
+    said = _either(tuple(map(str, other)), "and")
+    return (f"{request.source} was trained at G {trained}; decoding at G {said} is outside "
+            "what it learned")
+
+
 RETRIEVAL = ("niah", "mqar", "vt", "cwe", "fwe", "ruler")  # the tasks that decode answers
 
 
@@ -244,11 +267,9 @@ def located(request: EvalRequest) -> EvalRequest:
                    data=None if request.data is None else absolute(request.data))
 
 
-def precheck(request: EvalRequest) -> str | None:
+def precheck(request: EvalRequest) -> None:
     """The checks of `checked`, with the training record of the checkpoint `request` names,
-    for a caller that has not loaded torch yet (the command line); then the mode_warning of
-    --mode where the run does not say it itself (a genppl run says and keeps its own)."""
+    for a caller that has not loaded torch yet (the command line). (The run's warnings are its
+    grid's: fsc.eval.plan.)"""
     parse_changes(request.changes)
-    src = Source.read(request.source)
-    request = checked(request, src.training)
-    return None if request.task == "genppl" else mode_warning(request, src, request.mode)
+    checked(request, Source.read(request.source).training)

@@ -64,7 +64,8 @@ class ExecutorSettings:
 
     def check(self, given: Iterable[str] = ()) -> ExecutorSettings:
         """These settings, or UsageError: for options of another executor among `given` (the
-        options a user set: --slurm-time), an empty partition, a Ray address of no known form,
+        options a user set: --slurm-time), --retries where nothing runs outside this process
+        (no worker to die and run again), an empty partition, a Ray address of no known form,
         or an executor whose package is missing. Cheap and torch-free: commands call it before
         any work."""
         given = set(given)
@@ -73,6 +74,11 @@ class ExecutorSettings:
         if foreign:
             raise UsageError(f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not "
                              f"apply to --executor {self.executor}")
+        if "--retries" in given and not self.remote:
+            raise UsageError(f"--retries {self.retries}: --executor local with one worker runs "
+                             "every group in this process, with no worker to die and run again; "
+                             "give --workers N (N > 1), --executor ray or slurm, or drop "
+                             "--retries")
         if self.slurm_partition is not None and not self.slurm_partition.strip():
             raise UsageError("--slurm-partition is empty; name a partition, or leave the "
                              "option out for the cluster's default")

@@ -122,6 +122,13 @@ def harness_again(asked: dict) -> str:
     return "`" + shlex.join(words + ["--log-samples"] * bool(asked.get("log_samples"))) + "`"
 
 
+def kept_warnings(st: Store, run_id: str, now: tuple[str, ...]) -> tuple[str, ...]:
+    """The warnings eval run `run_id` keeps in its config; `now` (its grid's, found again) for
+    a run stored before it kept them."""
+    kept = st.run_config(run_id, "eval").get("warnings")
+    return tuple(map(str, kept)) if isinstance(kept, list) else now
+
+
 def stored_cells(st: Store, run_id: str, grid: EvalGrid) -> list[EvalCell]:
     """The cells eval run `run_id` of `grid` holds, as stored."""
     names, rows = st.query(f"SELECT * FROM eval_cells WHERE run_id = '{run_id}'")
@@ -171,14 +178,16 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
     else:
         request = located(request)
     grid, recipe, tok = grid_of(request)
-    for line in grid.gen.warnings if grid.gen else ():
-        watch.say(f"warning: {line}")
+    if request.resume is not None:  # its warnings as its run began (they name what it named)
+        grid = replace(grid, warnings=kept_warnings(st, request.resume, grid.warnings))
     held = stored_cells(st, request.resume, grid) if request.resume else []
     have = {cell_key(c) for c in held}
     before, todo = len(have), _missing(grid, have)
     device = executors.run_device(request.device, settings)
     if settings.executor == "local":
         task_of(grid).fits(grid, recipe, device)
+    for line in grid.warnings:
+        watch.say(f"warning: {line}")
     engine = model = None
     if settings.remote:  # Ray is joined here: a cluster out of reach costs a line, not a run
         engine = executors.engine_for(settings, device.startswith("cuda"), work.evaluate,
@@ -193,8 +202,8 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
               **({"scorer": grid.gen.scorer, "prompt_length": grid.gen.prompt_length,
-                  "cells": 1 + len(grid.gen.decodings), "warnings": list(grid.gen.warnings)}
-                 if grid.gen else {}),
+                  "cells": 1 + len(grid.gen.decodings)} if grid.gen else {}),
+              "warnings": list(grid.warnings),
               "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
               "step_dirs": step_dirs(request)}
     with recording(st, "eval", command, config, recipes=[recipe],

@@ -25,7 +25,8 @@ def test_settings_refuse_what_their_executor_does_not_take(settings, given, says
 
 
 def test_settings_say_whether_anything_runs_elsewhere():
-    assert ExecutorSettings().check(["--retries"]).remote is False
+    assert ExecutorSettings().check().remote is False
+    assert ExecutorSettings(workers=2).check(["--retries"]).remote  # a worker to run again
     assert ExecutorSettings(workers=2).remote and ExecutorSettings("slurm").remote
 
 
