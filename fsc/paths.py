@@ -35,10 +35,33 @@ def output_file(path: Path, what: str, *, force: bool = True) -> Path:
     return path
 
 
-def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "") -> Path:
+def not_current_dir(path: Path, what: str) -> Path:
+    """`path` made absolute (a symbolic link: the folder it names, which a rename would
+    replace the link with); UsageError when it is the current directory or a folder that holds
+    it: a checkpoint is built beside its destination and renamed into place whole, which would
+    build it inside the folder, or leave the shell in a removed one."""
+    full = Path(os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path))
+    real, here = os.path.realpath(full), os.path.realpath(os.curdir)
+    if real == here:
+        raise UsageError(f"{what}: the current directory; a checkpoint is moved into place as a "
+                         "whole folder, so give a new folder's path (or run this from the "
+                         "folder above)")
+    if here.startswith(real.rstrip(os.sep) + os.sep):
+        raise UsageError(f"{what}: holds the current directory; a checkpoint is moved into "
+                         "place as a whole folder, so give a folder outside it (or run this "
+                         "from elsewhere)")
+    return full
+
+
+def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "",
+               whole: bool = False) -> Path:
     """A directory about to be created (missing parents too): it must be absent or empty (or,
     with `replace`, a directory to be replaced), and its nearest existing ancestor must be a
-    folder that takes new files. `hint` ends the message for an existing one."""
+    folder that takes new files. `hint` ends the message for an existing one. With `whole` (a
+    checkpoint, moved into place as one folder) it is made absolute and must not be, nor hold,
+    the current directory (`not_current_dir`)."""
+    if whole:
+        path = not_current_dir(path, what)
     if path.exists() and not path.is_dir():
         raise UsageError(f"{what}: a file, not a directory")
     if path.exists() and not (replace or not any(path.iterdir())):

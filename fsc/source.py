@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import fsc
-from fsc.checkpoint.layout import CONFIG_FILE, RECIPE_FILE, read_config
+from fsc.checkpoint.layout import (
+    CONFIG_FILE,
+    RECIPE_FILE,
+    check_tokenizer_listed,
+    read_checksums,
+    read_config,
+)
 from fsc.errors import CheckpointError, RecipeError, UsageError
 from fsc.imports import has_weights, import_config, is_import_source
 from fsc.jsonsafe import json_object
@@ -118,9 +124,13 @@ def checkpoint_config(ref: str | Path) -> dict:
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:
     """A checkpoint's own tokenizer (tokenizer.json in its directory, checksummed with its
-    weights: an imported model's, or the one its training read), if it has one."""
+    weights: an imported model's, or the one its training read), if it has one; one of its
+    files that the checksums do not list is refused (`check_tokenizer_listed`)."""
     path = Path(ref) / "tokenizer.json"
-    return path.parent if is_checkpoint(ref) and path.is_file() else None
+    if not (is_checkpoint(ref) and path.is_file()):
+        return None
+    check_tokenizer_listed(path.parent, read_checksums(path.parent))
+    return path.parent
 
 
 def has_published_weights(ref: str | Path) -> bool:

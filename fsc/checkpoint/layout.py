@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import fsc
 from fsc.errors import CheckpointError
+from fsc.paths import not_current_dir
+from fsc.tokenizer import CARRIED_FILES
 
 
 @dataclass
@@ -126,10 +129,26 @@ def read_checksums(directory: Path) -> dict[str, str]:
     return files
 
 
+def check_tokenizer_listed(directory: Path, files: dict[str, str]) -> None:
+    """CheckpointError naming a tokenizer file (`CARRIED_FILES`) of a checkpoint that reads
+    text with its own tokenizer.json, when `files` (its checksums) do not list it: one added
+    by hand after the save would be read, but never verified, pushed nor pulled."""
+    if not (directory / "tokenizer.json").is_file():
+        return  # none of them is read
+    for name in CARRIED_FILES:
+        if name not in files and (directory / name).is_file():
+            raise CheckpointError(
+                f"{directory / name}: not listed in {CHECKSUMS_FILE} (added after the save?): "
+                "fsc would read text with it but never verify, push nor pull it; list it "
+                f"(cd {shlex.quote(str(directory))} && sha256sum {name} >> {CHECKSUMS_FILE}) "
+                "or move it out of the checkpoint")
+
+
 def verify_checksums(directory: Path) -> dict[str, str]:
     """Check every file listed in `checksums.sha256` before anything reads it; return the list.
 
-    Files in the directory that the list does not name are ignored (never read).
+    Files in the directory that the list does not name are ignored (never read), but for a
+    tokenizer file, which is refused (`check_tokenizer_listed`).
     """
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
@@ -138,6 +157,7 @@ def verify_checksums(directory: Path) -> dict[str, str]:
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: no such checkpoint directory")
     files = read_checksums(directory)
+    check_tokenizer_listed(directory, files)
     for name, expected in files.items():
         path = directory / name
         if not path.is_file():
@@ -185,7 +205,9 @@ def refuse_existing(dest: Path, hint: str = "") -> None:
 
 
 def temp_dir_beside(dest: Path, purpose: str) -> Path:
-    """A fresh hidden directory in dest's parent (same file system: the final rename is atomic)."""
+    """A fresh hidden directory in dest's parent (same file system: the final rename is atomic);
+    UsageError when `dest` is, or holds, the current directory (fsc.paths.not_current_dir)."""
+    dest = not_current_dir(dest, str(dest))
     dest.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{dest.name}.{purpose}-", dir=dest.parent))
 

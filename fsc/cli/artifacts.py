@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import one_value
 from fsc.cli.common import (
     JsonOpt,
     StoreOpt,
@@ -80,10 +81,10 @@ def push(
 def pull(
     ref: Annotated[str, typer.Argument(help="OWNER/NAME or OWNER/NAME@REVISION (branch, tag, "
                                             "commit).")],
-    dest: Annotated[
-        Path | None,
-        typer.Option("--dir", help="Destination (default: checkpoints/OWNER__NAME[@REVISION]).",
-                     show_default=False),
+    dest: Annotated[list[Path] | None, typer.Option(
+        "--dir", callback=one_value("--dir", None, "a checkpoint is pulled into one directory"),
+        metavar="DIR", help="Destination (default: checkpoints/OWNER__NAME[@REVISION]).",
+        show_default=False),
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing checkpoint at the destination "
@@ -93,14 +94,14 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Download a checkpoint, verify every checksum, then move it into place."""
-    from fsc.hub.names import default_pull_dir, not_current_dir, parse_repo_ref
+    from fsc.hub.names import default_pull_dir, parse_repo_ref
 
+    (dest,) = dest  # one value (bounds.one_value)
     repo, revision = parse_repo_ref(ref)
-    if dest is not None:
-        not_current_dir(dest, "--dir")
+    dest = output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else
+                      "destination", replace=force, whole=True,
+                      hint="; pass --force to replace it or --dir to pull elsewhere")
     check_store(store)
-    output_dir(dest or default_pull_dir(repo, revision), "--dir" if dest else "destination",
-               replace=force, hint="; pass --force to replace it or --dir to pull elsewhere")
     from fsc.hub.hub import pull_checkpoint
 
     rep = pull_checkpoint(repo, revision, dest=dest, force=force)

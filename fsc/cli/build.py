@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_B, MAX_S
-from fsc.cli.bounds import point, size
+from fsc.cli.bounds import one_value, point, size
 from fsc.cli.common import (
     JsonOpt,
     SeedOpt,
@@ -38,9 +38,10 @@ def build(
              "(default 8192).", ONE, size(0, MAX_S, "--S")) = None,
     B: point(str, "--B", 1, "Batch B for the cache sizes (default 1).", ONE,
              size(1, MAX_B, "--B")) = None,
-    save: Annotated[
-        Path | None, typer.Option("--save", help="Write a checkpoint directory (seeded weights).")
-    ] = None,
+    save: Annotated[list[Path] | None, typer.Option(
+        "--save", callback=one_value("--save", None, "a checkpoint is written to one directory"),
+        metavar="DIR", show_default=False,
+        help="Write a checkpoint directory (seeded weights).")] = None,
     seed: SeedOpt = 0,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -49,7 +50,7 @@ def build(
     parameters and cache bytes."""
     from fsc.source import has_published_weights, is_checkpoint, load_source_recipe, resolved
 
-    (S,), (B,) = S, B  # one value each (bounds.point)
+    (S,), (B,), (save,) = S, B, save  # one value each (bounds.one_value)
 
     if save is None and given_options(ctx, ("seed",)):
         raise UsageError("--seed seeds the weights --save writes; give --save DIR or drop --seed")
@@ -61,7 +62,7 @@ def build(
     if save is not None:
         from fsc.loading import check_fits
 
-        output_dir(save, "--save")
+        dest = output_dir(save, "--save", whole=True)  # absolute: built beside, never inside
         check_store(store)  # before writing what it could not record
         check_fits(r, "cpu")  # the saved weights are built for real, on the CPU
     from fsc.model.lm import build_report
@@ -81,7 +82,7 @@ def build(
                   markup=False, highlight=False, soft_wrap=True)
         from fsc.checkpoint.registry import register_checkpoint
 
-        info = save_checkpoint(build_model(r, seed=seed), save, seed=seed)
+        info = save_checkpoint(build_model(r, seed=seed), dest, seed=seed)
         register_checkpoint(store_dir(store), info, "saved")
         report["saved"] = info.to_dict()
     if as_json:

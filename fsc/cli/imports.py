@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import one_value
 from fsc.cli.common import (
     JsonOpt,
     StoreOpt,
@@ -26,10 +27,12 @@ def import_cmd(
         help="A folder with config.json (and *.safetensors or a pytorch_model.bin, tokenizer "
              "files), published/NAME (a published config, as `fsc recipes` lists it), or "
              "hf:ORG/NAME[@REV] on the Hub.")],
-    out_arg: Annotated[str | None, typer.Option(
-        "--out", metavar="PATH", help="Where to write: the checkpoint directory when the source has weights, "
-                      "else the recipe file (NAME.yaml inside a folder, or a path ending in "
-                      "/). Without it the recipe is printed.")] = None,
+    out_arg: Annotated[list[str] | None, typer.Option(
+        "--out", metavar="PATH", show_default=False,
+        callback=one_value("--out", None, "fsc import writes one recipe or checkpoint"),
+        help="Where to write: the checkpoint directory when the source has weights, else the "
+             "recipe file (NAME.yaml inside a folder, or a path ending in /). Without it the "
+             "recipe is printed.")] = None,
     name: Annotated[str | None, typer.Option(
         "--name", help="Recipe name (default: the folder or repo name).")] = None,
     recipe_only: Annotated[bool, typer.Option(
@@ -45,14 +48,22 @@ def import_cmd(
     Qwen3-Next import; a feature fsc cannot express exactly (a sliding window on some layers only,
     n_groups > 1, an unknown RoPE scaling, ...) is refused, naming it (docs/import.md).
     """
-    from fsc.errors import UsageError
-    from fsc.imports import import_config, source_has_weights
+    from fsc.errors import FscError, UsageError
+    from fsc.imports import import_config, pinned, source_has_weights
 
     if not source.strip():
         raise UsageError("fsc import: SOURCE is empty: give a folder with config.json, "
                          "published/NAME or hf:ORG/NAME")
+    (out_arg,) = out_arg  # one value (bounds.one_value)
     _check_name(name)
-    imported = import_config(source, name)  # config only: refusals come before any download
+    at = pinned(source)  # hf:ORG/NAME@REV: config, file list and weights of one commit
+    try:
+        imported = import_config(at, name)  # config only: refusals come before any download
+    except FscError as e:  # named as the user named it (a pull it suggests: the same ref)
+        if at == source:
+            raise
+        raise type(e)(str(e).replace(at.removeprefix("hf:"),
+                                     source.removeprefix("hf:"))) from None
     doc = {"source": source, "architecture": imported.architecture,
            "recipe": imported.recipe.name, "recipe_hash": imported.recipe.recipe_hash}
     if out_arg is None:
@@ -62,23 +73,19 @@ def import_cmd(
             print_plain(imported.recipe_yaml())  # `> r.yaml`: never wrapped or styled
         return
     out_path = Path(out_arg)
-    weights = not recipe_only and source_has_weights(source)  # nothing downloaded yet
+    weights = not recipe_only and source_has_weights(at)  # nothing downloaded yet
     if weights:
-        from fsc.hub.names import not_current_dir
-
         if out_path.suffix in (".yaml", ".yml"):
             raise UsageError(f"--out {out_arg}: a recipe file's name, but {source} has weights, "
                              "which import as a checkpoint directory; give a directory, or "
                              "--recipe-only for the recipe alone")
-        not_current_dir(out_path, "--out")
-        output_dir(out_path, "--out")
+        full = output_dir(out_path, "--out", whole=True)  # absolute: built beside, never inside
         check_store(store)  # before downloading, and before writing what it could not record
         from fsc.checkpoint.registry import register_checkpoint
         from fsc.imports.convert import import_checkpoint
 
         err.print(f"importing {imported.architecture} weights from {source} into {out_path} ...")
-        # absolute: it is built beside the directory, never inside it (`--out .`)
-        _, info = import_checkpoint(source, Path(os.path.abspath(out_path)), name)
+        _, info = import_checkpoint(at, full, name)
         register_checkpoint(store_dir(store), info, "saved")
         doc |= {"checkpoint": info.to_dict()}
     else:

@@ -1,9 +1,8 @@
 """Hub names checked before any network call or heavy import: repository ids, revisions, the
-default pull directory, a destination that is the current directory."""
+default pull directory (a destination that is the current directory: fsc.paths)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -66,12 +65,3 @@ def default_pull_dir(repo: str, revision: str | None) -> Path:
         name += "@" + revision.replace("/", "_")
     return PULL_ROOT / name
 
-
-def not_current_dir(path: Path, option: str) -> Path:
-    """UsageError when `path` is the current directory: a checkpoint is built beside its
-    destination and renamed into place whole, which would leave the shell in a removed folder."""
-    if os.path.realpath(path) == os.path.realpath(os.curdir):
-        raise UsageError(f"{option} {path}: the current directory; a checkpoint is moved into "
-                         "place as a whole folder, so give a new folder's path (or run this "
-                         "from the folder above)")
-    return path

@@ -188,6 +188,17 @@ def local_dir(ref: str, files: str = "config") -> Path:
     return recipe.with_suffix("")  # NAME.yaml is what `fsc import` makes of NAME/config.json
 
 
+def pinned(ref: str) -> str:
+    """``hf:ORG/NAME@COMMIT``: an hf: source at the commit its config's snapshot holds, whatever
+    branch or tag it named (read once), so that its config, file list, weights and tokenizer
+    come from one commit however the branch moves meanwhile; any other source as it is."""
+    if not ref.startswith(HF_PREFIX):
+        return ref
+    repo, rev = parse_hf(ref)
+    commit = snapshot(repo, rev, weights=False).name  # the cache's snapshots/COMMIT
+    return f"{HF_PREFIX}{repo}@{commit}" if re.fullmatch(r"[0-9a-f]{40}", commit) else ref
+
+
 def import_config(ref: str | Path, name: str | None = None) -> Imported:
     """The recipe of an import source, from its config alone."""
     return from_config(read_config(local_dir(str(ref)), str(ref)), name)

@@ -21,6 +21,7 @@ from fsc.imports import (
     has_weights,
     local_dir,
     parse_hf,
+    pinned,
     published_length,
     read_config,
 )
@@ -172,7 +173,8 @@ def load_published(ref: str, device="cpu", name: str | None = None, copy: bool |
 
 def import_checkpoint(ref: str, out: str | Path, name: str | None = None):
     """Write the published model at `ref` as an fsc checkpoint in `out`, its tokenizer files
-    beside the weights. Returns (Imported, SavedCheckpoint)."""
+    beside the weights, all read at one commit (`pinned`). Returns (Imported, SavedCheckpoint)."""
+    ref = pinned(ref)
     imported, model = load_published(ref, name=name)
     directory = local_dir(ref, files="all")
     info = save_checkpoint(model, out, recipe_text=imported.recipe_yaml(),

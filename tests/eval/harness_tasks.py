@@ -93,8 +93,13 @@ def with_text_tokenizer(ckpt: Path, generation: dict | None = None) -> Path:
     given, the `generation` settings as its generation_config.json."""
     from tokenizers import Tokenizer, models
 
+    from fsc.checkpoint.layout import read_checksums, write_checksums
+
     chars = {chr(i): i for i in range(32, 127)} | {"</s>": 127}
     Tokenizer(models.BPE(vocab=chars, merges=[])).save(str(ckpt / "tokenizer.json"))
+    added = ["tokenizer.json"]
     if generation is not None:
         (ckpt / "generation_config.json").write_text(json.dumps(generation))
+        added.append("generation_config.json")
+    write_checksums(ckpt, [*read_checksums(ckpt), *added])  # listed, as a save lists them
     return ckpt

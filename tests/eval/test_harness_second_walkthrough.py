@@ -83,6 +83,7 @@ def test_the_eos_tokens_text_is_a_stop_sequence(ar_recipe, tmp_path, monkeypatch
     from tokenizers import AddedToken, Tokenizer, decoders, models
 
     import fsc.harness.lm
+    from fsc.checkpoint.layout import read_checksums, write_checksums
     from fsc.cli.main import main
     from fsc.decode import DecodeResult
     from fsc.harness.lm import FscLM
@@ -95,6 +96,7 @@ def test_the_eos_tokens_text_is_a_stop_sequence(ar_recipe, tmp_path, monkeypatch
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens([AddedToken("</s>", special=True)])
     tok.save(str(ckpt / "tokenizer.json"))
+    write_checksums(ckpt, [*read_checksums(ckpt), "tokenizer.json"])  # as a save lists it
     spelled = [ord(c) for c in "ab</s>cd"]  # `</s>` in four characters, not the EOS id
 
     def made(model, tok, prompts, *args, **kw):
