@@ -140,7 +140,7 @@ def _show(c, wide: bool) -> None:
     records.append({SUMMARY: True, "recipe": Text("geometric mean", "bold"),
                     **{col: _x(c.geomean[k]) for col, k in RATIOS.items()}})
     show(out, fitted(f"{c.run_b} (B) against {c.run_a} (A): ratios B / A", COLUMNS, records,
-                     out, ("fold ×", "peak ×", "step A ms", "step B ms", "tok/s ×"),
+                     out, ("fold ×", "peak ×", "step A ms", "step B ms", "tok/s ×", "step ×"),
                      hoist=("G", "K", "dtype"), left=("verdict",), width=None if wide else -1), wide)
     counts: dict[str, int] = {}
     for p in c.pairs:

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fsc.cli.common import printable
-from fsc.jsonsafe import plain
+from fsc.jsonsafe import blob, clock, plain, stored
 
 TABLE_MAX_ROWS = 1000
 TABLE_DIGITS = 6  # significant digits of floats in tables; csv and json keep every digit
@@ -32,27 +32,26 @@ def cell(value: Any, digits: int | None = None) -> str:
     if isinstance(value, float):
         return repr(value) if digits is None else f"{value:.{digits}g}"
     if isinstance(value, (datetime, time)):
-        return _clock(value)
+        return clock(value)
     if isinstance(value, timedelta):
         return _interval(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return blob(value)
     if isinstance(value, (list, dict)):  # csv: compact, as DuckDB's to_json writes it
-        return json.dumps(plain(value), default=str, ensure_ascii=False,
+        return json.dumps(_inner(value), default=str, ensure_ascii=False,
                           separators=(",", ":") if digits is None else None)
     return str(value)
 
 
-def _clock(value: datetime | time) -> str:
-    """A TIMESTAMP, TIMESTAMPTZ or TIME as DuckDB writes it: the fraction of a second without
-    its trailing zeros, a zone as +HH (+HH:MM where it has minutes)."""
-    naive = value.replace(tzinfo=None)
-    text = naive.isoformat(sep=" ") if isinstance(value, datetime) else naive.isoformat()
-    if "." in text:
-        text = text.rstrip("0")
-    offset = value.utcoffset()
-    if offset is not None:
-        h, m = divmod(abs(offset) // timedelta(minutes=1), 60)
-        text += ("-" if offset < timedelta(0) else "+") + f"{h:02d}" + (f":{m:02d}" if m else "")
-    return text
+def _inner(value: Any) -> Any:
+    """A list's or a struct's values for its JSON text, times and intervals as in a cell."""
+    if isinstance(value, (datetime, time, timedelta)):
+        return cell(value)
+    if isinstance(value, dict):
+        return {str(k): _inner(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_inner(v) for v in value]
+    return plain(value)
 
 
 _DAY_US = 86_400_000_000
@@ -75,11 +74,13 @@ def _interval(value: timedelta) -> str:
 
 
 def records(cols: list[str], rows: list[tuple]) -> list[dict[str, Any]]:
-    """Rows as JSON objects; a column name given twice gets a suffix (a, a_1), as in --out."""
+    """Rows as JSON objects, values as `--out FILE.json` writes them (fsc.jsonsafe.stored:
+    times as DuckDB writes them, intervals in seconds); a column name given twice gets a
+    suffix (a, a_1), as in --out."""
     from fsc.store.export import distinct_names
 
     keys = distinct_names(cols)
-    return [dict(zip(keys, row, strict=True)) for row in rows]
+    return [dict(zip(keys, map(stored, row), strict=True)) for row in rows]
 
 
 def _csv_field(value: Any) -> str:

@@ -137,7 +137,8 @@ def runs(
         out.print("no runs" + (" match" if kind or status or recipe else ""))
         return
     # what each run stored: points ok/oom/error (profile), logged steps (train), cells (eval);
-    # the run id holds the start time, so `started` is the first to go on a narrow terminal
+    # the run id holds the start time, so `started` is the first to go on a narrow terminal,
+    # and the id, which a user copies, stays whole when all but the status have gone
     records = [{
         "run_id": Text(printable(r["run_id"])), "kind": Text(printable(r["kind"])),
         "status": _status(r), "started": r["started_at"].isoformat(sep=" ", timespec="seconds"),
@@ -146,7 +147,8 @@ def runs(
         "command": Text(printable(r["command"] or "", 1000))} for r in found]
     show(out, fitted("runs (newest first; times UTC)", ("run_id", "kind", "status", "started",
                      "duration", "stored", "command"), records, out,
-                     ("started", "duration"), text=("command",), width=None if wide else -1,
+                     ("started", "duration", "command", "stored", "kind"), text=("command",),
+                     width=None if wide else -1,
                      left=("run_id", "kind", "status", "started", "duration")), wide)
     if any(r["status"] == "failed" for r in found):
         err.print("why a run failed: fsc runs show RUN_ID", style="dim")

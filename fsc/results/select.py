@@ -8,7 +8,9 @@ ids the store holds are put into SQL.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,7 @@ from fsc.recipe_yaml import parse_yaml
 from fsc.store import Store
 from fsc.store.connect import one_line
 from fsc.store.run_ids import resolve_run
+from fsc.text import printable
 
 ALL = "all"  # --run all: every run of the kind
 
@@ -207,7 +210,43 @@ def condition(where: str) -> str:
     try:
         return str(duckdb.SQLExpression(where))
     except duckdb.Error as e:
-        raise QueryError(f"--where: not one SQL condition ({one_line(e)})") from None
+        why = one_line(e).removeprefix("Parser Error: ")
+        why = why.split(" is not an expression list: ", 1)[-1]
+        raise QueryError(f"{_named(where)}: not one SQL condition ({why})") from None
+
+
+def _named(where: str) -> str:
+    """A --where as the user gave it, for a message."""
+    return f'--where "{printable(where, 120)}"'
+
+
+def _parts(where: str) -> list[str]:
+    """The conditions of `where` when it is several joined as `(a) AND (b) ...` (as `fsc plot`
+    joins a --where given more than once), else [where]: each part's parentheses and quotes
+    are matched."""
+    parts, pos = [], 0
+    while pos < len(where) and where[pos] == "(":
+        depth, quote, end = 0, "", pos
+        for end in range(pos, len(where)):
+            c = where[end]
+            if quote:
+                quote = "" if c == quote else quote  # a doubled quote closes and reopens
+            elif c in "'\"":
+                quote = c
+            elif c in "()":
+                depth += 1 if c == "(" else -1
+                if depth == 0:
+                    break
+        if depth or quote:
+            return [where]
+        parts.append(where[pos + 1:end])
+        pos = end + 1
+        if pos == len(where):
+            return parts if len(parts) > 1 else [where]
+        if not where.startswith(" AND ", pos):
+            return [where]
+        pos += len(" AND ")
+    return [where]
 
 
 def continued(st: Store, run_ids: list[str]) -> dict[str, list[tuple[str, int]]]:
@@ -267,20 +306,49 @@ def rows(st: Store, source: Source, run_ids: list[str],
 
 def _view_rows(st: Store, source: Source, run_ids: list[str],
                where: str | None) -> list[dict[str, Any]]:
+    try:
+        cols, found = st.query(_select(source, run_ids, where))
+    except QueryError as e:
+        if where is None:
+            raise
+        raise _where_failed(st, source, run_ids, where, e) from None
+    return _records(cols, found)
+
+
+def _select(source: Source, run_ids: list[str], where: str | None) -> str:
     ids = ", ".join(_literal(r) for r in run_ids)
     conditions = [f"run_id IN ({ids})"]
     if where is not None:
         conditions.append(f"(({condition(where)}) OR ({source.keep}))" if source.keep
                           else f"({condition(where)})")
-    sql = (f"SELECT * FROM {source.table()} WHERE " + " AND ".join(conditions)
-           + f" ORDER BY {source.order}")
-    try:
-        cols, found = st.query(sql)
-    except QueryError as e:
-        if where is None:
-            raise
-        raise QueryError(f"--where: {e}") from None
-    return _records(cols, found)
+    return (f"SELECT * FROM {source.table()} WHERE " + " AND ".join(conditions)
+            + f" ORDER BY {source.order}")
+
+
+def _where_failed(st: Store, source: Source, run_ids: list[str], where: str,
+                  error: QueryError) -> QueryError:
+    """The error of a --where the view's rows fail, naming the condition that fails (of
+    several given, the first) and, for a column the view lacks, the columns it has."""
+    for part in _parts(where):
+        try:
+            st.query(_select(source, run_ids, part))
+        except QueryError as e:
+            where, error = part, e
+            break
+    missing = re.search(r'Referenced column "(.+?)" not found', str(error))
+    if missing is None:
+        return QueryError(f"{_named(where)}: {error}")
+    name = missing.group(1)
+    cols = st.query(f"SELECT * FROM {source.table()} LIMIT 0")[0]
+    by_lower = {c.lower(): c for c in cols}
+    like = [by_lower[c] for c in difflib.get_close_matches(name.lower(), by_lower, 3, 0.6)]
+    some = [c for c in cols if not c.endswith(("_id", "_hash"))][:8]
+    hint = (f"did you mean {' or '.join(like)}?" if like else
+            f"it has {', '.join(some)}, ... (`fsc schema` lists them all)")
+    if re.search(r"[=<>]\s*" + re.escape(name) + r"\b", where):  # recipe = tiny_attn
+        hint += f"; a text value goes in single quotes: '{printable(name, 40)}'"
+    return QueryError(f"{_named(where)}: the {source.view} view has no column "
+                      f"{printable(name, 40)}; {hint}")
 
 
 def provenance(st: Store, run_ids: list[str]) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@
 The query runs on a sandboxed read-only connection (sandbox.py) that may write into one
 folder only: a private temporary folder fsc creates beside the target. DuckDB writes Parquet
 and CSV there with its own writers; JSON and JSON Lines are written by fsc from the fetched
-rows, with the encoding of `--json` (non-finite numbers become null; DuckDB would write NaN,
-which is not JSON). The finished file is then moved to the named path: linked, so that an
+rows, with the encoding of `fsc query --json` (fsc.jsonsafe.stored: non-finite numbers become
+null, where DuckDB would write NaN, which is not JSON; times as DuckDB writes them, intervals
+in seconds). The finished file is then moved to the named path: linked, so that an
 existing file is never replaced unless `force`.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from fsc.errors import QueryError, UsageError
-from fsc.jsonsafe import plain
+from fsc.jsonsafe import stored
 from fsc.paths import output_file
 from fsc.store import sandbox
 
@@ -115,7 +116,7 @@ def _write_json(cur: duckdb.DuckDBPyConnection, path: Path, lines: bool) -> None
         n = 0
         while batch := cur.fetchmany(_BATCH_ROWS):
             for row in batch:
-                text = json.dumps({c: plain(v) for c, v in zip(cols, row, strict=True)},
+                text = json.dumps({c: stored(v) for c, v in zip(cols, row, strict=True)},
                                   default=str, allow_nan=False)
                 f.write(text + "\n" if lines else ("," if n else "") + "\n" + text)
                 n += 1
