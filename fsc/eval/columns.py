@@ -12,15 +12,19 @@ SUITE = (  # the RULER-style suite's (fsc.eval.ruler) own eval_cells columns: ea
            "niah: single (one key asked), multikey (several keys, one asked), multivalue (one "
            "key's values, all asked) or multiquery (several keys, all asked)."),
     Column("needles", "INTEGER",
-           "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places."),
-    Column("distractors", "INTEGER", "niah: more needles, of keys never asked."),
-    Column("hops", "INTEGER", "vt: links of each chain after its value (VAR B = VAR A)."),
-    Column("chains", "INTEGER", "vt: chains per prompt, one asked."),
-    Column("words", "INTEGER", "cwe, fwe: words the answer names."),
+           "niah: keys (single, multikey, multiquery) or values (multivalue) the variant places "
+           "(loss on niah data: as its sequences were drawn)."),
+    Column("distractors", "INTEGER", "niah (and loss on niah data): more needles, of keys "
+           "never asked."),
+    Column("hops", "INTEGER", "vt (and loss on vt data): links of each chain after its value "
+           "(VAR B = VAR A)."),
+    Column("chains", "INTEGER", "vt (and loss on vt data): chains per prompt, one asked."),
+    Column("words", "INTEGER", "cwe, fwe (and loss on their data): words the answer names."),
     Column("haystack", "VARCHAR",
-           "niah, vt: what the needles sit in: filler, or a shipped corpus's validation text."),
+           "niah, vt (and loss on their data): what the needles sit in: filler, or a shipped "
+           "corpus's validation text."),
     Column("template", "VARCHAR",
-           "niah, vt, cwe, fwe: the prompts' wording: fsc (a short question, then 'Answer:') "
+           "niah, vt, cwe, fwe (and loss on their data): the prompts' wording: fsc (a short question, then 'Answer:') "
            "or ruler (RULER's template: its instruction, question and answer prefix, needle "
            "sentence, cwe's numbered list, fwe's noise word at rank 1)."),
     Column("score", "DOUBLE",
