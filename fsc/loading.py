@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from fsc.blocks import MAX_S
 from fsc.checkpoint.io import load_checkpoint
-from fsc.costmodel import memory, prompt_memory
+from fsc.costmodel import cache_bytes, memory, prompt_memory
 from fsc.costmodel.devices import host_free_bytes
+from fsc.decode.engine import batches, ragged_ok
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.imports.convert import load_published
 from fsc.model.cpu_layout import by_columns
@@ -102,51 +104,87 @@ def check_fits(recipe: Recipe, device, S: int = 0, B: int = 1, G: int = 1,
 def decode_bytes(recipe: Recipe, P: int, L: int, G: int, cached: bool = True,
                  B: int = 1, chunk: int = 0, mixed: bool = False) -> tuple[int, int]:
     """(bytes, of which weights) of decoding L tokens after a P-token prompt at block size G
-    (1: autoregressive), B rows together, by the cost model: weights, the cache with room for
-    P + L + G tokens of each row, and the larger of the prompt's prefill (in passes of `chunk`
-    tokens; 0: one pass) and one step. With `cached` False there is no cache, and every step
-    reads all P + L tokens in one pass. `mixed`: prompts of different lengths (at most P), each
-    folded alone into a cache of its own, all of them held until they are merged into the
-    batch's (fsc.decode.engine)."""
+    (1: autoregressive), B rows together, as fsc.decode.engine holds them: weights, the cache
+    with room for P + L + G tokens of each row, and the larger of the prompt's prefill (in
+    passes of `chunk` tokens; 0: one pass) and one step. With `cached` False there is no
+    cache, and every step reads all P + L tokens in one pass. `mixed`: prompts of different
+    lengths, at most P: a batch of them is folded together or each row alone, whichever its
+    rows are (see `batch_bytes`), counted at P; the more of the two."""
+    rows = [P] * B
+    together = batch_bytes(recipe, rows, L, G, cached, chunk, alone=False)
+    return max(together, batch_bytes(recipe, rows, L, G, cached, chunk, alone=True)) if (
+        mixed and B > 1) else together
+
+
+def batch_bytes(recipe: Recipe, lengths: Sequence[int], L: int, G: int, cached: bool = True,
+                chunk: int = 0, alone: bool | None = None) -> tuple[int, int]:
+    """(bytes, of which weights) of one batch of the decoder (fsc.decode.engine._rows): rows
+    whose prompts are `lengths` tokens long, folded together when they are one length (a pass
+    of every row; `alone` None), else each alone into a cache of its own length, one row a
+    pass, all of those caches held beside the batch's once it is merged; see `decode_bytes`."""
     r = recipe.model_copy(update={"block_size": G}) if G > 1 else recipe.as_autoregressive()
+    B, P = len(lengths), max(lengths)
     step = memory(r, P + L, B, G)
-    whole = prompt_memory(r, P, B, G, chunk) if cached else prompt_memory(r, P + L, B, G)
     cache = step.cache_capacity_bytes if cached else 0
-    if cached and mixed and B > 1:
-        cache += memory(r, P, B, G).cache_capacity_bytes
-    need = step.weight_bytes + cache + max(whole.activation_bytes, step.activation_bytes)
-    return need, step.weight_bytes
+    if not cached:
+        return step.weight_bytes + max(prompt_memory(r, P + L, B, G).activation_bytes,
+                                       step.activation_bytes), step.weight_bytes
+    if not (len(set(lengths)) > 1 if alone is None else alone):
+        prefill = prompt_memory(r, P, B, G, chunk).activation_bytes
+        return step.weight_bytes + cache + max(prefill, step.activation_bytes), step.weight_bytes
+    folded = sum(cache_bytes(r, 1, n).total_bytes for n in lengths)
+    prefill = prompt_memory(r, P, 1, G, chunk).activation_bytes  # the longest row's passes
+    return (step.weight_bytes + folded + max(prefill, cache + step.activation_bytes),
+            step.weight_bytes)
 
 
-def check_prompt_fits(recipe: Recipe, device, P: int, L: int, G: int, cached: bool = True,
-                      budget: int | None = None, B: int = 1, chunk: int = 0,
-                      mixed: bool = False) -> None:
+def prompts_bytes(recipe: Recipe, lengths: Sequence[int], L: int, G: int, cached: bool = True,
+                  B: int = 1, chunk: int = 0) -> tuple[int, int]:
+    """(bytes, of which weights) of decoding prompts of these `lengths`, B a batch as
+    fsc.decode.engine.batches forms them: the most any one batch holds (`batch_bytes`)."""
+    rows = [range(n) for n in lengths]  # batches reads only each prompt's length
+    return max(batch_bytes(recipe, [lengths[i] for i in batch], L, G, cached, chunk)
+               for batch in batches(rows, B, ragged_ok(recipe)))
+
+
+def check_prompt_fits(recipe: Recipe, device, P: int | Sequence[int], L: int, G: int,
+                      cached: bool = True, budget: int | None = None, B: int = 1,
+                      chunk: int = 0, mixed: bool = False) -> None:
     """UsageError (WeightsDoNotFit for the memory), one line naming the prompt's length and the
     limit, when a P-token prompt and L generated tokens pass `MAX_S` tokens of context or need
     more than `budget` bytes (default: the device's free memory) with B such rows decoded
-    together (`fsc decode --prompts`: its longest prompt; `mixed`: of different lengths); see
-    `decode_bytes`. A recipe sets no maximum length of its own (RoPE or no position encoding,
-    recurrent states): these are a prompt's limits."""
+    together (`mixed`: of different lengths; see `decode_bytes`). P may be the lengths of the
+    prompts of `fsc decode --prompts`, decoded B a batch: the batch that holds the most is
+    checked (`prompts_bytes`), and the limit said is the length every prompt cut to it fits
+    at. A recipe sets no maximum length of its own (RoPE or no position encoding, recurrent
+    states): these are a prompt's limits."""
+    lengths = [P] if isinstance(P, int) else list(P)
+    P = max(lengths)
     if P + L > MAX_S:
         raise UsageError(f"the prompt's {P} tokens and --length {L} make {P + L} tokens of "
                          f"context, past fsc's limit of {MAX_S}; at most {MAX_S - L} prompt "
                          f"tokens fit with --length {L}")
     budget = free_bytes(device) if budget is None else budget
-    need, weights = decode_bytes(recipe, P, L, G, cached, B, chunk, mixed)
-    if need <= budget:
+
+    def need(n: int) -> tuple[int, int]:  # every prompt cut to n tokens
+        if len(lengths) == 1:
+            return decode_bytes(recipe, min(n, P), L, G, cached, B, chunk, mixed)
+        return prompts_bytes(recipe, [min(m, n) for m in lengths], L, G, cached, B, chunk)
+
+    held, weights = need(P)
+    if held <= budget:
         return
     if weights > budget:  # the weights alone: said as load_model says it
         check_fits(recipe, device, 0, 1, G, budget)
-    # the longest prompt that fits: decode_bytes grows with P
-    fit = bisect.bisect_left(
-        range(P), True,
-        key=lambda n: decode_bytes(recipe, n, L, G, cached, B, chunk, mixed)[0] > budget) - 1
+    # the longest prompt that fits: what is held grows with it
+    fit = bisect.bisect_left(range(P), True, key=lambda n: need(n)[0] > budget) - 1
+    B = min(B, len(lengths)) if len(lengths) > 1 else B
     rows = f" at --batch {B}" if B > 1 else ""
     limit = (f"at most {fit} prompt tokens fit with --length {L}{rows}" if fit > 0
              else f"not even a 1-token prompt fits with --length {L}{rows}")
     prompt = f"the longest prompt's {P} tokens{rows}" if B > 1 else f"the prompt's {P} tokens"
     raise WeightsDoNotFit(
-        f"{prompt} and --length {L} need {human_bytes(need)} on {recipe.name} "
+        f"{prompt} and --length {L} need {human_bytes(held)} on {recipe.name} "
         f"({human_bytes(weights)} of weights) but {device} has {human_bytes(budget)} free; "
         f"{limit}")
 

@@ -118,8 +118,10 @@ def artifacts(store: StoreOpt = None, wide: WideOpt = False, as_json: JsonOpt = 
 
     check_store(store, write=False)
     rows = list_artifacts(store_dir(store))
-    if as_json:
-        print_json(rows)
+    if as_json:  # times as fsc query --json writes them (docs/store.md)
+        from fsc.jsonsafe import stored
+
+        print_json(stored(rows))
         return
     if not rows:
         out.print(f"no checkpoints recorded in {store_dir(store)} yet", markup=False)

@@ -181,7 +181,7 @@ def decode(
     B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
-    from fsc.decode import PREFILL_CHUNK, DecodeConfig, generate, ragged_ok
+    from fsc.decode import PREFILL_CHUNK, DecodeConfig, generate
     from fsc.loading import check_prompt_fits, load_model
 
     ops.use_backend(str(backend))
@@ -194,9 +194,8 @@ def decode(
     if prefill_chunk is None:
         prefill_chunk = PREFILL_CHUNK
     with longest_named(records, rows, prompts):
-        check_prompt_fits(source_recipe, device, len(ids), length, g, cached=not no_cache, B=B,
-                          chunk=prefill_chunk,
-                          mixed=ragged_ok(source_recipe) and len({len(r) for r in rows}) > 1)
+        check_prompt_fits(source_recipe, device, [len(r) for r in rows] if records else len(ids),
+                          length, g, cached=not no_cache, B=B, chunk=prefill_chunk)
     # Memory for the whole decode: the cache holds prompt + generated tokens (+ one block).
     recipe, model = load_model(src, device=device, seed=seed, S=len(ids) + length, B=B, G=g,
                                one_token_steps=mode_ == "ar")

@@ -31,6 +31,14 @@ HARNESS_OPTIONS = ("tasks", "include_path", "limit", "num_fewshot", "max_length"
 TAKES = ("task", "batch", "seed", "steps")
 
 
+def harness_asked(values: dict) -> bool:
+    """Whether `fsc eval`'s options (`values`, by name) ask for the harness: --task harness,
+    or --tasks without --task. It runs in this process and refuses every executor option
+    given (`evaluate_harness`)."""
+    task = values.get("task")
+    return str(task) == "harness" or (task is None and values.get("tasks") is not None)
+
+
 def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                      grid_options: tuple[str, ...], store: Path | None, as_json: bool, *,
                      tasks: str | None, include_path: Path | None, limit: float | None,

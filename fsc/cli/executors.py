@@ -13,6 +13,7 @@ import typer
 
 from fsc.cli.bounds import MAX_WORKERS, between
 from fsc.cli.common import Choice, given_options
+from fsc.cli.eval_harness import harness_asked
 from fsc.scale import ExecutorSettings
 
 
@@ -71,8 +72,10 @@ def with_executor_options(command):
     def run(ctx: typer.Context, **values):
         scale = {name: values.pop(name) for name in _OPTIONS}
         scale["executor"] = str(scale["executor"])
-        given = given_options(ctx, tuple(_OPTIONS))
-        return command(ctx, scale=ExecutorSettings(**scale).check(given), **values)
+        settings = ExecutorSettings(**scale)
+        if not harness_asked(values):  # the harness refuses them itself, in its own words
+            settings.check(given_options(ctx, tuple(_OPTIONS)))
+        return command(ctx, scale=settings, **values)
 
     run.__signature__ = inspect.Signature(params)
     run.__annotations__ = {p.name: p.annotation for p in params}

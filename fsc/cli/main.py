@@ -44,7 +44,27 @@ class _Typer(typer.Typer):
         return self._click_command(*args, **kwargs)
 
 
+class _Unheard(Exception):
+    """A stop signal (KeyboardInterrupt) no command caught, carried past typer, which would
+    turn it into exit 130, unsaid and whatever the signal."""
+
+    def __init__(self, interruption: KeyboardInterrupt):
+        super().__init__(interruption)
+        self.interruption = interruption
+
+
+class _Group(typer.core.TyperGroup):
+    """fsc's command group: a stop signal a command did not catch leaves it as _Unheard."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise _Unheard(e) from None
+
+
 app = _Typer(
+    cls=_Group,
     name="fsc",
     help="Build, decode, profile and share attention, Mamba, linear-attention and hybrid LMs.",
     no_args_is_help=True,
@@ -131,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except typer.Exit as e:
         return e.exit_code
+    except _Unheard as e:  # Ctrl-C or a stop signal (fsc.interrupts) the command did not catch
+        return _interrupted(e.interruption, argv)
     except SystemExit:  # click ends a closed pipe with exit 1, its streams pacified
         if type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click, any version
             _reader_left()
@@ -139,11 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
-    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (fsc.interrupts) no command caught
-        from fsc.interrupts import exit_code, signum_of
-
-        print("interrupted", file=sys.stderr)
-        return exit_code(signum_of(e))
+    except KeyboardInterrupt as e:  # before typer ran a command (its tree still being built)
+        return _interrupted(e, [])
     except _ClickException as e:
         if debug:
             raise
@@ -176,6 +195,25 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"internal error ({type(e).__name__}: {e}); rerun with FSC_DEBUG=1 for the "
                      "traceback and please report it", 1)
     return rv if isinstance(rv, int) else 0
+
+
+# Commands that never write to the store (nor `fsc query` without --write): one stopped by a
+# signal its own handler did not catch says that nothing was stored.
+STORES_NOTHING = frozenset({"recipes", "decode", "verify", "estimate", "schema", "compare",
+                            "plot", "report", "artifacts"})
+
+
+def _interrupted(e: KeyboardInterrupt, argv: list[str]) -> int:
+    """Ctrl-C or a stop signal (fsc.interrupts) that no command's own handler caught: one
+    line on stderr, naming the command, and the exit status 128 + the signal's number."""
+    from fsc.interrupts import exit_code, signum_of
+
+    name = argv[0] if argv and argv[0] in SUMMARIES else None
+    said = f"interrupted: fsc {name} stopped before it finished" if name else "interrupted"
+    if name in STORES_NOTHING or (name == "query" and "--write" not in argv):
+        said += "; nothing was stored"
+    print(said, file=sys.stderr)
+    return exit_code(signum_of(e))
 
 
 def _reader_left() -> None:

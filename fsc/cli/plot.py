@@ -80,14 +80,9 @@ def plot(
     from fsc.results import figures, select
     from fsc.results.plots import draw
 
-    for each in where or []:
-        select.condition(each)  # before the store is opened
+    conditions = [select.condition(w) for w in where or []]  # before the store is opened
     st = _store(store)
-
-    # one condition as given (messages quote it), several each bracketed
-    condition = (where or [None])[0] if len(where or []) < 2 else " AND ".join(
-        f"({w})" for w in where)
-    drawn = draw(st, str(kind), runs, condition, str(metric))
+    drawn = draw(st, str(kind), runs, conditions, str(metric))
     try:
         figures.save(drawn.figure, path)
     except (OSError, ValueError) as e:

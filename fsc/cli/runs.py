@@ -22,6 +22,7 @@ from fsc.cli.common import (
 from fsc.cli.confirm import confirm
 from fsc.cli.tables import WideOpt, fitted, show
 from fsc.errors import UsageError
+from fsc.jsonsafe import stored
 from fsc.text import counted
 
 app = typer.Typer(
@@ -130,8 +131,8 @@ def runs(
     st.check()
     found = st.runs(limit, kind=kind and kind.value, status=status and status.value,
                     recipe=recipe)
-    if as_json:
-        print_json(found)
+    if as_json:  # times as `fsc query --json` writes them
+        print_json(stored(found))
         return
     if not found:
         out.print("no runs" + (" match" if kind or status or recipe else ""))
@@ -190,7 +191,7 @@ def show_run(
     except json.JSONDecodeError:  # text put there by `fsc query --write`: shown as it is
         pass
     if as_json:
-        print_json({**run, "config": config})
+        print_json(stored({**run, "config": config}))
         return
     def utc(at) -> str:
         return at.isoformat(sep=" ", timespec="seconds") + " UTC" if at else "-"

@@ -51,16 +51,22 @@ def figure(kind: str, rows: list[dict[str, Any]], colour: dict[str, str],
     return build(rows, colour, metric) if kind in ("niah", "retrieval") else build(rows, colour)
 
 
-def draw(st: Store, kind: str, runs: list[str] | None = None, where: str | None = None,
-         metric: str = "accuracy", colour: dict[str, str] | None = None) -> Drawn:
-    """The `kind` figure of `runs` (default: see select.pick_runs) filtered by `where`; colours
+def draw(st: Store, kind: str, runs: list[str] | None = None,
+         where: str | list[str] | None = None, metric: str = "accuracy",
+         colour: dict[str, str] | None = None) -> Drawn:
+    """The `kind` figure of `runs` (default: see select.pick_runs) filtered by `where`, a SQL
+    condition or several that must all hold (each one --where, see select.condition); colours
     from `colour` (default: one per recipe drawn)."""
     source = SOURCE[kind]
     run_ids = select.pick_runs(st, source, runs or [])
-    rows = select.rows(st, source, run_ids, where)
-    if where is not None and not rows:
-        raise UsageError(f'nothing to plot: --where "{printable(where)}" leaves no row of '
-                         f"{named('run', run_ids)}")
+    # each alone (a trailing `-- comment` ends with it); several each bracketed (select._parts)
+    where = [select.condition(w) for w in ([where] if isinstance(where, str) else where or [])]
+    rows = select.rows(st, source, run_ids, None if not where else where[0] if len(where) == 1
+                       else " AND ".join(f"({w})" for w in where))
+    if where and not rows:
+        given = " and ".join(f'--where "{printable(w, 120)}"' for w in where)
+        raise UsageError(f"nothing to plot: {given} leave{'s' if len(where) == 1 else ''} no "
+                         f"row of {named('run', run_ids)}")
     if kind == "roofline":
         rows = select.with_cost(st, rows)
     colour = colour or figures.colours(r["recipe"] for r in rows)

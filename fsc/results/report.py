@@ -363,7 +363,7 @@ def _provenance_table(info: dict) -> Table:
     ]
     details = []
     for key, value in sorted(config.items()):
-        if key == "recipe_hashes" or value is None:
+        if key == "recipe_hashes" or value is None or value in ([], {}):  # nothing to say
             continue
         if isinstance(value, str) and "\n" in value:  # a recipe's YAML: folded below the table
             details.append((f"config: {key}", value))

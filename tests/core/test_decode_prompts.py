@@ -3,11 +3,13 @@ file's order, each the tokens of its prompt decoded alone (row i with the seed d
 --seed and i); bad input refused on one line (exit 2, nothing on stdout) before any weight."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from fsc.checkpoint.io import save_checkpoint
+from fsc.decode import PREFILL_CHUNK
 from fsc.loading import decode_bytes
 from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
@@ -152,14 +154,24 @@ def test_the_summary_says_how_the_file_decoded(fsc_main, tmp_path):
 
 
 def test_the_longest_prompt_is_checked_at_the_batch(fsc_main, tmp_path, monkeypatch, no_weights):
+    """The batch that holds the most is checked (prompts of different lengths: each folded
+    alone, then merged), and the limit said is the length every prompt cut to it fits at."""
+    from fsc.loading import prompts_bytes
+
     recipe = load_recipe("tiny_attn")
-    # 3 rows of 100 just fit (prompts of different lengths: each folded alone, then merged)
-    budget = decode_bytes(recipe, 100, 8, recipe.block_size, B=3, mixed=True)[0]
+    G = recipe.block_size
+    budget = decode_bytes(recipe, 100, 8, G, B=3, mixed=True)[0]  # 3 rows of 100, an upper bound
     monkeypatch.setattr("fsc.loading.free_bytes", lambda device: budget)
     (tmp_path / "p.txt").write_text("x" * 100 + "\n" + "y" * 300 + "\nz\nw\n")
     res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--batch", "3", "--length", "8")
-    _refused(res, "the longest prompt's 300 tokens at --batch 3 and --length 8 need")
-    assert "at most 100 prompt tokens fit with --length 8 at --batch 3" in res.stderr
+    _refused(res, "--prompts p.txt, line 2: the longest prompt's 300 tokens at --batch 3 and "
+                  "--length 8 need")
+    n = int(re.search(r"at most (\d+) prompt tokens fit with --length 8 at --batch 3",
+                      res.stderr).group(1))
+    cut = [min(m, n) for m in (100, 300, 1, 1)]
+    assert prompts_bytes(recipe, cut, 8, G, True, 3, PREFILL_CHUNK)[0] <= budget
+    assert prompts_bytes(recipe, [min(m, n + 1) for m in (100, 300, 1, 1)], 8, G, True, 3,
+                         PREFILL_CHUNK)[0] > budget
 
 
 def test_the_summary_counts_the_batches_a_sliding_window_decodes(fsc_main, tmp_path):
@@ -238,21 +250,24 @@ def test_a_json_file_that_is_no_array_of_prompts_is_one_line(fsc_main, tmp_path,
 
 def test_prompts_of_different_lengths_count_the_caches_each_is_folded_in(fsc_main, tmp_path,
                                                                         monkeypatch):
-    """Each prompt of a mixed batch is folded alone, and every such cache is held until they
-    are merged: under memory where two 400-token prompts fit, a 400- and a 300-token one are
-    refused before any weight (the merge would have run out)."""
+    """Each prompt of a mixed batch is folded alone, its cache held until they are merged; a
+    batch of one length is folded in one pass, which holds more: under memory where two
+    400-token prompts just fit, a 400- and a 300-token one fit too (the check counted the
+    mixed pair as if folded together, and refused it), and a third 400-token one at --batch 3
+    does not, refused before any weight."""
     from fsc import loading
 
     recipe = load_recipe("tiny_attn")
     fits = loading.decode_bytes(recipe, 400, 8, 4, B=2)[0]
-    assert loading.decode_bytes(recipe, 400, 8, 4, B=2, mixed=True)[0] > fits
     monkeypatch.setattr(loading, "free_bytes", lambda device: fits)
     (tmp_path / "same.txt").write_text("a" * 400 + "\n" + "b" * 400 + "\n")
     (tmp_path / "mixed.txt").write_text("a" * 400 + "\n" + "b" * 300 + "\n")
     run = ["decode", "tiny_attn", "--length", "8", "--batch", "2", "--prompts"]
     assert len(_lines(fsc_main(*run, "same.txt"))) == 2
-    res = fsc_main(*run, "mixed.txt")
-    assert res.returncode == 2 and "the longest prompt's 400 tokens at --batch 2" in res.stderr
+    assert len(_lines(fsc_main(*run, "mixed.txt"))) == 2
+    (tmp_path / "three.txt").write_text(("a" * 400 + "\n") * 3)
+    res = fsc_main(*run[:5], "3", "--prompts", "three.txt")
+    assert res.returncode == 2 and "the longest prompt's 400 tokens at --batch 3" in res.stderr
     # a sliding window decodes a batch per prompt length: nothing is folded alone
     swa = load_recipe("passkey_hybrid_swa")
     monkeypatch.setattr(loading, "free_bytes",

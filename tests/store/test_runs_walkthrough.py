@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from fsc.jsonsafe import clock
 from fsc.store import Store
 
 
@@ -170,7 +171,7 @@ def test_a_training_run_killed_outright_is_dead_then_closed_at_its_last_step(tmp
     assert run("close", dead["run_id"][-6:]).returncode == 0
     [closed] = json.loads(run("--json", "--kind", "train").stdout)
     last = st.query("select max(recorded_at) from train_steps")[1][0][0]
-    assert closed["status"] == "interrupted" and closed["ended_at"] == str(last)
+    assert closed["status"] == "interrupted" and closed["ended_at"] == clock(last)
     assert closed["rows_logged"] == _count(st, "select count(*) from train_steps") >= 3
     assert st.query("select * from profile_points")[1] == before
 
