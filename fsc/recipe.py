@@ -22,16 +22,17 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 from fsc.dtypes import DTYPE_BYTES  # noqa: F401 - re-exported
 from fsc.errors import RecipeError, UsageError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
-from fsc.recipe_errors import format_error
+from fsc.recipe_errors import bad_message, format_error
 from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-exported here too
     PUBLISHED,  # noqa: F401 - re-exported
     parse_value,
-    parse_yaml,
+    parse_yaml_lines,
     published_recipes,  # noqa: F401 - re-exported
     read_text,
     resolve_path,
     shipped_dir,  # noqa: F401 - re-exported
     shipped_recipes,  # noqa: F401 - re-exported
+    show,
     source_name,
 )
 from fsc.sections import (
@@ -79,7 +80,8 @@ class Placement(Section):
                 raise Bad(("count",), f"positions has {len(self.positions)} entries but count "
                            f"is {self.count}", self.count, "the number of positions, or no count")
             if self.placement is not None:
-                raise Bad(("placement",), "applies to count, not to explicit positions")
+                raise Bad(("placement",), "applies to count, not to explicit positions",
+                          self.placement, "placement beside count, without positions")
         if self.placement is not None and self.count is None:
             raise Bad(("placement",), "needs count", self.placement,
                       "placement beside count, not beside every or positions")
@@ -384,6 +386,14 @@ class _Recipe(Section):
         return encoding
 
     @property
+    def uses_state_dtype(self) -> bool:
+        """Whether a layer's cache is held in `state_dtype`: a fixed-size state whose mixer
+        fixes no dtype of its own (not a K/V cache, a sliding window's ring, linear
+        attention's fp32 sums)."""
+        shapes = map(self.mixer_shape, dict.fromkeys(self.layer_plan))
+        return any(not s.growing and s.cache_dtype is None for s in shapes)
+
+    @property
     def decays_by_position(self) -> bool:
         """Whether a Mamba layer's decay depends on the token's position (`mamba.decay_from`):
         a step then differs from one cache length to the next."""
@@ -427,7 +437,13 @@ class _Recipe(Section):
                 into[field] = value
         said = ",".join(f"{k}={'none' if v is None else v}" for k, v in changes)
         data["name"] = f"{self.name}+{said}"[:MAX_NAME]
-        return parse_recipe(data, f"{self.name} with --set {said}")
+        typed = ",".join(f"{k}={'none' if v is None else show(v)}" for k, v in changes)
+        changed = parse_recipe(data, f"{self.name} with --set {typed}")
+        if any(k == "state_dtype" for k, _ in changes) and not changed.uses_state_dtype:
+            raise RecipeError(f"--set state_dtype: no cache of {self.name} is held in "
+                              "state_dtype (its caches are in dtype, or in a dtype their mixer "
+                              "fixes), so it would change nothing but the rows' name")
+        return changed
 
     def with_width(self, d_model: int, vocab_size: int | None = None) -> Recipe:
         """The same layer plan at another width (heads scaled to keep head sizes valid; explicit
@@ -486,8 +502,10 @@ def parse_changes(items) -> tuple[tuple[str, object], ...]:
     return tuple(out.items())
 
 
-def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:
-    """Validate already-parsed YAML/JSON data."""
+def parse_recipe(data: object, source: str = "<recipe>",
+                 lines: dict[tuple, int] | None = None) -> Recipe:
+    """Validate already-parsed YAML/JSON data; `lines` (fsc.recipe_yaml.parse_yaml_lines):
+    the line of each key, which an error names."""
     source = source_name(source)
     if data is None:
         raise RecipeError(f"{source}: file is empty (or holds only comments, --- or null); a "
@@ -500,7 +518,7 @@ def parse_recipe(data: object, source: str = "<recipe>") -> Recipe:
     except ValidationError as err:
         sections = {**{kind: spec.section for kind, spec in MIXERS.items()},
                     "mlp": MlpCfg, "moe": MoeCfg}
-        raise RecipeError(format_error(source, err, Recipe, sections)) from None
+        raise RecipeError(format_error(source, err, Recipe, sections, lines)) from None
     except RecursionError:
         raise RecipeError(f"{source}: nested too deeply") from None
 
@@ -509,4 +527,12 @@ def load_recipe(ref: str | Path) -> Recipe:
     """The recipe at `ref` (a path, or a shipped recipe's name: `resolve_path`), read
     (fsc.recipe_yaml) and validated; RecipeError with one line otherwise."""
     path = resolve_path(ref)
-    return parse_recipe(parse_yaml(read_text(path), str(path)), str(path))
+    data, lines = parse_yaml_lines(read_text(path), str(path))
+    layers = data.get("layers") if isinstance(data, dict) else None
+    empty = next((k for k in KINDS if isinstance(layers, dict) and k in layers
+                  and layers[k] is None), None)
+    if empty is not None:  # `attention:` and nothing after it, in a file: not a missing entry
+        raise RecipeError(bad_message(source_name(path), Bad(
+            ("layers", empty), "is empty: no placement given", None,
+            f"one of positions, every or count, or no {empty} entry"), lines))
+    return parse_recipe(data, str(path), lines)

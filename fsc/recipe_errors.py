@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from fsc.recipe_yaml import MAX_SHOWN, one_line, show
+from fsc.recipe_yaml import MAX_MESSAGE, MAX_SHOWN, one_line, show
 from fsc.sections import Bad
 
 _PROBLEMS = {
@@ -84,19 +84,52 @@ def _describe(field: FieldInfo | None) -> str:
     return f"{kind} {low} {_num(b['le'])}"
 
 
-def _message(source: str, loc: tuple, problem: str, got: object = ..., allowed: str = "") -> str:
+def _line(loc: tuple, lines: Mapping[tuple, int]) -> int | None:
+    """The line of `loc` in the file, or of the deepest section above it that the file holds
+    (a missing field: its section's line)."""
+    return next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
+
+
+def _message(source: str, loc: tuple, problem: str, got: object = ..., allowed: str = "",
+             lines: Mapping[tuple, int] | None = None) -> str:
     where = ".".join(one_line(str(p), MAX_SHOWN) for p in loc)
     text = f"{source}: {where}: {problem}" if where else f"{source}: {problem}"
     if got is not ...:
         text += f" (got {show(got)})"
-    return one_line(f"{text}; allowed: {allowed}" if allowed else text)
+    text = f"{text}; allowed: {allowed}" if allowed else text
+    line = _line(loc, lines or {})
+    if line is None:
+        return one_line(text)
+    at = f" (line {line})"  # kept when the rest is cut to fit
+    return one_line(text, MAX_MESSAGE - len(at)) + at
+
+
+def _homes(key: object, model: type[BaseModel] | None, root: type[BaseModel],
+           sections: Mapping[str, type[BaseModel]]) -> str:
+    """Where an unknown `key` of `model` is a field: ``(it belongs in mamba)`` for a section's
+    key at the top level, ``(a field of mamba)`` for one given in another section."""
+    home = [k for k, section in sections.items()
+            if section is not model and key in section.model_fields]
+    if not home or model is None:
+        return ""
+    if model is root:
+        return f" (it belongs in {' or '.join(home)})"
+    return f" (a field of {', '.join(home[:-1]) + ' or ' if len(home) > 1 else ''}{home[-1]})"
+
+
+def bad_message(source: str, bad: Bad, lines: Mapping[tuple, int] | None = None) -> str:
+    """The one-line message of a rule a file's document breaks before validation (`bad.field`
+    from the document's top)."""
+    return _message(source, bad.field, bad.problem, bad.got, bad.allowed, lines)
 
 
 def format_error(source: str, err: ValidationError, root: type[BaseModel],
-                 sections: Mapping[str, type[BaseModel]]) -> str:
+                 sections: Mapping[str, type[BaseModel]],
+                 lines: Mapping[tuple, int] | None = None) -> str:
     """The one-line message for `err`, raised validating `root` from the file `source`.
-    `sections`: the top-level sections (name -> model) that an unknown top-level key may belong
-    in, named in the message (``it belongs in attention``)."""
+    `sections`: the sections (name -> model) that an unknown key may belong in, named in the
+    message (``it belongs in attention``); `lines`: the line of each key in the file
+    (fsc.recipe_yaml.parse_yaml_lines), the field's named at the end of the message."""
     # An unknown key first: a misspelt key also reports its correct spelling as missing.
     e = min(err.errors(include_url=False),
             key=lambda e: e["type"] not in ("extra_forbidden", "invalid_key"))
@@ -105,16 +138,14 @@ def format_error(source: str, err: ValidationError, root: type[BaseModel],
     if isinstance(bad, Bad):
         where = loc + bad.field
         return _message(source, where, bad.problem, bad.got,
-                        bad.allowed or _describe(_at(root, where)[1]))
+                        bad.allowed or _describe(_at(root, where)[1]), lines)
     if e["type"] in ("extra_forbidden", "invalid_key"):
         model = _at(root, loc[:-1])[0]
         allowed = list(model.model_fields) if model is not None else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        home = [k for k, section in sections.items()
-                if model is root and loc[-1] in section.model_fields]
         problem = ("unknown key" + (f" (did you mean {close[0]}?)" if close else "")
-                   + (f" (it belongs in {' or '.join(home)})" if home else ""))
-        return _message(source, loc, problem, allowed=", ".join(allowed))
+                   + _homes(loc[-1], model, root, sections))
+        return _message(source, loc, problem, allowed=", ".join(allowed), lines=lines)
     problem = _PROBLEMS.get(e["type"]) or e["msg"].removeprefix("Value error, ")
     got = ... if e["type"] == "missing" else e.get("input")
     if e["type"] == "literal_error" and isinstance(got, str):  # a misspelt choice: mambe, elu
@@ -123,4 +154,4 @@ def format_error(source: str, err: ValidationError, root: type[BaseModel],
         problem += f" (did you mean {choices[close[0]]}?)" if close else ""
     if e["type"] in ("too_long", "string_too_long"):
         problem += f" ({len(got)} {'characters' if isinstance(got, str) else 'entries'})"
-    return _message(source, loc, problem, got, _describe(_at(root, loc)[1]))
+    return _message(source, loc, problem, got, _describe(_at(root, loc)[1]), lines)

@@ -182,22 +182,48 @@ def _decimal(text: str, where: str) -> None:
                        f"({int(yaml.safe_load(text))}); allowed: a decimal integer")
 
 
-def _document(text: str) -> object:
+def _document(text: str) -> tuple[object, dict[tuple, int]]:
     """The one document in `text` (None when there is none), composed by _Loader and checked by
-    `_check` before it is built; _Refused or yaml.YAMLError otherwise."""
+    `_check` before it is built, and the line of each of its keys and list items (`_lines`);
+    _Refused or yaml.YAMLError otherwise."""
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, {}
         _check(node, (), 0, {})
-        return loader.construct_document(node)
+        data = loader.construct_document(node)  # merges (<<) are flattened into the mappings
+        return data, _lines(node, (), {})
     finally:
         loader.dispose()
 
 
+def _lines(node, path: tuple, out: dict[tuple, int]) -> dict[tuple, int]:
+    """1-based line of each key (`("attention", "n_heads")`) and list item (`(..., 0)`) under
+    `node`, as the schema's error locations name them (a key given beside a merge `<<` that
+    also holds it: the one given, which is the one read). `_check` bounded the document,
+    aliases expanded."""
+    if isinstance(node, MappingNode):
+        children = [((*path, str(k.value)), k, v) for k, v in node.value
+                    if isinstance(k, ScalarNode)]
+    elif isinstance(node, SequenceNode):
+        children = [((*path, i), v, v) for i, v in enumerate(node.value)]
+    else:
+        return out
+    for where, mark, value in children:
+        out[where] = mark.start_mark.line + 1
+        _lines(value, where, out)
+    return out
+
+
 def parse_yaml(text: str, source: str) -> object:
     """The document in `text`, or RecipeError naming `source`, the place and the problem."""
+    return parse_yaml_lines(text, source)[0]
+
+
+def parse_yaml_lines(text: str, source: str) -> tuple[object, dict[tuple, int]]:
+    """`parse_yaml`'s document and the line of each key and list item in it (`_lines`), for
+    an error of the schema to name."""
     source = source_name(source)
     try:
         return _document(text)
@@ -221,7 +247,7 @@ def parse_value(text: str, source: str) -> object:
     1e-6 is a number, 010 and 1:30 are refused (not read as 8 and 90); text that is not YAML
     (``[1``) is that text, for the schema to refuse by the field's type."""
     try:
-        return _document(text)
+        return _document(text)[0]
     except _Refused as e:
         raise RecipeError(one_line(f"{source}: {e.problem}")) from None
     except (yaml.YAMLError, RecursionError):
@@ -296,7 +322,8 @@ def _close_to(ref: str) -> str | None:
         return None
     if beside is not None:
         return one_line(Path(beside).name, MAX_SHOWN)
-    names = {name.lower(): name for name in {**shipped_recipes(), **published_recipes()}}
+    names = {name.lower(): name
+             for name in {**shipped_recipes(), **experiment_recipes(), **published_recipes()}}
     stem = ref.removesuffix(".yaml").removesuffix(".yml").lower()
     close = difflib.get_close_matches(stem, names, n=1)
     return names[close[0]] if close else None
@@ -304,6 +331,16 @@ def _close_to(ref: str) -> str | None:
 
 def shipped_recipes() -> dict[str, Path]:
     return {p.stem: p for p in sorted(shipped_dir().glob("*.yaml"))}
+
+
+EXPERIMENTS = "experiments"  # recipes/experiments/NAME.yaml: a command's ``experiments/NAME``
+
+
+def experiment_recipes() -> dict[str, Path]:
+    """The variants of the shipped recipes that docs/benchmarks.md tried, named as commands
+    take them: ``experiments/NAME``."""
+    folder = shipped_dir() / EXPERIMENTS
+    return {f"{EXPERIMENTS}/{p.stem}": p for p in sorted(folder.glob("*.yaml"))}
 
 
 PUBLISHED = "published"  # recipes/published/NAME.yaml: a command's ``published/NAME``

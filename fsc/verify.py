@@ -130,16 +130,15 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     tokens = torch.randint(0, checked.vocab_size, (B, T), generator=gen).to(device)
     want = model.forward_blockwise(tokens, [G] * n_blocks)
     cache = model.empty_cache(B, T, device, block_size=G)
-    errs = []
+    errs = []  # (block, what, error)
     for b in range(n_blocks):
         blk = tokens[:, b * G : (b + 1) * G]
         step = model(blk, cache)
         fold = model.fold(blk, cache)
-        errs += [(step - want[:, b * G : (b + 1) * G]).abs().max().item(),
-                 (fold - step).abs().max().item()]
-    worst, scale = worst_error(errs), want.abs().max().item()
-    tol = LOGIT_TOL * max(1.0, scale)
-    checks.append(Check("model logits", "model", worst, scale, tol, worst <= tol))
+        errs += [(b, "step", (step - want[:, b * G : (b + 1) * G]).abs().max().item()),
+                 (b, "fold", (fold - step).abs().max().item())]
+    scale = want.abs().max().item()
+    checks.append(_check("model logits", "model", errs, scale, LOGIT_TOL * max(1.0, scale)))
 
     for kind, i in _mixers(checked):
         mixer = model.layers[i].mixer
@@ -152,12 +151,31 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
             step = mixer(x[:, sl], cache)
             again = mixer(x[:, sl], cache)  # forward must not have touched the cache
             fold = mixer.fold(x[:, sl], cache)
-            errs += [(o - want[:, sl]).abs().max().item() for o in (step, again, fold)]
-        worst = worst_error(errs)
+            errs += [(b, what, (o - want[:, sl]).abs().max().item())
+                     for what, o in (("step", step), ("again", again), ("fold", fold))]
         scale = max(want.abs().max().item(), 1e-30)
-        checks.append(Check(f"{kind} mixer", kind, worst, scale, MIXER_TOL * scale,
-                            worst <= MIXER_TOL * scale))
+        checks.append(_check(f"{kind} mixer", kind, errs, scale, MIXER_TOL * scale))
     return checks
+
+
+# Where an exactness check first goes wrong, in words: which call of which block (1-based).
+_WRONG = {
+    "step": lambda b: (f"the step of block {b}, which reads what the fold"
+                       + (" of block 1 wrote" if b == 2 else f"s of blocks 1 to {b - 1} wrote")
+                       if b > 1 else "the step of block 1, on an empty cache"),
+    "again": lambda b: f"a second step of block {b}: the first step changed the cache",
+    "fold": lambda b: f"the fold of block {b}: its output is not the step's",
+}
+
+
+def _check(what: str, kind: str, errs: list[tuple[int, str, float]], scale: float,
+           tol: float) -> Check:
+    """An exactness Check of `errs` ((block, call, error), in the order they ran), naming the
+    first call past `tol` (a NaN included) when there is one."""
+    worst = worst_error(e for _, _, e in errs)
+    first = next(((b, call) for b, call, e in errs if not e <= tol), None)
+    return Check(what, kind, worst, scale, tol, worst <= tol,
+                 first_wrong=None if first is None else _WRONG[first[1]](first[0] + 1))
 
 
 def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
@@ -234,6 +252,8 @@ def _errors(what, kind, tol, blocks, want, *got) -> Check:
                                  for g in got))
         errs.append(diffs[-1] / max(want[:, sl].abs().max().item(), 1e-30))
     worst = worst_error(errs)
+    first = next((b for b, e in enumerate(errs, 1) if not e <= tol), None)
     return Check(what, kind, worst_error(diffs), want.abs().max().item(), tol, worst <= tol,
-                 first_rel_err=errs[0], last_rel_err=errs[-1], max_rel_err=worst)
+                 first_rel_err=errs[0], last_rel_err=errs[-1], max_rel_err=worst,
+                 first_wrong=None if first is None else f"block {first} of {len(errs)}")
 

@@ -38,7 +38,7 @@ REDUCED_WIDTH = 256
 class Check:
     """One comparison: the model's logits or one mixer kind's outputs, cached against uncached.
     In bf16/fp16 also each block's error relative to its largest reference value: the first,
-    the last (the drift) and the worst."""
+    the last (the drift) and the worst. A failing check says where it first went wrong."""
 
     what: str
     kind: str
@@ -49,6 +49,9 @@ class Check:
     first_rel_err: float | None = None
     last_rel_err: float | None = None
     max_rel_err: float | None = None
+    # where a failing check first goes past its tolerance: the call of the block (fp32, e.g.
+    # "the step of block 2, which reads ..."), or the block (bf16/fp16: "block 7 of 256")
+    first_wrong: str | None = None
 
 
 @dataclass
@@ -98,11 +101,11 @@ def plan(recipe: Recipe, dtype: str = "fp32", G: int | None = None, blocks: int 
     exact = dtype == "fp32"
     if G is None:  # the recipe's own: an autoregressive one (G 1) is checked as it decodes
         G = recipe.block_size
+    if not 1 <= G <= MAX_G:
+        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
     if exact and G < 2 and recipe.block_size > 1:
         raise UsageError(f"--G {G}: the exactness check of a denoiser (G {recipe.block_size}) "
                          "needs G > 1, where a block sees itself (in bf16 or fp16 any G >= 1)")
-    if not 1 <= G <= MAX_G:
-        raise UsageError(f"--G {G} must be between 1 and {MAX_G}")
     if length is not None:
         if length < 1:
             raise UsageError(f"--length {length} must be at least 1")

@@ -8,17 +8,20 @@ from fsc.cli.common import JsonOpt, fmt_count, out, print_json
 
 
 def recipes(as_json: JsonOpt = False) -> None:
-    """List the shipped recipes (name, parameters, layer map, width, depth, block size), then
-    the published models' (`published/NAME`, what `fsc import` makes of their config.json),
-    and the folder that holds their files."""
+    """List the shipped recipes (name, parameters, layer map, width, depth, block size), the
+    variants of them benchmarks tried (`experiments/NAME`), then the published models'
+    (`published/NAME`, what `fsc import` makes of their config.json), and the folder that
+    holds their files."""
     from rich.table import Table
     from rich.text import Text
 
     from fsc.costmodel import param_counts
     from fsc.recipe import load_recipe, published_recipes, shipped_dir, shipped_recipes
+    from fsc.recipe_yaml import experiment_recipes
 
     rows = []
-    for name, path in {**shipped_recipes(), **published_recipes()}.items():
+    for name, path in {**shipped_recipes(), **experiment_recipes(),
+                       **published_recipes()}.items():
         r = load_recipe(path)
         kinds = sorted(set(r.layer_plan))
         counts = ", ".join(f"{r.layer_plan.count(k)} {k}" for k in kinds)

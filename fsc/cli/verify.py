@@ -211,6 +211,11 @@ def _render(rep) -> None:
     for k in rep.kernels:
         out.print(Text.assemble(f"kernel {k['op']} ({k['dtype']}): max err {k['max_err']:.2e} ",
                                 "ok" if k["ok"] else ("FAIL", "red")))
+    for c in rep.checks:
+        if c.first_wrong is not None:
+            past = "wrong" if rep.dtype == "fp32" else "past the tolerance"
+            out.print(f"{c.what}: first {past} at {c.first_wrong}", style="red", markup=False,
+                      highlight=False)
     verdict = ("exact", "NOT exact") if rep.dtype == "fp32" else ("within tolerance",
                                                                   "drifts past tolerance")
     out.print(verdict[0] if rep.exact else verdict[1], style="green" if rep.exact else "red")
