@@ -142,9 +142,11 @@ class _Layers(Section):
                 raise Bad(("pattern",), "is empty", self.pattern, f"letters {_LETTERS}")
             bad = sorted(set(self.pattern) - set(KIND_OF_LETTER))
             if bad:
-                upper = self.pattern.upper()
+                upper, bare = self.pattern.upper(), "".join(self.pattern.split())
                 hint = ("" if set(upper) - set(KIND_OF_LETTER)
                         else f" (letters are upper case: {upper})")
+                if bare and not set(bare) - set(KIND_OF_LETTER):  # as fsc build prints it
+                    hint = f" (write the letters without spaces: {bare})"
                 raise Bad(("pattern",), f"unknown letter {bad[0]!r}{hint}", self.pattern, _LETTERS)
         elif self.default is None and not placed:
             raise Bad((), "no mixer given",

@@ -108,10 +108,12 @@ def _check(a: AttentionCfg, d: int) -> None:
     if a.rope_scaling is not None and a.position != "rope":
         raise Bad(("attention", "rope_scaling"), "given without RoPE", a.rope_scaling.kind,
                   "no rope_scaling with position none")
-    if a.rope_dims is not None and (a.rope_dims % 2 or a.rope_dims > head_dim
-                                    or a.position != "rope"):
-        raise Bad(("attention", "rope_dims"), f"must be even, at most head_dim {head_dim}, and "
-                  "with RoPE", a.rope_dims, f"an even number from 2 to {head_dim}")
+    if a.rope_dims is not None and a.position != "rope":
+        raise Bad(("attention", "rope_dims"), f"given with position {a.position}, which "
+                  "rotates nothing", a.rope_dims, "no rope_dims without position rope")
+    if a.rope_dims is not None and (a.rope_dims % 2 or a.rope_dims > head_dim):
+        raise Bad(("attention", "rope_dims"), f"must be even and at most head_dim {head_dim}",
+                  a.rope_dims, f"an even number from 2 to {head_dim}")
     if head_dim % 2 and a.position == "rope" and a.rope_dims is None:  # RoPE rotates pairs
         field = "head_dim" if a.head_dim else "n_heads"
         raise Bad(("attention", field), f"makes head_dim {head_dim} odd; RoPE rotates pairs of "

@@ -202,3 +202,22 @@ def test_an_moe_recipe_by_hand(cli):
     state = 36 * (32 * 128 * 128 + conv * 3) * 4  # fp32 states and conv windows
     assert rep["cache"] == {"S": 8192, "B": 1, "kv_bytes": kv_bytes, "state_bytes": state,
                             "total_bytes": kv_bytes + state}
+
+
+def test_rope_dims_without_rope_says_so(cli, tmp_path):
+    """It said "allowed: an even number from 2 to 16" of rope_dims 4, which is one: the
+    problem was the missing RoPE."""
+    _, res = _build(cli, tmp_path, HEAD + "layers: {pattern: AAAA}\n"
+                    "attention: {n_heads: 4, position: none, rope_dims: 4}\n")
+    _refused(res, "attention.rope_dims: given with position none, which rotates nothing (got "
+                  "4); allowed: no rope_dims without position rope")
+    _, res = _build(cli, tmp_path, HEAD + "layers: {pattern: AAAA}\n"
+                    "attention: {n_heads: 4, rope_dims: 6, head_dim: 4}\n")
+    _refused(res, "attention.rope_dims: must be even and at most head_dim 4 (got 6)")
+
+
+def test_a_pattern_written_as_fsc_build_prints_it_says_to_drop_the_spaces(cli, tmp_path):
+    _, res = _build(cli, tmp_path, HEAD.replace("n_layers: 4", "n_layers: 8")
+                    + "layers: {pattern: 'MMMA MMMA'}\nattention: {n_heads: 4}\n")
+    _refused(res, "layers.pattern: unknown letter ' ' (write the letters without spaces: "
+                  "MMMAMMMA)")
