@@ -119,7 +119,7 @@ retrieval: install
 # of the suite at 128 tokens (passkey twice as often as each of niah multikey and
 # multivalue, vt, cwe and fwe; --needles 2 --hops 2 --words 2, repeats supervised), 2,000 steps
 # each, score every part of the suite at 1x..16x, print the RULER-style tables and draw
-# docs/img/reach/ruler.png (65 minutes measured on 2 cores, each training scored as it ends);
+# docs/img/reach/ruler.png (56 minutes measured on 2 cores, each training scored as it ends);
 # runs/reach holds the checkpoints and the store.
 reach: install
 	$(BIN)/python -m tools.reach --figures docs/img/reach

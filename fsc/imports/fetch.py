@@ -28,7 +28,7 @@ def snapshot(repo: str, revision: str | None, weights: bool) -> Path:
     quiet_unless_terminal()
     patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
     try:
-        with hub_calls(f"import hf:{repo}", repo, revision):
+        with hub_calls(f"hf:{repo}", repo, revision):
             folder = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
             if weights and not any(folder.glob("*.safetensors")):
                 folder = Path(snapshot_download(repo, revision=revision,
@@ -53,7 +53,7 @@ def holds_weights(repo: str, revision: str | None) -> bool | None:
     if constants.HF_HUB_OFFLINE:
         return None
     quiet_unless_terminal()
-    with hub_calls(f"import hf:{repo}", repo, revision):
+    with hub_calls(f"hf:{repo}", repo, revision):
         files = HfApi().model_info(repo, revision=revision).siblings or ()
     names = {f.rfilename for f in files}
     return any(n.endswith(".safetensors") and "/" not in n for n in names) or bool(

@@ -15,19 +15,23 @@ def check_training_fits(recipe, device: str, seq_len: int, batch: int, nproc: in
     """UsageError (one line, exit 2) when one training step of `recipe` at (seq_len, batch)
     of `objective` needs more than `budget` bytes (default: on the CPU, the memory available; elsewhere no
     check: the caller checks again with the device's free memory). With `nproc` processes on
-    the CPU, each holds its own copy of the weights and optimizer state."""
+    the CPU, each holds its own copy of the weights and optimizer state, and the activations of
+    its own batch (--batch is each process's)."""
     if budget is None and device != "cpu":
         return
     mem = training_memory(recipe, seq_len, batch, objective)
     copies = nproc if device == "cpu" else 1
-    need = mem.total_bytes + (copies - 1) * mem.state_bytes
+    need = copies * mem.total_bytes
     have = host_free_bytes() if budget is None else budget
     if need <= have:
         return
     parts = ", ".join(f"{name} {human_bytes(part)}" for name, part in (
         ("weights and optimizer", mem.state_bytes), ("activations", mem.activation_bytes),
         ("attention masks", mem.mask_bytes), ("logits", mem.logits_bytes)) if part)
+    if copies > 1:
+        parts = f"{copies} processes, each {parts}"
     raise UsageError(
         f"not enough memory to train {recipe.name} at --seq-len {seq_len}, --batch {batch}: "
         f"it needs at least {human_bytes(need)} ({parts}) but {device} has "
-        f"{human_bytes(have)} free; lower --seq-len or --batch")
+        f"{human_bytes(have)} free; lower --seq-len or --batch"
+        + (" or --nproc" if copies > 1 else ""))

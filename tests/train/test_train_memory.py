@@ -83,3 +83,17 @@ def test_artifacts_lists_the_checkpoints_train_wrote_by_recipe_name(cli, tmp_pat
     assert all(row["action"] == "saved" and row["recipe"] == "tiny_attn" for row in rows)
     table = cli("artifacts", "--store", store).out
     assert "tiny_attn" in table and rows[0]["recipe_hash"] not in table
+
+
+def test_each_cpu_process_holds_its_own_batch_and_the_message_adds_up():
+    """--batch is each process's: N processes hold N states and N batches' activations. The
+    check counted one batch's activations for all, and the message's parts summed to one
+    process's need while its total was N copies of the state besides."""
+    r = load_recipe("tiny_attn")
+    mem = training_memory(r, 256, 8)
+    check_training_fits(r, "cpu", 256, 8, nproc=2, budget=2 * mem.total_bytes)
+    with pytest.raises(UsageError) as e:
+        check_training_fits(r, "cpu", 256, 8, nproc=2, budget=mem.total_bytes + mem.state_bytes)
+    said = str(e.value)
+    assert "(2 processes, each weights and optimizer" in said and said.endswith(
+        "lower --seq-len or --batch or --nproc")
