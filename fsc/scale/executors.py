@@ -200,6 +200,9 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         p.terminate()
     for p in processes:
         p.join(5)
+        if p.is_alive():  # SIGTERM not heeded in time (a loaded machine): SIGKILL
+            p.kill()
+            p.join(5)
 
 
 # ---- Ray ----------------------------------------------------------------------------------------
