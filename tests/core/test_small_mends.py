@@ -20,8 +20,11 @@ def _said(res) -> str:
     return " ".join(res.stderr.split())
 
 
+# (Ctrl-C raises KeyboardInterrupt as at a terminal: a shell starts a background job, such as a
+# test run, with SIGINT ignored, which its children inherit)
 SLOW_RECIPES = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import fsc.recipe
     def slow(*args, **kwargs):
         print("ready", file=sys.stderr, flush=True)
