@@ -98,6 +98,7 @@ def test_a_faster_b_passes_and_a_run_against_itself_is_one(cli, tmp_path):
     assert {p["verdict"] for p in doc["points"]} == {"noise"}
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_point_lost_in_b_fails_the_gate(cli, tmp_path):
     made = make_runs(tmp_path / "store", slow=1.0)
     st = Store(made.store)

@@ -116,6 +116,7 @@ def test_default_out_is_kind_png_here(cli, real_profile, tmp_path, monkeypatch):
     check_png(tmp_path / "throughput.png")
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_run_and_where_choose_the_rows(cli, made, tmp_path):
     out = tmp_path / "l.png"
     assert _plot(cli, "latency", "--store", made.store, "--out", out)["runs"] == [made.run_b]
@@ -193,6 +194,7 @@ def test_niah_heatmap_holds_each_cell(tmp_path):
     assert grid.shape == (3, 3) and float(grid.min()) == float(grid.max()) == 0.5
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_loss_from_a_real_training_run(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "store"
@@ -236,6 +238,7 @@ def test_a_resumed_training_is_one_curve_named_by_its_task(cli, tmp_path, monkey
     assert "training loss on copy (frontier)" in fig._suptitle.get_text()
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_path):
     """niah, then mqar, then loss (the README's order): the loss eval is the newest, yet niah
     draws the niah run and retrieval both the niah and the mqar run, and says so."""

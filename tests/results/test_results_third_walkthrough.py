@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from results_helpers import EVAL_COLUMNS, _once
 
 from fsc.results import plots, report, select
@@ -60,6 +61,7 @@ def _write_two_checkpoints(store: Path) -> dict[str, str]:
     return ids
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_two_checkpoints_of_one_recipe_are_both_picked_one_training_once(cli, tmp_path):
     store = tmp_path / "store"
     ids = _two_checkpoints(store)

@@ -133,6 +133,7 @@ def test_every_mixer_two_stream_form_equals_its_reference_loop(name, G):
         assert (yn[:, :G] - mixer.forward_blockwise(x[:, :G], [G])).abs().max() > 1e-3  # noised differs
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_fsc_train_objective_blocks_records_it_and_resumes(fsc_main, tmp_path):
     store = ["--store", tmp_path / "store"]
     run = ["tiny_mamba", "--data", "copy", "--seq-len", "32", "--batch", "4", "--train-steps", "4"]

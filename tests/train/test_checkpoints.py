@@ -150,6 +150,7 @@ def test_every_command_that_takes_a_checkpoint_takes_a_training_dir(fsc_main, tm
     assert fsc_main("verify", run, "--blocks", "2").returncode == 0
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_resuming_a_step_with_later_steps_beside_it_is_refused(fsc_main, tmp_path):
     """A resumed run that re-stretches the schedule trains other weights at steps the directory
     already holds; it kept the old ones under those names. Refused in one line, nothing written;

@@ -80,6 +80,7 @@ def test_stop_at_needs_a_task_with_answers(fsc_main, tmp_path):
     assert res.returncode == 2 and "on a task (passkey, mqar or copy)" in res.stderr
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_resume_keeps_or_changes_stop_at(fsc_main, tmp_path, scripted_evals):
     store = ["--store", tmp_path / "store"]
     fsc_main("train", *COPY, "--train-steps", "40", "--eval-every", "5", "--stop-at", "1",

@@ -133,6 +133,7 @@ assert "torch" not in sys.modules, "a missing option imported torch"
                                         for words in missing.values()]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_store_card_and_checkpoint_of_a_run(fsc_main, tmp_path):
     store = tmp_path / "store"
     res = fsc_main("train", "tiny_attn", *COPY, "--train-steps", "20", "--log-every", "5",

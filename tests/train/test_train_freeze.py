@@ -19,6 +19,7 @@ def _mamba_mixer(name: str) -> bool:  # tiny_hybrid: layers 0-2 Mamba-2, layer 3
     return name.startswith(("layers.0.mixer.", "layers.1.mixer.", "layers.2.mixer."))
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_frozen_mixers_keep_the_checkpoints_weights_and_the_rest_trains(cli, tmp_path):
     store = ["--store", tmp_path / "store"]
     r = cli("train", "tiny_hybrid", *COMMON, "--train-steps", "2", "--out", tmp_path / "start",
@@ -47,6 +48,7 @@ def test_frozen_mixers_keep_the_checkpoints_weights_and_the_rest_trains(cli, tmp
     assert any(not torch.equal(start[k], free[k]) for k in kept)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_frozen_run_resumes_bit_exact_and_stays_frozen(cli, tmp_path):
     common = ["tiny_hybrid", *COMMON, "--train-steps", "4", "--freeze", "attention",
               "--store", tmp_path / "store"]
