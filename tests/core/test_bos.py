@@ -64,6 +64,7 @@ def test_decode_follows_the_checkpoint(fsc_main, tmp_path, kind, bos):
     assert json.loads(res.stdout)["stats"]["prompt_tokens"] == 15 + bos
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_trained_checkpoint_says_no_bos(fsc_main, tmp_path):
     fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "1",
              "--batch", "2", "--out", tmp_path / "run", "--store", tmp_path / "s", check=0)

@@ -118,6 +118,7 @@ def test_an_empty_sample_carries_no_entropy_into_the_mean():
     assert row["gen_ppl"] == pytest.approx(math.e) and row["scored_tokens"] == 8
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_cell_reads_the_scorers_nll_of_its_samples(fsc_main, tmp_path, ar_recipe, monkeypatch):
     """By hand: a decoded cell's Gen-PPL is exp of the scorer's summed NLL over the samples'
     summed tokens (the scorer's log-probabilities read again here, in one causal pass each),

@@ -71,6 +71,7 @@ def _with_text(ckpt: str, dest: Path, generation: dict) -> Path:
     return with_text_tokenizer(dest, generation)
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_an_ar_checkpoint_scores_local_tasks_into_the_store(fsc_main, made, tmp_path):
     """Every request type runs; the metrics land in the store as eval rows; the rolling
     task's byte perplexity is the exact log-likelihood of its texts after the prefix token."""

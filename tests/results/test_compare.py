@@ -19,6 +19,7 @@ def _json(cli, *args):
     return r, json.loads(r.out) if r.out.strip() else None
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_ratios_geomean_and_unmatched_points(cli, tmp_path):
     made = make_runs(tmp_path / "store", slow=1.10)
     r, doc = _json(cli, made.run_a, made.run_b, "--store", made.store)
