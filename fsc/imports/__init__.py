@@ -195,6 +195,8 @@ def pinned(ref: str) -> str:
     if not ref.startswith(HF_PREFIX):
         return ref
     repo, rev = parse_hf(ref)
+    if rev is not None and re.fullmatch(r"[0-9a-f]{40}", rev):  # pinned already: no second call
+        return ref
     commit = snapshot(repo, rev, weights=False).name  # the cache's snapshots/COMMIT
     return f"{HF_PREFIX}{repo}@{commit}" if re.fullmatch(r"[0-9a-f]{40}", commit) else ref
 
