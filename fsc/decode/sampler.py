@@ -101,8 +101,9 @@ def judged(logits, temperature: float, top_p: float, top_k: int = 0, min_p: floa
     temperature, top-k, top-p and min-p, and a sample that can only be the most likely token
     (top-k 1) reveals as greedy decoding does."""
     own = distribution(logits, 0.0, 1.0)
-    return own, own if temperature == 0 else distribution(logits, temperature, top_p, top_k,
-                                                          min_p)
+    if temperature == 0 or (temperature == 1 and top_p >= 1 and not top_k and not min_p):
+        return own, own  # nothing tempers or cuts it: one softmax, not two
+    return own, distribution(logits, temperature, top_p, top_k, min_p)
 
 
 def priority(probs, conf, policy: str, uniforms=None):
