@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -114,6 +117,53 @@ class HFTokenizer:
     @property
     def special_ids(self) -> list[int]:
         return [] if self.mask_id is None else [self.mask_id]
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def token_sizes(tokenizer) -> Callable[[int], int] | None:
+    """How many bytes of text each token stands for, where a token's own bytes are known: fsc's
+    byte tokenizer's ids; a byte-level BPE's (GPT-2's, Llama 3's, Qwen's), one a character of
+    its vocabulary string; a sentencepiece BPE's (Llama 2's, Mistral's), its piece with `▁` a
+    space, and one for a byte-fallback piece `<0xE6>`. A special token stands for none. None
+    for another tokenizer, whose tokens' bytes only the text of several together tells."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return lambda i: int(i < 256)
+    tok = getattr(tokenizer, "tok", None)
+    if tok is None:
+        return None
+    spec = json.loads(tok.to_str()).get("decoder") or {}
+    steps = spec.get("decoders", []) if spec.get("type") == "Sequence" else [spec]
+    kinds = {d.get("type") for d in steps}
+    if kinds == {"ByteLevel"}:
+        piece = len  # a character of the vocabulary string a byte
+    elif kinds <= {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"} and \
+            kinds & {"Replace", "Metaspace"}:
+        swaps = [(d["replacement"], " ") if d["type"] == "Metaspace" else
+                 (d["pattern"].get("String"), d["content"]) for d in steps
+                 if d["type"] in ("Replace", "Metaspace")]
+        if any(old is None for old, _ in swaps):  # a Replace by a regex: only the text tells
+            return None
+        fallback = "ByteFallback" in kinds
+
+        def piece(token: str) -> int:
+            if fallback and _BYTE_TOKEN.fullmatch(token):
+                return 1
+            for old, new in swaps:
+                token = token.replace(old, new)
+            return len(token.encode("utf-8"))
+    else:
+        return None
+    added = tok.get_added_tokens_decoder()  # their text as it is; a special one decodes to none
+
+    def size(i: int) -> int:
+        a = added.get(i)
+        if a is not None:
+            return 0 if a.special else len(a.content.encode("utf-8"))
+        return piece(tok.id_to_token(i) or "")
+
+    return size
 
 
 def named_tokens(folder: Path) -> dict[str, str]:

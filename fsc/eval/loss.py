@@ -16,18 +16,18 @@ form comparable across backbones and between diffusion and autoregressive checkp
 
 Each sequence gives one number (its mean over tokens); the cell reports their mean and its
 standard error over sequences, and bits per byte: the summed NLL in bits over the UTF-8 bytes
-of the text the tokens decode to (for fsc's byte tokenizer, tokens are bytes).
+the scored tokens stand for (for fsc's byte tokenizer, tokens are bytes; `scored_bytes`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import torch
-from tokenizers import decoders
 
 from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
@@ -43,7 +43,7 @@ from fsc.objective import Batch, Blocks, block_losses, draw_blocks, sequence_nll
 from fsc.recipe import Recipe
 from fsc.seeds import derive
 from fsc.text import human_bytes
-from fsc.tokenizer import ByteTokenizer
+from fsc.tokenizer import token_sizes
 
 
 def _task_names(data: str) -> set[str]:
@@ -175,28 +175,22 @@ def measure(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]
 
 def scored_bytes(tokenizer, ids: list[int], first_given: bool) -> int:
     """The UTF-8 bytes of the tokens of `ids` a loss scores (all, or all but the first where
-    `first_given`). A sample may cut a character, which decoding would turn into U+FFFD, so
-    where a token's bytes are known they are counted: fsc's byte tokenizer's ids; a byte-level
-    BPE's (GPT-2's, Llama 3's, Qwen's), one a character of its vocabulary string. Else the text
-    they decode to, less the first token's where it is given (decoded alone and with the rest,
-    so that a tokenizer which strips a text's leading space counts the space with the token
-    that holds it)."""
-    scored = ids[1 if first_given else 0 :]
-    if isinstance(tokenizer, ByteTokenizer):
-        return sum(i < 256 for i in scored)
-    tok = getattr(tokenizer, "tok", None)
-    if isinstance(getattr(tok, "decoder", None), decoders.ByteLevel):
-        added = tok.get_added_tokens_decoder()  # their text as it is; a special one decodes to none
-
-        def size(i: int) -> int:
-            a = added.get(i)
-            if a is None:
-                return len(tok.id_to_token(i) or "")
-            return 0 if a.special else len(a.content.encode("utf-8"))
-
-        return sum(map(size, scored))
+    `first_given`). A sample may cut a character, which decoding would turn into U+FFFD, and a
+    sentencepiece decoder strips a text's first space, so where a token's own bytes are known
+    (`fsc.tokenizer.token_sizes`) they are counted. Else the text they decode to, less the
+    first token's where it is given (decoded alone and with the rest, so that a tokenizer which
+    strips a text's leading space counts the space with the token that holds it)."""
+    size = _sizes(tokenizer)
+    if size is not None:
+        return sum(map(size, ids[1 if first_given else 0 :]))
     whole = len(tokenizer.decode(ids).encode("utf-8"))
     return max(0, whole - len(tokenizer.decode(ids[:1]).encode("utf-8"))) if first_given else whole
+
+
+@functools.lru_cache(maxsize=4)
+def _sizes(tokenizer):
+    """`token_sizes`, read once a tokenizer (a tokenizer.json is parsed to read its decoder)."""
+    return token_sizes(tokenizer)
 
 
 def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:

@@ -54,6 +54,62 @@ def test_the_sequences_of_a_text_add_up_to_its_bytes_under_a_byte_level_bpe(byte
     assert scored_bytes(tok, [*ids[:3], 2], False) == 3  # a special token (EOS) has no bytes
 
 
+@pytest.fixture(params=["legacy", "metaspace", "metaspace decoder"])
+def sentencepiece_bpe(request, tmp_path) -> Path:
+    """A sentencepiece BPE (Llama 2's kind: `▁` for a space, one put before a text, and bytes
+    as `<0xE6>` pieces where the vocabulary lacks a character) of 300 pieces learned from
+    Shakespeare, laid out as Llama 2's tokenizer.json, as transformers converts it without
+    `legacy` (a Metaspace pre-tokenizer), or with a Metaspace decoder."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    from fsc.corpora import read
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    if request.param == "legacy":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    if request.param == "metaspace decoder":
+        tok.decoder = decoders.Sequence([decoders.Metaspace(prepend_scheme="first"),
+                                         decoders.ByteFallback(), decoders.Fuse()])
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>", "<mask>"],
+                                  show_progress=False)
+    tok.train_from_iterator([read("shakespeare")[:20000]], trainer)
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    vocab.update({f"<0x{b:02X}>": len(vocab) + b for b in range(256)})  # ordinary pieces
+    folder = tmp_path / "sp"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+         "unk_token": "<unk>", "mask_token": "<mask>"}))
+    return folder
+
+
+def test_the_sequences_of_a_text_add_up_to_its_bytes_under_a_sentencepiece_bpe(sentencepiece_bpe):
+    """Llama 2's kind: the text a cut decodes to has U+FFFD for each byte piece of a character
+    it cuts, and no first space (the decoder strips it), so bits per byte were off at every
+    cut. Each piece's own bytes are counted: the space sentencepiece puts before the text's
+    first word is its one extra byte."""
+    tok = HFTokenizer(sentencepiece_bpe)
+    text = WIDE + "To be, or not to be, that is the question. " * 4
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and any(tok.tok.id_to_token(i) == "<0xE6>" for i in ids)
+    L = 48
+    cuts = [ids[k : k + L] for k in range(0, len(ids), L)]
+    assert any(len(tok.decode(c).encode()) != scored_bytes(tok, c, False) for c in cuts)
+    assert sum(scored_bytes(tok, c, False) for c in cuts) == len(text.encode("utf-8")) + 1
+    overlapping = [ids[k : k + L] for k in range(0, len(ids) - 1, L - 1)]
+    first = len(tok.tok.id_to_token(ids[0]).replace("▁", " ").encode())
+    assert sum(scored_bytes(tok, c, True) for c in overlapping) == \
+        len(text.encode("utf-8")) + 1 - first
+    assert scored_bytes(tok, [*ids[:3], tok.eos_id], False) == scored_bytes(tok, ids[:3], False)
+
+
 def test_bits_per_byte_of_a_wide_text_at_the_command_line(fsc_main, tmp_path, byte_bpe):
     """Every sequence of the text scored once: the bound's bits over the text's own bytes."""
     text = WIDE + "\n" + "To be, or not to be, that is the question. " * 4  # ends in ASCII
