@@ -57,12 +57,13 @@ def weighted(spec: str, option: str) -> list[tuple[str, float]]:
 
 class MixData:
     """Samples of several tasks, each drawn with its weight (`tasks` and `weights` in the
-    order given; `make(name)` builds a task's TaskData-like source)."""
+    order given; `make(name)` builds a task's TaskData-like source). `tasks` are those drawn:
+    a task of weight 0 is never trained on, so the in-loop eval leaves it out."""
 
     def __init__(self, spec: str, mix: list[tuple[str, float]], make: Callable, seed: int):
         self.name, self.seed = spec, seed
         self.sources = [make(name) for name, _ in mix]
-        self.tasks = [s.task for s in self.sources]
+        self.tasks = [s.task for s, (_, w) in zip(self.sources, mix, strict=True) if w > 0]
         self.weights = [w for _, w in mix]
         self.supervises = "answer"
 

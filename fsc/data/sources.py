@@ -85,23 +85,33 @@ class TextData:
 
 class HubData:
     """`hf:NAME[:CONFIG][:SPLIT]`, streamed in order and packed; samples are read in order
-    (a resumed run skips the ones already used). A row whose field is missing, null or not a
-    string is one line naming the row (the first row is read when the source opens)."""
+    (a resumed run skips the ones already used). Without SPLIT, training reads `train` and
+    evaluation (`split` "val") the first of HELD_OUT the dataset has: never the rows training
+    read, unless named. A row whose field is missing, null or not a string is one line naming
+    the row (the first row is read when the source opens); rows that hold no text at all (every
+    one empty) are refused, not read as a run of EOS."""
 
-    def __init__(self, spec: str, tokenizer, L: int, field: str):
+    def __init__(self, spec: str, tokenizer, L: int, field: str, split: str = "train"):
+        parts = spec[3:].split(":")
+        if not parts[0].strip() or len(parts) > 3:
+            raise UsageError(f"--data {spec}: not hf:NAME[:CONFIG][:SPLIT] (a dataset's name or "
+                             "a local folder, then its config and split, each optional)")
         try:  # an optional extra: imported only when asked for
             datasets = importlib.import_module("datasets")
         except ImportError:
             raise UsageError(f"--data {spec}: needs the datasets library "
                              "(pip install 'fsc[data]')") from None
-        parts = spec[3:].split(":")
         name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
-        split = parts[2] if len(parts) > 2 else "train"
+        asked = parts[2] if len(parts) > 2 and parts[2] else None
         offline = None if looks_local(name) else unreachable(datasets=True)  # (the cache alone)
         try:
             with quiet():  # the client's retries are not shown
-                self.stream = datasets.load_dataset(name, config, split=split, streaming=True)
+                streams = datasets.load_dataset(name, config, split=asked, streaming=True)
+                self.split = asked or _split(spec, list(streams), split)
+                self.stream = streams if asked else streams[self.split]
                 first = next(iter(self.stream), None)
+        except UsageError:
+            raise
         except Exception as e:  # noqa: BLE001 - datasets raises many kinds
             if offline is not None:
                 raise UsageError(f"--data {spec}: not a local folder, and not in the Hugging Face "
@@ -115,6 +125,8 @@ class HubData:
         self._rows = enumerate(self.stream, start=1)
         self._buffer: list[int] = []
         self._next = 0
+        self._read_text = False  # whether a row has held text yet
+        self.length = lambda index: L  # sample index's length (open_lengths: drawn per batch)
 
     def _text(self, row, n: int) -> str:
         """The text of row number `n`; UsageError unless its field holds a string."""
@@ -122,20 +134,38 @@ class HubData:
 
     def sample(self, index: int) -> Sample:
         while self._next <= index:
-            held = None  # the buffer's length when a pass began: a pass adding nothing ends it
-            while len(self._buffer) < self.L:
+            L = self.length(self._next)
+            while len(self._buffer) < L:
                 try:
                     n, row = next(self._rows)
                 except StopIteration:
-                    if held == len(self._buffer):
+                    if not self._read_text:  # a whole pass without text: it would never end,
+                        # or (with EOS) fill the sequences with EOS alone
                         raise UsageError(f"--data {self.name}: holds no text") from None
-                    held = len(self._buffer)
                     self._rows = enumerate(self.stream, start=1)  # another pass
                     continue
-                self._buffer += self.tok.encode(self._text(row, n)) + _eos(self.tok)
-            ids, self._buffer = self._buffer[: self.L], self._buffer[self.L :]
+                text = self.tok.encode(self._text(row, n))
+                self._read_text = self._read_text or bool(text)
+                self._buffer += text + _eos(self.tok)
+            ids, self._buffer = self._buffer[:L], self._buffer[L:]
             self._next += 1
-        return Sample(ids, [True] * self.L, [True] * self.L)
+        return Sample(ids, [True] * L, [True] * L)
+
+
+HELD_OUT = ("validation", "valid", "val", "test")  # evaluation's split of hf: data, the first
+
+
+def _split(spec: str, splits: list[str], split: str) -> str:
+    """The split of a dataset with `splits` that `split` (train, or val: a held-out one)
+    reads, SPLIT left out of `spec`; UsageError where it has none."""
+    for name in ("train",) if split == "train" else HELD_OUT:
+        if name in splits:
+            return name
+    base = spec.rstrip(":") + ":" * (2 - spec[3:].rstrip(":").count(":"))
+    what = "no train split" if split == "train" else (
+        f"no held-out split ({', '.join(HELD_OUT)}) to evaluate on")
+    raise UsageError(f"--data {spec}: {what}; its splits: {', '.join(splits)}; name the one "
+                     f"to read ({base}{splits[0]})")
 
 
 def _eos(tokenizer) -> list[int]:
@@ -158,7 +188,7 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
         return MixData(spec, mix, lambda name: TaskData(
             _task(name, tokenizer, L, G, options, option, split), seed), seed)
     if spec.startswith("hf:"):
-        return HubData(spec, tokenizer, L, options.text_field)
+        return HubData(spec, tokenizer, L, options.text_field, split)
     if corpora.is_corpus(spec):
         corpus, part = corpora.split_of(spec, split)
         ids = tokenizer.encode(corpora.read(spec, split)) + _eos(tokenizer)
@@ -182,7 +212,7 @@ def absolute(spec: str) -> str:
     if spec.startswith("hf:"):
         name, colon, rest = spec[3:].partition(":")
         local = Path(name).expanduser()
-        return f"hf:{local.resolve()}{colon}{rest}" if local.is_dir() else spec
+        return f"hf:{local.resolve()}{colon}{rest}" if name and local.is_dir() else spec
     path = Path(spec)
     return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
 
@@ -192,6 +222,9 @@ def _unknown(spec: str) -> str:
     every kind of data there is."""
     names = [p.strip().partition(":")[0] for p in spec.split(",")]
     strangers = [name for name in names if name not in SYNTHETIC]
+    if len(names) > 1 and "" in names:
+        return (f"--data {spec!r}: an empty entry in a mix (a comma too many, or a weight with "
+                "nothing before its colon)")
     if len(names) > 1 and strangers:
         return (f"--data {spec!r}: {', '.join(map(repr, strangers))} in a mix, which holds the "
                 f"tasks {', '.join(SYNTHETIC)} only")
@@ -235,9 +268,16 @@ def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,
                  options: DataOptions = DataOptions(), per_batch: int = 1):
     """The data `spec` names at several lengths ([[L, weight], ...], `fsc train --seq-len
     128,256`): each batch of `per_batch` samples at one length drawn with its weight
-    (LengthMix); one length is that length's source alone."""
+    (LengthMix); one length is that length's source alone. An hf: stream is one source read
+    on in order at every length (one stream each would show some text twice and skip other)."""
     if len(lengths) == 1:
         return open_data(spec, tokenizer, lengths[0][0], G, seed, options)
+    if spec.startswith("hf:"):
+        stream = open_data(spec, tokenizer, max(L for L, _ in lengths), G, seed, options)
+        mix = LengthMix({L: stream for L, _ in lengths}, [w for _, w in lengths], seed,
+                        per_batch)
+        stream.length = lambda index: mix.length(index // per_batch)
+        return mix
     return LengthMix({L: open_data(spec, tokenizer, L, G, seed, options) for L, _ in lengths},
                      [w for _, w in lengths], seed, per_batch)
 
