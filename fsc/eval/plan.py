@@ -26,6 +26,7 @@ from fsc.eval.request import (
     block_warning,
     checked,
     mode_warning,
+    trained_on_warning,
     trained_text,
 )
 from fsc.eval.scorers import check_scorer
@@ -112,7 +113,7 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         gen = _gen_settings(filled, mode, recipe.block_size)
         warnings += [*scorer_warnings(filled, kind), block_warning(
             request, src, [d.G for d in gen.decodings if d.mode == "diffusion"])]
-    warnings.append(mode_warning(request, src, mode))
+    warnings += [mode_warning(request, src, mode), trained_on_warning(request, trained, data)]
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,

@@ -134,11 +134,41 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
     if not is_text(recorded) or request.task not in ("genppl", "loss"):
         return None
     if corpora.is_corpus(recorded):  # (genppl reads a bare corpus name's val split)
-        return recorded.split(":")[0] + (":val" if request.task == "loss" else "")
+        if request.task == "genppl":
+            return recorded.split(":")[0]
+        _, part = corpora.split_of(recorded, "train")  # loss: the split training did not read
+        return recorded.split(":")[0] + (":val" if part == "train" else ":train")
     if request.task == "genppl":
         return recorded
     raise UsageError(f"--task loss needs --data: {request.source} was trained on "
                      f"{printable(recorded)}, whose loss is not held out (give held-out text)")
+
+
+def trained_on_warning(request: EvalRequest, trained: dict, data: str | None) -> str | None:
+    """Why --task loss on `data` (--data) is not a held-out loss: it is the text, or the split
+    of a corpus or an hf: dataset, that training read; None where it is not (or is drawn
+    afresh: a task)."""
+    recorded = trained.get("data")
+    if request.task != "loss" or request.data is None or not isinstance(recorded, str):
+        return None
+    read = _text_read(data, "val")
+    if read is None or read != _text_read(recorded, "train"):
+        return None
+    return (f"--data {printable(request.data)} is text {request.source} was trained on: its "
+            "loss is not held out")
+
+
+def _text_read(spec: str, split: str) -> tuple | None:
+    """What text the data `spec` reads when a command reads its `split` (train or val) where
+    it names none: a corpus's split, an hf: dataset's name, config and split (None for its
+    held-out one, whichever it is), a file's path; None for a task or a mix, drawn afresh."""
+    if corpora.is_corpus(spec):
+        corpus, part = corpora.split_of(spec, split)
+        return ("corpus", corpus.name, part)
+    if spec.startswith("hf:"):
+        name, config, part = [*spec[3:].split(":"), "", ""][:3]
+        return ("hf", name, config, part or ("train" if split == "train" else None))
+    return ("file", spec) if spec.endswith(TEXT_SUFFIXES) else None
 
 
 def _one_task(data) -> str | None:

@@ -151,3 +151,46 @@ def test_retries_with_nothing_outside_the_process_are_refused(fsc_main, tmp_path
                           "--workers N (N > 1), --executor ray or slurm, or drop --retries")
     assert not (tmp_path / "st").exists()
     assert ExecutorSettings(workers=2, retries=3).check(["--retries", "--workers"]).retries == 3
+
+
+@pytest.mark.parametrize(("recorded", "given", "warned"), [
+    ("shakespeare", "shakespeare:train", True),  # the split fsc train reads of a bare name
+    ("shakespeare", "shakespeare", False),  # fsc eval reads its val split
+    ("shakespeare:val", "shakespeare:val", True),
+    ("FILE", "FILE", True),  # a text file, by any path to it
+    ("hf:DIR", "hf:DIR::train", True),
+    ("hf:DIR", "hf:DIR", False),  # eval reads its held-out split
+])
+def test_loss_on_the_text_trained_on_is_said_not_held_out(fsc_main, tmp_path, monkeypatch,
+                                                          recorded, given, warned):
+    """`fsc eval --task loss --data X`, X the text (or the split) training read, printed a
+    "held-out" loss with no word."""
+    pytest.importorskip("datasets")
+    (tmp_path / "a.txt").write_text("To be, or not to be, that is the question. " * 30)
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    for split in ("train", "validation"):
+        (hf / f"{split}.jsonl").write_text('{"text": "What light through yonder window."}\n' * 40)
+    place = {"FILE": str(tmp_path / "a.txt"), "DIR": str(hf)}
+    recorded = place.get(recorded, recorded.replace("DIR", str(hf)))
+    monkeypatch.chdir(tmp_path)
+    given = {"FILE": "a.txt"}.get(given, given.replace("DIR", "hf"))
+    ckpt = _trained(tmp_path, "tiny_attn", "ck", "blocks", data=recorded)
+    res = fsc_main("eval", ckpt, "--task", "loss", "--data", given, "--lengths", "16",
+                   "--samples", "1", "--json", "--store", tmp_path / "st", check=0)
+    notes = json.loads(res.stdout)["warnings"]
+    said = [w for w in notes if "not held out" in w]
+    assert bool(said) == warned, notes
+    if warned:  # the data named as the run records it, from any directory
+        named = given.replace("a.txt", str(tmp_path / "a.txt")).replace("hf:hf", f"hf:{hf}")
+        assert said == [f"--data {named} is text {ckpt} was trained on: its loss is not held out"]
+
+
+def test_loss_after_training_on_a_corpus_val_split_reads_its_train_split(fsc_main, tmp_path):
+    """A checkpoint trained on shakespeare:val was scored by default on shakespeare:val."""
+    ckpt = _trained(tmp_path, "tiny_attn", "ck", "blocks", data="shakespeare:val")
+    res = fsc_main("eval", ckpt, "--task", "loss", "--lengths", "16", "--samples", "1",
+                   "--json", "--store", tmp_path / "st", check=0)
+    doc = json.loads(res.stdout)
+    _, [(config,)] = Store(tmp_path / "st").query("select config from runs")
+    assert json.loads(config)["data"] == "shakespeare:train" and doc["warnings"] == []
