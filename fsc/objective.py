@@ -3,11 +3,19 @@ every block at once (`blocks`), and next-token NLL (`ar`).
 
 Frontier (G > 1), per sequence: one frontier block drawn uniformly among the blocks that hold
 supervised positions (all blocks for text; the answer's blocks for a synthetic task), a mask
-rate t ~ U(eps, 1], each supervised frontier position masked with probability t (at least
-one). Earlier blocks stay clean; later ones play no part: the batch is cut after the last
-frontier, and the block-causal forward keeps a sequence's later blocks from reaching its
-frontier. The loss is the cross-entropy on the masked positions weighted by 1/t, divided by
-the frontier's supervised positions: a per-token estimate of the block's NLL bound.
+rate t ~ U(eps, 1], each supervised frontier position masked with probability t; a draw that
+masks none masks the position of the lowest draw (`forced`), so every frontier has one. Earlier
+blocks stay clean; later ones play no part: the batch is cut after the last frontier, and the
+block-causal forward keeps a sequence's later blocks from reaching its frontier.
+
+The loss (`elbo`) is the cross-entropy on the masked positions weighted by 1/t, divided by the
+frontier's n supervised positions, and 0 for a forced draw: MDLM's and LLaDA's estimate, which
+scores a draw that masks nothing as 0, so its mean is the block's NLL bound per token. (Weighing
+the forced position by its 1/t, at the small t a draw that masks none mostly has, put the mean
+at about twice the bound at G 4.) `masked` averages over the masked positions, a forced one
+included: the same optimum without the 1/t spikes; one position masked is drawn twice as often
+as the others, so its mean is the bound's to within (c1 - bound) / (n + 1), c1 the
+cross-entropy of a lone masked position.
 
 The frontier logits are the ones the cached decoder computes: `fold` of the clean prefix, then
 a `step` of the masked frontier (tests/train/test_objective.py checks it for every mixer).
@@ -55,10 +63,11 @@ class Frontier:
     rate: torch.Tensor  # [B]: each sequence's mask rate t
     supervised: torch.Tensor  # [B]: supervised positions in each frontier block
     G: int
+    forced: torch.Tensor  # [B] bool: the draw masked none; its lowest was masked
 
     def rows(self, part: slice) -> Frontier:
         return Frontier(self.inputs[part], self.labels[part], self.masked[part], self.block[part],
-                        self.rate[part], self.supervised[part], self.G)
+                        self.rate[part], self.supervised[part], self.G, self.forced[part])
 
 
 def draw_frontier(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
@@ -78,6 +87,7 @@ def draw_frontier(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
     frontier = torch.stack([target[b, block[b] * G : (block[b] + 1) * G].to(cpu)
                             for b in range(B)])  # [B, G] supervised frontier positions
     m = frontier & (u < rate[:, None])
+    forced = ~m.any(-1)
     lowest = torch.where(frontier, u, 2.0).argmin(-1)  # at least one: the lowest draw
     m[torch.arange(B), lowest] = True
     T = int(block.max() + 1) * G
@@ -87,7 +97,7 @@ def draw_frontier(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
     masked = masked.to(tokens.device)
     labels = tokens[:, :T]
     inputs = labels.masked_fill(masked, mask_id)
-    return Frontier(inputs, labels, masked, block, rate, frontier.sum(-1), G)
+    return Frontier(inputs, labels, masked, block, rate, frontier.sum(-1), G, forced)
 
 
 def frontier_logits(model, f: Frontier) -> torch.Tensor:
@@ -102,9 +112,9 @@ WEIGHTINGS = ("elbo", "masked")
 def frontier_loss(model, f: Frontier, weighting: str = "elbo") -> tuple[torch.Tensor, int]:
     """(mean over sequences of the frontier cross-entropy per token, tokens the forward read).
 
-    `elbo` weighs each masked position by 1/t over the frontier's supervised positions (the
-    masked-diffusion bound); `masked` averages over the masked positions (the same optimum,
-    lower variance: no 1/t spikes at small t)."""
+    `elbo` weighs each masked position by 1/t over the frontier's supervised positions, a
+    forced draw by 0 (the masked-diffusion bound, `elbo_weights`); `masked` averages over the
+    masked positions (the same optimum, lower variance: no 1/t spikes at small t)."""
     terms, _ = _frontier_terms(model, f, weighting)
     return terms.sum() / f.inputs.shape[0], f.inputs.numel()
 
@@ -115,11 +125,19 @@ def _frontier_terms(model, f: Frontier, weighting: str) -> tuple[torch.Tensor, t
     ce = F.cross_entropy(logits, f.labels[f.masked], reduction="none")
     rows = f.masked.nonzero()[:, 0].cpu()
     if weighting == "elbo":
-        per_row = f.rate * f.supervised
+        per_row = elbo_weights(f.rate, f.supervised, f.forced)
     else:
-        per_row = f.masked.sum(-1).cpu().to(f.rate.dtype)
-    weight = (1.0 / per_row)[rows].to(ce.device)
+        per_row = 1.0 / f.masked.sum(-1).cpu().to(f.rate.dtype)
+    weight = per_row[rows].to(ce.device)
     return ce * weight, rows
+
+
+def elbo_weights(rate: torch.Tensor, supervised: torch.Tensor,
+                 forced: torch.Tensor) -> torch.Tensor:
+    """The `elbo` weight of each masked position of a unit (a frontier, a block): 1/(t n) for n
+    supervised positions masked at rate t, 0 where the draw masked none and one was forced (the
+    references score such a draw 0: weighing it 1/t biased the mean upward)."""
+    return torch.where(forced, 0.0, 1.0 / (rate * supervised.clamp(min=1)))
 
 
 def sequence_nll(model, batch: Batch) -> torch.Tensor:
@@ -147,17 +165,19 @@ class Blocks:
     rate: torch.Tensor  # [B, K]: each block's mask rate t
     supervised: torch.Tensor  # [B, K]: supervised positions in each block
     G: int
+    forced: torch.Tensor  # [B, K] bool: the block's draw masked none; its lowest was masked
 
     def rows(self, part: slice) -> Blocks:
         return Blocks(self.clean[part], self.noised[part], self.labels[part], self.masked[part],
                       self.blocks[part], self.scored[part], self.rate[part],
-                      self.supervised[part], self.G)
+                      self.supervised[part], self.G, self.forced[part])
 
 
 def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
                 eps: float = EPS) -> Blocks:
     """Per block with supervised positions, the frontier's draw: t ~ U(eps, 1] and each
-    supervised position masked with probability t, at least one."""
+    supervised position masked with probability t, at least one (`forced`: the lowest draw's,
+    where t masked none)."""
     tokens, target = batch.tokens, batch.target
     B, L = tokens.shape
     assert L % G == 0, "the sequence length is a multiple of G"
@@ -175,6 +195,7 @@ def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
     u = torch.rand(B, K, G, generator=gen)
     frontier = sup.gather(1, blocks[..., None].expand(-1, -1, G)) & scored[..., None]  # (B, K, G)
     m = frontier & (u < rate[..., None])
+    forced = scored & ~m.any(-1)
     lowest = torch.where(frontier, u, 2.0).argmin(-1, keepdim=True)  # at least one
     m.scatter_(-1, lowest, scored[..., None])
     T = int(torch.where(scored, blocks, 0).max() + 1) * G
@@ -183,7 +204,7 @@ def draw_blocks(batch: Batch, G: int, mask_id: int, gen: torch.Generator,
     labels = tokens.gather(1, at)
     masked = m.flatten(1).to(dev)
     return Blocks(tokens[:, :T], labels.masked_fill(masked, mask_id), labels, masked,
-                  blocks.to(dev), scored, rate, frontier.sum(-1), G)
+                  blocks.to(dev), scored, rate, frontier.sum(-1), G, forced)
 
 
 def block_losses(model, d: Blocks, weighting: str = "elbo", carry=None) -> torch.Tensor:
@@ -195,11 +216,11 @@ def block_losses(model, d: Blocks, weighting: str = "elbo", carry=None) -> torch
     at = d.masked.nonzero()  # (n, 2), row-major like the logits
     unit = (at[:, 0] * K + at[:, 1] // d.G).cpu()  # the block each masked position is in
     if weighting == "elbo":
-        per_block = d.rate * d.supervised
+        per_block = elbo_weights(d.rate, d.supervised, d.forced)
     else:
-        per_block = d.masked.view(B, K, d.G).sum(-1).cpu().to(d.rate.dtype)
-    # (a padding block's 0 is never read: it holds no masked position)
-    weight = (1.0 / per_block).flatten()[unit].to(ce.device)
+        per_block = 1.0 / d.masked.view(B, K, d.G).sum(-1).cpu().to(d.rate.dtype)
+    # (a padding block's weight is never read: it holds no masked position)
+    weight = per_block.flatten()[unit].to(ce.device)
     losses = torch.zeros(B * K, device=ce.device).index_add(0, unit.to(ce.device), ce * weight)
     return losses.view(B, K)
 

@@ -149,7 +149,7 @@ def draw_bound(batch: Batch, G: int, mask_id: int, gens: list[torch.Generator]) 
     masked = (rank < count[..., None]) & target
     masked = masked.flatten(1).to(d.labels.device)
     return Blocks(d.clean, d.labels.masked_fill(masked, mask_id), d.labels, masked, d.blocks,
-                  d.scored, d.rate, d.supervised, G)
+                  d.scored, d.rate, d.supervised, G, torch.zeros_like(d.scored))
 
 
 def sequence_bounds(model, batch: Batch, G: int, mask_id: int,

@@ -46,7 +46,8 @@ def _alone(d, b, k) -> Frontier:
     masked = torch.cat([torch.zeros(j * G, dtype=torch.bool), d.masked[b, unit]])
     return Frontier(torch.cat([prefix, d.noised[b, unit]])[None],
                     torch.cat([prefix, d.labels[b, unit]])[None], masked[None],
-                    torch.tensor([j]), d.rate[b, k : k + 1], d.supervised[b, k : k + 1], G)
+                    torch.tensor([j]), d.rate[b, k : k + 1], d.supervised[b, k : k + 1], G,
+                    d.forced[b, k : k + 1])
 
 
 def test_draws_mask_every_supervised_block_and_nothing_else():

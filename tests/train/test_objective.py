@@ -66,12 +66,12 @@ def test_later_blocks_and_unmasked_labels_change_nothing(weighting):
         keep = ~f.masked[b]
         keep[: int(f.block[b]) * 4] = False  # the clean prefix is an input: leave it
         labels[b, keep] = (labels[b, keep] + 3) % 256  # labels nobody scores
-    g = type(f)(changed, labels, f.masked, f.block, f.rate, f.supervised, f.G)
+    g = type(f)(changed, labels, f.masked, f.block, f.rate, f.supervised, f.G, f.forced)
     torch.testing.assert_close(frontier_loss(m, g, weighting)[0], loss, rtol=0, atol=1e-6)
     # ...while a masked label, or a prefix token, does change it (the check can fail)
     labels2 = f.labels.clone()
     labels2[f.masked] = (labels2[f.masked] + 1) % 256
-    h = type(f)(f.inputs, labels2, f.masked, f.block, f.rate, f.supervised, f.G)
+    h = type(f)(f.inputs, labels2, f.masked, f.block, f.rate, f.supervised, f.G, f.forced)
     assert abs(float(frontier_loss(m, h, weighting)[0] - loss)) > 1e-3
 
 
