@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -131,6 +132,15 @@ class _Layers(Section):
     pattern: str | None = Field(None, max_length=MAX_LAYERS, description=(
         f"letters {_LETTERS}, repeated to n_layers"))
 
+    @field_validator("pattern", mode="before")
+    @classmethod
+    def _not_a_number(cls, value):
+        """A pattern YAML read as a number (1e3, 12): said as such, not as `expected text`."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise Bad((), "a number, not mixer letters (YAML reads 1e3 or 12 as one)", value,
+                      f"letters {_LETTERS}, one per layer, repeated to n_layers")
+        return value
+
     @model_validator(mode="after")
     def _one_way(self):
         placed = [m for m in KINDS if getattr(self, m) is not None]
@@ -147,11 +157,27 @@ class _Layers(Section):
                         else f" (letters are upper case: {upper})")
                 if bare and not set(bare) - set(KIND_OF_LETTER):  # as fsc build prints it
                     hint = f" (write the letters without spaces: {bare})"
+                elif any(c.isdigit() for c in bad):
+                    spelt = _spelt(self.pattern)
+                    hint = (" (one letter per layer, no counts"
+                            + (f": write {spelt})" if spelt else ")"))
                 raise Bad(("pattern",), f"unknown letter {bad[0]!r}{hint}", self.pattern, _LETTERS)
         elif self.default is None and not placed:
             raise Bad((), "no mixer given",
                        allowed="default (plus optional per-mixer entries) or pattern")
         return self
+
+
+def _spelt(pattern: str) -> str | None:
+    """A pattern written with counts (3M1A) spelt a letter per layer (MMMA); None when it is
+    not of that form or spells more than MAX_LAYERS layers."""
+    runs = re.findall(r"(\d*)([A-Z])", pattern)
+    if "".join(n + c for n, c in runs) != pattern:
+        return None
+    counts = [(int(n) if n else 1, c) for n, c in runs]
+    if sum(n for n, _ in counts) > MAX_LAYERS or not all(c in KIND_OF_LETTER for _, c in counts):
+        return None
+    return "".join(c * n for n, c in counts)
 
 
 # The kinds whose section and placement were hashed, as null when absent, when recipes were

@@ -224,13 +224,16 @@ def _reader_left() -> None:
 
 
 def run() -> None:
-    """Console script."""
-    code = main()
+    """Console script (through fsc.__main__): main, then its exit code; a Ctrl-C outside the
+    command (while main reports its end, or stdout drains) is one line as well."""
+    code = 0
     try:
+        code = main()
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_left()
-        code = code or 0
+    except KeyboardInterrupt as e:
+        code = _interrupted(e, [])
     sys.exit(code)
 
 

@@ -226,12 +226,7 @@ class RayCluster:
             self._count_lanes(ray)
             return
         if self.address not in ("auto", "local"):
-            host, port = self.address.removeprefix("ray://").rsplit(":", 1)
-            try:
-                socket.create_connection((host, int(port)), timeout=CONNECT_S).close()
-            except OSError as e:
-                raise ExecutorError(f"--address {self.address}: no Ray cluster reached "
-                                    f"({e.strerror or e})") from None
+            _check_ray_address(self.address)
         try:
             if self.address == "local":  # bound to loopback: nothing leaves this machine
                 ray.init(include_dashboard=False, log_to_driver=False,
@@ -274,6 +269,38 @@ class RayCluster:
             if self.started:
                 ray.shutdown()
                 self.started = False
+
+
+# A gRPC server (a Ray cluster's GCS; at ray://, its client server) answers HTTP/2's client
+# preface with a SETTINGS frame (type 4). ray.init at an address where something else answers
+# retries for many minutes, printing its own log lines, before it gives up.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _check_ray_address(address: str) -> None:
+    """ExecutorError unless what answers at `address` (HOST:PORT or ray://HOST:PORT) within
+    CONNECT_S answers as a gRPC server (where RAY_USE_TLS is set, a TLS handshake comes first:
+    reaching it is all that is checked)."""
+    host, port = address.removeprefix("ray://").rsplit(":", 1)
+    try:
+        conn = socket.create_connection((host, int(port)), timeout=CONNECT_S)
+    except OSError as e:
+        raise ExecutorError(f"--address {address}: no Ray cluster reached "
+                            f"({e.strerror or e})") from None
+    reply = b""
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return
+        try:
+            conn.sendall(_HTTP2_PREFACE)
+            while len(reply) < 9 and (chunk := conn.recv(9 - len(reply))):
+                reply += chunk
+        except OSError:  # reset, or silent past CONNECT_S: no gRPC server either
+            pass
+    if len(reply) < 9 or reply[3] != 4:
+        raise ExecutorError(f"--address {address}: something answers there, but not a Ray "
+                            "cluster (no gRPC reply); give the address `ray start --head` "
+                            "printed, or --address local for one on this machine")
 
 
 # ---- Slurm through submitit --------------------------------------------------------------------

@@ -67,9 +67,12 @@ def carried_of(tensors: dict[str, torch.Tensor], device) -> dict[int, list]:
 def prune(out: Path, keep: int, newest: Path) -> None:
     """Delete all but the `keep` newest rolling saves of a training directory (0: keep all),
     never `newest` (the one `latest` names), and the hidden directories a killed save left. A
-    step directory whose training state does not say it is rolling is kept."""
+    step directory whose training state does not say it is rolling is kept, and so is one the
+    working directory is in (a shell that sits there, a relative --out or --resume that goes
+    through it): a later save deletes it once the run's working directory is elsewhere."""
+    here = _working_dir()
     for leftover in out.glob(".step-*"):
-        if leftover.is_dir():
+        if leftover.is_dir() and not _holds(leftover, here):
             shutil.rmtree(leftover, ignore_errors=True)
     if not keep:
         return
@@ -82,5 +85,17 @@ def prune(out: Path, keep: int, newest: Path) -> None:
             continue
     rolling.sort(key=lambda d: d.name, reverse=True)
     for d in rolling[keep:]:
-        if d != newest:
+        if d != newest and not _holds(d, here):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _working_dir() -> Path | None:
+    try:
+        return Path.cwd()
+    except OSError:  # deleted under the process already
+        return None
+
+
+def _holds(folder: Path, here: Path | None) -> bool:
+    """Whether `here` (the working directory) is `folder` or inside it."""
+    return here is not None and here.is_relative_to(folder.resolve())

@@ -1,7 +1,10 @@
 """Small mends across the CLI: a stop signal no command caught is said; the decode memory check
 counts what the decoder holds per batch; `fsc plot` keeps each --where apart; `fsc report`
 leaves empty lists out; run times in JSON as `fsc query --json` writes them; `fsc eval --task
-harness --retries` gets the harness's own refusal."""
+harness --retries` gets the harness's own refusal. A Ctrl-C while the command line loads is one
+line; a rolling save the working directory is in is not pruned; the harness's defaults are `fsc
+eval`'s; a layer pattern of numbers or counts says what a pattern is; an --address where
+something other than Ray answers is one line, not minutes of Ray's retries."""
 
 import json
 import os
@@ -174,3 +177,204 @@ def test_the_harness_refuses_executor_options_in_its_own_words(fsc_main, option)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert _said(res) == (f"error: {' '.join(option)}: --task harness runs in this process, on "
                           "one device (--device); drop it")
+
+
+# A Ctrl-C that lands while fsc.cli.main is still importing its command groups: the import hook
+# sends SIGINT to the process as fsc.cli.decode is looked for (SIGINT restored, see above).
+EARLY_CTRL_C = textwrap.dedent("""
+    import importlib, os, runpy, signal, sys, tomllib
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    class Stop:
+        def find_spec(self, name, path=None, target=None):
+            if name == "fsc.cli.decode":
+                os.kill(os.getpid(), signal.SIGINT)
+    sys.meta_path.insert(0, Stop())
+    entry, sys.argv = sys.argv[1], ["fsc", "recipes"]
+    if entry == "module":
+        runpy.run_module("fsc", run_name="__main__", alter_sys=True)
+    with open("{pyproject}", "rb") as f:  # as the console script's wrapper does
+        module, _, name = tomllib.load(f)["project"]["scripts"]["fsc"].partition(":")
+    sys.exit(getattr(importlib.import_module(module), name)())
+""")
+
+
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_command_line_loads_is_one_line(tmp_path, entry):
+    """`python -m fsc` and the `fsc` script imported fsc.cli.main unguarded: a Ctrl-C in its
+    first fraction of a second printed Python's traceback."""
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")
+    code = EARLY_CTRL_C.replace("{pyproject}", os.path.abspath(pyproject))
+    res = subprocess.run([sys.executable, "-c", code, entry], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
+    assert "Traceback" not in res.stderr and "KeyboardInterrupt" not in res.stderr
+    assert res.returncode == 130 and res.stderr.strip() == "interrupted" and res.stdout == ""
+
+
+def test_ctrl_c_after_the_command_ended_is_one_line(monkeypatch, capsys):
+    """An interrupt past main's own boundary (while it reported the end) left run() as a
+    traceback."""
+    from fsc.cli import main as cli
+
+    def late(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", late)
+    try:
+        cli.run()
+    except SystemExit as ended:
+        code = ended.code
+    except KeyboardInterrupt:  # (not let through: pytest would stop the whole session)
+        pytest.fail("the interrupt left run()")
+    assert code == 130 and capsys.readouterr().err.strip() == "interrupted"
+
+
+@pytest.mark.slow  # two trainings: about 4 s
+def test_a_rolling_save_the_user_stands_in_is_kept(fsc_main, tmp_path, monkeypatch):
+    """`fsc train --resume ..` from inside a rolling step directory: --keep 1 deleted that
+    directory under the user's shell at the next save, and the save after it failed on the
+    relative path ("[Errno 2] No such file or directory")."""
+    fsc_main("train", "tiny_attn", "--data", "shakespeare", "--train-steps", "4", "--seq-len",
+             "16", "--batch", "1", "--out", "run", "--save-minutes", "0.00001", "--keep", "1",
+             "--stop-after", "1", "--store", "st", check=0)
+    here = tmp_path / "run" / "step-000001"
+    monkeypatch.chdir(here)
+    res = fsc_main("train", "--resume", "..", "--store", tmp_path / "st")
+    assert res.returncode == 0, res.stderr
+    assert (here / "model.safetensors").is_file()  # kept: the working directory
+    assert sorted(p.name for p in (tmp_path / "run").glob("step-*")) == [
+        "step-000001", "step-000003", "step-000004"]  # step 2 pruned (--keep 1)
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_resume_dot_inside_the_newest_step_trains_into_its_run(fsc_main, tmp_path, monkeypatch):
+    """`fsc train --resume .` from inside the run's newest step: Path('.').parent is '.', so
+    the run went on inside the step checkpoint itself (step-000002/step-000003, its own
+    `latest`), and the check for later steps beside it was made inside it too."""
+    fsc_main("train", "tiny_attn", "--data", "shakespeare", "--train-steps", "3", "--seq-len",
+             "16", "--batch", "1", "--out", "run", "--stop-after", "2", "--store", "st", check=0)
+    here = tmp_path / "run" / "step-000002"
+    monkeypatch.chdir(here)
+    res = fsc_main("train", "--resume", ".", "--store", tmp_path / "st")
+    assert res.returncode == 0, res.stderr
+    assert not list(here.glob("step-*")) and not (here / "latest").exists()
+    assert (tmp_path / "run" / "step-000003").is_dir()
+    assert (tmp_path / "run" / "latest").read_text().strip() == "step-000003"
+
+
+def test_pruning_passes_over_the_working_directory(tmp_path, monkeypatch):
+    """The same, at once: prune keeps the rolling save the working directory is in (or below)
+    and deletes the others past --keep."""
+    from fsc.train.state import STATE_JSON, prune, step_dir
+
+    for step in range(1, 5):
+        (step_dir(tmp_path, step) / "sub").mkdir(parents=True)
+        (step_dir(tmp_path, step) / STATE_JSON).write_text('{"milestone": false}')
+    monkeypatch.chdir(step_dir(tmp_path, 1) / "sub")
+    prune(tmp_path, 1, step_dir(tmp_path, 4))
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000001", "step-000004"]
+
+
+def test_the_harness_defaults_are_fsc_evals_own():
+    """The command that runs a harness run again leaves out the values `fsc eval` takes
+    anyway: they must be its options' defaults, or it would run with other settings."""
+    import typer
+
+    from fsc.cli.main import app
+    from fsc.scale.evaluation import HARNESS_DEFAULTS
+
+    params = {p.name: p.default for p in typer.main.get_command(app).commands["eval"].params}
+    assert {name: params[name] for name in HARNESS_DEFAULTS} == HARNESS_DEFAULTS
+
+
+def test_a_harness_run_again_leaves_the_default_batch_out(fsc_main, tmp_path):
+    """A harness run at the defaults was named to run again with `--batch 20`, the default
+    --batch that HARNESS_DEFAULTS left out."""
+    from fsc.harness.run import HarnessRequest
+    from fsc.store import Store
+
+    st = Store(tmp_path / "st")
+    request = HarnessRequest(source="ck", tasks=("arc_easy",), batch=20, seed=0, device="auto")
+    run = st.start_run("eval", "fsc eval ck --task harness --tasks arc_easy", None,
+                       {"request": {**request.__dict__, "tasks": list(request.tasks)},
+                        "task": "harness"})
+    st.finish_run(run, "failed", error="interrupted")
+    res = fsc_main("eval", "--resume", run, "--store", tmp_path / "st", check=2)
+    assert _said(res).endswith("run it again, `fsc eval ck --task harness --tasks arc_easy`")
+
+
+PATTERN_RECIPE = ("name: t\nd_model: 64\nn_layers: 4\nvocab_size: 256\nlayers:\n  pattern: {}\n"
+                  "attention: {{n_heads: 4, n_kv_heads: 4, head_dim: 16}}\nmamba: {{d_state: 8}}\n")
+
+
+@pytest.mark.parametrize("pattern, said", [
+    ("1e3", "layers.pattern: a number, not mixer letters (YAML reads 1e3 or 12 as one) (got "
+            "1000.0); allowed: letters A (attention), M (mamba),"),
+    ("12", "layers.pattern: a number, not mixer letters (YAML reads 1e3 or 12 as one) (got 12)"),
+    ("3M1A", "layers.pattern: unknown letter '1' (one letter per layer, no counts: write MMMA) "
+             "(got '3M1A'); allowed: A (attention), M (mamba),"),
+    ("AM1", "layers.pattern: unknown letter '1' (one letter per layer, no counts) (got 'AM1')"),
+])
+def test_a_pattern_of_numbers_says_what_a_pattern_is(fsc_main, tmp_path, pattern, said):
+    """`pattern: 1e3` said `expected text (got 1000.0)`; `3M1A` said only that '1' is not a
+    letter."""
+    (tmp_path / "p.yaml").write_text(PATTERN_RECIPE.format(pattern))
+    res = fsc_main("build", "p.yaml")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert _said(res).startswith(f"error: p.yaml: {said}")
+
+
+@pytest.fixture
+def answering():
+    """answering(reply) -> the port of a server on loopback that answers each connection with
+    `reply` (None: reads and says nothing) and closes it."""
+    import socket
+    import threading
+
+    servers = []
+
+    def start(reply):
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.recv(64)
+                    if reply is None:
+                        conn.recv(64)  # until the client gives up
+                    else:
+                        conn.sendall(reply)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return server.getsockname()[1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.0 400 Bad request\r\n\r\n", None])
+def test_an_address_that_is_not_ray_is_one_line(fsc_main, answering, monkeypatch, reply):
+    """A web server at --address: ray.init retried for many minutes, printing its own log
+    lines (Failed to connect to GCS ...), and Ctrl-C did not stop it."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is up in this process")
+    monkeypatch.setattr("fsc.scale.executors.CONNECT_S", 0.5)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called"))
+    port = answering(reply)
+    res = fsc_main("profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--executor", "ray",
+                   "--address", f"127.0.0.1:{port}", "--store", "st")
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert _said(res).startswith(f"error: --address 127.0.0.1:{port}: something answers there, "
+                                 "but not a Ray cluster (no gRPC reply); ")
+
+
+def test_a_grpc_server_passes_the_address_check(answering):
+    from fsc.scale.executors import _check_ray_address
+
+    _check_ray_address(f"127.0.0.1:{answering(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))}")
