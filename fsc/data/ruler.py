@@ -345,11 +345,12 @@ class Needles(_Answered):
                 "template": TEMPLATES[self.ruler]}
 
     def evaluated(self) -> Needles:
-        """The task as evaluation lays it out: the answer alone supervised."""
-        if not self.needle:
+        """The task as evaluation lays it out: the answer alone supervised, a corpus haystack
+        read from its held-out split (the in-loop eval of a run trained on its train split)."""
+        if not self.needle and self.split == "val":
             return self
         return Needles(self.lay.tok, self.L, self.lay.G, self.variant, self.needles,
-                       self.distractors, self.digits, self.hay.spec, self.split, self.option,
+                       self.distractors, self.digits, self.hay.spec, "val", self.option,
                        template=TEMPLATES[self.ruler])
 
     def _ruler(self, query: str) -> tuple[str, str]:
@@ -450,11 +451,12 @@ class VariableTracking(_Answered):
                 "template": TEMPLATES[self.ruler]}
 
     def evaluated(self) -> VariableTracking:
-        """The task as evaluation lays it out: the answer alone supervised."""
-        if not self.needle:
+        """The task as evaluation lays it out: the answer alone supervised, a corpus haystack
+        read from its held-out split (the in-loop eval of a run trained on its train split)."""
+        if not self.needle and self.split == "val":
             return self
         return VariableTracking(self.lay.tok, self.L, self.lay.G, self.hops, self.chains,
-                                self.hay.spec, self.split, self.option,
+                                self.hay.spec, "val", self.option,
                                 template=TEMPLATES[self.ruler])
 
     def _ruler(self, value: str) -> tuple[str, str]:

@@ -131,3 +131,35 @@ def test_supervision_covers_the_answer_and_the_needles_repeat_alone(spec):
         asked = re.search(r"(?:pass keys? of ([a-z]{4})\?|The pass key is) ?(?:Answer: )?$",
                           prompt).group(1)
         assert answer.split() == [v for key, v, _ in said if key == (asked or "")]
+
+
+@pytest.mark.parametrize("name", ["niah_multikey", "vt"])
+@pytest.mark.parametrize("needle", [False, True])
+def test_the_in_loop_eval_reads_a_corpus_haystack_from_its_held_out_split(name, needle):
+    """A task trained with --haystack shakespeare (its train split) was evaluated in the loop
+    on haystacks of the training text; evaluation's layout reads the val split, as fsc eval
+    does. With the filler haystack (every benchmark's), the samples are the same."""
+    from fsc.corpora import read
+    from fsc.data.sources import DataOptions, _task
+    from fsc.tokenizer import ByteTokenizer
+
+    tok = ByteTokenizer()
+    options = DataOptions(supervise_needle=needle, suite={"haystack": "shakespeare"})
+    train = _task(name, tok, 256, 4, options, "--seq-len", "train")
+    held_out = train.evaluated()
+    assert held_out.split == "val"
+    val, training = read("shakespeare", "val"), read("shakespeare", "train")
+
+    def found(task) -> tuple[int, int]:
+        """Of the 20-character windows of three samples' text, (how many are in the val text,
+        in the train text): the haystack's pieces between the needles."""
+        text = "".join(tok.decode(task.sample(i).ids) for i in range(3))
+        windows = [text[i : i + 20] for i in range(0, len(text) - 20, 4)]
+        return sum(w in val for w in windows), sum(w in training for w in windows)
+
+    in_val, in_train = found(held_out)
+    assert in_val > 3 * in_train, (in_val, in_train)
+    in_val, in_train = found(train)  # (the layout training reads: its own split)
+    assert in_train > 3 * in_val, (in_val, in_train)
+    filler = _task(name, tok, 256, 4, DataOptions(), "--seq-len", "train")
+    assert filler.evaluated().sample(3).ids == filler.sample(3).ids
