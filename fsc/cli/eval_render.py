@@ -236,8 +236,8 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     several = len({c.length for c in cells}) > 1
     early = sum(c.get("ended_early") or 0 for c in cells)
     if early:
-        err.print(f"{early} samples ended at EOS before their length; each is scored on what "
-                  "it holds", soft_wrap=True)
+        err.print(f"{counted(early, 'continuation')} (sampled or reference) ended at EOS "
+                  "before the length asked; each is scored on what it holds", soft_wrap=True)
     if uncarried := sum(c.get("uncarried") or 0 for c in cells):
         err.print(f"{counted(uncarried, 'sample')} held text the scorer's tokenizer drops (a "
                   "character it lacks; `uncarried` in the store); each is scored on the rest",

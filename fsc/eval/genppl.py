@@ -18,7 +18,8 @@ separate autoregressive scorer (fsc.eval.scorers) reads each continuation after 
 - samples holding a character the scorer's tokenizer drops (`uncarried`; scored on the rest).
 
 A reference row (mode `reference`) scores the validation text's own continuations of the same
-prompts under the same scorer, so a reader sees how far the samples are from real text.
+prompts under the same scorer (each up to its first EOS, as a sample), so a reader sees how far
+the samples are from real text.
 
 Samples are decoded `--batch` at a time and scored one at a time. Before any model is loaded,
 `fits` checks that a batch of samples of the longest length fits the memory free (every model's
@@ -203,8 +204,12 @@ def measure(model, tokenizer, grid: EvalGrid, lengths, device,
     decoded (where the cell decodes) and scored."""
     gen = grid.gen
     scorer = ScoredText(load_scorer(gen.scorer, device, grid.settings.seed), tokenizer)
+    stops = stop_ids(tokenizer)
     for length in lengths:
-        samples = draws(grid, text_tokens(grid, tokenizer, length), length)
+        # each reference continuation, as each sample, is the text before its first EOS (in a
+        # file of documents, the next document is not its continuation)
+        samples = [(prompt, _before_stop(ref, stops))
+                   for prompt, ref in draws(grid, text_tokens(grid, tokenizer, length), length)]
         _roundtrip(scorer, samples)
         yield _reference(grid, scorer, samples, length, tick)
         for d in gen.decodings:
@@ -262,7 +267,8 @@ def _reference(grid: EvalGrid, scorer, samples, length: int, tick) -> dict:
         tick(1)
     row = _scored(grid, scorer, nlls, outs, length)
     return {**row, "task": "genppl", "mode": "reference", "G": None, "K": None,
-            "n": len(samples), "ended_early": 0, "uncarried": 0,  # (each checked: _roundtrip)
+            "n": len(samples), "ended_early": sum(len(ref) < length for ref in outs),
+            "uncarried": 0,  # (each checked: _roundtrip)
             "seconds": time.perf_counter() - t0}
 
 
@@ -295,9 +301,7 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
                               seeds[lo : lo + size], batch=size)
         seconds += done[0].stats["generate_s"]  # the batch's, shared by its rows
         for (prompt, _), res in zip(samples[lo : lo + size], done, strict=True):
-            out = res.token_ids
-            end = first_stop(out, stops)
-            out = out if end is None else out[:end]  # the text before its EOS
+            out = _before_stop(res.token_ids, stops)
             early += len(out) < length
             uncarried += not scorer.carries(out)
             outs.append(out)
@@ -320,6 +324,12 @@ def _decoded(grid: EvalGrid, model, tokenizer, scorer, samples, length: int, d: 
             "passes_per_token": passes / tokens if tokens else None,
             "steps_per_block": steps / blocks if blocks and d.mode == "diffusion" else None,
             "seconds": time.perf_counter() - t0}
+
+
+def _before_stop(ids: list[int], stops) -> list[int]:
+    """The text of `ids` before its first EOS (the EOS not scored)."""
+    end = first_stop(ids, stops)
+    return ids if end is None else ids[:end]
 
 
 def _scored(grid: EvalGrid, scorer: ScoredText, nlls, outs, length: int) -> dict:

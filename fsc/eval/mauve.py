@@ -26,7 +26,8 @@ def available() -> None:
 
 def mauve_of(scored, samples, outs, seed: int) -> float | None:
     """MAUVE of `outs` against the reference continuations of `samples` ((prompt, reference)
-    pairs); None for fewer than two samples."""
+    pairs), each featured by the scorer's final hidden state after its prompt and text; None
+    for fewer than two samples."""
     if len(outs) < 2:
         return None
     mauve = importlib.import_module("mauve")
@@ -37,8 +38,8 @@ def mauve_of(scored, samples, outs, seed: int) -> float | None:
     p = np.stack([features(pr, o) for (pr, _), o in zip(samples, outs, strict=True)])
     q = np.stack([features(pr, ref) for pr, ref in samples])
     with _quiet_stderr():  # faiss's C++ warns of few points per centroid ('WARNING clustering')
-        out = mauve.compute_mauve(p_features=p, q_features=q, seed=seed, verbose=False,
-                                  num_buckets=max(2, min(len(outs) // 10, 50)))
+        # the package's defaults otherwise: a bucket per 10 samples ('auto'), scaling 5
+        out = mauve.compute_mauve(p_features=p, q_features=q, seed=seed, verbose=False)
     return float(out.mauve)
 
 

@@ -40,11 +40,22 @@ def same_tokenizer(a, b) -> bool:
 @torch.no_grad()
 def continuation_nll(scorer, context: list[int], continuation: list[int]) -> float:
     """Summed NLL (nats, float64) of `continuation` after `context` (at least one id) under
-    `scorer.logits`."""
-    logits = scorer.logits(context + continuation)[len(context) - 1 : -1]
-    logp = torch.log_softmax(logits.double(), dim=-1)
-    target = torch.tensor(continuation, device=logp.device)
-    return float(-logp.gather(-1, target[:, None]).sum())
+    `scorer.logits`. Text longer than the scorer reads (`scorer.window` positions) is read as
+    BD3-LM reads it: windows of that size starting every half window, the first scoring all
+    it holds, each later one the tokens past the one before (each after half a window)."""
+    ids = context + continuation
+    window = max(getattr(scorer, "window", None) or len(ids), 2)
+    stride, start, first, total = window // 2, 0, 1, 0.0
+    while first < len(ids):
+        end = min(start + window, len(ids))
+        lo = max(first, len(context))  # the context is read, never scored
+        if lo < end:
+            logits = scorer.logits(ids[start:end])[lo - start - 1 : end - start - 1]
+            logp = torch.log_softmax(logits.double(), dim=-1)
+            target = torch.tensor(ids[lo:end], device=logp.device)
+            total -= float(logp.gather(-1, target[:, None]).sum())
+        first, start = start + window, start + stride
+    return total
 
 
 class FscScorer:
@@ -63,6 +74,7 @@ class FscScorer:
         _, self.model = load_model(src, device=device, seed=seed)
         self.model.eval()
         self.device = device
+        self.window = None  # RoPE or a recurrent state: no position limit
         self.name = f"{recipe.name} ({source})" if src.is_checkpoint else recipe.name
         self.bos = src.starts_with_bos(self.tokenizer)
 
@@ -104,6 +116,9 @@ class TransformersScorer:
                              f"({first[:200]})") from None
         self.tokenizer = _HFText(self.hf_tok)
         self.device = device
+        # the positions it reads (GPT-2's n_positions, 1024): longer text is read in windows
+        self.window = getattr(getattr(self.model, "config", None), "max_position_embeddings",
+                              None)
         self.name = spec
         self.bos = False  # the tokenizer's own special tokens begin a context (encode_context)
 
@@ -116,7 +131,9 @@ class TransformersScorer:
 
     @torch.no_grad()
     def hidden(self, ids: list[int]) -> torch.Tensor:
-        x = torch.tensor([ids], dtype=torch.long, device=self.device)
+        """The final hidden state [d_model] after the last `window` of `ids` (MAUVE's features)."""
+        x = torch.tensor([ids[-self.window:] if self.window else ids], dtype=torch.long,
+                         device=self.device)
         out = self.model(input_ids=x, output_hidden_states=True)
         return out.hidden_states[-1][0, -1].double().cpu()
 
