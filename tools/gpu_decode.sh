@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 43's device check in one call of at most ~8 minutes (`make gpu-decode`), each step
+# The decode device check in one call of at most ~8 minutes (`make gpu-decode`), each step
 # bounded by its own timeout so that one that hangs or fails leaves the others their time:
 #   1. `fsc decode` end to end beside `fsc profile` (tools.bench_decode_gpu), the 3B trio at
 #      S 16k and B 1 and 8, then mamba_3b at 256k from --prompt-file (docs/benchmarks.md §18);
