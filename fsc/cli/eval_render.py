@@ -71,9 +71,10 @@ def _shade(acc: float) -> str:
 LOSS_BOUND = loss_bound.LEGEND  # under a loss table with a bound's numbers (marked ≤)
 
 
-def render(cells: list, task: str, recipe: str, run_id: str) -> None:
-    """The cells (fsc.train.grid.EvalCell) as a loss table, or as an accuracy heatmap by depth
-    (or pairs) × length."""
+def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> None:
+    """The cells (fsc.train.grid.EvalCell) as a loss table (not called held-out where the
+    run's `warnings` say it read the text trained on), or as an accuracy heatmap by depth (or
+    pairs) × length."""
     from rich.table import Table
     from rich.text import Text
 
@@ -87,8 +88,9 @@ def render(cells: list, task: str, recipe: str, run_id: str) -> None:
                                                 c.depth or 0)))  # in the table's order
         return
     if task == "loss":
-        out.print(f"{printable(recipe, 60)}: held-out loss (run {run_id})", markup=False,
-                  highlight=False)
+        what = ("loss on text it was trained on" if any(w.endswith("loss is not held out")
+                for w in warnings) else "held-out loss")  # (the warning: fsc.eval.request)
+        out.print(f"{printable(recipe, 60)}: {what} (run {run_id})", markup=False, highlight=False)
         table = Table()
         for c in ("length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"):
             table.add_column(c, justify="right")
@@ -242,9 +244,6 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
         err.print(f"{counted(uncarried, 'sample')} held text the scorer's tokenizer drops (a "
                   "character it lacks; `uncarried` in the store); each is scored on the rest",
                   soft_wrap=True)
-    if any(c.get("mauve") is not None for c in cells):
-        for c in cells:
-            if c.get("mauve") is not None:
-                out.print(f"MAUVE {_decoding(c, cells)}"
-                          + (f" length {c.length}" if several else "")
-                          + f": {c.get('mauve'):.3f}", markup=False, highlight=False)
+    for c in (c for c in cells if c.get("mauve") is not None):
+        out.print(f"MAUVE {_decoding(c, cells)}" + (f" length {c.length}" if several else "")
+                  + f": {c.get('mauve'):.3f}", markup=False, highlight=False)

@@ -241,7 +241,7 @@ def evaluate(
                     "checkpoint": done.grid.checkpoint, "task": done.grid.task, "warnings":
                     list(done.grid.warnings), "rows": [json_row(c) for c in done.cells]})
         return
-    render(done.every_cell(), done.grid.task, done.grid.recipe, done.run_id)
+    render(done.every_cell(), done.grid.task, done.grid.recipe, done.run_id, done.grid.warnings)
 
 
 def register(app: typer.Typer) -> None:

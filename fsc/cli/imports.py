@@ -67,6 +67,7 @@ def import_cmd(
     doc = {"source": source, "architecture": imported.architecture,
            "recipe": imported.recipe.name, "recipe_hash": imported.recipe.recipe_hash}
     if out_arg is None:
+        _no_store(store)
         if as_json:
             print_json({**doc, "recipe_yaml": imported.recipe_yaml()})
         else:
@@ -74,6 +75,8 @@ def import_cmd(
         return
     out_path = Path(out_arg)
     weights = not recipe_only and source_has_weights(at)  # nothing downloaded yet
+    if not weights:
+        _no_store(store)
     if weights:
         if out_path.suffix in (".yaml", ".yml"):
             raise UsageError(f"--out {out_arg}: a recipe file's name, but {source} has weights, "
@@ -98,6 +101,15 @@ def import_cmd(
     out.print(f"{imported.architecture} from {source} -> {what} "
               f"(recipe {imported.recipe.name}, hash {imported.recipe.recipe_hash})",
               markup=False, highlight=False)
+
+
+def _no_store(store: Path | None) -> None:
+    """--store where no checkpoint is written: nothing would be recorded in it."""
+    from fsc.errors import UsageError
+
+    if store is not None:
+        raise UsageError("--store: fsc import records the checkpoint it writes (--out, from a "
+                         "source with weights); a recipe is not recorded: drop --store")
 
 
 def _check_name(name: str | None) -> None:

@@ -47,7 +47,9 @@ def report(trained, store: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(summary)
     else:
-        first = f"{done[0]:.4f} → " if len(done) > 1 else ""
+        start = res.step - len(done) + 1  # a resumed run's first step here: not step 1
+        first = (f"{done[0]:.4f}{f' (step {start})' if start > 1 else ''} → "
+                 if len(done) > 1 else "")
         loss = f"loss {first}{res.final_loss:.4f}" if done else "no steps"
         rate = summary["tokens_per_s"]
         speed = f", {rate / 1e3:.1f}k tok/s" if rate and math.isfinite(rate) else ""

@@ -245,14 +245,21 @@ def _baseline_table(points: list[dict], baseline: str | None,
 
 
 def _training_table(steps: list[dict]) -> Table:
+    """A row per training run; a resumed run's row covers the runs it continues too (their
+    rows carry `part_of_run`): its first loss is theirs, and its seconds are the sum of each
+    part's (a row's elapsed_s counts from the start of its own invocation)."""
     rows = []
     for (run_id, recipe), line in figures.grouped(steps, ("run_id", "recipe")).items():
         last = line[-1]
         tps = [r["tokens_per_s"] for r in line if r["tokens_per_s"]]
+        parts: dict[str, float] = {}
+        for r in line:
+            part = r.get("part_of_run") or run_id
+            parts[part] = max(parts.get(part, 0.0), r["elapsed_s"] or 0.0)
         rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], str(last["step"]),
                      _num(line[0]["loss"]), _num(last["loss"]),
                      _num(statistics.median(tps)) if tps else "–",
-                     _num(last["elapsed_s"])])
+                     _num(sum(parts.values()))])
     return Table("Runs", ["run", "recipe", "objective", "data", "steps", "first loss",
                               "last loss", "tok/s (median)", "seconds"], rows)
 
