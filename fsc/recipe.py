@@ -36,7 +36,7 @@ from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-export
     show,
     source_name,
 )
-from fsc.sections import (
+from fsc.sections import (  # WEIGHT_FREE re-exported: --set's fields
     ADDED,
     EPS_RANGE,
     MAX_BLOCK,
@@ -46,6 +46,7 @@ from fsc.sections import (
     MAX_RATIO,
     MAX_VOCAB,
     MAX_WIDTH,
+    WEIGHT_FREE,
     Bad,
     Section,
 )
@@ -503,11 +504,6 @@ def _pruned(fields: dict) -> dict:
     """`fields` without the None values, nested mappings likewise."""
     return {k: _pruned(v) if isinstance(v, dict) else v for k, v in fields.items() if v is not None}
 
-
-# Recipe fields that change how weights are read, never what weights there are: a checkpoint
-# can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`).
-WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
-               "mamba.decay_from", "mamba.decay_power", "mamba.max_half_life", "state_dtype")
 
 
 def parse_changes(items) -> tuple[tuple[str, object], ...]:
