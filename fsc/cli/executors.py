@@ -35,8 +35,8 @@ _OPTIONS = {
         "slurm: cut the sweep into at least 2 × N groups (ray's default N: the cluster's GPUs, "
         "or CPUs; slurm's: one array task per recipe).")],
     "address": Annotated[str, typer.Option(
-        "--address", help="ray: the cluster, auto (a running one), ray://host:port, or local (a "
-        "new one on this machine).")],
+        "--address", help="ray: the cluster, auto (RAY_ADDRESS's, else a running one), "
+        "ray://host:port, or local (a new one on this machine).")],
     "retries": Annotated[int, typer.Option(
         "--retries", callback=between(0, 100),
         help="Times a group of points is run again after its worker died or failed; then its "

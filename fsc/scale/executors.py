@@ -225,11 +225,16 @@ class RayCluster:
         if ray.is_initialized():
             self._count_lanes(ray)
             return
+        # ray.init reads RAY_ADDRESS where it is given no address or `auto`: `auto` is that
+        # address when it is set, and `local` is asked for by name, so that it never joins it
+        env = os.environ.get("RAY_ADDRESS", "")
         if self.address not in ("auto", "local"):
             _check_ray_address(self.address)
+        elif self.address == "auto" and env not in ("", "auto", "local"):
+            _check_ray_address(env, f"--address auto reads RAY_ADDRESS={env}")
         try:
             if self.address == "local":  # bound to loopback: nothing leaves this machine
-                ray.init(include_dashboard=False, log_to_driver=False,
+                ray.init(address="local", include_dashboard=False, log_to_driver=False,
                          _node_ip_address="127.0.0.1")
             else:
                 ray.init(address=self.address, log_to_driver=False)
@@ -277,16 +282,19 @@ class RayCluster:
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-def _check_ray_address(address: str) -> None:
+def _check_ray_address(address: str, said: str | None = None) -> None:
     """ExecutorError unless what answers at `address` (HOST:PORT or ray://HOST:PORT) within
     CONNECT_S answers as a gRPC server (where RAY_USE_TLS is set, a TLS handshake comes first:
-    reaching it is all that is checked)."""
-    host, port = address.removeprefix("ray://").rsplit(":", 1)
+    reaching it is all that is checked). `said`: how the error names the address (default
+    `--address ADDRESS`)."""
+    said = said or f"--address {address}"
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"{said}: not HOST:PORT (or ray://HOST:PORT)")
     try:
         conn = socket.create_connection((host, int(port)), timeout=CONNECT_S)
     except OSError as e:
-        raise ExecutorError(f"--address {address}: no Ray cluster reached "
-                            f"({e.strerror or e})") from None
+        raise ExecutorError(f"{said}: no Ray cluster reached ({e.strerror or e})") from None
     reply = b""
     with conn:
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
@@ -298,9 +306,9 @@ def _check_ray_address(address: str) -> None:
         except OSError:  # reset, or silent past CONNECT_S: no gRPC server either
             pass
     if len(reply) < 9 or reply[3] != 4:
-        raise ExecutorError(f"--address {address}: something answers there, but not a Ray "
-                            "cluster (no gRPC reply); give the address `ray start --head` "
-                            "printed, or --address local for one on this machine")
+        raise ExecutorError(f"{said}: something answers there, but not a Ray cluster (no "
+                            "gRPC reply); give the address `ray start --head` printed, or "
+                            "--address local for one on this machine")
 
 
 # ---- Slurm through submitit --------------------------------------------------------------------

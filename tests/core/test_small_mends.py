@@ -378,3 +378,55 @@ def test_a_grpc_server_passes_the_address_check(answering):
     from fsc.scale.executors import _check_ray_address
 
     _check_ray_address(f"127.0.0.1:{answering(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))}")
+
+
+def test_address_auto_checks_the_ray_address_it_reads(fsc_main, answering, monkeypatch):
+    """`--address auto` joins RAY_ADDRESS where it is set (ray.init reads it): a web server
+    there was not checked, and ray.init retried for minutes."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is up in this process")
+    monkeypatch.setattr("fsc.scale.executors.CONNECT_S", 0.5)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called"))
+    port = answering(b"HTTP/1.0 400 Bad request\r\n\r\n")
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    res = fsc_main("profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--executor", "ray",
+                   "--address", "auto", "--store", "st")
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert _said(res).startswith(f"error: --address auto reads RAY_ADDRESS=127.0.0.1:{port}: "
+                                 "something answers there, but not a Ray cluster")
+
+
+@pytest.mark.parametrize("env", ["nohost", "127.0.0.1:http", "ray://:10001"])
+def test_a_ray_address_without_a_port_is_one_line(fsc_main, monkeypatch, env):
+    """(--address itself is checked where the options are read.)"""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is up in this process")
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called"))
+    monkeypatch.setenv("RAY_ADDRESS", env)
+    res = fsc_main("profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--executor", "ray",
+                   "--address", "auto", "--store", "st")
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert _said(res) == (f"error: --address auto reads RAY_ADDRESS={env}: not HOST:PORT (or "
+                          "ray://HOST:PORT)")
+
+
+def test_address_local_starts_a_cluster_here_whatever_ray_address_says(fsc_main, monkeypatch):
+    """ray.init() with no address joins RAY_ADDRESS's cluster: `--address local`, which
+    promises a cluster bound to this machine, joined a remote one where it was set."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is up in this process")
+    asked = []
+
+    def init(*args, **kwargs):
+        asked.append(kwargs)
+        raise ConnectionError("stopped by the test")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setenv("RAY_ADDRESS", "192.0.2.1:6379")  # TEST-NET: never reached
+    res = fsc_main("profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--executor", "ray",
+                   "--address", "local", "--store", "st")
+    assert res.returncode == 1 and asked and asked[0]["address"] == "local"
+    assert asked[0]["_node_ip_address"] == "127.0.0.1"
