@@ -22,8 +22,16 @@ from fsc.checkpoint.layout import (
     read_checksums,
     read_config,
 )
-from fsc.errors import CheckpointError, RecipeError, UsageError
-from fsc.imports import has_weights, import_config, is_import_source
+from fsc.errors import CheckpointError, ImportRefused, RecipeError, UsageError
+from fsc.imports import (
+    HF_PREFIX,
+    has_weights,
+    import_config,
+    is_import_source,
+    local_dir,
+    parse_hf,
+    published_length,
+)
 from fsc.jsonsafe import json_object
 from fsc.recipe import Recipe, load_recipe
 from fsc.text import printable
@@ -218,6 +226,42 @@ class Source:
                 tokenizer = None if spec is None else load_tokenizer(spec, need_mask=False)
             return bool(getattr(tokenizer, "adds_bos", False))
         return False
+
+    @property
+    def published(self) -> bool:
+        """A published model: an import source, or a checkpoint `fsc import` wrote of one
+        (trained further or not)."""
+        return bool(is_import_source(self.ref) or self.config.get("imported_from"))
+
+    def published_config(self) -> dict:
+        """The published config.json of an imported model: the import source's own, or that
+        of the folder (or Hub model, from the local Hugging Face cache alone) its checkpoint
+        was imported from; {} where it is not at hand."""
+        origin = self.ref if is_import_source(self.ref) else published_origin(self.ref)
+        if origin is None:
+            return {}
+        if origin.startswith(HF_PREFIX):
+            from huggingface_hub import try_to_load_from_cache  # (not for every Source)
+
+            repo, revision = parse_hf(origin)
+            path = try_to_load_from_cache(repo, "config.json", revision=revision)
+            return json_object(path) if isinstance(path, str) else {}
+        try:  # (published/NAME: the folder its recipe was imported from)
+            return json_object(local_dir(origin) / "config.json")
+        except ImportRefused:  # a folder that is gone
+            return {}
+
+    def published_length(self) -> int | None:
+        """A published model's own length, as the harness's hf backend reads it off the model
+        (`fsc.imports.published_length`): as its checkpoint recorded it, or (a checkpoint
+        older than that record) read off the published model where it is at hand; None where
+        none says, or for a model that is not published."""
+        if not self.published:
+            return None
+        recorded = self.config.get("max_length")
+        if isinstance(recorded, int):
+            return recorded
+        return published_length(self.published_config(), self.text_tokenizer())
 
     @property
     def learned(self) -> bool:

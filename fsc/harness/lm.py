@@ -29,21 +29,19 @@ from pathlib import Path
 
 import lm_eval.models  # noqa: F401 - the harness's own models first (it loads them only into an empty registry)
 import torch
-from huggingface_hub import try_to_load_from_cache
 from lm_eval import utils as lm_utils
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.models.utils import normalize_gen_kwargs
 
 from fsc.decode import DecodeConfig, generate_batch
-from fsc.errors import ImportRefused, UsageError
+from fsc.errors import UsageError
 from fsc.harness import DEFAULT_MAX_LENGTH
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
-from fsc.imports import HF_PREFIX, is_import_source, local_dir, parse_hf, published_length
 from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
-from fsc.source import Source, published_origin, resolve_checkpoint
+from fsc.source import Source, resolve_checkpoint
 from fsc.text import first_line
 from fsc.tokenizer import GENERATION_FILE, ByteTokenizer, HFTokenizer, IdTokenizer
 
@@ -121,35 +119,13 @@ def generation_steps(steps: int | None, G: int, source: str,
 MORE_LENGTH = "--max-length N (model_args max_length=N) reads more"
 
 
-def published_config(src: Source) -> dict:
-    """The published config.json of an imported model: the import source's own, or that of the
-    folder (or Hub model, from the local Hugging Face cache alone) its checkpoint was imported
-    from; {} where it is not at hand."""
-    origin = src.ref if is_import_source(src.ref) else published_origin(src.ref)
-    if origin is None:
-        return {}
-    if origin.startswith(HF_PREFIX):
-        repo, revision = parse_hf(origin)
-        path = try_to_load_from_cache(repo, "config.json", revision=revision)
-        return json_object(path) if isinstance(path, str) else {}
-    try:  # (published/NAME: the folder its recipe was imported from)
-        return json_object(local_dir(origin) / "config.json")
-    except ImportRefused:  # a folder that is gone
-        return {}
-
-
 def context_length(src: Source) -> int:
     """max_length where model_args gives none. A published model (an import source, or a
     checkpoint `fsc import` wrote): the length the harness's hf backend reads off it
     (`fsc.imports.published_length`), as the checkpoint recorded it, or (a checkpoint
     older than that record) read off the published model where it is at hand; 2048 where
     none says, and for every model fsc trains."""
-    if not (is_import_source(src.ref) or src.config.get("imported_from")):
-        return DEFAULT_MAX_LENGTH
-    recorded = src.config.get("max_length")
-    if isinstance(recorded, int):
-        return recorded
-    length = published_length(published_config(src), src.text_tokenizer())
+    length = src.published_length()
     return DEFAULT_MAX_LENGTH if length is None else length
 
 

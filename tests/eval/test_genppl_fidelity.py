@@ -119,6 +119,34 @@ def test_a_scorer_shorter_than_prompt_and_sample_reads_bd3lms_windows(fsc_main, 
     assert ref["gen_ppl"] == pytest.approx(math.exp(nll / count), rel=1e-6)
 
 
+def test_an_fsc_scorer_reads_past_its_training_length_in_windows(fsc_main, tmp_path, ar_recipe):
+    """A scorer fsc trained on 12 positions read 8 prompt and 12 sample characters in one
+    pass, past what it learned (make quality's scorer: 1.55 nats per character over its 128,
+    1.70 over 192); now BD3-LM's windows of 12 sliding by 6, as a transformers scorer's."""
+    from types import SimpleNamespace
+
+    from fsc.checkpoint.io import save_checkpoint
+
+    model = build_model(load_recipe(ar_recipe), seed=0).eval()
+    save_checkpoint(model, tmp_path / "ar" / "step-000001", training={
+        "objective": "ar", "steps": 1, "data": "shakespeare", "seq_len": 12, "final_loss": 5.0})
+    (tmp_path / "ar" / "latest").write_text("step-000001")
+    ref = _reference_row(fsc_main, tmp_path, "shakespeare", tmp_path / "ar")
+
+    def logits_of(x):
+        return SimpleNamespace(logits=model.forward_blockwise(x, [1] * x.shape[1]))
+
+    grid = _grid("shakespeare")
+    nll, whole, count = 0.0, 0.0, 0
+    for prompt, cont in genppl.draws(grid, genppl.text_tokens(grid, ByteTokenizer(), 12), 12):
+        nll += _bd3lm_nll(logits_of, prompt + cont, len(prompt), 12)
+        whole += _bd3lm_nll(logits_of, prompt + cont, len(prompt), 20)  # one pass
+        count += len(cont)
+    assert ref["scored_tokens"] == count
+    assert ref["gen_ppl"] == pytest.approx(math.exp(nll / count), rel=1e-9)
+    assert abs(nll - whole) > 1e-3  # the windows change what is scored
+
+
 @pytest.mark.slow  # mauve-text's import (faiss, scikit-learn): seconds
 def test_mauve_buckets_are_the_packages_auto_count():
     """The mauve package's default quantizes n samples into max(2, round(n / 10)) buckets: 4
