@@ -20,8 +20,9 @@ The sections (each its own figures, all by default):
   median of 3;
 - scale: the default 24-point CPU sweep (`fsc profile`) in this process, with 2 local
   workers, on a 2-CPU local Ray cluster and through submitit's local executor: wall time of
-  the command, the points' own time (the sum of their started..ended spans) and the overhead
-  per point.
+  the command, the points' own time (the sum of their started..ended spans), the overhead
+  per point, and each point's step time against the same point's in this process (min,
+  median and max of the ratio: what sharing the cores does to a timing).
 
 A `fsc` command a section runs that fails ends the tool with its last words on stderr.
 """
@@ -276,9 +277,11 @@ def scale(record) -> None:
     from fsc.store import Store
 
     t = Table(title="the default CPU sweep (24 points) by executor")
-    for col in ("executor", "wall s", "points' own s", "speed-up", "overhead / point s"):
+    for col in ("executor", "wall s", "points' own s", "speed-up", "overhead / point s",
+                "step ms / in process's"):
         t.add_column(col, justify="right")
     base = None
+    alone: dict = {}  # (recipe, S, B) -> step ms measured in the fsc process
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, args) in enumerate(SCALE.items()):
             store = Path(tmp) / f"s{i}"
@@ -289,6 +292,11 @@ def scale(record) -> None:
             _, rows = Store(store).query(
                 "SELECT count(*), sum(epoch(ended_at) - epoch(started_at)) FROM profile_points")
             n, busy = rows[0]
+            _, steps = Store(store).query("SELECT recipe, S, B, step_ms FROM profile_points "
+                                          "WHERE status = 'ok'")
+            if not alone:
+                alone = {tuple(r[:3]): r[3] for r in steps}
+            ratios = sorted(r[3] / alone[tuple(r[:3])] for r in steps if tuple(r[:3]) in alone)
             lanes = 1 if not args else 2
             overhead = (wall - busy / lanes) / n
             base = base or wall
@@ -296,7 +304,15 @@ def scale(record) -> None:
             record("scale.wall_s", wall, "s", params)
             record("scale.points_s", busy, "s", params)
             record("scale.overhead_per_point_s", overhead, "s", params)
-            t.add_row(name, f"{wall:.1f}", f"{busy:.1f}", f"{base / wall:.2f}×", f"{overhead:.2f}")
+            spread = "–"
+            if args and ratios:  # how much sharing the cores inflates each point's timing
+                for stat, v in (("min", ratios[0]), ("median", ratios[len(ratios) // 2]),
+                                ("max", ratios[-1])):
+                    record(f"scale.step_ratio_{stat}", v, "x", params)
+                spread = (f"{ratios[0]:.2f}–{ratios[-1]:.2f}× "
+                          f"(median {ratios[len(ratios) // 2]:.2f}×)")
+            t.add_row(name, f"{wall:.1f}", f"{busy:.1f}", f"{base / wall:.2f}×", f"{overhead:.2f}",
+                      spread)
     out.print(t)
 
 
