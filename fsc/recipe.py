@@ -24,6 +24,7 @@ from fsc.dtypes import DTYPE_BYTES  # noqa: F401 - re-exported
 from fsc.errors import RecipeError, UsageError
 from fsc.mixers import KIND_OF_LETTER, KINDS, MIXERS
 from fsc.recipe_errors import bad_message, format_error
+from fsc.recipe_fields import WEIGHT_FREE
 from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-exported here too
     PUBLISHED,  # noqa: F401 - re-exported
     parse_value,
@@ -36,7 +37,7 @@ from fsc.recipe_yaml import (  # the recipe files' lookup lives there; re-export
     show,
     source_name,
 )
-from fsc.sections import (  # WEIGHT_FREE re-exported: --set's fields
+from fsc.sections import (
     ADDED,
     EPS_RANGE,
     MAX_BLOCK,
@@ -46,7 +47,6 @@ from fsc.sections import (  # WEIGHT_FREE re-exported: --set's fields
     MAX_RATIO,
     MAX_VOCAB,
     MAX_WIDTH,
-    WEIGHT_FREE,
     Bad,
     Section,
 )

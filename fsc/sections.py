@@ -13,12 +13,6 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-# Recipe fields that change how weights are read, never what weights there are: a checkpoint
-# can be evaluated with any of them changed (`fsc eval --set KEY=VALUE`). Here, not in
-# fsc.recipe, so that `fsc eval --help` names them without loading the recipe schema.
-WEIGHT_FREE = ("attention.logn", "attention.window", "attention.rope_theta", "mamba.decay_scale",
-               "mamba.decay_from", "mamba.decay_power", "mamba.max_half_life", "state_dtype")
-
 MAX_NAME = 128  # characters
 MAX_LAYERS = 1024  # n_layers [126, Llama 3.1 405B]
 MAX_WIDTH = 65536  # d_model [18,432, PaLM 540B]

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import try_to_load_from_cache
+
 import fsc
 from fsc.checkpoint.layout import (
     CONFIG_FILE,
@@ -241,8 +243,6 @@ class Source:
         if origin is None:
             return {}
         if origin.startswith(HF_PREFIX):
-            from huggingface_hub import try_to_load_from_cache  # (not for every Source)
-
             repo, revision = parse_hf(origin)
             path = try_to_load_from_cache(repo, "config.json", revision=revision)
             return json_object(path) if isinstance(path, str) else {}

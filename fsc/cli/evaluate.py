@@ -39,8 +39,8 @@ from fsc.cli.eval_options import (
 from fsc.cli.eval_render import SampleBar, interrupted, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
+from fsc.recipe_fields import WEIGHT_FREE
 from fsc.scale import ExecutorSettings
-from fsc.sections import WEIGHT_FREE
 from fsc.text import counted
 
 
