@@ -44,7 +44,7 @@ from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
 from fsc.eval.grid import Decoding, EvalGrid
 from fsc.eval.request import is_text
-from fsc.eval.scorers import ScoredText, load_scorer, same_tokenizer
+from fsc.eval.scorers import ScoredText, load_scorer, same_tokenizer, scorer_window
 from fsc.loading import free_bytes, load_model
 from fsc.model.lm import read_as
 from fsc.recipe import Recipe
@@ -117,11 +117,13 @@ def draws(grid: EvalGrid, tokens, length: int) -> list[tuple[list[int], list[int
 @dataclass(frozen=True)
 class Models:
     """What a genppl run holds, by recipe: the checkpoint and each baseline (by its path), each
-    G a decoding reads it at, and the scorer's (None: a transformers model, not counted)."""
+    G a decoding reads it at, and the scorer's (None: a transformers model, not counted) with
+    the window it reads text in (`scorer_window`; None: in one pass)."""
 
     weights: dict[str, Recipe]
     decoders: frozenset[tuple[str, int]]  # (key in weights, G)
     scorer: Recipe | None
+    scorer_window: int | None = None
 
 
 def models_of(grid: EvalGrid, recipe: Recipe) -> Models:
@@ -132,10 +134,10 @@ def models_of(grid: EvalGrid, recipe: Recipe) -> Models:
             weights.setdefault(d.checkpoint, load_source_recipe(d.checkpoint))
         decoders.add((d.checkpoint or grid.checkpoint, d.G if d.mode == "diffusion" else 1))
     try:  # an fsc checkpoint or recipe, or a model folder fsc imports: its recipe, no weights
-        scorer = load_source_recipe(str(resolve_checkpoint(grid.gen.scorer)))
+        src = Source.read(str(resolve_checkpoint(grid.gen.scorer)))
     except (FscError, OSError):
-        scorer = None
-    return Models(weights, frozenset(decoders), scorer)
+        return Models(weights, frozenset(decoders), None)
+    return Models(weights, frozenset(decoders), src.recipe, scorer_window(src))
 
 
 def sample_bytes(models: Models, P: int, L: int, B: int = 1) -> tuple[int, int, str]:
@@ -155,8 +157,10 @@ def sample_bytes(models: Models, P: int, L: int, B: int = 1) -> tuple[int, int, 
         passes[f"{r.name} to fold the {P}-token prompt in one pass and decode at G {G}"] = (
             step.cache_capacity_bytes + max(fold.activation_bytes, step.activation_bytes))
     if models.scorer is not None:
-        read = memory(models.scorer, 0, 1, P + L)
-        passes[f"the scorer to read {P + L} tokens in one pass"] = (
+        n = min(P + L, models.scorer_window or P + L)  # a window at a time past its length
+        read = memory(models.scorer, 0, 1, n)
+        how = "in one pass" if n == P + L else f"in windows of {n}"
+        passes[f"the scorer to read {P + L} tokens {how}"] = (
             read.cache_capacity_bytes + read.activation_bytes)
     what = max(passes, key=passes.get)
     return weights + passes[what], weights, what

@@ -72,3 +72,20 @@ def test_the_samples_go_by_as_a_progress_bar(fsc_main, tmp_path, ar_recipe):
     # 2 samples in each of 3 cells (the reference text, K 2, K 4)
     bar = [line for line in res.stderr.splitlines() if ": samples" in line]
     assert len(bar) == 1 and bar[0].startswith("eval ") and "6/6" in bar[0], res.stderr
+
+
+def test_a_scorer_read_in_windows_needs_a_window_of_memory(ar_recipe):
+    """A scorer with a trained length reads a longer prompt and sample a window at a time
+    (fsc.eval.scorers.continuation_nll): the memory check counted the whole text in one
+    pass and refused lengths that fit."""
+    from fsc.recipe import load_recipe
+
+    recipe = load_recipe(ar_recipe)
+    whole = genppl.sample_bytes(genppl.Models({}, frozenset(), recipe), 8, 100000)
+    windowed = genppl.sample_bytes(genppl.Models({}, frozenset(), recipe, 16), 8, 100000)
+    assert whole[2] == "the scorer to read 100008 tokens in one pass"
+    assert windowed[2] == "the scorer to read 100008 tokens in windows of 16"
+    assert windowed[0] < whole[0] / 100
+    assert genppl.sample_bytes(genppl.Models({}, frozenset(), recipe, 16), 4, 8) == \
+        genppl.sample_bytes(genppl.Models({}, frozenset(), recipe), 4, 8)[:2] + (
+            "the scorer to read 12 tokens in one pass",)
