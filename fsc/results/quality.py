@@ -15,6 +15,7 @@ decoded together, so the speed axis names that batch (and the legend, where runs
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -88,7 +89,23 @@ def _panel_name(key: tuple, fields: list[str]) -> str:
              "prompt_length": "after {}-token prompts"}
     if said["prompt_length"] == 0:
         words["prompt_length"] = "from BOS"
+    said["scorer"] = _here(said["scorer"])
     return ", ".join(words[f].format(said[f]) for f in fields if said[f] is not None)
+
+
+def _here(scorer):
+    """A scorer as the store names it (`NAME (PATH)`, or a path), its absolute path relative
+    to the working directory where it lies below it: a figure drawn in the project's folder
+    names no machine's paths."""
+    if not isinstance(scorer, str):
+        return scorer
+    name, paren, path = scorer.rpartition(" (")
+    if paren and path.endswith(")"):
+        return f"{name} ({_here(path[:-1])})"
+    try:
+        return str(Path(scorer).relative_to(Path.cwd())) if scorer.startswith("/") else scorer
+    except ValueError:
+        return scorer
 
 
 def _channels(values: dict[str, list[str]]) -> dict[str, list[str]]:

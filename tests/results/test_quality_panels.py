@@ -216,3 +216,21 @@ def test_fsc_eval_genppl_title_names_the_prompt_length(monkeypatch):
                                              "prompt_length": 16})
     eval_render.render([cell], "genppl", "qa", "r")
     assert "under sc, after 16-token prompts (run r)" in console.file.getvalue()
+
+
+def test_a_scorer_below_the_working_directory_is_named_from_there(tmp_path, monkeypatch):
+    """The store keeps a scorer's absolute path: docs/img/quality/quality.png's title named the
+    machine's checkout (/work/…/runs/quality/quality_scorer/step-001200)."""
+    monkeypatch.chdir(tmp_path)
+    st = Store(tmp_path / "store")
+    genppl_run(st, "qa", scorer=f"ar_scorer ({tmp_path / 'runs' / 'sc' / 'step-000010'})")
+    title = plots.draw(st, "quality").figure._suptitle.get_text()
+    assert "under ar_scorer (runs/sc/step-000010), shakespeare" in title
+    assert str(tmp_path) not in title
+    genppl_run(st, "qa", scorer=str(tmp_path / "runs" / "sc" / "step-000010"))  # a path alone
+    title = plots.draw(st, "quality").figure._suptitle.get_text()
+    assert "under runs/sc/step-000010, shakespeare" in title and str(tmp_path) not in title
+    other = Store(tmp_path / "other")
+    genppl_run(other, "qb", scorer="/elsewhere/scorer")  # not below it: as kept
+    assert "under /elsewhere/scorer, shakespeare" in \
+        plots.draw(other, "quality").figure._suptitle.get_text()
