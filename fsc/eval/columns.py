@@ -108,6 +108,10 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
     Column("prompt_length", "BIGINT",
            "genppl: tokens of the --data text before each sample (0: BOS)."),
     Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),
+    Column("scorer_window", "BIGINT",
+           "genppl: positions the scorer reads at a time: a longer prompt and sample are read "
+           "in windows of that many, sliding by half of one (NULL: in one pass; so were the "
+           "cells of an fsc scorer stored before it was recorded)."),
     Column("gen_ppl", "DOUBLE",
            "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples."),
     Column("gen_ppl_lo", "DOUBLE",

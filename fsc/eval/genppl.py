@@ -346,6 +346,7 @@ def _scored(grid: EvalGrid, scorer: ScoredText, nlls, outs, length: int) -> dict
                                      if e is not None])  # an empty sample has none
     reps = [r for r in (textstats.repeat_fraction(o, gen.ngram) for o in outs) if r is not None]
     row = {"length": length, "prompt_length": gen.prompt_length, "scorer": scorer.scorer.name,
+           "scorer_window": getattr(scorer.scorer, "window", None),
            "gen_ppl": ppl, "gen_ppl_lo": lo, "gen_ppl_hi": hi, "scored_tokens": sum(counts),
            "entropy": ent, "entropy_se": ent_se,
            "repeat_ngram": sum(reps) / len(reps) if reps else None}

@@ -142,7 +142,7 @@ def test_an_fsc_scorer_reads_past_its_training_length_in_windows(fsc_main, tmp_p
         nll += _bd3lm_nll(logits_of, prompt + cont, len(prompt), 12)
         whole += _bd3lm_nll(logits_of, prompt + cont, len(prompt), 20)  # one pass
         count += len(cont)
-    assert ref["scored_tokens"] == count
+    assert ref["scored_tokens"] == count and ref["scorer_window"] == 12  # and it says so
     assert ref["gen_ppl"] == pytest.approx(math.exp(nll / count), rel=1e-9)
     assert abs(nll - whole) > 1e-3  # the windows change what is scored
 
