@@ -110,8 +110,8 @@ GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it,
     Column("scorer", "VARCHAR", "genppl: the autoregressive model that scored the samples."),
     Column("scorer_window", "BIGINT",
            "genppl: positions the scorer reads at a time: a longer prompt and sample are read "
-           "in windows of that many, sliding by half of one (NULL: in one pass; so were the "
-           "cells of an fsc scorer stored before it was recorded)."),
+           "in windows of that many, sliding by half of one (NULL: in one pass, or a cell "
+           "stored before it was recorded)."),
     Column("gen_ppl", "DOUBLE",
            "genppl: exp(summed scorer NLL / summed scorer tokens) over the cell's samples."),
     Column("gen_ppl_lo", "DOUBLE",
