@@ -204,7 +204,7 @@ class Source:
         `fsc import` wrote of it) reads ids alone (text is refused in one line), never fsc's
         bytes."""
         spec = given if given is not None else self.text_tokenizer()
-        if spec is None and (is_import_source(self.ref) or self.config.get("imported_from")):
+        if spec is None and self.published:
             return IdTokenizer(self.recipe.vocab_size)
         try:
             return load_tokenizer(spec, need_mask)
@@ -222,7 +222,7 @@ class Source:
         without --tokenizer), so that its tokenizer.json is not read a second time."""
         if self.config.get("bos") is True:
             return True
-        if self.config.get("imported_from") or is_import_source(self.ref):
+        if self.published:
             if tokenizer is None:
                 spec = self.text_tokenizer()
                 tokenizer = None if spec is None else load_tokenizer(spec, need_mask=False)

@@ -294,7 +294,7 @@ def scale(record) -> None:
             n, busy = rows[0]
             _, steps = Store(store).query("SELECT recipe, S, B, step_ms FROM profile_points "
                                           "WHERE status = 'ok'")
-            if not alone:
+            if not args:  # the first, in the fsc process: what the others are held to
                 alone = {tuple(r[:3]): r[3] for r in steps}
             ratios = sorted(r[3] / alone[tuple(r[:3])] for r in steps if tuple(r[:3]) in alone)
             lanes = 1 if not args else 2

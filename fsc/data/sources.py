@@ -92,17 +92,12 @@ class HubData:
     one empty) are refused, not read as a run of EOS."""
 
     def __init__(self, spec: str, tokenizer, L: int, field: str, split: str = "train"):
-        parts = spec[3:].split(":")
-        if not parts[0].strip() or len(parts) > 3:
-            raise UsageError(f"--data {spec}: not hf:NAME[:CONFIG][:SPLIT] (a dataset's name or "
-                             "a local folder, then its config and split, each optional)")
+        name, config, asked = hub_parts(spec)
         try:  # an optional extra: imported only when asked for
             datasets = importlib.import_module("datasets")
         except ImportError:
             raise UsageError(f"--data {spec}: needs the datasets library "
                              "(pip install 'fsc[data]')") from None
-        name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
-        asked = parts[2] if len(parts) > 2 and parts[2] else None
         offline = None if looks_local(name) else unreachable(datasets=True)  # (the cache alone)
         try:
             with quiet():  # the client's retries are not shown
@@ -152,6 +147,17 @@ class HubData:
         return Sample(ids, [True] * L, [True] * L)
 
 
+def hub_parts(spec: str) -> tuple[str, str | None, str | None]:
+    """(name, config, split) of `hf:NAME[:CONFIG][:SPLIT]`, None for a part left out;
+    UsageError for a spec without a name or with a part too many."""
+    parts = spec[3:].split(":")
+    if not parts[0].strip() or len(parts) > 3:
+        raise UsageError(f"--data {spec}: not hf:NAME[:CONFIG][:SPLIT] (a dataset's name or "
+                         "a local folder, then its config and split, each optional)")
+    name, config, split = [*parts, "", ""][:3]
+    return name, config or None, split or None
+
+
 HELD_OUT = ("validation", "valid", "val", "test")  # evaluation's split of hf: data, the first
 
 
@@ -161,7 +167,8 @@ def _split(spec: str, splits: list[str], split: str) -> str:
     for name in ("train",) if split == "train" else HELD_OUT:
         if name in splits:
             return name
-    base = spec.rstrip(":") + ":" * (2 - spec[3:].rstrip(":").count(":"))
+    name, config, _ = hub_parts(spec)
+    base = f"hf:{name}:{config or ''}:"
     what = "no train split" if split == "train" else (
         f"no held-out split ({', '.join(HELD_OUT)}) to evaluate on")
     raise UsageError(f"--data {spec}: {what}; its splits: {', '.join(splits)}; name the one "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from fsc import corpora
 from fsc.data.mix import RULER, parse_mix
-from fsc.data.sources import KNOBS, SYNTHETIC, TEXT_SUFFIXES, absolute
+from fsc.data.sources import KNOBS, SYNTHETIC, TEXT_SUFFIXES, absolute, hub_parts
 from fsc.errors import UsageError
 from fsc.recipe import parse_changes
 from fsc.source import Source, located_ref
@@ -166,7 +166,7 @@ def _text_read(spec: str, split: str) -> tuple | None:
         corpus, part = corpora.split_of(spec, split)
         return ("corpus", corpus.name, part)
     if spec.startswith("hf:"):
-        name, config, part = [*spec[3:].split(":"), "", ""][:3]
+        name, config, part = hub_parts(spec)
         return ("hf", name, config, part or ("train" if split == "train" else None))
     return ("file", spec) if spec.endswith(TEXT_SUFFIXES) else None
 

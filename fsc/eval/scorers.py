@@ -58,6 +58,12 @@ def continuation_nll(scorer, context: list[int], continuation: list[int]) -> flo
     return total
 
 
+def _last_window(ids: list[int], window: int | None, device) -> torch.Tensor:
+    """[1, n] the last `window` ids (all of them without a window): what a scorer reads to
+    feature a text (MAUVE)."""
+    return torch.tensor([ids[-window:] if window else ids], dtype=torch.long, device=device)
+
+
 class FscScorer:
     """An fsc model at G = 1: the NLL of each continuation token given everything before it,
     from one block-causal forward with blocks of one token."""
@@ -90,8 +96,7 @@ class FscScorer:
     def hidden(self, ids: list[int]) -> torch.Tensor:
         """The final hidden state [d_model] after the last `window` of `ids` (MAUVE's
         features)."""
-        x = torch.tensor([ids[-self.window:] if self.window else ids], dtype=torch.long,
-                         device=self.device)
+        x = _last_window(ids, self.window, self.device)
         seen = []
         hook = self.model.norm_f.register_forward_hook(lambda _m, _i, out: seen.append(out))
         try:
@@ -145,8 +150,7 @@ class TransformersScorer:
     @torch.no_grad()
     def hidden(self, ids: list[int]) -> torch.Tensor:
         """The final hidden state [d_model] after the last `window` of `ids` (MAUVE's features)."""
-        x = torch.tensor([ids[-self.window:] if self.window else ids], dtype=torch.long,
-                         device=self.device)
+        x = _last_window(ids, self.window, self.device)
         out = self.model(input_ids=x, output_hidden_states=True)
         return out.hidden_states[-1][0, -1].double().cpu()
 

@@ -226,12 +226,13 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     if Path(path).resolve() == start.resolve():  # a step named, not its training directory
         _check_newest(start, done)
     cfg = TrainConfig(**state[0]["config"])
-    cfg.out = str(_run_of(start))
+    run = _run_of(start)
+    cfg.out = str(run)
     cfg.device = device
     if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists():
         # moved: an adaptation's tokenizer/ with its training directory; any other, as every
         # step checkpoint carries a copy of the run's tokenizer, the copy
-        moved = _run_of(start) / "tokenizer"
+        moved = run / "tokenizer"
         cfg.tokenizer = (str(moved.resolve()) if cfg.mask_added is not None and moved.is_dir()
                          else own_tokenizer(str(start)))
     # a run --stop-at ended is done, as a finished one is, unless asked again with new targets
@@ -280,10 +281,11 @@ def _check_newest(start: Path, done: int) -> None:
     resumed from it would train other weights under those steps' names (a changed --train-steps
     re-stretches the schedule) and keep the old ones where it meets them, two runs in one
     directory. Its newest step, or a copy of it in a directory of its own, resumes."""
-    later = later_steps(_run_of(start), done)
+    run = _run_of(start)
+    later = later_steps(run, done)
     if later:
         shown = ", ".join(later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
-        raise UsageError(f"--resume {start}: {_run_of(start)} holds later steps ({shown}), which "
+        raise UsageError(f"--resume {start}: {run} holds later steps ({shown}), which "
                          "the resumed run would mix with its own; resume from a copy of "
                          f"{start.name} in a new directory, or remove the later steps")
 
