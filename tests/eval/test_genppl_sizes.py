@@ -89,3 +89,23 @@ def test_a_scorer_read_in_windows_needs_a_window_of_memory(ar_recipe):
     assert genppl.sample_bytes(genppl.Models({}, frozenset(), recipe, 16), 4, 8) == \
         genppl.sample_bytes(genppl.Models({}, frozenset(), recipe), 4, 8)[:2] + (
             "the scorer to read 12 tokens in one pass",)
+
+
+def test_a_trained_scorer_is_held_to_its_window_at_the_command_line(fsc_main, tmp_path,
+                                                                     ar_recipe, monkeypatch,
+                                                                     no_model):
+    """The same 100,000 tokens under a scorer fsc trained on 16: the check counts a window of
+    16 for it, and what does not fit is the decoding's cache, not the scorer's read."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    save_checkpoint(build_model(load_recipe(ar_recipe), seed=0), tmp_path / "sc", training={
+        "objective": "ar", "steps": 1, "data": "shakespeare", "seq_len": 16, "final_loss": 5.0})
+    monkeypatch.setattr(genppl, "free_bytes", lambda device: 2**21)
+    res = fsc_main("eval", ar_recipe, "--task", "genppl", "--data", "shakespeare",
+                   "--samples", "1", "--lengths", "100000", "--prompt-length", "0",
+                   "--scorer", tmp_path / "sc", "--store", tmp_path / "st")
+    [line] = _errors(res)
+    assert res.returncode == 2 and "--lengths 100000" in line, line
+    assert "the scorer to read" not in line and "to fold the 1-token prompt" in line, line
