@@ -6,7 +6,8 @@ Hugging Face dataset streamed through the optional `datasets` library.
 `open_data(...)` checks the source up front (a missing or corrupt file is one line, exit 2)
 and returns an object whose `sample(index)` is the index-th training sample: the same for a
 given seed however the run was split by resumes. Text is tokenised once, documents joined by
-EOS, cut into sequences of L and visited in a seeded order, a fresh order each epoch.
+EOS, cut into sequences of L and visited in a seeded order, a fresh order each epoch; for
+training (`shift`) each epoch after the first cuts at a fresh seeded offset too.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ class TaskData:
 
 
 class TextData:
+    """A token stream cut into n = len // L sequences, visited in a seeded order, a fresh one
+    each epoch. With `shift` (training), epoch e > 0 cuts the stream at a seeded offset in
+    [0, L), read as a ring (the last tokens run on into the first): a position is not always
+    a sequence's first, and the tokens short of a whole sequence are not left out every epoch.
+    Epoch 0 cuts at 0, as evaluation always does (its sequences are the distinct ones)."""
+
     def __init__(self, name: str, tokens: np.ndarray, L: int, seed: int,
-                 option: str = "--seq-len"):
-        self.name, self.tokens, self.L, self.seed = name, tokens, L, seed
+                 option: str = "--seq-len", shift: bool = False):
+        self.name, self.tokens, self.L, self.seed, self.shift = name, tokens, L, seed, shift
         self.n = len(tokens) // L
         self.supervises = "all"
-        self._order: tuple[int, list[int]] | None = None
+        self._order: tuple[int, list[int], int] | None = None  # epoch, order, offset
         if self.n < 1:
             raise UsageError(f"--data {name}: {len(tokens)} tokens, fewer than one sequence of "
                              f"{option} {L}")
@@ -77,9 +84,12 @@ class TextData:
         if self._order is None or self._order[0] != epoch:
             order = list(range(self.n))
             random.Random(derive(self.seed, epoch, 2)).shuffle(order)
-            self._order = (epoch, order)
-        start = self._order[1][i] * self.L
+            offset = random.Random(derive(self.seed, epoch, 3)).randrange(self.L) \
+                if self.shift and epoch else 0
+            self._order = (epoch, order, offset)
+        start = self._order[1][i] * self.L + self._order[2]  # < n L <= len(tokens)
         ids = self.tokens[start : start + self.L].tolist()
+        ids += self.tokens[: self.L - len(ids)].tolist()  # past the end: on from the first
         return Sample(ids, [True] * self.L, [True] * self.L)
 
 
@@ -182,10 +192,12 @@ def _eos(tokenizer) -> list[int]:
 
 def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               options: DataOptions = DataOptions(),
-              option: str = "--seq-len", split: str = "train") -> TaskData | TextData | HubData:
+              option: str = "--seq-len", split: str = "train",
+              shift: bool = False) -> TaskData | TextData | HubData:
     """The data `spec` names, in sequences of L tokens; errors about L name `option` (the
     command-line option L came from). A shipped corpus named without a split, and a task's
-    corpus haystack (--haystack shakespeare), is `split`."""
+    corpus haystack (--haystack shakespeare), is `split`. `shift`: text is cut at a fresh
+    offset each epoch after the first (TextData; training asks for it)."""
     mix = tasks_of(spec)
     for knob in getattr(options, "suite", {}):  # a knob no task reads is a mistake, not a no-op
         _read_by(f"--{knob}", KNOBS[knob], mix, spec)
@@ -199,7 +211,8 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     if corpora.is_corpus(spec):
         corpus, part = corpora.split_of(spec, split)
         ids = tokenizer.encode(corpora.read(spec, split)) + _eos(tokenizer)
-        return TextData(f"{corpus.name}:{part}", np.asarray(ids, dtype=np.int64), L, seed, option)
+        return TextData(f"{corpus.name}:{part}", np.asarray(ids, dtype=np.int64), L, seed, option,
+                        shift)
     path = Path(spec)
     if path.suffix not in TEXT_SUFFIXES:
         raise UsageError(not_a_file(spec) or _unknown(spec))
@@ -209,7 +222,7 @@ def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
     ids: list[int] = []
     for doc in docs:
         ids += tokenizer.encode(doc) + _eos(tokenizer)
-    return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option)
+    return TextData(str(path), np.asarray(ids, dtype=np.int64), L, seed, option, shift)
 
 
 def absolute(spec: str) -> str:
@@ -276,16 +289,18 @@ def open_lengths(spec: str, tokenizer, lengths: list, G: int, seed: int,
     """The data `spec` names at several lengths ([[L, weight], ...], `fsc train --seq-len
     128,256`): each batch of `per_batch` samples at one length drawn with its weight
     (LengthMix); one length is that length's source alone. An hf: stream is one source read
-    on in order at every length (one stream each would show some text twice and skip other)."""
+    on in order at every length (one stream each would show some text twice and skip other).
+    Text is cut at a fresh offset each epoch after the first (TextData's `shift`)."""
     if len(lengths) == 1:
-        return open_data(spec, tokenizer, lengths[0][0], G, seed, options)
+        return open_data(spec, tokenizer, lengths[0][0], G, seed, options, shift=True)
     if spec.startswith("hf:"):
         stream = open_data(spec, tokenizer, max(L for L, _ in lengths), G, seed, options)
         mix = LengthMix({L: stream for L, _ in lengths}, [w for _, w in lengths], seed,
                         per_batch)
         stream.length = lambda index: mix.length(index // per_batch)
         return mix
-    return LengthMix({L: open_data(spec, tokenizer, L, G, seed, options) for L, _ in lengths},
+    return LengthMix({L: open_data(spec, tokenizer, L, G, seed, options, shift=True)
+                      for L, _ in lengths},
                      [w for _, w in lengths], seed, per_batch)
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from fsc.data.sources import DataOptions, open_data
+from fsc.data.sources import DataOptions, open_data, open_lengths
 from fsc.data.tasks import FILLER, MQAR, Copy, Passkey
 from fsc.errors import UsageError
 from fsc.tokenizer import ByteTokenizer
@@ -138,6 +138,35 @@ def test_text_files_pack_into_sequences(tmp_path):
     assert txt.sample(0) == open_data(str(tmp_path / "a.txt"), TOK, 32, 4, 0).sample(0)
     js = open_data(str(tmp_path / "a.jsonl"), TOK, 16, 4, 0, DataOptions(text_field="body"))
     assert js.sample(0).target == [True] * 16
+
+
+def test_training_cuts_text_at_a_fresh_offset_each_epoch(tmp_path):
+    """Training's text: epoch 0 cut as evaluation cuts it, each later epoch at a seeded offset,
+    read as a ring, so the tail short of a whole sequence is read too; evaluation's cuts stay."""
+    (tmp_path / "a.txt").write_text(" ".join(f"w{i:03d}" for i in range(100)))
+    stream = _chars(TOK.encode((tmp_path / "a.txt").read_text()) + [TOK.eos_id]) * 2  # the ring
+    L = 32
+    train = open_lengths(str(tmp_path / "a.txt"), TOK, [[L, 1]], 4, 0)
+    held = open_data(str(tmp_path / "a.txt"), TOK, L, 4, 0)
+    n = train.n
+    assert n == held.n and len(stream) // 2 % L  # a tail short of a sequence
+    epochs = [[_chars(train.sample(e * n + i).ids) for i in range(n)] for e in range(6)]
+    cuts = [{stream.index(w) for w in ws} for ws in epochs]  # where each sequence starts
+    assert epochs[0] == [_chars(held.sample(i).ids) for i in range(n)]
+    assert cuts[0] == {i * L for i in range(n)}
+    offsets = [min(c) for c in cuts]
+    assert all(c == {o + i * L for i in range(n)} for c, o in zip(cuts, offsets, strict=True))
+    assert len(set(offsets[1:])) > 1 and all(0 <= o < L for o in offsets)
+    tail = range(n * L, len(stream) // 2)
+    assert any(any(o + i * L <= t < o + (i + 1) * L for i in range(n) for t in tail)
+               for o in offsets[1:])  # some epoch reads the tail
+    assert {_chars(held.sample(n + i).ids) for i in range(n)} == set(epochs[0])  # eval: no shift
+    fresh = open_lengths(str(tmp_path / "a.txt"), TOK, [[L, 1]], 4, 0)  # as a resumed run reads
+    assert _chars(fresh.sample(3 * n + 2).ids) == epochs[3][2]
+
+
+def _chars(ids: list[int]) -> str:
+    return "".join(map(chr, ids))
 
 
 def test_parquet_is_read_through_duckdb(tmp_path):
