@@ -9,6 +9,9 @@ only recorded, for a loop to end after the step under way (training: the checkpo
 a whole step's weights); a second Ctrl-C raises at once, while a repeated SIGTERM or SIGUSR is
 absorbed (schedulers repeat them before their SIGKILL). Inside `held()` (a store write) a
 signal that would raise waits until the section ends, so a row is written whole or not at all.
+A `StopSignals` opened inside another (training's loop inside `fsc train`) starts from the
+signal the outer one recorded, and hands its own back when it closes: a signal that came while
+a command set up (built the model, read the data) is not lost when its loop begins.
 
 A command stopped by a signal exits with 128 + its number (130 for Ctrl-C, 143 for SIGTERM),
 the status a shell reports for a process that signal ended.
@@ -32,6 +35,14 @@ def exit_code(signum: int) -> int:
 
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
+
+
+def ignore_stops() -> None:
+    """From here on the four stop signals are ignored: for a process whose command has ended and
+    said so, where a scheduler's repeated SIGTERM or a Ctrl-C while torch's exit handlers run
+    would otherwise change its exit status or print a traceback after its output."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -74,6 +85,7 @@ class StopSignals:
         self.signum: int | None = None
         self._holding = self._pending = False
         self._previous: dict[int, Any] = {}
+        self._outer: StopSignals | None = None  # the one this opened inside, if any
 
     def _handler(self, signum: int, frame) -> None:
         repeated = self.signum is not None
@@ -92,12 +104,19 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             for s in self.signals:
                 self._previous[s] = signal.signal(s, self._handler)
+            outer = getattr(self._previous.get(signal.SIGINT), "__self__", None)
+            if isinstance(outer, StopSignals):
+                self._outer = outer
+                self.signum = self.signum or outer.signum  # one that came before this opened
         return self
 
     def __exit__(self, *exc) -> None:
         for s, previous in self._previous.items():
             signal.signal(s, previous)
         self._previous.clear()
+        if self._outer is not None:
+            self._outer.signum = self._outer.signum or self.signum
+            self._outer = None
 
     @contextmanager
     def held(self):

@@ -11,12 +11,14 @@ from fsc.text import counted
 def show_result(prompt: str, text: str, s: dict) -> None:
     """The prompt and the generated `text` (control characters, ANSI escapes among them, shown
     escaped: generated text may hold any byte), then the lines of its stats `s`."""
-    out.print(printable(prompt, None, keep="\n\t"), end="", markup=False, highlight=False)
-    out.print(printable(text, None, keep="\n\t"), style="bold", markup=False, highlight=False)
+    out.print(printable(prompt, None, keep="\n\t"), end="", markup=False, highlight=False,
+              soft_wrap=True)  # the text as it is: never broken at the console's width
+    out.print(printable(text, None, keep="\n\t"), style="bold", markup=False, highlight=False,
+              soft_wrap=True)
     said = sampling(s, f"seed {s['seed']}")
     for line in (generation_line(s), f"sampling: {said}", prompt_line(s),
                  f"weights: {printable(s['weights'])}"):
-        out.print(line, style="dim", markup=False, highlight=False)
+        out.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
 
 
 def setting(s: dict, steps_per_block: float) -> str:

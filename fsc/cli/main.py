@@ -28,6 +28,7 @@ from fsc.cli import (
 from fsc.cli.common import printable
 from fsc.cli.usage import usage_line
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
+from fsc.interrupts import ignore_stops
 
 
 class _Typer(typer.Typer):
@@ -229,6 +230,7 @@ def run() -> None:
     code = 0
     try:
         code = main()
+        ignore_stops()  # it has ended and said so: the exit status stays the command's
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_left()

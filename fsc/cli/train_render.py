@@ -61,7 +61,7 @@ def report(trained, store: Path | None, as_json: bool) -> None:
                   f"({cfg.objective}): {loss}, "
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
                   f"{printable(res.checkpoint, None)}; run {trained.run_id}",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)  # one line a reader can parse
     resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
         f" --store {shlex.quote(str(store))}" if store is not None else "")
     cut = trained.stopped if res.interrupted else (

@@ -28,6 +28,18 @@ def test_a_prompt_file_decodes_as_the_same_prompt_given_inline(fsc_main, tmp_pat
     assert a["token_ids"] == b["token_ids"]
 
 
+def test_the_text_is_printed_as_it_is_never_broken_at_the_width(fsc_main, tmp_path):
+    """`fsc decode ... > out.txt`: the prompt, the generated text and each stats line stay whole
+    lines however wide the console (160 columns when stdout is not a terminal)."""
+    prompt = " ".join(f"word{i}" for i in range(80))  # 469 characters, one line
+    (tmp_path / "p.txt").write_text(prompt, encoding="utf-8")
+    res = fsc_main("decode", "tiny_attn", "--prompt-file", "p.txt", "--length", "8", check=0)
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(prompt)
+    assert [line.split(":")[0] for line in lines[2:]] == ["sampling", "prompt", "weights"]
+    assert " tokens generated in " in lines[1]
+
+
 @pytest.mark.parametrize("args, says", [
     (["--prompt", "hi", "--prompt-file", "p.txt"], "give --prompt or --prompt-file, not both"),
     (["--prompt-ids", "1,2", "--prompt-file", "p.txt"],

@@ -2,6 +2,8 @@
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -65,3 +67,22 @@ def test_the_cli_boundary_exits_with_128_plus_the_signal(monkeypatch, capsys):
     monkeypatch.setattr("fsc.cli.main.app", stopped)
     assert main(["runs"]) == 143
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+# `fsc recipes` run as the console script does, with a Ctrl-C to itself while the interpreter
+# exits (as torch's exit handlers run): after the command's output and status
+SIGNALLED_EXIT = """
+import atexit, os, signal, time
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))
+from fsc.__main__ import run
+import sys
+sys.argv[1:] = ["recipes"]
+run()
+"""
+
+
+def test_a_stop_signal_once_the_command_has_ended_leaves_its_status():
+    res = subprocess.run([sys.executable, "-c", SIGNALLED_EXIT], capture_output=True, text=True,
+                         timeout=60)
+    assert (res.returncode, res.stderr) == (0, "")
+    assert "tiny_attn" in res.stdout

@@ -222,6 +222,49 @@ def test_ctrl_c_leaves_a_loadable_checkpoint(tmp_path, stop, code):
     assert status == "interrupted"
 
 
+def test_a_stop_signal_while_training_sets_up_is_not_lost(tmp_path, monkeypatch, capsys):
+    """A SIGTERM that comes after the command's handlers are in place but before the loop
+    begins (the model built, the data read) stops the run at its first step boundary, saved
+    and resumable, as one during the loop does: not trained to the end and exit 0."""
+    from fsc.cli.main import main
+    from fsc.train.loop import Trainer
+
+    real = Trainer.run
+
+    def run(self, *args, **kwargs):  # the model built, the data read, the store's run open
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "run", run)
+    out, store = tmp_path / "run", ["--store", str(tmp_path / "store")]
+    code = main(["train", "tiny_attn", *COPY, "--batch", "4", "--train-steps", "40",
+                 "--out", str(out), *store])
+    err = capsys.readouterr().err
+    assert code == 143, err
+    assert "interrupted at step 0 by SIGTERM" in err and "fsc train --resume" in err
+    _, [(status,)] = Store(tmp_path / "store").query("select status from runs")
+    assert status == "interrupted"
+    monkeypatch.setattr(Trainer, "run", real)
+    assert main(["train", "--resume", str(out), *store]) == 0
+    assert main(["train", "tiny_attn", *COPY, "--batch", "4", "--train-steps", "40",
+                 "--out", str(tmp_path / "whole"), *store]) == 0
+    resumed, whole = _weights(out / "step-000040"), _weights(tmp_path / "whole" / "step-000040")
+    assert resumed.keys() == whole.keys()
+    assert all(torch.equal(resumed[k], whole[k]) for k in whole)  # bit-exact
+
+
+def test_the_summary_is_one_line_however_long_its_paths(tmp_path, capsys):
+    """`fsc train ... | tee log`: the summary stays one line (run id and checkpoint path in it)
+    past the console's width, for a reader that parses it."""
+    from fsc.cli.main import main
+
+    out = tmp_path / ("a-rather-long-folder-name-" * 6) / "run"
+    assert main(["train", "tiny_attn", *COPY, "--batch", "4", "--train-steps", "2",
+                 "--out", str(out), "--store", str(tmp_path / "store")]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("trained ")]
+    assert len(line) > 200 and f"checkpoint {out / 'step-000002'}; run 2" in line
+
+
 # `fsc train` with its report preceded by a SIGTERM to itself: a signal that comes once the
 # loop is done, while the last checkpoint is recorded (a scheduler repeating its SIGTERM)
 SIGNALLED_REPORT = """
