@@ -22,7 +22,8 @@ class TrainConfig:
     steps: int
     out: str
     objective: str = "frontier"
-    weighting: str = "elbo"  # of the frontier loss: elbo (1/t) or masked (see objective.py)
+    weighting: str | None = "elbo"  # of a denoiser's loss: elbo (1/t) or masked (see
+    # objective.py); None for an autoregressive run, which has no masked positions to weight
     batch: int = 8
     accum: int = 1
     lr: float = 3e-3

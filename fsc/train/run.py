@@ -114,7 +114,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     if goal == "ar" and settings.get("weighting") is not None:
         raise UsageError(f"--weighting {settings['weighting']}: an autoregressive run trains the "
                          "next-token loss, with no masked positions to weight; drop it")
-    settings["weighting"] = settings.get("weighting") or "elbo"
+    settings["weighting"] = None if goal == "ar" else settings.get("weighting") or "elbo"
     if ranks.rank_from_env() == 0:  # the launcher and rank 0 check; the others write nothing
         out = Path(settings["out"])
         output_dir(out, f"--out {out}",

@@ -55,6 +55,20 @@ def test_the_same_options_where_the_data_reads_them_train(cli, tmp_path):
     assert r.code == 0, r.err
 
 
+def test_an_autoregressive_run_records_no_loss_weighting(cli, tmp_path):
+    """--weighting is refused for an AR run, and its record holds none (not the denoisers'
+    default): a query grouping runs by weighting leaves AR runs apart."""
+    from fsc.store import Store
+
+    r = cli("train", *COPY, "--objective", "ar", "--out", tmp_path / "run",
+            "--store", tmp_path / "store")
+    assert r.code == 0, r.err
+    _, [(weighting,)] = Store(tmp_path / "store").query("select config->>'weighting' from runs")
+    assert weighting is None
+    latest = (tmp_path / "run" / (tmp_path / "run" / "latest").read_text().strip())
+    assert json.loads((latest / "training_state.json").read_text())["config"]["weighting"] is None
+
+
 def test_a_device_setting_is_refused_before_processes_are_launched(cli, tmp_path):
     r = cli("train", *COPY, "--nproc", "2", "--dtype", "bf16", "--out", tmp_path / "run",
             "--store", tmp_path / "store")
