@@ -245,7 +245,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     prefill_s, generate_s = t1 - t0, t2 - t1
     made = sum(len(o) for o in outs)
     shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
-              "policy": cfg.policy, "threshold": cfg.threshold, **sampling(cfg), "cached": True,
+              "policy": None if cfg.mode == "ar" else cfg.policy, "threshold": cfg.threshold, **sampling(cfg), "cached": True,
               "graphs": folder is not None or replays,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "batch_prompt_passes": prompt_passes, "prefill_s": prefill_s,

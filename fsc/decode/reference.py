@@ -95,7 +95,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
         "mode": cfg.mode,
         "G": G,
         "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
-        "policy": cfg.policy,
+        "policy": None if cfg.mode == "ar" else cfg.policy,  # ar: no reveal order to choose
         "threshold": cfg.threshold,
         **sampling(cfg),
         "steps_used": sum(steps.used),

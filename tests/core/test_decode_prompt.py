@@ -130,3 +130,14 @@ def test_prompt_ids_decode_as_the_text_they_are(fsc_main, tmp_path, mode):
     assert ids["prompt_ids"] == text["prompt_ids"] == [72, 105]
     assert ids["token_ids"] == text["token_ids"] and ids["text"] == text["text"]
     assert all(t < 256 or t == 257 for t in ids["token_ids"])  # bytes, or EOS ending it
+
+
+def test_an_autoregressive_decode_records_no_reveal_order(fsc_main):
+    """--mode ar reveals one token a pass, in order: its stats hold no policy (as its eval
+    cells do), and K 0; a diffusion decode's hold the policy it used."""
+    ar = json.loads(fsc_main("decode", "tiny_attn", "--prompt", "hi", "--length", "4",
+                             "--mode", "ar", "--json", check=0).stdout)["stats"]
+    assert (ar["mode"], ar["policy"], ar["K"]) == ("ar", None, 0)
+    diffusion = json.loads(fsc_main("decode", "tiny_attn", "--prompt", "hi", "--length", "4",
+                                    "--policy", "margin", "--json", check=0).stdout)["stats"]
+    assert (diffusion["mode"], diffusion["policy"]) == ("diffusion", "margin")
