@@ -23,7 +23,7 @@ from fsc.cli.common import (
     torch_device,
     torch_threads,
 )
-from fsc.cli.decode_render import show_result
+from fsc.cli.decode_render import fold_bar, show_result
 from fsc.prompt import BATCH
 
 Policy = choices("Policy", *POLICIES)
@@ -181,7 +181,7 @@ def decode(
     B = min(batch or BATCH, len(records)) if records else 1
 
     from fsc import ops
-    from fsc.decode import PREFILL_CHUNK, DecodeConfig, generate
+    from fsc.decode import PREFILL_CHUNK, DecodeConfig, folding, generate
     from fsc.loading import check_prompt_fits, load_model
 
     ops.use_backend(str(backend))
@@ -210,7 +210,7 @@ def decode(
 
         return decode_prompts(model, tok, recipe.name, records, rows, cfg, device,
                               batch or BATCH, src.weights(seed))
-    with ops.trace() as ran:
+    with ops.trace() as ran, fold_bar() as report, folding(report):
         res = generate(model, tok, ids, cfg, device=device)
     res.stats["backends"] = ran.backends
     res.stats["weights"] = src.weights(seed)

@@ -4,8 +4,33 @@ prompt's own line, the weights; and for --prompts one summary line for the file.
 
 from __future__ import annotations
 
-from fsc.cli.common import out, printable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from fsc.cli.common import err, out, printable
 from fsc.text import counted
+
+
+@contextmanager
+def fold_bar() -> Iterator[Callable[[int, int], None]]:
+    """The prompt's fold as a bar on stderr, shown once it takes more than one pass (a long
+    prompt folds for minutes on a CPU), gone when it ends; what the prefill calls after each
+    pass (fsc.decode.folding)."""
+    from rich import progress as rp
+
+    with rp.Progress(rp.TextColumn("folding the prompt"), rp.BarColumn(),
+                     rp.MofNCompleteColumn(), rp.TextColumn("tokens"), rp.TimeElapsedColumn(),
+                     rp.TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = None
+
+        def report(done: int, total: int) -> None:
+            nonlocal task
+            if task is None and done < total:  # more passes to come
+                task = bar.add_task("fold", total=total)
+            if task is not None:
+                bar.update(task, completed=done)
+
+        yield report
 
 
 def show_result(prompt: str, text: str, s: dict) -> None:

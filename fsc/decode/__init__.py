@@ -60,6 +60,7 @@ from fsc.decode.denoise import Steps, denoise, even_schedule
 from fsc.decode.engine import (
            batches,
            chunk_tokens,
+           folding,
            generate,
            generate_batch,
            prefill,
@@ -69,5 +70,5 @@ from fsc.decode.engine import (
 from fsc.decode.sampler import HostPicker, Picker, banned_ids, pick_ref, picker
 
 __all__ = ["PREFILL_CHUNK", "SAMPLERS", "DecodeConfig", "DecodeResult", "HostPicker", "Picker",
-           "Steps", "banned_ids", "batches", "chunk_tokens", "denoise", "even_schedule",
+           "Steps", "banned_ids", "batches", "chunk_tokens", "denoise", "even_schedule", "folding",
            "generate", "generate_batch", "pick_ref", "picker", "prefill", "ragged_ok", "warm_up"]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
@@ -31,6 +33,19 @@ from fsc.tokenizer import first_stop, stop_ids
 
 WARMS_UP = ("cuda",)  # device types where the first decode of a model warms up (`warm_up`)
 _warm: set[tuple] = set()  # (recipe hash, G, device) warmed up in this process
+# called (tokens folded, of T) after each prefill pass, inside `folding`
+_on_fold: ContextVar[Callable[[int, int], None] | None] = ContextVar("on_fold", default=None)
+
+
+@contextmanager
+def folding(report: Callable[[int, int], None]) -> Iterator[None]:
+    """Within it, every prompt's prefill calls `report(tokens folded, of T)` after each pass,
+    once the pass has run (the device synchronised): a long prompt's fold shows its progress."""
+    token = _on_fold.set(report)
+    try:
+        yield
+    finally:
+        _on_fold.reset(token)
 
 
 def chunk_tokens(chunk: int, G: int, T: int) -> int:
@@ -44,8 +59,12 @@ def prefill(model, tokens, cache, chunk: int = PREFILL_CHUNK):
     cache as folding it in one pass leaves it); (the last token's logits [B, V], the passes)."""
     T = tokens.shape[1]
     n = chunk_tokens(chunk, cache.block_size, T)
+    report = _on_fold.get()
     for start in range(0, T, n):
         logits = model.fold_blocks(tokens[:, start : start + n], cache)
+        if report is not None:
+            synchronize(tokens.device)
+            report(min(start + n, T), T)
     return logits, -(-T // n)
 
 

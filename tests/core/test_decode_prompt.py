@@ -2,13 +2,18 @@
 stdout) before any weight is loaded when it is given twice, cannot be read, or is longer than
 fsc's context bound or the memory allows."""
 
+import io
 import json
 
 import pytest
+import torch
+from rich.console import Console
 
 from fsc.blocks import MAX_S
+from fsc.decode import folding, prefill
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.loading import check_prompt_fits, decode_bytes
+from fsc.model.lm import build_model
 from fsc.recipe import load_recipe
 
 
@@ -112,6 +117,29 @@ def test_fsc_decode_prefills_a_long_prompt_a_chunk_at_a_time(fsc_main, tmp_path)
         runs[chunk] = json.loads(res.stdout)
     assert [runs[c]["stats"]["prompt_passes"] for c in ("0", "8", "10")] == [1, 13, 13]
     assert runs["8"]["token_ids"] == runs["0"]["token_ids"] == runs["10"]["token_ids"]
+
+
+def test_a_fold_of_several_passes_shows_its_progress(fsc_main, tmp_path, monkeypatch):
+    """A prompt folded in several passes reports each (tokens folded, of T) once it has run;
+    at the command line, on a terminal, as a bar on stderr that is gone when the fold ends."""
+    model = build_model(load_recipe("tiny_hybrid"))
+    seen = []
+    with folding(lambda done, total: seen.append((done, total))):
+        prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 8)
+    prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 8)
+    assert seen == [(8, 20), (16, 20), (20, 20)]  # (none outside `folding`)
+    screen = io.StringIO()
+    monkeypatch.setattr("fsc.cli.decode_render.err", Console(file=screen, force_terminal=True,
+                                                              width=100))
+    (tmp_path / "long.txt").write_text("The grass is green. " * 5)  # 100 tokens
+    res = fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
+                   "--prefill-chunk", "8", "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["stats"]["prompt_passes"] == 13
+    assert "folding the prompt" in screen.getvalue() and "100/100" in screen.getvalue()
+    screen.truncate(0)
+    assert fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
+                    "--json").returncode == 0  # one pass: no bar
+    assert "folding" not in screen.getvalue()
 
 
 @pytest.mark.parametrize("mode", ["diffusion", "ar"])
