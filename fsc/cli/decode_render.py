@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from fsc.cli.common import err, out, printable
+from fsc.cli.common import bar_text, err, out, printable
 from fsc.text import counted
 
 
@@ -18,15 +18,14 @@ def fold_bar() -> Iterator[Callable[[int, int], None]]:
     pass (fsc.decode.folding)."""
     from rich import progress as rp
 
-    with rp.Progress(rp.TextColumn("folding the prompt"), rp.BarColumn(),
-                     rp.MofNCompleteColumn(), rp.TextColumn("tokens"), rp.TimeElapsedColumn(),
+    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
                      rp.TimeRemainingColumn(), console=err, transient=True) as bar:
         task = None
 
         def report(done: int, total: int) -> None:
             nonlocal task
             if task is None and done < total:  # more passes to come
-                task = bar.add_task("fold", total=total)
+                task = bar.add_task("folding the prompt, tokens", total=total)
             if task is not None:
                 bar.update(task, completed=done)
 
