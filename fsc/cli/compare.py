@@ -69,13 +69,15 @@ def compare(
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
     repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
     devices = {r: comparing.device_names(points[r]) for r in (run_a, run_b)}
+    budgets = {r: comparing.budget(configs.get(r, {})) for r in (run_a, run_b)}
     same = (f"note: RUN_A ({printable(given[0], 40)}) and RUN_B ({printable(given[1], 40)}) are "
             f"both run {run_a}: it is compared with itself, every ratio 1"
             if run_a == run_b and given[0] != given[1] else "")  # (the same text: as asked)
     notes = [n for n in (same,
                          comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
                          comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]),
-                         comparing.device_note(run_a, devices[run_a], run_b, devices[run_b]))
+                         comparing.device_note(run_a, devices[run_a], run_b, devices[run_b]),
+                         comparing.budget_note(run_a, budgets[run_a], run_b, budgets[run_b]))
              if n]
     for note in notes:
         say(note)
@@ -84,6 +86,8 @@ def compare(
                                        "timing": {"a": timed[run_a], "b": timed[run_b]},
                                        "repeats": {"a": repeats[run_a], "b": repeats[run_b]},
                                        "devices": {"a": devices[run_a], "b": devices[run_b]},
+                                       "memory_budget": {"a": budgets[run_a],
+                                                         "b": budgets[run_b]},
                                        "notes": notes})
     else:
         _show(result, wide)

@@ -18,6 +18,7 @@ from typing import Any
 
 from fsc.noise import overlap
 from fsc.sweep import timed_with_graphs
+from fsc.text import human_bytes
 
 KEY = ("recipe_hash", "S", "B", "G", "K", "dtype", "backend", "device")
 RATIOS = ("step", "fold", "time", "tokens_per_s", "peak_bytes")  # time: per block, 1 / tokens/s
@@ -126,6 +127,27 @@ def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
     return (f"note: A ({run_a}) timed each point over {repeats_a} repeats, B ({run_b}) over "
             f"{repeats_b}: the medians and p10–p90 intervals (and so the verdicts) rest on "
             "different numbers of samples")
+
+
+def budget(config: dict[str, Any]) -> int | None:
+    """The --memory-budget (bytes) a profile run fitted its points to, as its config records
+    it; None: the device's free memory."""
+    n = config.get("memory_budget")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def budget_note(run_a: str, budget_a: int | None, run_b: str,
+                budget_b: int | None) -> str | None:
+    """A line saying the two runs fitted their points to different memory budgets, or None."""
+    if budget_a == budget_b:
+        return None
+
+    def said(n: int | None) -> str:
+        return f"--memory-budget {human_bytes(n)}" if n else "the device's free memory"
+
+    return (f"note: A ({run_a}) fitted its points to {said(budget_a)}, B ({run_b}) to "
+            f"{said(budget_b)}: a point out of memory in one run and not the other may be the "
+            "budget, not the run")
 
 
 def _device(text: Any) -> Any:

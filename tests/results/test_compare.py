@@ -221,6 +221,23 @@ def test_runs_timed_over_different_repeats_are_said_to_be(cli, tmp_path):
     assert "note:" not in r.err and doc["notes"] == [] and doc["repeats"] == {"a": 40, "b": 40}
 
 
+def test_runs_fitted_to_different_memory_budgets_are_said_to_be(cli, tmp_path):
+    """A point out of memory under one --memory-budget and not another is the budget's doing:
+    compare says the budgets differ, as it says the repeats do."""
+    runs = _profile_runs(tmp_path / "store", [({"memory_budget": 3 << 20}, 4.0),
+                                               ({"memory_budget": 2 << 20}, 4.0), ({}, 4.0)])
+    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
+    note = (f"note: A ({runs[0]}) fitted its points to --memory-budget 3.00 MiB, B ({runs[1]}) "
+            "to --memory-budget 2.00 MiB: a point out of memory in one run and not the other "
+            "may be the budget, not the run")
+    assert r.code == 0 and note in r.err, r.err
+    assert doc["memory_budget"] == {"a": 3 << 20, "b": 2 << 20} and doc["notes"] == [note]
+    r, doc = _json(cli, runs[1], runs[2], "--store", tmp_path / "store")
+    assert "to the device's free memory" in r.err and doc["memory_budget"]["b"] is None
+    r, doc = _json(cli, runs[0], runs[0], "--store", tmp_path / "store")
+    assert doc["notes"] == []
+
+
 def test_eval_runs_are_pointed_to_report_and_query(cli, made):
     """`fsc compare` of eval runs (by a prefix of the tail, or a whole id): one line saying
     it compares profile runs, and what sets eval runs side by side."""
