@@ -124,7 +124,9 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     def key(r):
         return r.S, r.B, r.G, r.K
 
-    by = {(r.recipe, *key(r)): r for r in rows}
+    by: dict[tuple, PointResult] = {}
+    for r in rows:  # a point measured twice (a recipe given twice): its first, which fsc
+        by.setdefault((r.recipe, *key(r)), r)  # compare pairs with another run's first
     measured_at = {(b.G, b.K) for b in rows if b.recipe == base_name}
     result = []
     for r in rows:

@@ -89,3 +89,13 @@ def test_the_versus_table_says_what_each_ratio_divides(tmp_path, monkeypatch):
     after = res.stdout.split("versus tiny_attn")[1]
     assert "latency ×: the baseline's step time over the recipe's" in " ".join(after.split())
     assert "over whole blocks (K steps and the fold) of all B rows" in " ".join(after.split())
+
+
+def test_a_baseline_measured_twice_is_compared_at_its_first_point():
+    """A recipe given twice (-r attn -r attn) is measured twice; the ratios read its first
+    point, as `fsc compare` pairs a run's first with another run's first."""
+    attn = ("attention",)
+    rows = [_point("attn", 4096, 1, 2.0, plan=attn), _point("attn", 4096, 1, 4.0, plan=attn),
+            _point("mamba", 4096, 1, 1.0)]
+    [mamba] = compare(rows)
+    assert mamba["recipe"] == "mamba" and mamba["latency_x"] == 2.0
