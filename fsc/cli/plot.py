@@ -158,8 +158,8 @@ def report(
         print_json({"path": str(path), "format": str(fmt), "runs": list(page.run_ids),
                     "figures": drawn})
         return
-    err.print(f"report of {len(page.run_ids)} run(s), {drawn} figures", markup=False,
-              highlight=False)
+    err.print(f"report of {counted(len(page.run_ids), 'run')}, {counted(drawn, 'figure')}",
+              markup=False, highlight=False)
     print_plain(f"{path}\n")
 
 

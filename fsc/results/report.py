@@ -26,7 +26,7 @@ from fsc.results import eval_figures, figures, loss_bound, plots, quality, selec
 from fsc.store import Store
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
-from fsc.text import human_bytes
+from fsc.text import counted, human_bytes
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
 EVAL_FIGURES = ("niah", "retrieval", "ruler", "quality")
@@ -438,7 +438,7 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(section)
     others = [r for r in run_ids if kinds.get(r) not in by_kind]
     if others:
-        sections.append(Section("Other runs", f"{len(others)} run(s) of other kinds "
+        sections.append(Section("Other runs", f"{counted(len(others), 'run')} of other kinds "
                                               f"({', '.join(others)}): provenance only."))
     sections.append(Section("Provenance", tables=[_provenance_table(r) for r in info]))
     return Report(f"fsc report: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''}",
@@ -452,6 +452,6 @@ def _summary(points: list[dict]) -> str:
     recipes = sorted({p["recipe"] for p in points})
     devices = sorted({str(p.get("device_name") or p["device"]) for p in points})
     counts = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
-    return (f"{len(points)} points ({counts}) of {', '.join(recipes)} on {', '.join(devices)}; "
+    return (f"{counted(len(points), 'point')} ({counts}) of {', '.join(recipes)} on {', '.join(devices)}; "
             f"S {', '.join(figures.tokens(s) for s in sorted({p['S'] for p in points}))}, "
             f"B {', '.join(str(b) for b in sorted({p['B'] for p in points}))}.")

@@ -337,3 +337,11 @@ def test_a_later_harness_run_of_other_tasks_hides_none_of_an_earlier_ones(tmp_pa
     gen = _harness_run(st, ("my_gen",))  # the newest my_gen replaces the one before
     assert report.pick(st, []) == [mc_roll, gen]
     assert "each harness task apart" in report.compose(st, []).note
+
+
+def test_a_single_point_is_counted_in_the_singular():
+    from fsc.results.report import _summary
+
+    one = {"status": "oom", "recipe": "tiny_attn", "device": "cpu", "S": 1024, "B": 4}
+    assert _summary([one]).startswith("1 point (1 oom) of tiny_attn on cpu;")
+    assert _summary([one, {**one, "B": 8}]).startswith("2 points (2 oom)")
