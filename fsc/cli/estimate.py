@@ -144,8 +144,8 @@ def _render(e) -> None:
     passes = Table(title="Per pass at the roofline floor")
     for col in ("pass", "bytes moved", "GFLOP", "FLOP/byte", "floor ms", "bound"):
         passes.add_column(col, justify="left" if col == "pass" else "right")
-    step_name = "step (= fold)" if e.mode == "ar" else "step"
-    for name, p in ((step_name, e.step), ("fold", e.fold)):
+    rows = [("step (= fold)", e.fold)] if e.mode == "ar" else [("step", e.step), ("fold", e.fold)]
+    for name, p in rows:  # (ar: one pass a token, the fold; one row)
         t, bound = p.floor(spec)
         passes.add_row(name, fmt_bytes(p.bytes), _num(p.flops / 1e9, 1),
                        f"{p.flops / p.bytes:.1f}", _num(t * 1e3), bound)

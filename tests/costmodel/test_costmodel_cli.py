@@ -49,7 +49,7 @@ def test_human_output_and_overrides(app):
     for text in ("A100 80GB (40.00 GB, 1.5 TB/s, 312 TFLOP/s)", "KV cache at S", "MoE: 4 experts",
                  "step (= fold)", "tokens/s at the floor"):
         assert text in shown
-
+    assert "│ fold " not in res.stdout  # ar: the step is the fold, one row
 
 def test_weights_that_cannot_fit_are_said_so_not_oom_at_S_0(app, monkeypatch):
     from fsc.cli.common import out
