@@ -65,6 +65,8 @@ def push(
     from fsc.source import resolved
 
     path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
+    if not path.exists():  # bad input, as fsc verify and fsc decode say it: before the token
+        raise UsageError(f"{printable(str(path))}: no such checkpoint directory")
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     at, commit = f"{rep.repo}@{rep.revision}", rep.commit_id[:12]
     if rep.unchanged and rep.new_branch:  # a new branch at main's commit: recorded, no commit

@@ -22,6 +22,16 @@ def test_push_without_a_token_fails_before_any_network_call(save_tiny, fsc, hf_e
     assert hub.requests == []
 
 
+def test_push_of_a_path_that_does_not_exist_is_bad_input(fsc, hf_env, hub, tmp_path):
+    """Exit 2, as fsc verify and fsc decode give for the path, with or without a token."""
+    env = {k: v for k, v in hf_env.items() if k != "HF_TOKEN"}
+    for how in (env, hf_env):
+        r = fsc("push", tmp_path / "nosuch", "--repo", "alice/tiny", env=how)
+        assert r.returncode == 2
+        assert assert_one_line_error(r) == f"error: {tmp_path / 'nosuch'}: no such checkpoint directory"
+    assert hub.requests == []
+
+
 @pytest.mark.parametrize(("failure", "message"), [
     pytest.param("commit 500", "the Hub answered HTTP 500 for alice/tiny@main",
                  marks=pytest.mark.slow),  # the refusal path again, by another answer
