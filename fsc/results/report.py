@@ -411,7 +411,7 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
                       for k, v in json.loads(p["mixer_backends"] or "{}").items()})
         run = next(r for r in info if r["run_id"] == run_id)
         run["kernels_ran"] = ", ".join(ran)
-        section = Section(f"Profile {run_id}", _summary(points))
+        section = Section(f"Profile {run_id}", _summary(points) + _unfinished(run))
         section.figures = [_figure(k, points, colour, want_png, next(numbers))
                            for k in PROFILE_FIGURES]
         section.tables.append(_points_table(points))
@@ -443,6 +443,16 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
     sections.append(Section("Provenance", tables=[_provenance_table(r) for r in info]))
     return Report(f"fsc report: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''}",
                   datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), run_ids, sections)
+
+
+def _unfinished(run: dict) -> str:
+    """For a profile run that did not finish (interrupted, failed, still marked running), a
+    sentence saying its points are the ones measured so far, and how to measure the rest."""
+    status = run.get("status")
+    if status in (None, "finished"):
+        return ""
+    return (f" The run did not finish ({status}): these are the points it measured so far; "
+            f"`fsc profile --resume {run['run_id']}` measures the rest once it has stopped.")
 
 
 def _summary(points: list[dict]) -> str:

@@ -345,3 +345,13 @@ def test_a_single_point_is_counted_in_the_singular():
     one = {"status": "oom", "recipe": "tiny_attn", "device": "cpu", "S": 1024, "B": 4}
     assert _summary([one]).startswith("1 point (1 oom) of tiny_attn on cpu;")
     assert _summary([one, {**one, "B": 8}]).startswith("2 points (2 oom)")
+
+
+def test_a_profile_run_that_did_not_finish_says_so_in_its_summary():
+    """The header of an interrupted run's section says its points are not the whole sweep."""
+    from fsc.results.report import _unfinished
+
+    assert _unfinished({"run_id": "r1", "status": "finished"}) == ""
+    said = _unfinished({"run_id": "r1", "status": "interrupted"})
+    assert said == (" The run did not finish (interrupted): these are the points it measured so "
+                    "far; `fsc profile --resume r1` measures the rest once it has stopped.")
