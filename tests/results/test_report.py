@@ -347,11 +347,16 @@ def test_a_single_point_is_counted_in_the_singular():
     assert _summary([one, {**one, "B": 8}]).startswith("2 points (2 oom)")
 
 
-def test_a_profile_run_that_did_not_finish_says_so_in_its_summary():
-    """The header of an interrupted run's section says its points are not the whole sweep."""
-    from fsc.results.report import _unfinished
-
-    assert _unfinished({"run_id": "r1", "status": "finished"}) == ""
-    said = _unfinished({"run_id": "r1", "status": "interrupted"})
-    assert said == (" The run did not finish (interrupted): these are the points it measured so "
-                    "far; `fsc profile --resume r1` measures the rest once it has stopped.")
+def test_a_profile_run_that_did_not_finish_says_so_in_its_summary(cli, made, tmp_path):
+    """The header of an interrupted run's section says its points are not the whole sweep;
+    a finished run's says nothing of the kind."""
+    st = Store(made.store)
+    run = st.start_run("profile", "fsc profile cut short", None, {"recipes": ["tiny_attn"]})
+    st.add_point(run, point("tiny_attn", 1024, 1, 2.0))
+    st.finish_run(run, "interrupted")
+    for which, out in ((run, tmp_path / "cut.md"), (made.run_a, tmp_path / "whole.md")):
+        assert cli("report", which, "--store", made.store, "--out", out).code == 0
+    said = (f"The run did not finish (interrupted): these are the points it measured so far; "
+            f"`fsc profile --resume {run}` measures the rest once it has stopped.")
+    assert said in " ".join((tmp_path / "cut.md").read_text().split())
+    assert "did not finish" not in (tmp_path / "whole.md").read_text()
