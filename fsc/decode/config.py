@@ -70,6 +70,15 @@ def sampling(cfg: DecodeConfig) -> dict:
             "repetition_penalty": cfg.repetition_penalty}
 
 
+def setting(cfg: DecodeConfig, G: int) -> dict:
+    """How a decode ran at block size G, for its stats: the mode, G, the denoising steps K
+    (ar: 0, one fold a token), the reveal order (ar: None, there is none to choose), the
+    threshold, and how it drew its tokens (`sampling`)."""
+    ar = cfg.mode == "ar"
+    return {"mode": cfg.mode, "G": G, "K": 0 if ar else cfg.steps,
+            "policy": None if ar else cfg.policy, "threshold": cfg.threshold, **sampling(cfg)}
+
+
 @dataclass
 class DecodeResult:
     token_ids: list[int]

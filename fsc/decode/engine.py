@@ -19,7 +19,7 @@ from fsc.decode.config import (
     DecodeConfig,
     DecodeResult,
     check_inputs,
-    sampling,
+    setting,
 )
 from fsc.decode.denoise import Steps
 from fsc.decode.reference import generate_ref
@@ -149,8 +149,8 @@ def generate_batch(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig
     as each batch ends, with its rows (indices into `prompts`) and the results so far (None
     where a row is yet to decode), so that a caller can write each batch as it ends. Each
     result's stats hold its own tokens, blocks, steps and forward passes (as `generate` counts
-    them alone), why it ended (`stopped`: "eos" or "length"), the sampling settings
-    (`config.sampling`) and its batch's: `batch`, `batch_forward_passes`, the times and
+    them alone), why it ended (`stopped`: "eos" or "length"), how it decoded
+    (`config.setting`) and its batch's: `batch`, `batch_forward_passes`, the times and
     `tokens_per_s` (every row's tokens over the generation's time: the batch's throughput)."""
     cfg.check()
     if batch < 1:
@@ -263,8 +263,7 @@ def _rows(model, tokenizer, prompts: list[list[int]], cfg: DecodeConfig, device,
     t2 = time.perf_counter()
     prefill_s, generate_s = t1 - t0, t2 - t1
     made = sum(len(o) for o in outs)
-    shared = {"mode": cfg.mode, "G": G, "K": 0 if cfg.mode == "ar" else cfg.steps,
-              "policy": None if cfg.mode == "ar" else cfg.policy, "threshold": cfg.threshold, **sampling(cfg), "cached": True,
+    shared = {**setting(cfg, G), "cached": True,
               "graphs": folder is not None or replays,
               "batch": B, "device": str(device), "batch_forward_passes": passes,
               "batch_prompt_passes": prompt_passes, "prefill_s": prefill_s,

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from fsc.decode.config import DecodeConfig, DecodeResult, sampling
+from fsc.decode.config import DecodeConfig, DecodeResult, setting
 from fsc.decode.denoise import Steps
 from fsc.decode.sampler import ar_picker, banned_ids, picker
 from fsc.model.lm import read_as
@@ -92,12 +92,7 @@ def generate_ref(model, tokenizer, prompt_ids: list[int], cfg: DecodeConfig,
     t2 = time.perf_counter()
     prefill_s, generate_s = t1 - t0, t2 - t1
     stats = {
-        "mode": cfg.mode,
-        "G": G,
-        "K": 0 if cfg.mode == "ar" else cfg.steps,  # ar: no denoising steps, one fold per token
-        "policy": None if cfg.mode == "ar" else cfg.policy,  # ar: no reveal order to choose
-        "threshold": cfg.threshold,
-        **sampling(cfg),
+        **setting(cfg, G),
         "steps_used": sum(steps.used),
         "steps_per_block": sum(steps.used) / len(steps.used) if steps.used else 0.0,
         "cached": False,
