@@ -22,12 +22,11 @@ def fold_bar() -> Iterator[Callable[[int, int], None]]:
                      rp.TimeRemainingColumn(), console=err, transient=True) as bar:
         task = None
 
-        def report(done: int, total: int) -> None:
+        def report(done: int, total: int) -> None:  # (called only for several passes)
             nonlocal task
-            if task is None and done < total:  # more passes to come
+            if task is None:
                 task = bar.add_task("folding the prompt, tokens", total=total)
-            if task is not None:
-                bar.update(task, completed=done)
+            bar.update(task, completed=done)
 
         yield report
 

@@ -39,8 +39,9 @@ _on_fold: ContextVar[Callable[[int, int], None] | None] = ContextVar("on_fold", 
 
 @contextmanager
 def folding(report: Callable[[int, int], None]) -> Iterator[None]:
-    """Within it, every prompt's prefill calls `report(tokens folded, of T)` after each pass,
-    once the pass has run (the device synchronised): a long prompt's fold shows its progress."""
+    """Within it, a prompt's prefill of more than one pass calls `report(tokens folded, of T)`
+    after each, once it has run (the device synchronised): a long prompt's fold shows its
+    progress. A prompt folded in one pass reports nothing, and waits for nothing."""
     token = _on_fold.set(report)
     try:
         yield
@@ -59,7 +60,7 @@ def prefill(model, tokens, cache, chunk: int = PREFILL_CHUNK):
     cache as folding it in one pass leaves it); (the last token's logits [B, V], the passes)."""
     T = tokens.shape[1]
     n = chunk_tokens(chunk, cache.block_size, T)
-    report = _on_fold.get()
+    report = _on_fold.get() if n < T else None  # one pass: nothing to show, no wait for it
     for start in range(0, T, n):
         logits = model.fold_blocks(tokens[:, start : start + n], cache)
         if report is not None:

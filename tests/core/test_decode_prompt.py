@@ -126,8 +126,9 @@ def test_a_fold_of_several_passes_shows_its_progress(fsc_main, tmp_path, monkeyp
     seen = []
     with folding(lambda done, total: seen.append((done, total))):
         prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 8)
+        prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 0)
     prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 8)
-    assert seen == [(8, 20), (16, 20), (20, 20)]  # (none outside `folding`)
+    assert seen == [(8, 20), (16, 20), (20, 20)]  # (none outside `folding`, none for one pass)
     screen = io.StringIO()
     monkeypatch.setattr("fsc.cli.decode_render.err", Console(file=screen, force_terminal=True,
                                                               width=100))
