@@ -112,10 +112,15 @@ def timing_note(run_a: str, timing_a: str, run_b: str, timing_b: str) -> str | N
             "the ratios compare the two ways of issuing as well as the runs")
 
 
+def _count(config: dict[str, Any], key: str) -> int | None:
+    """A positive whole number a run's config records under `key`, else None."""
+    n = config.get(key)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
 def repeats(config: dict[str, Any]) -> int | None:
     """The timed repeats of each point of a profile run, as its config records them."""
-    n = config.get("repeats")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+    return _count(config, "repeats")
 
 
 def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
@@ -132,8 +137,7 @@ def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
 def budget(config: dict[str, Any]) -> int | None:
     """The --memory-budget (bytes) a profile run fitted its points to, as its config records
     it; None: the device's free memory."""
-    n = config.get("memory_budget")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+    return _count(config, "memory_budget")
 
 
 def budget_note(run_a: str, budget_a: int | None, run_b: str,
