@@ -87,7 +87,8 @@ class TextData:
             offset = random.Random(derive(self.seed, epoch, 3)).randrange(self.L) \
                 if self.shift and epoch else 0
             self._order = (epoch, order, offset)
-        start = self._order[1][i] * self.L + self._order[2]  # < n L <= len(tokens)
+        _, order, offset = self._order
+        start = order[i] * self.L + offset  # < n L <= len(tokens)
         ids = self.tokens[start : start + self.L].tolist()
         ids += self.tokens[: self.L - len(ids)].tolist()  # past the end: on from the first
         return Sample(ids, [True] * self.L, [True] * self.L)

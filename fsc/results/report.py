@@ -441,7 +441,7 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
         sections.append(Section("Other runs", f"{counted(len(others), 'run')} of other kinds "
                                               f"({', '.join(others)}): provenance only."))
     sections.append(Section("Provenance", tables=[_provenance_table(r) for r in info]))
-    return Report(f"fsc report: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''}",
+    return Report(f"fsc report: {counted(len(run_ids), 'run')}",
                   datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), run_ids, sections)
 
 
@@ -462,6 +462,7 @@ def _summary(points: list[dict]) -> str:
     recipes = sorted({p["recipe"] for p in points})
     devices = sorted({str(p.get("device_name") or p["device"]) for p in points})
     counts = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
-    return (f"{counted(len(points), 'point')} ({counts}) of {', '.join(recipes)} on {', '.join(devices)}; "
+    return (f"{counted(len(points), 'point')} ({counts}) of {', '.join(recipes)} on "
+            f"{', '.join(devices)}; "
             f"S {', '.join(figures.tokens(s) for s in sorted({p['S'] for p in points}))}, "
             f"B {', '.join(str(b) for b in sorted({p['B'] for p in points}))}.")

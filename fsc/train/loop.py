@@ -126,9 +126,9 @@ class Trainer:
                 if master is not None:
                     p.copy_(master)
         moments = {}
+        # stopped before its first step, the optimizer has no moments yet: a fresh one is the same
         fresh = int(state["step"]) == 0 and not any(k.startswith("exp_avg.") for k in tensors)
-        for name, i in ({} if fresh else index).items():  # (stopped before its first step,
-            # the optimizer has no moments yet: a fresh one is the same)
+        for name, i in ({} if fresh else index).items():
             try:
                 moments[i] = {"step": torch.tensor(float(state["step"])),
                               "exp_avg": tensors[f"exp_avg.{name}"].to(self.device),
