@@ -99,3 +99,17 @@ def test_a_baseline_measured_twice_is_compared_at_its_first_point():
             _point("mamba", 4096, 1, 1.0)]
     [mamba] = compare(rows)
     assert mamba["recipe"] == "mamba" and mamba["latency_x"] == 2.0
+
+
+def test_fsc_profile_compares_at_a_recipes_first_point_when_it_is_given_twice(fsc_main, tmp_path):
+    """At the command line: `-r tiny_attn -r tiny_attn` measures the baseline twice, and the
+    recipes are held to its first point."""
+    res = fsc_main("profile", "-r", "tiny_attn", "-r", "tiny_attn", "-r", "tiny_mamba", "--S",
+                   "64", "--B", "1", "--warmup", "0", "--repeats", "1", "--json", "--store",
+                   tmp_path / "st", check=0)
+    doc = json.loads(res.stdout)
+    first = next(p for p in doc["points"] if p["recipe"] == "tiny_attn")
+    mamba = next(p for p in doc["points"] if p["recipe"] == "tiny_mamba")
+    [versus] = doc["comparison"]
+    assert versus["recipe"] == "tiny_mamba" and versus["baseline"] == "tiny_attn"
+    assert versus["latency_x"] == first["step_ms"] / mamba["step_ms"]
