@@ -45,6 +45,17 @@ def ignore_stops() -> None:
         signal.signal(s, signal.SIG_IGN)
 
 
+def command_stops() -> StopSignals:
+    """The stops a whole command runs under (the console script's): SIGTERM, SIGUSR1 and
+    SIGUSR2, which by default end a process without a word, raise `Interrupted` as Ctrl-C
+    raises KeyboardInterrupt, so that a command with no handler of its own (`fsc build`, `fsc
+    decode` of one prompt) ends in the one line and exit status of any other interruption.
+    SIGINT keeps Python's own handler, and a signal the process was started with ignored
+    (`nohup`, a background job) stays ignored."""
+    return StopSignals(signals=tuple(s for s in STOP_SIGNALS[1:]
+                                     if signal.getsignal(s) == signal.SIG_DFL))
+
+
 class Interrupted(KeyboardInterrupt):
     """A stop signal, raised where the work was. A KeyboardInterrupt, so that everything that
     handles Ctrl-C handles every stop signal the same way."""

@@ -28,7 +28,7 @@ from fsc.cli import (
 from fsc.cli.common import printable
 from fsc.cli.usage import usage_line
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
-from fsc.interrupts import ignore_stops
+from fsc.interrupts import command_stops, ignore_stops
 
 
 class _Typer(typer.Typer):
@@ -198,10 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
-# Commands that never write to the store (nor `fsc query` without --write): one stopped by a
-# signal its own handler did not catch says that nothing was stored.
+# Commands that never write to the store, and those that write only with an option: one
+# stopped by a signal its own handler did not catch says that nothing was stored.
 STORES_NOTHING = frozenset({"recipes", "decode", "verify", "estimate", "schema", "compare",
                             "plot", "report", "artifacts"})
+STORES_WITH = {"query": "--write", "build": "--save"}
 
 
 def _interrupted(e: KeyboardInterrupt, argv: list[str]) -> int:
@@ -211,7 +212,8 @@ def _interrupted(e: KeyboardInterrupt, argv: list[str]) -> int:
 
     name = argv[0] if argv and argv[0] in SUMMARIES else None
     said = f"interrupted: fsc {name} stopped before it finished" if name else "interrupted"
-    if name in STORES_NOTHING or (name == "query" and "--write" not in argv):
+    option = STORES_WITH.get(name or "")
+    if name in STORES_NOTHING or (option and option not in (a.split("=")[0] for a in argv)):
         said += "; nothing was stored"
     print(said, file=sys.stderr)
     return exit_code(signum_of(e))
@@ -225,11 +227,13 @@ def _reader_left() -> None:
 
 
 def run() -> None:
-    """Console script (through fsc.__main__): main, then its exit code; a Ctrl-C outside the
-    command (while main reports its end, or stdout drains) is one line as well."""
+    """Console script (through fsc.__main__): main, under `command_stops` (a SIGTERM is said
+    as Ctrl-C is), then its exit code; a Ctrl-C outside the command (while main reports its
+    end, or stdout drains) is one line as well."""
     code = 0
     try:
-        code = main()
+        with command_stops():
+            code = main()
         ignore_stops()  # it has ended and said so: the exit status stays the command's
         sys.stdout.flush()
     except BrokenPipeError:

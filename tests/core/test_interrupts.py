@@ -86,3 +86,54 @@ def test_a_stop_signal_once_the_command_has_ended_leaves_its_status():
                          timeout=60)
     assert (res.returncode, res.stderr) == (0, "")
     assert "tiny_attn" in res.stdout
+
+
+# `fsc build` run as the console script does, held where it works (its recipe read) until it is
+# sent a signal; the script leaves SIGINT at Python's handler, as a terminal does
+SIGNALLED_BUILD = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+ignored = sys.argv[1] == "ignored"
+if ignored:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+import fsc.source
+def slow(*args, **kwargs):
+    print("ready", file=sys.stderr, flush=True)
+    time.sleep(2 if ignored else 60)
+    sys.exit(7)
+fsc.source.load_source_recipe = slow
+from fsc.__main__ import run
+sys.argv[1:] = ["build", "tiny_attn"]
+run()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1, signal.SIGINT])
+def test_a_command_without_handlers_of_its_own_says_every_stop_signal(tmp_path, signum):
+    """SIGTERM (a scheduler's, `timeout`'s) ended `fsc build` or a one-prompt `fsc decode`
+    without a word, where Ctrl-C said the one line: both now end alike, with 128 + the signal."""
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_BUILD, "default"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
+    try:
+        assert proc.stderr.readline().strip() == "ready"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (128 + signum, "")
+    assert err.strip() == "interrupted: fsc build stopped before it finished; nothing was stored"
+
+
+def test_a_signal_the_command_was_started_with_ignored_stays_ignored(tmp_path):
+    """(`nohup`, a background job): the command's own handler does not take it up again."""
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_BUILD, "ignored"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
+    try:
+        assert proc.stderr.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err.strip()) == (7, "")
