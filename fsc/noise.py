@@ -62,7 +62,10 @@ def overlap(a: Any, b: Any, phase: str = "step") -> bool | None:
 
 def versus(x: dict, k: str) -> str:
     """One cell of a versus-baseline table (a row of fsc.sweep_results.compare, `k` one of its
-    ratios): the ratio, "noise" when it is inside the p10–p90 noise, or why there is none."""
+    ratios): the ratio, "noise" when it is inside the p10–p90 noise, or why there is none (the
+    recipe's own point out of memory or failed, or the baseline's)."""
+    if x.get("status", "ok") != "ok":
+        return str(x["status"])
     if x[k] is None:
         return f"baseline {x['baseline_status']}"
     return "noise" if x.get(k.replace("_x", "_noise")) else f"{x[k]:.2f}×"

@@ -116,7 +116,9 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     sweep named it (`refs`: name -> the -r it was given; default the name) and its --dtype
     (`dtype`; None: the recipe's). `baseline_status` is the baseline's
     status at the point, NOT_MEASURED where the baseline ran at no such G and K (a recipe of
-    another block size), MISSING where it ran at that G and K but not at that S and B."""
+    another block size), MISSING where it ran at that G and K but not at that S and B.
+    `status` is the recipe's own: a point of it out of memory or failed has a row with no
+    ratios, so that a table of these rows shows it rather than leaving it out."""
     if not rows:
         return []
     base_name = baseline or _baseline(rows)
@@ -130,11 +132,11 @@ def compare(rows: list[PointResult], baseline: str | None = None,
     measured_at = {(b.G, b.K) for b in rows if b.recipe == base_name}
     result = []
     for r in rows:
-        if r.recipe == base_name or r.status != "ok":
+        if r.recipe == base_name:
             continue
         base = by.get((base_name, *key(r)))
         fits_B = command = None
-        if base is not None and base.status == "oom":
+        if r.status == "ok" and base is not None and base.status == "oom":
             same_s = [b for b in rows
                       if b.recipe == base_name and (b.S, b.G, b.K) == (r.S, r.G, r.K)]
             smaller = [b for b in same_s if b.status == "ok" and b.B < r.B]
@@ -146,10 +148,10 @@ def compare(rows: list[PointResult], baseline: str | None = None,
                 if fits_B:
                     command = _profile_command(base, fits_B, memory_budget,
                                                (refs or {}).get(base.recipe), dtype)
-        ok = base is not None and base.status == "ok"
+        ok = r.status == "ok" and base is not None and base.status == "ok"
         phase = "fold" if r.K == 0 else "step"  # ar: the pass that makes each token is the fold
         result.append({
-            "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe,
+            "S": r.S, "B": r.B, "G": r.G, "K": r.K, "recipe": r.recipe, "status": r.status,
             "baseline": base_name,
             "baseline_B": base.B if ok else None,
             "latency_x": getattr(base, f"{phase}_ms") / getattr(r, f"{phase}_ms") if ok else None,
@@ -212,6 +214,8 @@ def baseline_notes(comparison: list[dict]) -> list[str]:
     notes: list[str] = []
     said = set()
     for x in comparison:
+        if x.get("status", "ok") != "ok":  # the recipe's own point failed: nothing to measure
+            continue
         if x["baseline_status"] == NOT_MEASURED and (x["G"], x["K"]) not in said:
             said.add((x["G"], x["K"]))
             notes.append(f"{x['baseline']} was not measured at G {x['G']}, K {x['K']}: no "

@@ -70,6 +70,7 @@ def compare(
     repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
     devices = {r: comparing.device_names(points[r]) for r in (run_a, run_b)}
     budgets = {r: comparing.budget(configs.get(r, {})) for r in (run_a, run_b)}
+    status = {r["run_id"]: r["status"] for r in select.runs_table(st)}
     same = (f"note: RUN_A ({printable(given[0], 40)}) and RUN_B ({printable(given[1], 40)}) are "
             f"both run {run_a}: it is compared with itself, every ratio 1"
             if run_a == run_b and given[0] != given[1] else "")  # (the same text: as asked)
@@ -77,7 +78,10 @@ def compare(
                          comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
                          comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]),
                          comparing.device_note(run_a, devices[run_a], run_b, devices[run_b]),
-                         comparing.budget_note(run_a, budgets[run_a], run_b, budgets[run_b]))
+                         comparing.budget_note(run_a, budgets[run_a], run_b, budgets[run_b]),
+                         comparing.unfinished_note("A", run_a, status.get(run_a)),
+                         comparing.unfinished_note("B", run_b, status.get(run_b))
+                         if run_b != run_a else None)
              if n]
     for note in notes:
         say(note)
@@ -88,6 +92,8 @@ def compare(
                                        "devices": {"a": devices[run_a], "b": devices[run_b]},
                                        "memory_budget": {"a": budgets[run_a],
                                                          "b": budgets[run_b]},
+                                       "status": {"a": status.get(run_a),
+                                                  "b": status.get(run_b)},
                                        "notes": notes})
     else:
         _show(result, wide)

@@ -154,6 +154,17 @@ def budget_note(run_a: str, budget_a: int | None, run_b: str,
             "budget, not the run")
 
 
+def unfinished_note(which: str, run_id: str, status: str | None) -> str | None:
+    """A line saying run `which` (A or B) did not finish (interrupted, failed, or still marked
+    running), so that it is compared on the points it measured so far; None for a finished
+    one."""
+    if status in (None, "finished"):
+        return None
+    return (f"note: {which} ({run_id}) did not finish ({status}): it is compared on the points "
+            f"it measured so far; `fsc profile --resume {run_id}` measures the rest once it "
+            "has stopped")
+
+
 def _device(text: Any) -> Any:
     """A point's device as matching reads it: `cuda` (what `--device auto` resolves to) is
     the current CUDA device, cuda:0, as a worker process records it."""

@@ -113,3 +113,24 @@ def test_fsc_profile_compares_at_a_recipes_first_point_when_it_is_given_twice(fs
     [versus] = doc["comparison"]
     assert versus["recipe"] == "tiny_mamba" and versus["baseline"] == "tiny_attn"
     assert versus["latency_x"] == first["step_ms"] / mamba["step_ms"]
+
+
+def test_a_recipe_out_of_memory_has_its_row_against_the_baseline(tmp_path):
+    """Against a baseline that fits, a recipe out of memory at a point was left out of the
+    table, as if it had not been asked for: its row now says oom, with no ratio."""
+    res = in_process("profile", "-r", "tiny_attn", "-r", "tiny_mamba", "--S", "4096", "--B",
+                     "1,4", "--warmup", "0", "--repeats", "1", "--memory-budget", "3MiB",
+                     "--json", "--store", tmp_path)
+    assert res.returncode == 0, res.stderr
+    run_id = json.loads(res.stdout)["run_id"]
+    out = tmp_path / "r.md"
+    res = in_process("report", run_id, "--baseline", "tiny_mamba", "--out", out,
+                     "--store", tmp_path)
+    assert res.returncode == 0, res.stderr
+    table = out.read_text().split("Against tiny_mamba")[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| 4096")]
+    assert [r[:5] for r in rows] == [["4096", "1", "4", "4", "tiny_attn"],
+                                     ["4096", "4", "4", "4", "tiny_attn"]]
+    assert rows[1][5:] == ["oom"] * 3
+    assert all(c.endswith("×") or c == "noise" for c in rows[0][5:])

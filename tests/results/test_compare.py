@@ -252,3 +252,20 @@ def test_eval_runs_are_pointed_to_report_and_query(cli, made):
                                 "compares profile runs point by point (set eval runs side by "
                                 "side with fsc report RUN RUN ...; its rows: fsc query "
                                 f"\"SELECT * FROM evaluation WHERE run_id = '{run}'\")"), r.err
+
+
+def test_a_run_that_did_not_finish_is_said_to_be(cli, tmp_path):
+    """`fsc compare … latest` may pick a profile run stopped half way: the points it lacks show
+    only as A's alone, so compare says the run did not finish, as the report's header does."""
+    runs = _profile_runs(tmp_path / "store", [({}, 4.0), ({}, 4.0)])
+    Store(tmp_path / "store").finish_run(runs[1], "interrupted")
+    r, doc = _json(cli, runs[0], "latest", "--store", tmp_path / "store")
+    note = (f"note: B ({runs[1]}) did not finish (interrupted): it is compared on the points it "
+            f"measured so far; `fsc profile --resume {runs[1]}` measures the rest once it has "
+            "stopped")
+    assert r.code == 0 and note in r.err, r.err
+    assert doc["status"] == {"a": "finished", "b": "interrupted"} and doc["notes"] == [note]
+    r, doc = _json(cli, runs[1], runs[1], "--store", tmp_path / "store")
+    assert r.err.count("did not finish") == 1 and len(doc["notes"]) == 1
+    r, doc = _json(cli, runs[0], runs[0], "--store", tmp_path / "store")
+    assert doc["notes"] == [] and "note:" not in r.err
