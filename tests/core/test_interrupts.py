@@ -136,4 +136,4 @@ def test_a_signal_the_command_was_started_with_ignored_stays_ignored(tmp_path):
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert (proc.returncode, err.strip()) == (7, "")
+    assert (proc.returncode, out, err.strip()) == (7, "", "")
