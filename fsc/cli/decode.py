@@ -141,7 +141,7 @@ def decode(
     from fsc.errors import UsageError
     from fsc.prompt import given_prompt, given_prompts, once
     from fsc.source import Source
-    from fsc.tokenizer import check_vocab
+    from fsc.tokenizer import ByteTokenizer, IdTokenizer, check_vocab
 
     prompt, prompt_ids, prompt_file, prompts = (once(o, v) for o, v in (
         ("--prompt", prompt), ("--prompt-ids", prompt_ids), ("--prompt-file", prompt_file),
@@ -170,6 +170,9 @@ def decode(
     # its specials are never generated, and its EOS ends the decode (ids alone, IdTokenizer,
     # for a published model that has none)
     tok = src.tokenizer(tokenizer, need_mask=mode_ != "ar")
+    if (prompt_ids is not None and mode_ == "ar" and isinstance(tok, ByteTokenizer)
+            and tok.vocab_size > source_recipe.vocab_size):  # too few ids for bytes: ids alone
+        tok = IdTokenizer(source_recipe.vocab_size)
     check_vocab(tok, source_recipe)
     if prompt_ids is not None:
         ids = given_ids(prompt_ids, source_recipe.vocab_size, tok)

@@ -161,6 +161,22 @@ def test_prompt_ids_decode_as_the_text_they_are(fsc_main, tmp_path, mode):
     assert all(t < 256 or t == 257 for t in ids["token_ids"])  # bytes, or EOS ending it
 
 
+def test_prompt_ids_decode_a_recipe_of_fewer_ids_than_bytes(fsc_main, tmp_path):
+    """A recipe of vocab_size 200 (an imported one, say) decodes --prompt-ids autoregressively
+    with ids alone: the byte tokenizer's 260 tokens refused it, though no text is read."""
+    text = (load_recipe("tiny_attn").to_yaml()).replace("vocab_size: 288", "vocab_size: 200")
+    (tmp_path / "r.yaml").write_text(text)
+    run = ("decode", "r.yaml", "--prompt-ids", "1,2,3", "--mode", "ar", "--length", "6",
+           "--json")
+    cached, uncached = (json.loads(fsc_main(*run, *more, check=0).stdout)
+                        for more in ((), ("--no-cache",)))
+    assert cached["prompt"] == "1 2 3 " and len(cached["token_ids"]) == 6
+    assert cached["token_ids"] == uncached["token_ids"]
+    assert all(0 <= t < 200 for t in cached["token_ids"])
+    res = fsc_main("decode", "r.yaml", "--prompt-ids", "1,2,3", "--length", "8")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1  # diffusion needs a mask
+
+
 def test_an_autoregressive_decode_records_no_reveal_order(fsc_main):
     """--mode ar reveals one token a pass, in order: its stats hold no policy (as its eval
     cells do), and K 0; a diffusion decode's hold the policy it used."""
