@@ -196,7 +196,9 @@ def show_run(
     def utc(at) -> str:
         return at.isoformat(sep=" ", timespec="seconds") + " UTC" if at else "-"
 
-    resumed = (("resumed", utc(run["resumed_at"])),) if run["resumed_at"] else ()
+    resumed = ((("resumed", utc(run["resumed_at"])),
+                ("stopped", f"{_duration(run['stopped_s'])} between its sessions (not in its "
+                 "duration)")) if run["resumed_at"] else ())
     for key, value in (
             ("run", f"{run['run_id']} ({run['kind']})"), ("status", _status(run).plain),
             ("started", utc(run["started_at"])), *resumed,

@@ -326,6 +326,12 @@ def eval_cells_template(con: Connection) -> None:
     con.execute(row_view("evaluation", "eval_cells", "c", ENVIRONMENT))
 
 
+def runs_stopped_s(con: Connection) -> None:
+    """The seconds a run sat stopped (interrupted, failed or killed) before it was resumed,
+    which its duration leaves out."""
+    con.execute("ALTER TABLE runs ADD COLUMN stopped_s DOUBLE")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     create_runs_recipes_environments,
     create_profile_points_samples,
@@ -341,6 +347,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     eval_cells_harness,
     eval_cells_suite,
     eval_cells_template,
+    runs_stopped_s,
 ]
 
 

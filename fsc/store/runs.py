@@ -132,9 +132,17 @@ class RunLifecycle:
                                                                        strict=True) if a != b)
                 raise UsageError(f"run {run_id} was measured in another environment ({diff}); "
                                  "start a new run instead")
-            con.execute("UPDATE runs SET status = 'running', pid = ?, host = ?, resumed_at = ?,"
-                        " ended_at = NULL, error = NULL WHERE run_id = ?",
-                        [os.getpid(), socket.gethostname(), utcnow(), run_id])
+            # the time it sat stopped: from its end (a killed run's: its last row, or its last
+            # resume where it stored none since) to now, which its duration leaves out
+            stopped_since = ("coalesce(ended_at, greatest(coalesce("
+                             f"{_last_row_at('$run')}, started_at), coalesce(resumed_at, "
+                             "started_at)))")
+            con.execute("UPDATE runs SET status = 'running', pid = $pid, host = $host,"
+                        " resumed_at = $now, ended_at = NULL, error = NULL, stopped_s ="
+                        " coalesce(stopped_s, 0) + greatest(0, date_diff('microsecond',"
+                        f" {stopped_since}, $now) / 1e6) WHERE run_id = $run",
+                        {"pid": os.getpid(), "host": socket.gethostname(), "now": utcnow(),
+                         "run": run_id})
         return config
 
     def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str,
@@ -194,7 +202,8 @@ class RunLifecycle:
             params += [recipe, recipe, recipe]
         live = status in ("running", "dead")  # told apart below, after the query
         sql = f"""
-            SELECT r.run_id, r.kind, r.status, r.started_at, r.resumed_at, r.ended_at, r.pid, r.host,
+            SELECT r.run_id, r.kind, r.status, r.started_at, r.resumed_at, r.ended_at,
+                   r.stopped_s, r.pid, r.host,
                    r.command, r.error,
                    count(p.point_id) FILTER (WHERE p.status = 'ok') AS points_ok,
                    count(p.point_id) FILTER (WHERE p.status = 'oom') AS points_oom,
@@ -233,7 +242,8 @@ class RunLifecycle:
                 end = utcnow()
             else:  # a killed run: it ended with the last row it stored
                 end = run["last_row_at"]
-            run["duration_s"] = (end - run["started_at"]).total_seconds() if end else None
+            run["duration_s"] = ((end - run["started_at"]).total_seconds()
+                                 - (run["stopped_s"] or 0) if end else None)  # working time
             if not live or (run["process"] == "dead") == (status == "dead"):
                 out.append(run)
         return out[:limit]

@@ -145,6 +145,8 @@ SCHEMA: dict[str, Relation] = {
             "config": "Run configuration as JSON text (sweep axes, repeats, ...).",
             "error": "Error message of a failed or interrupted run.",
             "resumed_at": "When the run was last resumed (UTC); NULL if never.",
+            "stopped_s": "Seconds it sat stopped before its resumes (its ended_at, else its "
+                         "last row, to the resume); NULL if never resumed.",
         },
     ),
     "recipes": Relation(

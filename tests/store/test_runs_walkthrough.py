@@ -120,14 +120,34 @@ def test_rm_refuses_a_live_run_before_it_asks(two_runs, cli, monkeypatch):
 
 
 def test_show_says_when_a_run_was_resumed(two_runs, cli):
-    """A resumed run's duration holds the time between its sessions, and its pid is the
-    resumer's: `fsc runs show` said neither when it was resumed."""
+    """A resumed run's pid is the resumer's: `fsc runs show` did not say it was resumed."""
     st, [a, b, _] = two_runs
     st.query(f"update runs set resumed_at = '2026-03-04 05:06:07' where run_id = '{a}'",
              write=True)
     shown = cli("runs", "show", a).out
     assert "resumed  2026-03-04 05:06:07 UTC" in shown
     assert "resumed" not in cli("runs", "show", b).out
+
+
+@pytest.mark.parametrize("how", ["killed", "interrupted"])
+def test_a_resumed_runs_duration_leaves_out_the_time_it_sat_stopped(store_path, cli, how):
+    """A run stopped on 1 January and resumed today was listed as having taken eleven months:
+    its duration held the time between its sessions. It now counts from its end (a killed
+    run's: its last row) to the resume apart, as `stopped`."""
+    st = Store(store_path)
+    run = _killed(st, "eval", "eval_cells", [{"task": "niah", "length": 64}])
+    if how == "interrupted":  # ended 10 s after its last row
+        st.query(f"update runs set status = 'interrupted', ended_at = '2026-01-01 00:00:40'"
+                 f" where run_id = '{run}'", write=True)
+    st.resume_run(run, None, "eval")
+    st.finish_run(run)
+    [listed] = json.loads(cli("runs", "--json").out)
+    worked = 30.0 if how == "killed" else 40.0  # to the end, or the last row, of session one
+    assert worked <= listed["duration_s"] < worked + 10, listed
+    [(stopped,)] = st.query(f"select stopped_s from runs where run_id = '{run}'")[1]
+    assert stopped > 24 * 3600 and listed["stopped_s"] == stopped
+    shown = _said(cli("runs", "show", run).out)
+    assert "between its sessions (not in its duration)" in shown and "stopped" in shown
 
 
 def test_show_prints_a_long_config_whole(tmp_path, cli):
