@@ -100,7 +100,7 @@ class FscScorer:
         seen = []
         hook = self.model.norm_f.register_forward_hook(lambda _m, _i, out: seen.append(out))
         try:
-            self.model.forward_blockwise(x, [1] * len(ids))
+            self.model.forward_blockwise(x, [1] * x.shape[1])
         finally:
             hook.remove()
         return seen[0][0, -1].double().cpu()

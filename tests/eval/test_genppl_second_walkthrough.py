@@ -9,6 +9,7 @@ import random
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from fsc.checkpoint.io import save_checkpoint
 from fsc.eval import genppl, textstats
@@ -102,6 +103,40 @@ def test_the_mauve_line_names_the_baseline_as_its_row_does(fsc_main, tmp_path, a
                    "--baseline", ar_recipe, "--mauve", "--store", tmp_path / "st", check=0)
     lines = [line for line in res.stdout.splitlines() if line.startswith("MAUVE")]
     assert lines == ["MAUVE G 4 K 4 T 1: 0.500", "MAUVE ar T 1 (baseline tiny_ar): 0.500"]
+
+
+def _windowed_scorer(folder, recipe):
+    """An autoregressive checkpoint trained (so its record says) at 8 tokens: its window."""
+    save_checkpoint(build_model(load_recipe(recipe)), folder, seed=3,
+                    training={"objective": "ar", "seq_len": 8})
+    return folder
+
+
+def test_a_scorers_features_are_those_of_its_last_window(tmp_path, ar_recipe):
+    """MAUVE's features of a text longer than the scorer's window raised (the last window's
+    tokens read with block lengths for all of them)."""
+    from fsc.eval.scorers import FscScorer
+
+    scorer = FscScorer(str(_windowed_scorer(tmp_path / "scorer", ar_recipe)), "cpu")
+    ids = list(range(40, 60))
+    assert scorer.window == 8 and torch.equal(scorer.hidden(ids), scorer.hidden(ids[-8:]))
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_mauve_features_a_text_longer_than_the_scorers_window(fsc_main, tmp_path, ar_recipe,
+                                                               monkeypatch):
+    """A prompt and sample longer than the scorer was trained at (the quality setup: a scorer
+    trained at 128 reads 192) ended `--mauve` in an internal error."""
+    seen = []
+    monkeypatch.setattr("fsc.eval.mauve.mauve_of", lambda scored, samples, outs, seed: seen.append(
+        [scored.scorer.hidden(scored.context(p) + scored.ids(o)) for (p, _), o in
+         zip(samples, outs, strict=True)]) or 0.5)
+    _windowed_scorer(tmp_path / "scorer", ar_recipe)
+    res = fsc_main("eval", "tiny_attn", "--task", "genppl", "--samples", "2", "--lengths", "12",
+                   "--prompt-length", "6", "--data", "shakespeare", "--scorer", "scorer",
+                   "--mauve", "--store", tmp_path / "st", check=0)
+    assert res.returncode == 0, res.stderr
+    assert "MAUVE G 4 K 4 T 1: 0.500" in res.stdout and len(seen[0]) == 2
 
 
 def test_an_empty_sample_carries_no_entropy_into_the_mean():
