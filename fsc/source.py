@@ -87,9 +87,11 @@ def is_checkpoint(ref: str | Path) -> bool:
 
 
 def load_source_recipe(ref: str | Path) -> Recipe:
-    """The recipe of a recipe file, a shipped recipe name, a checkpoint directory or an import
-    source (its config alone: the weights are not read)."""
+    """The recipe of a recipe file, a shipped recipe name, a checkpoint directory (a training
+    directory: its newest step's) or an import source (its config alone: the weights are not
+    read)."""
     _named(ref)
+    ref = resolve_checkpoint(ref) if Path(ref).is_dir() else ref
     _refuse_inner_file(ref)
     if (Path(ref).is_dir() and not (Path(ref) / RECIPE_FILE).exists()
             and json_object(Path(ref) / CONFIG_FILE).get("library_name") == "fsc"):

@@ -189,3 +189,17 @@ def test_ar_latency_compares_the_pass_that_makes_each_token():
 
     [x] = compare([ar("attn", 3.0, 2.0), ar("mamba", 1.0, 4.0)])
     assert x["latency_x"] == 0.5 and x["throughput_x"] == 0.5  # (step times: 3.0)
+
+
+def test_a_training_directory_is_profiled_as_its_newest_step(fsc_main, tmp_path):
+    """`fsc build`, `estimate`, `eval` and `decode` take a training directory; `fsc profile -r`
+    refused it, saying it held no training run."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+
+    save_checkpoint(build_model(load_source_recipe("tiny_mamba")), tmp_path / "run" / "step-000002",
+                    seed=1)
+    (tmp_path / "run" / "latest").write_text("step-000002\n")
+    res = fsc_main("profile", "-r", "run", "--S", "64", "--B", "1", "--dry-run", check=0)
+    assert res.returncode == 0, res.stderr
+    assert "tiny_mamba" in res.stdout and "1 point" in res.stdout
