@@ -41,11 +41,11 @@ def harness_asked(values: dict) -> bool:
 
 def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                      grid_options: tuple[str, ...], store: Path | None, as_json: bool, *,
-                     tasks: str | None, include_path: Path | None, limit: float | None,
+                     tasks: str | None, include_path: str | None, limit: float | None,
                      num_fewshot: int | None, max_length: int | None, mc_samples: int,
                      batch: int, seed: int,
                      device: str, steps: str | None, log_samples: bool,
-                     output_path: Path | None) -> None:
+                     output_path: str | None) -> None:
     """Check the harness's options (UsageError for a grid option it does not take, --resume,
     or several --steps), run it into the store and show its rows."""
     if resume is not None:

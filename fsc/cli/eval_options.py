@@ -15,7 +15,34 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import one_value
 from fsc.cli.common import Choice, finite
+
+
+def _one(option: str, help: str, metavar: str = "<str>"):
+    """An option that names one input: a second value is refused (bounds.one_value), where
+    click would keep the last unsaid; the command unpacks its list of one."""
+    return Annotated[list[str] | None, typer.Option(
+        option, callback=one_value(option, None, "it names one input"), metavar=metavar,
+        help=help, show_default=False)]
+
+
+DataOpt = _one("--data", "loss, genppl: shakespeare or a .txt/.jsonl/.parquet file; loss also "
+               "hf:NAME, a task or a mix of tasks (passkey, mqar, copy, vt, ...; "
+               "passkey:1,vt:1); default: the corpus trained on, its val split, or the tasks "
+               "trained on, drawn afresh.")
+TokenizerOpt = _one("--tokenizer", "Local Hugging Face tokenizer directory (default: as "
+                    "trained).", "<path>")
+ScorerOpt = _one("--scorer", "genppl: the autoregressive model that scores the samples: an "
+                 "fsc checkpoint, training dir or recipe (G 1), or a transformers model "
+                 "directory.")
+BaselineOpt = _one("--baseline", "genppl: an autoregressive checkpoint decoded on the same "
+                   "prompts, as a row.")
+IncludePathOpt = _one("--include-path", "harness: a folder of local task YAML files.", "<path>")
+OutputPathOpt = _one("--output-path", "harness: a folder for the harness's results JSON (and "
+                     "--log-samples' JSONL), as lm_eval --output_path writes them.", "<path>")
+ResumeOpt = _one("--resume", "Continue an eval run (after Ctrl-C, SIGTERM or a kill): only its "
+                 "missing cells are scored; a finished one is left as it is (exit 0).", "RUN_ID")
 
 
 class Task(Choice):

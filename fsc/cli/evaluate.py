@@ -3,7 +3,6 @@ variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scal
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,7 +30,14 @@ from fsc.cli.eval_options import (
     GRID_OPTIONS,
     MAX_PAIRS,
     MAX_SAMPLES,
+    BaselineOpt,
+    DataOpt,
+    IncludePathOpt,
+    OutputPathOpt,
+    ResumeOpt,
+    ScorerOpt,
     Task,
+    TokenizerOpt,
     documents,
     export_prompts,
     with_task_options,
@@ -77,11 +83,7 @@ def evaluate(
     batch: Annotated[int, typer.Option("--batch", min=1, max=MAX_B,
                                        help="Prompts decoded together (loss: sequences a "
                                        "pass; harness: requests a batch).")] = 20,
-    data: Annotated[str | None, typer.Option(
-        "--data", help="loss, genppl: shakespeare or a .txt/.jsonl/.parquet file; loss also "
-        "hf:NAME, a task or a mix of tasks (passkey, mqar, copy, vt, ...; passkey:1,vt:1); "
-        "default: the corpus trained on, its val split, or the tasks trained on, drawn afresh.",
-        show_default=False)] = None,
+    data: DataOpt = None,
     needle_digits: Annotated[int | None, typer.Option(
         "--needle-digits", min=1, max=MAX_KEY_DIGITS, help="niah, ruler, loss on passkey "
         "data: digits of the key (default: as trained, or the smallest multiple of G that is "
@@ -91,16 +93,11 @@ def evaluate(
         "--text-field", help="loss, genppl: the field of a .jsonl/.parquet file's rows (or "
         "an hf: dataset's) that holds the text (default: text, or the one trained on).",
         show_default=False)] = None,
-    tokenizer: Annotated[Path | None, typer.Option(
-        "--tokenizer", help="Local Hugging Face tokenizer directory (default: as trained).",
-        show_default=False)] = None,
+    tokenizer: TokenizerOpt = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts "
                                       "(loss: sequences, and masks of the bound; genppl: and "
                                       "its draws).")] = 0,
-    scorer: Annotated[str | None, typer.Option(
-        "--scorer", help="genppl: the autoregressive model that scores the samples: an fsc "
-        "checkpoint, training dir or recipe (G 1), or a transformers model directory.",
-        show_default=False)] = None,
+    scorer: ScorerOpt = None,
     G: listed(
         "--G", "genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).") = None,
     policy: listed(
@@ -119,9 +116,7 @@ def evaluate(
     prompt_length: Annotated[int | None, typer.Option(
         "--prompt-length", min=0, max=MAX_S, help="genppl: tokens of the --data text before "
         "each sample (0: from BOS; default 64).", show_default=False)] = None,
-    baseline: Annotated[str | None, typer.Option(
-        "--baseline", help="genppl: an autoregressive checkpoint decoded on the same prompts, "
-        "as a row.", show_default=False)] = None,
+    baseline: BaselineOpt = None,
     ngram: Annotated[int | None, typer.Option(
         "--ngram", min=1, max=64, help="genppl: n of the repeated n-gram fraction (default 4).",
         show_default=False)] = None,
@@ -130,9 +125,7 @@ def evaluate(
         "(fsc[quality]).")] = False,
     tasks: listed(
         "--tasks", "harness: lm-evaluation-harness tasks, e.g. arc_easy,piqa (fsc[harness]).") = None,
-    include_path: Annotated[Path | None, typer.Option(
-        "--include-path", help="harness: a folder of local task YAML files.",
-        show_default=False)] = None,
+    include_path: IncludePathOpt = None,
     limit: Annotated[float | None, typer.Option(
         "--limit", callback=documents, help="harness: at most this many documents per task, "
         "or (below 1) this fraction of them, as lm_eval --limit.", show_default=False)] = None,
@@ -148,19 +141,14 @@ def evaluate(
         "draws per block of the likelihood bound.")] = 32,
     log_samples: Annotated[bool, typer.Option("--log-samples", help="harness: write each "
                                               "document's requests and answers too.")] = False,
-    output_path: Annotated[Path | None, typer.Option(
-        "--output-path", help="harness: a folder for the harness's results JSON (and "
-        "--log-samples' JSONL), as lm_eval --output_path writes them.", show_default=False)] = None,
+    output_path: OutputPathOpt = None,
     changes: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="Score the checkpoint with a recipe field that "
         f"changes no weight set otherwise (repeatable): {', '.join(WEIGHT_FREE)}, e.g. --set "
         "attention.logn=128; the rows name the recipe RECIPE+KEY=VALUE.",
         show_default=False)] = None,
     device: DeviceOpt = "auto",
-    resume: Annotated[str | None, typer.Option(
-        "--resume", metavar="RUN_ID", help="Continue an eval run (after Ctrl-C, SIGTERM or a "
-        "kill): only its missing cells are scored; a finished one is left as it is (exit 0).",
-        show_default=False)] = None,
+    resume: ResumeOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     *,
@@ -179,8 +167,12 @@ def evaluate(
 
     lengths, depths, pairs, steps, G, policy, threshold, temperature, tasks = joined(
         lengths, depths, pairs, steps, G, policy, threshold, temperature, tasks)
+    (data,), (tokenizer,), (scorer,), (baseline,), (include_path,), (output_path,), (resume,) = (
+        data, tokenizer, scorer, baseline, include_path, output_path, resume)  # one each
     if (source is None) == (resume is None):
-        raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run")
+        raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run"
+                         + (", not both (a resumed run scores its own checkpoint)"
+                            if resume is not None else ""))
     if tasks is not None and task is None:
         task = Task.harness
     harness_given = given_options(ctx, HARNESS_OPTIONS)

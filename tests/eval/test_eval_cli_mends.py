@@ -149,3 +149,26 @@ def test_a_checkpoint_trained_on_a_mix_with_mqar_is_told_at_the_command_line(fsc
     assert "a mix no one eval task measures: give --task mqar or --task niah or --task loss" in said
     runs = fsc_main("runs", "--kind", "eval", "--json", "--store", tmp_path / "st", check=0)
     assert json.loads(runs.stdout) == []
+
+
+@pytest.mark.parametrize(("option", "values"), [
+    ("--data", ("shakespeare", "notes.txt")), ("--scorer", ("a", "b")),
+    ("--baseline", ("a", "b")), ("--tokenizer", ("t1", "t2")), ("--resume", ("r1", "r2")),
+    ("--include-path", ("d1", "d2")), ("--output-path", ("o1", "o2"))])
+def test_an_option_naming_one_input_refuses_a_second(cli, tmp_path, option, values):
+    """`fsc eval CK --task loss --data shakespeare --data notes.txt` scored notes.txt alone,
+    where `fsc train --data` and `fsc decode --prompt-file` refuse a second value."""
+    r = cli("eval", "tiny_attn", "--task", "loss", option, values[0], option, values[1],
+            "--store", tmp_path / "st")
+    said = " ".join(r.err.split())
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    assert f"'{option}': given 2 times ('{values[0]}', '{values[1]}'); it names one input" in said
+    assert not (tmp_path / "st").exists()
+
+
+def test_a_checkpoint_and_resume_together_are_said_to_be_both(cli, tmp_path):
+    """Both given were told to give one of the two, as if neither had been."""
+    r = cli("eval", "tiny_attn", "--resume", "latest", "--store", tmp_path / "st")
+    assert r.code == 2 and "not both" in r.err and r.err.count("\n") == 1
+    r = cli("eval", "--store", tmp_path / "st")
+    assert r.code == 2 and "not both" not in r.err

@@ -143,7 +143,7 @@ def test_a_scorer_that_flatters_or_judges_nothing_is_warned_of(fsc_main, tmp_pat
     (["--scorer", "AR", "--baseline", "tiny_attn"], "--baseline tiny_attn: a block-diffusion"),
     (["--scorer", "AR", "--depths", "0.5"], "--depths: for --task niah or ruler only (this is genppl)"),
     (["--scorer", "AR", "--pairs", "4"], "--pairs: for --task mqar (or loss on mqar data)"),
-    (["--scorer", "AR", "--data", "shakespeare", "--lengths", "10m", "--prompt-length", "8"],
+    (["--scorer", "AR", "--lengths", "10m", "--prompt-length", "8"],
      "fewer than one sequence of --prompt-length 8 + --lengths 10485760 = 10485768"),
 ])
 def test_bad_genppl_input_is_one_line(fsc_main, tmp_path, ar_recipe, args, says):
