@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,6 +89,13 @@ class Store(RunLifecycle):
                 raise StorePathError(f"store {self.dir}: {writable} is not writable")
             if write and not os.access(where, os.W_OK | os.X_OK):  # DuckDB writes a WAL beside
                 raise StorePathError(f"store {self.dir}: folder {where} is not writable")
+            if write:  # os.access says yes to root on read-only mounts and in /proc: a file made
+                try:
+                    with tempfile.TemporaryFile(dir=where):
+                        pass
+                except OSError as e:
+                    raise StorePathError(f"store {self.dir}: cannot write in folder {where} "
+                                         f"({e.strerror or e})") from None
         except OSError as e:
             raise StorePathError(f"store {self.dir}: {e.strerror or e}") from e
 

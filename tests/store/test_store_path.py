@@ -104,3 +104,17 @@ def test_an_unwritable_folder_for_real(store_path, cli):
     finally:
         store_path.chmod(0o700)
     assert result.code == 2 and "is not writable" in result.err
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("command", [("build", "tiny_attn", "--save", "ck"),
+                                     ("query", "--write", "create table t (a int)")])
+def test_a_store_in_a_folder_no_file_can_be_made_in_is_refused_first(cli, tmp_path,
+                                                                    monkeypatch, command):
+    """os.access says yes to root in /proc: `fsc build --save ck --store /proc/x` (as `fsc
+    push` and `fsc pull`) wrote the checkpoint, then failed to record it."""
+    monkeypatch.chdir(tmp_path)
+    result = cli(*command, "--store", "/proc/fsc-store")
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert result.err.startswith("error: store /proc/fsc-store: ")
+    assert not (tmp_path / "ck").exists()
