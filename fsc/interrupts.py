@@ -15,6 +15,12 @@ a command set up (built the model, read the data) is not lost when its loop begi
 
 A command stopped by a signal exits with 128 + its number (130 for Ctrl-C, 143 for SIGTERM),
 the status a shell reports for a process that signal ended.
+
+A signal that comes while a module is being imported is delivered once the import is done:
+raised inside one, it can be lost (C code that clears Python errors as torch's and numpy's
+initialisation do: a Ctrl-C in a command's first second was ignored, or left numpy half
+imported), so the handler defers it and has it sent again every 50 ms until no import is
+under way.
 """
 
 from __future__ import annotations
@@ -45,15 +51,55 @@ def ignore_stops() -> None:
         signal.signal(s, signal.SIG_IGN)
 
 
+REDELIVER_S = 0.05  # how often a signal deferred during an import is tried again
+
+_received: list[int] = []  # the stop signals handlers received in this process, in order
+
+
 def command_stops() -> StopSignals:
     """The stops a whole command runs under (the console script's): SIGTERM, SIGUSR1 and
     SIGUSR2, which by default end a process without a word, raise `Interrupted` as Ctrl-C
-    raises KeyboardInterrupt, so that a command with no handler of its own (`fsc build`, `fsc
-    decode` of one prompt) ends in the one line and exit status of any other interruption.
-    SIGINT keeps Python's own handler, and a signal the process was started with ignored
-    (`nohup`, a background job) stays ignored."""
-    return StopSignals(signals=tuple(s for s in STOP_SIGNALS[1:]
-                                     if signal.getsignal(s) == signal.SIG_DFL))
+    does, so that a command with no handler of its own (`fsc build`, `fsc decode` of one
+    prompt) ends in the one line and exit status of any other interruption; and none is lost
+    in an import. A signal the process was started with ignored (`nohup`, a background job)
+    stays ignored."""
+    default = {signal.SIGINT: signal.default_int_handler}
+    return StopSignals(signals=tuple(s for s in STOP_SIGNALS
+                                     if signal.getsignal(s) == default.get(s, signal.SIG_DFL)))
+
+
+def last_signal() -> int:
+    """The stop signal a handler received last in this process; SIGINT when none did (a
+    Ctrl-C that Python's own handler took)."""
+    return _received[-1] if _received else signal.SIGINT
+
+
+def swallowed(e: BaseException | None) -> bool:
+    """Whether `e` (or what caused it) is a library's own error made of a stop signal raised
+    inside it: DuckDB turns one raised while a query runs into "Query interrupted"."""
+    while e is not None:
+        if type(e).__name__ == "InterruptException" or (
+                isinstance(e, RuntimeError) and str(e) == "Query interrupted"):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _again(signum: int) -> None:
+    """Signal `signum` to the main thread again (a real signal, which wakes a blocking call as
+    the first did), while a Python handler takes it: one that has since given way to the
+    default action or to ignoring it is not woken."""
+    if callable(signal.getsignal(signum)):
+        signal.pthread_kill(threading.main_thread().ident, signum)
+
+
+def _importing(frame) -> bool:
+    """Whether a module is being imported where the frame `frame` runs."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Interrupted(KeyboardInterrupt):
@@ -97,8 +143,16 @@ class StopSignals:
         self._holding = self._pending = False
         self._previous: dict[int, Any] = {}
         self._outer: StopSignals | None = None  # the one this opened inside, if any
+        self._deferred: threading.Timer | None = None  # a signal to deliver after an import
 
     def _handler(self, signum: int, frame) -> None:
+        if _importing(frame):  # raised here it could be lost: again once the import is done
+            if self._deferred is None or not self._deferred.is_alive():
+                self._deferred = threading.Timer(REDELIVER_S, _again, (signum,))
+                self._deferred.daemon = True
+                self._deferred.start()
+            return
+        _received.append(signum)
         repeated = self.signum is not None
         if not repeated:
             self.signum = signum

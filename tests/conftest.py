@@ -41,6 +41,22 @@ def pytest_configure(config):
         raise pytest.UsageError(why)
 
 
+@pytest.fixture(autouse=True)
+def _stop_handlers():
+    """Each test leaves the stop signals' handlers as it found them: the console script run
+    in this process (fsc.cli.main.run) ignores them once its command has ended, which would
+    leave a later test's SIGTERM ignored."""
+    import signal
+
+    from fsc.interrupts import STOP_SIGNALS
+
+    saved = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    yield
+    for s, handler in saved.items():
+        if signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
+
+
 @pytest.fixture
 def run_fsc(tmp_path):
     """run_fsc(*args, env=None, cwd=None, check=None, timeout=300): `python -m fsc ARGS` in a

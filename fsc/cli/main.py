@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from fsc import __version__
+from fsc import __version__, interrupts
 from fsc.cli import (
     artifacts,
     build,
@@ -28,7 +28,6 @@ from fsc.cli import (
 from fsc.cli.common import printable
 from fsc.cli.usage import usage_line
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
-from fsc.interrupts import command_stops, ignore_stops
 
 
 class _Typer(typer.Typer):
@@ -174,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             common.print_json({**e.facts, "nothing_to_do": str(e)})
         return 0
     except FscError as e:
+        if interrupts.swallowed(e):  # a stop signal a library made its own error of (DuckDB's)
+            return _interrupted(interrupts.Interrupted(interrupts.last_signal()), argv)
         if debug:
             raise
         return _fail(str(e), e.exit_code)
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                 else printable(e, 200))
         return _fail(what, 2)
     except (Exception, RecursionError, MemoryError) as e:  # the boundary: a bug, in one line
+        if interrupts.swallowed(e):
+            return _interrupted(interrupts.Interrupted(interrupts.last_signal()), argv)
         if debug:
             raise
         if is_out_of_memory(e):  # not a bug: the sizes asked for did not fit
@@ -208,15 +211,13 @@ STORES_WITH = {"query": "--write", "build": "--save"}
 def _interrupted(e: KeyboardInterrupt, argv: list[str]) -> int:
     """Ctrl-C or a stop signal (fsc.interrupts) that no command's own handler caught: one
     line on stderr, naming the command, and the exit status 128 + the signal's number."""
-    from fsc.interrupts import exit_code, signum_of
-
     name = argv[0] if argv and argv[0] in SUMMARIES else None
     said = f"interrupted: fsc {name} stopped before it finished" if name else "interrupted"
     option = STORES_WITH.get(name or "")
     if name in STORES_NOTHING or (option and option not in (a.split("=")[0] for a in argv)):
         said += "; nothing was stored"
     print(said, file=sys.stderr)
-    return exit_code(signum_of(e))
+    return interrupts.exit_code(interrupts.signum_of(e))
 
 
 def _reader_left() -> None:
@@ -232,9 +233,9 @@ def run() -> None:
     end, or stdout drains) is one line as well."""
     code = 0
     try:
-        with command_stops():
+        with interrupts.command_stops():
             code = main()
-        ignore_stops()  # it has ended and said so: the exit status stays the command's
+        interrupts.ignore_stops()  # it has ended and said so: the exit status stays the command's
         sys.stdout.flush()
     except BrokenPipeError:
         _reader_left()

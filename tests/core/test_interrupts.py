@@ -99,7 +99,7 @@ if ignored:
 import fsc.source
 def slow(*args, **kwargs):
     print("ready", file=sys.stderr, flush=True)
-    time.sleep(2 if ignored else 60)
+    time.sleep(1 if ignored else 60)
     sys.exit(7)
 fsc.source.load_source_recipe = slow
 from fsc.__main__ import run
@@ -108,7 +108,8 @@ run()
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1, signal.SIGINT])
+@pytest.mark.parametrize("signum", [
+    signal.SIGTERM, pytest.param(signal.SIGUSR1, marks=pytest.mark.slow), signal.SIGINT])
 def test_a_command_without_handlers_of_its_own_says_every_stop_signal(tmp_path, signum):
     """SIGTERM (a scheduler's, `timeout`'s) ended `fsc build` or a one-prompt `fsc decode`
     without a word, where Ctrl-C said the one line: both now end alike, with 128 + the signal."""
@@ -137,3 +138,80 @@ def test_a_signal_the_command_was_started_with_ignored_stays_ignored(tmp_path):
     finally:
         proc.kill()
     assert (proc.returncode, out, err.strip()) == (7, "", "")
+
+
+# run as the console script does, with a command whose work imports a module that swallows
+# whatever is raised inside it (as C code clearing Python's errors does while torch and numpy
+# initialise); "ready" once that import is under way
+SIGNALLED_IMPORT = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, sys.argv[1])
+import fsc.source
+def slow(*args, **kwargs):
+    import swallows
+    time.sleep(30)
+    sys.exit(7)
+fsc.source.load_source_recipe = slow
+from fsc.__main__ import run
+sys.argv[1:] = ["build", "tiny_attn"]
+run()
+"""
+SWALLOWS = """
+import sys, time
+print("ready", file=sys.stderr, flush=True)
+try:
+    time.sleep(1)
+except BaseException:
+    pass
+"""
+
+
+@pytest.mark.parametrize("signum", [
+    signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_a_signal_during_an_import_is_delivered_once_it_is_done(tmp_path, signum):
+    """A Ctrl-C in a command's first second (torch imported) was lost: `fsc train` trained all
+    its steps and exited 0, or left numpy half imported. It now comes once the import ends."""
+    (tmp_path / "swallows.py").write_text(SWALLOWS)
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_IMPORT, str(tmp_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
+    try:
+        assert proc.stderr.readline().strip() == "ready"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (128 + signum, "")
+    assert err.strip() == "interrupted: fsc build stopped before it finished; nothing was stored"
+
+
+QUERY_STOPPED = """
+import _thread, signal, sys, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from fsc.store import sandbox
+execute, signum = sandbox.execute, int(sys.argv[1])
+def signalled(*args, **kwargs):  # the signal while DuckDB runs the query
+    threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signum)).start()
+    return execute(*args, **kwargs)
+sandbox.execute = signalled
+from fsc.__main__ import run
+sys.argv[1:] = ["query", "select sum(i) from range(100000000000) t(i)"]
+run()
+"""
+
+
+@pytest.mark.parametrize("signum", [
+    signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
+def test_a_query_stopped_by_a_signal_is_an_interruption_not_a_bug(tmp_path, signum):
+    """DuckDB turns a signal raised while it runs a query into its own error: `fsc query` and
+    `fsc export` reported Ctrl-C as an internal error, exit 1."""
+    from fsc.store import Store
+
+    Store(tmp_path / "s").check(write=True)
+    Store(tmp_path / "s").start_run("profile", "fsc profile", None, {})  # a store to read
+    res = subprocess.run([sys.executable, "-c", QUERY_STOPPED, str(int(signum))], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
+    assert (res.returncode, res.stdout) == (128 + signum, "")
+    assert res.stderr.strip() == "interrupted: fsc query stopped before it finished; nothing was stored"
