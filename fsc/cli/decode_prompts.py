@@ -85,7 +85,7 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
                          "text; give --tokenizer DIR")
     named = ([(f"--prompts {path}: {n}'s prompt", r["prompt"]) for n, r in records]
              if records else [(option or "--prompt", prompt)])
-    rows = []
+    rows, dropped = [], []
     for name, text in named:
         try:
             text.encode("utf-8")
@@ -99,6 +99,15 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
         if not rows[-1]:
             raise UsageError(f"{name} {'encodes to no tokens' if text else 'is empty'} and "
                              f"{tok.name} has no BOS to begin it")
+        own = rows[-1][1:] if bos and rows[-1][:1] == [tok.bos_id] else rows[-1]
+        if text and tok.decode(own) != text:  # a character the tokenizer lacks, dropped
+            dropped.append((name, tok.decode(own)))
+    if dropped:
+        name, back = dropped[0]
+        more = f" (and {counted(len(dropped) - 1, 'other prompt')})" if len(dropped) > 1 else ""
+        say(f"note: {name}{more} holds text the tokenizer ({printable(tok.name, 80)}) does not "
+            f"carry (a character it lacks is dropped): it reads back as "
+            f"{printable(back[:60])!r}, and that is what the model is given")
     return rows
 
 

@@ -18,17 +18,22 @@ def fold_bar() -> Iterator[Callable[[int, int], None]]:
     pass (fsc.decode.folding)."""
     from rich import progress as rp
 
-    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                     rp.TimeRemainingColumn(), console=err, transient=True) as bar:
-        task = None
+    bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
+                      rp.TimeRemainingColumn(), console=err, transient=True)
+    task = None
 
-        def report(done: int, total: int) -> None:  # (called only for several passes)
-            nonlocal task
-            if task is None:
-                task = bar.add_task("folding the prompt, tokens", total=total)
-            bar.update(task, completed=done)
+    def report(done: int, total: int) -> None:  # (called only for several passes)
+        nonlocal task
+        if task is None:  # started here: a bar never shown leaves nothing (an empty line)
+            bar.start()
+            task = bar.add_task("folding the prompt, tokens", total=total)
+        bar.update(task, completed=done)
 
+    try:
         yield report
+    finally:
+        if task is not None:
+            bar.stop()
 
 
 def show_result(prompt: str, text: str, s: dict) -> None:

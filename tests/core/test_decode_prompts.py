@@ -273,3 +273,29 @@ def test_prompts_of_different_lengths_count_the_caches_each_is_folded_in(fsc_mai
     monkeypatch.setattr(loading, "free_bytes",
                         lambda device: loading.decode_bytes(swa, 400, 8, 4, B=2)[0])
     assert len(_lines(fsc_main("decode", "passkey_hybrid_swa", *run[2:], "mixed.txt"))) == 2
+
+
+def test_prompt_text_the_tokenizer_drops_is_said(fsc_main, tmp_path):
+    """A tokenizer without a character (and no unknown token) drops it from the prompt: "café"
+    was decoded as "caf" with nothing said, where genppl counts such text."""
+    from tokenizers import Tokenizer, decoders, models
+
+    chars = [chr(c) for c in range(32, 127)]
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars)}, merges=[]))
+    tok.decoder = decoders.Fuse()
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    recipe = load_recipe("tiny_attn").model_copy(update={"vocab_size": len(chars),
+                                                         "block_size": 1})
+    save_checkpoint(build_model(recipe, seed=0), tmp_path / "ck",
+                    include=(tmp_path / "tok" / "tokenizer.json",))
+    run = ("decode", "ck", "--mode", "ar", "--length", "4", "--json")
+    res = fsc_main(*run, "--prompt", "café")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["prompt_ids"] == [chars.index(c) for c in "caf"]
+    assert ("note: --prompt holds text the tokenizer (ck) does not carry (a character it lacks "
+            "is dropped): it reads back as 'caf'") in " ".join(res.stderr.split())
+    (tmp_path / "p.txt").write_text("café\nok\nnaïve\n")
+    res = fsc_main(*run[:-1], "--prompts", "p.txt")
+    assert res.returncode == 0 and "(and 1 other prompt) holds text" in res.stderr, res.stderr
+    assert "note:" not in fsc_main(*run, "--prompt", "cafe").stderr
