@@ -191,6 +191,16 @@ def _eos(tokenizer) -> list[int]:
     return [] if eos is None else [eos]
 
 
+def data_name(spec: str | None, split: str = "val") -> str | None:
+    """The name of the data `spec` names, as `open_data(spec, ..., split=split)` reads it: a
+    shipped corpus with its split (`shakespeare` read for evaluation is shakespeare:val),
+    anything else (a file, an hf: dataset, tasks) as it is given."""
+    if spec is not None and corpora.is_corpus(spec):
+        corpus, part = corpora.split_of(spec, split)
+        return f"{corpus.name}:{part}"
+    return spec
+
+
 def open_data(spec: str, tokenizer, L: int, G: int, seed: int,
               options: DataOptions = DataOptions(),
               option: str = "--seq-len", split: str = "train",

@@ -88,7 +88,12 @@ def as_drawn(cell: dict) -> dict:
     return cell | {k: v for k, v in UNRECORDED.items() if cell.get(k) is None}
 
 
+DATA = Column("data", "VARCHAR",
+              "loss, genppl: the data scored: a shipped corpus and its split (shakespeare:val), "
+              "a file's path, an hf: dataset, or (loss) a task or mix of tasks.")
+
 GENPPL = (  # genppl's (fsc.eval.genppl): how each cell decoded, what scored it, the measures
+    DATA,
     Column("policy", "VARCHAR",
            "genppl: which masked positions a step reveals: confidence, random, margin or "
            "entropy."),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from fsc.costmodel import memory, prompt_memory
-from fsc.data.sources import open_data
+from fsc.data.sources import data_name, open_data
 from fsc.decode import DecodeConfig, banned_ids, generate_batch
 from fsc.errors import FscError, UsageError, WeightsDoNotFit
 from fsc.eval import mauve, textstats
@@ -345,7 +345,8 @@ def _scored(grid: EvalGrid, scorer: ScoredText, nlls, outs, length: int) -> dict
     ent, ent_se = textstats.mean_se([e for e in map(textstats.unigram_entropy, outs)
                                      if e is not None])  # an empty sample has none
     reps = [r for r in (textstats.repeat_fraction(o, gen.ngram) for o in outs) if r is not None]
-    row = {"length": length, "prompt_length": gen.prompt_length, "scorer": scorer.scorer.name,
+    row = {"data": data_name(grid.data), "length": length, "prompt_length": gen.prompt_length,
+           "scorer": scorer.scorer.name,
            "scorer_window": getattr(scorer.scorer, "window", None),
            "gen_ppl": ppl, "gen_ppl_lo": lo, "gen_ppl_hi": hi, "scored_tokens": sum(counts),
            "entropy": ent, "entropy_se": ent_se,

@@ -33,7 +33,7 @@ from fsc.costmodel import memory
 from fsc.costmodel.roofline import MASK_BYTES_PER_PAIR
 from fsc.costmodel.shapes import masked_layers
 from fsc.data.ruler import MULTI_NEEDLES, RulerOptions
-from fsc.data.sources import KNOBS, DataOptions, open_data, tasks_of
+from fsc.data.sources import KNOBS, DataOptions, data_name, open_data, tasks_of
 from fsc.data.tasks import Sample
 from fsc.errors import UsageError, WeightsDoNotFit
 from fsc.eval.grid import EvalGrid
@@ -221,7 +221,8 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     scored = length - 1 if first_given else length
     bits = sum(x * scored for x in losses) / math.log(2)
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
-    return {"task": "loss", "length": length, "length_ratio": ratio(length, settings),
+    return {"task": "loss", "data": data_name(grid.data), "length": length,
+            "length_ratio": ratio(length, settings),
             "pairs": options.pairs if "mqar" in _task_names(grid.data) else None,
             **knobs(grid), "n": n, "loss": mean, "loss_se": se,
             "distinct_sequences": getattr(source, "n", None),

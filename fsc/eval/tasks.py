@@ -47,7 +47,7 @@ TASKS = {t.name: t for t in (
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs),
          columns=columns.MQAR),
     Task("loss", loss.check, loss.measure, lambda g: 1, loss.fits, blocks=False,  # checks its own
-         columns=(*columns.LOSS, *columns.LOSS_KNOBS)),
+         columns=(columns.DATA, *columns.LOSS, *columns.LOSS_KNOBS)),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),
          genppl.fits, ticks=True, blocks=False, columns=columns.GENPPL),  # its cells name their G
 )}

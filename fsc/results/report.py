@@ -170,6 +170,18 @@ def _svg(text: str, prefix: str = "") -> str:
     return _SVG_ID.sub(lambda m: m.group(1) + prefix + m.group(2), text) if prefix else text
 
 
+def _fixed(v: float | None, places: int = 4) -> str:
+    """A loss as `fsc eval` prints it (3.1950, not 3.2: three figures hide what a run
+    against a run differs by)."""
+    return "–" if v is None else f"{v:.{places}f}"
+
+
+def _bits(cell: dict) -> str:
+    """Bits per byte, a bound where the loss is (≤)."""
+    bits = cell.get("bits_per_byte")
+    return "–" if bits is None else loss_bound.prefix(cell) + _fixed(bits, 3)
+
+
 def _num(v: Any, digits: int = 3) -> str:
     """A number as a reader wants it: 1,069 and 12.3 and 0.0123, never 1.07e+03."""
     if v is None:
@@ -337,12 +349,18 @@ def _eval_table(cells: list[dict]) -> Table:
     `fsc eval`'s loss table marks it (fsc.results.loss_bound); RULER's score where the cells
     hold a part of the suite other than the plain passkey."""
     suite = any(c.get("score") is not None and not eval_figures.passkey(c) for c in cells)
-    cols = ["run", "recipe", "task", "length", "ratio", "depth", "pairs", "n", "accuracy",
-            "token accuracy", *(["score"] if suite else []), "loss"]
-    rows = [[c["run_id"], c["recipe"], _task(c), str(c["length"]), _num(c["length_ratio"]),
-             _num(c["depth"]), _num(c["pairs"]), str(c["n"]), _num(c["accuracy"]),
-             _num(c["token_accuracy"]), *([_num(c.get("score"))] if suite else []),
-             loss_bound.prefix(c) + _num(c["loss"])] for c in cells]
+    data = any(c.get("data") for c in cells)  # loss: the text scored, and its measures
+    losses = any(c.get("loss_se") is not None or c.get("bits_per_byte") is not None
+                 for c in cells)
+    cols = ["run", "recipe", "task", *(["data"] if data else []), "length", "ratio", "depth",
+            "pairs", "n", "accuracy", "token accuracy", *(["score"] if suite else []), "loss",
+            *(["± s.e.", "bits/byte"] if losses else [])]
+    rows = [[c["run_id"], c["recipe"], _task(c), *([c.get("data") or "–"] if data else []),
+             str(c["length"]), _num(c["length_ratio"]), _num(c["depth"]), _num(c["pairs"]),
+             str(c["n"]), _num(c["accuracy"]), _num(c["token_accuracy"]),
+             *([_num(c.get("score"))] if suite else []), loss_bound.prefix(c) + _fixed(c["loss"]),
+             *([_fixed(c.get("loss_se")), _bits(c)] if losses else [])]
+            for c in cells]
     bounds = any(loss_bound.is_bound(c) for c in cells)
     return Table("Evaluation cells", cols, rows, note=loss_bound.LEGEND if bounds else "")
 

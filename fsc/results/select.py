@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +56,20 @@ class Source:
     keep: str = ""
     apart: str = ""
 
-    def table(self) -> str:
-        """The view as a --where reads it: with the `from_run` columns."""
+    def table(self, own: Collection[str] = ()) -> str:
+        """The view as a --where reads it: with the `from_run` columns. One the view has of
+        its own (`own`: its columns; eval cells record the data they scored) is the row's,
+        and the run's only where the row's is NULL (a row stored before it was recorded)."""
         if not self.from_run:
             return self.view
-        config = ", ".join(f"CASE WHEN json_valid(r.config) THEN {sql} END AS {name}"
-                           for name, sql in self.from_run)
-        return (f"(SELECT v.*, {config} FROM {self.view} v LEFT JOIN runs r USING (run_id)) "
-                f"AS {self.view}")
+        config = {name: f"CASE WHEN json_valid(r.config) THEN {sql} END"
+                  for name, sql in self.from_run}
+        mine = [name for name in config if name in own]
+        star = f"v.* EXCLUDE ({', '.join(mine)})" if mine else "v.*"
+        columns = ", ".join(f"coalesce(v.{name}, {sql}) AS {name}" if name in mine
+                            else f"{sql} AS {name}" for name, sql in config.items())
+        return (f"(SELECT {star}, {columns} FROM {self.view} v LEFT JOIN runs r "
+                f"USING (run_id)) AS {self.view}")
 
     def describe(self) -> str:
         """How the default picks, in words."""
@@ -187,7 +194,7 @@ def pick_runs(st: Store, source: Source, asked: list[str]) -> list[str]:
         return named_runs(st, asked, source.kind)
     known = {r["run_id"]: n for n, r in enumerate(runs_table(st))}  # oldest first
     keys = "".join(f", {c}" for c in (*source.by, *([source.apart] if source.apart else [])))
-    _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {source.table()} WHERE {source.need}")
+    _, found = st.query(f"SELECT DISTINCT run_id{keys} FROM {_table(st, source)} WHERE {source.need}")
     found = [f for f in found if f[0] in known]
     if not found:
         raise UsageError(f"the store has no {source.kind} run with {source.what}; "
@@ -307,7 +314,7 @@ def rows(st: Store, source: Source, run_ids: list[str],
 def _view_rows(st: Store, source: Source, run_ids: list[str],
                where: str | None) -> list[dict[str, Any]]:
     try:
-        cols, found = st.query(_select(source, run_ids, where))
+        cols, found = st.query(_select(st, source, run_ids, where))
     except QueryError as e:
         if where is None:
             raise
@@ -315,13 +322,20 @@ def _view_rows(st: Store, source: Source, run_ids: list[str],
     return _records(cols, found)
 
 
-def _select(source: Source, run_ids: list[str], where: str | None) -> str:
+def _table(st: Store, source: Source) -> str:
+    """`source.table` as this store has its view (fsc.results.select.Source.table)."""
+    if not source.from_run:
+        return source.view
+    return source.table(st.query(f"SELECT * FROM {source.view} LIMIT 0")[0])
+
+
+def _select(st: Store, source: Source, run_ids: list[str], where: str | None) -> str:
     ids = ", ".join(_literal(r) for r in run_ids)
     conditions = [f"run_id IN ({ids})"]
     if where is not None:
         conditions.append(f"(({condition(where)}) OR ({source.keep}))" if source.keep
                           else f"({condition(where)})")
-    return (f"SELECT * FROM {source.table()} WHERE " + " AND ".join(conditions)
+    return (f"SELECT * FROM {_table(st, source)} WHERE " + " AND ".join(conditions)
             + f" ORDER BY {source.order}")
 
 
@@ -331,7 +345,7 @@ def _where_failed(st: Store, source: Source, run_ids: list[str], where: str,
     several given, the first) and, for a column the view lacks, the columns it has."""
     for part in _parts(where):
         try:
-            st.query(_select(source, run_ids, part))
+            st.query(_select(st, source, run_ids, part))
         except QueryError as e:
             where, error = part, e
             break
@@ -339,7 +353,7 @@ def _where_failed(st: Store, source: Source, run_ids: list[str], where: str,
     if missing is None:
         return QueryError(f"{_named(where)}: {error}")
     name = missing.group(1)
-    cols = st.query(f"SELECT * FROM {source.table()} LIMIT 0")[0]
+    cols = st.query(f"SELECT * FROM {_table(st, source)} LIMIT 0")[0]
     by_lower = {c.lower(): c for c in cols}
     like = [by_lower[c] for c in difflib.get_close_matches(name.lower(), by_lower, 3, 0.6)]
     some = [c for c in cols if not c.endswith(("_id", "_hash"))][:8]

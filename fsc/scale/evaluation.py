@@ -208,37 +208,43 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               "warnings": list(grid.warnings),
               "recipe": recipe.name, "recipe_hash": recipe.recipe_hash,
               "step_dirs": step_dirs(request)}
-    with recording(st, "eval", command, config, recipes=[recipe],
-                   environment=environment(device), resume=request.resume,
-                   before=before, started=None if request.resume else began) as run:
-        run.interrupt_note = lambda name: (f"interrupted ({name}) after "
-                                           f"{counted(before + run.rows, 'cell')}")
-        result = Evaluated(run.run_id, st.file, grid, held=held)
+    run = None
+    try:
+        with recording(st, "eval", command, config, recipes=[recipe],
+                       environment=environment(device), resume=request.resume,
+                       before=before, started=None if request.resume else began) as run:
+            run.interrupt_note = lambda name: (f"interrupted ({name}) after "
+                                               f"{counted(before + run.rows, 'cell')}")
+            result = Evaluated(run.run_id, st.file, grid, held=held)
 
-        def keep(cell: EvalCell) -> None:
-            if cell_key(cell) in have:
-                return
-            have.add(cell_key(cell))
-            run.add_rows("eval_cells", [cell.columns()], task_of(grid).columns)
-            result.cells.append(cell)
-            watch.stored(cell)
+            def keep(cell: EvalCell) -> None:
+                if cell_key(cell) in have:
+                    return
+                have.add(cell_key(cell))
+                run.add_rows("eval_cells", [cell.columns()], task_of(grid).columns)
+                result.cells.append(cell)
+                watch.stored(cell)
 
-        grid = todo
-        if task_of(grid).ticks:  # a bar over samples (the other tasks' cells come quickly)
-            watch.started(run.run_id, samples_in(grid), 0, None)
-        if engine is None:
-            score(model, tok, grid, grid.lengths, device, keep, watch.advanced)
-        else:
-            if hasattr(engine, "folder"):
-                engine.folder = executors.slurm_folder(st.dir, run.run_id)
+            grid = todo
+            if task_of(grid).ticks:  # a bar over samples (the other tasks' cells come quickly)
+                watch.started(run.run_id, samples_in(grid), 0, None)
+            if engine is None:
+                score(model, tok, grid, grid.lengths, device, keep, watch.advanced)
+            else:
+                if hasattr(engine, "folder"):
+                    engine.folder = executors.slurm_folder(st.dir, run.run_id)
 
-            def arrived(cell: EvalCell) -> None:  # a worker's cell: its samples at once
-                if task_of(grid).ticks:
-                    watch.advanced(grid.settings.samples)
-                keep(cell)
+                def arrived(cell: EvalCell) -> None:  # a worker's cell: its samples at once
+                    if task_of(grid).ticks:
+                        watch.advanced(grid.settings.samples)
+                    keep(cell)
 
-            _on_engine(engine, work.EvalJob(grid, device), arrived)
-            result.cells.sort(key=grid_order)
+                _on_engine(engine, work.EvalJob(grid, device), arrived)
+                result.cells.sort(key=grid_order)
+    except UsageError:  # bad input found once the run began (a scorer's tokenizer that
+        if run is not None and not request.resume and not run.rows:  # cannot carry the
+            st.remove_run(run.run_id)  # text): nothing was scored, so no run stays, as
+        raise  # for input refused before it
     return result
 
 

@@ -38,13 +38,15 @@ def _char_scorer(tmp_path, ar_recipe, chars: list[str]):
 
 
 def _failed(res, says: str, st) -> None:
-    """Exit 2, one `error:` line saying `says`, nothing scored."""
+    """Exit 2, one `error:` line saying `says`, nothing scored and no run left (a failed one,
+    of 0 cells, was)."""
     assert res.returncode == 2, res.stderr
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and says in " ".join(res.stderr.split()), res.stderr
     assert "Traceback" not in res.stderr
     if st.exists():
         assert Store(st).query("select count(*) from evaluation")[1] == [(0,)]
+        assert Store(st).query("select count(*) from runs")[1] == [(0,)]
 
 
 def test_a_scorer_that_drops_the_text_of_a_token_the_checkpoint_may_draw_is_refused(
@@ -145,7 +147,7 @@ def test_an_empty_sample_carries_no_entropy_into_the_mean():
     like its Gen-PPL, already left it out."""
     assert textstats.unigram_entropy([]) is None
     grid = SimpleNamespace(gen=SimpleNamespace(prompt_length=4, ngram=2),
-                           settings=SimpleNamespace(seed=0))
+                           settings=SimpleNamespace(seed=0), data="shakespeare")
     scorer = SimpleNamespace(scorer=SimpleNamespace(name="s"))
     four = [1, 2, 3, 4]  # entropy ln 4
     row = genppl._scored(grid, scorer, [(4.0, 4), (4.0, 4), (0.0, 0)], [four, four, []], 4)

@@ -142,7 +142,7 @@ def test_the_quality_figure_names_the_prompt_length_and_never_draws_nothing(fsc_
     fsc_main("eval", "tiny_attn", *SMALL, "--steps", "4", "--scorer", ar_recipe, "--store", st,
              check=0)
     title = plots.draw(Store(st), "quality").figure.get_suptitle()
-    assert "shakespeare, 8 tokens, after 4-token prompts" in title
+    assert "shakespeare:val, 8 tokens, after 4-token prompts" in title
     out = tmp_path / "q.png"
     res = fsc_main("plot", "quality", "--where", "policy = 'margin'", "--out", out,
                    "--store", st)

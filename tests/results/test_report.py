@@ -310,11 +310,11 @@ def test_a_diffusion_models_loss_is_marked_as_a_bound_as_fsc_eval_marks_it(tmp_p
     page = report.build(st, report.pick(st, []))
     (table,) = [t for s in page.sections for t in s.tables if t.title == "Evaluation cells"]
     loss = {row[1]: row[table.columns.index("loss")] for row in table.rows}
-    assert loss == {"quality_attn": "≤ 3.24", "quality_scorer": "2.27"}
+    assert loss == {"quality_attn": "≤ 3.2412", "quality_scorer": "2.2731"}
     assert table.note == LOSS_BOUND
-    assert "<td>≤ 3.24</td>" in report_render.to_html(page)
+    assert "<td>≤ 3.2412</td>" in report_render.to_html(page)
     md = report_render.to_markdown(page, tmp_path, "files")
-    assert "| ≤ 3.24 |" in md and "| 2.27 |" in md and LOSS_BOUND in md
+    assert "| ≤ 3.2412 |" in md and "| 2.2731 |" in md and LOSS_BOUND in md
 
 
 def _harness_run(st: Store, tasks: tuple[str, ...]) -> str:
