@@ -292,14 +292,15 @@ def shipped_dir() -> Path:
 def resolve_path(ref: str | Path) -> Path:
     """A recipe path, or the name of a shipped recipe (``tiny_hybrid``, or a published model's
     ``published/Llama-3.1-8B``, whose dots are not a file suffix). A name is relative and stays
-    in recipes/: ``/home/me/x`` and ``../x`` are paths, never read as ``x.yaml`` files."""
+    in recipes/: ``/home/me/x``, ``./x`` and ``../x`` are paths, never read as ``x.yaml``
+    files."""
     p = Path(ref)
     try:
         if p.exists():
             return p
         shipped = shipped_dir() / f"{ref}.yaml"
         if (p.suffix not in (".yaml", ".yml") and not p.is_absolute() and ".." not in p.parts
-                and shipped.exists()):
+                and not str(ref).startswith(("./", "~")) and shipped.exists()):
             return shipped
     except (OSError, ValueError):  # a name too long for the OS, or with a NUL byte
         pass
@@ -320,8 +321,8 @@ def _close_to(ref: str) -> str | None:
                       None)
     except (OSError, ValueError):
         return None
-    if beside is not None:
-        return one_line(Path(beside).name, MAX_SHOWN)
+    if beside is not None:  # as it was given: ../recipes/x.yaml, not x.yaml
+        return one_line(beside, 4 * MAX_SHOWN)
     names = {name.lower(): name
              for name in {**shipped_recipes(), **experiment_recipes(), **published_recipes()}}
     stem = ref.removesuffix(".yaml").removesuffix(".yml").lower()

@@ -77,8 +77,12 @@ def located_ref(ref: str | None) -> str | None:
 
 
 def resolved(ref: str) -> str:
-    """`ref` with a training directory (or its `latest`) replaced by its newest step."""
-    return ref if is_import_source(ref) else str(resolve_checkpoint(ref))
+    """`ref` with a training directory (or its `latest`) replaced by its newest step; anything
+    else as it was given (`./x` stays a path, never the shipped recipe x)."""
+    if is_import_source(ref):
+        return ref
+    step = resolve_checkpoint(ref)
+    return ref if step == Path(ref) else str(step)
 
 
 def is_checkpoint(ref: str | Path) -> bool:

@@ -79,10 +79,16 @@ def test_a_path_is_never_read_as_a_shipped_name(tmp_path, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.yaml").write_text(TINY)
     said = _refused(cli("build", tmp_path / "mine"), f"{tmp_path}/mine: no such checkpoint")
-    assert "(did you mean mine.yaml?)" in said  # the file beside it
+    assert f"(did you mean {tmp_path}/mine.yaml?)" in said  # the file beside it
     _refused(cli("build", "mine"), "mine: no such recipe file", "did you mean mine.yaml?")
     outside = f"../{shipped_dir().name}/tiny_hybrid"  # recipes/../recipes/tiny_hybrid.yaml
     _refused(cli("build", outside), "no such checkpoint, training directory or recipe file")
+    # ./x is a path here: it built the shipped tiny_hybrid; the file beside a path is named as
+    # the path was given (it said mine.yaml for ./sub/../mine, which is not there from here)
+    _refused(cli("build", "./tiny_hybrid"), "./tiny_hybrid: no such", "did you mean tiny_hybrid?")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    _refused(cli("build", "../mine"), "../mine: no such", "did you mean ../mine.yaml?")
 
 
 @pytest.mark.parametrize("ref, meant", [
