@@ -121,6 +121,9 @@ def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) 
                              f"sizes such as {example}")
         if re.fullmatch(r"-[0-9]{1,12}", digits):
             raise UsageError(f"{option}: {part.strip()} is below {low}")
+        if re.fullmatch(r"[0-9]{13,}", digits):  # a whole number, past any fsc takes
+            raise UsageError(f"{option}: {part.strip()[:40]} is above {high}, the largest fsc "
+                             "takes")
         if not re.fullmatch(r"[0-9]{1,12}", digits):
             raise UsageError(f"{option}: {part.strip()[:40]!r} is not an integer "
                              f"(e.g. {example})")

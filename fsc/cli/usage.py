@@ -75,4 +75,4 @@ def usage_line(e, argv: list[str]) -> str:
     elif value is not None and repr(value) not in msg and f" {value} " not in f" {msg} ":
         msg = f"{msg} (got {value!r})"
     ctx = getattr(e, "ctx", None)
-    return msg + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
+    return msg.rstrip(".") + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")

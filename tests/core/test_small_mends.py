@@ -430,3 +430,9 @@ def test_address_local_starts_a_cluster_here_whatever_ray_address_says(fsc_main,
                    "--address", "local", "--store", "st")
     assert res.returncode == 1 and asked and asked[0]["address"] == "local"
     assert asked[0]["_node_ip_address"] == "127.0.0.1"
+
+
+def test_an_unknown_subcommand_ends_its_sentence_once(capsys):
+    """"No such command 'bogus'. (see ...)": click's full stop before fsc's pointer."""
+    assert main(["runs", "bogus"]) == 2
+    assert capsys.readouterr().err == "error: No such command 'bogus' (see `fsc runs --help`)\n"

@@ -88,7 +88,9 @@ def test_help_says_ar_mode_refuses_steps_and_names_published_models(cli):
 
 
 @pytest.mark.parametrize(("given", "says"), [("1.5k", "'1.5k' is not an integer (e.g. 4096 or 4k)"),
-                                             ("", "--S is empty; give a size such as 4096 or 4k")])
+                                             ("", "--S is empty; give a size such as 4096 or 4k"),
+                                             ("99999999999999999999", "99999999999999999999 is "
+                                              "above 16777216, the largest fsc takes")])
 def test_a_single_size_option_gives_an_example_of_one_size(cli, given, says):
     """--S takes one size: its errors suggested a list ('1024,4096 or 4k'), which it refuses."""
     r = cli("estimate", "tiny_hybrid", "--S", given)
