@@ -94,7 +94,8 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     for path in done.files:
         say(f"wrote {path}")
     if as_json:
-        print_json({"run_id": done.run_id, "store": str(st.file), "checkpoint": source,
+        scored = done.rows[0]["checkpoint"] if done.rows else request.source  # resolved
+        print_json({"run_id": done.run_id, "store": str(st.file), "checkpoint": scored,
                     "task": "harness", "seconds": done.seconds, "files": done.files,
                     "rows": done.rows})
         return

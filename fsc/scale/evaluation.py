@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from fsc.data.sources import tasks_of
 from fsc.errors import UsageError
 from fsc.eval.columns import as_drawn
 from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
@@ -200,7 +201,12 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
                                grid.changes)
     config = {"request": {k: v for k, v in asdict(request).items() if k != "resume"},
               "checkpoint": grid.checkpoint, "task": grid.task, "lengths": list(grid.lengths),
-              "depths": list(grid.depths), "pairs": list(grid.pairs), "samples": request.samples,
+              # (what the task reads: a loss or genppl run has no depths, mqar's alone pairs)
+              "depths": list(grid.depths) if grid.task in ("niah", "ruler") else None,
+              "pairs": list(grid.pairs) if grid.task == "mqar" or (
+                  grid.task == "loss" and "mqar" in {n for n, _ in tasks_of(grid.data) or []})
+              else None,
+              "samples": request.samples,
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
               **({"scorer": grid.gen.scorer, "prompt_length": grid.gen.prompt_length,

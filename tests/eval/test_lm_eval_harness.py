@@ -500,3 +500,17 @@ def test_a_models_min_p_answers_as_the_hf_backend(tmp_path, fsc_main):
     assert answers == ours.generate_until(asked({"do_sample": False}))
     assert ours.generate_until(asked({**hot, "min_p": 0.0})) != answers
     assert all(len(a) > 4 for a in answers)
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_the_json_names_the_checkpoint_scored_as_other_tasks_do(fsc_main, made, tmp_path):
+    """`--json` of a harness run gave the checkpoint as typed (a training directory), where
+    every other task gives the step it scored."""
+    import shutil
+
+    tasks, ckpts = made
+    shutil.copytree(ckpts["ar"], tmp_path / "run" / "step-000001")
+    (tmp_path / "run" / "latest").write_text("step-000001\n")
+    res = _eval(fsc_main, tmp_path / "run", tasks, tmp_path / "st", "--tasks", "fsc_choice",
+                "--limit", "1")
+    assert json.loads(res.stdout)["checkpoint"] == str(tmp_path / "run" / "step-000001")

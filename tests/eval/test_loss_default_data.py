@@ -52,3 +52,14 @@ def test_a_loss_cell_names_the_data_it_scored(fsc_main, tmp_path):
     loss = json.loads(fsc_main("query", "select loss from evaluation where data = "
                                "'shakespeare:val'", "--json", *store, check=0).stdout)[0]["loss"]
     assert f"| ≤ {loss:.4f} |" in table  # as fsc eval prints it, not to three figures
+
+
+def test_a_loss_runs_config_holds_only_what_it_read(fsc_main, tmp_path):
+    """A loss (or genppl) run recorded niah's depths and mqar's pairs, which it never read:
+    `fsc runs show` and the report's provenance showed them as its settings."""
+    store = ["--store", tmp_path / "st"]
+    run = json.loads(fsc_main("eval", "tiny_attn", "--task", "loss", "--data", "shakespeare",
+                              "--samples", "1", "--lengths", "16", "--json", *store,
+                              check=0).stdout)["run_id"]
+    config = json.loads(fsc_main("runs", "show", run, "--json", *store, check=0).stdout)["config"]
+    assert (config["depths"], config["pairs"]) == (None, None) and config["task"] == "loss"
