@@ -62,11 +62,15 @@ def push(
     check_branch(revision, "--revision")
     check_store(store)
     from fsc.hub.push import push_checkpoint
-    from fsc.source import resolved
+    from fsc.source import RECIPE_FILE, is_checkpoint, resolved
 
     path = Path(resolved(str(path)))  # a training directory (or its `latest`): its newest step
     if not path.exists():  # bad input, as fsc verify and fsc decode say it: before the token
         raise UsageError(f"{printable(str(path))}: no such checkpoint directory")
+    if not is_checkpoint(path):  # a folder of something else, or a file: no checkpoint at all
+        raise UsageError(f"{printable(str(path))}: is no checkpoint (no {RECIPE_FILE} in it); "
+                         "fsc push takes a checkpoint fsc wrote (fsc build --save, fsc train, "
+                         "fsc import) or a training directory")
     rep = push_checkpoint(path, repo, revision=revision, private=private, message=message)
     at, commit = f"{rep.repo}@{rep.revision}", rep.commit_id[:12]
     if rep.unchanged and rep.new_branch:  # a new branch at main's commit: recorded, no commit
