@@ -74,8 +74,8 @@ def show(value: object) -> str:
 class _Refused(Exception):
     """Well-formed YAML that is not an acceptable recipe document."""
 
-    def __init__(self, where: str, problem: str):
-        super().__init__(f"{where}: {problem}")
+    def __init__(self, where: str, problem: str, line: int | None = None):
+        super().__init__(f"{where}: {problem}" + (f" (line {line})" if line else ""))
         self.problem = problem
 
 
@@ -136,7 +136,7 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
         seen[id(node)] = None
         children = []
         if isinstance(node, ScalarNode) and node.tag == _INT:
-            _decimal(node.value, where)
+            _decimal(node.value, where, node.start_mark.line + 1)
         if isinstance(node, SequenceNode):
             children = [(v, (*path, str(i))) for i, v in enumerate(node.value)]
         elif isinstance(node, MappingNode):
@@ -170,16 +170,18 @@ def _check(node, path: tuple, depth: int, seen: dict) -> tuple[int, int]:
     return size, height
 
 
-def _decimal(text: str, where: str) -> None:
+def _decimal(text: str, where: str, line: int) -> None:
     """Refuse the integer forms YAML 1.1 reads as something other than the decimal they look
-    like: a leading zero (octal) and colons (base 60)."""
+    like: a leading zero (octal) and colons (base 60); `line` is where the value is, said as
+    every recipe error says it."""
     if _LEADING_ZERO.fullmatch(text):
         meant = text.lstrip("+-").replace("_", "").lstrip("0") or "0"
         raise _Refused(where, f"{text} has a leading zero (YAML reads it as the octal number "
-                       f"{int(yaml.safe_load(text))}); allowed: a decimal integer such as {meant}")
+                       f"{int(yaml.safe_load(text))}); allowed: a decimal integer such as {meant}",
+                       line)
     if _BASE_60.fullmatch(text):
         raise _Refused(where, f"{text} is a base-60 number to YAML "
-                       f"({int(yaml.safe_load(text))}); allowed: a decimal integer")
+                       f"({int(yaml.safe_load(text))}); allowed: a decimal integer", line)
 
 
 def _document(text: str) -> tuple[object, dict[tuple, int]]:

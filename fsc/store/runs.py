@@ -277,7 +277,8 @@ class RunLifecycle:
         with self._transaction_on_existing(run_id) as con:
             status = self._quiet_run_status(con, run_id, force)
             if status != "running":
-                raise UsageError(f"run {run_id} is {status}; only a running run can be closed")
+                raise UsageError(f"run {run_id} has ended ({status}); only a run still marked "
+                                 "running can be closed")
             con.execute(
                 "UPDATE runs SET status = 'interrupted', error = $error, ended_at = coalesce("
                 f" {_last_row_at('$run')}, started_at) WHERE run_id = $run",

@@ -156,9 +156,11 @@ def test_numbers_and_dates_read_as_yaml_1_2(tmp_path):
     ("mamba: {d_state: 016}", "mamba.d_state: 016 has a leading zero"),
 ])
 def test_integers_yaml_1_1_would_misread_are_refused_naming_the_field(text, says, tmp_path):
+    """... and the line, as every other recipe error does."""
     key = text.split(":", 1)[0]
     lines = [ln for ln in BASE.splitlines() if not ln.startswith(key + ":")]
-    assert says in _err(tmp_path, "\n".join(lines) + f"\n{text}\nlayers: {{default: mamba}}\n")
+    said = _err(tmp_path, "\n".join(lines) + f"\n{text}\nlayers: {{default: mamba}}\n")
+    assert says in said and said.endswith(f"(line {len(lines) + 1})")
 
 
 def test_only_mamba_has_a_default_section(tmp_path):

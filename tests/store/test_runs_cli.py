@@ -111,7 +111,8 @@ def test_a_dead_run_is_listed_dead_and_closes(two_runs, cli):
     assert "ended without closing" in run["error"]
     assert _runs(cli, "--status", "dead") == []
     again = cli("runs", "close", dead)
-    assert again.code == 2 and "is interrupted; only a running run" in again.err
+    assert again.code == 2 and "has ended (interrupted); only a run still marked running" \
+        in again.err
     assert cli("runs", "close", a).code == 2  # finished
 
 
