@@ -40,6 +40,18 @@ def _origin(cfg, G: int) -> str:
     return f" (adapted from {printable(was['checkpoint'], 80)} at G {G}, {anneal})"
 
 
+def _here(path: str) -> str:
+    """A checkpoint as a first run names it: relative below the current directory (a resumed
+    run's out is stored absolute), else as it is."""
+    p = Path(path)
+    if not p.is_absolute():
+        return path
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:  # (elsewhere)
+        return path
+
+
 def report(trained, store: Path | None, as_json: bool) -> None:
     """The summary (--json: the document) and how to continue a run cut short."""
     cfg, res, done = trained.job.cfg, trained.result, trained.losses
@@ -60,7 +72,7 @@ def report(trained, store: Path | None, as_json: bool) -> None:
                   f"step {res.step} of {cfg.steps} on {printable(cfg.data, 80)} "
                   f"({cfg.objective}): {loss}, "
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
-                  f"{printable(res.checkpoint, None)}; run {trained.run_id}",
+                  f"{printable(_here(res.checkpoint), None)}; run {trained.run_id}",
                   markup=False, highlight=False, soft_wrap=True)  # one line a reader can parse
     resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
         f" --store {shlex.quote(str(store))}" if store is not None else "")

@@ -67,12 +67,14 @@ def test_resume_is_bit_identical(fsc_main, tmp_path):
     fsc_main("train", "tiny_hybrid", *COPY, "--train-steps", "6", "--out", tmp_path / "whole",
              "--batch", "4", *store, check=0)
     half = fsc_main("train", "tiny_hybrid", *COPY, "--train-steps", "6",
-                    "--out", tmp_path / "split", "--batch", "4", "--stop-after", "3", *store,
-                    check=0)
+                    "--out", "split", "--batch", "4", "--stop-after", "3", *store,
+                    check=0)  # (fsc_main runs in tmp_path)
     assert "stopped at step 3 of 6; continue with" in half.stderr
+    assert "; checkpoint split/step-000003; run " in half.stdout
     assert json.loads((tmp_path / "split" / "step-000003" / "training_state.json")
                       .read_text())["step"] == 3
-    fsc_main("train", "--resume", tmp_path / "split", *store, check=0)
+    rest = fsc_main("train", "--resume", "split", *store, check=0)
+    assert "; checkpoint split/step-000006; run " in rest.stdout  # as the first run named it
     assert (tmp_path / "split" / "latest").read_text().strip() == "step-000006"
     a, b = _weights(tmp_path / "whole" / "step-000006"), _weights(tmp_path / "split" / "step-000006")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
