@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from signalled import signalled
 
 from fsc.cli.main import main
 from fsc.interrupts import STOP_SIGNALS, Interrupted, StopSignals, exit_code
@@ -113,31 +114,15 @@ run()
 def test_a_command_without_handlers_of_its_own_says_every_stop_signal(tmp_path, signum):
     """SIGTERM (a scheduler's, `timeout`'s) ended `fsc build` or a one-prompt `fsc decode`
     without a word, where Ctrl-C said the one line: both now end alike, with 128 + the signal."""
-    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_BUILD, "default"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
-    try:
-        assert proc.stderr.readline().strip() == "ready"
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert (proc.returncode, out) == (128 + signum, "")
+    code, out, err = signalled(SIGNALLED_BUILD, "default", cwd=tmp_path, signum=signum)
+    assert (code, out) == (128 + signum, "")
     assert err.strip() == "interrupted: fsc build stopped before it finished; nothing was stored"
 
 
 def test_a_signal_the_command_was_started_with_ignored_stays_ignored(tmp_path):
     """(`nohup`, a background job): the command's own handler does not take it up again."""
-    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_BUILD, "ignored"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
-    try:
-        assert proc.stderr.readline().strip() == "ready"
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert (proc.returncode, out, err.strip()) == (7, "", "")
+    code, out, err = signalled(SIGNALLED_BUILD, "ignored", cwd=tmp_path, signum=signal.SIGTERM)
+    assert (code, out, err.strip()) == (7, "", "")
 
 
 # run as the console script does, with a command whose work imports a module that swallows
@@ -173,16 +158,8 @@ def test_a_signal_during_an_import_is_delivered_once_it_is_done(tmp_path, signum
     """A Ctrl-C in a command's first second (torch imported) was lost: `fsc train` trained all
     its steps and exited 0, or left numpy half imported. It now comes once the import ends."""
     (tmp_path / "swallows.py").write_text(SWALLOWS)
-    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_IMPORT, str(tmp_path)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
-    try:
-        assert proc.stderr.readline().strip() == "ready"
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    assert (proc.returncode, out) == (128 + signum, "")
+    code, out, err = signalled(SIGNALLED_IMPORT, str(tmp_path), cwd=tmp_path, signum=signum)
+    assert (code, out) == (128 + signum, "")
     assert err.strip() == "interrupted: fsc build stopped before it finished; nothing was stored"
 
 

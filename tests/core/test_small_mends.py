@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 import pytest
+from signalled import signalled
 
 from fsc.cli.main import main
 from fsc.interrupts import Interrupted
@@ -41,16 +42,8 @@ SLOW_RECIPES = textwrap.dedent("""
 def test_ctrl_c_outside_a_commands_handler_is_said(tmp_path):
     """typer turned the KeyboardInterrupt into exit 130 itself: the `interrupted` line the
     boundary means to print never showed."""
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_RECIPES, "recipes"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "FSC_STORE": str(tmp_path / "s")})
-    try:
-        assert proc.stderr.readline().strip() == "ready"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130 and out == ""
+    code, out, err = signalled(SLOW_RECIPES, "recipes", cwd=tmp_path, signum=signal.SIGINT)
+    assert code == 130 and out == ""
     assert err.strip() == "interrupted: fsc recipes stopped before it finished; nothing was stored"
 
 
