@@ -110,7 +110,8 @@ run()
 
 
 @pytest.mark.parametrize("signum", [
-    signal.SIGTERM, pytest.param(signal.SIGUSR1, marks=pytest.mark.slow), signal.SIGINT])
+    signal.SIGTERM, *(pytest.param(s, marks=pytest.mark.slow) for s in (signal.SIGUSR1,
+                                                                        signal.SIGINT))])
 def test_a_command_without_handlers_of_its_own_says_every_stop_signal(tmp_path, signum):
     """SIGTERM (a scheduler's, `timeout`'s) ended `fsc build` or a one-prompt `fsc decode`
     without a word, where Ctrl-C said the one line: both now end alike, with 128 + the signal."""
@@ -119,6 +120,7 @@ def test_a_command_without_handlers_of_its_own_says_every_stop_signal(tmp_path, 
     assert err.strip() == "interrupted: fsc build stopped before it finished; nothing was stored"
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_signal_the_command_was_started_with_ignored_stays_ignored(tmp_path):
     """(`nohup`, a background job): the command's own handler does not take it up again."""
     code, out, err = signalled(SIGNALLED_BUILD, "ignored", cwd=tmp_path, signum=signal.SIGTERM)

@@ -5,6 +5,7 @@ the command that measures it; said in the table's title and below it."""
 import io
 import json
 
+import pytest
 from fsc_run import in_process
 from rich.console import Console
 
@@ -59,6 +60,10 @@ def test_a_baseline_out_of_memory_is_compared_at_its_largest_batch_that_fits():
     assert ("attn is out of memory at S 65536, B 8 and the sweep measured no smaller batch of "
             "it that fits; per the cost model it fits at B 5, which this measures: `fsc profile "
             "-r attn --S 65536 --B 5 --G 4 --steps 4 --memory-budget 6MiB`") in text
+    # against mamba, attention's oom points keep their rows, saying so, with no ratio
+    rows = [x for x in compare(_sweep(), "mamba") if x["status"] != "ok"]
+    assert [(x["S"], x["B"], x["status"], x["throughput_x"]) for x in rows] == [
+        (4096, 8, "oom", None), (65536, 8, "oom", None)]
     # a budget that holds not even one sequence says so; an unknown one asks for a smaller --B
     none = compare(_sweep(), free_bytes=MiB + MiB // 2)
     assert [x["baseline_fits_B"] for x in none if x["S"] == 65536] == [0]
@@ -115,6 +120,7 @@ def test_fsc_profile_compares_at_a_recipes_first_point_when_it_is_given_twice(fs
     assert versus["latency_x"] == first["step_ms"] / mamba["step_ms"]
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_recipe_out_of_memory_has_its_row_against_the_baseline(tmp_path):
     """Against a baseline that fits, a recipe out of memory at a point was left out of the
     table, as if it had not been asked for: its row now says oom, with no ratio."""
