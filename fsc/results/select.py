@@ -326,7 +326,7 @@ def _table(st: Store, source: Source) -> str:
     """`source.table` as this store has its view (fsc.results.select.Source.table)."""
     if not source.from_run:
         return source.view
-    return source.table(st.query(f"SELECT * FROM {source.view} LIMIT 0")[0])
+    return source.table(st.columns(source.view))
 
 
 def _select(st: Store, source: Source, run_ids: list[str], where: str | None) -> str:

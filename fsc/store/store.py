@@ -57,6 +57,7 @@ class Store(RunLifecycle):
         self.timeout_s = timeout_s
         self._migrated = False
         self._behind: int | None = None  # schema version of an older store fsc may not write
+        self._columns: dict[str, tuple[str, ...]] = {}  # `columns`, read once
 
     def __repr__(self) -> str:
         return f"Store({str(self.dir)!r})"
@@ -175,6 +176,7 @@ class Store(RunLifecycle):
 
     def migrate(self) -> list[str]:
         """Create the store if needed and apply missing migrations; return their names."""
+        self._columns.clear()
         applied = [] if self.exists() else self._create()
         with connect(self.file, read_only=False, timeout_s=self.timeout_s) as con:
             applied += migrate(con)
@@ -246,6 +248,7 @@ class Store(RunLifecycle):
         allowed = ROW_TABLES[table] + tuple(c.name for c in columns)
         for row in rows:
             check_keys(table, row, allowed)
+        self._columns.clear()  # (a declared column may be added)
         with self._transaction() as con:
             if not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 raise ValueError(f"no run {run_id!r} in {self.file}")
@@ -288,11 +291,21 @@ class Store(RunLifecycle):
         one transaction that commits only if the store stays whole. Bad or refused SQL raises
         QueryError (one line); a store that cannot be opened, StoreError.
         """
+        if write:
+            self._columns.clear()
         with self._open(write=write, sandbox=True) as con:
             try:
                 return sandbox.execute(con, sql, write=write, max_rows=max_rows)
             except duckdb.Error as e:
                 raise self._query_error(e) from e
+
+    def columns(self, relation: str) -> tuple[str, ...]:
+        """The columns of table or view `relation` (a name of SCHEMA) as this store has them
+        (an eval task's declared column appears once rows carry it): read once for this Store,
+        and again after it writes."""
+        if relation not in self._columns:
+            self._columns[relation] = tuple(self.query(f"SELECT * FROM {relation} LIMIT 0")[0])
+        return self._columns[relation]
 
     def export(self, sql: str, out: Path, force: bool = False, what: str | None = None) -> int:
         """Write the result of one read-only query to `out`, in the format its extension names
