@@ -25,8 +25,15 @@ from fsc.cli.common import (
     torch_device,
 )
 from fsc.cli.eval_options import TRAIN_KNOBS, with_task_options
-from fsc.cli.train_options import mixer_kinds, one_source, seq_lengths
-from fsc.cli.train_render import eval_said, progress_bar, report
+from fsc.cli.train_options import (
+    DATA_OPTIONS,
+    RESUME_CHANGES,
+    RUN_SETTINGS,
+    mixer_kinds,
+    one_source,
+    seq_lengths,
+)
+from fsc.cli.train_render import aborted, eval_said, progress_bar, report
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.errors import UsageError
 from fsc.train import ranks
@@ -38,18 +45,6 @@ Weighting = choices("Weighting", "elbo", "masked")
 TrainDType = choices("TrainDType", "auto", "fp32", "bf16")
 TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 
-
-# What a resumed run keeps from its stored config (giving one of these, or RECIPE, with --resume
-# is an error, not silently ignored; --out too: the run goes on in its own directory);
-# --train-steps may extend it, --stop-after and RESUME_CHANGES may change it, --device says where.
-RUN_SETTINGS = ("G", "data", "seq_len", "out_dir", "objective", "weighting", "batch", "accum", "lr",
-                "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
-                "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
-                "logit_shift", "anneal", "freeze", *TRAIN_KNOBS)
-# Options of the data that only some data reads (given for other data, refused: check_read).
-DATA_OPTIONS = ("needle_digits", "supervise_needle", "pairs", "text_field")
-RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
-                  "train_backend")
 
 
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
@@ -189,7 +184,7 @@ def train(
                               ("--train-steps", steps), ("--out", out_dir)) if v is None]
     if missing and resume is None:  # said before torch is imported, in a fraction of a second
         raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
-    from fsc.interrupts import StopSignals, exit_code
+    from fsc.interrupts import StopSignals, exit_code, signum_of
     from fsc.store import Store
     from fsc.train.launch import check_gpus, launch
     from fsc.train.run import new_job, resumed_job
@@ -235,13 +230,17 @@ def train(
     # A stop signal ends training after its step (fsc.train.loop); one that comes after, while
     # the last checkpoint is recorded and the resume command said (schedulers repeat SIGTERM),
     # is absorbed too, so the command ends as the first signal asked (a second Ctrl-C aborts).
-    with StopSignals(defer=True):
-        trained = train_job(job, ranks.device_of(torch_device(device)), Store(store_dir(store)),
-                            command_line(), stop_after=stop_after,
-                            progress=lambda start: progress_bar(name, cfg.steps, start),
-                            on_eval=eval_said)
-        if trained.run_id is not None:  # rank 0; the other processes write nothing
-            report(trained, store, as_json)
+    try:
+        with StopSignals(defer=True):
+            trained = train_job(job, ranks.device_of(torch_device(device)),
+                                Store(store_dir(store)), command_line(), stop_after=stop_after,
+                                progress=lambda start: progress_bar(name, cfg.steps, start),
+                                on_eval=eval_said)
+            if trained.run_id is not None:  # rank 0; the other processes write nothing
+                report(trained, store, as_json)
+    except KeyboardInterrupt as e:  # a second Ctrl-C: out at once, the step under way unsaved
+        aborted(cfg.out, store, signum_of(e))
+        raise typer.Exit(exit_code(signum_of(e))) from None
     if trained.result.interrupted:
         raise typer.Exit(exit_code(trained.result.stop_signal))
 

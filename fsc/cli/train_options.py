@@ -1,14 +1,27 @@
-"""Parsers of `fsc train`'s option values: --seq-len's lengths with their weights, and
---freeze's mixer kinds."""
+"""Parsers of `fsc train`'s option values (--seq-len's lengths with their weights, --freeze's
+mixer kinds) and the option names a resumed run reads from its stored config."""
 
 from __future__ import annotations
 
 import typer
 
 from fsc.cli.bounds import MAX_S, one_value, parse_sizes, size
+from fsc.cli.eval_options import TRAIN_KNOBS
 from fsc.data.mix import weighted
 from fsc.errors import UsageError
 from fsc.text import printable
+
+# What a resumed run keeps from its stored config (giving one of these, or RECIPE, with --resume
+# is an error, not silently ignored; --out too: the run goes on in its own directory);
+# --train-steps may extend it, --stop-after and RESUME_CHANGES may change it, --device says where.
+RUN_SETTINGS = ("G", "data", "seq_len", "out_dir", "objective", "weighting", "batch", "accum", "lr",
+                "warmup", "weight_decay", "grad_clip", "seed", "dtype", "needle_digits",
+                "supervise_needle", "pairs", "text_field", "tokenizer", "state_passing",
+                "logit_shift", "anneal", "freeze", *TRAIN_KNOBS)
+# Options of the data that only some data reads (given for other data, refused: check_read).
+DATA_OPTIONS = ("needle_digits", "supervise_needle", "pairs", "text_field")
+RESUME_CHANGES = ("save_every", "save_minutes", "keep", "eval_every", "log_every", "stop_at",
+                  "train_backend")
 
 
 def seq_lengths(values: list[str] | None) -> list:

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fsc.cli.common import bar_text, err, out, print_json, printable
+from fsc.interrupts import signal_name
 from fsc.text import counted
 
 
@@ -50,6 +51,22 @@ def _here(path: str) -> str:
         return str(p.relative_to(Path.cwd()))
     except ValueError:  # (elsewhere)
         return path
+
+
+def aborted(out_dir: str, store: Path | None, signum: int) -> None:
+    """What a second Ctrl-C, which ends training at once (the step under way not saved),
+    keeps: the last checkpoint saved, and how to go on from it."""
+    latest = Path(out_dir) / "latest"
+    said = (f"interrupted again ({signal_name(signum)}): training stopped at once, the "
+            "step under way not saved")
+    if latest.is_file():
+        step = _here(str(Path(out_dir) / latest.read_text().strip()))
+        store_opt = f" --store {shlex.quote(str(store))}" if store is not None else ""
+        said += (f"; the last checkpoint is {step}; continue with:\n  fsc train --resume "
+                 f"{shlex.quote(out_dir)}{store_opt}")
+    else:
+        said += "; no checkpoint was saved yet"
+    print(said, file=sys.stderr)
 
 
 def report(trained, store: Path | None, as_json: bool) -> None:

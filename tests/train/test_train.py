@@ -353,3 +353,31 @@ def test_a_run_stopped_between_logged_steps_stores_the_step_it_ended_at(tmp_path
     res = subprocess.run([sys.executable, "-m", "fsc", "runs", "--store", tmp_path / "store",
                           "--json"], capture_output=True, text=True, timeout=60)
     assert json.loads(res.stdout)[0]["last_step"] == step
+
+
+def test_a_second_ctrl_c_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    """A second Ctrl-C ends training at once, in the save under way: the command said only
+    "interrupted: fsc train stopped before it finished", not that the step was not saved, nor
+    which checkpoint is the last and how to go on from it."""
+    from fsc.cli.main import main
+    from fsc.train.loop import Trainer
+
+    real, saves = Trainer.save, []
+
+    def save(self, *args, **kwargs):
+        saves.append(self.step)
+        if len(saves) == 2:  # the second save: Ctrl-C twice, the second at once
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "save", save)
+    out, store = tmp_path / "run", ["--store", str(tmp_path / "store")]
+    code = main(["train", "tiny_attn", *COPY, "--batch", "2", "--train-steps", "6",
+                 "--save-every", "2", "--out", str(out), *store])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 130, err
+    assert ("interrupted again (SIGINT): training stopped at once, the step under way not "
+            f"saved; the last checkpoint is {out}/step-000002; continue with: fsc train "
+            f"--resume {out} --store {tmp_path / 'store'}") in err
+    assert (out / "latest").read_text().strip() == "step-000002"
