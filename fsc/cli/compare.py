@@ -65,12 +65,13 @@ def compare(
                          f"{', '.join(comparing.KEY)}{'; ' + why if why else ''}): nothing "
                          "to compare")
     why = comparing.regressions(result, fail_above) if fail_above is not None else []
-    configs = {r["run_id"]: r["config"] for r in select.provenance(st, [run_a, run_b])}
+    info = {r["run_id"]: r for r in select.provenance(st, [run_a, run_b])}
+    configs = {r: i["config"] for r, i in info.items()}
+    status = {r: i["status"] for r, i in info.items()}
     timed = {r: comparing.timing(configs.get(r, {}), points[r]) for r in (run_a, run_b)}
     repeats = {r: comparing.repeats(configs.get(r, {})) for r in (run_a, run_b)}
     devices = {r: comparing.device_names(points[r]) for r in (run_a, run_b)}
     budgets = {r: comparing.budget(configs.get(r, {})) for r in (run_a, run_b)}
-    status = {r["run_id"]: r["status"] for r in select.runs_table(st)}
     same = (f"note: RUN_A ({printable(given[0], 40)}) and RUN_B ({printable(given[1], 40)}) are "
             f"both run {run_a}: it is compared with itself, every ratio 1"
             if run_a == run_b and given[0] != given[1] else "")  # (the same text: as asked)

@@ -154,15 +154,21 @@ def budget_note(run_a: str, budget_a: int | None, run_b: str,
             "budget, not the run")
 
 
-def unfinished_note(which: str, run_id: str, status: str | None) -> str | None:
-    """A line saying run `which` (A or B) did not finish (interrupted, failed, or still marked
-    running), so that it is compared on the points it measured so far; None for a finished
-    one."""
+def unfinished(run_id: str, status: str | None, what: str) -> str | None:
+    """For a profile run that did not finish (interrupted, failed, or still marked running),
+    words saying that `what` (its table, its comparison) holds the points it measured so far,
+    and how to measure the rest; None for a finished one."""
     if status in (None, "finished"):
         return None
-    return (f"note: {which} ({run_id}) did not finish ({status}): it is compared on the points "
-            f"it measured so far; `fsc profile --resume {run_id}` measures the rest once it "
-            "has stopped")
+    return (f"did not finish ({status}): {what} the points it measured so far; `fsc profile "
+            f"--resume {run_id}` measures the rest once it has stopped")
+
+
+def unfinished_note(which: str, run_id: str, status: str | None) -> str | None:
+    """A line saying run `which` (A or B) did not finish, so that it is compared on the points
+    it measured so far; None for a finished one."""
+    said = unfinished(run_id, status, "it is compared on")
+    return None if said is None else f"note: {which} ({run_id}) {said}"
 
 
 def _device(text: Any) -> Any:

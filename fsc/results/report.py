@@ -23,6 +23,7 @@ from fsc import noise
 from fsc.errors import UsageError
 from fsc.eval.columns import CUTS, cut_words
 from fsc.results import eval_figures, figures, loss_bound, plots, quality, select
+from fsc.results.compare import unfinished
 from fsc.store import Store
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
@@ -464,13 +465,10 @@ def build(st: Store, run_ids: list[str], baseline: str | None = None,
 
 
 def _unfinished(run: dict) -> str:
-    """For a profile run that did not finish (interrupted, failed, still marked running), a
-    sentence saying its points are the ones measured so far, and how to measure the rest."""
-    status = run.get("status")
-    if status in (None, "finished"):
-        return ""
-    return (f" The run did not finish ({status}): these are the points it measured so far; "
-            f"`fsc profile --resume {run['run_id']}` measures the rest once it has stopped.")
+    """For a profile run that did not finish, a sentence saying its points are the ones
+    measured so far, and how to measure the rest (fsc.results.compare.unfinished)."""
+    said = unfinished(run["run_id"], run.get("status"), "these are")
+    return "" if said is None else f" The run {said}."
 
 
 def _summary(points: list[dict]) -> str:
