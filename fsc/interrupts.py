@@ -53,7 +53,7 @@ def ignore_stops() -> None:
 
 REDELIVER_S = 0.05  # how often a signal deferred during an import is tried again
 
-_received: list[int] = []  # the stop signals handlers received in this process, in order
+_received: list[int] = []  # the last stop signal a handler received in this process
 
 
 def command_stops() -> StopSignals:
@@ -152,7 +152,7 @@ class StopSignals:
                 self._deferred.daemon = True
                 self._deferred.start()
             return
-        _received.append(signum)
+        _received[:] = [signum]
         repeated = self.signum is not None
         if not repeated:
             self.signum = signum

@@ -100,8 +100,8 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
             raise UsageError(f"{name} {'encodes to no tokens' if text else 'is empty'} and "
                              f"{tok.name} has no BOS to begin it")
         own = rows[-1][1:] if bos and rows[-1][:1] == [tok.bos_id] else rows[-1]
-        if text and tok.decode(own) != text:  # a character the tokenizer lacks, dropped
-            dropped.append((name, tok.decode(own)))
+        if text and (back := tok.decode(own)) != text:  # a character it lacks, dropped
+            dropped.append((name, back))
     if dropped:
         name, back = dropped[0]
         more = f" (and {counted(len(dropped) - 1, 'other prompt')})" if len(dropped) > 1 else ""

@@ -61,6 +61,10 @@ class _Group(typer.core.TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt as e:
             raise _Unheard(e) from None
+        except Exception as e:  # a stop signal a library made its own error of (DuckDB's)
+            if interrupts.swallowed(e):
+                raise _Unheard(interrupts.Interrupted(interrupts.last_signal())) from None
+            raise
 
 
 app = _Typer(
@@ -173,8 +177,6 @@ def main(argv: list[str] | None = None) -> int:
             common.print_json({**e.facts, "nothing_to_do": str(e)})
         return 0
     except FscError as e:
-        if interrupts.swallowed(e):  # a stop signal a library made its own error of (DuckDB's)
-            return _interrupted(interrupts.Interrupted(interrupts.last_signal()), argv)
         if debug:
             raise
         return _fail(str(e), e.exit_code)
@@ -188,8 +190,6 @@ def main(argv: list[str] | None = None) -> int:
                 else printable(e, 200))
         return _fail(what, 2)
     except (Exception, RecursionError, MemoryError) as e:  # the boundary: a bug, in one line
-        if interrupts.swallowed(e):
-            return _interrupted(interrupts.Interrupted(interrupts.last_signal()), argv)
         if debug:
             raise
         if is_out_of_memory(e):  # not a bug: the sizes asked for did not fit

@@ -51,6 +51,11 @@ def _task_names(data: str) -> set[str]:
     return {name for name, _ in tasks_of(data) or []}
 
 
+def reads_pairs(grid: EvalGrid) -> bool:
+    """Whether the loss of `grid` reads --pairs: its data draws mqar sequences."""
+    return "mqar" in _task_names(grid.data)
+
+
 def knobs(grid: EvalGrid) -> dict:
     """The cell's record of the suite's knobs its sequences were drawn with: each a task of
     the data reads (vt's hops, ...) at its value, None where none reads it (text, passkey)."""
@@ -80,7 +85,7 @@ def check(grid: EvalGrid, tokenizer) -> None:
         raise UsageError("--task loss needs --data (shakespeare, a text file or a task)")
     if len(grid.pairs) > 1:
         said = ",".join(map(str, grid.pairs))
-        if "mqar" in _task_names(grid.data):
+        if reads_pairs(grid):
             raise UsageError(f"--pairs {said}: --task loss draws its mqar sequences with one "
                              "count; give one (a run each)")
         raise UsageError(f"--pairs {said}: for --task loss on mqar data only (this is "
@@ -223,7 +228,7 @@ def heldout_loss(model, tokenizer, grid: EvalGrid, length: int, device) -> dict:
     text = getattr(source, "supervises", None) == "all" and sum(nbytes) > 0
     return {"task": "loss", "data": data_name(grid.data), "length": length,
             "length_ratio": ratio(length, settings),
-            "pairs": options.pairs if "mqar" in _task_names(grid.data) else None,
+            "pairs": options.pairs if reads_pairs(grid) else None,
             **knobs(grid), "n": n, "loss": mean, "loss_se": se,
             "distinct_sequences": getattr(source, "n", None),
             "bits_per_byte": bits / sum(nbytes) if text else None,

@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from fsc.data.sources import tasks_of
 from fsc.errors import UsageError
+from fsc.eval import loss
 from fsc.eval.columns import as_drawn
 from fsc.eval.grid import SHARED, Decoding, EvalCell, EvalGrid
 from fsc.eval.plan import grid_of
@@ -204,8 +204,7 @@ def evaluate(request: EvalRequest, settings: ExecutorSettings, st: Store, comman
               # (what the task reads: a loss or genppl run has no depths, mqar's alone pairs)
               "depths": list(grid.depths) if grid.task in ("niah", "ruler") else None,
               "pairs": list(grid.pairs) if grid.task == "mqar" or (
-                  grid.task == "loss" and "mqar" in {n for n, _ in tasks_of(grid.data) or []})
-              else None,
+                  grid.task == "loss" and loss.reads_pairs(grid)) else None,
               "samples": request.samples,
               "mode": grid.settings.mode, "G": grid.G, "K": grid.K, "seed": request.seed,
               "data": grid.data, "train_length": grid.settings.train_len,
