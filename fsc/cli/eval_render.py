@@ -90,8 +90,8 @@ def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> Non
     if task == "loss":
         what = ("loss on text it was trained on" if any(w.endswith("loss is not held out")
                 for w in warnings) else "held-out loss")  # (the warning: fsc.eval.request)
-        what += f" on {printable(cells[0].get('data'), 80)}" if cells and cells[0].get("data") else ""
-        out.print(f"{printable(recipe, 60)}: {what} (run {run_id})", markup=False, highlight=False)
+        what += f" on {printable(cells[0].get('data'), 200)}" if cells and cells[0].get("data") else ""
+        out.print(f"{printable(recipe, 60)}: {what} (run {run_id})", markup=False, highlight=False, soft_wrap=True)
         table = Table()
         for c in ("length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"):
             table.add_column(c, justify="right")

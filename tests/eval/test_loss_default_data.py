@@ -39,7 +39,8 @@ def test_a_loss_cell_names_the_data_it_scored(fsc_main, tmp_path):
     for data, name in (("shakespeare", "shakespeare:val"),
                        ("notes.txt", str(tmp_path / "notes.txt"))):
         res = fsc_main("eval", "tiny_attn", "--data", data, *common, check=0)
-        said = re.search(rf"held-out loss on {re.escape(name)} \(run (\S+)\)", res.stdout)
+        said = re.search(rf"held-out loss on {re.escape(name)} \(run (\S+)\)",
+                         " ".join(res.stdout.split()))  # (a long title wraps)
         assert said, res.stdout + res.stderr
         runs[name] = said.group(1)
     rows = fsc_main("query", "select data, count(*) from evaluation group by data order by data",
