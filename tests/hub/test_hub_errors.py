@@ -29,7 +29,13 @@ def test_push_of_a_path_that_does_not_exist_is_bad_input(fsc, hf_env, hub, tmp_p
         r = fsc("push", tmp_path / "nosuch", "--repo", "alice/tiny", env=how)
         assert r.returncode == 2
         assert assert_one_line_error(r) == f"error: {tmp_path / 'nosuch'}: no such checkpoint directory"
-    (tmp_path / "notes").mkdir()  # a folder that is no checkpoint: exit 1, "checksums missing"
+    assert hub.requests == []
+
+
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
+def test_push_of_a_folder_that_is_no_checkpoint_is_bad_input(fsc, hf_env, hub, tmp_path):
+    """It failed with "checksums.sha256: missing", exit 1, where fsc verify says what it is."""
+    (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("a")
     r = fsc("push", tmp_path / "notes", "--repo", "alice/tiny", env=hf_env)  # token and all
     assert r.returncode == 2

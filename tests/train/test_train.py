@@ -355,6 +355,7 @@ def test_a_run_stopped_between_logged_steps_stores_the_step_it_ended_at(tmp_path
     assert json.loads(res.stdout)[0]["last_step"] == step
 
 
+@pytest.mark.slow  # seconds: make test-slow (CI runs it)
 def test_a_second_ctrl_c_says_what_it_kept(tmp_path, monkeypatch, capsys):
     """A second Ctrl-C ends training at once, in the save under way: the command said only
     "interrupted: fsc train stopped before it finished", not that the step was not saved, nor
