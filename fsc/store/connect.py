@@ -22,15 +22,19 @@ import fcntl
 import os
 import random
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
 from fsc.errors import StoreError
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 60.0
 WAIT_NOTE_S = 3.0  # a wait this long is said on a terminal's stderr, once
@@ -62,6 +66,39 @@ def one_line(e: BaseException) -> str:
         if line.strip():
             lines.append(line.strip())
     return " ".join(lines) or type(e).__name__
+
+
+def interruptible(con: duckdb.DuckDBPyConnection, work: Callable[[], T]) -> T:
+    """Run `work` (calls on `con`) in a thread of its own while this one waits, so that Ctrl-C
+    or a stop signal stops it at once: DuckDB sees a signal only while it hands rows over, so a
+    long aggregate or sort run by the signalled thread ran to its end first. On a signal (or
+    anything else raised here) the query is interrupted, its thread is awaited (a write rolls
+    back there), and the signal is raised."""
+    done: dict[str, object] = {}
+    # held while `work` runs: a Thread.join that a signal interrupts may leave the thread
+    # marked as ended though it runs on (Python 3.11), a plain lock's acquire does not
+    running = threading.Lock()
+    running.acquire()
+
+    def run() -> None:
+        try:
+            done["value"] = work()
+        except BaseException as e:  # noqa: BLE001 -- handed to the waiting thread, raised there
+            done["error"] = e
+        finally:
+            running.release()
+
+    threading.Thread(target=run, name="fsc-query", daemon=True).start()
+    try:
+        while not running.acquire(timeout=0.1):
+            pass
+    except BaseException:
+        con.interrupt()
+        running.acquire()
+        raise
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _is_lock_error(e: duckdb.Error) -> bool:

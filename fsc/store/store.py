@@ -26,7 +26,7 @@ import duckdb
 from fsc.errors import QueryError, StoreError, StorePathError
 from fsc.store import export as exporting
 from fsc.store import sandbox
-from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, one_line, utcnow
+from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, interruptible, one_line, utcnow
 from fsc.store.migrations import MIGRATIONS, add_columns, migrate
 from fsc.store.rows import (
     ARTIFACT_FIELDS,
@@ -295,7 +295,8 @@ class Store(RunLifecycle):
             self._columns.clear()
         with self._open(write=write, sandbox=True) as con:
             try:
-                return sandbox.execute(con, sql, write=write, max_rows=max_rows)
+                return interruptible(
+                    con, lambda: sandbox.execute(con, sql, write=write, max_rows=max_rows))
             except duckdb.Error as e:
                 raise self._query_error(e) from e
 
@@ -317,7 +318,7 @@ class Store(RunLifecycle):
             tmp = folder / f"result{out.suffix}"
             with self._open(write=False, sandbox=True, allowed_dir=folder) as con:
                 try:
-                    exporting.write(con, sql, tmp, fmt)
+                    interruptible(con, lambda: exporting.write(con, sql, tmp, fmt))
                 except duckdb.Error as e:
                     raise self._query_error(e) from e
             exporting.place(tmp, out, force)
