@@ -11,14 +11,21 @@ from pathlib import Path
 from fsc.errors import UsageError
 
 
-def _probe(folder: Path, what: str) -> None:
-    """UsageError unless a file can really be created in `folder` (os.access says yes to root
-    on read-only mounts and /proc)."""
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be created in `folder` (made and removed to find out: os.access says
+    yes to root on read-only mounts and in /proc), or None when one can."""
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as e:
-        raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e})") from None
+        return e.strerror or str(e)
+    return None
+
+
+def _probe(folder: Path, what: str) -> None:
+    """UsageError unless a file can really be created in `folder`."""
+    if why := unwritable(folder):
+        raise UsageError(f"{what}: cannot write in {folder} ({why})")
 
 
 def output_file(path: Path, what: str, *, force: bool = True) -> Path:

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import secrets
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import duckdb
 
 from fsc.errors import QueryError, StoreError, StorePathError
+from fsc.paths import unwritable
 from fsc.store import export as exporting
 from fsc.store import sandbox
 from fsc.store.connect import DEFAULT_TIMEOUT_S, connect, interruptible, one_line, utcnow
@@ -90,13 +90,8 @@ class Store(RunLifecycle):
                 raise StorePathError(f"store {self.dir}: {writable} is not writable")
             if write and not os.access(where, os.W_OK | os.X_OK):  # DuckDB writes a WAL beside
                 raise StorePathError(f"store {self.dir}: folder {where} is not writable")
-            if write:  # os.access says yes to root on read-only mounts and in /proc: a file made
-                try:
-                    with tempfile.TemporaryFile(dir=where):
-                        pass
-                except OSError as e:
-                    raise StorePathError(f"store {self.dir}: cannot write in folder {where} "
-                                         f"({e.strerror or e})") from None
+            if write and (why := unwritable(where)):
+                raise StorePathError(f"store {self.dir}: cannot write in folder {where} ({why})")
         except OSError as e:
             raise StorePathError(f"store {self.dir}: {e.strerror or e}") from e
 
