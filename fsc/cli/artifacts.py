@@ -37,7 +37,7 @@ def _record(rep, action: str, store, as_json: bool, *lines: str, record: bool = 
 
 
 def push(
-    path: Annotated[Path, typer.Argument(help="Checkpoint directory (from build --save, pull), "
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="Checkpoint directory (from build --save, pull), "
                                          "or training directory (its newest step).")],
     repo: Annotated[list[str], typer.Option("--repo", metavar="OWNER/NAME",
                                             help="Hub repository (one).")],
@@ -85,7 +85,7 @@ def push(
 
 
 def pull(
-    ref: Annotated[str, typer.Argument(help="OWNER/NAME or OWNER/NAME@REVISION (branch, tag, "
+    ref: Annotated[str, typer.Argument(metavar="REF", help="OWNER/NAME or OWNER/NAME@REVISION (branch, tag, "
                                             "commit).")],
     dest: Annotated[list[Path] | None, typer.Option(
         "--dir", callback=one_value("--dir", None, "a checkpoint is pulled into one directory"),

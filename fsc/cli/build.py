@@ -33,6 +33,7 @@ ONE = "fsc build reports the cache at one point; `fsc profile --dry-run` lists s
 def build(
     ctx: typer.Context,
     recipe: Annotated[str, typer.Argument(
+        metavar="RECIPE",
         help="Recipe file, shipped recipe name, checkpoint dir, or a folder with config.json / hf:ORG/NAME.")],
     S: point(str, "--S", 8192, "Context length S for the cache sizes, e.g. 8192 or 8k "
              "(default 8192).", ONE, size(0, MAX_S, "--S")) = None,

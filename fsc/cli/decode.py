@@ -32,7 +32,7 @@ MAX_LENGTH = 2**20  # tokens generated in one call; the memory check bounds it f
 
 def decode(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(help="Recipe file, shipped recipe name, checkpoint "
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="Recipe file, shipped recipe name, checkpoint "
                                           "dir or training dir (its newest step).")],
     prompt: Annotated[list[str] | None, typer.Option(
         "--prompt", metavar="TEXT", help="Prompt text (one).", show_default=False)] = None,

@@ -13,7 +13,7 @@ from fsc.cli.bounds import GB, MAX_B, MAX_S, TB_S, TFLOPS, point, size
 from fsc.cli.common import JsonOpt, Mode, finite, fmt_bytes, fmt_count, out, print_json, printable
 
 RecipeArg = Annotated[
-    str, typer.Argument(help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json, published/NAME or hf:ORG/NAME[@REV].")
+    str, typer.Argument(metavar="RECIPE", help="Recipe YAML path, shipped recipe name (see `fsc recipes`), checkpoint dir, or a published model: a folder with config.json, published/NAME or hf:ORG/NAME[@REV].")
 ]
 # S, B, G and K take one value each (one point); `fsc profile` sweeps lists of them. G and K
 # are bounded by fsc.blocks.block_setting, in the words decode and profile use.

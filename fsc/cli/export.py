@@ -75,7 +75,7 @@ def save(st, sql: str, out_file: Path, force: bool, as_json: bool = False) -> No
 
 
 def export(
-    sql: Annotated[str, typer.Argument(help="One read-only query, e.g. \"select * from profile\", "
+    sql: Annotated[str, typer.Argument(metavar="SQL", help="One read-only query, e.g. \"select * from profile\", "
                                             "or a table or view's name (profile): its rows.")],
     out_file: OutOpt,
     force: ForceOpt = False,

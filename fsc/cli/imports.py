@@ -24,6 +24,7 @@ from fsc.cli.common import (
 
 def import_cmd(
     source: Annotated[str, typer.Argument(
+        metavar="SOURCE",
         help="A folder with config.json (and *.safetensors or a pytorch_model.bin, tokenizer "
              "files), published/NAME (a published config, as `fsc recipes` lists it), or "
              "hf:ORG/NAME[@REV] on the Hub.")],

@@ -50,7 +50,7 @@ class PlotFailed(FscError):
 
 
 def plot(
-    kind: Annotated[Kind, typer.Argument(help="latency, memory, throughput, roofline (profile "
+    kind: Annotated[Kind, typer.Argument(metavar="KIND", help="latency, memory, throughput, roofline (profile "
                                          "runs), loss (training), niah, retrieval, ruler or "
                                          "quality (eval).")],
     runs: RunOpt = None,

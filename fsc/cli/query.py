@@ -29,7 +29,7 @@ class Format(str, Enum):
 
 
 def query(
-    sql: Annotated[str, typer.Argument(help="SQL to run, e.g. \"select * from profile\", or a "
+    sql: Annotated[str, typer.Argument(metavar="SQL", help="SQL to run, e.g. \"select * from profile\", or a "
                                             "table or view's name (profile): its rows.")],
     fmt: Annotated[
         Format | None,

@@ -31,7 +31,7 @@ app = typer.Typer(
     add_completion=False, rich_markup_mode=None,
 )
 
-RunIdArg = Annotated[str, typer.Argument(help="Run id as `fsc runs` lists it, the first "
+RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id as `fsc runs` lists it, the first "
                                                "characters of the id or of its tail, or latest.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Go on for a run marked running on another host (fsc cannot tell there "

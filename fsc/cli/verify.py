@@ -41,6 +41,7 @@ NOT_WITH_AGAINST = ("G", "B", "blocks", "length", "dtype", "backend", "device")
 def verify(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(
+        metavar="SOURCE",
         help="Recipe file, shipped recipe name, checkpoint dir or published model (a folder "
              "with config.json, and its weights where it has them; published/NAME; "
              "hf:ORG/NAME[@REV], its config); with --against, a published model with weights "

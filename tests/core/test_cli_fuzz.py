@@ -256,6 +256,24 @@ def test_every_option_is_fuzzed_or_named_harmless():
     assert not missing, f"options with no fuzz kind: {missing}"
 
 
+def test_every_argument_is_named_as_its_help_names_it(capsys):
+    """Help texts name a command's argument in capitals (`fsc build`: "Validate RECIPE"); the
+    usage line and the error of a missing one said {recipe} and 'recipe' under the newer
+    typers, which write the parameter's own name unless it has a metavar."""
+    root = typer.main.get_command(app)
+    unnamed = []
+    for name, cmd in root.commands.items():
+        subs = getattr(cmd, "commands", None) or {None: cmd}
+        for sub_name, sub in subs.items():
+            for p in sub.params:
+                if p.param_type_name == "argument" and not (
+                        p.metavar and p.metavar.strip("[].").isupper()):
+                    unnamed.append(f"{name} {sub_name or ''} {p.name}".replace("  ", " "))
+    assert not unnamed, f"arguments without a metavar in capitals: {unnamed}"
+    assert main(["build"]) == 2
+    assert "Missing argument 'RECIPE'" in capsys.readouterr().err
+
+
 def test_bare_fsc_prints_help_and_exits_0(capsys):
     assert main([]) == 0
     assert "Usage" in capsys.readouterr().out
