@@ -43,10 +43,11 @@ LATEST = "latest"  # in a training directory: the name of its newest step direct
 _FOLDER_FILES = (".safetensors", ".json", ".md", ".sha256", ".bin")  # never a recipe file
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
+def resolve_checkpoint(path: str | Path, resume: bool = False) -> Path:
     """What a checkpoint argument names: a step directory as it is; a training directory's
     newest step (named by its `latest` file); that `latest` file itself, its step. Anything
-    else is returned as it is (a recipe, an import source)."""
+    else is returned as it is (a recipe, an import source). `resume`: it was given as
+    --resume, which a message names."""
     _named(path)
     p = Path(path)
     if p.name == LATEST and p.is_file():
@@ -57,7 +58,21 @@ def resolve_checkpoint(path: str | Path) -> Path:
             raise CheckpointError(f"{p / LATEST}: names {name!r}, which is not a step "
                                   "directory here")
         return p / name
+    if p.is_dir() and not (p / RECIPE_FILE).exists() and (steps := step_dirs(p, RECIPE_FILE)):
+        given, newest = printable(str(p), 120), printable(str(p / steps[-1].name), 140)
+        if resume:
+            raise UsageError(f"--resume {given}: no `{LATEST}` file naming its newest step; "
+                             f"resume that step itself (--resume {newest})")
+        raise UsageError(f"{given}: a training directory with no `{LATEST}` file naming its "
+                         f"newest step; give that step itself ({newest})")
     return p
+
+
+def step_dirs(directory: Path, holding: str) -> list[Path]:
+    """The step-NNNNNN folders of training directory `directory` that hold a file `holding`,
+    oldest first."""
+    return sorted((d for d in directory.glob("step-*") if d.name[5:].isdigit()
+                   and (d / holding).is_file()), key=lambda d: int(d.name[5:]))
 
 
 def _named(ref: str | Path) -> None:

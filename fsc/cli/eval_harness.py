@@ -12,13 +12,13 @@ import typer
 from fsc.blocks import MAX_G
 from fsc.cli.bounds import parse_sizes
 from fsc.cli.common import (
+    check_store,
     command_line,
     given_options,
     out,
     print_json,
     printable,
     say,
-    store_dir,
     torch_threads,
 )
 from fsc.errors import UsageError
@@ -67,7 +67,6 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     except ImportError as e:  # lm_eval, or what it needs, is not installed
         raise UsageError(f"--task harness needs lm-evaluation-harness ({e}): pip install "
                          "'fsc[harness]'") from None
-    from fsc.store import Store
 
     names = tuple(t.strip() for t in (tasks or "").split(",") if t.strip())
     mc = mc_samples if given_options(ctx, ("mc_samples",)) else None  # (refused at G 1)
@@ -84,7 +83,7 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     from fsc.interrupts import Stopped
 
     torch_threads()
-    st = Store(store_dir(store))
+    st = check_store(store)
     try:
         done = run(request, st, command_line())
     except Stopped as e:  # its rows are stored when every task is done: none yet

@@ -14,13 +14,13 @@ from fsc.cli.common import (
     JsonOpt,
     Mode,
     StoreOpt,
+    check_store,
     command_line,
     err,
     finite,
     given_options,
     print_json,
     say,
-    store_dir,
     torch_threads,
 )
 from fsc.cli.eval_answers import json_row
@@ -214,10 +214,9 @@ def evaluate(
         export_prompts(asked, suite["export"], as_json, given_options(ctx, EXPORT_UNREAD))
         return
     from fsc.scale.evaluation import evaluate
-    from fsc.store import Store
 
     torch_threads()
-    st = Store(store_dir(store))
+    st = check_store(store)
     try:
         with SampleBar() as bar:
             done = evaluate(asked, scale, st, command_line(),

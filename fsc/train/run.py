@@ -220,7 +220,7 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     if not Path(path).exists():
         raise UsageError(f"--resume {path}: no such directory (a training directory, the --out "
                          "of fsc train, or one of its step-NNNNNN checkpoints)")
-    start = resolve_checkpoint(path)
+    start = resolve_checkpoint(path, resume=True)
     state = read_state(start)
     done = state[0]["step"]
     if Path(path).resolve() == start.resolve():  # a step named, not its training directory

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from fsc.errors import CheckpointError, UsageError
@@ -31,19 +32,13 @@ def read_state(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """(training_state.json, training_state.safetensors) of a step directory."""
     js, ts = directory / STATE_JSON, directory / STATE_TENSORS
     if not js.is_file() or not ts.is_file():
-        steps = sorted((d.name for d in directory.glob("step-*")
-                        if d.name[5:].isdigit() and (d / STATE_JSON).is_file()),
-                       key=lambda name: int(name[5:]))
-        if steps:  # a training directory whose `latest` is gone: name its newest step
-            raise UsageError(f"--resume {directory}: no `latest` file naming its newest step; "
-                             f"resume that step itself (--resume {directory / steps[-1]})")
         raise UsageError(f"--resume {directory}: no training state ({STATE_JSON}, {STATE_TENSORS}); "
                          "only a checkpoint `fsc train` saved can be resumed")
     try:
         state = json.loads(js.read_text())
         tensors = load_file(ts)
         assert state["format"] == STATE_FORMAT
-    except (OSError, ValueError, KeyError, AssertionError) as e:
+    except (OSError, ValueError, KeyError, AssertionError, SafetensorError) as e:
         raise CheckpointError(f"{directory}: unreadable training state ({e})") from None
     return state, tensors
 

@@ -1,0 +1,57 @@
+"""Training and reach, checked by hand: a training state cut short, a store fsc eval cannot use,
+a training directory without `latest` given where a checkpoint goes."""
+
+import pytest
+
+COPY = ["tiny_attn", "--data", "copy", "--seq-len", "32", "--batch", "2"]
+
+
+def _one_line(res, says: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert len(res.stderr.splitlines()) == 1 and says in " ".join(res.stderr.split()), res.stderr
+    assert res.stdout == ""
+
+
+@pytest.fixture
+def run(fsc_main, tmp_path):
+    """A training directory of two saves (step-000001, step-000002), stored in tmp_path/st."""
+    fsc_main("train", *COPY, "--train-steps", "2", "--save-every", "1", "--out", "run",
+             "--store", tmp_path / "st", check=0)
+    return tmp_path / "run"
+
+
+def test_a_training_state_cut_short_is_named_not_an_internal_error(fsc_main, run, tmp_path):
+    """A truncated training_state.safetensors was "internal error (SafetensorError: ...)"."""
+    with (run / "step-000002" / "training_state.safetensors").open("r+b") as f:
+        f.truncate(50)
+    res = fsc_main("train", "--resume", run, "--train-steps", "3", "--store", tmp_path / "st")
+    assert res.returncode == 1 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "step-000002: unreadable training state (" in res.stderr
+    assert "internal error" not in res.stderr
+
+
+def test_fsc_eval_checks_the_store_before_any_work(fsc_main, run, tmp_path):
+    """A file that is no DuckDB database where the store goes: a DuckDB message, exit 1, once
+    the model was loaded; now the store's own line, exit 2, as train, runs and query say."""
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "fsc.duckdb").write_bytes(b"garbage, not a database\n" * 10)
+    res = fsc_main("eval", run, "--task", "mqar", "--lengths", "32", "--samples", "1",
+                   "--store", tmp_path / "junk")
+    _one_line(res, "fsc.duckdb is not a DuckDB database file")
+
+
+def test_a_training_directory_without_latest_names_its_newest_step(fsc_main, run, tmp_path):
+    """eval, decode and train from it said the folder held no checkpoint, no training run and
+    no published model, though it held step-NNNNNN checkpoints; --resume named the step."""
+    (run / "latest").unlink()
+    newest = str(run / "step-000002")
+    store = ["--store", tmp_path / "st"]
+    for args in (["eval", run, "--task", "mqar", "--samples", "1", *store],
+                 ["decode", run, "--prompt", "ab", "--length", "4"],
+                 ["train", run, "--data", "copy", "--seq-len", "32", "--train-steps", "1",
+                  "--out", tmp_path / "on", *store]):
+        _one_line(fsc_main(*args),
+                  f"no `latest` file naming its newest step; give that step itself ({newest})")
+    _one_line(fsc_main("train", "--resume", run, "--store", tmp_path / "st"),
+              f"resume that step itself (--resume {newest})")
+    assert not (tmp_path / "on").exists()
