@@ -86,7 +86,8 @@ TASK_OPTIONS = {
     "export": Annotated[Path | None, typer.Option(
         "--export", metavar="DIR", help="niah, vt, cwe, fwe, ruler: write the prompts as "
         "lm-evaluation-harness tasks in DIR (JSON lines, a task YAML each, a group YAML) "
-        "instead of scoring them.", show_default=False)],
+        "instead of scoring them; an earlier export there is replaced whole.",
+        show_default=False)],
     "top_k": Annotated[int | None, typer.Option(
         "--top-k", min=0, max=2**31 - 1, help="genppl: sample from the K most likely tokens "
         "only, then --top-p (0: all; the default).", show_default=False)],
@@ -159,7 +160,7 @@ def export_prompts(asked, folder: Path, as_json: bool = False, unread: list[str]
                          "and storing nothing (the harness command it prints decodes the "
                          f"checkpoint as trained); drop {'it' if len(unread) == 1 else 'them'}")
     output_dir(folder, "--export", replace=True)  # a folder that takes files: one line if not
-    grid, names, longest = export(asked, folder)
+    grid, names, longest, replaced = export(asked, folder)
     command = ["fsc", "eval", grid.checkpoint, "--task", "harness", "--tasks", names[-1],
                "--include-path", str(folder)]
     if asked.steps:  # the harness's generation K
@@ -168,10 +169,12 @@ def export_prompts(asked, folder: Path, as_json: bool = False, unread: list[str]
         command += ["--max-length", str(longest + 1)]
     if as_json:
         print_json({"folder": str(folder), "tasks": names[:-1], "group": names[-1],
-                    "checkpoint": grid.checkpoint, "command": shlex.join(command)})
+                    "replaced": replaced, "checkpoint": grid.checkpoint,
+                    "command": shlex.join(command)})
         return
+    instead = f" in place of the earlier export's {counted(replaced, 'file')}" if replaced else ""
     say(f"wrote {counted(len(names) - 1, 'lm-evaluation-harness task')} and their group "
-        f"{names[-1]} to {folder}; score them with\n  {shlex.join(command)}")
+        f"{names[-1]} to {folder}{instead}; score them with\n  {shlex.join(command)}")
 
 
 MAX_SAMPLES = 100_000  # prompts a cell (--samples), documents a harness task (--limit)

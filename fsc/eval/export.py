@@ -12,6 +12,7 @@ Python: no torch.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from fsc.errors import UsageError
@@ -50,18 +51,23 @@ metadata:
 """
 
 
-def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> tuple[list[str], int]:
-    """Write the harness tasks of `grid`'s prompts into `folder` (see the module docstring);
-    the names of the tasks, the group's last, and the most tokens a document's prompt and
-    answer hold together. UsageError for a task that is not the suite's,
-    or a folder holding a utils.py other than the one it writes."""
+def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> tuple[list[str], int, int]:
+    """Write the harness tasks of `grid`'s prompts into `folder` (see the module docstring),
+    in place of an earlier export there; the names of the tasks, the group's last, the most
+    tokens a document's prompt and answer hold together, and how many files of the earlier
+    export were removed. UsageError for a task that is not the suite's, or a folder holding
+    anything an export does not write."""
     if grid.task not in EXPORTED:
         raise UsageError(f"--export: for --task {', '.join(EXPORTED[:-1])} or {EXPORTED[-1]} "
                          f"(this is {grid.task})")
+    earlier = earlier_export(folder)
+    replaced = sum(p.is_file() for p in earlier)
+    for path in earlier:  # a task of other lengths or depths left behind would still register
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     utils = folder / "utils.py"
-    if utils.is_file() and utils.read_text(encoding="utf-8", errors="replace") != UTILS:
-        raise UsageError(f"--export {folder}: holds a utils.py of its own, which the tasks' "
-                         "metric would replace; export into another folder")
     folder.mkdir(parents=True, exist_ok=True)
     names, longest = [], 0
     for part in parts(grid):
@@ -90,4 +96,28 @@ def write_tasks(grid: EvalGrid, tokenizer, folder: Path) -> tuple[list[str], int
         + "aggregate_metric_list:\n  - metric: score\n    aggregation: mean\n"
         "    weight_by_size: false\nmetadata:\n  version: 1.0\n")
     utils.write_text(UTILS, encoding="utf-8")
-    return [*names, group], longest
+    return [*names, group], longest, replaced
+
+
+def earlier_export(folder: Path) -> list[Path]:
+    """The files an earlier export wrote in `folder` (its tasks, group and metric, and the
+    harness's cache of that metric); UsageError when it holds anything else: a folder holds
+    one export, which the next replaces whole."""
+    if not folder.is_dir():
+        return []
+    ours, others = [], []
+    for path in sorted(folder.iterdir()):
+        if path.name == "utils.py" and path.is_file() and path.read_text(
+                encoding="utf-8", errors="replace") != UTILS:
+            raise UsageError(f"--export {folder}: holds a utils.py of its own, which the tasks' "
+                             "metric would replace; export into another folder")
+        exported = (path.is_file() and (path.name == "utils.py" or (
+            path.name.startswith("fsc_") and path.suffix in (".jsonl", ".yaml")))) or (
+            path.name == "__pycache__" and path.is_dir())
+        (ours if exported else others).append(path)
+    if others:
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        raise UsageError(f"--export {folder}: holds {others[0].name}{more}, which an export "
+                         "does not write (a folder holds one export, which the next replaces "
+                         "whole); export into an empty or new folder")
+    return ours

@@ -138,10 +138,11 @@ def _text_field(request: EvalRequest, trained: dict) -> str:
     return request.text_field or "text"
 
 
-def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str], int]:
+def export(request: EvalRequest, folder: Path) -> tuple[EvalGrid, list[str], int, int]:
     """The prompts `request` would score written as lm-evaluation-harness tasks in `folder`
     (fsc.eval.export), with no model loaded: (the grid, the tasks' names, the group's last,
-    the most tokens a document holds with its answer)."""
+    the most tokens a document holds with its answer, the files of an earlier export there
+    that were removed)."""
     grid, _, tok = grid_of(request)
     return grid, *write_tasks(grid, tok, Path(folder))
 

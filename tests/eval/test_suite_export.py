@@ -105,3 +105,24 @@ def test_the_harness_scores_an_export_as_fsc_eval_does(fsc_main, tmp_path):
         assert theirs[name] == pytest.approx(r["score"]), name
     assert theirs["fsc_ruler"] == pytest.approx(sum(v for k, v in theirs.items()
                                                     if k != "fsc_ruler") / 7)
+
+
+def test_an_export_replaces_the_earlier_one_in_its_folder_and_nothing_else(fsc_main, tmp_path):
+    """A second export into a folder rewrote its own files and left the first one's other
+    lengths there, which --include-path still registered (and the group no longer named)."""
+    folder = tmp_path / "x"
+    _export(fsc_main, folder, "--task", "vt", "--hops", "2", "--lengths", "128,256")
+    (folder / "__pycache__").mkdir()  # the harness's cache of utils.py
+    res = _export(fsc_main, folder, "--task", "vt", "--hops", "2", "--lengths", "128", "--json")
+    assert json.loads(res.stdout)["replaced"] == 6
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "fsc_vt.yaml", "fsc_vt_128.jsonl", "fsc_vt_128.yaml", "utils.py"]
+    res = _export(fsc_main, folder, "--task", "vt", "--hops", "2", "--lengths", "128")
+    assert "in place of the earlier export's 4 files" in " ".join(res.stderr.split())
+    (folder / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in folder.iterdir())
+    res = fsc_main("eval", "tiny_hybrid", "--task", "vt", "--lengths", "256", "--samples", "3",
+                   "--export", folder)
+    assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "holds notes.txt, which an export does not write" in res.stderr
+    assert sorted(p.name for p in folder.iterdir()) == before
