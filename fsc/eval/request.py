@@ -103,7 +103,7 @@ def default_task(request: EvalRequest, data) -> str:
         return TRAINED_TASK[one]
     if isinstance(data, str) and (mix := parse_mix(data, SYNTHETIC)) is not None:
         return _mix_task(request.source, data, [name for name, w in mix if w > 0])
-    if is_text(data) or request.data is not None:
+    if is_text(data) or str(data).startswith("hf:") or request.data is not None:
         return "loss"
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
                      f"as it is: give --task loss --data {data} (its held-out loss), or --task "
@@ -125,13 +125,17 @@ def trained_text(request: EvalRequest, trained: dict) -> str | None:
     """The data --data leaves to training's record: genppl's prompts from the text it was
     trained on (a corpus's val split), loss on a corpus's held-out split or on a task (or a
     mix of tasks) trained on, drawn afresh (the eval's samples come from a seed of its own);
-    None where training recorded none. UsageError for loss after a text file, which holds no
-    held-out part."""
+    None where training recorded none; an hf: dataset named without a split as it is (read
+    for evaluation, its held-out split). UsageError for loss after a text file, or an hf:
+    dataset's split, which holds no held-out part."""
     recorded = trained.get("data")
     if request.task == "loss" and isinstance(recorded, str) and (
             recorded in SYNTHETIC or parse_mix(recorded, SYNTHETIC) is not None):
         return recorded
-    if not is_text(recorded) or request.task not in ("genppl", "loss"):
+    hub = isinstance(recorded, str) and recorded.startswith("hf:")
+    if request.task == "loss" and hub and hub_parts(recorded)[2] is None:
+        return recorded  # read for evaluation: its held-out split, as it names none
+    if not (is_text(recorded) or hub) or request.task not in ("genppl", "loss"):
         return None
     if corpora.is_corpus(recorded):  # (genppl reads a bare corpus name's val split)
         if request.task == "genppl":

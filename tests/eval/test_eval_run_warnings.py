@@ -186,6 +186,26 @@ def test_loss_on_the_text_trained_on_is_said_not_held_out(fsc_main, tmp_path, mo
         assert said == [f"--data {named} is text {ckpt} was trained on: its loss is not held out"]
 
 
+def test_a_checkpoint_trained_on_an_hf_dataset_is_scored_on_its_held_out_split(fsc_main,
+                                                                               tmp_path):
+    """`fsc eval CK` after training on hf:DIR said no task measures that data and suggested
+    --task loss --data hf:DIR, though --help calls loss the default after text."""
+    pytest.importorskip("datasets")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    for split in ("train", "validation"):
+        (hf / f"{split}.jsonl").write_text('{"text": "What light through yonder window."}\n' * 40)
+    ckpt = _trained(tmp_path, "tiny_attn", "ck", "blocks", data=f"hf:{hf}")
+    res = fsc_main("eval", ckpt, "--lengths", "16", "--samples", "1", "--json",
+                   "--store", tmp_path / "st", check=0)
+    doc = json.loads(res.stdout)
+    assert doc["task"] == "loss" and doc["rows"][0]["data"] == f"hf:{hf}"
+    assert not [w for w in doc["warnings"] if "not held out" in w]
+    named = _trained(tmp_path, "tiny_attn", "ck2", "blocks", data=f"hf:{hf}::train")
+    res = fsc_main("eval", named, "--lengths", "16", "--samples", "1", "--store", tmp_path / "st")
+    assert res.returncode == 2 and "whose loss is not held out" in res.stderr
+
+
 def test_loss_after_training_on_a_corpus_val_split_reads_its_train_split(fsc_main, tmp_path):
     """A checkpoint trained on shakespeare:val was scored by default on shakespeare:val."""
     ckpt = _trained(tmp_path, "tiny_attn", "ck", "blocks", data="shakespeare:val")
