@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from fsc.data.tasks import Sample
+from fsc.data.tasks import Sample, TooShort
 from fsc.errors import UsageError
 from fsc.seeds import derive
 
@@ -62,7 +62,14 @@ class MixData:
 
     def __init__(self, spec: str, mix: list[tuple[str, float]], make: Callable, seed: int):
         self.name, self.seed = spec, seed
-        self.sources = [make(name) for name, _ in mix]
+        self.sources, short = [], []
+        for name, _ in mix:  # a length too short: said once, with the most any task needs
+            try:
+                self.sources.append(make(name))
+            except TooShort as e:
+                short.append(e)
+        if short:
+            raise max(short, key=lambda e: e.need)
         self.tasks = [s.task for s, (_, w) in zip(self.sources, mix, strict=True) if w > 0]
         self.weights = [w for _, w in mix]
         self.supervises = "answer"

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from itertools import cycle, islice, pairwise
 
 from fsc import corpora
-from fsc.data.tasks import MAX_KEY_DIGITS, Layout, Sample, key_digits
+from fsc.data.tasks import (
+    MAX_KEY_DIGITS,
+    Layout,
+    Sample,
+    TooShort,
+    key_digits,
+    tokens_needed,
+)
 from fsc.errors import UsageError
 
 VARIANTS = ("single", "multikey", "multivalue", "multiquery")
@@ -292,8 +299,8 @@ class _Answered:
 
     def _check_fits(self, need: int, what: str, option: str) -> None:
         if self.L < need:
-            raise UsageError(f"{option} {self.L} is shorter than {what} ({need} tokens at "
-                             f"G = {self.lay.G})")
+            raise TooShort(f"{option} {self.L} is shorter than {what} "
+                           f"({tokens_needed(need, self.lay.G)})", need)
 
 
 class Needles(_Answered):

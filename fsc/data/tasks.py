@@ -100,8 +100,8 @@ class Passkey:
         self.question = self.lay.enc(" What is the pass key? The pass key is ")
         need = len(self._needle(key)[0]) + len(self.question) + len(self.lay.right(self.lay.enc(key)))
         if L < need:
-            raise UsageError(f"{option} {L} is shorter than a passkey prompt with a "
-                             f"{digits}-digit needle ({need} tokens at G = {G})")
+            raise TooShort(f"{option} {L} is shorter than a passkey prompt with a "
+                           f"{digits}-digit needle ({tokens_needed(need, G)})", need)
 
     def _needle(self, key: str) -> tuple[list[int], int]:
         """(the needle's tokens, where its repeat of the key starts)."""
@@ -130,6 +130,21 @@ class Passkey:
         return replace(s, target=target)
 
 
+class TooShort(UsageError):
+    """A length too short for a task's prompts, which need `need` tokens."""
+
+    def __init__(self, message: str, need: int):
+        super().__init__(message)
+        self.need = need
+
+
+def tokens_needed(need: int, G: int) -> str:
+    """How a message says a prompt needs `need` tokens at block size G, with the shortest
+    length that holds it: a multiple of G ("101 tokens at G = 4; 104 is the shortest that fits")."""
+    said = f"{need} tokens at G = {G}"
+    return said if need % G == 0 else f"{said}; {-(-need // G) * G} is the shortest that fits"
+
+
 class MQAR:
     """Multi-query associative recall: key:value pairs, a gap of filler, then every key asked
     again (in a shuffled order), each answer in a block of its own."""
@@ -142,8 +157,8 @@ class MQAR:
         self.lay, self.L, self.pairs, self.option = Layout(tokenizer, G), L, pairs, option
         need = self._need(*self._layout(random.Random(0), 0))
         if L < need:
-            raise UsageError(f"{option} {L} is shorter than an mqar sample with {pairs} pairs "
-                             f"({need} tokens at G = {G})")
+            raise TooShort(f"{option} {L} is shorter than an mqar sample with {pairs} pairs "
+                           f"({tokens_needed(need, G)})", need)
 
     @staticmethod
     def _need(head, queries) -> int:

@@ -13,6 +13,7 @@ from fsc.blocks import POLICIES, block_setting, check_temperature
 from fsc.data.files import FIELD_SUFFIXES
 from fsc.data.ruler import RulerOptions
 from fsc.data.sources import KNOBS, DataOptions, check_read
+from fsc.data.tasks import TooShort
 from fsc.errors import FscError, UsageError
 from fsc.eval.export import write_tasks
 from fsc.eval.grid import DEFAULT_DEPTHS, Decoding, EvalGrid, EvalSettings, GenSettings
@@ -124,7 +125,16 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
                     _suite_knobs(request, trained),
                     bos=src.starts_with_bos(None if request.tokenizer else tok),
                     changes=request.changes, warnings=tuple(w for w in warnings if w))
-    check(grid, tok)
+    try:
+        check(grid, tok)
+    except TooShort as e:
+        if request.lengths is not None:
+            raise
+        default = ", ".join(map(str, lengths))
+        raise UsageError(f"{e}; --lengths was not given: its default here is {default}, from "
+                         + (f"the length trained at ({train_len})" if train_len else
+                            f"{UNKNOWN_TRAIN_LENGTH} (the training length is not recorded)")
+                         + "; give --lengths") from None
     return grid, recipe, tok
 
 

@@ -191,5 +191,6 @@ def test_supervised_chains_train_on_the_name_each_link_refers_to():
 def test_a_supervised_needle_that_does_not_fit_names_the_length():
     Needles(TOK, 112, 4, "multikey", 2)  # fits without the repeats, not with them
     with pytest.raises(UsageError, match=r"--seq-len 112 is shorter than a niah multikey "
-                       r"prompt with 2 needles and 0 distractors \(115 tokens at G = 4\)"):
+                       r"prompt with 2 needles and 0 distractors \(115 tokens at G = 4; 116 is "
+                       r"the shortest that fits\)"):
         Needles(TOK, 112, 4, "multikey", 2, needle=True)

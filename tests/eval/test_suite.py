@@ -184,5 +184,5 @@ def test_fsc_train_supervises_the_suites_repeats_and_says_what_does_not_fit(fsc_
                    tmp_path / "bad", "--store", store)
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: --seq-len 112 is shorter than a niah multikey prompt with 2 needles and 0 "
-        "distractors (115 tokens at G = 4)")
+        "distractors (115 tokens at G = 4; 116 is the shortest that fits)")
     assert not (tmp_path / "bad").exists()

@@ -55,3 +55,27 @@ def test_a_training_directory_without_latest_names_its_newest_step(fsc_main, run
     _one_line(fsc_main("train", "--resume", run, "--store", tmp_path / "st"),
               f"resume that step itself (--resume {newest})")
     assert not (tmp_path / "on").exists()
+
+
+def test_a_mix_too_long_for_a_length_names_the_length_every_task_fits(fsc_main, tmp_path):
+    """--data ruler at --seq-len 128 named the first task that did not fit (163 tokens); at 164
+    the next (181), and so on up to 204: the most any task needs is said at once, with the
+    shortest length (a multiple of G) that holds it."""
+    res = fsc_main("train", "tiny_hybrid", "--data", "ruler", "--seq-len", "128",
+                   "--train-steps", "1", "--out", "r", "--store", tmp_path / "st")
+    _one_line(res, "(202 tokens at G = 4; 204 is the shortest that fits)")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_default_length_too_short_says_it_was_not_given(fsc_main, run, tmp_path):
+    """A checkpoint trained at 32 on copy, scored on niah: "--lengths 32 is shorter than ...",
+    though no --lengths was given."""
+    res = fsc_main("eval", run, "--task", "niah", "--samples", "1", "--store", tmp_path / "st")
+    _one_line(res, "--lengths 32 is shorter than a passkey prompt with a 4-digit needle (101 "
+              "tokens at G = 4; 104 is the shortest that fits); --lengths was not given: its "
+              "default here is 32, 64, 128, 256, 512, from the length trained at (32)")
+    res = fsc_main("eval", run, "--task", "niah", "--lengths", "64", "--samples", "1",
+                   "--store", tmp_path / "st")
+    _one_line(res, "--lengths 64 is shorter than a passkey prompt with a 4-digit needle (101 "
+              "tokens at G = 4; 104 is the shortest that fits)")
+    assert "not given" not in res.stderr
