@@ -42,8 +42,8 @@ def _origin(cfg, G: int) -> str:
 
 
 def _here(path: str) -> str:
-    """A checkpoint as a first run names it: relative below the current directory (a resumed
-    run's out is stored absolute), else as it is."""
+    """A checkpoint or training directory as a first run names it: relative below the current
+    directory (a resumed run's out is stored absolute), else as it is."""
     p = Path(path)
     if not p.is_absolute():
         return path
@@ -63,7 +63,7 @@ def aborted(out_dir: str, store: Path | None, signum: int) -> None:
         step = _here(str(Path(out_dir) / latest.read_text().strip()))
         store_opt = f" --store {shlex.quote(str(store))}" if store is not None else ""
         said += (f"; the last checkpoint is {step}; continue with:\n  fsc train --resume "
-                 f"{shlex.quote(out_dir)}{store_opt}")
+                 f"{shlex.quote(_here(out_dir))}{store_opt}")
     else:
         said += "; no checkpoint was saved yet"
     print(said, file=sys.stderr)
@@ -73,8 +73,8 @@ def report(trained, store: Path | None, as_json: bool) -> None:
     """The summary (--json: the document) and how to continue a run cut short."""
     cfg, res, done = trained.job.cfg, trained.result, trained.losses
     summary = trained.summary()
-    if as_json:
-        print_json(summary)
+    if as_json:  # the checkpoint as the summary line names it, a first run or a resumed one
+        print_json({**summary, "checkpoint": summary["checkpoint"] and _here(summary["checkpoint"])})
     else:
         start = res.step - len(done) + 1  # a resumed run's first step here: not step 1
         first = (f"{done[0]:.4f}{f' (step {start})' if start > 1 else ''} → "
@@ -91,7 +91,7 @@ def report(trained, store: Path | None, as_json: bool) -> None:
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
                   f"{printable(_here(res.checkpoint), None)}; run {trained.run_id}",
                   markup=False, highlight=False, soft_wrap=True)  # one line a reader can parse
-    resume_cmd = f"fsc train --resume {shlex.quote(cfg.out)}" + (
+    resume_cmd = f"fsc train --resume {shlex.quote(_here(cfg.out))}" + (
         f" --store {shlex.quote(str(store))}" if store is not None else "")
     cut = trained.stopped if res.interrupted else (
         f"stopped at step {res.step} of {cfg.steps}" if res.step < cfg.steps and not res.reached

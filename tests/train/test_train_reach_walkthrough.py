@@ -79,3 +79,17 @@ def test_a_default_length_too_short_says_it_was_not_given(fsc_main, run, tmp_pat
     _one_line(res, "--lengths 64 is shorter than a passkey prompt with a 4-digit needle (101 "
               "tokens at G = 4; 104 is the shortest that fits)")
     assert "not given" not in res.stderr
+
+
+def test_a_resumed_run_names_its_folder_as_the_first_run_did(fsc_main, tmp_path):
+    """The hint after a first run cut short read `fsc train --resume run`; after a resumed
+    one, the absolute path the run stored; --json's checkpoint likewise."""
+    import json
+
+    store = ["--store", "st"]
+    first = fsc_main("train", *COPY, "--train-steps", "4", "--stop-after", "1", "--out", "run",
+                     "--json", *store, check=0)
+    again = fsc_main("train", "--resume", "run", "--stop-after", "1", "--json", *store, check=0)
+    for res, step in ((first, 1), (again, 2)):
+        assert json.loads(res.stdout)["checkpoint"] == f"run/step-00000{step}"
+        assert res.stderr.endswith("continue with:\n  fsc train --resume run --store st\n")
