@@ -220,6 +220,12 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     if not Path(path).exists():
         raise UsageError(f"--resume {path}: no such directory (a training directory, the --out "
                          "of fsc train, or one of its step-NNNNNN checkpoints)")
+    run_dir = Path(path).parent if Path(path).name.startswith("step-") else Path(path)
+    # (before it has saved a step, it holds none); asked by the command, not by the ranks it
+    # launched, whose first may hold the directory already
+    if not ranks.launched() and run_dir.is_dir() and _busy(run_dir):
+        raise UsageError(f"--resume {path}: another fsc train is training into it now; wait "
+                         "for it to end (fsc runs lists it)")
     start = resolve_checkpoint(path, resume=True)
     state = read_state(start)
     done = state[0]["step"]
@@ -402,6 +408,18 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
         return _train(job, rank, store, command, stop_after, progress, on_eval)
     finally:
         parallel.close()
+
+
+def _busy(out: Path) -> bool:
+    """Whether another process holds training directory `out` (sole_trainer's lock) now."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @contextmanager

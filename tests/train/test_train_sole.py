@@ -48,6 +48,13 @@ def test_a_resume_while_the_run_trains_is_refused(fsc_main, tmp_path, snapshot):
     assert (tmp_path / "run" / "step-000003").is_dir()
 
 
+def test_a_resume_of_a_run_that_has_saved_nothing_yet_is_refused_as_busy(fsc_main, tmp_path):
+    """It said the folder held no training state, as if it were no run."""
+    with _held(tmp_path / "run"):
+        _refused(fsc_main("train", "--resume", "run", "--store", tmp_path / "st"))
+    assert list((tmp_path / "run").iterdir()) == []
+
+
 def test_a_new_run_into_a_directory_being_trained_is_refused(fsc_main, tmp_path):
     with _held(tmp_path / "run"):  # the first run has saved nothing yet: the folder is empty
         _refused(fsc_main("train", *COPY, "--train-steps", "2", "--out", "run",
