@@ -109,7 +109,8 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
             stale.unlink()
     lines = [f"# {r.title}", "", f"fsc {__version__} · {r.generated} · runs "
              f"{', '.join(r.run_ids)}", ""] + ([r.note, ""] if r.note else [])
-    for n, s in enumerate(r.sections):
+    drawn = 0  # figures are numbered in the order they come, over the whole report
+    for s in r.sections:
         lines += [f"## {s.title}", ""]
         if s.text:
             lines += [s.text, ""]
@@ -117,7 +118,8 @@ def to_markdown(r: Report, folder: Path, folder_ref: str) -> str:
             if f.missing:
                 lines += [f"*{f.kind}: not drawn ({f.missing})*", ""]
                 continue
-            name = f"{n:02d}-{f.kind}.png"
+            drawn += 1
+            name = f"{drawn:02d}-{f.kind}.png"
             (folder / name).write_bytes(f.png)
             # percent-encoded: a Markdown link ends at a space (a report named "my notes.md")
             lines += [f"![{f.kind}]({quote(f'{folder_ref}/{name}')})", "", f"*{f.caption}*", ""]

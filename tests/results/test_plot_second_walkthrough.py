@@ -129,6 +129,8 @@ def test_markdown_figures_resolve_beside_a_name_with_a_space(cli, made, tmp_path
     html = MarkdownIt("commonmark").render(out.read_text())
     sources = re.findall(r'<img src="([^"]+)"', html)
     assert len(sources) == 4 and all((tmp_path / unquote(s)).is_file() for s in sources)
+    # numbered in the order they come (two sections' figures were 00-… and 01-… each)
+    assert [unquote(s).rsplit("/", 1)[1][:3] for s in sources] == ["01-", "02-", "03-", "04-"]
 
 
 @pytest.mark.slow  # seconds: make test-slow (CI runs it)
