@@ -74,5 +74,8 @@ def draw(st: Store, kind: str, runs: list[str] | None = None,
     shown = drawn_rows(kind, rows, metric)
     # a resumed training run's rows carry the runs it continues as part_of_run
     drawn = {r["run_id"] for r in shown} | {r.get("part_of_run") for r in shown}
+    # not drawn: a run named, or picked whose rows --where kept (not one --where left out)
+    kept = {r["run_id"] for r in rows} | {r.get("part_of_run") for r in rows}
     return Drawn(kind, fig, shown, [r for r in run_ids if r in drawn],
-                 "" if runs else source.describe(), [r for r in run_ids if r not in drawn])
+                 "" if runs else source.describe(),
+                 [r for r in run_ids if r not in drawn and (runs or not where or r in kept)])

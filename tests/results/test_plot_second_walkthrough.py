@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 import pytest
 from markdown_it import MarkdownIt
-from results_helpers import EVAL_COLUMNS, point, ruler_run
+from results_helpers import EVAL_COLUMNS, point, ruler_run, train_and_eval_rows
 
 from fsc.recipe import load_recipe
 from fsc.results import plots
@@ -252,3 +252,15 @@ def test_a_roofline_of_a_given_bandwidth_says_why_it_has_no_compute_roof(tmp_pat
     st.finish_run(run)
     labels = [t.get_text() for t in plots.draw(st, "roofline").figure.legends[0].get_texts()]
     assert any("no compute roof (no peak FLOP/s known)" in t for t in labels), labels
+
+
+def test_a_run_the_where_leaves_out_is_not_said_to_be_left_undrawn(cli, tmp_path):
+    """`fsc plot loss --where "recipe = 'tiny_attn'"` drew tiny_attn's run and then said
+    "nothing drawn of" the other run, which the user's own --where had left out."""
+    runs = train_and_eval_rows(tmp_path / "store")["train"]
+    r = cli("plot", "loss", "--where", "recipe = 'tiny_attn'", "--store", tmp_path / "store",
+            "--out", tmp_path / "loss.png")
+    assert r.code == 0 and "nothing drawn" not in r.err and runs[1] not in r.err, r.err
+    doc = _out(cli("plot", "loss", "--where", "recipe = 'tiny_attn'", "--store",
+                   tmp_path / "store", "--out", tmp_path / "loss2.png", "--json"))
+    assert doc["runs"] == runs[:1] and doc["not_drawn"] == []
