@@ -31,13 +31,17 @@ def documents(path: Path, field: str) -> list[str]:
 
 
 def not_a_file(spec: str) -> str | None:
-    """Why `spec` is no text file `--data` reads when it is empty or names a directory; None
-    otherwise."""
+    """Why `spec` is no text file `--data` reads when it is empty, names a directory or a file
+    of another suffix; None otherwise."""
     if not spec.strip():  # (Path('') is the current directory)
         return "--data is empty; give a task, a corpus, a text file or hf:NAME"
     if Path(spec).is_dir():
         return (f"--data {spec}: a directory; give one {'/'.join(TEXT_SUFFIXES)} file in it "
                 f"(hf:{spec} reads a folder of .jsonl or .parquet files through datasets)")
+    if Path(spec).is_file() and (suffix := Path(spec).suffix) not in TEXT_SUFFIXES:
+        which = f"{suffix} is none of them" if suffix else "it has none"
+        return (f"--data {spec}: a file is read by its suffix, {', '.join(TEXT_SUFFIXES)} "
+                f"({which}); name plain text .txt")
     return None
 
 

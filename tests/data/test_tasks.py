@@ -189,7 +189,10 @@ def test_parquet_is_read_through_duckdb(tmp_path):
     ("empty.txt", b"", "empty.txt: holds no text"),
     ("empty.jsonl", b'{"text": ""}\n', "empty.jsonl: holds no text"),
     ("latin1.txt", b"caf\xe9", "not UTF-8"),
-    ("data.csv", b"a,b\n", "is not one of passkey, mqar, copy"),
+    # a file of another suffix: said so (it was "is not one of passkey, mqar, copy, ...")
+    ("data.csv", b"a,b\n", r"data.csv: a file is read by its suffix, .txt, .jsonl, .parquet "
+                           r"\(.csv is none of them\); name plain text .txt"),
+    ("notes", b"text\n", r"notes: a file is read by its suffix, .* \(it has none\)"),
 ])
 def test_bad_data_is_one_usage_error(tmp_path, name, content, message):
     path = tmp_path / name
