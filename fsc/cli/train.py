@@ -46,7 +46,6 @@ TrainDType = choices("TrainDType", "auto", "fp32", "bf16")
 TrainBackend = choices("TrainBackend", "auto", "torch", "fla")
 
 
-
 def _count(name: str, help: str, low: int = 1, high: int = MAX_STEPS, hidden: bool = False):
     return typer.Option(name, min=low, max=high, help=help, show_default=False, hidden=hidden)
 
@@ -218,6 +217,8 @@ def train(
             train_backend=str(train_backend), state_passing=state_passing, suite=suite,
             freeze=mixer_kinds(freeze))
     cfg = job.cfg
+    for note in job.notes if not ranks.launched() else ():  # (said by the launcher alone)
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     if cfg.nproc > 1 and not ranks.launched():
         check_gpus(cfg.nproc, device)
         err.print(f"training in {cfg.nproc} processes (torchrun); rank 0 writes the store and "

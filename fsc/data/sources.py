@@ -12,6 +12,7 @@ training (`shift`) each epoch after the first cuts at a fresh seeded offset too.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import random
 from dataclasses import dataclass, field
@@ -246,6 +247,19 @@ def absolute(spec: str) -> str:
         return f"hf:{local.resolve()}{colon}{rest}" if name and local.is_dir() else spec
     path = Path(spec)
     return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
+
+
+def file_digest(spec: str, size_was: int | None = None) -> str | None:
+    """"SIZE:SHA256" of the text file --data `spec` names (None for any other data, or a file
+    gone); a file of a size other than `size_was` is told apart without reading it."""
+    path = Path(spec)
+    if path.suffix not in TEXT_SUFFIXES or not path.is_file():
+        return None
+    size = path.stat().st_size
+    if size_was is not None and size != size_was:
+        return f"{size}:"
+    with path.open("rb") as f:
+        return f"{size}:{hashlib.file_digest(f, 'sha256').hexdigest()}"
 
 
 def _unknown(spec: str) -> str:

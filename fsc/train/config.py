@@ -67,6 +67,9 @@ class TrainConfig:
     # mixer kinds whose layers' mixers keep the weights the run starts from (--freeze mamba):
     # the norms and MLPs around them, and every other layer, train
     freeze: list = field(default_factory=list)
+    # a text file's "SIZE:SHA256" as the run last read it (fsc.data.sources.file_digest): a
+    # resume says when the file has changed since; None for any other data
+    data_digest: str | None = None
 
     def data_options(self) -> DataOptions:
         return DataOptions(self.needle_digits, self.pairs, self.text_field,

@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from tokenizers import AddedToken
 
 from fsc.checkpoint.io import load_checkpoint
 from fsc.checkpoint.registry import register_trained
-from fsc.data.sources import absolute
+from fsc.data.sources import absolute, file_digest
 from fsc.errors import NothingToDo, UsageError
 from fsc.eval import retrieval
 from fsc.interrupts import signal_name
@@ -61,13 +61,32 @@ Progress = Callable[[int], AbstractContextManager[Callable[[int, float, float], 
 class TrainJob:
     """A checked run, ready to train: its config, the recipe it trains (at G = 1 for ar), where
     its weights start (a checkpoint, or the recipe's seeded initial ones), the training state
-    of a resumed run, its tokenizer and its data."""
+    of a resumed run, its tokenizer and its data; and what a user should know before it
+    trains (a line each)."""
     cfg: TrainConfig
     recipe: Recipe
     weights: str
     state: tuple[dict, dict[str, torch.Tensor]] | None
     tokenizer: Any
     data: Any
+    notes: tuple[str, ...] = ()
+
+
+def _data_changed(cfg: TrainConfig, done: int) -> tuple[str, ...]:
+    """A note when the text file the run reads is not the one it read up to step `done` (its
+    digest then updated to the file as it is: the note is said once)."""
+    if cfg.data_digest is None:
+        return ()
+    size_was = int(cfg.data_digest.split(":")[0])
+    now = file_digest(cfg.data, size_was)
+    if now is None or now == cfg.data_digest:
+        return ()
+    size = int(now.split(":")[0])
+    how = f"{size_was} → {size} bytes" if size != size_was else "same size, other bytes"
+    cfg.data_digest = file_digest(cfg.data)
+    return (f"note: --data {cfg.data} has changed since the run read it up to step {done} "
+            f"({how}): it goes on with the file as it is now, so it is not the run an "
+            "uninterrupted one would have been",)
 
 
 def new_job(source: str, objective: str | None, warmup: int | None, G: int | None = None,
@@ -124,6 +143,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
     cfg = TrainConfig(source=source, objective=goal, recipe_yaml=recipe.to_yaml(),
                       warmup=min(100, settings["steps"] // 10) if warmup is None else warmup,
                       adapted_from=origin, anneal=anneal, **settings,
+                      data_digest=file_digest(settings["data"]),
                       started_from=(started_from(source)
                                     if origin is None and is_checkpoint(source) else None))
     return _checked(cfg, recipe, source, None)
@@ -232,6 +252,7 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     if Path(path).resolve() == start.resolve():  # a step named, not its training directory
         _check_newest(start, done)
     cfg = TrainConfig(**state[0]["config"])
+    notes = _data_changed(cfg, done)
     run = _run_of(start)
     cfg.out = str(run)
     cfg.device = device
@@ -267,7 +288,7 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
         raise UsageError(f"--nproc {nproc}: the run trains with {cfg.nproc} process(es) "
                          "(its global batch); resume it with the same")
     recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
-    return _checked(cfg, recipe, str(start), state)
+    return replace(_checked(cfg, recipe, str(start), state), notes=notes)
 
 
 def later_steps(folder: Path, done: int) -> list[str]:

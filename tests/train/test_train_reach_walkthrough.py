@@ -93,3 +93,21 @@ def test_a_resumed_run_names_its_folder_as_the_first_run_did(fsc_main, tmp_path)
     for res, step in ((first, 1), (again, 2)):
         assert json.loads(res.stdout)["checkpoint"] == f"run/step-00000{step}"
         assert res.stderr.endswith("continue with:\n  fsc train --resume run --store st\n")
+
+
+def test_a_resume_says_when_its_text_file_has_changed(fsc_main, tmp_path):
+    """A text file rewritten between a run's stop and its resume was read as it was now, with
+    no word: the run was no longer the one it would have been uninterrupted."""
+    text = tmp_path / "notes.txt"
+    text.write_text("To be, or not to be, that is the question. " * 40)
+    store = ["--store", "st"]
+    fsc_main("train", "tiny_attn", "--data", text, "--seq-len", "32", "--batch", "2",
+             "--train-steps", "4", "--stop-after", "1", "--out", "run", *store, check=0)
+    same = fsc_main("train", "--resume", "run", "--stop-after", "1", *store, check=0)
+    assert "note:" not in same.stderr
+    text.write_text("Whether 'tis nobler in the mind to suffer the slings. " * 40)
+    changed = fsc_main("train", "--resume", "run", "--stop-after", "1", *store, check=0)
+    assert (f"note: --data {text} has changed since the run read it up to step 2 (1720 → 2160 "
+            "bytes): it goes on with the file as it is now") in " ".join(changed.stderr.split())
+    again = fsc_main("train", "--resume", "run", *store, check=0)  # said once
+    assert "note:" not in again.stderr
