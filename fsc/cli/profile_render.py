@@ -135,7 +135,7 @@ def render_rows(rows: list[PointResult], run_id: str, where: str, follow_up: str
         if r.status != "ok":
             errors.print(Text.assemble(
                 (r.status, "red"), f" {printable(r.recipe)} S={r.S} B={r.B} G={r.G} "
-                f"K={r.K}: {printable(r.error)}"), highlight=False)
+                f"K={r.K}: {printable(r.error)}"), highlight=False, soft_wrap=True)  # one line
             if debug and r.traceback:
                 errors.print(r.traceback.rstrip(), markup=False, highlight=False, soft_wrap=True)
     stored = (f"{counted(len(rows), 'point')} recorded in {printable(where)} (run {run_id})"
