@@ -35,13 +35,15 @@ DEVICE_LINE_SPAN = 10  # the device's memory is drawn when within this factor of
 
 
 # a line's style among the lines of one recipe (and B) that differ in another axis (G, K, the
-# run...); dashed is the cost model's floor
+# run...); dashed is the cost model's floor. With it, its markers' fill (hollow is a noisy
+# point's): a line of one S has no style to show, and lines past the fourth repeat one
 LINE_STYLES = ("-", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
+FILLS = ("full", "left", "bottom", "right")
 
 
 def _variants(keys, same: int) -> dict[tuple, int]:
     """Each line key's place among the keys that share its first `same` fields: lines of one
-    colour (and marker) told apart by the style of that place."""
+    colour (and marker) told apart by the style and fill of that place (`_look`)."""
     count: dict[tuple, int] = {}
     place = {}
     for k in keys:
@@ -50,17 +52,23 @@ def _variants(keys, same: int) -> dict[tuple, int]:
     return place
 
 
+def _look(place: int) -> tuple:
+    """(line style, marker fill) of the line at `place` among those of one colour and marker:
+    a pair of its own for each of the first 16."""
+    return LINE_STYLES[place % len(LINE_STYLES)], FILLS[(place + place // len(FILLS)) % len(FILLS)]
+
+
 def _styled(rows: Rows, colour: dict[str, str]):
     """The profile lines of `rows` (by _LINE_KEY), each with its recipe's colour, a marker
-    for its B, a line style for whatever else sets apart lines of one recipe and B, and a label
-    naming whatever else varies: (line, colour, marker, line style, label)."""
+    for its B, a line style and marker fill for whatever else sets apart lines of one recipe and
+    B, and a label naming whatever else varies: (line, colour, marker, (style, fill), label)."""
     varying = varying_keys(rows, _LINE_KEY[1:])
     b_values = sorted({r["B"] for r in rows})
     lines = grouped(rows, _LINE_KEY)
     place = _variants(lines, 2)
     for key, line in lines.items():
         yield (line, colour[key[0]], MARKERS[b_values.index(key[1]) % len(MARKERS)],
-               LINE_STYLES[place[key] % len(LINE_STYLES)], line_label(line[0], varying))
+               _look(place[key]), line_label(line[0], varying))
 
 
 def _none_ok(rows: Rows) -> str:
@@ -81,13 +89,16 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
     fig, axes = new_figure("latency", rows)
     ax = axes[0][0]
     extra_handles: dict[str, Line2D] = {}
-    for line, c, marker, ls, label in _styled(rows, colour):
+    for line, c, marker, (ls, fill), label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["step_ms"]]
-        if good:
+        if good:  # (bars clamped: a median a hand-edited row puts outside its p10-p90)
             ax.errorbar([r["S"] for r in good], [r["step_ms"] for r in good],
-                        yerr=[[r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]) for r in good],
-                              [(r["step_ms_p90"] or r["step_ms"]) - r["step_ms"] for r in good]],
-                        color=c, marker=marker, ls=ls, ms=4, lw=1.4, capsize=2, label=label)
+                        yerr=[[max(0, r["step_ms"] - (r["step_ms_p10"] or r["step_ms"]))
+                               for r in good],
+                              [max(0, (r["step_ms_p90"] or r["step_ms"]) - r["step_ms"])
+                               for r in good]],
+                        color=c, marker=marker, fillstyle=fill, ls=ls, ms=5, lw=1.4, capsize=2,
+                        label=label)
             loud = [r for r in good if noise.noisy(r)]
             if loud:  # drawn hollow, larger: a reader should not trust these
                 ax.plot([r["S"] for r in loud], [r["step_ms"] for r in loud], ls="",
@@ -95,10 +106,11 @@ def latency(rows: Rows, colour: dict[str, str]) -> Figure:
                 extra_handles[f"noisy: p10–p90 > {noise.NOISY_SPREAD:.0%} of median"] = Line2D(
                     [], [], ls="", marker="o", ms=8, mfc="white", mec="0.4")
         floor = [r for r in good if r.get("floor_ms")]
-        if floor:
+        if floor:  # a bar at each S: a line of one S has no dashes to draw
             ax.plot([r["S"] for r in floor], [r["floor_ms"] for r in floor], ls="--", lw=1,
-                    color=c, alpha=0.8)
-            extra_handles["cost-model floor"] = Line2D([], [], ls="--", color="0.4", lw=1)
+                    marker="_", ms=10, color=c, alpha=0.8)
+            extra_handles["cost-model floor"] = Line2D([], [], ls="--", marker="_", ms=10,
+                                                       color="0.4", lw=1)
         oom = [r for r in line if r["status"] == "oom"]
         if oom:
             ax.scatter([r["S"] for r in oom], [0.96] * len(oom), marker="x", s=40, color=c,
@@ -140,11 +152,11 @@ def memory(rows: Rows, colour: dict[str, str]) -> Figure:
                                              if r["status"] == "oom"
                                              and r.get("predicted_total_bytes")]
     unit, size = byte_unit(max(drawn))
-    for line, c, marker, ls, label in _styled(rows, colour):
+    for line, c, marker, (ls, fill), label in _styled(rows, colour):
         good = [r for r in line if r["status"] == "ok" and r["peak_bytes"]]
         if good:
             ax.plot([r["S"] for r in good], [r["peak_bytes"] / size for r in good], color=c,
-                    marker=marker, ls=ls, ms=4, lw=1.4, label=label)
+                    marker=marker, fillstyle=fill, ls=ls, ms=5, lw=1.4, label=label)
         oom = [r for r in line if r["status"] == "oom" and r.get("predicted_total_bytes")]
         if oom:
             ax.scatter([r["S"] for r in oom], [r["predicted_total_bytes"] / size for r in oom],
@@ -242,7 +254,7 @@ def roofline(rows: Rows, colour: dict[str, str]) -> Figure:
     flops_ax, bw_ax = axes[0]
     seen: dict[str, Any] = {}
     intensity_all = []
-    for line, c, marker, _ls, label in _styled(ok, colour):
+    for line, c, marker, _style, label in _styled(ok, colour):
         x = [r["step_flops"] / r["predicted_step_bytes"] for r in line]
         seconds = [r["step_ms"] / 1e3 for r in line]
         sizes = [12 + 4 * math.log2(max(r["S"], 1)) for r in line]  # grows with S
