@@ -144,7 +144,7 @@ def profile(
     from fsc.store import Store
 
     st = Store(store_dir(store))
-    st.check(write=not dry_run)  # a path that cannot hold a store fails before any work
+    st.check(write=True)  # a path that cannot hold a store fails before any work, or a dry run
     if resume is not None:  # a prefix of the id, or `latest`
         from fsc.store.run_ids import resolve_run
 
@@ -154,6 +154,7 @@ def profile(
     from fsc.scale import Watch, profiling
 
     if dry_run:
+        torch_threads()  # $FSC_THREADS checked as the run checks it
         _show_dry_run(profiling.dry_run(asked, scale, st, Watch(say=say)), as_json)
         return
     _measure(asked, scale, st, store, as_json, wide)
