@@ -155,13 +155,14 @@ def budget_note(run_a: str, budget_a: int | None, run_b: str,
 
 
 def unfinished(run_id: str, status: str | None, what: str) -> str | None:
-    """For a profile run that did not finish (interrupted, failed, or still marked running),
-    words saying that `what` (its table, its comparison) holds the points it measured so far,
-    and how to measure the rest; None for a finished one."""
+    """For a profile run that did not finish (interrupted, failed, killed: dead, or running
+    still), words saying that `what` (its table, its comparison) holds the points it measured
+    so far, and how to measure the rest; None for a finished one."""
     if status in (None, "finished"):
         return None
     return (f"did not finish ({status}): {what} the points it measured so far; `fsc profile "
-            f"--resume {run_id}` measures the rest once it has stopped")
+            f"--resume {run_id}` measures the rest"
+            + (" once it has stopped" if status == "running" else ""))
 
 
 def unfinished_note(which: str, run_id: str, status: str | None) -> str | None:

@@ -25,6 +25,7 @@ from fsc.recipe import parse_recipe
 from fsc.recipe_yaml import parse_yaml
 from fsc.store import Store
 from fsc.store.connect import one_line
+from fsc.store.process import process_state
 from fsc.store.run_ids import resolve_run
 from fsc.text import printable
 
@@ -367,15 +368,20 @@ def _where_failed(st: Store, source: Source, run_ids: list[str], where: str,
 
 def provenance(st: Store, run_ids: list[str]) -> list[dict[str, Any]]:
     """Each run with its environment and configuration (config parsed from JSON), in the
-    order given."""
+    order given; its status as `fsc runs` shows it (a run still marked running whose process
+    is gone is dead)."""
     ids = ", ".join(_literal(r) for r in run_ids)
     cols, found = st.query(
         "SELECT r.run_id, r.kind, r.status, r.command, r.started_at, r.resumed_at, r.ended_at,"
-        " r.host,"
+        " r.host, r.pid,"
         " r.config, r.error, e.* EXCLUDE (env_id, host, first_seen)"
         f" FROM runs r LEFT JOIN environments e USING (env_id) WHERE r.run_id IN ({ids})")
     by_id = {}
     for rec in _records(cols, found):
+        pid = rec.pop("pid")
+        if rec["status"] == "running" and process_state(
+                pid, rec["host"], rec["resumed_at"] or rec["started_at"]) == "dead":
+            rec["status"] = "dead"
         try:
             rec["config"] = json.loads(rec["config"]) if rec["config"] else {}
         except ValueError:

@@ -4,6 +4,7 @@ by the p10–p90 intervals, the geometric mean, and --fail-above as a CI gate.""
 from __future__ import annotations
 
 import json
+import os
 import math
 
 import pytest
@@ -261,11 +262,31 @@ def test_a_run_that_did_not_finish_is_said_to_be(cli, tmp_path):
     Store(tmp_path / "store").finish_run(runs[1], "interrupted")
     r, doc = _json(cli, runs[0], "latest", "--store", tmp_path / "store")
     note = (f"note: B ({runs[1]}) did not finish (interrupted): it is compared on the points it "
-            f"measured so far; `fsc profile --resume {runs[1]}` measures the rest once it has "
-            "stopped")
+            f"measured so far; `fsc profile --resume {runs[1]}` measures the rest")
     assert r.code == 0 and note in r.err, r.err
     assert doc["status"] == {"a": "finished", "b": "interrupted"} and doc["notes"] == [note]
     r, doc = _json(cli, runs[1], runs[1], "--store", tmp_path / "store")
     assert r.err.count("did not finish") == 1 and len(doc["notes"]) == 1
     r, doc = _json(cli, runs[0], runs[0], "--store", tmp_path / "store")
     assert doc["notes"] == [] and "note:" not in r.err
+
+
+def test_a_killed_run_is_said_dead_not_running(cli, tmp_path):
+    """A run killed with -9 stays marked running; `fsc runs` shows it dead, and compare said
+    it was running and that the rest would be measured "once it has stopped"."""
+    import subprocess
+    import sys
+
+    runs = _profile_runs(tmp_path / "store", [({}, 4.0), ({}, 4.0)])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    st = Store(tmp_path / "store")
+    st.query(f"update runs set status = 'running', ended_at = null, pid = {gone.pid} "
+             f"where run_id = '{runs[1]}'", write=True)
+    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
+    assert doc["status"]["b"] == "dead" and doc["notes"] == [
+        f"note: B ({runs[1]}) did not finish (dead): it is compared on the points it measured "
+        f"so far; `fsc profile --resume {runs[1]}` measures the rest"]
+    st.query(f"update runs set pid = {os.getpid()} where run_id = '{runs[1]}'", write=True)
+    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")  # alive: running
+    assert doc["status"]["b"] == "running" and doc["notes"][0].endswith(" once it has stopped")

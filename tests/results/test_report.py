@@ -357,6 +357,6 @@ def test_a_profile_run_that_did_not_finish_says_so_in_its_summary(cli, made, tmp
     for which, out in ((run, tmp_path / "cut.md"), (made.run_a, tmp_path / "whole.md")):
         assert cli("report", which, "--store", made.store, "--out", out).code == 0
     said = (f"The run did not finish (interrupted): these are the points it measured so far; "
-            f"`fsc profile --resume {run}` measures the rest once it has stopped.")
+            f"`fsc profile --resume {run}` measures the rest.")
     assert said in " ".join((tmp_path / "cut.md").read_text().split())
     assert "did not finish" not in (tmp_path / "whole.md").read_text()
