@@ -37,6 +37,26 @@ def _last_row_at(run: str) -> str:
                                    for table, col in _ROW_TIMES) + ")"
 
 
+def _row_count(run: str) -> str:
+    """SQL for the rows run `run` (an SQL expression) holds, of every kind."""
+    return " + ".join(f"(SELECT count(*) FROM {table} x WHERE x.run_id = {run})"
+                      for table, _ in _ROW_TIMES)
+
+
+# How a session runs, which a resume may change (fsc profile --resume ID --workers 4): kept in
+# the run's config as it began, and each change in its `resumes`
+SESSION_KEYS = ("executor", "workers", "cpu_share")
+
+
+def _session_change(config: dict, session: dict) -> dict:
+    """What of SESSION_KEYS `session` sets otherwise than the run last ran (its config, then
+    its resumes in order)."""
+    last = {k: config.get(k) for k in SESSION_KEYS}
+    for resume in config.get("resumes", []):
+        last.update({k: v for k, v in resume.items() if k in SESSION_KEYS})
+    return {k: session[k] for k in SESSION_KEYS if k in session and session[k] != last[k]}
+
+
 class RunLifecycle:
     """Store's run methods; they use its path (dir, file, exists, behind), connections (_open,
     _transaction) and writes (register_recipe, register_environment)."""
@@ -70,7 +90,7 @@ class RunLifecycle:
         if resume is None:
             run_id = self.start_run(kind, command, env_id, config, started)
         else:
-            self.resume_run(resume, env_id, kind)
+            self.resume_run(resume, env_id, kind, config)
             run_id = resume
         session = RunSession(self, run_id)
         try:
@@ -115,13 +135,16 @@ class RunLifecycle:
         with self._open(write=False) as con:
             return self._resumable(con, run_id, kind)
 
-    def resume_run(self, run_id: str, env_id: str | None, kind: str = "profile") -> dict[str, Any]:
+    def resume_run(self, run_id: str, env_id: str | None, kind: str = "profile",
+                   session: dict[str, Any] | None = None) -> dict[str, Any]:
         """Claim `kind` run `run_id` for this process and return its config: status back to
         'running' with this pid and host, and resumed_at now (the liveness check compares it
         with the process's own start; started_at stays when the run began). Check and claim are one transaction, so of two
         processes resuming one run only one wins. UsageError when the run is unknown, of
         another kind, still running, or recorded in another environment; NothingToDo when it
-        finished."""
+        finished. `session`: the config this resume would have started the run with; how it
+        runs (SESSION_KEYS: the executor, its workers, the CPU share) where that is not how
+        the run last ran is added to the config's `resumes`, with when and from which row."""
         with self._transaction_on_existing(run_id) as con:
             config = self._resumable(con, run_id, kind)
             (was,) = con.execute("SELECT env_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
@@ -143,6 +166,13 @@ class RunLifecycle:
                         f" {stopped_since}, $now) / 1e6) WHERE run_id = $run",
                         {"pid": os.getpid(), "host": socket.gethostname(), "now": utcnow(),
                          "run": run_id})
+            if changed := _session_change(config, session or {}):
+                rows = con.execute(f"SELECT {_row_count('$run')}", {"run": run_id}).fetchone()
+                config.setdefault("resumes", []).append(
+                    {"at": utcnow().isoformat(timespec="seconds"), "rows_before": rows[0],
+                     **changed})
+                con.execute("UPDATE runs SET config = ? WHERE run_id = ?",
+                            [json.dumps(config), run_id])
         return config
 
     def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str,

@@ -23,3 +23,31 @@ def test_a_dry_run_checks_what_the_run_would_refuse(fsc_main, tmp_path, monkeypa
     res = fsc_main(*ask, "--store", tmp_path / "st")
     assert res.returncode == 2 and "FSC_THREADS='0' must be a positive integer" in res.stderr
     assert not (tmp_path / "st").exists()
+
+
+def test_a_resume_on_other_workers_is_kept_in_the_runs_config(tmp_path):
+    """`fsc profile --resume ID --workers 2` measured the rest on two processes (contended on
+    two cores) while the run's config still said one worker, uncontended: the points measured
+    after the resume were recorded under the first session's conditions."""
+    import json
+
+    from fsc.store import Store
+
+    st = Store(tmp_path / "st")
+    first = {"executor": "local", "workers": 1, "cpu_share": {"contended": False}, "S": [16]}
+    run_id = st.start_run("profile", "fsc profile", None, first)
+    st.add_point(run_id, {"recipe": "tiny", "S": 16, "B": 1}, {"step": [1.0]})
+    st.finish_run(run_id, "interrupted")
+    for session in ({**first, "workers": 2, "cpu_share": {"contended": True}}, first):
+        with st.run("profile", "fsc profile --resume", session, resume=run_id) as run:
+            run.end("interrupted", "stopped")
+    _, [(config,)] = st.query(f"select config from runs where run_id = '{run_id}'")
+    config = json.loads(config)
+    assert (config["workers"], config["cpu_share"]) == (1, {"contended": False})  # as it began
+    assert [{k: v for k, v in r.items() if k != "at"} for r in config["resumes"]] == [
+        {"rows_before": 1, "workers": 2, "cpu_share": {"contended": True}},
+        {"rows_before": 1, "workers": 1, "cpu_share": {"contended": False}}]
+    with st.run("profile", "fsc profile --resume", first, resume=run_id):  # as it last ran
+        pass
+    _, [(config,)] = st.query(f"select config from runs where run_id = '{run_id}'")
+    assert len(json.loads(config)["resumes"]) == 2

@@ -81,8 +81,9 @@ def test_markdown_report_keeps_an_existing_figures_folder_unless_forced(fsc_main
     assert (folder / "01-loss.png").read_bytes() == b"mine" and not out.exists()
     (folder / "00-latency.png").write_bytes(b"an earlier report's")
     fsc_main("report", run, "--store", store, "--out", out, "--force", check=0)
-    assert sorted(p.name for p in folder.iterdir()) == ["00-loss.png", "keep.txt"]
-    assert "](notes_files/00-loss.png)" in out.read_text()
+    assert sorted(p.name for p in folder.iterdir()) == ["01-loss.png", "keep.txt"]
+    assert (folder / "01-loss.png").read_bytes().startswith(b"\x89PNG")  # the report's own
+    assert "](notes_files/01-loss.png)" in out.read_text()
 
 
 def test_a_decimal_is_a_json_number_where_one_holds_it_exactly(cli, tmp_path):
