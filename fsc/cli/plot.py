@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bounds import one_value
 from fsc.cli.common import (
     ForceOpt,
     JsonOpt,
@@ -22,6 +23,7 @@ from fsc.cli.common import (
     print_plain,
     store_dir,
 )
+from fsc.cli.export import ONE_FILE
 from fsc.errors import FscError, UsageError
 from fsc.text import counted, named
 
@@ -55,8 +57,9 @@ def plot(
                                          "quality (eval).")],
     runs: RunOpt = None,
     where: WhereOpt = None,
-    out_file: Annotated[Path | None, typer.Option(
-        "--out", help="Figure file: .png, .svg or .pdf (default: KIND.png here).",
+    out_file: Annotated[list[Path] | None, typer.Option(
+        "--out", callback=one_value("--out", None, ONE_FILE), metavar="FILE",
+        help="Figure file: .png, .svg or .pdf (default: KIND.png here).",
         show_default=False)] = None,
     metric: Annotated[Metric | None, typer.Option(
         "--metric", help="niah and retrieval: accuracy (exact match, the default) or "
@@ -70,6 +73,7 @@ def plot(
     Each recipe keeps one colour across figures; titles name the device and the runs. The
     figure is written with matplotlib's Agg backend: no display is needed.
     """
+    (out_file,) = out_file  # one value or None (see one_value)
     if metric is not None and str(kind) not in METRIC_KINDS:
         raise UsageError(f"--metric applies to {' and '.join(METRIC_KINDS)} only, not {kind}")
     metric = metric or Metric.accuracy
@@ -107,8 +111,9 @@ def report(
         "(3f35e7), latest (`all`: every run with results). Default: the latest "
         "profile run, and the latest training and evaluation run of each recipe (and task).",
         show_default=False)] = None,
-    out_file: Annotated[Path | None, typer.Option(
-        "--out", help="Report file (default: report.html, or report.md with --format md).",
+    out_file: Annotated[list[Path] | None, typer.Option(
+        "--out", callback=one_value("--out", None, ONE_FILE), metavar="FILE",
+        help="Report file (default: report.html, or report.md with --format md).",
         show_default=False)] = None,
     fmt: Annotated[Format | None, typer.Option(
         "--format", help="html (one self-contained file) or md (PNG figures in a folder "
@@ -122,6 +127,7 @@ def report(
 ) -> None:
     """Write the results of runs as one page: figures, tables, provenance. An existing file
     (and, for md, its figures' folder) is replaced only with --force, as `fsc export` does."""
+    (out_file,) = out_file  # one value or None (see one_value)
     fmt = fmt or (Format.md if out_file is not None and out_file.suffix.lower() == ".md"
                   else Format.html)
     path = out_file or Path(f"report.{fmt}")

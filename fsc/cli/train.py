@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from fsc.blocks import MAX_G
-from fsc.cli.bounds import MAX_B
+from fsc.cli.bounds import MAX_B, one_value
 from fsc.cli.common import (
     INVOKED,
     DeviceOpt,
@@ -72,9 +72,9 @@ def train(
     old_steps: Annotated[int | None, _count(
         "--steps", "The old spelling of --train-steps (--steps is K of decoding).",
         hidden=True)] = None,
-    out_dir: Annotated[Path | None, typer.Option(
-        "--out", help="Training directory: step-NNNNNN checkpoints and `latest`.",
-        show_default=False)] = None,
+    out_dir: Annotated[list[Path] | None, typer.Option(
+        "--out", callback=one_value("--out", None, "a run trains into one directory"),
+        help="Training directory: step-NNNNNN checkpoints and `latest`.", show_default=False)] = None,
     G: Annotated[int | None, typer.Option(
         "--G", min=2, max=MAX_G, help="Train at block size G: adapts an autoregressive "
         "checkpoint (G 1) into a block-diffusion denoiser, its weights kept (docs/training.md).",
@@ -180,7 +180,7 @@ def train(
     steps = renamed(ctx, "--steps", "--train-steps", old_steps, train_steps,
                     quiet=ranks.launched())
     missing = [n for n, v in (("RECIPE", source), ("--data", data[0]), ("--seq-len", seq_len),
-                              ("--train-steps", steps), ("--out", out_dir)) if v is None]
+                              ("--train-steps", steps), ("--out", out_dir[0])) if v is None]
     if missing and resume is None:  # said before torch is imported, in a fraction of a second
         raise UsageError(f"fsc train needs {', '.join(missing)} (or --resume DIR)")
     from fsc.interrupts import StopSignals, exit_code, signum_of
@@ -208,7 +208,7 @@ def train(
             source, str(objective) if objective else None, warmup, G=G, logit_shift=logit_shift,
             anneal=anneal, data=data[0], lengths=seq_len if len(seq_len) > 1 else None,
             seq_len=max(L for L, _ in seq_len),
-            steps=steps, out=str(out_dir), weighting=str(weighting) if weighting else None, batch=batch,
+            steps=steps, out=str(out_dir[0]), weighting=str(weighting) if weighting else None, batch=batch,
             accum=accum, lr=lr, weight_decay=weight_decay, grad_clip=grad_clip, seed=seed,
             device=device, dtype=str(dtype), save_every=save_every, save_minutes=save_minutes,
             keep=keep, eval_every=eval_every, log_every=log_every, needle_digits=needle_digits,

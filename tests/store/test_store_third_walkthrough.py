@@ -118,3 +118,19 @@ def test_query_csv_writes_times_as_the_csv_file_does(store_path, fsc, tmp_path):
     out = tmp_path / "times.csv"
     assert fsc("export", sql, "--out", out).returncode == 0
     assert out.read_text() == res.stdout
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["plot", "latency"], "one command writes one file"),
+    (["report"], "one command writes one file"),
+    (["train", "tiny_attn", "--data", "copy", "--seq-len", "32", "--train-steps", "1"],
+     "a run trains into one directory"),
+])
+def test_plot_report_and_train_refuse_a_second_out(fsc_main, tmp_path, args, why):
+    """`fsc plot ... --out a.png --out b.png` wrote b.png alone, unsaid, where fsc query and
+    fsc export refuse the second."""
+    res = fsc_main(*args, "--out", tmp_path / "a.png", "--out", tmp_path / "b.png",
+                   "--store", tmp_path / "st")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "'--out': given 2 times" in " ".join(res.stderr.split()) and why in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
