@@ -28,10 +28,10 @@ SOpt = _one(str, "--S", 8192, "Context length S: tokens already in the cache, e.
             f"256k (at most {MAX_S}; default 8192).", size(0, MAX_S, "--S"))
 BOpt = _one(str, "--B", 1, f"Batch B: sequences decoded together (1 to {MAX_B}; default 1).",
             size(1, MAX_B, "--B"))
-GOpt = _one(int, "--G", None, f"Block size G, 1 to {MAX_G} (default: the recipe's "
-            "block_size; 1 in ar mode).")
-StepsOpt = _one(int, "--steps", None, "Denoising steps K per block, 1..G (default: G). ar mode "
-                "takes none.")
+GOpt = _one(str, "--G", None, f"Block size G, 1 to {MAX_G} (default: the recipe's "
+            "block_size; 1 in ar mode).", size(1, MAX_G, "--G"))
+StepsOpt = _one(str, "--steps", None, "Denoising steps K per block, 1..G (default: G). ar mode "
+                "takes none.", size(1, MAX_G, "--steps"))
 ModeOpt = Annotated[
     Mode | None,
     typer.Option("--mode", help="diffusion (K steps + one fold per block) or ar (one forward "

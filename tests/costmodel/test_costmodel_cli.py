@@ -141,7 +141,7 @@ ESTIMATE_BAD = [  # (options, what the one line must name)
     (["--S", "99999999"], ["--S", "99999999"]),
     (["--steps", "99"], ["--steps 99", "G = 4"]),
     (["--G", "8", "--steps", "9"], ["--steps 9", "G = 8"]),
-    (["--G", "5000"], ["--G 5000"]),
+    (["--G", "5000"], ["--G", "5000"]),  # a size, as --B: 1k is 1024
     (["--mode", "ar", "--G", "4"], ["--mode ar", "--G"]),
     (["--mode", "ar", "--steps", "2"], ["--mode ar", "--steps"]),
 ]

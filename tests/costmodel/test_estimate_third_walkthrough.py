@@ -44,7 +44,7 @@ def test_one_value_of_each_is_the_point_estimated(cli):
 
 def test_help_shows_one_value_not_a_list(cli):
     said = _said(cli("estimate", "--help").out)
-    for option, kind in (("--S", "str"), ("--B", "str"), ("--G", "int"), ("--steps", "int")):
+    for option, kind in (("--S", "str"), ("--B", "str"), ("--G", "str"), ("--steps", "str")):
         assert f"{option} <{kind}>" in said
     assert "list[" not in said and "default 8192" in said
 
@@ -138,3 +138,12 @@ def test_profile_prints_a_tiny_floor_and_roofline_as_figures_not_zero(cli, tmp_p
     floor, roofline = [c.strip() for c in row.split("│") if c.strip()][-2:]
     assert floor == "4.7e-07" and roofline.endswith("%") and float(roofline[:-1]) > 0
     assert " 0.000 " not in row and " 0% " not in row
+
+
+def test_G_and_steps_are_sizes_as_fsc_profile_reads_them(cli):
+    """`fsc profile --G 1k` is G 1024; `fsc estimate --G 1k` was refused as no whole number,
+    while its --B took 1k."""
+    import json
+
+    doc = json.loads(cli("estimate", "tiny_attn", "--G", "1k", "--steps", "1k", "--json").out)
+    assert (doc["G"], doc["K"]) == (1024, 1024)
