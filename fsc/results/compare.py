@@ -125,8 +125,15 @@ def repeats(config: dict[str, Any]) -> int | None:
 
 def repeats_note(run_a: str, repeats_a: int | None, run_b: str,
                  repeats_b: int | None) -> str | None:
-    """A line saying the two runs timed each point over different numbers of repeats, or
-    None (the same, or one not recorded)."""
+    """A line saying the two runs timed each point over different numbers of repeats, or that
+    one of them timed it once (an interval of no width: no difference reads as noise), or
+    None."""
+    once = [f"{which} ({run})" for which, run, n in (("A", run_a, repeats_a),
+                                                     ("B", run_b, repeats_b)) if n == 1]
+    if once:
+        return (f"note: {' and '.join(once)} timed each point once (--repeats 1): a p10–p90 "
+                "interval of no width, so no difference reads as noise and every verdict is "
+                "faster or slower; time them with --repeats 3 or more before concluding")
     if repeats_a is None or repeats_b is None or repeats_a == repeats_b:
         return None
     return (f"note: A ({run_a}) timed each point over {repeats_a} repeats, B ({run_b}) over "

@@ -222,6 +222,17 @@ def test_runs_timed_over_different_repeats_are_said_to_be(cli, tmp_path):
     assert "note:" not in r.err and doc["notes"] == [] and doc["repeats"] == {"a": 40, "b": 40}
 
 
+def test_a_run_timed_once_a_point_is_said_to_give_no_verdict_of_noise():
+    """With --repeats 1 the p10–p90 interval has no width: every difference was called faster
+    or slower without a word (2.48× "faster", from a first call's overhead)."""
+    said = comparing.repeats_note("a", 1, "b", 1)
+    assert said == ("note: A (a) and B (b) timed each point once (--repeats 1): a p10–p90 "
+                    "interval of no width, so no difference reads as noise and every verdict "
+                    "is faster or slower; time them with --repeats 3 or more before concluding")
+    assert comparing.repeats_note("a", 5, "b", 1).startswith("note: B (b) timed each point once")
+    assert comparing.repeats_note("a", 5, "b", 5) is None
+
+
 def test_runs_fitted_to_different_memory_budgets_are_said_to_be(cli, tmp_path):
     """A point out of memory under one --memory-budget and not another is the budget's doing:
     compare says the budgets differ, as it says the repeats do."""
