@@ -15,6 +15,7 @@ from rich.console import Console
 
 from fsc.blocks import MODES
 from fsc.errors import UsageError
+from fsc.interrupts import signal_name
 from fsc.jsonsafe import plain
 from fsc.paths import store_dir
 from fsc.text import human_bytes, printable  # noqa: F401 - printable re-exported for every command
@@ -150,6 +151,18 @@ def renamed(ctx: typer.Context, old: str, new: str, old_value: Any, new_value: A
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; non-finite numbers become null."""
     print(json.dumps(plain(doc), indent=2, default=str, allow_nan=False))
+
+
+def stopped_run(stopped, kept: str, resume: str, as_json: bool) -> int:
+    """What a run a stop signal ended (fsc.interrupts.Stopped) kept (`kept`: "3 of 8 points of
+    run R are stored") and the command that continues it, on stderr; with --json a document on
+    stdout too, as fsc train's (a script reading stdout got nothing). Its exit status."""
+    print(f"interrupted: {kept}; continue with:\n  {resume}", file=sys.stderr)
+    if as_json:
+        print_json({"run_id": stopped.run_id, "interrupted": True,
+                    "signal": signal_name(stopped.signum), "stored": stopped.kept,
+                    "total": stopped.total, "resume": resume})
+    return stopped.exit_code
 
 
 def print_plain(text: str) -> None:

@@ -3,22 +3,11 @@ table, an accuracy heatmap (niah, mqar) or a genppl table."""
 
 from __future__ import annotations
 
-import sys
-
 from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.tables import fitted
 from fsc.results import loss_bound
 from fsc.text import counted
-
-
-def interrupted(stopped, store) -> int:
-    """The exit status of an eval run stopped by a signal (fsc.interrupts.Stopped), after
-    the lines on stderr that say what it kept and how to continue it."""
-    where = f" --store {store}" if store is not None else ""
-    print(f"interrupted: {counted(stopped.kept, 'cell')} of run {stopped.run_id} stored; "
-          f"continue with\n  fsc eval --resume {stopped.run_id}{where}", file=sys.stderr)
-    return stopped.exit_code
 
 
 class SampleBar:

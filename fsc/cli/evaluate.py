@@ -3,6 +3,7 @@ variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scal
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated
 
 import typer
@@ -21,6 +22,7 @@ from fsc.cli.common import (
     given_options,
     print_json,
     say,
+    stopped_run,
     torch_threads,
 )
 from fsc.cli.eval_answers import json_row
@@ -42,7 +44,7 @@ from fsc.cli.eval_options import (
     export_prompts,
     with_task_options,
 )
-from fsc.cli.eval_render import SampleBar, interrupted, render, show_cell
+from fsc.cli.eval_render import SampleBar, render, show_cell
 from fsc.cli.executors import with_executor_options
 from fsc.data.tasks import MAX_KEY_DIGITS
 from fsc.recipe_fields import WEIGHT_FREE
@@ -223,7 +225,9 @@ def evaluate(
                             Watch(say=say, started=bar.start, stored=show_cell,
                                   advanced=bar.advance))
     except Stopped as e:
-        raise typer.Exit(interrupted(e, store)) from None
+        where = f" --store {shlex.quote(str(store))}" if store is not None else ""
+        raise typer.Exit(stopped_run(e, f"{counted(e.kept, 'cell')} of run {e.run_id} stored",
+                                     f"fsc eval --resume {e.run_id}{where}", as_json)) from None
     if done.before:
         err.print(f"run {done.run_id} held {counted(done.before, 'cell')}; {len(done.cells)} "
                   "scored now", soft_wrap=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
 from typing import Annotated
 
 import typer
@@ -34,6 +33,7 @@ from fsc.cli.common import (
     out,
     print_json,
     say,
+    stopped_run,
     store_dir,
     torch_threads,
 )
@@ -185,10 +185,8 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
             done = profiling.profile(asked, scale, st, command, torch_threads(),
                                      Watch(say=say, started=bar.start, stored=bar.advance))
     except Stopped as e:
-        print(f"interrupted: {e.kept} of {e.total} points of run {e.run_id} are stored; "
-              "continue with:", file=sys.stderr)
-        print(f"  {_resume_command(e.run_id, store)}", file=sys.stderr)
-        raise typer.Exit(e.exit_code) from None
+        raise typer.Exit(stopped_run(e, f"{e.kept} of {e.total} points of run {e.run_id} are "
+                                     "stored", _resume_command(e.run_id, store), as_json)) from None
     if store is not None:  # the command that measures a baseline writes where this run did
         for x in done.comparison:
             if x.get("baseline_command"):

@@ -51,3 +51,33 @@ def test_a_resume_on_other_workers_is_kept_in_the_runs_config(tmp_path):
         pass
     _, [(config,)] = st.query(f"select config from runs where run_id = '{run_id}'")
     assert len(json.loads(config)["resumes"]) == 2
+
+
+def test_a_sweep_or_eval_stopped_with_json_still_prints_a_document(fsc_main, tmp_path,
+                                                                  monkeypatch):
+    """`fsc profile --json` (and `fsc eval --json`) stopped by a signal printed nothing on
+    stdout, where `fsc train --json` prints its document with "interrupted": a script reading
+    stdout got no run id to resume."""
+    import json
+    import signal
+
+    from fsc.interrupts import Stopped
+    from fsc.scale import evaluation, profiling
+
+    def stop(*args, **kwargs):
+        raise Stopped(signal.SIGTERM, "20261207T000000-abcdef", 3, 8)
+
+    monkeypatch.setattr(profiling, "profile", stop)
+    monkeypatch.setattr(evaluation, "evaluate", stop)
+    for args, kept, resume in (
+            (["profile", "-r", "tiny_attn", "--S", "1k", "--B", "1"],
+             "3 of 8 points of run 20261207T000000-abcdef are stored", "fsc profile --resume"),
+            (["eval", "tiny_attn", "--task", "mqar", "--lengths", "128", "--samples", "1"],
+             "3 cells of run 20261207T000000-abcdef stored", "fsc eval --resume")):
+        res = fsc_main(*args, "--json", "--store", "st")
+        command = f"{resume} 20261207T000000-abcdef --store st"
+        assert res.returncode == 143 and res.stderr.splitlines()[-2:] == [
+            f"interrupted: {kept}; continue with:", f"  {command}"], res.stderr
+        assert json.loads(res.stdout) == {
+            "run_id": "20261207T000000-abcdef", "interrupted": True, "signal": "SIGTERM",
+            "stored": 3, "total": 8, "resume": command}
