@@ -110,7 +110,7 @@ def test_verify_reduces_large_recipes(fsc_cli):
     # one wording for a value that is not a number, whichever typer parses it
     (["decode", "tiny_attn", "--seed", "x"], "Invalid value for '--seed': 'x' is not a whole "
                                              "number (see `fsc decode --help`)"),
-    (["estimate", "tiny_attn", "--G", "8,16"], "'--G': '8,16' is not a whole number"),
+    (["estimate", "tiny_attn", "--G", "8,16"], "'--G': '8,16': one size, e.g. 4096 or 4k"),
     (["decode", "tiny_attn", "--temperature", "warm"], "'--temperature': 'warm' is not a "
                                                        "number"),
 ])
