@@ -177,9 +177,9 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def fmt_count(n: int) -> str:
-    """n in thousands (K), millions (M) or billions (B) to two decimals; a count that would
-    round to 1000.00 of a unit is 1.00 of the next (999,999,999: 1.00B)."""
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+    """n in thousands (K), millions (M), billions (B) or trillions (T) to two decimals; a count
+    that would round to 1000.00 of a unit is 1.00 of the next (999,999,999: 1.00B)."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= size * (1 - 5e-6):
             return f"{n / size:.2f}{unit}"
     return str(n)

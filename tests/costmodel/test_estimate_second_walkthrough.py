@@ -119,3 +119,11 @@ def test_the_library_refuses_more_steps_than_the_block_has():
 
     with pytest.raises(UsageError, match="--steps 8 must be between 1 and G = 4"):
         estimate(load_recipe("tiny_hybrid"), 64, 1, G=4, K=8)
+
+
+def test_a_count_of_trillions_is_written_in_T():
+    """A 90.6-trillion-parameter recipe was shown as 90577.26B."""
+    from fsc.cli.common import fmt_count
+
+    assert [fmt_count(n) for n in (90_577_260_000_000, 999_999_999_999, 1_500_000_000)] == [
+        "90.58T", "1.00T", "1.50B"]
