@@ -23,6 +23,7 @@ import duckdb
 from fsc.errors import QueryError
 from fsc.store.connect import one_line
 from fsc.store.schema import SCHEMA
+from fsc.text import counted
 
 READ_ONLY_MESSAGE = "query is read-only; modify the store with fsc query --write"
 
@@ -184,19 +185,31 @@ _RUN_ROWS = {"profile_points": "points", "bench_results": "benchmark figures",
              "train_steps": "training steps", "eval_cells": "eval cells"}
 
 
-def _orphans(con: duckdb.DuckDBPyConnection) -> int:
-    """Points, benchmark figures, training steps and eval cells whose run is not in `runs`."""
-    return con.execute("SELECT " + " + ".join(
-        f"(SELECT count(*) FROM {table} x"
-        f" WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = x.run_id))"
-        for table in _RUN_ROWS)).fetchone()[0]
+# the rows that name a recipe by its hash, which the `recipes` table holds
+_RECIPE_ROWS = (*_RUN_ROWS.keys() - {"bench_results"}, "artifacts")
 
 
-def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
+def _orphans(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+    """(points, benchmark figures, training steps and eval cells whose run is not in `runs`;
+    runs whose environment is not in `environments`; rows whose recipe is not in `recipes`):
+    what a report's provenance, and the views, would lose."""
+    no_run = " + ".join(f"(SELECT count(*) FROM {table} x WHERE NOT EXISTS"
+                        " (SELECT 1 FROM runs r WHERE r.run_id = x.run_id))"
+                        for table in _RUN_ROWS)
+    no_env = ("(SELECT count(*) FROM runs r WHERE r.env_id IS NOT NULL AND NOT EXISTS"
+              " (SELECT 1 FROM environments e WHERE e.env_id = r.env_id))")
+    no_recipe = " + ".join(f"(SELECT count(*) FROM {table} x WHERE x.recipe_hash IS NOT NULL"
+                           " AND NOT EXISTS (SELECT 1 FROM recipes c"
+                           " WHERE c.recipe_hash = x.recipe_hash))"
+                           for table in sorted(_RECIPE_ROWS))
+    return con.execute(f"SELECT {no_run}, {no_env}, {no_recipe}").fetchone()
+
+
+def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]) -> None:
     """After --write statements, inside their transaction: refuse (QueryError, so the caller
-    rolls back) if fsc's tables or views lost one or a column, or if points, benchmark
-    figures, training steps or eval cells lost their run; then remove the samples of removed
-    points."""
+    rolls back) if fsc's tables or views lost one or a column, if points, benchmark figures,
+    training steps or eval cells lost their run, or runs their environment, or rows their
+    recipe; then remove the samples of removed points."""
     have: dict[str, set[str]] = {}
     for table, column in con.execute(
         "SELECT table_name, column_name FROM information_schema.columns"
@@ -211,12 +224,19 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: int) -> None:
                     f"{rel.kind} {name}")
             raise QueryError(f"nothing changed: the statements would remove {what}, which fsc "
                              "needs; to remove a run, use `fsc runs rm RUN_ID`")
-    orphans = _orphans(con) - orphans_before
+    orphans, no_env, no_recipe = (n - was for n, was in zip(_orphans(con), orphans_before,
+                                                            strict=True))
     if orphans > 0:
         raise QueryError(
             f"nothing changed: the statements would leave {orphans} rows "
             f"({', '.join(_RUN_ROWS.values())}) without their run; to remove a run with "
             "everything it stored, use `fsc runs rm RUN_ID`"
         )
+    lost = [f"{counted(n, what)} without {its}" for n, what, its in (
+        (no_env, "run", "its environment"), (no_recipe, "row", "its recipe")) if n > 0]
+    if lost:
+        raise QueryError(f"nothing changed: the statements would leave {' and '.join(lost)}, "
+                         "which the views and every report's provenance read; to remove a run "
+                         "with everything it stored, use `fsc runs rm RUN_ID`")
     con.execute("DELETE FROM samples s"
                 " WHERE NOT EXISTS (SELECT 1 FROM profile_points p WHERE p.point_id = s.point_id)")

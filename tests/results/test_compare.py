@@ -4,8 +4,8 @@ by the p10–p90 intervals, the geometric mean, and --fail-above as a CI gate.""
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 
 import pytest
 from results_helpers import make_runs, point
@@ -294,10 +294,10 @@ def test_a_killed_run_is_said_dead_not_running(cli, tmp_path):
     st = Store(tmp_path / "store")
     st.query(f"update runs set status = 'running', ended_at = null, pid = {gone.pid} "
              f"where run_id = '{runs[1]}'", write=True)
-    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
+    _, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")
     assert doc["status"]["b"] == "dead" and doc["notes"] == [
         f"note: B ({runs[1]}) did not finish (dead): it is compared on the points it measured "
         f"so far; `fsc profile --resume {runs[1]}` measures the rest"]
     st.query(f"update runs set pid = {os.getpid()} where run_id = '{runs[1]}'", write=True)
-    r, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")  # alive: running
+    _, doc = _json(cli, runs[0], runs[1], "--store", tmp_path / "store")  # alive: running
     assert doc["status"]["b"] == "running" and doc["notes"][0].endswith(" once it has stopped")

@@ -123,3 +123,33 @@ def test_sql_that_begins_with_a_comment_is_told_where_to_go(store_path, fsc):
     assert ("'-- note select 41 + 1 as x' was read as an option: text that begins with '-' goes "
             "after `--`, the options before it") in _said(res)
     assert "42" in fsc("query", "--csv", "--", "-- note\nselect 41 + 1 as x").stdout
+
+
+def test_a_write_that_leaves_runs_without_environment_or_rows_without_recipe_is_refused(
+        store_path, fsc):
+    """`delete from environments` and `delete from recipes` went through: every run's
+    provenance and recipe text was gone, and the report dropped its roofline figure."""
+    from fsc.provenance import environment
+    from fsc.recipe import load_recipe
+
+    st = Store(store_path)
+    r = load_recipe("tiny_attn")
+    st.register_recipe("tiny_attn", r.recipe_hash, r.to_yaml(), r.layer_plan)
+    env = st.register_environment(environment("cpu"))
+    run = st.start_run("profile", "fsc profile -r tiny_attn", env, {"recipes": ["tiny_attn"]})
+    st.add_point(run, {"recipe": "tiny_attn", "recipe_hash": r.recipe_hash, "S": 64, "B": 1},
+                 {"step": [1.0]})
+    st.finish_run(run)
+    before = st.query("select (select count(*) from environments), (select count(*) from "
+                      "recipes)")[1]
+    for table, said in (("environments", "1 run without its environment"),
+                        ("recipes", "1 row without its recipe")):
+        res = fsc("query", "--write", "--yes", f"delete from {table}")
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert f"nothing changed: the statements would leave {said}" in _said(res)
+    assert st.query("select (select count(*) from environments), (select count(*) from "
+                    "recipes)")[1] == before
+    res = fsc("runs", "rm", run, "--yes")  # the run removed first, its provenance may go
+    assert res.returncode == 0, res.stderr
+    res = fsc("query", "--write", "--yes", "delete from environments; delete from recipes")
+    assert res.returncode == 0, res.stderr
