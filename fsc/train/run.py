@@ -183,17 +183,18 @@ def adapted(source: str, recipe: Recipe, G: int, objective: str | None,
     trained next-token or imported) keeps its weights and becomes a block-diffusion denoiser
     at G, renamed (NAME-G8 at G 8, `adapted_name`); its embedding already has a row for the
     tokenizer's mask token, which it never saw (fsc's byte tokenizer holds one; a tokenizer
-    without one is refused when the run is checked). A recipe is simply trained at G.
-    `logit_shift` (None: the recipe's own) sets the recipe's shift. UsageError for a
-    checkpoint that is already a denoiser at another G or with another shift, or --objective
-    ar."""
+    without one is refused when the run is checked). A recipe is trained at G from its seeded
+    weights, renamed as well where G is not its own (its rows and figures would read as the
+    recipe at its own G)."""
     if objective == "ar":
         raise UsageError(f"--G {G} trains a block-diffusion denoiser; --objective ar trains at "
                          "G 1 (give --objective blocks or frontier)")
     shift = recipe.logit_shift if logit_shift is None else logit_shift
     at_G = recipe.model_copy(update={"block_size": G, "logit_shift": shift})
     if not is_checkpoint(source):
-        return at_G, None
+        renamed = recipe.block_size != G
+        return (at_G.model_copy(update={"name": adapted_name(recipe.name, G)}) if renamed
+                else at_G), None
     if recipe.block_size not in (1, G):
         raise UsageError(f"{source} is already a block-diffusion checkpoint at G = "
                          f"{recipe.block_size}; --G adapts an autoregressive one (G 1), and a "

@@ -111,3 +111,18 @@ def test_a_resume_says_when_its_text_file_has_changed(fsc_main, tmp_path):
             "bytes): it goes on with the file as it is now") in " ".join(changed.stderr.split())
     again = fsc_main("train", "--resume", "run", *store, check=0)  # said once
     assert "note:" not in again.stderr
+
+
+def test_a_recipe_trained_at_another_G_is_named_for_it(fsc_main, tmp_path):
+    """`fsc train tiny_attn --G 8` trained block_size 8 under the name tiny_attn: plots and
+    the report showed two tiny_attn lines, at G 4 and G 8, as an adapted checkpoint's were
+    not (NAME-G8)."""
+    import json
+
+    common = ["--data", "copy", "--seq-len", "32", "--batch", "2", "--train-steps", "1",
+              "--json", "--store", "st"]
+    at_8 = json.loads(fsc_main("train", "tiny_attn", "--G", "8", *common, "--out", "g8",
+                               check=0).stdout)
+    at_4 = json.loads(fsc_main("train", "tiny_attn", "--G", "4", *common, "--out", "g4",
+                               check=0).stdout)
+    assert (at_8["recipe"], at_4["recipe"]) == ("tiny_attn-G8", "tiny_attn")  # 4: its own G
