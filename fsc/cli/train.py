@@ -76,9 +76,8 @@ def train(
         "--out", callback=one_value("--out", None, "a run trains into one directory"),
         help="Training directory: step-NNNNNN checkpoints and `latest`.", show_default=False)] = None,
     G: Annotated[int | None, typer.Option(
-        "--G", min=2, max=MAX_G, help="Train at block size G: adapts an autoregressive "
-        "checkpoint (G 1) into a block-diffusion denoiser, its weights kept (docs/training.md); "
-        "a recipe trains at G. Named NAME-G8 at another G than its own.",
+        "--G", min=2, max=MAX_G, help="Train at block size G (named NAME-G8 off its own G): "
+        "an autoregressive checkpoint becomes a denoiser, weights kept (docs/training.md).",
         show_default=False)] = None,
     logit_shift: Annotated[bool | None, typer.Option(
         "--logit-shift/--no-logit-shift", help="With --G: read position j's logits from "
