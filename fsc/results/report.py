@@ -74,7 +74,9 @@ class Report:
 CAPTIONS = {
     "latency": "Median step time against context length; bars p10–p90, dashed the cost-model "
                "floor where the device is known, × a point that did not fit.",
-    "memory": "Peak memory against context length; dotted the device's memory.",
+    "memory": "Peak memory against context length; dotted the device's memory, dashed the "
+              "run's --memory-budget where it had one, × a point's predicted need that did "
+              "not fit.",
     "throughput": "Tokens per second against batch, one panel per context length.",
     "roofline": "Achieved compute and bandwidth of each step against its arithmetic intensity.",
     "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
