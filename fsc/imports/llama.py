@@ -48,8 +48,12 @@ def rope(cfg: Config, head_dim: int, partial: float = 1.0) -> dict:
     """rope_theta, rope_dims and rope_scaling of the attention section, from transformers 4's
     rope_theta / rope_scaling or 5's rope_parameters; scalings fsc cannot reproduce exactly are
     refused. `partial`: the family's rotary fraction when the config does not give one."""
-    params = dict(cfg.get("rope_scaling") or {})
-    params.update(cfg.get("rope_parameters") or {})
+    legacy, given = dict(cfg.get("rope_scaling") or {}), dict(cfg.get("rope_parameters") or {})
+    kinds = [d.get("rope_type", d.get("type", "default")) for d in (legacy, given) if d]
+    if len(set(kinds)) > 1:  # transformers reads one of them, which fsc does not guess
+        raise cfg.refuse(f"RoPE given twice, as rope_scaling ({kinds[0]!r}) and rope_parameters "
+                         f"({kinds[1]!r})", "which of the two the model uses is not said")
+    params = {**legacy, **given}
     theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
     out = {"rope_theta": float(theta)}
     fraction = float(params.get("partial_rotary_factor",

@@ -75,6 +75,11 @@ def test_a_mistral_config_without_sliding_window_slides_as_transformers_does(fsc
 @pytest.mark.parametrize(("family", "changes", "words"), [
     ("llama", {"rope_parameters": None, "rope_scaling": "linear"}, "not a LlamaForCausalLM"),
     ("llama", {"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4}}, "needs 'factor'"),
+    # both keys, disagreeing: transformers reads the yarn of rope_scaling, fsc read the default
+    # of rope_parameters and dropped the scaling unsaid
+    ("llama", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+               "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+     "RoPE given twice, as rope_scaling ('yarn') and rope_parameters ('default')"),
     ("llama", {"partial_rotary_factor": "half"}, "not a LlamaForCausalLM"),
     ("llama", {"layer_types": [["full_attention"]] * 2}, "not a LlamaForCausalLM"),
     ("llama", {"tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false"),
