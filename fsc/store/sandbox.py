@@ -232,8 +232,9 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]
             f"({', '.join(_RUN_ROWS.values())}) without their run; to remove a run with "
             "everything it stored, use `fsc runs rm RUN_ID`"
         )
-    lost = [f"{counted(n, what)} without {its}" for n, what, its in (
-        (no_env, "run", "its environment"), (no_recipe, "row", "its recipe")) if n > 0]
+    lost = [f"{counted(n, what)} without {'its' if n == 1 else 'their'} {whose}"
+            for n, what, whose in ((no_env, "run", "environment"), (no_recipe, "row", "recipe"))
+            if n > 0]
     if lost:
         raise QueryError(f"nothing changed: the statements would leave {' and '.join(lost)}, "
                          "which the views and every report's provenance read; to remove a run "
