@@ -90,8 +90,11 @@ def prompt_rows(tok, bos: bool, prompt: str, records: list[tuple[str, dict]] | N
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is the lone "
-                             f"surrogate U+{ord(text[e.start]):04X})") from None
+            code = ord(text[e.start])  # an argument's byte as Python keeps it: U+DC80..U+DCFF
+            what = (f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF and not records
+                    else f"the lone surrogate U+{code:04X}")  # (a file's: a JSON escape)
+            raise UsageError(f"{name} is not UTF-8 text (character {e.start + 1} is {what})"
+                             ) from None
         rows.append(prompt_ids(tok, text, bos))
         if not rows[-1] and option is None and not records:
             raise UsageError(f"no prompt given, and {tok.name} has no BOS to begin an empty "

@@ -95,7 +95,9 @@ def test_a_text_file_holds_a_prompt_a_line_decoded_greedily_as_alone(fsc_main, t
     (["--prompts", "surrogate.jsonl"],
      "--prompts surrogate.jsonl: line 2's prompt is not UTF-8 text (character 2 is the lone "
      "surrogate U+D800)"),
-    (["--prompt", "a\udcffb"], "--prompt is not UTF-8 text"),
+    # an argument's byte that is not UTF-8 is named as the byte the user gave (it was "the
+    # lone surrogate U+DCFF", Python's stand-in for byte 0xff)
+    (["--prompt", "a\udcffb"], "--prompt is not UTF-8 text (character 2 is the byte 0xff)"),
 ])
 def test_bad_prompts_are_one_line_before_any_weight(fsc_main, tmp_path, no_weights, args, says):
     (tmp_path / "p.txt").write_text("hi\nho\n")
