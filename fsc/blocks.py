@@ -48,7 +48,7 @@ def block_setting(mode: str | None, G: int | None, K: int | None,
     mode = mode or ("ar" if recipe_G == 1 and G is None else "diffusion")
     if mode == "ar":
         if given is None and K is not None:  # --steps alone, on a recipe of G 1
-            raise UsageError(f"--steps {K}: a recipe of block size 1 decodes autoregressively "
+            raise UsageError(f"--steps {K}: a model of block size 1 decodes autoregressively "
                              "unless told otherwise, with no denoising steps; drop --steps, or "
                              "give --G N (or --mode diffusion) to decode in blocks")
         given_too = [f"--G {G}"] * (G not in (None, 1)) + [f"--steps {K}"] * (K is not None)

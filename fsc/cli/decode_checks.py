@@ -47,7 +47,7 @@ def check_setting(mode: str | None, mode_: str, K: int, threshold: float | None,
     reveal = [f"{o} {v}" for o, v in (("--threshold", threshold), ("--policy", policy))
               if v is not None]
     if mode_ == "ar" and mode is None and reveal:
-        raise UsageError(f"{reveal[0]}: a recipe of block size 1 decodes autoregressively "
+        raise UsageError(f"{reveal[0]}: a model of block size 1 decodes autoregressively "
                          "unless told otherwise, one token a pass, in order; drop "
                          f"{_listed([r.split()[0] for r in reveal])}, or give --G N (or --mode "
                          "diffusion) to decode in blocks")

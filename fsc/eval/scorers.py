@@ -219,7 +219,7 @@ def _hub_config(spec: str) -> None:
 
 def _autoregressive(spec: str, recipe) -> None:
     if recipe.block_size != 1:
-        raise UsageError(f"--scorer {spec}: a block-diffusion checkpoint (G = "
+        raise UsageError(f"--scorer {spec}: a block-diffusion model (G = "
                          f"{recipe.block_size}); a scorer must be autoregressive (trained "
                          "with --objective ar, or imported with fsc import)")
 

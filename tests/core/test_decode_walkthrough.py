@@ -74,7 +74,7 @@ def test_a_block_size_1_model_does_not_blame_a_mode_never_given(fsc_main, tmp_pa
     recipe = load_recipe("tiny_attn").as_autoregressive()
     save_checkpoint(build_model(recipe, seed=1), tmp_path / "g1")
     res = fsc_main("decode", tmp_path / "g1", "--prompt", "hi", "--threshold", "0.5")
-    _refused(res, "--threshold 0.5: a recipe of block size 1 decodes autoregressively unless "
+    _refused(res, "--threshold 0.5: a model of block size 1 decodes autoregressively unless "
                   "told otherwise, one token a pass, in order; drop --threshold, or give --G N")
     assert "--mode ar" not in res.stderr
     # --G 1 there still decodes in blocks, as --help's --mode says

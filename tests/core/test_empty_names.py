@@ -20,7 +20,7 @@ def test_an_empty_name_is_said_to_be_empty(cli, args, tmp_path, monkeypatch):
 def test_steps_alone_on_a_block_size_1_recipe_names_what_was_given(cli):
     r = cli("estimate", "attn_7b", "--steps", "1")
     assert r.code == 2 and "--mode ar" not in r.err, r.err
-    assert "--steps 1: a recipe of block size 1 decodes autoregressively" in r.err
+    assert "--steps 1: a model of block size 1 decodes autoregressively" in r.err
     assert cli("estimate", "attn_7b", "--steps", "1", "--mode", "diffusion").code == 0
     r = cli("estimate", "attn_7b", "--steps", "2", "--mode", "ar")
     assert r.code == 2 and "--mode ar decodes with G 1" in r.err
