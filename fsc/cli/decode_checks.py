@@ -94,9 +94,11 @@ def given_ids(text: str, model_vocab: int, tok) -> list[int]:
     """The ids of --prompt-ids (`parse_ids`), each an id of the model and of its tokenizer
     `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing, and decoding
     never generates one)."""
-    ids = parse_ids(text, model_vocab, "--prompt-ids")
+    if tok.vocab_size >= model_vocab:  # the model's range is the narrower
+        return parse_ids(text, model_vocab, "--prompt-ids")
+    ids = parse_ids(text, 2**63, "--prompt-ids")  # (the form alone: the ranges come below)
     bad = next((i for i in ids if i >= tok.vocab_size), None)
-    if bad is not None:
+    if bad is not None:  # the tokenizer's range, narrower than the model's: said of any id past it
         raise UsageError(f"--prompt-ids: token id {bad} is outside the tokenizer's vocabulary "
                          f"0..{tok.vocab_size - 1} ({tok.name}; the model's ids "
                          f"{tok.vocab_size}..{model_vocab - 1} are no tokens)")

@@ -90,6 +90,9 @@ def test_a_block_size_1_model_does_not_blame_a_mode_never_given(fsc_main, tmp_pa
     ("1,١", "--prompt-ids '1,١': expected comma-separated token ids"),  # int() read it as 1
     ("104,270", "--prompt-ids: token id 270 is outside the tokenizer's vocabulary 0..259 "
                 "(bytes; the model's ids 260..287 are no tokens)"),
+    # past the model's ids too: the narrower range is said (it was "0..287", refusing 270)
+    ("1,2,300", "--prompt-ids: token id 300 is outside the tokenizer's vocabulary 0..259 "
+                "(bytes; the model's ids 260..287 are no tokens)"),
 ])
 def test_prompt_ids_are_ascii_ids_of_the_tokenizer(fsc_main, no_weights, ids, says):
     _refused(fsc_main("decode", "tiny_attn", "--prompt-ids", ids), says)
