@@ -170,6 +170,9 @@ def _suite_knobs(request: EvalRequest, trained: dict) -> RulerOptions:
     return RulerOptions(**knobs)
 
 
+CUTS = ("top_k", "top_p", "min_p")  # what a sampled draw keeps of the distribution; greedy: all
+
+
 def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings:
     """genppl's decodings: every G × K × policy × threshold × temperature (diffusion), or one
     per temperature (an autoregressive checkpoint), then the baseline's; checked here."""
@@ -181,7 +184,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             raise UsageError(f"--threshold {t} must be in (0, 1]")
     for t in request.temperatures:
         check_temperature(t)
-    cuts = [f"--{k.replace('_', '-')} {getattr(request, k):g}" for k in ("top_k", "top_p", "min_p")
+    cuts = [f"--{k.replace('_', '-')} {getattr(request, k):g}" for k in CUTS
             if getattr(request, k) != GENPPL_DEFAULTS[k]]
     if cuts and not any(request.temperatures):  # (as fsc decode refuses them)
         raise UsageError(f"{' and '.join(cuts)} at --temperature 0 change"
@@ -194,17 +197,24 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
             raise UsageError(f"--mauve compares the samples with the reference text as two "
                              f"distributions: give --samples 2 or more (not {request.samples})")
     decodings: list[Decoding] = []
-    drawn = {k: getattr(request, k) for k in SAMPLING}  # the cuts and the penalty: every cell's
+
+    def drawn(temp: float) -> dict:
+        """The cuts and the penalty of every cell at `temp`: at 0 (greedy) no cut, which would
+        change nothing (its rows and labels said top-k 5 of cells decoded greedily)."""
+        given = {k: getattr(request, k) for k in SAMPLING}
+        return given if temp else {**given, **{k: GENPPL_DEFAULTS[k] for k in CUTS}}
+
     for temp in request.temperatures:
         if mode == "ar":
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn))
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn(temp)))
             continue
         for g in request.G or (recipe_G,):
             for k in request.steps or _powers_to(g):
                 block_setting("diffusion", g, k)  # K <= G, G in range: one line otherwise
                 for p in request.policies:
                     for t in request.thresholds:
-                        decodings.append(Decoding("diffusion", g, k, p, t, temp, **drawn))
+                        decodings.append(Decoding("diffusion", g, k, p, t, temp,
+                                                  **drawn(temp)))
     if request.baseline is not None:
         base = _baseline_recipe(request.baseline)
         if base.block_size != 1:
@@ -212,7 +222,7 @@ def _gen_settings(request: EvalRequest, mode: str, recipe_G: int) -> GenSettings
                              f"(G = {base.block_size}); the baseline row decodes an "
                              "autoregressive one")
         for temp in request.temperatures:
-            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn,
+            decodings.append(Decoding("ar", 1, 0, temperature=temp, **drawn(temp),
                                       checkpoint=str(resolve_checkpoint(request.baseline))))
     return GenSettings(tuple(decodings), request.prompt_length, request.scorer, request.ngram,
                        request.mauve)

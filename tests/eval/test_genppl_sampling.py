@@ -48,6 +48,17 @@ def test_every_cut_and_the_penalty_reach_the_samples(fsc_main, tmp_path, ar_reci
     assert stored == [(5, 0.1, 1.2)]
 
 
+def test_a_greedy_cell_beside_a_sampled_one_is_recorded_without_the_cut(fsc_main, tmp_path,
+                                                                        ar_recipe):
+    """--temperature 0,1 --top-k 5: the T 0 cell read "T 0 top-k 5" and stored top_k 5,
+    though greedy decoding takes no cut; the penalty, which greedy decoding does apply, stays."""
+    rows = _rows(fsc_main, ar_recipe, *SMALL, "--scorer", ar_recipe, "--temperature", "0,1",
+                 "--top-k", "5", "--repetition-penalty", "1.2", "--store", tmp_path / "st")
+    drew = {r["temperature"]: (r["top_k"], r["repetition_penalty"]) for r in rows
+            if r["mode"] == "ar"}
+    assert drew == {0.0: (0, 1.2), 1.0: (5, 1.2)}
+
+
 def test_the_table_says_how_a_cell_drew(fsc_main, tmp_path, ar_recipe):
     res = fsc_main("eval", ar_recipe, *SMALL, "--scorer", ar_recipe, "--temperature", "2",
                    "--top-k", "5", "--min-p", "0.1", "--repetition-penalty", "1.2",
