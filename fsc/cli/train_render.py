@@ -73,8 +73,10 @@ def report(trained, store: Path | None, as_json: bool) -> None:
     """The summary (--json: the document) and how to continue a run cut short."""
     cfg, res, done = trained.job.cfg, trained.result, trained.losses
     summary = trained.summary()
-    if as_json:  # the checkpoint as the summary line names it, a first run or a resumed one
-        print_json({**summary, "checkpoint": summary["checkpoint"] and _here(summary["checkpoint"])})
+    if as_json:  # a resumed run's checkpoint as a first run names it (its out is stored absolute)
+        resumed = trained.job.state is not None and summary["checkpoint"]
+        print_json({**summary, "checkpoint": _here(summary["checkpoint"]) if resumed
+                    else summary["checkpoint"]})
     else:
         start = res.step - len(done) + 1  # a resumed run's first step here: not step 1
         first = (f"{done[0]:.4f}{f' (step {start})' if start > 1 else ''} → "
