@@ -113,7 +113,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         kind = check_scorer(filled.scorer)
         gen = _gen_settings(filled, mode, recipe.block_size)
         warnings += [*scorer_warnings(filled, kind), block_warning(
-            request, src, [d.G for d in gen.decodings if d.mode == "diffusion"])]
+            request, src, [d.G for d in gen.decodings if d.mode == "diffusion"]),
+            one_step_warning(filled, gen)]
     warnings += [mode_warning(request, src, mode), trained_on_warning(request, trained, data)]
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
@@ -249,6 +250,17 @@ def _baseline_recipe(ref: str) -> Recipe:
         said = str(e).removeprefix(f"{ref}: ")
         raise type(e)(f"--baseline {ref}: {said}" if ref.strip() else f"--baseline: {said}"
                       ) from None
+
+
+def one_step_warning(request: EvalRequest, gen: GenSettings) -> str | None:
+    """A line where cells decode at K 1 with several --policy or --threshold: one step reveals
+    the whole block, so those cells are alike (fsc decode says as much of one decode)."""
+    several = [o for o, v in (("--policy", request.policies), ("--threshold", request.thresholds))
+               if len(v) > 1]
+    if not several or not any(d.mode == "diffusion" and d.K == 1 for d in gen.decodings):
+        return None
+    return (f"at K 1 one step reveals the whole block: its cells of each {' and '.join(several)} "
+            "decode alike")
 
 
 def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:

@@ -59,6 +59,22 @@ def test_a_greedy_cell_beside_a_sampled_one_is_recorded_without_the_cut(fsc_main
     assert drew == {0.0: (0, 1.2), 1.0: (5, 1.2)}
 
 
+def test_cells_at_k_1_of_several_policies_are_said_to_decode_alike(fsc_main, tmp_path,
+                                                                   ar_recipe):
+    """--steps 1 --policy confidence,random ran identical cells without a word, where fsc
+    decode notes that at K 1 the policy changes nothing."""
+    res = fsc_main("eval", "tiny_attn", *SMALL, "--scorer", ar_recipe, "--steps", "1,2",
+                   "--policy", "confidence,random", "--json", "--store", tmp_path / "st", check=0)
+    doc = json.loads(res.stdout)
+    said = ("at K 1 one step reveals the whole block: its cells of each --policy decode alike")
+    assert said in doc["warnings"] and said in " ".join(res.stderr.split())
+    k1 = {r["policy"]: r["gen_ppl"] for r in doc["rows"] if r.get("K") == 1}
+    assert len(k1) == 2 and len(set(k1.values())) == 1  # as it says
+    one = fsc_main("eval", "tiny_attn", *SMALL, "--scorer", ar_recipe, "--steps", "1",
+                   "--json", "--store", tmp_path / "st", check=0)
+    assert not [w for w in json.loads(one.stdout)["warnings"] if "K 1" in w]
+
+
 def test_the_table_says_how_a_cell_drew(fsc_main, tmp_path, ar_recipe):
     res = fsc_main("eval", ar_recipe, *SMALL, "--scorer", ar_recipe, "--temperature", "2",
                    "--top-k", "5", "--min-p", "0.1", "--repetition-penalty", "1.2",
