@@ -355,10 +355,15 @@ def _eval_table(cells: list[dict]) -> Table:
     data = any(c.get("data") for c in cells)  # loss: the text scored, and its measures
     losses = any(c.get("loss_se") is not None or c.get("bits_per_byte") is not None
                  for c in cells)
-    cols = ["run", "recipe", "task", *(["data"] if data else []), "length", "ratio", "depth",
-            "pairs", "n", "accuracy", "token accuracy", *(["score"] if suite else []), "loss",
-            *(["± s.e.", "bits/byte"] if losses else [])]
-    rows = [[c["run_id"], c["recipe"], _task(c), *([c.get("data") or "–"] if data else []),
+    # how a cell decoded, where it can differ: a loss read autoregressively is exact, one by
+    # block diffusion a bound, so a denoiser's `--mode ar` loss would read as its bound's peer
+    mode = len({c.get("mode") for c in cells}) > 1 or any(
+        c.get("mode") == "ar" and c.get("loss") is not None for c in cells)
+    cols = ["run", "recipe", "task", *(["mode"] if mode else []), *(["data"] if data else []),
+            "length", "ratio", "depth", "pairs", "n", "accuracy", "token accuracy",
+            *(["score"] if suite else []), "loss", *(["± s.e.", "bits/byte"] if losses else [])]
+    rows = [[c["run_id"], c["recipe"], _task(c), *([c.get("mode") or "–"] if mode else []),
+             *([c.get("data") or "–"] if data else []),
              str(c["length"]), _num(c["length_ratio"]), _num(c["depth"]), _num(c["pairs"]),
              str(c["n"]), _num(c["accuracy"]), _num(c["token_accuracy"]),
              *([_num(c.get("score"))] if suite else []), loss_bound.prefix(c) + _fixed(c["loss"]),

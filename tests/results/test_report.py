@@ -360,3 +360,22 @@ def test_a_profile_run_that_did_not_finish_says_so_in_its_summary(cli, made, tmp
             f"`fsc profile --resume {run}` measures the rest.")
     assert said in " ".join((tmp_path / "cut.md").read_text().split())
     assert "did not finish" not in (tmp_path / "whole.md").read_text()
+
+
+def test_the_evaluation_table_says_how_a_loss_was_decoded(tmp_path):
+    """A denoiser's loss scored --mode ar (exact, no ≤) read as if it were the bound of the
+    same model: the table had no mode column."""
+    from fsc.results import report
+
+    def table(st):
+        page = report.build(st, report.pick(st, []))
+        (t,) = [t for s in page.sections for t in s.tables if t.title == "Evaluation cells"]
+        return t
+
+    st = Store(tmp_path / "store")
+    _loss_run(st, "quality_attn", "ar", 3.2389)
+    t = table(st)
+    assert {row[1]: row[t.columns.index("mode")] for row in t.rows} == {"quality_attn": "ar"}
+    other = Store(tmp_path / "other")
+    _loss_run(other, "quality_attn", "diffusion", 3.2412)
+    assert "mode" not in table(other).columns  # one way, the bound: nothing to tell apart
