@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import sys
 from enum import Enum
 from pathlib import Path
@@ -151,6 +152,11 @@ def renamed(ctx: typer.Context, old: str, new: str, old_value: Any, new_value: A
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; non-finite numbers become null."""
     print(json.dumps(plain(doc), indent=2, default=str, allow_nan=False))
+
+
+def store_option(store: Path | None) -> str:
+    """` --store DIR` (quoted for a shell) for a command fsc prints, where --store was given."""
+    return f" --store {shlex.quote(str(store))}" if store is not None else ""
 
 
 def stopped_run(stopped, kept: str, resume: str, as_json: bool) -> int:

@@ -3,7 +3,6 @@ variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scal
 
 from __future__ import annotations
 
-import shlex
 from typing import Annotated
 
 import typer
@@ -23,6 +22,7 @@ from fsc.cli.common import (
     print_json,
     say,
     stopped_run,
+    store_option,
     torch_threads,
 )
 from fsc.cli.eval_answers import json_row
@@ -225,9 +225,9 @@ def evaluate(
                             Watch(say=say, started=bar.start, stored=show_cell,
                                   advanced=bar.advance))
     except Stopped as e:
-        where = f" --store {shlex.quote(str(store))}" if store is not None else ""
         raise typer.Exit(stopped_run(e, f"{counted(e.kept, 'cell')} of run {e.run_id} stored",
-                                     f"fsc eval --resume {e.run_id}{where}", as_json)) from None
+                                     f"fsc eval --resume {e.run_id}{store_option(store)}",
+                                     as_json)) from None
     if done.before:
         err.print(f"run {done.run_id} held {counted(done.before, 'cell')}; {len(done.cells)} "
                   "scored now", soft_wrap=True)

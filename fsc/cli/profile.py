@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from typing import Annotated
 
 import typer
@@ -35,6 +34,7 @@ from fsc.cli.common import (
     say,
     stopped_run,
     store_dir,
+    store_option,
     torch_threads,
 )
 from fsc.cli.executors import with_executor_options
@@ -53,8 +53,7 @@ SWEEP_OPTIONS = ("recipe", "S", "B", "G", "steps", "mode", "dtype", "backend", "
 
 
 def _resume_command(run_id: str, store) -> str:
-    where = f" --store {shlex.quote(str(store))}" if store is not None else ""
-    return f"fsc profile --resume {run_id}{where}"
+    return f"fsc profile --resume {run_id}{store_option(store)}"
 
 
 @with_executor_options
@@ -190,7 +189,7 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
     if store is not None:  # the command that measures a baseline writes where this run did
         for x in done.comparison:
             if x.get("baseline_command"):
-                x["baseline_command"] += f" --store {shlex.quote(str(store))}"
+                x["baseline_command"] += store_option(store)
     if as_json:  # every point the run holds, as the table shows them (a resume's too)
         print_json({"run_id": done.run_id, "store": str(done.store),
                     "points_stored_before": done.stored_before,
@@ -200,7 +199,7 @@ def _measure(asked, scale: ExecutorSettings, st, store, as_json: bool, wide: boo
         return
     follow_up = f"fsc query \"select * from profile where run_id = '{done.run_id}'\""
     if store is not None:
-        follow_up += f" --store {shlex.quote(str(store))}"
+        follow_up += store_option(store)
     render_rows(done.run_rows, done.run_id, str(done.store), follow_up, out, err, wide,
                 done.comparison, debug=os.environ.get("FSC_DEBUG") == "1",
                 measured_now=len(done.rows) if done.stored_before else None)

@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from fsc.cli.common import bar_text, err, out, print_json, printable
+from fsc.cli.common import bar_text, err, out, print_json, printable, store_option
 from fsc.interrupts import signal_name
 from fsc.text import counted
 
@@ -53,6 +53,11 @@ def _here(path: str) -> str:
         return path
 
 
+def _resume(out_dir: str, store: Path | None) -> str:
+    """The command that continues the run in `out_dir`."""
+    return f"fsc train --resume {shlex.quote(_here(out_dir))}{store_option(store)}"
+
+
 def aborted(out_dir: str, store: Path | None, signum: int) -> None:
     """What a second Ctrl-C, which ends training at once (the step under way not saved),
     keeps: the last checkpoint saved, and how to go on from it."""
@@ -61,9 +66,7 @@ def aborted(out_dir: str, store: Path | None, signum: int) -> None:
             "step under way not saved")
     if latest.is_file():
         step = _here(str(Path(out_dir) / latest.read_text().strip()))
-        store_opt = f" --store {shlex.quote(str(store))}" if store is not None else ""
-        said += (f"; the last checkpoint is {step}; continue with:\n  fsc train --resume "
-                 f"{shlex.quote(_here(out_dir))}{store_opt}")
+        said += f"; the last checkpoint is {step}; continue with:\n  {_resume(out_dir, store)}"
     else:
         said += "; no checkpoint was saved yet"
     print(said, file=sys.stderr)
@@ -93,8 +96,7 @@ def report(trained, store: Path | None, as_json: bool) -> None:
                   f"{res.seconds:.1f} s{speed}{reached}; checkpoint "
                   f"{printable(_here(res.checkpoint), None)}; run {trained.run_id}",
                   markup=False, highlight=False, soft_wrap=True)  # one line a reader can parse
-    resume_cmd = f"fsc train --resume {shlex.quote(_here(cfg.out))}" + (
-        f" --store {shlex.quote(str(store))}" if store is not None else "")
+    resume_cmd = _resume(cfg.out, store)
     cut = trained.stopped if res.interrupted else (
         f"stopped at step {res.step} of {cfg.steps}" if res.step < cfg.steps and not res.reached
         else None)
