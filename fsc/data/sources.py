@@ -249,17 +249,14 @@ def absolute(spec: str) -> str:
     return str(path.resolve()) if path.suffix in TEXT_SUFFIXES and path.is_file() else spec
 
 
-def file_digest(spec: str, size_was: int | None = None) -> str | None:
+def file_digest(spec: str) -> str | None:
     """"SIZE:SHA256" of the text file --data `spec` names (None for any other data, or a file
-    gone); a file of a size other than `size_was` is told apart without reading it."""
+    gone)."""
     path = Path(spec)
     if path.suffix not in TEXT_SUFFIXES or not path.is_file():
         return None
-    size = path.stat().st_size
-    if size_was is not None and size != size_was:
-        return f"{size}:"
     with path.open("rb") as f:
-        return f"{size}:{hashlib.file_digest(f, 'sha256').hexdigest()}"
+        return f"{path.stat().st_size}:{hashlib.file_digest(f, 'sha256').hexdigest()}"
 
 
 def _unknown(spec: str) -> str:

@@ -75,15 +75,12 @@ class TrainJob:
 def _data_changed(cfg: TrainConfig, done: int) -> tuple[str, ...]:
     """A note when the text file the run reads is not the one it read up to step `done` (its
     digest then updated to the file as it is: the note is said once)."""
-    if cfg.data_digest is None:
-        return ()
-    size_was = int(cfg.data_digest.split(":")[0])
-    now = file_digest(cfg.data, size_was)
+    now = file_digest(cfg.data) if cfg.data_digest is not None else None
     if now is None or now == cfg.data_digest:
         return ()
-    size = int(now.split(":")[0])
+    size_was, size = (int(d.split(":")[0]) for d in (cfg.data_digest, now))
     how = f"{size_was} → {size} bytes" if size != size_was else "same size, other bytes"
-    cfg.data_digest = file_digest(cfg.data)
+    cfg.data_digest = now  # (the file read once)
     return (f"note: --data {cfg.data} has changed since the run read it up to step {done} "
             f"({how}): it goes on with the file as it is now, so it is not the run an "
             "uninterrupted one would have been",)
