@@ -25,7 +25,7 @@ from fsc.recipe import parse_recipe
 from fsc.recipe_yaml import parse_yaml
 from fsc.store import Store
 from fsc.store.connect import one_line
-from fsc.store.process import process_state
+from fsc.store.process import run_process
 from fsc.store.run_ids import resolve_run
 from fsc.text import printable
 
@@ -378,10 +378,9 @@ def provenance(st: Store, run_ids: list[str]) -> list[dict[str, Any]]:
         f" FROM runs r LEFT JOIN environments e USING (env_id) WHERE r.run_id IN ({ids})")
     by_id = {}
     for rec in _records(cols, found):
-        pid = rec.pop("pid")
-        if rec["status"] == "running" and process_state(
-                pid, rec["host"], rec["resumed_at"] or rec["started_at"]) == "dead":
+        if run_process(rec) == "dead":
             rec["status"] = "dead"
+        del rec["pid"]
         try:
             rec["config"] = json.loads(rec["config"]) if rec["config"] else {}
         except ValueError:

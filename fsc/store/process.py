@@ -47,3 +47,11 @@ def process_state(pid: int | None, host: str | None, started_at: datetime) -> st
     if state == "Z" or start > run_start + _CLOCK_SLACK_S:
         return "dead"
     return "alive"
+
+
+def run_process(run: dict) -> str | None:
+    """process_state of a run (a `runs` row: status, pid, host, started_at, resumed_at) still
+    marked running, checked since it last began; None for one that ended."""
+    if run["status"] != "running":
+        return None
+    return process_state(run["pid"], run["host"], run["resumed_at"] or run["started_at"])

@@ -19,7 +19,7 @@ import duckdb
 
 from fsc.errors import NothingToDo, StoreError, UsageError
 from fsc.store.connect import one_line, utcnow
-from fsc.store.process import process_state
+from fsc.store.process import process_state, run_process
 from fsc.store.rows import ENV_FIELDS, check_choice, insert
 from fsc.store.session import RunSession
 
@@ -261,11 +261,7 @@ class RunLifecycle:
         out = []
         for values in rows:
             run = dict(zip(cols, values, strict=True))
-            running = run["status"] == "running"
-            run["process"] = (
-                process_state(run["pid"], run["host"], run["resumed_at"] or run["started_at"])
-                if running else None
-            )
+            run["process"] = run_process(run)
             if run["ended_at"] is not None:
                 end = run["ended_at"]
             elif run["process"] == "alive":
