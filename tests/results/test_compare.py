@@ -233,6 +233,13 @@ def test_a_run_timed_once_a_point_is_said_to_give_no_verdict_of_noise():
     assert comparing.repeats_note("a", 5, "b", 5) is None
 
 
+def test_fsc_compare_says_a_run_timed_once_a_point(cli, tmp_path):
+    runs = _profile_runs(tmp_path / "store", [({"repeats": 5}, 4.0), ({"repeats": 1}, 4.0)])
+    r, doc = _json(cli, *runs, "--store", tmp_path / "store")
+    said = f"note: B ({runs[1]}) timed each point once (--repeats 1)"
+    assert r.code == 0 and said in r.err and doc["notes"][0].startswith(said)
+
+
 def test_runs_fitted_to_different_memory_budgets_are_said_to_be(cli, tmp_path):
     """A point out of memory under one --memory-budget and not another is the budget's doing:
     compare says the budgets differ, as it says the repeats do."""

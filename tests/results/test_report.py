@@ -362,7 +362,7 @@ def test_a_profile_run_that_did_not_finish_says_so_in_its_summary(cli, made, tmp
     assert "did not finish" not in (tmp_path / "whole.md").read_text()
 
 
-def test_the_evaluation_table_says_how_a_loss_was_decoded(tmp_path):
+def test_the_evaluation_table_says_how_a_loss_was_decoded(tmp_path, fsc_main):
     """A denoiser's loss scored --mode ar (exact, no ≤) read as if it were the bound of the
     same model: the table had no mode column."""
     from fsc.results import report
@@ -376,6 +376,8 @@ def test_the_evaluation_table_says_how_a_loss_was_decoded(tmp_path):
     _loss_run(st, "quality_attn", "ar", 3.2389)
     t = table(st)
     assert {row[1]: row[t.columns.index("mode")] for row in t.rows} == {"quality_attn": "ar"}
+    res = fsc_main("report", "--store", tmp_path / "store", "--out", tmp_path / "r.md")
+    assert res.returncode == 0 and "| mode |" in (tmp_path / "r.md").read_text()  # as written
     other = Store(tmp_path / "other")
     _loss_run(other, "quality_attn", "diffusion", 3.2412)
     assert "mode" not in table(other).columns  # one way, the bound: nothing to tell apart
