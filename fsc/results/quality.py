@@ -48,6 +48,7 @@ REFERENCE = {"color": "0.6", "ls": (0, (6, 3)), "lw": 1.8}  # the reference text
 AR_MARKER = "*"
 LABEL_ROOM = (0.05, 0.03)  # a K label this near another (fractions of the axes: about its own
 # width and height) would overlap it, and is not drawn
+LABEL_INWARD = 0.8  # a point past this fraction of the span is labelled on its inner side
 
 
 def quality_cells(rows: Rows) -> Rows:
@@ -310,9 +311,13 @@ def _draw_panel(ppl_ax, ent_ax, panel: Rows, refs: Rows, look: _Channels) -> boo
                                  for a, b in labels):
                 continue
             labels.append(at)
+            # a label beside the fastest or the worst point goes inward, not past the axes
+            right, top = at[0] > LABEL_INWARD, at[1] > LABEL_INWARD
             ppl_ax.annotate(f"K {c['K']}", (c["tokens_per_s"], c["gen_ppl"]),
-                            textcoords="offset points", xytext=(4, 4), fontsize=7,
-                            color=props["color"])
+                            textcoords="offset points",
+                            xytext=(-4 if right else 4, -4 if top else 4),
+                            ha="right" if right else "left", va="top" if top else "bottom",
+                            fontsize=7, color=props["color"])
     distinct = list({round(r["gen_ppl"], 6): r for r in refs}.values())
     for r in distinct:
         name = REFERENCE_NAME + (f" · {r['run_id']}" if len(distinct) > 1 else "")

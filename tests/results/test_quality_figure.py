@@ -51,3 +51,25 @@ def test_the_report_shows_the_quality_figure_and_table(quality_store, cli, tmp_p
     page = out.read_text()
     assert "Generative perplexity" in page and "generative perplexity against decoding" in page
     assert "ar_scorer" in page
+
+
+def test_k_labels_stay_inside_their_panel(tmp_path):
+    """The fastest point's label went right, past the axes' edge (K 32 at 400 tok/s was cut
+    off by the frame); and the worst point's up, into the title."""
+    st = Store(tmp_path / "store")
+    for recipe, ppl in (("attn", [40.0, 20.0, 10.0]), ("mamba", [50.0, 22.0, 11.0])):
+        rows = _cells(recipe, ppl, [400.0, 200.0, 100.0])
+        for row, K in zip(rows[1:], (32, 64, 128), strict=True):
+            row["K"] = K
+        with st.run("eval", "fsc eval", {}) as run:
+            run.add_rows("eval_cells", rows, declared()["eval_cells"])
+    fig = plots.draw(st, "quality").figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    frame = ax.get_window_extent(renderer)
+    assert {"K 32", "K 128"} <= {t.get_text() for t in ax.texts}
+    for text in ax.texts:
+        box = text.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, text.get_text()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1, text.get_text()
