@@ -95,14 +95,33 @@ def given_ids(text: str, model_vocab: int, tok) -> list[int]:
     `tok` (an id past the tokenizer's vocabulary is no token: it reads as nothing, and decoding
     never generates one)."""
     if tok.vocab_size >= model_vocab:  # the model's range is the narrower
-        return parse_ids(text, model_vocab, "--prompt-ids")
-    ids = parse_ids(text, 2**63, "--prompt-ids")  # (the form alone: the ranges come below)
-    bad = next((i for i in ids if i >= tok.vocab_size), None)
-    if bad is not None:  # the tokenizer's range, narrower than the model's: said of any id past it
-        raise UsageError(f"--prompt-ids: token id {bad} is outside the tokenizer's vocabulary "
-                         f"0..{tok.vocab_size - 1} ({tok.name}; the model's ids "
-                         f"{tok.vocab_size}..{model_vocab - 1} are no tokens)")
+        ids = parse_ids(text, model_vocab, "--prompt-ids")
+    else:
+        ids = parse_ids(text, 2**63, "--prompt-ids")  # (the form alone: the ranges come below)
+        bad = next((i for i in ids if i >= tok.vocab_size), None)
+        if bad is not None:  # the tokenizer's range, narrower than the model's: said of any id
+            raise UsageError(f"--prompt-ids: token id {bad} is outside the tokenizer's "
+                             f"vocabulary 0..{tok.vocab_size - 1} ({tok.name}; the model's ids "
+                             f"{tok.vocab_size}..{model_vocab - 1} are no tokens)")
+    special_in_prompt(ids, tok)
     return ids
+
+
+def special_in_prompt(ids: list[int], tok) -> None:
+    """A note naming the special tokens among prompt ids (the mask, EOS, padding; BOS past the
+    first position), each first place: the model reads them as given, where a user may expect
+    a mask to be filled or an EOS to end the prompt."""
+    names = {getattr(tok, f"{k}_id", None): k for k in ("pad", "mask", "eos", "bos")}
+    names.pop(None, None)
+    found: dict[int, int] = {}
+    for at, i in enumerate(ids):
+        if i in names and not (names[i] == "bos" and at == 0):
+            found.setdefault(i, at)
+    if found:
+        said = ", ".join(f"{i} ({names[i].upper() if names[i] != 'pad' else 'padding'}) at "
+                         f"position {at}" for i, at in found.items())
+        say(f"note: --prompt-ids holds special tokens, read as given: {said}; decoding fills "
+            "and stops only in the tokens it generates")
 
 
 def off_block(src, G: int, tokenizer: Path | None) -> None:

@@ -187,3 +187,18 @@ def test_an_autoregressive_decode_records_no_reveal_order(fsc_main):
     diffusion = json.loads(fsc_main("decode", "tiny_attn", "--prompt", "hi", "--length", "4",
                                     "--policy", "margin", "--json", check=0).stdout)["stats"]
     assert (diffusion["mode"], diffusion["policy"]) == ("diffusion", "margin")
+
+
+def test_prompt_ids_name_the_special_tokens_they_hold(fsc_main):
+    """The mask, EOS or a later BOS among --prompt-ids is read as given (no mask of the prompt
+    is filled, no EOS of it ends the decode): a note names each, where they went by without a
+    word; a BOS first is how a text begins, and is not named."""
+    res = fsc_main("decode", "tiny_attn", "--prompt-ids", "256,72,258,105,257,256",
+                   "--length", "8", "--json")
+    notes = [ln for ln in res.stderr.splitlines() if "special tokens" in ln]
+    assert notes == ["note: --prompt-ids holds special tokens, read as given: 258 (MASK) at "
+                     "position 2, 257 (EOS) at position 4, 256 (BOS) at position 5; decoding "
+                     "fills and stops only in the tokens it generates"]
+    assert len(json.loads(res.stdout)["token_ids"]) == 8  # the prompt's EOS ended nothing
+    plain = fsc_main("decode", "tiny_attn", "--prompt-ids", "256,72,105", "--length", "4")
+    assert "special tokens" not in plain.stderr
