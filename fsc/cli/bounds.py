@@ -97,7 +97,7 @@ def point(kind: type, option: str, default: int | None, help: str, several: str,
     a second refused (`one_value`; the command unpacks its list of one)."""
     return Annotated[list[kind] | None, typer.Option(
         option, callback=one_value(option, default, several, check),
-        metavar=f"<{kind.__name__}>", show_default=False, help=help)]
+        metavar="N", show_default=False, help=help)]
 
 
 def parse_sizes(text: str, option: str, low: int, high: int, one: bool = False) -> list[int]:

@@ -19,7 +19,7 @@ from fsc.cli.bounds import one_value
 from fsc.cli.common import Choice, finite
 
 
-def _one(option: str, help: str, metavar: str = "<str>"):
+def _one(option: str, help: str, metavar: str | None = None):
     """An option that names one input: a second value is refused (bounds.one_value), where
     click would keep the last unsaid; the command unpacks its list of one."""
     return Annotated[list[str] | None, typer.Option(
@@ -32,15 +32,15 @@ DataOpt = _one("--data", "loss, genppl: shakespeare or a .txt/.jsonl/.parquet fi
                "passkey:1,vt:1); default: the corpus trained on, its val split, or the tasks "
                "trained on, drawn afresh.")
 TokenizerOpt = _one("--tokenizer", "Local Hugging Face tokenizer directory (default: as "
-                    "trained).", "<path>")
+                    "trained).", "DIR")
 ScorerOpt = _one("--scorer", "genppl: the autoregressive model that scores the samples: an "
                  "fsc checkpoint, training dir or recipe (G 1), or a transformers model "
                  "directory.")
 BaselineOpt = _one("--baseline", "genppl: an autoregressive checkpoint decoded on the same "
                    "prompts, as a row.")
-IncludePathOpt = _one("--include-path", "harness: a folder of local task YAML files.", "<path>")
+IncludePathOpt = _one("--include-path", "harness: a folder of local task YAML files.", "DIR")
 OutputPathOpt = _one("--output-path", "harness: a folder for the harness's results JSON (and "
-                     "--log-samples' JSONL), as lm_eval --output_path writes them.", "<path>")
+                     "--log-samples' JSONL), as lm_eval --output_path writes them.", "DIR")
 ResumeOpt = _one("--resume", "Continue an eval run (after Ctrl-C, SIGTERM or a kill): only its "
                  "missing cells are scored; a finished one is left as it is (exit 0).", "RUN_ID")
 

@@ -3,6 +3,8 @@ the value given, where to read more, in the same words whichever typer and click
 
 from __future__ import annotations
 
+import click
+
 
 def _given(argv: list[str], opts: list[str]) -> str | None:
     """The value the command line gave an option (`--S 4k` or `--S=4k`), if it is there: its
@@ -76,3 +78,18 @@ def usage_line(e, argv: list[str]) -> str:
         msg = f"{msg} (got {value!r})"
     ctx = getattr(e, "ctx", None)
     return msg.rstrip(".") + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
+
+
+def name_values(cmd: click.Command) -> None:
+    """Name each option's value in capitals after the option (`--seed SEED`), as argparse
+    does, where the option names none itself: typer writes the Python type (`<int range>`,
+    `<list[str]>`), which reads as code, and older typers other words again. A choice keeps
+    its list of values (`<diffusion|ar>`)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        name_values(sub)
+    for p in cmd.params:
+        desc = getattr(p, "type_descriptor", None)  # newer typers' (their options have no
+        # click type)
+        choice = desc.is_choice if desc is not None else isinstance(p.type, click.Choice)
+        if p.param_type_name == "option" and p.metavar is None and not p.is_flag and not choice:
+            p.metavar = max(p.opts, key=len).lstrip("-").replace("-", "_").upper()

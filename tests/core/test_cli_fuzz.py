@@ -274,6 +274,26 @@ def test_every_argument_is_named_as_its_help_names_it(capsys):
     assert "Missing argument 'RECIPE'" in capsys.readouterr().err
 
 
+def test_every_option_names_its_value_in_words_not_python_types(capsys):
+    """`--recipe <list[str]>`, `--seed <int range>`, `--out <list[Path]>`: typer writes an
+    option's Python type where it has no metavar; each is named after the option, in capitals
+    (`--seed SEED`), as argparse names them, whichever typer runs it. Choices keep their
+    values (`--mode <diffusion|ar>`)."""
+    root = typer.main.get_command(app)
+    typed = []
+    for name, cmd in root.commands.items():
+        for sub in getattr(cmd, "commands", None) or {None: cmd}:
+            assert main([name, *([sub] if sub else []), "--help"]) == 0
+            options = capsys.readouterr().out.partition("\nOptions:\n")[2]
+            typed += [f"fsc {name} {sub or ''}: {line.strip()}" for line in options.splitlines()
+                      if any(t in line for t in ("<int", "<str>", "<float>", "<path>", "list["))]
+    assert not typed, typed
+    assert main(["decode", "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "--seed SEED" in said  # a choice in each typer's brackets:
+    assert "--mode <diffusion|ar>" in said or "--mode [diffusion|ar]" in said
+
+
 def test_bare_fsc_prints_help_and_exits_0(capsys):
     assert main([]) == 0
     assert "Usage" in capsys.readouterr().out

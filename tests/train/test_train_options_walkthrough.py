@@ -132,7 +132,7 @@ def test_an_empty_seq_len_entry_is_named(fsc_main, tmp_path, lengths):
 def test_help_names_every_objective_and_the_tasks_needle_digits_reads(fsc_main):
     said = " ".join(fsc_main("train", "--help", check=0).stdout.split())
     assert "Train a denoiser (frontier or blocks objective) or next-token (ar)" in said
-    assert "--needle-digits <int range> passkey, niah_*: digits of the key" in said
+    assert "--needle-digits NEEDLE_DIGITS passkey, niah_*: digits of the key" in said
 
 
 @pytest.mark.parametrize("data", ["", " "])
