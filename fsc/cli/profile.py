@@ -41,6 +41,7 @@ from fsc.cli.executors import with_executor_options
 from fsc.cli.tables import WideOpt
 from fsc.errors import UsageError
 from fsc.scale import ExecutorSettings
+from fsc.sweep import CPU_DEFAULT_B, CPU_DEFAULT_S, GPU_DEFAULT_B, GPU_DEFAULT_S
 
 MAX_WARMUP = 1000
 MAX_REPEATS = 10_000
@@ -50,6 +51,11 @@ CPU_NOTICE_S = 60  # on a CPU, say how long a sweep will take when it is longer 
 # The options that shape a sweep: a resumed run takes all of them from its stored config.
 SWEEP_OPTIONS = ("recipe", "S", "B", "G", "steps", "mode", "dtype", "backend", "warmup",
                  "repeats", "device", "memory_budget", "bandwidth", "seed", "no_graphs")
+
+
+def _k(sizes: list[int]) -> str:
+    """Sizes as --S and --B take them (4k for 4096)."""
+    return ",".join(f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n) for n in sizes)
 
 
 def _resume_command(run_id: str, store) -> str:
@@ -63,8 +69,10 @@ def profile(
         "--recipe", "-r", help="Recipe, shipped name, checkpoint dir or published model (config.json folder, hf:ORG/NAME); repeatable. Default: tiny "
         "attention/mamba/hybrid on CPU, the paper's 3B trio on a GPU.")] = None,
     S: listed("--S", "Context lengths, e.g. 1024,4096 or 4k,256k (k = 1024; at most "
-              f"{MAX_S}).") = None,
-    B: listed("--B", f"Batch sizes, e.g. 1,4 (1 to {MAX_B}).") = None,
+              f"{MAX_S}). Default: {_k(CPU_DEFAULT_S)} on CPU, {_k(GPU_DEFAULT_S)} on a "
+              "GPU.") = None,
+    B: listed("--B", f"Batch sizes, e.g. 1,4 (1 to {MAX_B}). Default: {_k(CPU_DEFAULT_B)} on "
+              f"CPU, {_k(GPU_DEFAULT_B)} on a GPU.") = None,
     G: listed("--G", f"Block sizes G, e.g. 1,8,32 (1 to {MAX_G}; default: each recipe's).") = None,
     steps: listed("--steps", "Denoising steps K per block, e.g. 1,4 (1..G; default: G); crossed "
                   "with --G, pairs with K > G are left out.") = None,

@@ -117,6 +117,21 @@ def test_dry_run_lists_points_and_records_nothing(tmp_path, capsys):
     assert not (tmp_path / "fsc.duckdb").exists()
 
 
+def test_help_says_the_default_sweep_a_dry_run_lists(tmp_path, capsys):
+    """`fsc profile --help` named the default recipes but not the default S and B; it says
+    both devices' now, the lengths as --S takes them, and the CPU's are what a bare dry run
+    lists."""
+    assert main(["profile", "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "Default: 1k,4k,16k,64k on CPU, 1k,4k,16k,64k,256k on a GPU." in said
+    assert "Default: 1,4 on CPU, 1,2,4,8 on a GPU." in said
+    assert main(["profile", "--dry-run", "--device", "cpu", "--json", "--store",
+                 str(tmp_path)]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    assert sorted({p["S"] for p in points}) == [1024, 4096, 16384, 65536]
+    assert sorted({p["B"] for p in points}) == [1, 4]
+
+
 def test_a_3b_sweep_on_the_cpu_says_how_long_before_it_starts(tmp_path, capsys):
     assert main(["profile", "-r", "attn_3b", "--S", "1024,4096", "--B", "1", "--dry-run", "--json",
                  "--store", str(tmp_path)]) == 0
