@@ -26,6 +26,12 @@ MAX_G = 4096  # the recipe schema's bound on block_size
 # they turn typos like `--B 1000000000` into a one-line error instead of a long computation.
 MAX_S = 2**24
 MAX_B = 4096
+# the S and B `fsc profile` sweeps when given none (fsc.sweep.default_sweep), here so that its
+# help names them without loading the sweep's recipe schema
+CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
+CPU_DEFAULT_B = [1, 4]
+GPU_DEFAULT_S = [1024, 4096, 16384, 65536, 262144]
+GPU_DEFAULT_B = [1, 2, 4, 8]
 
 
 def blocks_of(T: int, G: int) -> list[int]:

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
-from fsc.blocks import block_setting
+from fsc.blocks import CPU_DEFAULT_B, CPU_DEFAULT_S, GPU_DEFAULT_B, GPU_DEFAULT_S, block_setting
 from fsc.costmodel import DeviceSpec, memory, pass_cost
 from fsc.errors import UsageError
 from fsc.kernels import TUNING_ENV
@@ -26,11 +26,7 @@ if TYPE_CHECKING:
     from fsc.store import Store
 
 CPU_DEFAULT_RECIPES = ["tiny_attn", "tiny_mamba", "tiny_hybrid"]
-CPU_DEFAULT_S = [1024, 4096, 16384, 65536]
-CPU_DEFAULT_B = [1, 4]
 GPU_DEFAULT_RECIPES = ["attn_3b", "mamba_3b", "hybrid_3b"]
-GPU_DEFAULT_S = [1024, 4096, 16384, 65536, 262144]
-GPU_DEFAULT_B = [1, 2, 4, 8]
 
 # One CPU core's speed, roughly, for saying how long a sweep will take before it starts (figures
 # measured with torch on one core: 34 GFLOP/s fp32 and 79 bf16 in a (32, 4096) x (4096, 4096)

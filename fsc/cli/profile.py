@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from fsc.blocks import MAX_G
+from fsc.blocks import CPU_DEFAULT_B, CPU_DEFAULT_S, GPU_DEFAULT_B, GPU_DEFAULT_S, MAX_G
 from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between, joined, listed, parse_bytes, parse_sizes
 from fsc.cli.common import (
     Backend,
@@ -41,7 +41,6 @@ from fsc.cli.executors import with_executor_options
 from fsc.cli.tables import WideOpt
 from fsc.errors import UsageError
 from fsc.scale import ExecutorSettings
-from fsc.sweep import CPU_DEFAULT_B, CPU_DEFAULT_S, GPU_DEFAULT_B, GPU_DEFAULT_S
 
 MAX_WARMUP = 1000
 MAX_REPEATS = 10_000

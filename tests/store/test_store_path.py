@@ -118,3 +118,16 @@ def test_a_store_in_a_folder_no_file_can_be_made_in_is_refused_first(cli, tmp_pa
     assert result.code == 2 and result.err.count("\n") == 1, result.err
     assert result.err.startswith("error: store /proc/fsc-store: ")
     assert not (tmp_path / "ck").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["profile", "-r", "tiny_attn", "--S", "16", "--B", "1", "--repeats", "1", "--warmup", "0"],
+    ["runs"], ["query", "select 1"], ["build", "tiny_attn", "--save", "ck"],
+], ids=lambda c: c[0])
+def test_an_empty_store_is_refused_not_read_as_the_current_folder(fsc_main, tmp_path, command):
+    """`--store "$DIR"` of an unset DIR: the profile wrote fsc.duckdb into the current folder,
+    and runs and query read it there."""
+    res = fsc_main(*command, "--store", "")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "'--store': empty; give a directory" in res.stderr
+    assert list(tmp_path.iterdir()) == []
