@@ -53,20 +53,10 @@ def command_line() -> str:
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 
-
-def _store_path(text: str) -> Path:
-    """--store's directory; an empty one (`--store "$DIR"` of an unset DIR) is refused, where
-    it read as the current directory and a run wrote its store there."""
-    if not text.strip():
-        raise typer.BadParameter("empty; give a directory, or leave --store out for "
-                                 "$FSC_STORE or ./store")
-    return Path(text)
-
-
 StoreOpt = Annotated[
     Path | None,
     typer.Option("--store", help="Store directory (default: $FSC_STORE or ./store).",
-                 show_default=False, parser=_store_path, metavar="DIR"),
+                 show_default=False, metavar="DIR"),
 ]
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Random seed.")]

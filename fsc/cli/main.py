@@ -26,7 +26,7 @@ from fsc.cli import (
     verify,
 )
 from fsc.cli.common import printable
-from fsc.cli.usage import name_values, usage_line
+from fsc.cli.usage import shape_options, usage_line
 from fsc.errors import FscError, NothingToDo, is_out_of_memory
 
 
@@ -39,7 +39,7 @@ class _Typer(typer.Typer):
     @functools.cached_property
     def _click_command(self):
         command = typer.main.get_command(self)
-        name_values(command)
+        shape_options(command)
         return command
 
     def __call__(self, *args, **kwargs):

@@ -3,7 +3,10 @@ the value given, where to read more, in the same words whichever typer and click
 
 from __future__ import annotations
 
-import click
+from pathlib import Path
+from typing import get_args
+
+import typer
 
 
 def _given(argv: list[str], opts: list[str]) -> str | None:
@@ -80,16 +83,55 @@ def usage_line(e, argv: list[str]) -> str:
     return msg.rstrip(".") + (f" (see `{ctx.command_path} --help`)" if ctx is not None else "")
 
 
-def name_values(cmd: click.Command) -> None:
-    """Name each option's value in capitals after the option (`--seed SEED`), as argparse
-    does, where the option names none itself: typer writes the Python type (`<int range>`,
+def shape_options(cmd) -> None:
+    """fsc's options over typer's, for `cmd` and every command below it: each option's value
+    named in capitals (`name_value`), and an empty path refused, an option's or an argument's
+    (`refuse_empty_path`)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        shape_options(sub)
+    for p in cmd.params:
+        if p.param_type_name == "option" and not p.is_flag:
+            name_value(p)
+        if _takes_path(p):
+            refuse_empty_path(p)
+
+
+def name_value(p) -> None:
+    """Name an option's value in capitals after the option (`--seed SEED`), as argparse does,
+    where the option names none itself: typer writes the Python type (`<int range>`,
     `<list[str]>`), which reads as code, and older typers other words again. A choice keeps
     its list of values (`<diffusion|ar>`)."""
-    for sub in getattr(cmd, "commands", {}).values():
-        name_values(sub)
-    for p in cmd.params:
-        desc = getattr(p, "type_descriptor", None)  # newer typers' (their options have no
-        # click type)
-        choice = desc.is_choice if desc is not None else isinstance(p.type, click.Choice)
-        if p.param_type_name == "option" and p.metavar is None and not p.is_flag and not choice:
-            p.metavar = max(p.opts, key=len).lstrip("-").replace("-", "_").upper()
+    desc = getattr(p, "type_descriptor", None)  # newer typers' (their options have no click type)
+    choice = desc.is_choice if desc is not None else _is_a(p.type, "Choice")
+    if p.metavar is None and not choice:
+        p.metavar = max(p.opts, key=len).lstrip("-").replace("-", "_").upper()
+
+
+def _takes_path(p) -> bool:
+    """Whether an option's value is a path (newer typers say so in its annotation, older
+    ones by its click type)."""
+    desc = getattr(p, "type_descriptor", None)
+    if desc is not None:
+        return Path in (desc.annotation, *get_args(desc.annotation))
+    return _is_a(p.type, "Path")
+
+
+def _is_a(kind, name: str) -> bool:
+    """Whether an older typer's click type is click's `name` (or typer's subclass of it)."""
+    return any(k.__name__ == name for k in type(kind).__mro__)
+
+
+def refuse_empty_path(p) -> None:
+    """An empty path (`--out "$DIR"` of an unset DIR) as a usage error, where it read as the
+    current folder: `fsc train --out ""` trained into it, `--store ""` kept its store there."""
+    convert = p.process_value
+
+    def process_value(ctx, value):
+        given = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in given):
+            hint = (", or leave --store out for $FSC_STORE or ./store" if p.name == "store"
+                    else "")
+            raise typer.BadParameter(f"empty; give a path{hint}", ctx=ctx, param=p)
+        return convert(ctx, value)
+
+    p.process_value = process_value

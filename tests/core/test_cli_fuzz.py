@@ -10,6 +10,7 @@ import pytest
 import typer.main
 
 from fsc.cli.main import app, main
+from fsc.cli.usage import _takes_path
 
 # Kinds of value and the bad values each is fed.
 BAD = {
@@ -292,6 +293,29 @@ def test_every_option_names_its_value_in_words_not_python_types(capsys):
     said = " ".join(capsys.readouterr().out.split())
     assert "--seed SEED" in said  # a choice in each typer's brackets:
     assert "--mode <diffusion|ar>" in said or "--mode [diffusion|ar]" in said
+
+
+def test_every_path_given_empty_is_refused(capsys, tmp_path, monkeypatch):
+    """A path given empty (`--out "$DIR"` of an unset DIR) read as the current folder:
+    `fsc train --out ""` trained into it, `--store ""` kept a store there. Every path option
+    and argument of every command refuses it in one line, exit 2, writing nothing."""
+    monkeypatch.chdir(tmp_path)
+    root = typer.main.get_command(app)
+    tried = []
+    for name, cmd in root.commands.items():
+        for sub_name, sub in (getattr(cmd, "commands", None) or {None: cmd}).items():
+            words = [name, *([sub_name] if sub_name else [])]
+            for p in sub.params:
+                if not _takes_path(p):
+                    continue
+                args = [*words, "", "x"] if p.param_type_name == "argument" else [
+                    *words, p.opts[0], ""]
+                assert main(args) == 2, args
+                err = capsys.readouterr().err
+                assert err.count("\n") == 1 and "empty; give a path" in err, (args, err)
+                tried.append(" ".join(args))
+    assert "train --out " in tried and "push  x" in tried and len(tried) > 20
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bare_fsc_prints_help_and_exits_0(capsys):

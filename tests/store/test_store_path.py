@@ -129,5 +129,5 @@ def test_an_empty_store_is_refused_not_read_as_the_current_folder(fsc_main, tmp_
     and runs and query read it there."""
     res = fsc_main(*command, "--store", "")
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "'--store': empty; give a directory" in res.stderr
+    assert "'--store': empty; give a path, or leave --store out" in res.stderr
     assert list(tmp_path.iterdir()) == []
