@@ -62,7 +62,7 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
     if K is not None and len(K) > 1:
         raise UsageError(f"--steps {steps}: --task harness generates with one K")
     try:
-        from fsc.harness.run import HarnessRequest
+        from fsc.harness.run import LM_EVAL_SEEDS, HarnessRequest
         from fsc.harness.run import evaluate_harness as run
     except ImportError as e:  # lm_eval, or what it needs, is not installed
         raise UsageError(f"--task harness needs lm-evaluation-harness ({e}): pip install "
@@ -79,7 +79,9 @@ def evaluate_harness(ctx: typer.Context, source: str | None, resume: str | None,
                              limit, num_fewshot, mc, batch, seed, device,
                              max_length=max_length, steps=K[0] if K else None,
                              log_samples=log_samples,
-                             output_path=str(output_path) if output_path else None)
+                             output_path=str(output_path) if output_path else None,
+                             harness_seeds=((seed,) * 4 if given_options(ctx, ("seed",))
+                                            else LM_EVAL_SEEDS))
     from fsc.interrupts import Stopped
 
     torch_threads()

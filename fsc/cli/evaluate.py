@@ -98,7 +98,9 @@ def evaluate(
     tokenizer: TokenizerOpt = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**62, help="Seed of the prompts "
                                       "(loss: sequences, and masks of the bound; genppl: and "
-                                      "its draws).")] = 0,
+                                      "its draws; harness: the model's draws, and, given, "
+                                      "the harness's four seeds, few-shot included, as "
+                                      "lm_eval --seed sets them).")] = 0,
     scorer: ScorerOpt = None,
     G: listed(
         "--G", "genppl: block sizes decoded with, e.g. 4,8 (default: the recipe's).") = None,

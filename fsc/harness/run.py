@@ -44,6 +44,12 @@ from fsc.source import Source
 from fsc.text import first_line
 
 
+# The harness's own seeds (Python's random, NumPy, torch, the few-shot draw) when --seed is not
+# given: lm_eval's (`lm_eval --seed`'s default 0,1234,1234,1234), so a few-shot run draws the
+# examples `lm_eval --model hf` draws; `--seed N` sets all four, as `lm_eval --seed N` does.
+LM_EVAL_SEEDS = (0, 1234, 1234, 1234)
+
+
 @dataclass(frozen=True)
 class HarnessRequest:
     source: str
@@ -60,6 +66,7 @@ class HarnessRequest:
     steps: int | None = None  # K of generation (diffusion; default G)
     log_samples: bool = False  # the harness's per-document records, into output_path
     output_path: str | None = None  # the harness's results JSON (and samples) go here
+    harness_seeds: tuple[int, int, int, int] = LM_EVAL_SEEDS  # (random, NumPy, torch, few-shot)
 
 
 @dataclass
@@ -213,8 +220,9 @@ def run_harness(request: HarnessRequest, lm: FscLM, tasks: list, args: dict,
         return lm_eval.simple_evaluate(
             model=lm, model_args=args, tasks=tasks,
             num_fewshot=request.num_fewshot, limit=request.limit, task_manager=manager,
-            random_seed=request.seed, numpy_random_seed=request.seed,
-            torch_random_seed=request.seed, fewshot_random_seed=request.seed,
+            random_seed=request.harness_seeds[0], numpy_random_seed=request.harness_seeds[1],
+            torch_random_seed=request.harness_seeds[2],
+            fewshot_random_seed=request.harness_seeds[3],
             bootstrap_iters=1000, log_samples=request.log_samples,
             evaluation_tracker=tracker)
 

@@ -514,3 +514,46 @@ def test_the_json_names_the_checkpoint_scored_as_other_tasks_do(fsc_main, made, 
     res = _eval(fsc_main, tmp_path / "run", tasks, tmp_path / "st", "--tasks", "fsc_choice",
                 "--limit", "1")
     assert json.loads(res.stdout)["checkpoint"] == str(tmp_path / "run" / "step-000001")
+
+
+def _contexts(samples: list[dict]) -> dict[int, str]:
+    """Each logged document's first request context, by document id."""
+    def first(args):  # [(ctx, continuation), ...] in memory; {"gen_args_0": {"arg_0": ctx}}
+        while not isinstance(args, str):  # as written
+            args = next(iter(args.values())) if isinstance(args, dict) else args[0]
+        return args
+
+    return {s["doc_id"]: first(s["arguments"]) for s in samples}
+
+
+@pytest.mark.slow  # the harness three times
+def test_few_shot_examples_are_lm_evals_unless_seeded(fsc_main, made, tmp_path):
+    """--num-fewshot drew its examples with --seed's 0 where lm_eval draws with 1234: each
+    document's context, and with it the score, differed from `lm_eval --model hf`'s. Without
+    --seed they are the harness's own; --seed N sets its four seeds, as `lm_eval --seed N`."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from fsc.harness.lm import FscLM
+
+    tasks, ckpts = made
+
+    def harness(**seeds) -> dict[int, str]:
+        got = lm_eval.simple_evaluate(model=FscLM(ckpts["ar"], batch_size=1),
+                                      tasks=["fsc_choice"], num_fewshot=2, bootstrap_iters=0,
+                                      log_samples=True, **seeds,
+                                      task_manager=TaskManager(include_path=str(tasks)))
+        return _contexts(got["samples"]["fsc_choice"])
+
+    def ours(*seed) -> dict[int, str]:
+        res = _eval(fsc_main, ckpts["ar"], tasks, tmp_path / "st", "--tasks", "fsc_choice",
+                    "--num-fewshot", "2", "--log-samples", "--output-path",
+                    tmp_path / f"out{len(seed)}", *seed)
+        return _contexts(_samples(res)["fsc_choice"])
+
+    default = harness()
+    assert ours() == default
+    seeded = harness(random_seed=0, numpy_random_seed=0, torch_random_seed=0,
+                     fewshot_random_seed=0)
+    assert seeded != default  # (else the test could not tell the seeds apart)
+    assert ours("--seed", "0") == seeded
