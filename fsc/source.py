@@ -164,6 +164,13 @@ def checkpoint_tokenizer(ref: str | Path) -> Path | None:
     return path.parent
 
 
+def config_alone(ref: str) -> str:
+    """What is said where an hf: source's weights or tokenizer are wanted: fsc reads a Hub
+    model's config alone (`fsc import` fetches the rest)."""
+    return (f"{ref} is read for its config alone, without its weights or tokenizer; fetch them "
+            f"with fsc import {ref} --out DIR, and give DIR")
+
+
 def has_published_weights(ref: str | Path) -> bool:
     """A local import source with its weights (an hf: source is read for its config alone:
     `fsc import` fetches the weights)."""
@@ -226,7 +233,8 @@ class Source:
         bytes."""
         spec = given if given is not None else self.text_tokenizer()
         if spec is None and self.published:
-            return IdTokenizer(self.recipe.vocab_size)
+            return IdTokenizer(self.recipe.vocab_size, config_alone(self.ref)
+                               if self.ref.startswith("hf:") else None)
         try:
             return load_tokenizer(spec, need_mask)
         except UsageError as e:

@@ -43,11 +43,13 @@ class IdTokenizer:
     name = "ids"
     adds_bos = False
 
-    def __init__(self, vocab_size: int):
+    def __init__(self, vocab_size: int, why: str | None = None):
         self.vocab_size = vocab_size
+        self.why = why  # why the model has no tokenizer, where there is more to say
 
     def encode(self, text: str) -> list[int]:
-        raise UsageError("no tokenizer for text: give --prompt-ids, or --tokenizer")
+        raise UsageError("no tokenizer for text" + (f": {self.why}; or" if self.why else ":")
+                         + " give --prompt-ids, or --tokenizer")
 
     def decode(self, ids: list[int]) -> str:
         return " ".join(str(i) for i in ids) + (" " if ids else "")

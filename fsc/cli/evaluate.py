@@ -177,6 +177,10 @@ def evaluate(
         raise UsageError("give a checkpoint (CKPT), or --resume RUN_ID to continue a run"
                          + (", not both (a resumed run scores its own checkpoint)"
                             if resume is not None else ""))
+    if source is not None and source.startswith("hf:"):  # not seeded weights under its name
+        from fsc.source import config_alone
+
+        raise UsageError(f"fsc eval would score seeded random weights: {config_alone(source)}")
     if tasks is not None and task is None:
         task = Task.harness
     harness_given = given_options(ctx, HARNESS_OPTIONS)

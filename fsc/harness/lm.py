@@ -41,7 +41,7 @@ from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefi
 from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
 from fsc.seeds import derive
-from fsc.source import Source, resolve_checkpoint
+from fsc.source import Source, config_alone, resolve_checkpoint
 from fsc.text import first_line
 from fsc.tokenizer import GENERATION_FILE, ByteTokenizer, HFTokenizer, IdTokenizer
 
@@ -88,6 +88,9 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
     if pretrained is None:
         raise UsageError("model_args: pretrained=CKPT is required (a checkpoint or training "
                          "directory, or a recipe)")
+    if str(pretrained).startswith("hf:"):  # not seeded weights under a published model's name
+        raise UsageError(f"model_args pretrained: the harness would score seeded random "
+                         f"weights: {config_alone(str(pretrained))}")
     got = {"mc": _integer("model_args mc_samples", mc_samples, 1),
             "seed": _integer("model_args seed", seed, 0),
             "max_length": (None if max_length is None

@@ -161,3 +161,17 @@ def test_a_value_given_twice_is_refused(fsc_main, tmp_path, ar_recipe, given, sa
     scorer = ["--scorer", ar_recipe] if "genppl" in given else []
     _refused(fsc_main("eval", "tiny_attn", "--samples", "1", *given, *scorer, "--store", st),
              says, st)
+
+
+@pytest.mark.parametrize("task", [LOSS, GENPPL + ["--scorer", "tiny_attn"], ["--tasks", "x"]],
+                         ids=["loss", "genppl", "harness"])
+def test_a_hub_model_is_not_scored_as_seeded_weights(fsc_main, tmp_path, task):
+    """`fsc eval hf:ORG/NAME` read the model's config alone and scored seeded random weights,
+    stored under the published model's name; it is refused, before the Hub is asked, with the
+    import that fetches the weights."""
+    res = fsc_main("eval", "hf:acme/tiny-llama", *task, "--store", tmp_path / "st")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert ("fsc eval would score seeded random weights: hf:acme/tiny-llama is read for its "
+            "config alone" in res.stderr and "fsc import hf:acme/tiny-llama --out DIR"
+            in res.stderr)
+    assert not (tmp_path / "st").exists()

@@ -48,6 +48,9 @@ def _error(err: str) -> str:
     (["--model_args", "pretrained=AR,max_length=1"],
      "error: model_args max_length=1: expected an integer of at least 2"),
     (["--model_args", "pretrained=runs/nope"], "error: runs/nope: "),
+    # a Hub model is read for its config alone: not scored as seeded weights under its name
+    (["--model_args", "pretrained=hf:acme/x"], "error: model_args pretrained: the harness would "
+     "score seeded random weights: hf:acme/x is read for its config alone"),
     # the harness's other spelling: key=value words apart, merged
     (["--model_args", "mc_samples=2", "pretrained=runs/nope"], "error: runs/nope: "),
     (["--model_args", "pretrained=AR", "--batch_size", "0"],

@@ -44,3 +44,17 @@ def test_a_config_alone_imports_as_a_recipe_and_a_missing_repo_is_one_line(hub, 
     res = fsc("import", "hf:acme/missing")
     assert res.returncode == 2 and "not found" in res.stderr, res.stderr
     assert res.stderr.count("\n") == 1
+
+
+@pytest.mark.slow  # a decode through the local Hub
+def test_text_for_a_hub_model_says_its_tokenizer_is_not_read(hub, fsc, tmp_path):
+    """`fsc decode hf:ORG/NAME --prompt ...` of a repository that holds a tokenizer said
+    "no tokenizer for text": an hf: source is read for its config alone, which it now says,
+    with the import that fetches the rest."""
+    folder = save_published("qwen2", tmp_path / "qwen2")
+    _put(hub, "acme/tiny-qwen2", folder)
+    res = fsc("decode", "hf:acme/tiny-qwen2", "--prompt", "hi", "--length", "4")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert ("no tokenizer for text: hf:acme/tiny-qwen2 is read for its config alone, without "
+            "its weights or tokenizer; fetch them with fsc import hf:acme/tiny-qwen2 --out DIR"
+            in res.stderr)
