@@ -43,7 +43,6 @@ from fsc.scale import recording
 from fsc.source import Source
 from fsc.text import first_line
 
-
 # The harness's own seeds (Python's random, NumPy, torch, the few-shot draw) when --seed is not
 # given: lm_eval's (`lm_eval --seed`'s default 0,1234,1234,1234), so a few-shot run draws the
 # examples `lm_eval --model hf` draws; `--seed N` sets all four, as `lm_eval --seed N` does.
