@@ -11,7 +11,9 @@ absorbed (schedulers repeat them before their SIGKILL). Inside `held()` (a store
 signal that would raise waits until the section ends, so a row is written whole or not at all.
 A `StopSignals` opened inside another (training's loop inside `fsc train`) starts from the
 signal the outer one recorded, and hands its own back when it closes: a signal that came while
-a command set up (built the model, read the data) is not lost when its loop begins.
+a command set up (built the model, read the data) is not lost when its loop begins. Where
+neither defers, the inner one raises as it opens: the outer one raised for that signal and
+the work went on, so the raise was lost (Python drops an exception raised in a `__del__`).
 
 A command stopped by a signal exits with 128 + its number (130 for Ctrl-C, 143 for SIGTERM),
 the status a shell reports for a process that signal ended.
@@ -167,9 +169,15 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
+            outer = getattr(signal.getsignal(signal.SIGINT), "__self__", None)
+            if isinstance(outer, StopSignals) and outer.signum is not None and not (
+                    self.defer or outer.defer):
+                # the outer context raised for this signal, and the work went on: the raise was
+                # lost where Python drops an exception (a __del__ the signal came in, a C
+                # library's call back); the work it stopped stops here
+                raise Interrupted(outer.signum)
             for s in self.signals:
                 self._previous[s] = signal.signal(s, self._handler)
-            outer = getattr(self._previous.get(signal.SIGINT), "__self__", None)
             if isinstance(outer, StopSignals):
                 self._outer = outer
                 self.signum = self.signum or outer.signum  # one that came before this opened
