@@ -22,7 +22,7 @@ import duckdb
 
 from fsc.errors import QueryError
 from fsc.store.connect import one_line
-from fsc.store.schema import SCHEMA
+from fsc.store.schema import RUN_KINDS, SCHEMA
 from fsc.text import counted
 
 READ_ONLY_MESSAGE = "query is read-only; modify the store with fsc query --write"
@@ -189,20 +189,24 @@ _RUN_ROWS = {"profile_points": "points", "bench_results": "benchmark figures",
 _RECIPE_ROWS = (*_RUN_ROWS.keys() - {"bench_results"}, "artifacts")
 
 
-def _orphans(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+def _orphans(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int, int]:
     """(points, benchmark figures, training steps and eval cells whose run is not in `runs`;
-    runs whose environment is not in `environments`; rows whose recipe is not in `recipes`):
-    what a report's provenance, and the views, would lose."""
+    runs whose environment is not in `environments`, or none; rows whose recipe is not in
+    `recipes`, or none; runs of a kind fsc does not know): what a report's provenance, and the
+    views, would lose. (Compared before and after: a run recorded without an environment, or
+    a row without a recipe, by fsc itself is no loss.)"""
     no_run = " + ".join(f"(SELECT count(*) FROM {table} x WHERE NOT EXISTS"
                         " (SELECT 1 FROM runs r WHERE r.run_id = x.run_id))"
                         for table in _RUN_ROWS)
-    no_env = ("(SELECT count(*) FROM runs r WHERE r.env_id IS NOT NULL AND NOT EXISTS"
+    no_env = ("(SELECT count(*) FROM runs r WHERE r.env_id IS NULL OR NOT EXISTS"
               " (SELECT 1 FROM environments e WHERE e.env_id = r.env_id))")
-    no_recipe = " + ".join(f"(SELECT count(*) FROM {table} x WHERE x.recipe_hash IS NOT NULL"
-                           " AND NOT EXISTS (SELECT 1 FROM recipes c"
+    no_recipe = " + ".join(f"(SELECT count(*) FROM {table} x WHERE x.recipe_hash IS NULL"
+                           " OR NOT EXISTS (SELECT 1 FROM recipes c"
                            " WHERE c.recipe_hash = x.recipe_hash))"
                            for table in sorted(_RECIPE_ROWS))
-    return con.execute(f"SELECT {no_run}, {no_env}, {no_recipe}").fetchone()
+    kinds = ", ".join(f"'{k}'" for k in RUN_KINDS)
+    no_kind = f"(SELECT count(*) FROM runs WHERE kind IS NULL OR kind NOT IN ({kinds}))"
+    return con.execute(f"SELECT {no_run}, {no_env}, {no_recipe}, {no_kind}").fetchone()
 
 
 def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]) -> None:
@@ -224,8 +228,8 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]
                     f"{rel.kind} {name}")
             raise QueryError(f"nothing changed: the statements would remove {what}, which fsc "
                              "needs; to remove a run, use `fsc runs rm RUN_ID`")
-    orphans, no_env, no_recipe = (n - was for n, was in zip(_orphans(con), orphans_before,
-                                                            strict=True))
+    orphans, no_env, no_recipe, no_kind = (n - was for n, was in zip(
+        _orphans(con), orphans_before, strict=True))
     if orphans > 0:
         raise QueryError(
             f"nothing changed: the statements would leave {orphans} rows "
@@ -233,7 +237,8 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]
             "everything it stored, use `fsc runs rm RUN_ID`"
         )
     lost = [f"{counted(n, what)} without {'its' if n == 1 else 'their'} {whose}"
-            for n, what, whose in ((no_env, "run", "environment"), (no_recipe, "row", "recipe"))
+            for n, what, whose in ((no_env, "run", "environment"), (no_recipe, "row", "recipe"),
+                                   (no_kind, "run", f"kind ({', '.join(RUN_KINDS)})"))
             if n > 0]
     if lost:
         raise QueryError(f"nothing changed: the statements would leave {' and '.join(lost)}, "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+RUN_KINDS = ("profile", "bench", "train", "eval")  # what a run of `runs` records
+
 
 @dataclass(frozen=True)
 class Relation:
@@ -134,7 +136,7 @@ SCHEMA: dict[str, Relation] = {
         "One row per fsc invocation that records measurements (a profile sweep, ...).",
         {
             "run_id": "Run identifier: UTC start time plus a random suffix.",
-            "kind": "What ran, e.g. 'profile'.",
+            "kind": f"What ran: {', '.join(RUN_KINDS)}.",
             "command": "The command line that started the run.",
             "status": "running, finished, failed or interrupted; a killed run stays 'running'.",
             "started_at": "When the run started (UTC).",

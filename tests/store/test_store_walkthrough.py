@@ -4,6 +4,7 @@ the store's upgrades do with runs of every kind, stores of other fsc versions an
 import json
 import os
 
+from fsc.provenance import environment
 from fsc.store import Store, migrations
 
 
@@ -98,8 +99,10 @@ def test_show_a_run_whose_config_is_not_json_or_whose_id_has_a_quote(two_runs, f
     assert "config sweep of 3 points" in " ".join(res.stdout.split())
     res = fsc("runs", "show", finished, "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["config"] == "sweep of 3 points"
-    st.query("insert into runs (run_id, kind, status, started_at, config) values "
-             "('o''brien-1', 'bench', 'finished', now()::timestamp, '{\"a\": 1}')", write=True)
+    env = st.register_environment(environment("cpu"))  # (--write keeps a run's environment)
+    st.query("insert into runs (run_id, kind, status, started_at, config, env_id) values "
+             f"('o''brien-1', 'bench', 'finished', now()::timestamp, '{{\"a\": 1}}', '{env}')",
+             write=True)
     res = fsc("runs", "show", "o'brien")
     assert res.returncode == 0, res.stderr
     assert "run o'brien-1 (bench)" in " ".join(res.stdout.split())
@@ -142,11 +145,17 @@ def test_a_write_that_leaves_runs_without_environment_or_rows_without_recipe_is_
     st.finish_run(run)
     before = st.query("select (select count(*) from environments), (select count(*) from "
                       "recipes)")[1]
-    for table, said in (("environments", "1 run without its environment"),
-                        ("recipes", "1 row without its recipe")):
-        res = fsc("query", "--write", "--yes", f"delete from {table}")
+    for sql, said in (("delete from environments", "1 run without its environment"),
+                      ("delete from recipes", "1 row without its recipe"),
+                      # a NULL went through: the run's provenance was as gone
+                      ("update runs set env_id = null", "1 run without its environment"),
+                      ("update profile_points set recipe_hash = null", "1 row without its recipe"),
+                      ("update runs set kind = 'bogus'", "1 run without its kind (profile, "
+                       "bench, train, eval)")):
+        res = fsc("query", "--write", "--yes", sql)
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
         assert f"nothing changed: the statements would leave {said}" in _said(res)
+    assert st.query("select env_id, kind from runs")[1] == [(env, "profile")]
     assert st.query("select (select count(*) from environments), (select count(*) from "
                     "recipes)")[1] == before
     res = fsc("runs", "rm", run, "--yes")  # the run removed first, its provenance may go
