@@ -161,6 +161,7 @@ def execute(
     con.execute("BEGIN TRANSACTION")
     try:
         before = _orphans(con)
+        con.execute(f"CREATE TEMP TABLE {_POINTS_BEFORE} AS SELECT point_id FROM profile_points")
         # DuckDB runs every statement of the text, in this transaction, and returns the last
         # one's result (running parsed statements one by one fails on expanded ones in 1.x)
         result = _fetch(con.execute(sql), max_rows)
@@ -184,6 +185,10 @@ def _fetch(cur: duckdb.DuckDBPyConnection, max_rows: int | None) -> tuple[list[s
 _RUN_ROWS = {"profile_points": "points", "bench_results": "benchmark figures",
              "train_steps": "training steps", "eval_cells": "eval cells"}
 
+
+# the points there were before --write statements ran (a temporary table of their transaction):
+# a sample of a point removed goes with it, one of no point at all is refused
+_POINTS_BEFORE = "fsc_points_before_write"
 
 # the rows that name a recipe by its hash, which the `recipes` table holds
 _RECIPE_ROWS = (*_RUN_ROWS.keys() - {"bench_results"}, "artifacts")
@@ -244,5 +249,13 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]
         raise QueryError(f"nothing changed: the statements would leave {' and '.join(lost)}, "
                          "which the views and every report's provenance read; to remove a run "
                          "with everything it stored, use `fsc runs rm RUN_ID`")
+    strays = con.execute(  # samples the statements added of no point, before or after
+        "SELECT count(*) FROM samples s WHERE NOT EXISTS (SELECT 1 FROM profile_points p"
+        f" WHERE p.point_id = s.point_id) AND s.point_id NOT IN (SELECT point_id FROM"
+        f" {_POINTS_BEFORE})").fetchone()[0]
+    if strays:
+        raise QueryError(f"nothing changed: the statements would add {counted(strays, 'sample')} "
+                         "of no point (samples.point_id names a row of profile_points)")
+    con.execute(f"DROP TABLE {_POINTS_BEFORE}")
     con.execute("DELETE FROM samples s"
                 " WHERE NOT EXISTS (SELECT 1 FROM profile_points p WHERE p.point_id = s.point_id)")

@@ -218,6 +218,21 @@ def test_deleting_points_takes_their_samples(two_runs, cli):
                       " using (point_id)") == 0
 
 
+def test_a_sample_of_no_point_is_refused_not_dropped_unsaid(two_runs, cli, snapshot):
+    """`insert into samples` of a point that is not there said "Count 1" and the clean-up of
+    removed points' samples dropped it; it is refused, and the store left as it was."""
+    st, _ = two_runs
+    had = _count(st, "select count(*) from samples")
+    before = snapshot(st.dir)
+    result = cli("query", "--write", "insert into samples select 123456 as point_id, "
+                 "* exclude(point_id) from samples limit 1")
+    _refused(result, st.dir, before, snapshot)
+    assert "would add 1 sample of no point" in result.err
+    assert cli("query", "--write", "insert into samples select point_id, * exclude(point_id) "
+               "from samples limit 1").code == 0  # of a point there: kept
+    assert _count(st, "select count(*) from samples") == had + 1
+
+
 @pytest.mark.parametrize("sql", [
     "delete from runs where run_id = '{a}'",
     "delete from runs where kind = 'bench'",
