@@ -177,7 +177,7 @@ class RunLifecycle:
 
     def _resumable(self, con: duckdb.DuckDBPyConnection, run_id: str,
                    kind: str) -> dict[str, Any]:
-        status = self._quiet_run_status(con, run_id, force=False)
+        status = self._quiet_run_status(con, run_id, force=None)
         was, config = con.execute("SELECT kind, config FROM runs WHERE run_id = ?",
                                   [run_id]).fetchone()
         if was != kind:
@@ -333,10 +333,12 @@ class RunLifecycle:
         with self._transaction() as con:
             yield con
 
-    def _quiet_run_status(self, con: duckdb.DuckDBPyConnection, run_id: str, force: bool) -> str:
+    def _quiet_run_status(self, con: duckdb.DuckDBPyConnection, run_id: str,
+                          force: bool | None) -> str:
         """The stored status of `run_id` once it is sure no process still writes to it:
         UsageError for an unknown run, for a running one whose process is alive, and without
-        `force` for one marked running on another host."""
+        `force` for one marked running on another host (None: a command with no --force, a
+        resume, which is told to close the run first)."""
         row = con.execute("SELECT status, pid, host, coalesce(resumed_at, started_at) FROM runs"
                           " WHERE run_id = ?", [run_id]).fetchone()
         if row is None:
@@ -346,6 +348,8 @@ class RunLifecycle:
         if process == "alive":
             raise UsageError(f"run {run_id} is still running (pid {pid}); stop it first")
         if process == "unknown" and not force:
+            then = ("pass --force if it is not" if force is False else
+                    f"if it is not, close it first: fsc runs close {run_id} --force")
             raise UsageError(f"run {run_id} is marked running on host {host}, where fsc cannot "
-                             "tell whether it is alive; pass --force if it is not")
+                             f"tell whether it is alive; {then}")
         return status

@@ -123,6 +123,10 @@ def test_a_run_on_another_host_needs_force(two_runs, cli):
     assert "running on elsewhere" in cli("runs").out
     result = cli("runs", "close", elsewhere)
     assert result.code == 2 and "pass --force" in result.err
+    resumed = cli("profile", "--resume", elsewhere)  # a command with no --force of its own
+    assert resumed.code == 2 and resumed.err.count("\n") == 1, resumed.err
+    assert (f"if it is not, close it first: fsc runs close {elsewhere} --force"
+            in " ".join(resumed.err.split()))
     assert cli("runs", "close", elsewhere, "--force").code == 0
     assert _runs(cli, "--status", "interrupted")[0]["run_id"] == elsewhere
 
