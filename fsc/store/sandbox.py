@@ -46,6 +46,7 @@ _OUTSIDE = {
     "LOAD": "INSTALL and LOAD",
     "EXTENSION": "extension statements",
 }
+_PLURAL = {"INSTALL and LOAD", "extension statements"}  # (said "are not run")
 _NEVER = {
     "SET": "SET, RESET and USE are not run: fsc query's settings are fixed",
     "TRANSACTION": "BEGIN, COMMIT and ROLLBACK are not needed: with --write, fsc query runs "
@@ -112,11 +113,11 @@ def check(statements: list[Statement], write: bool, exporting: bool = False) -> 
     in `fsc export`'s words, which writes one query's result and never the store)."""
     for st in statements:
         if st.kind in _OUTSIDE:
+            said = f"{_OUTSIDE[st.kind]} {'are' if _OUTSIDE[st.kind] in _PLURAL else 'is'} not run"
             raise QueryError(
-                f"{_OUTSIDE[st.kind]} is not run: fsc export writes the one file --out names"
-                if exporting else
-                f"{_OUTSIDE[st.kind]} is not run: fsc query reaches only the store (to write a "
-                "result to a file, use --out FILE or `fsc export`)"
+                f"{said}: fsc export writes the one file --out names" if exporting else
+                f"{said}: fsc query reaches only the store (to write a result to a file, use "
+                "--out FILE or `fsc export`)"
             )
         if st.kind in _NEVER:
             raise QueryError(_NEVER[st.kind])
@@ -237,7 +238,7 @@ def _settle(con: duckdb.DuckDBPyConnection, orphans_before: tuple[int, int, int]
         _orphans(con), orphans_before, strict=True))
     if orphans > 0:
         raise QueryError(
-            f"nothing changed: the statements would leave {orphans} rows "
+            f"nothing changed: the statements would leave {counted(orphans, 'row')} "
             f"({', '.join(_RUN_ROWS.values())}) without their run; to remove a run with "
             "everything it stored, use `fsc runs rm RUN_ID`"
         )

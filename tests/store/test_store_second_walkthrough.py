@@ -106,7 +106,8 @@ def test_fsc_export_refuses_sql_in_its_own_words(store_path, fsc, tmp_path):
                                              "of one"),
                       ("delete from runs", "fsc export writes the result of a read-only query"),
                       ("copy runs to 'y.csv'", "COPY is not run: fsc export writes the one "
-                                               "file --out names")):
+                                               "file --out names"),
+                      ("install httpfs", "INSTALL and LOAD are not run: fsc export")):
         res = fsc("export", sql, "--out", out)
         assert res.returncode == 2 and says in _said(res), res.stderr
         assert not out.exists()
