@@ -74,7 +74,9 @@ def compare(
     budgets = {r: comparing.budget(configs.get(r, {})) for r in (run_a, run_b)}
     same = (f"note: RUN_A ({printable(given[0], 40)}) and RUN_B ({printable(given[1], 40)}) are "
             f"both run {run_a}: it is compared with itself, every ratio 1"
-            if run_a == run_b and given[0] != given[1] else "")  # (the same text: as asked)
+            + (", and --fail-above passes whatever it measured" if fail_above is not None else "")
+            # the same text, as asked: said where a gate passes on it (`latest latest` in CI)
+            if run_a == run_b and (given[0] != given[1] or fail_above is not None) else "")
     notes = [n for n in (same,
                          comparing.timing_note(run_a, timed[run_a], run_b, timed[run_b]),
                          comparing.repeats_note(run_a, repeats[run_a], run_b, repeats[run_b]),

@@ -130,3 +130,7 @@ def test_a_run_compared_with_itself_says_so(cli, made):
     for args in ((made.run_a, made.run_b), (made.run_b, made.run_b)):  # two runs; as asked
         r = cli("compare", *args, "--store", made.store, "--json")
         assert not any("compared with itself" in n for n in json.loads(r.out)["notes"])
+    # the same text, as asked, but a gate passing on it (`latest latest` in a CI script)
+    r = cli("compare", "latest", "latest", "--store", made.store, "--fail-above", "1.01")
+    assert r.code == 0 and ("compared with itself, every ratio 1, and --fail-above passes "
+                            "whatever it measured") in _flat(r.err)
