@@ -16,6 +16,7 @@ fsc.verify_report, which the CLI reads before torch is imported.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import torch
@@ -174,8 +175,11 @@ def _check(what: str, kind: str, errs: list[tuple[int, str, float]], scale: floa
     first call past `tol` (a NaN included) when there is one."""
     worst = worst_error(e for _, _, e in errs)
     first = next(((b, call) for b, call, e in errs if not e <= tol), None)
-    return Check(what, kind, worst, scale, tol, worst <= tol,
-                 first_wrong=None if first is None else _WRONG[first[1]](first[0] + 1))
+    wrong = None if first is None else _WRONG[first[1]](first[0] + 1)
+    if not math.isfinite(scale):  # no cache is to blame: the reference is no number itself
+        wrong = ("the uncached forward itself, whose output holds NaN or inf, cache or none "
+                 "(the weights, or what they make of the input)")
+    return Check(what, kind, worst, scale, tol, worst <= tol, first_wrong=wrong)
 
 
 def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):

@@ -152,6 +152,26 @@ def test_a_broken_cache_says_where_it_first_goes_wrong(cli, monkeypatch, how, wh
     assert first["mamba"] and first["model"], first
 
 
+def test_nan_weights_are_named_not_blamed_on_the_cache(cli, tmp_path):
+    """A checkpoint whose weights hold a NaN failed "first wrong at the step of block 1, on an
+    empty cache": the cached decoder was blamed for what the uncached forward does too."""
+    import torch
+
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe("tiny_attn"), seed=0)
+    with torch.no_grad():
+        next(p for n, p in model.named_parameters() if n.endswith("mixer.wq.weight"))[0, 0] = \
+            float("nan")
+    save_checkpoint(model, tmp_path / "ck")
+    res = cli("verify", tmp_path / "ck")
+    assert res.code == 1 and _flat(res.out).endswith("NOT exact"), res.out
+    assert ("model logits: first wrong at the uncached forward itself, whose output holds NaN "
+            "or inf") in _flat(res.out), res.out
+
+
 def test_a_drift_check_past_its_tolerance_names_the_block(cli, monkeypatch):
     _broken(monkeypatch, "fold")
     res = cli("verify", "tiny_mamba", "--dtype", "bf16", "--length", "16")
