@@ -81,8 +81,10 @@ class _Refused(Exception):
 
 class _Loader(yaml.SafeLoader):
     """yaml.SafeLoader (the pure-Python composer, which can be bounded) that stops composing
-    past MAX_DEPTH levels or MAX_VALUES nodes, and reads plain scalars as YAML 1.2 does: 1e-6 is
-    a number (YAML 1.1 reads it as text) and 2024-05-01 is text (YAML 1.1: a date)."""
+    past MAX_DEPTH levels or MAX_VALUES nodes, and reads two plain scalars as YAML 1.2 does:
+    1e-6 is a number (YAML 1.1 reads it as text) and 2024-05-01 is text (YAML 1.1: a date).
+    (Integers 1.1 reads as other than they look are refused by `_decimal`; 6_4, 0x40 and yes
+    stay 1.1's: docs/models.md.)"""
 
     def __init__(self, text: str):
         super().__init__(text)
@@ -223,6 +225,14 @@ def parse_yaml(text: str, source: str) -> object:
     return parse_yaml_lines(text, source)[0]
 
 
+def _place(mark, text: str) -> str:
+    """A YAML error's place in words: its line and column, or the end of the file (PyYAML
+    names the line after the last, which a two-line file has not)."""
+    if mark.line >= len(text.splitlines()):
+        return "the end of the file"
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
 def parse_yaml_lines(text: str, source: str) -> tuple[object, dict[tuple, int]]:
     """`parse_yaml`'s document and the line of each key and list item in it (`_lines`), for
     an error of the schema to name."""
@@ -233,8 +243,12 @@ def parse_yaml_lines(text: str, source: str) -> tuple[object, dict[tuple, int]]:
         raise RecipeError(one_line(f"{source}: {e}")) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = ", ".join(p for p in (e.context, e.problem) if p) or "malformed"
+        at = f" at {_place(mark, text)}" if mark else ""
+        context = e.context
+        if context and e.context_mark and e.problem_mark and (
+                e.context_mark.line != e.problem_mark.line):  # where the unclosed thing began
+            context += f" (begun at {_place(e.context_mark, text)})"
+        problem = ", ".join(p for p in (context, e.problem) if p) or "malformed"
         if "'\\t'" in problem:  # PyYAML's words for a tab where indentation or a token goes
             problem += "; allowed: spaces (YAML indents with spaces, never tabs)"
         raise RecipeError(one_line(f"{source}: YAML syntax error{at}: {problem}")) from None

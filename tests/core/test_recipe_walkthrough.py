@@ -65,6 +65,14 @@ def test_a_choice_not_close_to_any_suggests_none(tmp_path, cli):
     assert "did you mean" not in res.err
 
 
+def test_an_unclosed_bracket_names_where_it_began(tmp_path, cli):
+    """PyYAML finds an unclosed `{` where the next key fails, lines below it: the line it
+    began on is named too."""
+    path = _copy(tmp_path, ("{n_heads: 4,", "{n_heads: 4\n  "))
+    _one_line(cli("build", path), path, "YAML syntax error at line 13, column",
+              "while parsing a flow mapping (begun at line 12,")
+
+
 @pytest.mark.parametrize("edit, at", [
     (("  default: mamba", "\tdefault: mamba"), "line 10, column 1"),
     (("{n_heads: 4,", "{n_heads: 4,\t"), "line 12"),
