@@ -56,7 +56,7 @@ def block_setting(mode: str | None, G: int | None, K: int | None,
         if given is None and K is not None:  # --steps alone, on a recipe of G 1
             raise UsageError(f"--steps {K}: a model of block size 1 decodes autoregressively "
                              "unless told otherwise, with no denoising steps; drop --steps, or "
-                             "give --G N (or --mode diffusion) to decode in blocks")
+                             f"give --G N (at least {K}) to decode in blocks of N")
         given_too = [f"--G {G}"] * (G not in (None, 1)) + [f"--steps {K}"] * (K is not None)
         if given_too:
             raise UsageError("--mode ar decodes with G 1 and no denoising steps; drop "

@@ -89,6 +89,16 @@ def test_bad_figures_exit_2_in_one_line(args, message):
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(message)
 
 
+def test_steps_on_an_autoregressive_recipe_suggests_what_runs():
+    """`--steps 2` of a G 1 recipe suggested `--mode diffusion`, which then failed (K 2 > G 1);
+    the G it suggests takes those steps."""
+    proc = _run_fsc("attn_7b", "--steps", "2")  # (a recipe of block size 1)
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "--mode diffusion" not in said, said
+    assert "give --G N (at least 2) to decode in blocks of N" in said
+    assert _run_fsc("attn_7b", "--G", "2", "--steps", "2").returncode == 0
+
+
 @pytest.mark.parametrize("args", [
     ["--B", "0"], ["--bandwidth", "0"], ["--tflops", "-1"], ["--memory", "0"], ["--G", "0"],
     ["--steps", "0"], ["--mode", "ar", "--G", "4"], ["--mode", "sideways"],
