@@ -143,7 +143,12 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                       data_digest=file_digest(settings["data"]),
                       started_from=(started_from(source)
                                     if origin is None and is_checkpoint(source) else None))
-    return _checked(cfg, recipe, source, None)
+    notes = ()
+    if is_checkpoint(source) and Source.read(source).starts_with_bos():
+        notes = (f"note: {source} begins its text with BOS; training sequences begin without "
+                 "it, so the steps saved here decode without BOS (docs/training.md, One BOS "
+                 "convention)",)
+    return replace(_checked(cfg, recipe, source, None), notes=notes)
 
 
 def _refuse_published_weights(source: str) -> None:

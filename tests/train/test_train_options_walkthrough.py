@@ -141,3 +141,26 @@ def test_empty_data_is_said_so_not_read_as_the_current_directory(fsc_main, tmp_p
                    "1", "--out", tmp_path / "run")
     _one_line(res, "--data is empty; give a task, a corpus, a text file or hf:NAME")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow  # two trainings
+def test_training_on_from_a_model_that_begins_with_bos_says_the_steps_will_not(fsc_main,
+                                                                              tmp_path):
+    """An import whose tokenizer begins a text with BOS, trained on: the steps save `bos:
+    false` (training sequences never begin with it) and decode without it, unsaid; a note
+    says so. A checkpoint without BOS gets none."""
+    from fsc.checkpoint.io import save_checkpoint
+    from fsc.model.lm import build_model
+    from fsc.recipe import load_recipe
+
+    model = build_model(load_recipe("tiny_attn"), seed=0)
+    save_checkpoint(model, tmp_path / "bos", bos=True)
+    save_checkpoint(model, tmp_path / "plain")
+    run = ("--data", "copy", "--seq-len", "16", "--train-steps", "1", "--batch", "2")
+    res = fsc_main("train", "bos", *run, "--out", "a")
+    assert res.returncode == 0, res.stderr
+    assert ("note: bos begins its text with BOS; training sequences begin without it, so the "
+            "steps saved here decode without BOS") in " ".join(res.stderr.split())
+    assert json.loads((tmp_path / "a" / "step-000001" / "config.json").read_text())["bos"] is False
+    res = fsc_main("train", "plain", *run, "--out", "b")
+    assert res.returncode == 0 and "BOS" not in res.stderr, res.stderr
