@@ -39,7 +39,9 @@ class _Console(Console):
 
 
 out = _Console(width=None if _SIZED else 160, markup=False, emoji=False)
-err = _Console(stderr=True, markup=False, emoji=False)  # progress and logs: stderr
+# progress and logs: stderr; a line of it in a log file or a pipe stays one line (rich would
+# break it at 80 columns, in a path or a number), while a terminal folds it at its width
+err = _Console(stderr=True, markup=False, emoji=False, soft_wrap=not sys.stderr.isatty())
 
 INVOKED: list[str] = []  # the arguments fsc was run with (fsc.cli.main.main sets them)
 

@@ -169,7 +169,7 @@ def _against(source: str, prompt_ids: str | None, seed: int, as_json: bool) -> N
                   f"{rep.transformers_version}, fp32, G 1, cached: logits max relative error "
                   f"{rep.max_rel_err:.2e} (tolerance {rep.tol:.0e}); greedy {len(rep.fsc_tokens)} "
                   f"tokens {'the same' if rep.fsc_tokens == rep.reference_tokens else 'DIFFER'}",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)  # (one line, as a log keeps it)
         from rich.text import Text
 
         out.print(Text("exact", style="green") if rep.exact else Text("NOT exact", style="red"))
@@ -186,7 +186,7 @@ def _render(rep) -> None:
     if rep.reduced_width:
         out.print(f"{name} has more than {MAX_FP32_WEIGHT_BYTES // 2**20} MiB of fp32 weights: "
                   f"checked the same layer plan at d_model {rep.d_model} "
-                  f"({printable(rep.checked)}) with seeded weights")
+                  f"({printable(rep.checked)}) with seeded weights", soft_wrap=True)
     out.print(Text(f"weights: {rep.weights}"))  # (seeded, a checkpoint's or a published model's)
     no = Text("NO", style="red")
     run = f"G {rep.G}, B {rep.B}, {rep.blocks} blocks ({rep.tokens} tokens)"

@@ -182,3 +182,16 @@ def test_a_qwen_window_is_read_where_layers_slide(tmp_path, family):
         tmp_path / "w1", {**windowed, "max_window_layers": 1})
     # from layer 0 on: every layer slides alike, the recipe's window (16 keys: 15 before)
     assert "window: 15" in _recipe(tmp_path / "w0", {**windowed, "max_window_layers": 0})
+
+
+@pytest.mark.slow  # a published model saved and imported
+def test_a_line_on_stderr_stays_one_line_in_a_log(fsc_main, tmp_path):
+    """stderr read by a pipe or a log file: rich broke a line at 80 columns, before a path
+    ("importing ... weights from qwen2 into \\n/tmp/.../ck ..."); it stays one line, as a log
+    reader and grep need."""
+    save_published("qwen2", tmp_path / "qwen2")
+    out = tmp_path / ("a_folder_with_a_long_name_" * 2) / "ck"
+    res = fsc_main("import", "qwen2", "--out", out, "--store", tmp_path / "st")
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if ln.startswith("importing")]
+    assert said == [f"importing Qwen2ForCausalLM weights from qwen2 into {out} ..."], res.stderr
