@@ -97,7 +97,7 @@ def _share(total: int, memory: int) -> str:
         return ">100%"
     if total < memory and pct >= 99.5:
         return "<100%"
-    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+    return "<1%" if 0 < pct < 0.5 else f"{pct:,.0f}%"
 
 
 def _rate(v: float) -> str:
@@ -126,8 +126,8 @@ def _render(e) -> None:
     mem.add_row("cache, room for S + G", fmt_bytes(d["cache_capacity_bytes"]), "what is allocated")
     mem.add_row("activations", fmt_bytes(d["activation_bytes"]), "estimate, fused kernels")
     mem.add_row("total", fmt_bytes(d["total_bytes"]),
-                f"{_share(d['total_bytes'], spec.memory_bytes)} of the "
-                f"{_gb(spec.memory_bytes)} device")
+                f"{_share(d['total_bytes'], spec.memory_bytes)} of the device's "
+                f"{fmt_bytes(spec.memory_bytes)} ({_gb(spec.memory_bytes)})")
     mem.add_row("fits", "yes" if d["fits"] else "NO", "")
     mem.add_row("max batch at this S", f"{d['max_batch']:,}", "")
     oom = d["oom_context"]
@@ -152,7 +152,7 @@ def _render(e) -> None:
     out.print(passes)
     per = "token: t_fold" if e.mode == "ar" else f"block: {e.K}·t_step + t_fold"
     out.print(f"time per {per} = {_num(d['block_ms'])} ms; tokens/s at the floor = "
-              f"B·G / that = {_rate(d['tokens_per_s'])}")
+              f"{'B' if e.mode == 'ar' else 'B·G'} / that = {_rate(d['tokens_per_s'])}")
 
     c = d["comparison"]
     if c is None:  # G = 1: block diffusion at G 1 is ar with a masked step added

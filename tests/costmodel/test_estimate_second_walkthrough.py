@@ -44,13 +44,14 @@ def test_the_share_of_the_device_agrees_with_fits(cli, wide, memory, share, fits
     args = ("estimate", "hybrid_3b", "--S", "200000", "--B", "8", "--memory", memory)
     assert json.loads(cli(*args, "--json").out)["total_bytes"] == 87_861_558_560
     said = _said(cli(*args).out)
-    assert f"total 81.8 GiB {share} of the {float(memory):.2f} GB device" in said
+    gib = f"{float(memory) * 1e9 / 2**30:.1f} GiB"  # the device's size in the total's unit
+    assert f"total 81.8 GiB {share} of the device's {gib} ({float(memory):.2f} GB)" in said
     assert f"fits {fits}" in said and " 100% " not in said
 
 
 def test_a_few_mib_is_not_zero_percent_of_the_device(cli, wide):
     said = _said(cli("estimate", "tiny_hybrid").out)
-    assert "total 3.53 MiB <1% of the 85.52 GB device" in said
+    assert "total 3.53 MiB <1% of the device's 79.6 GiB (85.52 GB)" in said
 
 
 def test_a_small_tokens_per_s_is_not_printed_as_zero(cli, wide):
@@ -60,7 +61,7 @@ def test_a_small_tokens_per_s_is_not_printed_as_zero(cli, wide):
     tps = json.loads(cli(*args, "--json").out)["tokens_per_s"]
     assert 0 < tps < 0.05
     said = _said(cli(*args).out)
-    assert f"tokens/s at the floor = B·G / that = {tps:.3g} " in said + " "
+    assert f"tokens/s at the floor = B / that = {tps:.3g} " in said + " "  # (ar: G 1)
 
 
 def test_the_g1_hint_names_a_command_that_works(cli, wide):
