@@ -50,6 +50,7 @@ from fsc.sections import (
     Bad,
     Section,
 )
+from fsc.text import counted
 
 DType = Literal["bf16", "fp16", "fp32"]
 
@@ -79,8 +80,9 @@ class Placement(Section):
             if twice is not None:
                 raise Bad(("positions",), f"layer {twice} is listed twice", self.positions)
             if self.count is not None and self.count != len(self.positions):
-                raise Bad(("count",), f"positions has {len(self.positions)} entries but count "
-                           f"is {self.count}", self.count, "the number of positions, or no count")
+                raise Bad(("count",), f"positions lists {counted(len(self.positions), 'layer')} "
+                           f"but count is {self.count}", self.count,
+                           "the number of positions, or no count")
             if self.placement is not None:
                 raise Bad(("placement",), "applies to count, not to explicit positions",
                           self.placement, "placement beside count, without positions")

@@ -198,7 +198,9 @@ def _render(rep) -> None:
             t.add_row(c.what, f"{c.max_abs_err:.2e}", f"{c.tol:.1e}",
                       "yes" if c.exact else no)
     else:
-        t = Table(title=f"drift: cached {rep.dtype} (states {rep.state_dtype}) vs fp32 "
+        stateful = any(c.kind not in ("model", "attention") for c in rep.checks)
+        states = f" (states {rep.state_dtype})" if stateful else ""  # (attention holds none)
+        t = Table(title=f"drift: cached {rep.dtype}{states} vs fp32 "
                         f"block-causal, {run}; error relative to each block's largest "
                         "reference value")
         for col in ("check", "first block", "last block", "worst block", "tolerance", "ok"):

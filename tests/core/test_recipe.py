@@ -78,7 +78,7 @@ def test_hash_ignores_comments_and_key_order(tmp_path):
     (BASE + "layers: {default: mamba, attention: {positions: [2, 5]}}\nattention: {n_heads: 4}\n",
      "position 5 is outside 1..4"),
     (BASE + "layers: {default: mamba, attention: {positions: [1, 2], count: 3}}\nattention: {n_heads: 4}\n",
-     "positions has 2 entries but count is 3"),
+     "positions lists 2 layers but count is 3"),
     (BASE + "layers: {default: attention}\nattention: {n_heads: 8, n_kv_heads: 3, head_dim: 8}\n",
      "attention.n_heads: not a multiple of n_kv_heads 3 (got 8)"),
     (BASE + "layers: {pattern: MMXA}\n", "unknown letter 'X'"),

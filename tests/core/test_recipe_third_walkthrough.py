@@ -172,6 +172,14 @@ def test_nan_weights_are_named_not_blamed_on_the_cache(cli, tmp_path):
             "or inf") in _flat(res.out), res.out
 
 
+def test_the_drift_title_names_states_only_where_there_are_some(cli):
+    """`fsc verify tiny_attn --dtype bf16` said "(states fp32)" of a model that holds none."""
+    said = _flat(cli("verify", "tiny_attn", "--dtype", "bf16", "--length", "16").out)
+    assert "drift: cached bf16 vs fp32" in said and "states" not in said, said
+    said = _flat(cli("verify", "tiny_mamba", "--dtype", "bf16", "--length", "16").out)
+    assert "drift: cached bf16 (states fp32) vs fp32" in said, said
+
+
 def test_a_drift_check_past_its_tolerance_names_the_block(cli, monkeypatch):
     _broken(monkeypatch, "fold")
     res = cli("verify", "tiny_mamba", "--dtype", "bf16", "--length", "16")
