@@ -13,9 +13,9 @@ from fsc.text import counted
 
 @contextmanager
 def fold_bar() -> Iterator[Callable[[int, int], None]]:
-    """The prompt's fold as a bar on stderr, shown once it takes more than one pass (a long
-    prompt folds for minutes on a CPU), gone when it ends; what the prefill calls after each
-    pass (fsc.decode.folding)."""
+    """The prompt's fold as a bar on a terminal's stderr, shown once it takes more than one
+    pass (a long prompt folds for minutes on a CPU), gone when it ends; what the prefill calls
+    after each pass (fsc.decode.folding)."""
     from rich import progress as rp
 
     bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
@@ -24,6 +24,8 @@ def fold_bar() -> Iterator[Callable[[int, int], None]]:
 
     def report(done: int, total: int) -> None:  # (called only for several passes)
         nonlocal task
+        if not err.is_terminal:  # a log or a pipe: a transient bar leaves an empty line there
+            return
         if task is None:  # started here: a bar never shown leaves nothing (an empty line)
             bar.start()
             task = bar.add_task("folding the prompt, tokens", total=total)

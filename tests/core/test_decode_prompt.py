@@ -142,6 +142,11 @@ def test_a_fold_of_several_passes_shows_its_progress(fsc_main, tmp_path, monkeyp
     assert fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
                     "--json").returncode == 0  # one pass: no bar, nor the empty line of one
     assert screen.getvalue() == ""
+    # stderr a log or a pipe: no bar, whose end left an empty line there
+    monkeypatch.setattr("fsc.cli.decode_render.err", Console(file=screen, width=100))
+    assert fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
+                    "--prefill-chunk", "8", "--json").returncode == 0
+    assert screen.getvalue() == ""
 
 
 @pytest.mark.parametrize("mode", ["diffusion", "ar"])
