@@ -61,7 +61,7 @@ def decode_prompts(model, tok, recipe_name: str, records: list[tuple[str, dict]]
     except KeyboardInterrupt as e:
         said = (f"the first {written} of {counted(len(rows), 'prompt')} written" if written
                 else f"none of the {counted(len(rows), 'prompt')} written")
-        if written < len(rows):
+        if 0 < written < len(rows):
             said += f"; the rest, from {records[written][0]} on, were not"
         say(f"interrupted: {said}")
         raise typer.Exit(exit_code(signum_of(e))) from None

@@ -102,3 +102,18 @@ def test_a_stopped_run_keeps_whole_lines_and_says_where_it_stopped(fsc_main, tmp
     assert res.stdout.endswith("\n")
     assert ("interrupted: the first 2 of 3 prompts written; the rest, from line 4 on, were not"
             in _said(res))
+
+
+def test_a_stop_before_any_prompt_is_written_says_so_once(fsc_main, tmp_path, monkeypatch):
+    """"none of the 3 prompts written; the rest, from line 1 on, were not": the rest of
+    none."""
+    from fsc import decode
+
+    def stopped(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(decode, "generate_batch", stopped)
+    (tmp_path / "p.txt").write_text("Once\n\nHi there\nabc\n")
+    res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--length", "4")
+    assert res.returncode == 130 and res.stdout == ""
+    assert res.stderr.strip().splitlines()[-1] == "interrupted: none of the 3 prompts written"
