@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 from fsc.errors import UsageError
@@ -50,7 +51,8 @@ def read_prompt_file(path: Path) -> str:
     its start (as `read_prompts`), so that a file holding `Once upon` is the prompt `--prompt
     "Once upon"` is; a prompt that ends in a newline is written with two. UsageError, one
     line, for a file that is missing, not a regular file (a FIFO is refused at once, never
-    waited on), unreadable, not UTF-8 or empty."""
+    waited on), unreadable, not UTF-8 or empty. `-` reads standard input to its end (see
+    `_file_text`)."""
     text = _file_text(path, "--prompt-file").removeprefix("\ufeff")
     return text.removesuffix("\n").removesuffix("\r") if text.endswith("\n") else text
 
@@ -88,11 +90,13 @@ def read_prompts(path: Path) -> list[tuple[str, dict]]:
     named as one of `WRITTEN`); a `.json` file holds an array of prompts, each a string or
     such an object (or, named .json, JSON lines); any other file holds one prompt a line, as it
     is (the line's end aside). Blank lines are skipped, and a UTF-8 byte order mark before the
-    first line. UsageError, one line naming the line or item, for one that is not such a
-    prompt; or for a file that holds no prompt or cannot be read as `read_prompt_file` says."""
+    first line. `-` reads standard input, which has no suffix: its first character tells
+    (`_piped_suffix`). UsageError, one line naming the line or item, for one that is not such
+    a prompt; or for a file that holds no prompt or cannot be read as `read_prompt_file`
+    says."""
     where = f"--prompts {printable(str(path), 120)}"
     text = _file_text(path, "--prompts").removeprefix("\ufeff")  # a BOM is no prompt's part
-    suffix = path.suffix.lower()
+    suffix = _piped_suffix(text) if str(path) == "-" else path.suffix.lower()
     found = _array(text, where) if suffix == ".json" else None
     if found is None:
         found = []
@@ -104,6 +108,13 @@ def read_prompts(path: Path) -> list[tuple[str, dict]]:
     if not found:
         raise UsageError(f"{where}: holds no prompt (only blank lines)")
     return found
+
+
+def _piped_suffix(text: str) -> str:
+    """The suffix standard input is read as, having none: `.json` where its text begins
+    (blanks aside) with `[`, `.jsonl` with `{` (what `jq -c` writes), else none (a prompt a
+    line; a prompt that begins with either is read from a file of another suffix)."""
+    return {"[": ".json", "{": ".jsonl"}.get(text.lstrip()[:1], "")
 
 
 def _array(text: str, where: str) -> list[tuple[str, dict]] | None:
@@ -136,8 +147,8 @@ def _record(line: str, where: str) -> dict:
         record = json.loads(line)
     except ValueError as e:
         raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)}); a .jsonl, .ndjson "
-                         "or .json file holds JSON (a file of another suffix, a prompt a "
-                         "line)") from None
+                         "or .json file holds JSON, as does standard input that begins with "
+                         "{ or [ (a file of another suffix, a prompt a line)") from None
     return _checked(record, where)
 
 
@@ -155,8 +166,11 @@ def _checked(record, where: str) -> dict:
 
 def _file_text(path: Path, option: str) -> str:
     """The whole text of a regular, non-empty UTF-8 file given to `option` (see
-    `read_prompt_file`)."""
+    `read_prompt_file`); `-` is standard input, read to its end, refused where it is a
+    terminal (a prompt typed there would be taken for a file's lines without a word)."""
     where = f"{option} {printable(str(path), 120)}"
+    if str(path) == "-":
+        return _decoded(_piped(where), where)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
@@ -166,6 +180,25 @@ def _file_text(path: Path, option: str) -> str:
         raise UsageError(f"{where}: cannot read ({e.strerror or e})") from None
     if data is None:
         raise UsageError(f"{where}: is not a regular file (a FIFO or a device)")
+    return _decoded(data, where)
+
+
+def _piped(where: str) -> bytes:
+    """The whole of standard input (`where`: the option and `-`, as errors name it)."""
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        raise UsageError(f"{where}: standard input is closed")
+    if stdin.isatty():
+        raise UsageError(f"{where}: reads standard input, a terminal here; pipe the text in "
+                         f"({where} < FILE, or cat FILE | fsc ...)")
+    try:
+        return stdin.buffer.read()
+    except OSError as e:
+        raise UsageError(f"{where}: cannot read standard input ({e.strerror or e})") from None
+
+
+def _decoded(data: bytes, where: str) -> str:
+    """The UTF-8 text of a non-empty file's `data`."""
     if not data:
         raise UsageError(f"{where}: is empty")
     try:

@@ -12,9 +12,8 @@ from fsc.cli.bounds import MAX_B, MAX_S, size
 from fsc.cli.common import (
     Backend,
     BackendOpt,
-    JsonOpt,
+    MAX_SEED,
     Mode,
-    SeedOpt,
     choices,
     finite,
     given_options,
@@ -41,13 +40,15 @@ def decode(
         "token ids (e.g. 1,2,3), instead of --prompt; no BOS is added.")] = None,
     prompt_file: Annotated[list[Path] | None, typer.Option(
         "--prompt-file", metavar="FILE", help="One long prompt: the whole of a UTF-8 text "
-        "file but for its final line end, instead of --prompt.", show_default=False)] = None,
+        "file (-: standard input) but for its final line end, instead of --prompt.", show_default=False)] = None,
     prompts: Annotated[list[Path] | None, typer.Option(
         "--prompts", metavar="FILE", help="Many prompts, one a line (blank lines skipped), "
         "a .jsonl (or .ndjson) file of objects with a string 'prompt' (other fields kept), or "
-        "a .json array of strings or such objects; decoded in batches, one JSON line a result "
+        "a .json array of strings or such objects (-: standard input, JSON where it begins "
+        "with { or [); decoded in batches, one JSON line a result "
         "on stdout in the file's order, each batch's as it ends. Row i (from 0) draws from "
-        "the seed fsc.seeds.derive(--seed, i); its stats give row, line and seed.",
+        "the seed fsc.seeds.derive(--seed, i); its stats give row, line and seed (a recipe's "
+        "random weights stay --seed's: fsc build --save them to decode a row alone).",
         show_default=False)] = None,
     batch: Annotated[int | None, typer.Option(
         "--batch", min=1, max=MAX_B, help=f"With --prompts: rows decoded together (default "
@@ -100,7 +101,9 @@ def decode(
                                     "temperature 1, before the cuts), or random (a seeded order).",
                                     show_default=False)
     ] = None,
-    seed: SeedOpt = 0,
+    seed: Annotated[int, typer.Option(
+        "--seed", min=0, max=MAX_SEED, help="Seed of the sampling, and of a recipe's random "
+        "weights.")] = 0,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Recompute the whole prefix at every step.")
     ] = False,
@@ -121,7 +124,8 @@ def decode(
     backend: BackendOpt = Backend.auto,
     device: Annotated[str, typer.Option(
         "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")] = "auto",
-    as_json: JsonOpt = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout "
+                                          "(--prompts prints JSON lines in any case).")] = False,
 ) -> None:
     """Generate text; prints it with the generation's tokens, seconds, tokens/s, blocks and
     forward passes, the sampling, and the prompt's fold apart (its time and passes).

@@ -56,7 +56,8 @@ def verify(
              "one; 1024 tokens' worth in bf16/fp16).")] = None,
     length: Annotated[str | None, typer.Option(
         "--length", callback=size(1, MAX_TOKENS, "--length"), show_default=False,
-        help="Tokens decoded, instead of --blocks, e.g. 256 or 1k.")] = None,
+        help="Tokens decoded, instead of --blocks, e.g. 256 or 1k: rounded up to whole "
+        "blocks, as the title says.")] = None,
     dtype: Annotated[DType, typer.Option(
         "--dtype", help="fp32: exactness. bf16/fp16: the recipe's states, drift against fp32.")
     ] = DType.fp32,

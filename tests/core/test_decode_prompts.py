@@ -2,8 +2,11 @@
 file's order, each the tokens of its prompt decoded alone (row i with the seed derived from
 --seed and i); bad input refused on one line (exit 2, nothing on stdout) before any weight."""
 
+import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +54,22 @@ def test_each_sampled_row_is_its_prompt_decoded_alone_with_its_derived_seed(fsc_
                                     check=0).stdout)
         assert row["prompt_ids"] == alone["prompt_ids"]
         assert row["token_ids"] == alone["token_ids"] and row["text"] == alone["text"]
+
+
+@pytest.mark.slow
+def test_a_row_of_a_recipe_is_decoded_alone_as_the_help_says(fsc_main, tmp_path):
+    """On a recipe --seed seeds the weights too, so a row's own seed alone draws other weights:
+    the help's way, fsc build --save the weights of --seed, then decode the row from them."""
+    assert "fsc build --save them to decode a row alone" in " ".join(
+        fsc_main("decode", "--help", check=0).stdout.split())
+    (tmp_path / "p.txt").write_text("Once upon\nhi\n")
+    sampled = ("--length", "6", "--temperature", "1")
+    row = _lines(fsc_main("decode", "tiny_attn", *sampled, "--prompts", "p.txt", "--seed", "3"))[1]
+    assert row["stats"]["weights"] == "seeded random weights (seed 3, untrained)"
+    fsc_main("build", "tiny_attn", "--seed", "3", "--save", "ck", "--store", "st", check=0)
+    alone = json.loads(fsc_main("decode", "ck", *sampled, "--prompt", "hi", "--json", "--seed",
+                                str(row["stats"]["seed"]), check=0).stdout)
+    assert alone["token_ids"] == row["token_ids"]
 
 
 @pytest.mark.parametrize("name, mode", [("tiny_hybrid", "diffusion"), ("tiny_mamba", "ar")])
@@ -301,3 +320,62 @@ def test_prompt_text_the_tokenizer_drops_is_said(fsc_main, tmp_path):
     res = fsc_main(*run[:-1], "--prompts", "p.txt")
     assert res.returncode == 0 and "(and 1 other prompt) holds text" in res.stderr, res.stderr
     assert "note:" not in fsc_main(*run, "--prompt", "cafe").stderr
+
+
+class _Stdin(io.TextIOWrapper):
+    """Standard input holding `data`, a pipe's or a terminal's."""
+
+    def __init__(self, data: bytes, tty: bool = False):
+        super().__init__(io.BytesIO(data), encoding="utf-8")
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("suffix, data", [
+    (".txt", "Once upon\n\nhi\n"),
+    (".jsonl", '{"id": 1, "prompt": "Once upon"}\n{"id": 2, "prompt": "hi"}\n'),
+    (".json", '  ["Once upon", {"prompt": "hi", "id": 2}]'),
+])
+def test_prompts_dash_reads_standard_input_as_the_file_it_begins_like(fsc_main, tmp_path,
+                                                                      monkeypatch, suffix, data):
+    """`--prompts -`: piped prompts, as jq -c or cat writes them, read as the file of that
+    suffix is (JSON where they begin with { or [)."""
+    (tmp_path / f"p{suffix}").write_text(data)
+    run = ("decode", "tiny_attn", "--length", "4", "--temperature", "1")
+    from_file = _lines(fsc_main(*run, "--prompts", f"p{suffix}"))
+    monkeypatch.setattr(sys, "stdin", _Stdin(data.encode()))
+    piped = _lines(fsc_main(*run, "--prompts", "-"))
+    assert len(piped) == 2 and [r["prompt"] for r in piped] == ["Once upon", "hi"]
+    for row in (*piped, *from_file):
+        row["stats"] = {k: row["stats"][k] for k in ("seed", "row", "line")}
+    assert piped == from_file
+
+
+def test_prompt_file_dash_is_standard_input_as_a_file_is(fsc_main, tmp_path, monkeypatch):
+    run = ("decode", "tiny_attn", "--length", "4", "--json")
+    alone = json.loads(fsc_main(*run, "--prompt", "Once upon", check=0).stdout)
+    monkeypatch.setattr(sys, "stdin", _Stdin("\ufeffOnce upon\r\n".encode()))
+    piped = json.loads(fsc_main(*run, "--prompt-file", "-", check=0).stdout)
+    assert piped["prompt"] == "Once upon" and piped["token_ids"] == alone["token_ids"]
+
+
+@pytest.mark.parametrize("option", ["--prompts", "--prompt-file"])
+def test_standard_input_that_is_a_terminal_or_empty_is_refused(fsc_main, monkeypatch, option):
+    """A terminal is refused, not waited on: a prompt typed there would be read for a file."""
+    monkeypatch.setattr(sys, "stdin", _Stdin(b"hi\n", tty=True))
+    _refused(fsc_main("decode", "tiny_attn", option, "-"),
+             f"error: {option} -: reads standard input, a terminal here; pipe the text in "
+             f"({option} - < FILE")
+    monkeypatch.setattr(sys, "stdin", _Stdin(b""))
+    _refused(fsc_main("decode", "tiny_attn", option, "-"), f"error: {option} -: is empty")
+
+
+@pytest.mark.slow
+def test_a_real_pipe_feeds_prompts_dash(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "fsc", "decode", "tiny_attn", "--length", "4",
+                          "--prompts", "-"], input=b'{"prompt": "hi"}\n', cwd=tmp_path,
+                         capture_output=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["prompt_ids"] == [104, 105]
