@@ -98,6 +98,12 @@ def read_config(directory: Path, source: str) -> Config:
     if directory.exists() and not directory.is_dir():
         raise ImportRefused(f"{source}: not a folder; a published model is a folder with "
                             f"{CONFIG}, published/NAME or hf:ORG/NAME")
+    if not directory.exists():
+        raise ImportRefused(f"{source}: no such folder; a published model is a folder with "
+                            f"{CONFIG}, published/NAME or hf:ORG/NAME")
+    if not path.exists():
+        raise ImportRefused(f"{source}: holds no {CONFIG}, so no published model (whose folder "
+                            f"holds {CONFIG}, its weights and tokenizer)")
     try:
         data = json.loads(path.read_text())
     except OSError as e:

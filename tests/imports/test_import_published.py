@@ -188,7 +188,11 @@ def test_weights_that_do_not_fit_are_refused(published, fsc_main, tmp_path):
     assert not (tmp_path / "ck").exists()
     (src / "config.json").unlink()
     res = fsc_main("import", src)
-    assert res.returncode == 2 and "cannot read config.json" in res.stderr
+    assert res.returncode == 2 and f"{src}: holds no config.json, so no" in res.stderr
+    res = fsc_main("import", "nonexistent")
+    assert res.returncode == 2 and res.stderr == (
+        "error: nonexistent: no such folder; a published model is a folder with config.json, "
+        "published/NAME or hf:ORG/NAME\n")
 
 
 def test_the_multi_token_prediction_head_is_left_out(published, fsc_main, tmp_path):

@@ -98,7 +98,7 @@ def test_import_reads_a_published_model_by_name_from_anywhere(fsc_main, tmp_path
                           "that name (`fsc recipes` lists them)\n")
     (tmp_path / "published" / "Qwen3-8B").mkdir(parents=True)  # a folder here comes first
     res = fsc_main("import", "published/Qwen3-8B")
-    assert res.returncode == 2 and "published/Qwen3-8B: cannot read config.json" in res.stderr
+    assert res.returncode == 2 and "published/Qwen3-8B: holds no config.json, so no published model" in res.stderr
 
 
 def test_import_help_names_every_family_it_imports(fsc_main):
