@@ -11,7 +11,8 @@ decoder cannot apply as transformers' generate would is refused), so an imported
 and answers what transformers does.
 
 model_args: pretrained (a checkpoint or training directory, or a recipe: its seeded weights),
-mc_samples (diffusion: draws per block, 32), seed (0), max_length (`context_length`: a
+mc_samples (diffusion: draws per block, 32; refused for an autoregressive model, whose
+likelihoods are exact), seed (0), max_length (`context_length`: a
 published model's own, else 2048), steps (diffusion generation: K, default G), cached (true:
 the Monte Carlo reads against the folded context; false recomputes it each draw),
 max_gen_toks (256); device and batch_size come from the harness's own --device and
@@ -36,7 +37,7 @@ from lm_eval.models.utils import normalize_gen_kwargs
 
 from fsc.decode import DecodeConfig, generate_batch
 from fsc.errors import UsageError
-from fsc.harness import DEFAULT_MAX_LENGTH
+from fsc.harness import DEFAULT_MAX_LENGTH, MC_SAMPLES
 from fsc.harness.likelihood import ar_batch, diffusion_loglikelihood, fold_prefix
 from fsc.jsonsafe import json_object
 from fsc.loading import load_model, torch_device
@@ -72,7 +73,8 @@ def _integer(name: str, value, low: int) -> int:
     return int(text)
 
 
-def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_samples: int = 32,
+def checked_args(pretrained: str | None = None, batch_size: int | str = 16,
+                 mc_samples: int | None = None,
                  seed: int = 0, max_length: int | None = None, steps: int | None = None,
                  cached: bool = True, max_gen_toks: int = MAX_GEN_TOKS, **harness) -> dict:
     """The model's arguments (model_args and the harness's --batch_size) checked, as the model
@@ -91,7 +93,7 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
     if str(pretrained).startswith("hf:"):  # not seeded weights under a published model's name
         raise UsageError(f"model_args pretrained: the harness would score seeded random "
                          f"weights: {config_alone(str(pretrained))}")
-    got = {"mc": _integer("model_args mc_samples", mc_samples, 1),
+    got = {"mc": None if mc_samples is None else _integer("model_args mc_samples", mc_samples, 1),
             "seed": _integer("model_args seed", seed, 0),
             "max_length": (None if max_length is None
                            else _integer("model_args max_length", max_length, 2)),
@@ -100,7 +102,11 @@ def checked_args(pretrained: str | None = None, batch_size: int | str = 16, mc_s
             "batch_size": (16 if str(batch_size).startswith("auto")
                            else _integer("--batch_size", batch_size, 1)),
             "cached": _flag("model_args cached", cached)}
-    return got | {"source": str(resolve_checkpoint(str(pretrained)))}
+    source = str(resolve_checkpoint(str(pretrained)))
+    if got["mc"] is not None and Source.read(source).recipe.block_size == 1:
+        raise UsageError(f"model_args mc_samples={mc_samples}: {pretrained} is autoregressive "
+                         "(G 1): its likelihoods are exact, drawn by no Monte Carlo")
+    return got | {"source": source}
 
 
 def generation_steps(steps: int | None, G: int, source: str,
@@ -260,7 +266,8 @@ class FscLM(TemplateLM):
     def __init__(self, pretrained: str | None = None, device: str = "cpu", **args) -> None:
         super().__init__()
         got = checked_args(pretrained, **args)  # (see `checked_args` for the arguments)
-        self.mc, self.seed, self.batch_size = got["mc"], got["seed"], got["batch_size"]
+        self.mc = MC_SAMPLES if got["mc"] is None else got["mc"]
+        self.seed, self.batch_size = got["seed"], got["batch_size"]
         self.max_gen_toks = got["max_gen_toks"]
         steps, source = got["steps"], got["source"]
         asked = str(device)  # the harness's default is cuda:0: without CUDA, the CPU

@@ -338,7 +338,7 @@ def evaluate_harness(request: HarnessRequest, st, command: str) -> Harnessed:
     src, (mode, G, K) = check(request)
     # the length requests are cut to, as read (a published model's own by default): recorded
     request = replace(request, max_length=request.max_length or context_length(src),
-                      mc_samples=request.mc_samples or MC_SAMPLES)
+                      mc_samples=request.mc_samples or (MC_SAMPLES if G > 1 else None))
     with _quiet():
         manager = task_manager(request)
     tracker = (EvaluationTracker(output_path=request.output_path)

@@ -42,6 +42,8 @@ def _error(err: str) -> str:
          "or a recipe)"),
     (["--model_args", "pretrained=AR,mc_samples=abc"],
      "error: model_args mc_samples=abc: expected an integer of at least 1"),
+    # an autoregressive model's likelihoods are exact: no draws to set (fsc eval refuses it too)
+    (["--model_args", "pretrained=AR,mc_samples=64"], "error: model_args mc_samples=64: "),
     (["--model_args", "pretrained=AR,mc_sample=1"],
      "error: model_args mc_sample: not an argument of the model fsc (pretrained, mc_samples, "
      "seed, max_length, steps, cached, max_gen_toks)"),
@@ -70,6 +72,9 @@ def test_bad_model_args_are_one_line(harness_cli, made, model_args, says, monkey
                                "--tasks", "fsc_choice", "--include_path", tasks,
                                "--device", "cpu")
     assert code == 2 and _error(err).startswith(says), err
+    if "mc_samples=64" in says:
+        assert _error(err).endswith(f"{ar} is autoregressive (G 1): its likelihoods are exact, "
+                                    "drawn by no Monte Carlo")
 
 
 @pytest.mark.parametrize("shadow", [False, True])

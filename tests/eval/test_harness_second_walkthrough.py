@@ -53,7 +53,8 @@ def test_a_continuation_longer_than_max_length_is_refused_before_the_model_is_as
     from fsc.errors import UsageError
     from fsc.harness.lm import FscLM
 
-    lm = FscLM(str(ar_recipe) if source == "AR" else source, max_length=8, mc_samples=2)
+    lm = (FscLM(str(ar_recipe), max_length=8) if source == "AR"
+          else FscLM(source, max_length=8, mc_samples=2))
     with pytest.raises(UsageError, match="loglikelihood: a continuation of 20 tokens is longer "
                        r"than max_length 8; --max-length N \(model_args max_length=N\)"):
         lm.loglikelihood(_requests("loglikelihood", ("ab", "c" * 20)))
