@@ -129,7 +129,8 @@ def _render(e) -> None:
                 f"{_share(d['total_bytes'], spec.memory_bytes)} of the device's "
                 f"{fmt_bytes(spec.memory_bytes)} ({_gb(spec.memory_bytes)})")
     mem.add_row("fits", "yes" if d["fits"] else "NO", "")
-    mem.add_row("max batch at this S", f"{d['max_batch']:,}", "")
+    mem.add_row("max batch at this S", f"{d['max_batch']:,}",
+                f"memory's bound; fsc's --B is at most {MAX_B:,}" if d["max_batch"] > MAX_B else "")
     oom = d["oom_context"]
     if oom == 0:  # nothing fits, whatever S: say what does not
         mem.add_row("memory runs out", "already", "the weights alone do not fit"
@@ -138,7 +139,8 @@ def _render(e) -> None:
                     f"activations do not fit at B = {e.B}, even at S 0")
     else:
         mem.add_row("memory runs out at S", "never" if oom is None else f"{oom:,}",
-                    "no growing cache" if oom is None else f"at B = {e.B}")
+                    "no growing cache" if oom is None else f"at B = {e.B}" + (
+                        f"; fsc's --S is at most {MAX_S:,}" if oom > MAX_S else ""))
     out.print(mem)
 
     passes = Table(title="Per pass at the roofline floor")

@@ -64,6 +64,19 @@ def test_weights_that_cannot_fit_are_said_so_not_oom_at_S_0(app, monkeypatch):
         assert says in shown and "memory runs out │ already" in shown
 
 
+def test_a_bound_past_fscs_own_says_so(app, monkeypatch):
+    """A tiny model's largest batch (158,174) and the S where its memory runs out (167M) are
+    memory's, past what --B and --S take: said beside them, not left to a refusal."""
+    from fsc.cli.common import out
+
+    monkeypatch.setattr(out, "width", 200)
+    shown = " ".join(CliRunner().invoke(app, ["estimate", "tiny_attn", "--S", "1k"]).stdout.split())
+    assert "max batch at this S │ 158,174 │ memory's bound; fsc's --B is at most 4,096" in shown
+    assert "runs out at S │ 167,032,062 │ at B = 1; fsc's --S is at most 16,777,216" in shown
+    shown = " ".join(CliRunner().invoke(app, ["estimate", "attn_3b", "--S", "1k"]).stdout.split())
+    assert "max batch at this S │ 260 │ │" in shown and "at most" not in shown
+
+
 def test_help_text_on_every_option(app):
     res = CliRunner().invoke(app, ["estimate", "--help"])
     assert res.exit_code == 0
