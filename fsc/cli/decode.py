@@ -10,9 +10,9 @@ import typer
 from fsc.blocks import POLICIES
 from fsc.cli.bounds import MAX_B, MAX_S, size
 from fsc.cli.common import (
+    MAX_SEED,
     Backend,
     BackendOpt,
-    MAX_SEED,
     Mode,
     choices,
     finite,
