@@ -16,7 +16,9 @@ fsc.verify_report, which the CLI reads before torch is imported.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -80,10 +82,12 @@ def check_memory(checked: Recipe, dtype: str, G: int, B: int, n_blocks: int, dev
 
 def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | None = None,
            seed: int = 0, device="cpu", checkpoint=None, dtype: str = "fp32",
-           published: str | None = None) -> VerifyReport:
+           published: str | None = None,
+           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """The report. With `checkpoint` (a directory) its verified weights are used, with
     `published` (a published model's folder) its own weights, unless the recipe has to be
-    checked at a reduced width."""
+    checked at a reduced width. `progress(done, total)` after each block checked, the model's
+    and each mixer kind's (a bf16 check of a 3B recipe runs for minutes on a CPU)."""
     G, n_blocks = plan(recipe, dtype, G, n_blocks)
     checked, reduced = _reduce(recipe)
     trained = checkpoint is not None or published is not None
@@ -111,7 +115,9 @@ def verify(recipe: Recipe, G: int | None = None, B: int = 2, n_blocks: int | Non
             ref.load_state_dict(model.state_dict())
         gen = torch.Generator().manual_seed(seed)
         run = _drift if low else _exact
-        checks = run(model, ref, checked, G, B, n_blocks, gen, device, dtype)
+        total, done = n_blocks * (1 + len(_mixers(checked))), itertools.count(1)
+        checks = run(model, ref, checked, G, B, n_blocks, gen, device, dtype,
+                     lambda: progress and progress(next(done), total))
 
     return VerifyReport(recipe.name, checked.name, reduced, weights, checked.d_model, G, B,
                         n_blocks, G * n_blocks, dtype, checked.state_dtype if low else "fp32",
@@ -123,7 +129,7 @@ def _mixers(checked):
     return [(kind, checked.layer_plan.index(kind)) for kind in dict.fromkeys(checked.layer_plan)]
 
 
-def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
+def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype, tick):
     """fp32: cached forward, fold (and a second forward: the first must not touch the cache)
     against the uncached forward, block by block."""
     T = G * n_blocks
@@ -138,6 +144,7 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
         fold = model.fold(blk, cache)
         errs += [(b, "step", (step - want[:, b * G : (b + 1) * G]).abs().max().item()),
                  (b, "fold", (fold - step).abs().max().item())]
+        tick()
     scale = want.abs().max().item()
     checks.append(_check("model logits", "model", errs, scale, LOGIT_TOL * max(1.0, scale)))
 
@@ -154,6 +161,7 @@ def _exact(model, ref, checked, G, B, n_blocks, gen, device, dtype):
             fold = mixer.fold(x[:, sl], cache)
             errs += [(b, what, (o - want[:, sl]).abs().max().item())
                      for what, o in (("step", step), ("again", again), ("fold", fold))]
+            tick()
         scale = max(want.abs().max().item(), 1e-30)
         checks.append(_check(f"{kind} mixer", kind, errs, scale, MIXER_TOL * scale))
     return checks
@@ -182,7 +190,7 @@ def _check(what: str, kind: str, errs: list[tuple[int, str, float]], scale: floa
     return Check(what, kind, worst, scale, tol, worst <= tol, first_wrong=wrong)
 
 
-def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
+def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype, tick):
     """bf16/fp16: the cached path in `dtype`, a step then a fold of each block in turn (as a
     decode runs them), against the fp32 uncached forward of `ref` over the same rounded
     weights."""
@@ -195,26 +203,29 @@ def _drift(model, ref, checked, G, B, n_blocks, gen, device, dtype):
     cache = model.empty_cache(B, T, device, block_size=G)
     with _routing(model, B) as picks:
         # a step routes as the fold after it: its picks are dropped, the fold's kept
-        got = _step_fold(model, tokens, cache, blocks, lambda: [c.pop() for c in picks.values()])
+        got = _step_fold(model, tokens, cache, blocks, tick,
+                         lambda: [c.pop() for c in picks.values()])
     with _routing(ref, B, follow=picks):
         want = ref.forward_blockwise(tokens, lengths)
     checks = [_errors("model logits", "model", LOGIT_DRIFT_FACTOR * tol, blocks, want, *got)]
     for kind, i in _mixers(checked):
         mixer = model.layers[i].mixer
         x = torch.randn(B, T, checked.d_model, generator=gen).to(device).to(model.dtype)
-        got = _step_fold(mixer, x, mixer.empty_cache(B, T, device), blocks)
+        got = _step_fold(mixer, x, mixer.empty_cache(B, T, device), blocks, tick)
         want = ref.layers[i].mixer.forward_blockwise(x.float(), lengths)
         checks.append(_errors(f"{kind} mixer", kind, tol, blocks, want, *got))
     return checks
 
 
-def _step_fold(module, inputs, cache, blocks, after_step=lambda: None):
-    """(steps, folds), each [B, T, ...]: a step of each block, then its fold, in turn."""
+def _step_fold(module, inputs, cache, blocks, tick, after_step=lambda: None):
+    """(steps, folds), each [B, T, ...]: a step of each block, then its fold, in turn; `tick()`
+    after each block."""
     steps, folds = [], []
     for sl in blocks:
         steps.append(module(inputs[:, sl], cache))
         after_step()
         folds.append(module.fold(inputs[:, sl], cache))
+        tick()
     return torch.cat(steps, 1), torch.cat(folds, 1)
 
 

@@ -4,38 +4,16 @@ prompt's own line, the weights; and for --prompts one summary line for the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-
-from fsc.cli.common import bar_text, err, out, printable
+from fsc.cli.bars import terminal_bar
+from fsc.cli.common import out, printable
 from fsc.text import counted
 
 
-@contextmanager
-def fold_bar() -> Iterator[Callable[[int, int], None]]:
+def fold_bar():
     """The prompt's fold as a bar on a terminal's stderr, shown once it takes more than one
-    pass (a long prompt folds for minutes on a CPU), gone when it ends; what the prefill calls
-    after each pass (fsc.decode.folding)."""
-    from rich import progress as rp
-
-    bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                      rp.TimeRemainingColumn(), console=err, transient=True)
-    task = None
-
-    def report(done: int, total: int) -> None:  # (called only for several passes)
-        nonlocal task
-        if not err.is_terminal:  # a log or a pipe: a transient bar leaves an empty line there
-            return
-        if task is None:  # started here: a bar never shown leaves nothing (an empty line)
-            bar.start()
-            task = bar.add_task("folding the prompt, tokens", total=total)
-        bar.update(task, completed=done)
-
-    try:
-        yield report
-    finally:
-        if task is not None:
-            bar.stop()
+    pass (a long prompt folds for minutes on a CPU: the prefill reports only then), gone when
+    it ends; what the prefill calls after each pass (fsc.decode.folding)."""
+    return terminal_bar("folding the prompt, tokens")
 
 
 def show_result(prompt: str, text: str, s: dict) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from fsc.cli.bars import terminal_bar
 from fsc.cli.bounds import size
 from fsc.cli.common import (
     Backend,
@@ -104,10 +105,11 @@ def verify(
     if backend == Backend.triton and not device.startswith("cuda") and not ops.interpreting():
         raise UsageError(f"--backend triton needs a CUDA device, not {device} (give --device "
                          "cuda, or --backend torch or auto)")
-    with ops.trace() as ran:
+    with ops.trace() as ran, terminal_bar("checking, blocks") as progress:
         report = run_verify(recipe, G=G, B=B, n_blocks=blocks, seed=seed, device=device,
                             checkpoint=Path(source) if is_checkpoint(source) else None,
-                            dtype=str(dtype), published=_published_weights(source))
+                            dtype=str(dtype), published=_published_weights(source),
+                            progress=progress)
     report.backends = ran.backends
     if backend == Backend.triton:
         from fsc.kernels.selfcheck import check_kernels

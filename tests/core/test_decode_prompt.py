@@ -130,8 +130,7 @@ def test_a_fold_of_several_passes_shows_its_progress(fsc_main, tmp_path, monkeyp
     prefill(model, torch.zeros(1, 20, dtype=torch.long), model.empty_cache(1, 24, "cpu"), 8)
     assert seen == [(8, 20), (16, 20), (20, 20)]  # (none outside `folding`, none for one pass)
     screen = io.StringIO()
-    monkeypatch.setattr("fsc.cli.decode_render.err", Console(file=screen, force_terminal=True,
-                                                              width=100))
+    monkeypatch.setattr("fsc.cli.bars.err", Console(file=screen, force_terminal=True, width=100))
     (tmp_path / "long.txt").write_text("The grass is green. " * 5)  # 100 tokens
     res = fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
                    "--prefill-chunk", "8", "--json")
@@ -143,7 +142,7 @@ def test_a_fold_of_several_passes_shows_its_progress(fsc_main, tmp_path, monkeyp
                     "--json").returncode == 0  # one pass: no bar, nor the empty line of one
     assert screen.getvalue() == ""
     # stderr a log or a pipe: no bar, whose end left an empty line there
-    monkeypatch.setattr("fsc.cli.decode_render.err", Console(file=screen, width=100))
+    monkeypatch.setattr("fsc.cli.bars.err", Console(file=screen, width=100))
     assert fsc_main("decode", "tiny_hybrid", "--prompt-file", "long.txt", "--length", "8",
                     "--prefill-chunk", "8", "--json").returncode == 0
     assert screen.getvalue() == ""

@@ -163,3 +163,26 @@ def test_a_nan_is_the_worst_error_wherever_it_stands():
     x = torch.ones(4)
     errs = _accuracy(kernel, ref, (x, torch.zeros(4), torch.zeros(4)), states=(1, 2))
     assert errs["rel_err"] == 0.0 and math.isnan(errs["state_rel_err"])
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_long_check_shows_its_blocks_on_a_terminal(monkeypatch, dtype):
+    """A bf16 check of a 3B recipe ran for minutes on a CPU without a word: each block checked,
+    the model's then each mixer kind's, is reported, and on a terminal shown as a bar that is
+    gone when the check ends; nothing in a log or a pipe."""
+    import io
+
+    from rich.console import Console
+
+    seen = []
+    verify_lib.verify(load_recipe("tiny_hybrid"), n_blocks=3, dtype=dtype,
+                      progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 9) for i in range(1, 10)]  # 3 blocks: the model's, attention's, mamba's
+    for terminal in (True, False):
+        screen = io.StringIO()
+        monkeypatch.setattr("fsc.cli.bars.err", Console(file=screen, force_terminal=terminal,
+                                                        width=100))
+        res = in_process("verify", "tiny_hybrid", "--blocks", "3", "--dtype", dtype)
+        assert res.returncode == 0, res.stderr
+        shown = screen.getvalue()
+        assert ("checking, blocks" in shown and "9/9" in shown) if terminal else shown == ""
