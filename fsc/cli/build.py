@@ -11,8 +11,8 @@ import typer
 from fsc.blocks import MAX_B, MAX_S
 from fsc.cli.bounds import one_value, point, size
 from fsc.cli.common import (
+    MAX_SEED,
     JsonOpt,
-    SeedOpt,
     StoreOpt,
     check_store,
     err,
@@ -43,7 +43,8 @@ def build(
         "--save", callback=one_value("--save", None, "a checkpoint is written to one directory"),
         metavar="DIR", show_default=False,
         help="Write a checkpoint directory (seeded weights).")] = None,
-    seed: SeedOpt = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help=(
+        "Seed of the random weights."))] = 0,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -61,7 +61,6 @@ StoreOpt = Annotated[
                  show_default=False, metavar="DIR"),
 ]
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit seed
-SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Random seed.")]
 DeviceOpt = Annotated[str, typer.Option(
     "--device", help="auto (CUDA when present), cpu, cuda or cuda:N.")]
 

@@ -18,12 +18,12 @@ import typer
 from fsc.blocks import CPU_DEFAULT_B, CPU_DEFAULT_S, GPU_DEFAULT_B, GPU_DEFAULT_S, MAX_G
 from fsc.cli.bounds import MAX_B, MAX_S, TB_S, between, joined, listed, parse_bytes, parse_sizes
 from fsc.cli.common import (
+    MAX_SEED,
     Backend,
     BackendOpt,
     DType,
     JsonOpt,
     Mode,
-    SeedOpt,
     StoreOpt,
     command_line,
     err,
@@ -98,7 +98,9 @@ def profile(
         "--bandwidth", callback=finite(*TB_S), show_default=False,
         help=f"Device bandwidth in TB/s for the floor ({TB_S[0]:g} to {TB_S[1]:g}; CPU has "
         "none).")] = None,
-    seed: SeedOpt = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help=(
+        "Seed of a recipe's random weights, the cache's contents and the timed "
+        "tokens."))] = 0,
     no_graphs: Annotated[bool, typer.Option(
         "--no-graphs", help="On CUDA, time steps and folds issued op by op from Python rather "
         "than replayed from CUDA graphs (what an eager decoder pays).")] = False,

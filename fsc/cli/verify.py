@@ -13,12 +13,12 @@ import typer
 from fsc.cli.bars import terminal_bar
 from fsc.cli.bounds import size
 from fsc.cli.common import (
+    MAX_SEED,
     Backend,
     BackendOpt,
     DeviceOpt,
     DType,
     JsonOpt,
-    SeedOpt,
     given_options,
     out,
     print_json,
@@ -62,7 +62,9 @@ def verify(
     dtype: Annotated[DType, typer.Option(
         "--dtype", help="fp32: exactness. bf16/fp16: the recipe's states, drift against fp32.")
     ] = DType.fp32,
-    seed: SeedOpt = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help=(
+        "Seed of a recipe's random weights and of the checked tokens and "
+        "inputs."))] = 0,
     backend: BackendOpt = Backend.auto,
     device: DeviceOpt = "auto",
     against: Annotated[Against | None, typer.Option(
