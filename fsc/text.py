@@ -52,3 +52,14 @@ def human_bytes(n: float) -> str:
         return f"{int(n)} bytes"
     digits = 2 if abs(v) < 9.995 else 1 if abs(v) < 99.95 else 0
     return f"{v:,.{digits}f} {name}"
+
+
+def utc_text(at) -> str:
+    """A stored time (a naive UTC datetime, as every TIMESTAMP column holds) as a reader
+    reads it: to the second, said to be UTC; "–" for none. Text (a time `fsc query --write`
+    put there) as it is."""
+    if at is None:
+        return "–"
+    if not hasattr(at, "isoformat"):
+        return str(at)
+    return at.isoformat(sep=" ", timespec="seconds") + " UTC"

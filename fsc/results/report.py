@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from fsc.results.compare import unfinished
 from fsc.store import Store
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes
 from fsc.sweep_results import compare as against_baseline
-from fsc.text import counted, human_bytes
+from fsc.text import counted, human_bytes, utc_text
 
 PROFILE_FIGURES = ("latency", "memory", "throughput", "roofline")
 EVAL_FIGURES = ("niah", "retrieval", "ruler", "quality")
@@ -182,19 +183,27 @@ def _fixed(v: float | None, places: int = 4) -> str:
 def _bits(cell: dict) -> str:
     """Bits per byte, a bound where the loss is (≤)."""
     bits = cell.get("bits_per_byte")
-    return "–" if bits is None else loss_bound.prefix(cell) + _fixed(bits, 3)
+    return "–" if bits is None else loss_bound.prefix(cell) + _fixed(bits)  # as fsc eval prints it
 
 
 def _num(v: Any, digits: int = 3) -> str:
-    """A number as a reader wants it: 1,069 and 12.3 and 0.0123, never 1.07e+03."""
+    """A number as a reader wants it: 1,069 and 12.3 and 0.0123 and 0.000000022 (a loss that
+    reached 2.2e-08), never in scientific notation; an integer with its thousands apart."""
     if v is None:
         return "–"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
     if isinstance(v, float):
         if v != v or abs(v) == float("inf"):
             return str(v)
         if abs(v) >= 10 ** (digits - 1):
             return f"{v:,.0f}"
-        return f"{v:.{digits}g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.1e}"
+        if abs(v) >= 1e-4 or v == 0:
+            return f"{v:.{digits}g}"
+        places = digits - 1 - math.floor(math.log10(abs(v)))  # `digits` significant figures
+        return f"{v:.{places}f}".rstrip("0")
     return str(v)
 
 
@@ -271,7 +280,7 @@ def _training_table(steps: list[dict]) -> Table:
         for r in line:
             part = r.get("part_of_run") or run_id
             parts[part] = max(parts.get(part, 0.0), r["elapsed_s"] or 0.0)
-        rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], str(last["step"]),
+        rows.append([run_id, recipe, line[0]["objective"], line[0]["data"], _num(last["step"]),
                      _num(line[0]["loss"]), _num(last["loss"]),
                      _num(statistics.median(tps)) if tps else "–",
                      _num(sum(parts.values()))])
@@ -379,9 +388,9 @@ def _provenance_table(info: dict) -> Table:
     rows = [
         ["run", info["run_id"]], ["kind", info["kind"]], ["status", info["status"]],
         ["command", info["command"] or "–"],
-        ["started", str(info["started_at"])],
-        *([["resumed", str(info["resumed_at"])]] if info.get("resumed_at") else []),
-        ["ended", str(info["ended_at"] or "–")],
+        ["started", utc_text(info["started_at"])],
+        *([["resumed", utc_text(info["resumed_at"])]] if info.get("resumed_at") else []),
+        ["ended", utc_text(info["ended_at"])],
         ["host", info["host"] or "–"],
         ["device", f"{info.get('device_name') or '–'} ({_bytes(info.get('device_memory_bytes'))})"],
         ["git commit", (info.get("git_commit") or "–")

@@ -381,3 +381,23 @@ def test_the_evaluation_table_says_how_a_loss_was_decoded(tmp_path, fsc_main):
     other = Store(tmp_path / "other")
     _loss_run(other, "quality_attn", "diffusion", 3.2412)
     assert "mode" not in table(other).columns  # one way, the bound: nothing to tell apart
+
+
+def test_a_number_is_never_in_scientific_notation_nor_a_time_without_its_zone(cli, tmp_path):
+    """A training run's last loss of 2.2e-08 read "2.2e-08" and its steps "36826" beside tok/s
+    "41,930"; the provenance's times had microseconds and no zone, where `fsc runs` says UTC."""
+    from fsc.results.report import _bits, _num
+
+    assert [_num(v) for v in (2.2e-08, 6.62e-05, 0.0123, 12.34, 1068.86, 36826, 0.0, True)] == [
+        "0.000000022", "0.0000662", "0.0123", "12.3", "1,069", "36,826", "0", "True"]
+    assert _bits({"bits_per_byte": 4.56861, "mode": "ar"}) == "4.5686"  # as fsc eval prints it
+    st = Store(tmp_path / "store")
+    run = st.start_run("profile", "fsc profile", None, {"recipes": ["tiny_attn"]})
+    st.add_point(run, point("tiny_attn", 1024, 1, 1068.86))
+    st.finish_run(run)
+    md = tmp_path / "r.md"
+    assert cli("report", run, "--store", st.dir, "--out", md).code == 0
+    text = md.read_text()
+    started = re.search(r"\| started \| ([^|]*) \|", text).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", started), started
+    assert re.search(r"\| ended \| \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \|", text)
