@@ -6,6 +6,7 @@ whole run id of another kind given to --run is refused; a run compared with itse
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,18 @@ def test_two_checkpoints_of_one_recipe_are_drawn_apart(tmp_path):
         assert f"tiny_mamba · {ids[run.format('m')]}" in lines  # one run: as before
     titles = [ax.get_title() for ax in plots.draw(st, "niah").figure.axes if ax.get_title()]
     assert f"tiny_attn · mix/step-000020 · {ids['eval mix']}" in titles
+
+
+@pytest.mark.slow  # the store of two checkpoints: 2 s where no test made it before
+def test_the_documented_where_on_out_picks_a_training_directory(tmp_path):
+    """docs/results.md's `--where "out = 'runs/pk'"` matched nothing: `out` is stored whole
+    (absolute); its example is now a LIKE on the path's end."""
+    ids = _two_checkpoints(tmp_path / "store")
+    st = Store(tmp_path / "store")
+    docs = (Path(__file__).parents[2] / "docs" / "results.md").read_text()
+    where = re.search(r'--where "(out [^"]*)"', docs).group(1)
+    labels = [ln.get_label() for ln in plots.draw(st, "loss", where=where).figure.axes[0].lines]
+    assert labels == [f"tiny_attn · {ids['train pk']}"], labels
 
 
 def test_a_random_weights_recipe_named_two_ways_is_one(cli, tmp_path):
