@@ -249,6 +249,9 @@ def quality(rows: Rows, colour: dict[str, str]) -> Figure:
     common = [f for f in PANEL if f not in varying]
     first = next(iter(panels))
     what = "generative perplexity against decoding speed"
+    blocks = {c["G"] for c in decoded if c["mode"] == "diffusion"}
+    if len(blocks) == 1:  # one G for every line: said once (a line says its own where they vary)
+        what += f" · G {blocks.pop()}"
     if _panel_name(first, common):
         what += f" · {_panel_name(first, common)}"
     cols = min(3, len(panels))

@@ -67,6 +67,8 @@ def test_each_length_is_a_panel_of_its_own_with_its_reference(tmp_path):
     labels = fig.legends[0].get_texts()
     assert sum("reference text" in t.get_text() for t in labels) == 1
     assert "under ar_scorer, shakespeare" in fig._suptitle.get_text()
+    # the block size the lines decoded at, one for all, said once (eval --G 3 left no trace)
+    assert "decoding speed · G 8 · " in " ".join(fig._suptitle.get_text().split())
 
 
 def test_scorers_and_data_never_share_an_axis(tmp_path):
