@@ -54,12 +54,12 @@ def human_bytes(n: float) -> str:
     return f"{v:,.{digits}f} {name}"
 
 
-def utc_text(at) -> str:
+def utc_text(at, none: str = "–") -> str:
     """A stored time (a naive UTC datetime, as every TIMESTAMP column holds) as a reader
-    reads it: to the second, said to be UTC; "–" for none. Text (a time `fsc query --write`
-    put there) as it is."""
+    reads it: to the second, said to be UTC; `none` for none. Text (a time `fsc query
+    --write` put there) as it is."""
     if at is None:
-        return "–"
+        return none
     if not hasattr(at, "isoformat"):
         return str(at)
     return at.isoformat(sep=" ", timespec="seconds") + " UTC"

@@ -23,7 +23,7 @@ from fsc.cli.confirm import confirm
 from fsc.cli.tables import WideOpt, fitted, show
 from fsc.errors import UsageError
 from fsc.jsonsafe import stored
-from fsc.text import counted
+from fsc.text import counted, utc_text
 
 app = typer.Typer(
     name="runs", help="Recent runs; one whole, with why it failed (show); remove one (rm) or "
@@ -111,7 +111,8 @@ def runs(
     status: Annotated[RunStatus | None, typer.Option(
         "--status", help="Only runs in this status; dead: marked running, process gone.")] = None,
     recipe: Annotated[str | None, typer.Option(
-        "--recipe", help="Only runs that measured (or were asked to measure) this recipe.")] = None,
+        "--recipe", help="Only runs that measured (or were asked to measure) this recipe, or it "
+        "changed by --set.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
@@ -193,18 +194,17 @@ def show_run(
     if as_json:
         print_json(stored({**run, "config": config}))
         return
-    def utc(at) -> str:
-        return at.isoformat(sep=" ", timespec="seconds") + " UTC" if at else "-"
-
-    resumed = ((("resumed", utc(run["resumed_at"])),
+    resumed = ((("resumed", utc_text(run["resumed_at"], "-")),
                 ("stopped", f"{_duration(run['stopped_s'])} between its sessions (not in its "
                  "duration)")) if run["resumed_at"] else ())
     for key, value in (
             ("run", f"{run['run_id']} ({run['kind']})"), ("status", _status(run).plain),
-            ("started", utc(run["started_at"])), *resumed,
-            ("ended", utc(run["ended_at"])), ("duration", _duration(run["duration_s"])),
+            ("started", utc_text(run["started_at"])), *resumed,
+            ("ended", utc_text(run["ended_at"], "-")), ("duration", _duration(run["duration_s"])),
             ("host", f"{run['host']} (pid {run['pid']})"), ("command", run["command"] or ""),
-            ("stored", _stored(run)), ("error", run["error"] or "-"),
+            ("stored", _stored(run)),
+            # a stop asked for (Ctrl-C, SIGTERM) is no error: said as what ended the run
+            ("note" if run["status"] == "interrupted" else "error", run["error"] or "-"),
             ("config", "-" if config is None else config if isinstance(config, str)
              else json.dumps(config, sort_keys=True))):
         out.print(Text(f"{key:9}{printable(value, None)}"), soft_wrap=True)

@@ -209,7 +209,8 @@ class RunLifecycle:
         Filters: `kind` ('profile', 'bench', ...); `status`, one of RUN_LIST_STATUSES, where
         'dead' is a run still marked running whose process is gone and 'running' one whose
         process is alive or on another host; `recipe`, a recipe name the run has points of or
-        was asked to measure; `run_id`, that run alone.
+        was asked to measure, itself or changed by --set (named `recipe+key=value`); `run_id`,
+        that run alone.
         """
         check_choice("run status", status, (None, *RUN_LIST_STATUSES))
         where, params = [], []
@@ -223,13 +224,15 @@ class RunLifecycle:
             where.append("r.status = ?")
             params.append("running" if status == "dead" else status)
         if recipe is not None:
+            named = "({0} = ? OR starts_with({0}, ?))"  # the recipe, or it changed by --set
             where.append(
-                "(r.run_id IN (SELECT run_id FROM profile_points WHERE recipe = ?) OR CASE"
-                " WHEN json_valid(r.config) THEN list_contains("
-                " json_extract_string(r.config, '$.recipes[*]'), ?)"
-                " OR json_extract_string(r.config, '$.recipe') = ? ELSE false END)"
+                "(r.run_id IN (SELECT run_id FROM profile_points WHERE "
+                + named.format("recipe") + ") OR CASE WHEN json_valid(r.config) THEN EXISTS"
+                " (SELECT 1 FROM unnest(json_extract_string(r.config, '$.recipes[*]')) AS u(x)"
+                " WHERE " + named.format("x") + ") OR "
+                + named.format("json_extract_string(r.config, '$.recipe')") + " ELSE false END)"
             )
-            params += [recipe, recipe, recipe]
+            params += [recipe, recipe + "+"] * 3
         live = status in ("running", "dead")  # told apart below, after the query
         sql = f"""
             SELECT r.run_id, r.kind, r.status, r.started_at, r.resumed_at, r.ended_at,

@@ -243,3 +243,24 @@ def test_a_training_run_short_of_its_steps_says_where_it_ended(fsc_main, tmp_pat
     text = " ".join(fsc_main("runs", "--store", tmp_path / "st", "--wide", check=0).stdout.split())
     assert "2 logged steps, to step 2 of 6" in text  # steps 1 and 2
     assert text.count("to step") == 1
+
+
+def test_an_interrupted_run_is_noted_not_called_an_error_and_set_variants_match(tmp_path, cli):
+    """`fsc runs show` filed a Ctrl-C under "error"; `fsc runs --recipe tiny_mamba` left out the
+    eval of tiny_mamba changed by --set (stored as tiny_mamba+mamba.decay_scale=0.5)."""
+    from fsc.store import Store
+
+    st = Store(tmp_path)
+    run = st.start_run("train", "fsc train tiny_attn", None, {"recipe": "tiny_attn"})
+    st.finish_run(run, "interrupted", error="interrupted at step 53 by SIGINT")
+    shown = cli("runs", "show", run, "--store", tmp_path).out
+    assert "note     interrupted at step 53 by SIGINT" in shown and "error" not in shown
+    changed = st.start_run("eval", "fsc eval", None, {"recipe": "tiny_mamba+mamba.decay_scale=0.5"})
+    plain = st.start_run("profile", "fsc profile", None, {"recipes": ["tiny_mamba", "x"]})
+    other = st.start_run("eval", "fsc eval", None, {"recipe": "tiny_mamba2"})
+    for r in (changed, plain, other):
+        st.finish_run(r)
+    found = [r["run_id"] for r in _runs(cli, "--recipe", "tiny_mamba", "--store", tmp_path)]
+    assert sorted(found) == sorted([changed, plain])
+    found = _runs(cli, "--recipe", "tiny_mamba+mamba.decay_scale=0.5", "--store", tmp_path)
+    assert [r["run_id"] for r in found] == [changed]
