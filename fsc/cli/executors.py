@@ -32,15 +32,16 @@ _OPTIONS = {
     "workers": Annotated[int, typer.Option(
         "--workers", callback=between(1, MAX_WORKERS),
         help="local: worker processes, one per visible GPU on CUDA (1: in this process). ray, "
-        "slurm: cut the sweep into at least 2 × N groups (ray's default N: the cluster's GPUs, "
-        "or CPUs; slurm's: one array task per recipe).")],
+        "slurm: groups run at once (fsc profile cuts its sweep into at least 2 × N groups of "
+        "points; ray's default N: the cluster's GPUs, or CPUs; slurm's: one array task per "
+        "recipe; fsc eval scores a group per prompt length).")],
     "address": Annotated[str, typer.Option(
         "--address", help="ray: the cluster, auto (RAY_ADDRESS's, else a running one), "
         "ray://host:port, or local (a new one on this machine).")],
     "retries": Annotated[int, typer.Option(
         "--retries", callback=between(0, 100),
-        help="Times a group of points is run again after its worker died or failed; then its "
-        "points are recorded as errors.")],
+        help="Times a group is run again after its worker died or failed; then fsc profile "
+        "records its points as errors, and fsc eval fails the run, keeping the cells scored.")],
     "slurm_partition": Annotated[str | None, typer.Option(
         "--slurm-partition", help="slurm: the partition (default: the cluster's).",
         show_default=False)],

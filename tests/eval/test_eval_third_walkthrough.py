@@ -144,6 +144,9 @@ def test_the_help_names_each_tasks_own_defaults(fsc_main):
            "else 8)" in said
     assert "niah, ruler, loss on passkey data: digits of the key" in said
     assert "(loss: sequences, and masks of the bound;" in said
+    # the executor options shared with fsc profile speak of an eval's groups too
+    assert "fsc eval scores a group per prompt length" in said
+    assert "fsc eval fails the run, keeping the cells scored" in said
 
 
 @pytest.mark.parametrize("given, says", [
