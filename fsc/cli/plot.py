@@ -107,7 +107,7 @@ def plot(
 
 def report(
     runs: Annotated[list[str] | None, typer.Argument(
-        metavar="[RUN]...", help="Runs: ids, the first characters of an id or of its tail "
+        metavar="RUN", help="Runs: ids, the first characters of an id or of its tail "
         "(3f35e7), latest (`all`: every run with results). Default: the latest "
         "profile run, and the latest training and evaluation run of each recipe (and task).",
         show_default=False)] = None,
