@@ -40,8 +40,10 @@ def target(out: Path, force: bool, what: str | None = None) -> str:
         raise UsageError(f"{what}: is a directory; name the file to write in it, e.g. "
                          f"{out / 'result.parquet'}")
     if fmt is None:
+        piped = (" (for standard output: fsc query SQL --csv, or --format json)"
+                 if str(out) in ("-", "/dev/stdout") else "")
         raise UsageError(f"{what}: unknown extension {out.suffix or '(none)'!r}; use one of "
-                         f"{', '.join(FORMATS)}")
+                         f"{', '.join(FORMATS)}{piped}")
     output_file(out, what, force=force)
     return fmt
 

@@ -91,6 +91,13 @@ def test_bad_targets_are_refused_before_any_work(two_runs, cli, out_dir, name, m
     assert list(out_dir.iterdir()) == []
 
 
+def test_standard_output_is_pointed_to_fsc_query(two_runs, cli):
+    for out in ("-", "/dev/stdout"):
+        result = cli("export", SQL, "--out", out)
+        assert result.code == 2 and result.err.count("\n") == 1
+        assert result.err.endswith("(for standard output: fsc query SQL --csv, or --format json)\n")
+
+
 def test_a_directory_is_not_a_target(two_runs, cli, out_dir):
     (out_dir / "d.csv").mkdir()
     result = cli("export", SQL, "--out", out_dir / "d.csv", "--force")
