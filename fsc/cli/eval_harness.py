@@ -119,8 +119,9 @@ def _executor_options(ctx: typer.Context) -> list[str]:
 
 def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
     """A harness run: a row per task and metric, its standard error, and whether it is a
-    bound (a block-diffusion model's likelihood is)."""
-    from rich.table import Table
+    bound (a block-diffusion model's likelihood is); on a narrow terminal the shots, n and
+    s.e. columns go first (fsc.cli.eval_tables)."""
+    from fsc.cli.eval_tables import show_harness
 
     if not rows:
         out.print(f"the harness reported no metric (run {run_id})", markup=False)
@@ -134,16 +135,12 @@ def render_harness(rows: list[dict], run_id: str, seconds: float) -> None:
         how += f", {bound['mc_samples']} draws per block" if bound else ""
     out.print(f"{printable(first['recipe'], 60)}: lm-evaluation-harness {first['harness_version']}"
               f", {how} (run {run_id}, {seconds:.1f} s)", markup=False, highlight=False)
-    table = Table()
-    for c in ("task", "metric", "value", "± s.e.", "n", "shots"):
-        table.add_column(c, justify="left" if c in ("task", "metric") else "right")
-    for r in rows:
-        table.add_row(printable(r["harness_task"], 40), printable(r["metric"], 30),
-                      _num(r["value"]),
-                      _num(r["value_se"]) if r["value_se"] is not None else "",
-                      str(r["n"] if r["n"] is not None else ""),
-                      str(r["num_fewshot"] if r["num_fewshot"] is not None else ""))
-    out.print(table)
+    show_harness([{"task": printable(r["harness_task"], 40), "metric": printable(r["metric"], 30),
+                   "value": _num(r["value"]),
+                   "± s.e.": _num(r["value_se"]) if r["value_se"] is not None else "",
+                   "n": str(r["n"] if r["n"] is not None else ""),
+                   "shots": str(r["num_fewshot"] if r["num_fewshot"] is not None else "")}
+                  for r in rows], out)
     if bound:
         out.print("Likelihoods of a block-diffusion model are bounds (Monte Carlo over masks): "
                   "its log-likelihood metrics are lower bounds, its perplexities upper bounds.",

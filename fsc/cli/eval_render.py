@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fsc.cli.common import bar_text, err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
-from fsc.cli.tables import fitted
+from fsc.cli.eval_tables import show_genppl, show_heatmap, show_loss
 from fsc.results import loss_bound
 from fsc.text import counted
 
@@ -63,8 +63,7 @@ LOSS_BOUND = loss_bound.LEGEND  # under a loss table with a bound's numbers (mar
 def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> None:
     """The cells (fsc.train.grid.EvalCell) as a loss table (not called held-out where the
     run's `warnings` say it read the text trained on), or as an accuracy heatmap by depth (or
-    pairs) × length."""
-    from rich.table import Table
+    pairs) × length, each laid out at the terminal's width (fsc.cli.eval_tables)."""
     from rich.text import Text
 
     from fsc.eval.columns import plain_passkey  # (it reads the store's schema: duckdb)
@@ -81,15 +80,11 @@ def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> Non
                 for w in warnings) else "held-out loss")  # (the warning: fsc.eval.request)
         what += f" on {printable(cells[0].get('data'), 200)}" if cells and cells[0].get("data") else ""
         out.print(f"{printable(recipe, 60)}: {what} (run {run_id})", markup=False, highlight=False, soft_wrap=True)
-        table = Table()
-        for c in ("length", "sequences", "loss (nats/token)", "± s.e.", "bits/byte"):
-            table.add_column(c, justify="right")
-        for c in cells:
-            bound = loss_bound.prefix(c)
-            table.add_row(str(c.length), str(c.n), _fmt(c.loss, ".4f", bound),
-                          _fmt(c.get("loss_se"), ".4f"),
-                          _fmt(c.get("bits_per_byte"), ".4f", bound))
-        out.print(table)
+        show_loss([{"length": str(c.length), "sequences": str(c.n),
+                    "loss (nats/token)": _fmt(c.loss, ".4f", loss_bound.prefix(c)),
+                    "± s.e.": _fmt(c.get("loss_se"), ".4f"),
+                    "bits/byte": _fmt(c.get("bits_per_byte"), ".4f", loss_bound.prefix(c))}
+                   for c in cells], out)
         if any(loss_bound.is_bound(c) for c in cells):
             out.print(LOSS_BOUND, markup=False, highlight=False)
         for c in cells:
@@ -112,19 +107,22 @@ def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> Non
     by = f"by {key} × length" if key else "by length"
     out.print(f"{printable(recipe, 60)}: {printable(task, 40)} {what} {by} (run {run_id})",
               markup=False, highlight=False)
-    table = Table()
-    table.add_column(key or "", justify="right")
-    for n in lengths:
-        ratio = next(c.length_ratio for c in cells if c.length == n)
-        table.add_column(f"{n}" + (f" ({ratio:.3g}×)" if ratio else ""), justify="right")
+    rows = []
     for k in sorted({c.get(key) for c in cells} if key else {None}):
         row = {c.length: c.get("score") if suite else c.accuracy for c in cells
                if key is None or c.get(key) == k}
-        table.add_row("" if k is None else f"{k:g}",
-                      *[Text(f" {row[n]:.2f} ", style=_shade(row[n])) if row.get(n) is not None
-                        else "-" for n in lengths])
-    out.print(table)
+        rows.append(("" if k is None else f"{k:g}",
+                     [Text(f" {row[n]:.2f} ", style=_shade(row[n])) if row.get(n) is not None
+                      else "-" for n in lengths]))
+    show_heatmap(key or "", _heads(cells, lengths), rows, out)
     show_wrong(cells)
+
+
+def _heads(cells: list, lengths: list[int]) -> list[str]:
+    """A heatmap's column headers: each length and its ratio to the training length,
+    '1024 (8×)'."""
+    ratios = [next(c.length_ratio for c in cells if c.length == n) for n in lengths]
+    return [f"{n}" + (f" ({r:.3g}×)" if r else "") for n, r in zip(lengths, ratios, strict=True)]
 
 
 SUITE_ORDER = ("niah single", "niah multikey", "niah multivalue", "niah multiquery", "vt", "cwe",
@@ -144,7 +142,6 @@ def _in_suite(name: str) -> tuple:
 def _render_suite(cells: list, recipe: str, run_id: str) -> None:
     """--task ruler: a row per task (niah per variant, its depths averaged), a column per
     length, RULER's score in each, and their average."""
-    from rich.table import Table
     from rich.text import Text
 
     lengths = sorted({c.length for c in cells})
@@ -157,15 +154,9 @@ def _render_suite(cells: list, recipe: str, run_id: str) -> None:
                         / sum(n in m for m in means.values()) for n in lengths}
     out.print(f"{printable(recipe, 60)}: RULER-style score by task × length (run {run_id})",
               markup=False, highlight=False)
-    table = Table()
-    table.add_column("task")
-    for n in lengths:
-        ratio = next(c.length_ratio for c in cells if c.length == n)
-        table.add_column(f"{n}" + (f" ({ratio:.3g}×)" if ratio else ""), justify="right")
-    for name, by in means.items():
-        table.add_row(name, *[Text(f" {by[n]:.2f} ", style=_shade(by[n])) if n in by else "-"
-                              for n in lengths])
-    out.print(table)
+    show_heatmap("task", _heads(cells, lengths),
+                 [(name, [Text(f" {by[n]:.2f} ", style=_shade(by[n])) if n in by else "-"
+                          for n in lengths]) for name, by in means.items()], out, left=True)
 
 
 def _setting(c) -> str:
@@ -201,15 +192,11 @@ def _decoding(c, cells: list) -> str:
     return _setting(c) + (f" (baseline {printable(c.recipe, 30)})" if theirs else "")
 
 
-GENPPL_COLUMNS = ("decoding", "length", "Gen-PPL", "95 % interval", "entropy", "rep", "tok/s",
-                  "passes/tok", "steps/block", "n")
-
-
 def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
     """A row per decoding and length (Gen-PPL at one length is not comparable with another's;
-    one length is said above the table, as is the run's prompt length): Gen-PPL with its
-    interval, entropy, repeats, speed. On a narrow terminal the passes, steps and repeats
-    columns go first (--json has them)."""
+    one length is said above the table, as are the samples and the run's prompt length):
+    Gen-PPL with its interval, entropy, repeats, speed. On a narrow terminal the passes, steps
+    and repeats columns go first (fsc.cli.eval_tables.GENPPL_DROP; --json has them)."""
     scorer = next((c.get("scorer") for c in cells if c.get("scorer")), "?")
     prompt = next((c.get("prompt_length") for c in cells if c.get("prompt_length") is not None),
                   None)
@@ -222,9 +209,8 @@ def _render_genppl(cells: list, recipe: str, run_id: str) -> None:
                 "95 % interval": _interval(c),
                 "entropy": _fmt(c.get("entropy"), ".3f"), "rep": _fmt(c.get("repeat_ngram"), ".3f"),
                 "tok/s": _fmt(c.tokens_per_s, ".0f"), "passes/tok": _fmt(c.get("passes_per_token")),
-                "steps/block": _fmt(c.get("steps_per_block")), "n": str(c.n)} for c in cells]
-    out.print(fitted(None, GENPPL_COLUMNS, records, out, ("passes/tok", "steps/block", "rep"),
-                     hoist=("length",), left=("decoding",)))
+                "steps/block": _fmt(c.get("steps_per_block")), "samples": str(c.n)} for c in cells]
+    show_genppl(records, out)
     several = len({c.length for c in cells}) > 1
     early = sum(c.get("ended_early") or 0 for c in cells)
     if early:

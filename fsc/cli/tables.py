@@ -1,5 +1,5 @@
 """Tables that read at the terminal's width: `fitted` is how every result table of fsc is laid
-out (profile, compare, runs).
+out (profile, compare, runs, eval: fsc.cli.eval_tables, which splits a heatmap by columns).
 
 At a given width, in this order:
 - a column named in `hoist` whose cells are all the same leaves the table and is said once in
