@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from fsc.cli.common import bar_text, err
+from fsc.cli.common import err
 
 
 @contextmanager
@@ -14,10 +14,9 @@ def terminal_bar(what: str) -> Iterator[Callable[[int, int], None]]:
     """A bar of `what` on a terminal's stderr, from the first report(done, total) the work
     makes until it ends, then gone; nothing elsewhere (in a log or a pipe a transient bar
     leaves an empty line)."""
-    from rich import progress as rp
+    from fsc.cli import progress
 
-    bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                      rp.TimeRemainingColumn(), console=err, transient=True)
+    bar = progress.bar(err, transient=True)
     task = None
 
     def report(done: int, total: int) -> None:

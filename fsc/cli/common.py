@@ -106,14 +106,6 @@ def finite(low: float | None = None, high: float | None = None, *, low_open: boo
     return check
 
 
-def bar_text():
-    """The description column of a progress bar, shown as it is (no markup), like the
-    consoles' text."""
-    from rich.progress import TextColumn
-
-    return TextColumn("{task.description}", markup=False)
-
-
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace the file written if it exists (fsc never replaces one unasked).")]
 

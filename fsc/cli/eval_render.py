@@ -3,7 +3,7 @@ table, an accuracy heatmap (niah, mqar) or a genppl table."""
 
 from __future__ import annotations
 
-from fsc.cli.common import bar_text, err, out, printable
+from fsc.cli.common import err, out, printable
 from fsc.cli.eval_answers import label, show_wrong
 from fsc.cli.eval_tables import show_genppl, show_heatmap, show_loss
 from fsc.results import loss_bound
@@ -25,11 +25,9 @@ class SampleBar:
             self.bar.stop()
 
     def start(self, run_id: str, total: int, done: int, rough_s: float | None) -> None:
-        from rich import progress as rp
+        from fsc.cli import progress
 
-        self.bar = rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(),
-                               rp.TimeElapsedColumn(), rp.TimeRemainingColumn(), console=err,
-                               transient=False)
+        self.bar = progress.bar(err, transient=False)
         self.bar.start()
         self.bar.add_task(f"eval {run_id}: samples", total=total, completed=done)
 

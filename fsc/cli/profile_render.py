@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import Progress
 from rich.text import Text
 
 from fsc import noise
-from fsc.cli.common import bar_text, err, fmt_bytes, printable
+from fsc.cli import progress
+from fsc.cli.common import err, fmt_bytes, printable
 from fsc.cli.tables import fitted, show
 from fsc.sweep_results import VERSUS_KEY, PointResult, baseline_notes, compare
 from fsc.text import counted
@@ -41,8 +42,7 @@ class SweepBar:
             err.print(f"{counted(total - done, 'point')}, roughly {duration(rough_s)} on this CPU (large "
                       "recipes are slow here); --dry-run lists them, Ctrl-C stops and --resume "
                       "continues", markup=False, highlight=False)
-        self.bar = Progress(bar_text(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=err, transient=False)
+        self.bar = progress.bar(err, transient=False, remaining=False)
         self.bar.start()
         self.bar.add_task(f"profile {run_id}", total=total, completed=done)
 

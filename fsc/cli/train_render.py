@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from fsc.cli.common import bar_text, err, out, print_json, printable, store_option
+from fsc.cli.common import err, out, print_json, printable, store_option
 from fsc.interrupts import signal_name
 from fsc.text import counted
 
@@ -17,10 +17,9 @@ from fsc.text import counted
 @contextmanager
 def progress_bar(name: str, total: int, start: int):
     """The steps as a progress bar on stderr; yields what the trainer calls after each."""
-    from rich import progress as rp
+    from fsc.cli import progress
 
-    with rp.Progress(bar_text(), rp.BarColumn(), rp.MofNCompleteColumn(), rp.TimeElapsedColumn(),
-                     rp.TimeRemainingColumn(), console=err, transient=False) as bar:
+    with progress.bar(err, transient=False) as bar:
         task = bar.add_task(f"train {name}", total=total, completed=start)
         yield lambda step, loss, rate: bar.update(task, completed=step, description=(
             f"train {name}: loss {loss:.4f}, {rate / 1e3:.1f}k tok/s"))

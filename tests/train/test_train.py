@@ -3,9 +3,11 @@ leaves a loadable checkpoint, a run killed outright resumes from its last save, 
 the run and its steps, the card says what was trained, a run missing its options is refused
 before torch loads."""
 
+import io
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,6 +108,23 @@ def test_the_old_spelling_of_train_steps_trains_the_same(cli, tmp_path):
     assert both.code == 2
     assert both.err.strip() == "error: --steps is the old spelling of --train-steps; give " \
                                "--train-steps only"
+
+
+def test_the_bar_keeps_its_count_whole_on_an_80_column_terminal(fsc_main, tmp_path,
+                                                                 monkeypatch):
+    """A run of 100000 steps on an 80-column terminal showed `213/10…`, read as 213 of about
+    10: the count and the times stay whole (fsc.cli.progress)."""
+    from rich.console import Console
+
+    screen = io.StringIO()
+    monkeypatch.setattr("fsc.cli.train_render.err",
+                        Console(file=screen, width=80, force_terminal=True))
+    fsc_main("train", "tiny_attn", "--data", "copy", "--seq-len", "16", "--batch", "2",
+             "--train-steps", "100000", "--stop-after", "2", "--out", "run",
+             "--store", tmp_path / "store", check=0)
+    last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue()).rstrip().splitlines()[-1]
+    assert re.fullmatch(r"train tiny_attn: loss [0-9.]+, [0-9.]+k tok/s ━+ +2/100000 "
+                        r"0:00:\d\d (\d+:\d\d:\d\d|-:--:--)", last), last
 
 
 def test_resume_refuses_new_settings_and_a_plain_checkpoint(fsc_main, tmp_path):
