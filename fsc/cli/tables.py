@@ -3,7 +3,7 @@ out (profile, compare, runs, eval: fsc.cli.eval_tables, which splits a heatmap b
 
 At a given width, in this order:
 - a column named in `hoist` whose cells are all the same leaves the table and is said once in
-  the title ("G 4 · K 4 · dtype bf16");
+  the title ("G 4 · K 4 · dtype bf16"), which a narrow table breaks between such pieces only;
 - the columns in `drop` go, in that order, until the rest fits: every figure stays in the store
   and in --json;
 - a column in `text` (a command, an error) takes the room left and is cut with "…"; where
@@ -34,6 +34,8 @@ MIN_TEXT = 20  # a text column narrower than this is worth less than the next co
 LEAST_TEXT = 10  # and narrower than this, `drop` spent (or naming it), it goes too
 WIDE = 10**4
 SUMMARY = "\0summary"  # a record with this key set is a summary row, below a line of its own
+GLUE = "\xa0"  # a no-break space: joins the name and the value of a piece of a title ("G 4")
+_HELD = "\ue000"  # stands for GLUE while a title wraps: one cell wide, and not whitespace
 
 
 def _plain(cell) -> str:
@@ -46,6 +48,21 @@ def _hoisted(columns: list[str], records: list[dict], hoist: tuple[str, ...]) ->
             and len({_plain(r.get(c, "")) for r in rows}) == 1]
 
 
+class Title(Text):
+    """A table's title that a narrow table breaks only at its plain spaces, never at a GLUE.
+    rich breaks a line at any whitespace, a no-break space too (Python's \\s matches it): the
+    title wraps with GLUE held by a character that is not whitespace, and each line shows it
+    as a plain space (what a reader copies or searches for)."""
+
+    def wrap(self, console, width, **how):
+        held = self.copy()
+        held.plain = self.plain.replace(GLUE, _HELD)
+        lines = held.wrap(console, width, **how)
+        for line in lines:
+            line.plain = line.plain.replace(_HELD, " ")
+        return lines
+
+
 class Fitted(Table):
     """A table `fitted` laid out; `least`: the width it needs with no cell cut."""
 
@@ -54,7 +71,7 @@ class Fitted(Table):
 
 def _table(title: str | None, shown: list[str], records: list[dict], text: tuple[str, ...],
            room: int | None, left: tuple[str, ...], fold: tuple[str, ...] = ()) -> Fitted:
-    table = Fitted(title=title)
+    table = Fitted(title=title and Title(title, style="table.title"))
     for col in shown:
         if col in text:
             table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis",
@@ -105,7 +122,7 @@ def fitted(title: str | None, columns: tuple[str, ...], records: list[dict], con
     gone = _hoisted(shown, records, hoist)
     if gone:
         first = next(r for r in records if not r.get(SUMMARY))
-        said = " · ".join(f"{c} {_plain(first[c])}" for c in gone)
+        said = " · ".join(f"{c}{GLUE}{_plain(first[c])}" for c in gone)
         title = f"{title} · {said}" if title else said
         shown = [c for c in shown if c not in gone]
     if limit is None:

@@ -177,6 +177,21 @@ def test_the_table_reads_at_100_columns_and_whole_with_wide(cli, tmp_path, monke
     assert max(len(line) for line in wide.out.splitlines()) > 100
 
 
+def test_the_title_breaks_only_between_its_pieces_at_80_columns(cli, tmp_path, monkeypatch):
+    """At 80 columns the title wrapped as `… · G` / `4 · K 4 · dtype bf16`: each NAME VALUE
+    piece said in it stays on one line, with a plain space, in the table only."""
+    made = make_runs(tmp_path / "store", slow=1.10)
+    _at_width(monkeypatch, 80)
+    r = cli("compare", made.run_a, made.run_b, "--store", made.store)
+    assert r.code == 0, r.err
+    title = r.out.split("┏")[0].splitlines()
+    assert len(title) == 2, title  # it wraps
+    for piece in ("G 4", "K 4", "dtype bf16"):
+        assert any(piece in line for line in title), title
+    doc = cli("compare", made.run_a, made.run_b, "--store", made.store, "--json").out
+    assert "\xa0" not in r.out + doc
+
+
 def _profile_runs(folder, made: list[tuple[dict, float]]) -> list[str]:
     """A finished profile run of tiny_attn per (config, step ms), one point each, in a store
     at `folder`."""
