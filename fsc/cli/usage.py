@@ -92,6 +92,8 @@ def shape_options(cmd) -> None:
     for p in cmd.params:
         if p.param_type_name == "option" and not p.is_flag:
             name_value(p)
+        if p.param_type_name == "argument":
+            bracket_argument(p)
         if _takes_path(p):
             refuse_empty_path(p)
 
@@ -105,6 +107,15 @@ def name_value(p) -> None:
     choice = desc.is_choice if desc is not None else _is_a(p.type, "Choice")
     if p.metavar is None and not choice:
         p.metavar = max(p.opts, key=len).lstrip("-").replace("-", "_").upper()
+
+
+def bracket_argument(p) -> None:
+    """An optional argument's name in brackets, and dots after one taking several, in the usage
+    line (`fsc report [OPTIONS] [RUN]...`): newer typers add them to its metavar themselves,
+    older ones write the metavar as it is (`RUN`, which reads as required)."""
+    if p.metavar is None or hasattr(p, "_usage_display_name") or p.required:
+        return
+    p.metavar = f"[{p.metavar}]" + ("..." if p.nargs != 1 else "")
 
 
 def _takes_path(p) -> bool:

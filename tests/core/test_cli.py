@@ -31,6 +31,16 @@ def test_every_command_has_help(command):
     assert "Usage" in r.output and len(r.output.splitlines()) > 4
 
 
+def test_an_optional_argument_reads_so_in_the_usage_line_under_any_typer():
+    """`fsc report [[RUN]...]...` (newer typers add brackets and dots to its metavar) or
+    `fsc report RUN`, which reads as required (older ones write it as it is)."""
+    from fsc_run import in_process
+
+    assert "Usage: fsc report [OPTIONS] [RUN]...\n" in in_process("report", "--help").stdout
+    shown = in_process("decode", "--help").stdout  # a required one stays bare (or braced)
+    assert any(f"Usage: fsc decode [OPTIONS] {name}\n" in shown for name in ("SOURCE", "{SOURCE}"))
+
+
 def _shown_options():
     """(command, option, help) of every option that some `fsc ... --help` shows."""
     import typer.main
