@@ -23,6 +23,7 @@ from fsc.checkpoint.layout import (
     check_tokenizer_listed,
     read_checksums,
     read_config,
+    verify_checksums,
 )
 from fsc.errors import CheckpointError, ImportRefused, RecipeError, UsageError
 from fsc.imports import (
@@ -119,6 +120,7 @@ def load_source_recipe(ref: str | Path) -> Recipe:
     if is_import_source(ref):
         return import_config(ref).recipe
     if is_checkpoint(ref):
+        verify_checksums(Path(ref), weights=False)  # a damaged file said so, before it is parsed
         try:
             return load_recipe(Path(ref) / RECIPE_FILE)
         except RecipeError as e:
@@ -149,8 +151,13 @@ def _refuse_inner_file(ref: str | Path) -> None:
 
 def checkpoint_config(ref: str | Path) -> dict:
     """A checkpoint's config.json as a dict; empty for a recipe or a checkpoint without one.
-    CheckpointError for one that is damaged or from a later format (`read_config`)."""
-    return read_config(Path(ref)) if is_checkpoint(ref) else {}
+    CheckpointError for one whose checksum does not match (checked before it is parsed, with
+    the other files but the weights: `verify_checksums`), that is damaged or from a later
+    format (`read_config`)."""
+    if not is_checkpoint(ref):
+        return {}
+    verify_checksums(Path(ref), weights=False)
+    return read_config(Path(ref))
 
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:
@@ -197,7 +204,8 @@ class Source:
     @classmethod
     def read(cls, ref: str | Path) -> Source:
         ref = resolved(str(ref))
-        return cls(ref, load_source_recipe(ref), checkpoint_config(ref))
+        recipe = load_source_recipe(ref)  # a checkpoint: its files but the weights verified
+        return cls(ref, recipe, read_config(Path(ref)) if is_checkpoint(ref) else {})
 
     @property
     def is_checkpoint(self) -> bool:

@@ -92,6 +92,22 @@ def test_a_config_that_is_not_json_is_refused(ckpt):
     assert "the checkpoint's config is damaged" in _said(res)
 
 
+@pytest.mark.parametrize("name", ["config.json", "fsc_recipe.yaml"])
+def test_a_damaged_file_is_its_checksum_mismatch_in_every_command(fsc_main, ckpt, name):
+    """A byte added to config.json (or the recipe) after the save: decode and eval say what
+    verify and train --resume say, the checksum that does not match, not what parsing the
+    file made of it (docs/checkpoint.md: checked before anything is parsed)."""
+    with open(ckpt / name, "a") as f:
+        f.write("corrupt\n")
+    for args in (("decode", ckpt, "--prompt", "hi", "--length", "4"),
+                 ("eval", ckpt, "--task", "loss", "--data", "copy", "--store", "store"),
+                 ("verify", ckpt)):
+        res = fsc_main(*args)
+        said = _said(res)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, said
+        assert f"error: {ckpt / name}: sha256 " in said and f"in {CHECKSUMS_FILE}" in said
+
+
 def test_a_checkpoint_of_a_later_format_asks_for_a_newer_fsc(ckpt):
     config = json.loads((ckpt / "config.json").read_text())
     config |= {"format_version": 2, "fsc_version": "9.0.0"}

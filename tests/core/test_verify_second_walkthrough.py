@@ -9,6 +9,7 @@ import pytest
 from fsc_run import in_process
 
 from fsc import verify as verify_lib
+from fsc.checkpoint.layout import read_checksums, write_checksums
 from fsc.errors import WeightsDoNotFit
 from fsc.model.attention import Attention
 from fsc.model.mamba import Mamba
@@ -132,6 +133,7 @@ def test_against_an_import_whose_origin_lost_its_weights_says_so(tmp_path):
     config = json.loads((ckpt / "config.json").read_text())
     config["imported_from"] = f"{folder} (LlamaForCausalLM)"
     (ckpt / "config.json").write_text(json.dumps(config))
+    write_checksums(ckpt, list(read_checksums(ckpt)))  # as an import wrote it: listed
     res = in_process("verify", ckpt, "--against", "transformers")
     assert res.returncode == 2
     assert (f"{ckpt} was imported from {folder}, which now has no weights"

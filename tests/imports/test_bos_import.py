@@ -11,6 +11,7 @@ import pytest
 import torch
 from published import save_llama_with_bos
 
+from fsc.checkpoint.layout import read_checksums, write_checksums
 from fsc.imports.reference import reference_greedy
 
 pytest.importorskip("transformers")
@@ -121,6 +122,7 @@ def test_verify_checks_an_import_against_the_model_it_came_from(llama, fsc_main,
     config["imported_from"] = f"{tmp_path / 'gone'} (LlamaForCausalLM)"
     shutil.copytree(ck, tmp_path / "orphan")
     (tmp_path / "orphan" / "config.json").write_text(json.dumps(config))
+    write_checksums(tmp_path / "orphan", list(read_checksums(tmp_path / "orphan")))  # listed
     res = fsc_main("verify", tmp_path / "orphan", "--against", "transformers")
     assert res.returncode == 2 and "which is not here" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
