@@ -4,6 +4,7 @@ gave it (an option, or the file itself)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from pathlib import Path
@@ -81,6 +82,20 @@ def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "",
         raise UsageError(f"{what}: {ancestor} is not a folder")
     _probe(ancestor, what)
     return path
+
+
+def held(folder: Path) -> bool:
+    """Whether another process holds directory `folder`'s advisory lock now: fsc train holds its
+    training directory's while it trains into it (fsc.train.run.sole_trainer), from before its
+    first save until it ends, however it ends."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def store_dir(store: Path | None) -> Path:

@@ -36,6 +36,7 @@ from fsc.imports import (
     published_length,
 )
 from fsc.jsonsafe import json_object
+from fsc.paths import held
 from fsc.recipe import Recipe, load_recipe
 from fsc.text import printable
 from fsc.tokenizer import IdTokenizer, load_tokenizer
@@ -129,6 +130,10 @@ def load_source_recipe(ref: str | Path) -> Recipe:
                 raise
             raise RecipeError(f"{e} (the checkpoint was written by fsc {written}; this is fsc "
                               f"{fsc.__version__})") from None
+    if Path(ref).is_dir() and held(Path(ref)):
+        raise UsageError(f"{printable(str(ref), 120)}: a training directory with no checkpoint "
+                         "saved yet: an fsc train is training into it now (fsc runs lists it); "
+                         "give it once the run has saved its first step-NNNNNN")
     if Path(ref).is_dir():
         raise UsageError(f"{printable(str(ref), 120)}: is a directory with no checkpoint in it (no "
                          f"{RECIPE_FILE} and {CONFIG_FILE}), no training run (no step-NNNNNN "

@@ -31,7 +31,7 @@ from fsc.interrupts import signal_name
 from fsc.loading import check_fits, free_bytes, set_threads, torch_device
 from fsc.model.fla_scan import train_backend
 from fsc.model.lm import build_model
-from fsc.paths import output_dir
+from fsc.paths import held, output_dir
 from fsc.provenance import environment
 from fsc.recipe import Recipe
 from fsc.sections import MAX_NAME
@@ -43,6 +43,7 @@ from fsc.source import (
     resolve_checkpoint,
 )
 from fsc.store import Store
+from fsc.text import printable
 from fsc.tokenizer import carried_files, check_vocab, load_tokenizer
 from fsc.train import parallel, ranks
 from fsc.train.fits import check_training_fits
@@ -246,10 +247,11 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
     run_dir = Path(path).parent if Path(path).name.startswith("step-") else Path(path)
     # (before it has saved a step, it holds none); asked by the command, not by the ranks it
     # launched, whose first may hold the directory already
-    if not ranks.launched() and run_dir.is_dir() and _busy(run_dir):
+    if not ranks.launched() and run_dir.is_dir() and held(run_dir):
         raise UsageError(f"--resume {path}: another fsc train is training into it now; wait "
                          "for it to end (fsc runs lists it)")
     start = resolve_checkpoint(path, resume=True)
+    _refuse_no_step(path, start)
     state = read_state(start)
     done = state[0]["step"]
     if Path(path).resolve() == start.resolve():  # a step named, not its training directory
@@ -292,6 +294,19 @@ def resumed_job(path: Path, device: str, steps: int | None, nproc: int | None,
                          "(its global batch); resume it with the same")
     recipe = load_source_recipe(start)  # the recipe trained (G = 1 for ar)
     return replace(_checked(cfg, recipe, str(start), state), notes=notes)
+
+
+def _refuse_no_step(path: Path, start: Path) -> None:
+    """UsageError for a --resume that names no step checkpoint: one of a checkpoint's files
+    (its directory resumes, as other commands say), or a directory with none saved in it."""
+    given = printable(str(path), 120)
+    if start.is_file() and is_checkpoint(start.parent):
+        raise UsageError(f"--resume {given}: a file in the checkpoint "
+                         f"{printable(str(start.parent), 120)}; give that directory instead")
+    if start.is_dir() and not is_checkpoint(start):
+        raise UsageError(f"--resume {given}: no checkpoint saved in it (no step-NNNNNN), so "
+                         "nothing to go on from; a run killed before its first save trains "
+                         f"again from the start (fsc train RECIPE ... --out {given})")
 
 
 def later_steps(folder: Path, done: int) -> list[str]:
@@ -432,18 +447,6 @@ def train(job: TrainJob, device: str, store: Store, command: str, *,
         return _train(job, rank, store, command, stop_after, progress, on_eval)
     finally:
         parallel.close()
-
-
-def _busy(out: Path) -> bool:
-    """Whether another process holds training directory `out` (sole_trainer's lock) now."""
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 @contextmanager

@@ -55,6 +55,37 @@ def test_a_resume_of_a_run_that_has_saved_nothing_yet_is_refused_as_busy(fsc_mai
     assert list((tmp_path / "run").iterdir()) == []
 
 
+def test_a_run_training_before_its_first_save_is_named_as_one(fsc_main, tmp_path):
+    """fsc eval and fsc decode of a training directory whose run has saved nothing yet said it
+    was no checkpoint, no training run and no published model: it is a live training run."""
+    with _held(tmp_path / "run"):
+        for args in (("eval", "run", "--task", "loss", "--data", "copy", "--store", "st"),
+                     ("decode", "run", "--prompt", "hi", "--length", "4")):
+            res = fsc_main(*args)
+            said = " ".join(res.stderr.split())
+            assert res.returncode == 2 and len(res.stderr.splitlines()) == 1, said
+            assert ("error: run: a training directory with no checkpoint saved yet: an fsc "
+                    "train is training into it now (fsc runs lists it)") in said
+    res = fsc_main("eval", "run", "--task", "loss", "--data", "copy", "--store", "st")
+    assert "is a directory with no checkpoint in it" in res.stderr  # none trains into it now
+
+
+def test_a_resume_of_nothing_saved_or_of_a_checkpoints_file_says_so(fsc_main, tmp_path):
+    """`--resume DIR` of a directory holding nothing, or of a file in a step checkpoint, said
+    "no training state", where other commands name the file's directory."""
+    (tmp_path / "empty").mkdir()
+    res = fsc_main("train", "--resume", "empty", "--store", "st")
+    assert res.returncode == 2
+    assert ("error: --resume empty: no checkpoint saved in it (no step-NNNNNN), so nothing to go "
+            "on from; a run killed before its first save trains again from the start (fsc "
+            "train RECIPE ... --out empty)") in " ".join(res.stderr.split())
+    fsc_main("train", *COPY, "--train-steps", "2", "--out", "run", "--store", "st", check=0)
+    res = fsc_main("train", "--resume", "run/step-000002/model.safetensors", "--store", "st")
+    assert res.returncode == 2
+    assert ("error: --resume run/step-000002/model.safetensors: a file in the checkpoint "
+            "run/step-000002; give that directory instead") in " ".join(res.stderr.split())
+
+
 def test_a_new_run_into_a_directory_being_trained_is_refused(fsc_main, tmp_path):
     with _held(tmp_path / "run"):  # the first run has saved nothing yet: the folder is empty
         _refused(fsc_main("train", *COPY, "--train-steps", "2", "--out", "run",
