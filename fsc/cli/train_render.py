@@ -79,6 +79,13 @@ def report(trained, store: Path | None, as_json: bool) -> None:
         resumed = trained.job.state is not None and summary["checkpoint"]
         print_json({**summary, "checkpoint": _here(summary["checkpoint"]) if resumed
                     else summary["checkpoint"]})
+    elif not summary["trained"]:  # stopped before its first step: its start saved, to resume
+        recipe = trained.job.recipe
+        out.print(f"{printable(recipe.name, 60)}{_origin(cfg, recipe.block_size)} on "
+                  f"{printable(cfg.data, 80)} ({cfg.objective}): interrupted before its first "
+                  f"step, nothing trained; the weights it started from are kept in "
+                  f"{printable(_here(res.checkpoint), None)} for --resume; run {trained.run_id}",
+                  markup=False, highlight=False, soft_wrap=True)
     else:
         start = res.step - len(done) + 1  # a resumed run's first step here: not step 1
         first = (f"{done[0]:.4f}{f' (step {start})' if start > 1 else ''} → "

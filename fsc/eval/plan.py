@@ -29,6 +29,7 @@ from fsc.eval.request import (
     mode_warning,
     trained_on_warning,
     trained_text,
+    untrained_warning,
 )
 from fsc.eval.scorers import check_scorer
 from fsc.eval.tasks import check
@@ -115,7 +116,8 @@ def grid_of(request: EvalRequest) -> tuple[EvalGrid, Recipe, object]:
         warnings += [*scorer_warnings(filled, kind), block_warning(
             request, src, [d.G for d in gen.decodings if d.mode == "diffusion"]),
             one_step_warning(filled, gen)]
-    warnings += [mode_warning(request, src, mode), trained_on_warning(request, trained, data)]
+    warnings += [untrained_warning(src), mode_warning(request, src, mode),
+                 trained_on_warning(request, trained, data)]
     grid = EvalGrid(source, recipe.name, recipe.recipe_hash, G, K, request.task, lengths,
                     depths, pairs,
                     EvalSettings(mode, K or 1, request.samples, request.batch, request.seed,

@@ -273,6 +273,17 @@ def mode_warning(request: EvalRequest, src: Source, mode: str) -> str | None:
     return None
 
 
+def untrained_warning(src: Source) -> str | None:
+    """Why the checkpoint `src` scores no training: the step `fsc train` saves when a stop
+    signal ends a run before its first step (step-000000, kept for --resume), which holds the
+    weights the run started from; None for any other."""
+    if not src.is_checkpoint or src.training.get("steps") != 0:
+        return None
+    seeded = ", seeded random ones" if not src.learned else ""
+    return (f"{src.ref} holds no trained step (its run was interrupted before its first step "
+            f"and saved it for --resume): it scores the weights the run started from{seeded}")
+
+
 def block_warning(request: EvalRequest, src: Source, Gs) -> str | None:
     """Why decoding the checkpoint `src` by block diffusion at the block sizes `Gs` (genppl's
     --G) reads it outside what it learned, as `fsc decode` notes it: weights trained at a G

@@ -245,7 +245,11 @@ class Trainer:
         facts = self.training_facts()
         if facts["final_loss"] is None:
             facts["final_loss"] = float("nan")
+        # stopped before its first step, a run from a recipe saves its seeded weights (for
+        # --resume): recorded as such, so its card and every command call them untrained
+        seeded = self.step == 0 and not (self.cfg.started_from or self.cfg.adapted_from)
         save_checkpoint(model, dest, training=facts, extra=extra, bos=BOS,
+                        seed=self.cfg.seed if seeded else None,
                         include=carried_files(self.cfg.tokenizer))  # self-contained
         tmp = out / f".{LATEST}.tmp"
         tmp.write_text(dest.name + "\n")

@@ -418,7 +418,8 @@ class Trained:
                 if res.interrupted else None)
 
     def summary(self) -> dict:
-        """What `fsc train --json` prints."""
+        """What `fsc train --json` prints; `trained` false for a run stopped before its first
+        step, whose checkpoint (step-000000, for --resume) holds the weights it started from."""
         cfg, res, done = self.job.cfg, self.result, self.losses
         return {"run_id": self.run_id, "store": str(self.store.file) if self.store else None,
                 "recipe": self.job.recipe.name, "objective": cfg.objective, "data": cfg.data,
@@ -427,7 +428,8 @@ class Trained:
                 "final_loss": res.final_loss if done else None, "seconds": res.seconds,
                 "tokens_per_s": (res.tokens / res.step_seconds if res.step_seconds > 0
                                  else None),
-                "checkpoint": res.checkpoint, "interrupted": res.interrupted,
+                "checkpoint": res.checkpoint, "trained": res.step > 0,
+                "interrupted": res.interrupted,
                 "stop_at": cfg.stop_at, "reached": res.reached, "evals": self.evals}
 
 

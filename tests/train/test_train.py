@@ -274,6 +274,41 @@ def test_a_stop_signal_while_training_sets_up_is_not_lost(tmp_path, monkeypatch,
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)  # bit-exact
 
 
+def test_a_run_stopped_before_its_first_step_is_not_called_trained(tmp_path, monkeypatch,
+                                                                   capsys):
+    """Ctrl-C before the first step said "trained tiny_attn to step 0 of 40 ...; checkpoint
+    run/step-000000", and fsc eval scored that step's seeded weights as the run's without a
+    word. The step stays, for --resume, but nothing calls it trained."""
+    from fsc.cli.main import main
+
+    real = Trainer.run
+
+    def run(self, *args, **kwargs):  # the run set up; Ctrl-C before its first step
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "run", run)
+    out, store = tmp_path / "run", ["--store", str(tmp_path / "store")]
+    setting = ["tiny_attn", *COPY, "--batch", "4", "--train-steps", "40", *store]
+    assert main(["train", *setting, "--out", str(out)]) == 130
+    said = capsys.readouterr()
+    assert "trained" not in said.out.replace("nothing trained", "")
+    assert said.out.startswith("tiny_attn on copy (frontier): interrupted before its first "
+                               f"step, nothing trained; the weights it started from are kept "
+                               f"in {out / 'step-000000'} for --resume; run ")
+    assert "interrupted at step 0 by SIGINT; continue with" in said.err
+    assert main(["train", *setting, "--out", str(tmp_path / "j"), "--json"]) == 130
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["trained"], doc["step"], doc["interrupted"]) == (False, 0, True)
+    config = json.loads((out / "step-000000" / "config.json").read_text())
+    assert config["seed"] == 0 and config["training"]["steps"] == 0  # seeded: untrained
+    assert main(["eval", str(out), "--task", "loss", "--data", "copy", "--samples", "4",
+                 *store]) == 0
+    assert (f"warning: {out / 'step-000000'} holds no trained step (its run was interrupted "
+            "before its first step and saved it for --resume): it scores the weights the run "
+            "started from, seeded random ones") in " ".join(capsys.readouterr().err.split())
+
+
 def test_the_summary_is_one_line_however_long_its_paths(tmp_path, capsys):
     """`fsc train ... | tee log`: the summary stays one line (run id and checkpoint path in it)
     past the console's width, for a reader that parses it."""
