@@ -87,8 +87,11 @@ def output_dir(path: Path, what: str, *, replace: bool = False, hint: str = "",
 def held(folder: Path) -> bool:
     """Whether another process holds directory `folder`'s advisory lock now: fsc train holds its
     training directory's while it trains into it (fsc.train.run.sole_trainer), from before its
-    first save until it ends, however it ends."""
-    fd = os.open(folder, os.O_RDONLY)
+    first save until it ends, however it ends. A folder this process cannot open is none."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
