@@ -147,8 +147,8 @@ def _record(line: str, where: str) -> dict:
         record = json.loads(line)
     except ValueError as e:
         raise UsageError(f"{where} is not JSON ({getattr(e, 'msg', e)}); a .jsonl, .ndjson "
-                         "or .json file holds JSON (a file of another suffix, a prompt a line; "
-                         "standard input, JSON where it begins with { or [)") from None
+                         "or .json file holds JSON (a file of another suffix, a prompt a "
+                         "line), as does standard input that begins with { or [") from None
     return _checked(record, where)
 
 
