@@ -22,6 +22,7 @@ def test_push_without_a_token_fails_before_any_network_call(save_tiny, fsc, hf_e
     assert hub.requests == []
 
 
+@pytest.mark.slow  # two new interpreters, 4 s: make test-slow (CI runs it)
 def test_push_of_a_path_that_does_not_exist_is_bad_input(fsc, hf_env, hub, tmp_path):
     """Exit 2, as fsc verify and fsc decode give for the path, with or without a token."""
     env = {k: v for k, v in hf_env.items() if k != "HF_TOKEN"}

@@ -177,6 +177,7 @@ def test_the_table_reads_at_100_columns_and_whole_with_wide(cli, tmp_path, monke
     assert max(len(line) for line in wide.out.splitlines()) > 100
 
 
+@pytest.mark.slow  # its runs, 1.4 s: make test-slow
 def test_the_title_breaks_only_between_its_pieces_at_80_columns(cli, tmp_path, monkeypatch):
     """At 80 columns the title wrapped as `… · G` / `4 · K 4 · dtype bf16`: each NAME VALUE
     piece said in it stays on one line, with a plain space, in the table only."""

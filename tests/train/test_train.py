@@ -110,6 +110,7 @@ def test_the_old_spelling_of_train_steps_trains_the_same(cli, tmp_path):
                                "--train-steps only"
 
 
+@pytest.mark.slow  # a training, 1.3 s (tests/core/test_progress.py renders the bar at once)
 def test_the_bar_keeps_its_count_whole_on_an_80_column_terminal(fsc_main, tmp_path,
                                                                  monkeypatch):
     """A run of 100000 steps on an 80-column terminal showed `213/10…`, read as 213 of about
