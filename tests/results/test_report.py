@@ -347,6 +347,7 @@ def test_a_single_point_is_counted_in_the_singular():
     assert _summary([one, {**one, "B": 8}]).startswith("2 points (2 oom)")
 
 
+@pytest.mark.slow  # 2.8 s: make test-slow (CI runs it)
 def test_a_profile_run_that_did_not_finish_says_so_in_its_summary(cli, made, tmp_path):
     """The header of an interrupted run's section says its points are not the whole sweep;
     a finished run's says nothing of the kind."""
