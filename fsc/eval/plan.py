@@ -269,7 +269,8 @@ def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
     """Why Gen-PPL under `request.scorer` (of `kind`, see check_scorer) flatters or judges
     nothing, a line each (docs/quality.md): the scorer is the checkpoint scored or the
     --baseline (the same weights, a training directory taken at its step), or its weights are
-    seeded random ones (a recipe, or a checkpoint `fsc build --save` wrote: untrained)."""
+    seeded random ones (a recipe, or a checkpoint `fsc build --save` wrote, or the step-000000
+    of a training from a recipe stopped before its first step: untrained)."""
     scorer = resolve_checkpoint(request.scorer)
     published = _published(request.scorer, kind)
     said = []
@@ -285,8 +286,9 @@ def scorer_warnings(request: EvalRequest, kind: str) -> tuple[str, ...]:
                         f"imported from {published} and not trained since): {whose} scored "
                         "by their own model, which flatters them")
     config = checkpoint_config(scorer)
+    untrained = not config.get("training") or config["training"].get("steps") == 0
     if kind == "fsc" and (not is_checkpoint(scorer) or (config.get("seed") is not None
-                                                        and not config.get("training")
+                                                        and untrained
                                                         and not config.get("imported_from"))):
         said.append(f"--scorer {request.scorer}: seeded random weights (untrained); a Gen-PPL "
                     "under it says nothing about the text")

@@ -131,6 +131,11 @@ def test_a_scorer_that_flatters_or_judges_nothing_is_warned_of(fsc_main, tmp_pat
     [seeded] = warned("tiny_attn", "--steps", "4", "--scorer", ar_recipe)
     assert f"--scorer {ar_recipe}: seeded random weights (untrained)" in seeded
     assert warned("tiny_attn", "--steps", "4", "--scorer", "ar") == []
+    # a training from a recipe stopped before its first step keeps its seeded weights as step 0
+    save_checkpoint(model, tmp_path / "ar0" / "step-000000", seed=0, training={
+        "objective": "ar", "steps": 0, "data": "shakespeare", "seq_len": 16, "final_loss": None})
+    [seeded] = warned("tiny_attn", "--steps", "4", "--scorer", "ar0/step-000000")
+    assert "ar0/step-000000: seeded random weights (untrained)" in seeded
 
 
 @pytest.mark.parametrize("args, says", [
