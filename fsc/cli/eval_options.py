@@ -48,6 +48,7 @@ ResumeOpt = _one("--resume", "Continue an eval run (after Ctrl-C, SIGTERM or a k
 class Task(Choice):
     niah = "niah"
     mqar = "mqar"
+    copy = "copy"
     vt = "vt"
     cwe = "cwe"
     fwe = "fwe"

@@ -109,7 +109,7 @@ def render(cells: list, task: str, recipe: str, run_id: str, warnings=()) -> Non
     for k in sorted({c.get(key) for c in cells} if key else {None}):
         row = {c.length: c.get("score") if suite else c.accuracy for c in cells
                if key is None or c.get(key) == k}
-        rows.append(("" if k is None else f"{k:g}",
+        rows.append((printable(task, 40) if k is None else f"{k:g}",
                      [Text(f" {row[n]:.2f} ", style=_shade(row[n])) if row.get(n) is not None
                       else "-" for n in lengths]))
     show_heatmap(key or "", _heads(cells, lengths), rows, out)

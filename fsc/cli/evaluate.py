@@ -1,5 +1,5 @@
-"""`fsc eval`: niah by length × depth, mqar by pairs × length, the RULER-style suite (niah's
-variants, vt, cwe, fwe), held-out loss, genppl by decoding. The work is fsc.scale.evaluation."""
+"""`fsc eval`: niah by length × depth, mqar by pairs × length, copy by length, the RULER-style
+suite (niah's variants, vt, cwe, fwe), held-out loss, genppl. The work is fsc.scale.evaluation."""
 
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def evaluate(
         help="Checkpoint dir or training dir (its latest step); a recipe evaluates seeded "
         "random weights.", show_default=False)] = None,
     task: Annotated[Task | None, typer.Option(
-        "--task", help="niah, mqar, vt, cwe, fwe, ruler (all of the suite), loss, genppl or "
-        "harness (default: the task of the training data: passkey niah, mqar mqar, text loss; "
-        "genppl with --scorer; harness with --tasks; niah for a recipe).",
+        "--task", help="niah, mqar, copy, vt, cwe, fwe, ruler (all of the suite), loss, "
+        "genppl or harness (default: the task of the training data: passkey niah, mqar mqar, "
+        "copy copy, text loss; genppl with --scorer; harness with --tasks; niah for a recipe).",
         show_default=False)] = None,
     lengths: listed(
         "--lengths", "Prompt lengths, e.g. 256,512,1k,2k,4k (default: 1, 2, 4, 8 and 16 "
@@ -159,11 +159,12 @@ def evaluate(
     scale: ExecutorSettings,
     suite: dict,
 ) -> None:
-    """Score a checkpoint: retrieval (niah, mqar) and the RULER-style suite (niah --variant,
-    vt, cwe, fwe) decoded by the cached decoder, held-out loss (the bound over every block, or
-    AR NLL), or generative perplexity (genppl: samples by K, G, policy and temperature, scored
-    by a separate AR --scorer, beside the reference text: the data's own continuations). A row
-    per cell in the store (view `evaluation`); --resume RUN_ID continues a run."""
+    """Score a checkpoint: retrieval (niah, mqar, copy) and the RULER-style suite (niah
+    --variant, vt, cwe, fwe) decoded by the cached decoder, held-out loss (the bound over every
+    block, or AR NLL), or generative perplexity (genppl: samples by K, G, policy and
+    temperature, scored by a separate AR --scorer, beside the reference text: the data's own
+    continuations). A row per cell in the store (view `evaluation`); --resume RUN_ID continues
+    a run."""
     from fsc.errors import UsageError
     from fsc.eval.request import EvalRequest, precheck
     from fsc.interrupts import Stopped

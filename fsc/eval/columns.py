@@ -34,9 +34,9 @@ SUITE = (  # the RULER-style suite's (fsc.eval.ruler) own eval_cells columns: ea
 )
 ANSWERS = Column(
     "answers", "VARCHAR",
-    "niah, mqar, vt, cwe, fwe: JSON text, what each sample expected and what was decoded, a "
+    "niah, mqar, copy, vt, cwe, fwe: JSON text, what each sample expected and what was decoded, a "
     "list of {expected, decoded, score} (one a sample, in order): expected, the answer strings "
-    "(niah: the key; mqar: one a query); decoded, the answer's text (mqar: a list, one a "
+    "(niah: the key; mqar: one a query; copy: the letters); decoded, the answer's text (mqar: a list, one a "
     "query); score, the sample's exact match (mqar: the fraction of its queries) or RULER's "
     "score. Read it with json functions, e.g. `answers->0->>'decoded'`.")
 SUITE = (*SUITE, ANSWERS)
@@ -48,7 +48,7 @@ OWN = {"niah": ("variant", "needles", "distractors", "haystack", "template", "sc
        "cwe": ("words", "template", "score", "answers"),
        "fwe": ("words", "template", "score", "answers"),
        "ruler": tuple(c.name for c in SUITE)}
-MQAR = (ANSWERS,)
+MQAR = COPY = (ANSWERS,)
 
 
 def plain_passkey(row) -> bool:

@@ -77,7 +77,7 @@ GENPPL_DEFAULTS = {"scorer": None, "G": None, "policies": ("confidence",), "thre
 SAMPLING = ("top_p", "top_k", "min_p", "repetition_penalty")
 
 
-TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "niah_multikey": "niah",
+TRAINED_TASK = {"passkey": "niah", "mqar": "mqar", "copy": "copy", "niah_multikey": "niah",
                 "niah_multivalue": "niah", "niah_multiquery": "niah", "vt": "vt", "cwe": "cwe",
                 "fwe": "fwe", "ruler": "ruler"}  # training data -> the eval task that scores it
 TRAINED_VARIANT = {"niah_multikey": "multikey", "niah_multivalue": "multivalue",
@@ -92,9 +92,9 @@ SUITE_OPTIONS = {"variant": ("niah",), "needles": ("niah", "ruler"),
 
 def default_task(request: EvalRequest, data) -> str:
     """The task `fsc eval` runs when --task is not given: the one that measures what the
-    checkpoint was trained on (passkey: niah, mqar: mqar, vt: vt, ..., a mix of tasks: ruler,
-    text: loss; genppl when --scorer is given), niah for untrained weights; UsageError naming
-    the fitting task otherwise."""
+    checkpoint was trained on (passkey: niah, mqar: mqar, copy: copy, vt: vt, ..., a mix of
+    tasks: ruler, text: loss; genppl when --scorer is given), niah for untrained weights;
+    UsageError naming the fitting task otherwise."""
     if request.scorer is not None:
         return "genppl"
     if data is None:
@@ -107,7 +107,7 @@ def default_task(request: EvalRequest, data) -> str:
         return "loss"
     raise UsageError(f"{request.source} was trained on {data}, which no eval task measures "
                      f"as it is: give --task loss --data {data} (its held-out loss), or --task "
-                     "niah or mqar")
+                     "niah, mqar or copy")
 
 
 def _mix_task(source: str, data: str, names: list[str]) -> str:
@@ -298,7 +298,7 @@ def block_warning(request: EvalRequest, src: Source, Gs) -> str | None:
             "what it learned")
 
 
-RETRIEVAL = ("niah", "mqar", "vt", "cwe", "fwe", "ruler")  # the tasks that decode answers
+RETRIEVAL = ("niah", "mqar", "copy", "vt", "cwe", "fwe", "ruler")  # the tasks that decode answers
 
 
 def located(request: EvalRequest) -> EvalRequest:

@@ -1,8 +1,8 @@
 """Retrieval tasks: needle retrieval (niah) by length × depth, associative recall (mqar) by
-pairs × length.
+pairs × length, copying (copy) by length.
 
 Answers are decoded by the cached decoder, greedily. An answer after the whole prompt (niah,
-the RULER-style suite) is decoded as `fsc decode --prompts` decodes it
+copy, the RULER-style suite) is decoded as `fsc decode --prompts` decodes it
 (`fsc.decode.generate_batch`: the prompt prefilled, each answer block filled by K steps
 against the cache, then folded; a row ends at EOS). The answers of mqar sit between its
 queries: each answer block is filled by `fsc.decode.denoise` (or, autoregressively, one token
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import torch
 
-from fsc.data.tasks import MQAR, Passkey
+from fsc.data.tasks import MQAR, Copy, Passkey
 from fsc.decode import DecodeConfig, banned_ids, generate_batch
 from fsc.decode.denoise import denoise
 from fsc.decode.sampler import Picker
@@ -28,11 +28,14 @@ from fsc.eval.grid import EvalGrid, EvalSettings
 from fsc.seeds import derive
 
 
-def prompts(grid: EvalGrid, tokenizer, length: int, pairs: int | None = None) -> Passkey | MQAR:
-    """The task whose samples fill a niah cell at `length`, or an mqar cell at `length` with
-    `pairs`; UsageError (naming --lengths) when the length is too short for it."""
+def prompts(grid: EvalGrid, tokenizer, length: int,
+            pairs: int | None = None) -> Passkey | MQAR | Copy:
+    """The task whose samples fill a niah or copy cell at `length`, or an mqar cell at `length`
+    with `pairs`; UsageError (naming --lengths) when the length is too short for it."""
     if grid.task == "niah":
         return Passkey(tokenizer, length, grid.G, grid.digits, option="--lengths")
+    if grid.task == "copy":
+        return Copy(tokenizer, length, grid.G, option="--lengths")
     return MQAR(tokenizer, length, grid.G, pairs, option="--lengths")
 
 
@@ -145,10 +148,22 @@ def mqar(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
                    **_cell(model, tokenizer, samples, settings, device, queries=True)}
 
 
+def copy(model, tokenizer, grid: EvalGrid, lengths, device) -> Iterator[dict]:
+    """Copying: a cell per length, exact match of the whole copy (the copy task's letters are
+    half the length, less the separator: longer lengths copy more)."""
+    settings = grid.settings
+    for length in lengths:
+        task = prompts(grid, tokenizer, length)
+        samples = [task.sample(derive(settings.seed, length, i, 16))
+                   for i in range(settings.samples)]
+        yield {"task": "copy", "length": length, "length_ratio": ratio(length, settings),
+               **_cell(model, tokenizer, samples, settings, device)}
+
+
 def _cell(model, tokenizer, samples, settings: EvalSettings, device,
           queries: bool = False) -> dict:
     """Decode `samples` (one layout) in batches and count exact matches, one per run of
-    scored positions: a passkey's whole key, each of an mqar sample's answers (`queries`: its
+    scored positions: a passkey's whole key, a copy's whole letters, each of an mqar sample's answers (`queries`: its
     answers' decoded texts a list, one a query, however many)."""
     target = torch.tensor(samples[0].target)
     score = torch.tensor(samples[0].score)

@@ -46,6 +46,7 @@ TASKS = {t.name: t for t in (
            columns=columns.suite(name)) for name in ("niah", "vt", "cwe", "fwe", "ruler")),
     Task("mqar", retrieval.check, retrieval.mqar, lambda g: len(g.pairs),
          columns=columns.MQAR),
+    Task("copy", retrieval.check, retrieval.copy, lambda g: 1, columns=columns.COPY),
     Task("loss", loss.check, loss.measure, lambda g: 1, loss.fits, blocks=False,  # checks its own
          columns=(columns.DATA, *columns.LOSS, *columns.LOSS_KNOBS)),
     Task("genppl", genppl.check, genppl.measure, lambda g: 1 + len(g.gen.decodings),

@@ -13,15 +13,15 @@ from fsc.eval.request import EvalRequest, default_task
 
 @pytest.mark.parametrize(("data", "task"), [
     ("passkey:1,vt:1", "ruler"), ("niah_multikey:1,passkey:2", "ruler"), ("mqar:3", "mqar"),
-    ("passkey:2", "niah"), ("mqar:0,passkey:1", "niah"), ("vt:1,cwe:0", "vt")])
+    ("passkey:2", "niah"), ("mqar:0,passkey:1", "niah"), ("vt:1,cwe:0", "vt"),
+    ("copy:2", "copy")])
 def test_a_mix_is_scored_by_the_task_its_parts_share(data, task):
     assert default_task(EvalRequest("ck"), data) == task
 
 
 @pytest.mark.parametrize(("data", "says"), [
     ("passkey:1,mqar:1", "give --task mqar or --task niah or --task loss"),
-    ("copy:1,passkey:1", "give --task niah or --task loss"),
-    ("copy:2", "give --task loss")])
+    ("copy:1,passkey:1", "give --task copy or --task niah or --task loss")])
 def test_a_mix_no_one_task_measures_is_told_which_do(data, says):
     """The ruler suite scores neither mqar nor copy: such a mix is not scored by it."""
     with pytest.raises(UsageError, match="a mix no one eval task measures") as e:
