@@ -113,10 +113,13 @@ def niah_cells(rows: Rows, metric: str = "accuracy") -> Rows:
     return [r for r in rows if passkey(r) and r.get(metric) is not None]
 
 
+LINES = {"niah": "-", "mqar": "--", "copy": ":"}  # the retrieval figure's tasks, by line style
+
+
 def retrieval_cells(rows: Rows, metric: str = "accuracy") -> Rows:
     """The evaluation rows the retrieval figure draws."""
-    return [r for r in rows if (r["task"] == "mqar" or passkey(r)) and r.get("length_ratio")
-            and r.get(metric) is not None]
+    return [r for r in rows if (r["task"] in ("mqar", "copy") or passkey(r))
+            and r.get("length_ratio") and r.get(metric) is not None]
 
 
 def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
@@ -157,10 +160,11 @@ def niah(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure
 
 
 def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> Figure:
-    """Retrieval (over every depth or pair count) against length ÷ training length, one line
-    per backbone (and task, when more than one is shown)."""
+    """Retrieval (over every depth or pair count) and copying against length ÷ training
+    length, one line per backbone (and task, when more than one is shown)."""
     cells = retrieval_cells(rows, metric)
-    need_rows(cells, "niah or mqar cell with a training length", "fsc eval RUN_DIR (a trained checkpoint) records them")
+    need_rows(cells, "niah, mqar or copy cell with a training length",
+              "fsc eval RUN_DIR (a trained checkpoint) records them")
     fig, axes = new_figure(f"retrieval against length: {metric.replace('_', ' ')}", cells)
     ax = axes[0][0]
     tasks = len({c["task"] for c in cells}) > 1
@@ -174,15 +178,15 @@ def retrieval(rows: Rows, colour: dict[str, str], metric: str = "accuracy") -> F
         if tasks:
             label = label.replace(f"{recipe} · ", f"{recipe} · {task} · ", 1)
         ax.plot(x, [_metric(v, metric) for v in by_ratio.values()], lw=1.4, ms=4,
-                marker=shape, ls="--" if task == "mqar" else "-", color=colour[recipe],
+                marker=shape, ls=LINES[task], color=colour[recipe],
                 label=label)
     ax.set_xscale("log", base=2)
     log2_axis(ax.xaxis, [c["length_ratio"] for c in cells], lambda x, _p=None: f"{x:g}×")
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("prompt length ÷ training length")
-    over = {"niah": "depths", "mqar": "pair counts"}
-    ax.set_ylabel(f"{METRICS[metric]},\nmean over "
-                  + " or ".join(over[t] for t in over if any(c["task"] == t for c in cells)))
+    over = [o for t, o in (("niah", "depths"), ("mqar", "pair counts"))
+            if any(c["task"] == t for c in cells)]  # (a copy cell is one of its length)
+    ax.set_ylabel(METRICS[metric] + (f",\nmean over {' or '.join(over)}" if over else ""))
     ax.grid(True, alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
     put_legend(fig, handles, labels)

@@ -82,7 +82,8 @@ CAPTIONS = {
     "roofline": "Achieved compute and bandwidth of each step against its arithmetic intensity.",
     "loss": "Training loss per optimizer step (and the in-loop eval, when logged).",
     "niah": "Needle retrieval, exact match, by prompt length and depth.",
-    "retrieval": "Retrieval against prompt length ÷ training length, mean over depths.",
+    "retrieval": "Retrieval (and copying) against prompt length ÷ training length, mean over "
+                 "depths.",
     "ruler": "RULER-style score (the fraction of expected strings found) against prompt "
              "length ÷ training length: a panel per task and variant, and their average.",
     "quality": "Generative perplexity under the scorer against decoding speed, a panel per "

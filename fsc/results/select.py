@@ -125,9 +125,9 @@ NIAH = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe",),
               need=f"task = 'niah' AND {PASSKEY}", what="niah cells",
               hint="fsc eval --task niah", from_run=(RUN_DATA, RUN_BATCH), apart=TRAINED)
 RETRIEVAL = Source("evaluation", "eval", _EVAL_ORDER, by=("recipe", "task"),
-                   need=f"(task = 'mqar' OR task = 'niah' AND {PASSKEY}) AND "
+                   need=f"(task IN ('mqar', 'copy') OR task = 'niah' AND {PASSKEY}) AND "
                    "length_ratio IS NOT NULL",
-                   what="niah or mqar cells with a training length",
+                   what="niah, mqar or copy cells with a training length",
                    hint="fsc eval RUN_DIR", from_run=(RUN_DATA, RUN_BATCH),
                    apart=TRAINED)
 # a run with a scored part beside plain passkey cells (fsc eval --task niah scores those too:

@@ -247,7 +247,7 @@ def test_default_picks_the_latest_run_with_the_rows_each_figure_draws(cli, tmp_p
     eval_run(store, "tiny_attn", "loss")
     assert _plot(cli, "niah", "--store", store, "--out", tmp_path / "n.png")["runs"] == [niah]
     doc = _plot(cli, "retrieval", "--store", store, "--out", tmp_path / "r.png")
-    assert doc["runs"] == [niah, mqar] and "niah or mqar cells" in doc["picked"]
+    assert doc["runs"] == [niah, mqar] and "niah, mqar or copy cells" in doc["picked"]
     r = cli("plot", "niah", "--store", store, "--out", tmp_path / "n.png", "--force")
     assert r.code == 0 and "the latest eval run of each recipe with niah cells" in r.err
     newer = eval_run(store, "tiny_attn", "niah")
@@ -299,6 +299,17 @@ def test_titles_fit_however_long_the_device_and_runs(tmp_path):
     styles = {ln.get_label().split(" · ")[1]: ln.get_linestyle() for ln in fig.axes[0].lines}
     assert styles["mqar"] != styles["niah"]  # told apart without the legend's colours
     assert "depths or pair counts" in fig.axes[0].get_ylabel()
+
+
+def test_copy_cells_draw_a_line_of_their_own_in_the_retrieval_figure():
+    """fsc eval --task copy's cells are retrieval's too (dotted); one alone averages nothing."""
+    cells = [{"run_id": "20261202T063100-f5a857", "recipe": "tiny_attn", "task": "copy",
+              "checkpoint": "c", "length": 32 * m, "length_ratio": float(m), "depth": None,
+              "pairs": None, "n": 16, "accuracy": 1 / m, "device_name": "cpu"} for m in (1, 2)]
+    fig = figures.retrieval(cells, figures.colours(["tiny_attn"]))
+    [line] = fig.axes[0].lines
+    assert list(line.get_ydata()) == [1.0, 0.5] and line.get_linestyle() == ":"
+    assert "mean over" not in fig.axes[0].get_ylabel()
 
 
 def test_memory_in_a_unit_that_fits_and_no_line_decades_above_the_data():
