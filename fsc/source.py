@@ -156,13 +156,9 @@ def _refuse_inner_file(ref: str | Path) -> None:
 
 def checkpoint_config(ref: str | Path) -> dict:
     """A checkpoint's config.json as a dict; empty for a recipe or a checkpoint without one.
-    CheckpointError for one whose checksum does not match (checked before it is parsed, with
-    the other files but the weights: `verify_checksums`), that is damaged or from a later
-    format (`read_config`)."""
-    if not is_checkpoint(ref):
-        return {}
-    verify_checksums(Path(ref), weights=False)
-    return read_config(Path(ref))
+    CheckpointError for one that is damaged or from a later format (`read_config`). Its
+    checksum is checked where a command first reads the checkpoint (`load_source_recipe`)."""
+    return read_config(Path(ref)) if is_checkpoint(ref) else {}
 
 
 def checkpoint_tokenizer(ref: str | Path) -> Path | None:
@@ -209,8 +205,7 @@ class Source:
     @classmethod
     def read(cls, ref: str | Path) -> Source:
         ref = resolved(str(ref))
-        recipe = load_source_recipe(ref)  # a checkpoint: its files but the weights verified
-        return cls(ref, recipe, read_config(Path(ref)) if is_checkpoint(ref) else {})
+        return cls(ref, load_source_recipe(ref), checkpoint_config(ref))
 
     @property
     def is_checkpoint(self) -> bool:
