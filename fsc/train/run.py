@@ -105,8 +105,8 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                          "the learning rate would never reach --lr")
     source = str(resolve_checkpoint(source))  # a training directory: its newest checkpoint
     _refuse_published_weights(source)
-    recipe = load_source_recipe(source)
-    origin = None
+    src = Source.read(source)
+    recipe, origin = src.recipe, None
     if logit_shift is not None and G is None:
         raise UsageError("--logit-shift / --no-logit-shift go with --G N (adapting a model to "
                          "block size N); a recipe sets logit_shift in its YAML")
@@ -145,7 +145,7 @@ def new_job(source: str, objective: str | None, warmup: int | None, G: int | Non
                       started_from=(started_from(source)
                                     if origin is None and is_checkpoint(source) else None))
     notes = ()
-    if is_checkpoint(source) and Source.read(source).starts_with_bos():
+    if src.is_checkpoint and src.starts_with_bos():
         notes = (f"note: {source} begins its text with BOS; training sequences begin without "
                  "it, so the steps saved here decode without BOS (docs/training.md, One BOS "
                  "convention)",)
