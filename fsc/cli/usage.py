@@ -120,7 +120,9 @@ def bracket_argument(p) -> None:
 
 def _takes_path(p) -> bool:
     """Whether an option's value is a path (newer typers say so in its annotation, older
-    ones by its click type)."""
+    ones by its click type; an option read as text names its value DIR or FILE)."""
+    if p.metavar in ("DIR", "FILE"):
+        return True
     desc = getattr(p, "type_descriptor", None)
     if desc is not None:
         return Path in (desc.annotation, *get_args(desc.annotation))

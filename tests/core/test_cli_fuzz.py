@@ -315,6 +315,7 @@ def test_every_path_given_empty_is_refused(capsys, tmp_path, monkeypatch):
                 assert err.count("\n") == 1 and "empty; give a path" in err, (args, err)
                 tried.append(" ".join(args))
     assert "train --out " in tried and "push  x" in tried and len(tried) > 20
+    assert "eval --tokenizer " in tried  # a DIR read as text (fsc eval read "" as .)
     assert list(tmp_path.iterdir()) == []
 
 

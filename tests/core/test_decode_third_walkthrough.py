@@ -117,3 +117,4 @@ def test_a_stop_before_any_prompt_is_written_says_so_once(fsc_main, tmp_path, mo
     res = fsc_main("decode", "tiny_attn", "--prompts", "p.txt", "--length", "4")
     assert res.returncode == 130 and res.stdout == ""
     assert res.stderr.strip().splitlines()[-1] == "interrupted: none of the 3 prompts written"
+    assert res.stderr.count("interrupted:") == 1
